@@ -1,0 +1,487 @@
+import { randomUUID } from "node:crypto";
+import {
+  type AttributeValue,
+  BatchGetItemCommand,
+  CreateTableCommand,
+  DescribeTableCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  QueryCommand,
+  type QueryCommandInput,
+  ResourceNotFoundException,
+  TransactionCanceledException,
+  type TransactWriteItem,
+  TransactWriteItemsCommand,
+} from "@aws-sdk/client-dynamodb";
+import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
+import { ConflictError, UnavailableError } from "../../errors.ts";
+import type {
+  ExpectedVersion,
+  Page,
+  QueryOptions,
+  StateRecord,
+  StateStore,
+  TransactResult,
+  WriteOp,
+} from "../../ports/state-store.ts";
+import {
+  classifyDuplicates,
+  decodeCursor,
+  encodeCursor,
+  eventIdsOf,
+  paged,
+  pageSize,
+  storedEvent,
+  validateOps,
+  versionConflict,
+} from "../shared/state-store-helpers.ts";
+import { ALL_GSIS, GSI, TABLE_KEYS } from "./dynamo-schema.ts";
+
+/**
+ * State store + event log on one DynamoDB table (layout in dynamo-schema.ts). Every write is a
+ * TransactWriteItems with conditions: records carry a version; stream positions are items that
+ * may not exist yet; each event id has a guard item, so an event is recorded once however often
+ * it is appended.
+ */
+export interface DynamoStateStoreOptions {
+  client: DynamoDBClient;
+  tableName: string;
+  clock?: () => Date;
+  /** Attempts when DynamoDB reports a transaction conflict or `"any"` loses a race (default 10). */
+  maxAttempts?: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+type Item = Record<string, AttributeValue>;
+const STREAM_SHARDS = 16;
+
+const recordKey = (key: string) => ({ pk: { S: `R#${key}` }, sk: { S: "R" } });
+const eventKey = (streamId: string, seq: number) => ({
+  pk: { S: `S#${streamId}` },
+  sk: { S: `E#${String(seq).padStart(12, "0")}` },
+});
+const guardKey = (eventId: string) => ({ pk: { S: `I#${eventId}` }, sk: { S: "I" } });
+const shardOf = (streamId: string): number => {
+  let h = 0;
+  for (let i = 0; i < streamId.length; i++) h = (h * 31 + streamId.charCodeAt(i)) >>> 0;
+  return h % STREAM_SHARDS;
+};
+
+export class DynamoStateStore implements StateStore {
+  readonly #db: DynamoDBClient;
+  readonly #table: string;
+  readonly #clock: () => Date;
+  readonly #maxAttempts: number;
+  readonly #sleep: (ms: number) => Promise<void>;
+
+  constructor(options: DynamoStateStoreOptions) {
+    this.#db = options.client;
+    this.#table = options.tableName;
+    this.#clock = options.clock ?? (() => new Date());
+    this.#maxAttempts = options.maxAttempts ?? 10;
+    this.#sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
+  }
+
+  /** Creates the table when it does not exist (DynamoDB Local, tests). On AWS, the CDK stack owns it. */
+  static async ensureTable(client: DynamoDBClient, tableName: string): Promise<void> {
+    try {
+      await client.send(new DescribeTableCommand({ TableName: tableName }));
+      return;
+    } catch (e) {
+      if (!(e instanceof ResourceNotFoundException)) throw e;
+    }
+    const attrs = new Set<string>([TABLE_KEYS.partitionKey, TABLE_KEYS.sortKey]);
+    for (const g of ALL_GSIS) attrs.add(g.partitionKey).add(g.sortKey);
+    await client.send(
+      new CreateTableCommand({
+        TableName: tableName,
+        BillingMode: "PAY_PER_REQUEST",
+        AttributeDefinitions: [...attrs].map((AttributeName) => ({ AttributeName, AttributeType: "S" })),
+        KeySchema: [
+          { AttributeName: TABLE_KEYS.partitionKey, KeyType: "HASH" },
+          { AttributeName: TABLE_KEYS.sortKey, KeyType: "RANGE" },
+        ],
+        GlobalSecondaryIndexes: ALL_GSIS.map((g) => ({
+          IndexName: g.name,
+          KeySchema: [
+            { AttributeName: g.partitionKey, KeyType: "HASH" },
+            { AttributeName: g.sortKey, KeyType: "RANGE" },
+          ],
+          Projection: { ProjectionType: "ALL" },
+        })),
+      }),
+    );
+  }
+
+  async get<T>(key: string): Promise<StateRecord<T> | undefined> {
+    const out = await this.#call(() =>
+      this.#db.send(
+        new GetItemCommand({ TableName: this.#table, Key: recordKey(key), ConsistentRead: true }),
+      ),
+    );
+    return out.Item ? toRecord<T>(out.Item) : undefined;
+  }
+
+  append(
+    streamId: string,
+    events: readonly DomainEvent[],
+    expectedVersion: ExpectedVersion,
+  ): Promise<TransactResult> {
+    return this.transact([{ op: "append", streamId, events, expectedVersion }]);
+  }
+
+  async transact(ops: readonly WriteOp[]): Promise<TransactResult> {
+    const validated = validateOps(ops);
+    for (let attempt = 1; ; attempt++) {
+      const plan = await this.#plan(validated, this.#clock().toISOString());
+      try {
+        await this.#db.send(
+          new TransactWriteItemsCommand({ TransactItems: plan.items, ClientRequestToken: randomUUID() }),
+        );
+        return { duplicate: false, appended: plan.appended };
+      } catch (e) {
+        if (!(e instanceof TransactionCanceledException)) throw unavailable(e);
+        const reasons = e.CancellationReasons ?? [];
+        const lost = reasons.flatMap((r, i) =>
+          r.Code === "ConditionalCheckFailed" && plan.owners[i] ? [plan.owners[i]] : [],
+        );
+        if (lost.some((o) => o.kind === "guard")) {
+          // Some event id is already recorded: either this whole transaction happened before, or ids were reused.
+          const dup = classifyDuplicates(validated, await this.#eventsById(eventIdsOf(validated)));
+          if (dup) return dup;
+        }
+        const first = lost[0];
+        const raced =
+          first === undefined
+            ? reasons.some((r) => r.Code === "TransactionConflict" || r.Code === "ThrottlingError")
+            : lost.every((o) => o.kind === "stream" && isAnyAppend(validated[o.opIndex]));
+        if (!raced || attempt >= this.#maxAttempts) {
+          if (first) throw await this.#conflictFor(validated, first.opIndex);
+          throw new ConflictError(
+            "DynamoDB cancelled the transaction because of concurrent writes: try again",
+            {
+              reasons: reasons.map((r) => r.Code),
+            },
+          );
+        }
+        await this.#sleep(Math.random() * Math.min(200, 5 * 2 ** attempt));
+      }
+    }
+  }
+
+  /** Builds the transaction items, and for each item which op (and part) it belongs to. */
+  async #plan(ops: readonly WriteOp[], recordedAt: string) {
+    const items: TransactWriteItem[] = [];
+    const owners: { opIndex: number; kind: "record" | "stream" | "guard" }[] = [];
+    const appended: StoredEvent[][] = [];
+    for (const [opIndex, op] of ops.entries()) {
+      if (op.op === "put") {
+        items.push({
+          Put: {
+            TableName: this.#table,
+            Item: recordItem(op.record, op.expectedVersion + 1),
+            ...versionCondition(op.expectedVersion),
+          },
+        });
+        owners.push({ opIndex, kind: "record" });
+      } else if (op.op === "delete") {
+        items.push({
+          Delete: { TableName: this.#table, Key: recordKey(op.key), ...versionCondition(op.expectedVersion) },
+        });
+        owners.push({ opIndex, kind: "record" });
+      } else {
+        const base =
+          op.expectedVersion === "any" ? await this.streamVersion(op.streamId) : op.expectedVersion;
+        if (base > 0 && op.expectedVersion !== "any") {
+          // The stream must be exactly at `base`: its event `base` exists (and `base + 1` must not, below).
+          items.push({
+            ConditionCheck: {
+              TableName: this.#table,
+              Key: eventKey(op.streamId, base),
+              ConditionExpression: "attribute_exists(pk)",
+            },
+          });
+          owners.push({ opIndex, kind: "stream" });
+        }
+        const stored = op.events.map((e, i) => storedEvent(e, op.streamId, base + 1 + i, recordedAt));
+        for (const s of stored) {
+          items.push({
+            Put: {
+              TableName: this.#table,
+              Item: eventItem(s),
+              ConditionExpression: "attribute_not_exists(pk)",
+            },
+          });
+          owners.push({ opIndex, kind: "stream" });
+          items.push({
+            Put: {
+              TableName: this.#table,
+              Item: { ...guardKey(s.id), streamId: { S: s.streamId }, seq: { N: String(s.seq) } },
+              ConditionExpression: "attribute_not_exists(pk)",
+            },
+          });
+          owners.push({ opIndex, kind: "guard" });
+        }
+        appended.push(stored);
+      }
+    }
+    return { items, owners, appended };
+  }
+
+  async #conflictFor(ops: readonly WriteOp[], opIndex: number): Promise<ConflictError> {
+    const op = ops[opIndex] as WriteOp;
+    if (op.op === "append")
+      return versionConflict(
+        "stream",
+        op.streamId,
+        op.expectedVersion,
+        await this.streamVersion(op.streamId),
+        opIndex,
+      );
+    const key = op.op === "put" ? op.record.key : op.key;
+    return versionConflict("record", key, op.expectedVersion, (await this.get(key))?.version ?? 0, opIndex);
+  }
+
+  async #eventsById(ids: readonly string[]): Promise<StoredEvent[]> {
+    const guards: Item[] = [];
+    for (let i = 0; i < ids.length; i += 100) {
+      let keys: Item[] | undefined = ids.slice(i, i + 100).map(guardKey);
+      while (keys && keys.length > 0) {
+        const out = await this.#call(() =>
+          this.#db.send(
+            new BatchGetItemCommand({
+              RequestItems: { [this.#table]: { Keys: keys as Item[], ConsistentRead: true } },
+            }),
+          ),
+        );
+        guards.push(...(out.Responses?.[this.#table] ?? []));
+        keys = out.UnprocessedKeys?.[this.#table]?.Keys as Item[] | undefined;
+      }
+    }
+    const events = await Promise.all(
+      guards.map(async (g) => {
+        const out = await this.#call(() =>
+          this.#db.send(
+            new GetItemCommand({
+              TableName: this.#table,
+              Key: eventKey(String(g.streamId?.S), Number(g.seq?.N)),
+              ConsistentRead: true,
+            }),
+          ),
+        );
+        return out.Item ? toStoredEvent(out.Item) : undefined;
+      }),
+    );
+    return events.filter((e): e is StoredEvent => e !== undefined);
+  }
+
+  async readStream(
+    streamId: string,
+    options: { fromSeq?: number; limit?: number } = {},
+  ): Promise<StoredEvent[]> {
+    const out: StoredEvent[] = [];
+    const want = options.limit ?? Number.POSITIVE_INFINITY;
+    let start: Item | undefined;
+    do {
+      const page = await this.#query({
+        KeyConditionExpression: "pk = :pk AND sk >= :from",
+        ExpressionAttributeValues: {
+          ":pk": { S: `S#${streamId}` },
+          ":from": eventKey(streamId, options.fromSeq ?? 1).sk,
+        },
+        ConsistentRead: true,
+        ...(Number.isFinite(want) ? { Limit: want - out.length } : {}),
+        ...(start ? { ExclusiveStartKey: start } : {}),
+      });
+      out.push(...(page.Items ?? []).map(toStoredEvent));
+      start = page.LastEvaluatedKey;
+    } while (start && out.length < want);
+    return out;
+  }
+
+  async streamVersion(streamId: string): Promise<number> {
+    const page = await this.#query({
+      KeyConditionExpression: "pk = :pk",
+      ExpressionAttributeValues: { ":pk": { S: `S#${streamId}` } },
+      ScanIndexForward: false,
+      Limit: 1,
+      ConsistentRead: true,
+    });
+    const top = page.Items?.[0];
+    return top ? Number(top.seq?.N) : 0;
+  }
+
+  async listStreams(options: QueryOptions = {}): Promise<Page<string>> {
+    const limit = pageSize(options);
+    const [from, cursorAfter] =
+      options.cursor === undefined ? ["0", undefined] : decodeCursor(options.cursor);
+    let after: string | undefined = cursorAfter;
+    const items: string[] = [];
+    for (let shard = Number(from); shard < STREAM_SHARDS; shard++, after = undefined) {
+      const page = await this.#query({
+        IndexName: GSI.streams.name,
+        ...keyAfter("gsi3pk", `STREAM#${shard}`, "gsi3sk", after),
+        Limit: limit + 1 - items.length,
+      });
+      items.push(...(page.Items ?? []).map((i) => String(i.streamId?.S)));
+      if (items.length > limit) {
+        const kept = items.slice(0, limit);
+        return { items: kept, cursor: encodeCursor([String(shard), kept[kept.length - 1] as string]) };
+      }
+    }
+    return { items };
+  }
+
+  async findEvent(eventId: string): Promise<StoredEvent | undefined> {
+    return (await this.#eventsById([eventId]))[0];
+  }
+
+  async byParent<T>(parent: string, options: QueryOptions = {}): Promise<Page<StateRecord<T>>> {
+    const limit = pageSize(options);
+    const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor)[0];
+    const page = await this.#query({
+      IndexName: GSI.byParent.name,
+      ...keyAfter("gsi1pk", parent, "gsi1sk", after),
+      Limit: limit + 1,
+    });
+    return paged(
+      (page.Items ?? []).map((i) => toRecord<T>(i)),
+      limit,
+      (last) => encodeCursor([last.key]),
+    );
+  }
+
+  async byStatus<T>(
+    kind: string,
+    status: string,
+    options: QueryOptions & { updatedBefore?: string } = {},
+  ): Promise<Page<StateRecord<T>>> {
+    const limit = pageSize(options);
+    const gsi2pk = `${kind}#${status}`;
+    const values: Item = { ":p": { S: gsi2pk } };
+    if (options.updatedBefore !== undefined) values[":before"] = { S: options.updatedBefore };
+    let start: Item | undefined;
+    if (options.cursor !== undefined) {
+      const [key, updatedAt] = decodeCursor(options.cursor) as [string, string];
+      start = { ...recordKey(key), gsi2pk: { S: gsi2pk }, gsi2sk: { S: statusSortKey({ key, updatedAt }) } };
+    }
+    const page = await this.#query({
+      IndexName: GSI.byStatus.name,
+      // Sort keys are `<updatedAt>#<key>`: one that starts with `updatedBefore` is not before it.
+      KeyConditionExpression:
+        options.updatedBefore === undefined ? "gsi2pk = :p" : "gsi2pk = :p AND gsi2sk < :before",
+      ExpressionAttributeValues: values,
+      Limit: limit + 1,
+      ...(start ? { ExclusiveStartKey: start } : {}),
+    });
+    return paged(
+      (page.Items ?? []).map((i) => toRecord<T>(i)),
+      limit,
+      (last) => encodeCursor([last.key, last.updatedAt]),
+    );
+  }
+
+  async close(): Promise<void> {
+    // The client belongs to the caller (it may be shared); nothing to release here.
+  }
+
+  async #query(input: Omit<QueryCommandInput, "TableName">) {
+    return this.#call(() => this.#db.send(new QueryCommand({ TableName: this.#table, ...input })));
+  }
+
+  async #call<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      throw unavailable(e);
+    }
+  }
+}
+
+function unavailable(e: unknown): Error {
+  if (e instanceof ConflictError || e instanceof UnavailableError) return e;
+  const name = (e as { name?: string })?.name ?? "Error";
+  return new UnavailableError(
+    `DynamoDB call failed (${name}); check the table name, region and credentials`,
+    { cause: e },
+  );
+}
+
+/** `pk = :p`, and `sk > :after` when there is an `after` (DynamoDB rejects empty strings in key conditions). */
+function keyAfter(pk: string, value: string, sk: string, after: string | undefined) {
+  const values: Item = { ":p": { S: value } };
+  if (after === undefined || after === "")
+    return { KeyConditionExpression: `${pk} = :p`, ExpressionAttributeValues: values };
+  values[":after"] = { S: after };
+  return { KeyConditionExpression: `${pk} = :p AND ${sk} > :after`, ExpressionAttributeValues: values };
+}
+
+const isAnyAppend = (op: WriteOp | undefined): boolean => op?.op === "append" && op.expectedVersion === "any";
+
+function versionCondition(expected: number) {
+  return expected === 0
+    ? { ConditionExpression: "attribute_not_exists(pk)" }
+    : { ConditionExpression: "version = :v", ExpressionAttributeValues: { ":v": { N: String(expected) } } };
+}
+
+const statusSortKey = (r: { updatedAt: string; key: string }) => `${r.updatedAt}#${r.key}`;
+
+function recordItem(r: Omit<StateRecord, "version">, version: number): Item {
+  const item: Item = {
+    ...recordKey(r.key),
+    key: { S: r.key },
+    kind: { S: r.kind },
+    version: { N: String(version) },
+    updatedAt: { S: r.updatedAt },
+    data: { S: JSON.stringify(r.data) },
+  };
+  if (r.parent !== undefined)
+    Object.assign(item, { parent: { S: r.parent }, gsi1pk: { S: r.parent }, gsi1sk: { S: r.key } });
+  if (r.status !== undefined) {
+    Object.assign(item, {
+      status: { S: r.status },
+      gsi2pk: { S: `${r.kind}#${r.status}` },
+      gsi2sk: { S: statusSortKey(r) },
+    });
+  }
+  return item;
+}
+
+function eventItem(e: StoredEvent): Item {
+  const { streamId, seq, recordedAt, ...event } = e;
+  const item: Item = {
+    ...eventKey(streamId, seq),
+    ...marshall({ streamId, seq, recordedAt, eventId: e.id, body: JSON.stringify(event) }),
+  };
+  if (seq === 1)
+    Object.assign(item, { gsi3pk: { S: `STREAM#${shardOf(streamId)}` }, gsi3sk: { S: streamId } });
+  return item;
+}
+
+function toRecord<T>(item: Item): StateRecord<T> {
+  const raw = unmarshall(item) as {
+    key: string;
+    kind: string;
+    parent?: string;
+    status?: string;
+    version: number;
+    updatedAt: string;
+    data: string;
+  };
+  const rec: StateRecord<T> = {
+    key: raw.key,
+    kind: raw.kind,
+    version: raw.version,
+    updatedAt: raw.updatedAt,
+    data: JSON.parse(raw.data) as T,
+  };
+  if (raw.parent !== undefined) rec.parent = raw.parent;
+  if (raw.status !== undefined) rec.status = raw.status;
+  return rec;
+}
+
+function toStoredEvent(item: Item): StoredEvent {
+  const raw = unmarshall(item) as { streamId: string; seq: number; recordedAt: string; body: string };
+  return storedEvent(JSON.parse(raw.body) as DomainEvent, raw.streamId, raw.seq, raw.recordedAt);
+}

@@ -1,0 +1,261 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "libsql";
+import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
+import type {
+  ExpectedVersion,
+  Page,
+  QueryOptions,
+  StateRecord,
+  StateStore,
+  TransactResult,
+  WriteOp,
+} from "../../ports/state-store.ts";
+import {
+  classifyDuplicates,
+  decodeCursor,
+  encodeCursor,
+  eventIdsOf,
+  paged,
+  pageSize,
+  storedEvent,
+  validateOps,
+  versionConflict,
+} from "../shared/state-store-helpers.ts";
+
+/**
+ * State store + event log in one SQLite file (libsql). Every transaction runs under
+ * BEGIN IMMEDIATE, so the conditions it checks still hold when it commits, also across
+ * processes sharing the file (WAL, busy timeout).
+ */
+export interface SqliteStateStoreOptions {
+  /** A file path, or ":memory:". */
+  path: string;
+  /** synchronous=FULL (fsync on every commit) when true; NORMAL otherwise. Default true. */
+  durable?: boolean;
+  clock?: () => Date;
+}
+
+type Row = Record<string, unknown>;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS events (
+  gid INTEGER PRIMARY KEY AUTOINCREMENT,
+  stream_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  event_id TEXT NOT NULL UNIQUE,
+  body TEXT NOT NULL,
+  recorded_at TEXT NOT NULL,
+  UNIQUE (stream_id, seq)
+);
+CREATE TABLE IF NOT EXISTS records (
+  key TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  parent TEXT,
+  status TEXT,
+  version INTEGER NOT NULL,
+  updated_at TEXT NOT NULL,
+  data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_by_parent ON records (parent, key);
+CREATE INDEX IF NOT EXISTS records_by_status ON records (kind, status, updated_at, key);
+`;
+
+export class SqliteStateStore implements StateStore {
+  readonly #db: Database.Database;
+  readonly #clock: () => Date;
+
+  constructor(options: SqliteStateStoreOptions) {
+    if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
+    this.#db = new Database(options.path);
+    this.#db.exec("PRAGMA journal_mode = WAL");
+    this.#db.exec(`PRAGMA synchronous = ${options.durable === false ? "NORMAL" : "FULL"}`);
+    this.#db.exec("PRAGMA busy_timeout = 5000");
+    this.#db.exec(SCHEMA);
+    this.#clock = options.clock ?? (() => new Date());
+  }
+
+  async get<T>(key: string): Promise<StateRecord<T> | undefined> {
+    const row = this.#db.prepare("SELECT * FROM records WHERE key = ?").get(key) as Row | undefined;
+    return row ? toRecord<T>(row) : undefined;
+  }
+
+  async append(
+    streamId: string,
+    events: readonly DomainEvent[],
+    expectedVersion: ExpectedVersion,
+  ): Promise<TransactResult> {
+    return this.transact([{ op: "append", streamId, events, expectedVersion }]);
+  }
+
+  async transact(ops: readonly WriteOp[]): Promise<TransactResult> {
+    const validated = validateOps(ops);
+    const recordedAt = this.#clock().toISOString();
+    const run = this.#db.transaction((): TransactResult => {
+      const dup = classifyDuplicates(validated, this.#eventsById(eventIdsOf(validated)));
+      if (dup) return dup;
+      const appended: StoredEvent[][] = [];
+      validated.forEach((op, index) => {
+        if (op.op === "put") this.#put(op, index);
+        else if (op.op === "delete") this.#delete(op, index);
+        else appended.push(this.#append(op, index, recordedAt));
+      });
+      return { duplicate: false, appended };
+    });
+    return run.immediate();
+  }
+
+  #currentVersion(key: string): number {
+    const row = this.#db.prepare("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined;
+    return row ? Number(row.version) : 0;
+  }
+
+  #put(op: Extract<WriteOp, { op: "put" }>, index: number): void {
+    const current = this.#currentVersion(op.record.key);
+    if (current !== op.expectedVersion)
+      throw versionConflict("record", op.record.key, op.expectedVersion, current, index);
+    const r = op.record;
+    this.#db
+      .prepare(
+        `INSERT INTO records (key, kind, parent, status, version, updated_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, parent = excluded.parent, status = excluded.status,
+           version = excluded.version, updated_at = excluded.updated_at, data = excluded.data`,
+      )
+      .run(
+        r.key,
+        r.kind,
+        r.parent ?? null,
+        r.status ?? null,
+        current + 1,
+        r.updatedAt,
+        JSON.stringify(r.data),
+      );
+  }
+
+  #delete(op: Extract<WriteOp, { op: "delete" }>, index: number): void {
+    const current = this.#currentVersion(op.key);
+    if (current !== op.expectedVersion)
+      throw versionConflict("record", op.key, op.expectedVersion, current, index);
+    this.#db.prepare("DELETE FROM records WHERE key = ?").run(op.key);
+  }
+
+  #append(op: Extract<WriteOp, { op: "append" }>, index: number, recordedAt: string): StoredEvent[] {
+    const current = this.#streamVersion(op.streamId);
+    if (op.expectedVersion !== "any" && current !== op.expectedVersion) {
+      throw versionConflict("stream", op.streamId, op.expectedVersion, current, index);
+    }
+    const insert = this.#db.prepare(
+      "INSERT INTO events (stream_id, seq, event_id, body, recorded_at) VALUES (?, ?, ?, ?, ?)",
+    );
+    return op.events.map((event, i) => {
+      const stored = storedEvent(event, op.streamId, current + 1 + i, recordedAt);
+      insert.run(op.streamId, stored.seq, event.id, JSON.stringify(event), recordedAt);
+      return stored;
+    });
+  }
+
+  #streamVersion(streamId: string): number {
+    const row = this.#db.prepare("SELECT MAX(seq) AS v FROM events WHERE stream_id = ?").get(streamId) as Row;
+    return row.v == null ? 0 : Number(row.v);
+  }
+
+  #eventsById(ids: readonly string[]): StoredEvent[] {
+    if (ids.length === 0) return [];
+    const rows = this.#db
+      .prepare(`SELECT * FROM events WHERE event_id IN (${ids.map(() => "?").join(",")})`)
+      .all(...ids) as Row[];
+    return rows.map(toStoredEvent);
+  }
+
+  async readStream(
+    streamId: string,
+    options: { fromSeq?: number; limit?: number } = {},
+  ): Promise<StoredEvent[]> {
+    const rows = this.#db
+      .prepare("SELECT * FROM events WHERE stream_id = ? AND seq >= ? ORDER BY seq LIMIT ?")
+      .all(streamId, options.fromSeq ?? 1, options.limit ?? -1) as Row[];
+    return rows.map(toStoredEvent);
+  }
+
+  async streamVersion(streamId: string): Promise<number> {
+    return this.#streamVersion(streamId);
+  }
+
+  async listStreams(options: QueryOptions = {}): Promise<Page<string>> {
+    const limit = pageSize(options);
+    const after = options.cursor === undefined ? "" : decodeCursor(options.cursor)[0];
+    const rows = this.#db
+      .prepare("SELECT DISTINCT stream_id FROM events WHERE stream_id > ? ORDER BY stream_id LIMIT ?")
+      .all(after, limit + 1) as Row[];
+    return paged(
+      rows.map((r) => String(r.stream_id)),
+      limit,
+      (last) => encodeCursor([last]),
+    );
+  }
+
+  async findEvent(eventId: string): Promise<StoredEvent | undefined> {
+    return this.#eventsById([eventId])[0];
+  }
+
+  async byParent<T>(parent: string, options: QueryOptions = {}): Promise<Page<StateRecord<T>>> {
+    const limit = pageSize(options);
+    const after = options.cursor === undefined ? "" : decodeCursor(options.cursor)[0];
+    const rows = this.#db
+      .prepare("SELECT * FROM records WHERE parent = ? AND key > ? ORDER BY key LIMIT ?")
+      .all(parent, after, limit + 1) as Row[];
+    return paged(
+      rows.map((r) => toRecord<T>(r)),
+      limit,
+      (last) => encodeCursor([last.key]),
+    );
+  }
+
+  async byStatus<T>(
+    kind: string,
+    status: string,
+    options: QueryOptions & { updatedBefore?: string } = {},
+  ): Promise<Page<StateRecord<T>>> {
+    const limit = pageSize(options);
+    const [afterTime, afterKey] = options.cursor === undefined ? ["", ""] : decodeCursor(options.cursor);
+    const before = options.updatedBefore ?? "\uffff";
+    const rows = this.#db
+      .prepare(
+        `SELECT * FROM records WHERE kind = ? AND status = ? AND updated_at < ?
+           AND (updated_at > ? OR (updated_at = ? AND key > ?))
+         ORDER BY updated_at, key LIMIT ?`,
+      )
+      .all(kind, status, before, afterTime, afterTime, afterKey, limit + 1) as Row[];
+    return paged(
+      rows.map((r) => toRecord<T>(r)),
+      limit,
+      (last) => encodeCursor([last.updatedAt, last.key]),
+    );
+  }
+
+  async close(): Promise<void> {
+    this.#db.close();
+  }
+}
+
+function toRecord<T>(row: Row): StateRecord<T> {
+  const rec: StateRecord<T> = {
+    key: String(row.key),
+    kind: String(row.kind),
+    version: Number(row.version),
+    updatedAt: String(row.updated_at),
+    data: JSON.parse(String(row.data)) as T,
+  };
+  if (row.parent != null) rec.parent = String(row.parent);
+  if (row.status != null) rec.status = String(row.status);
+  return rec;
+}
+
+function toStoredEvent(row: Row): StoredEvent {
+  return storedEvent(
+    JSON.parse(String(row.body)) as DomainEvent,
+    String(row.stream_id),
+    Number(row.seq),
+    String(row.recorded_at),
+  );
+}

@@ -1,0 +1,184 @@
+import { z } from "zod";
+import { ValidationError } from "../errors.ts";
+import {
+  formatIssues,
+  InteractionDisplaySchema,
+  InteractionKindSchema,
+  InteractionOptionSchema,
+  InteractionPurposeSchema,
+  PrioritySchema,
+  UrnSchema,
+} from "./resources.ts";
+
+/**
+ * Domain events: append-only, validated, each with the actor that caused it and a schema version.
+ * Task lifecycle + UIP events follow seeds/002; RESOURCE_PUT / RESOURCE_DELETE record resource
+ * writes. Old schema versions are upcast on read (see `upcastEvent`), never rewritten.
+ */
+export const EVENT_SCHEMA_VERSION = 1;
+
+export const ActorSchema = z.object({
+  /** `user_<id>`, `agent_<name>`, `system_<component>` or an Assistant URN. */
+  id: z.string().min(1).max(1000),
+  kind: z.enum(["human", "agent", "system"]),
+});
+export type Actor = z.infer<typeof ActorSchema>;
+
+const envelope = {
+  /** Unique event id (ULID). Appending the same id twice records it once. */
+  id: z.string().min(1).max(128),
+  v: z.literal(EVENT_SCHEMA_VERSION),
+  /** When it happened (ISO 8601). */
+  at: z.iso.datetime(),
+  actor: ActorSchema,
+  /** Ties together everything one request caused (channel message -> tasks -> tools). */
+  correlationId: z.string().max(200).optional(),
+};
+
+const TaskId = UrnSchema;
+
+export const TaskCreatedSchema = z.object({
+  ...envelope,
+  type: z.literal("TaskCreated"),
+  payload: z.object({
+    taskId: TaskId,
+    parentTaskId: TaskId.optional(),
+    title: z.string().min(1).max(200),
+    intent: z.string().max(8000),
+    priority: PrioritySchema,
+    /** The elected assistant, when known at creation. */
+    assistant: UrnSchema.optional(),
+  }),
+});
+export const TaskStartedSchema = z.object({
+  ...envelope,
+  type: z.literal("TaskStarted"),
+  payload: z.object({ taskId: TaskId, assistant: UrnSchema.optional() }),
+});
+export const TaskCompletedSchema = z.object({
+  ...envelope,
+  type: z.literal("TaskCompleted"),
+  payload: z.object({
+    taskId: TaskId,
+    summary: z.string().max(8000).optional(),
+    /** The output Message resource. */
+    output: UrnSchema.optional(),
+  }),
+});
+export const TaskFailedSchema = z.object({
+  ...envelope,
+  type: z.literal("TaskFailed"),
+  payload: z.object({ taskId: TaskId, reason: z.string().min(1).max(8000) }),
+});
+export const TaskCanceledSchema = z.object({
+  ...envelope,
+  type: z.literal("TaskCanceled"),
+  payload: z.object({ taskId: TaskId, reason: z.string().max(8000).optional() }),
+});
+export const UserInteractionRequestedSchema = z.object({
+  ...envelope,
+  type: z.literal("UserInteractionRequested"),
+  payload: z.object({
+    interactionId: UrnSchema,
+    taskId: TaskId,
+    kind: InteractionKindSchema,
+    purpose: InteractionPurposeSchema,
+    display: InteractionDisplaySchema,
+    options: z.array(InteractionOptionSchema).optional(),
+    validation: z.object({ regex: z.string().optional(), required: z.boolean().optional() }).optional(),
+  }),
+});
+export const UserInteractionRespondedSchema = z.object({
+  ...envelope,
+  type: z.literal("UserInteractionResponded"),
+  payload: z.object({
+    interactionId: UrnSchema,
+    taskId: TaskId,
+    selectedOptionId: z.string().max(100).optional(),
+    inputValue: z.string().max(100_000).optional(),
+    comment: z.string().max(4000).optional(),
+  }),
+});
+export const ResourcePutSchema = z.object({
+  ...envelope,
+  type: z.literal("RESOURCE_PUT"),
+  payload: z.object({
+    urn: UrnSchema,
+    /** `meta.type` of the resource written. */
+    resourceType: z.string().min(1),
+    /** sha256 of the stored document, so consumers can tell a rewrite from a change. */
+    contentHash: z.string().optional(),
+  }),
+});
+export const ResourceDeleteSchema = z.object({
+  ...envelope,
+  type: z.literal("RESOURCE_DELETE"),
+  payload: z.object({ urn: UrnSchema, resourceType: z.string().min(1) }),
+});
+
+export const DomainEventSchema = z.discriminatedUnion("type", [
+  TaskCreatedSchema,
+  TaskStartedSchema,
+  TaskCompletedSchema,
+  TaskFailedSchema,
+  TaskCanceledSchema,
+  UserInteractionRequestedSchema,
+  UserInteractionRespondedSchema,
+  ResourcePutSchema,
+  ResourceDeleteSchema,
+]);
+export type DomainEvent = z.infer<typeof DomainEventSchema>;
+export type DomainEventType = DomainEvent["type"];
+export type EventOf<T extends DomainEventType> = Extract<DomainEvent, { type: T }>;
+
+export const TASK_LIFECYCLE_TYPES = [
+  "TaskCreated",
+  "TaskStarted",
+  "TaskCompleted",
+  "TaskFailed",
+  "TaskCanceled",
+  "UserInteractionRequested",
+  "UserInteractionResponded",
+] as const satisfies readonly DomainEventType[];
+export type TaskEvent = EventOf<(typeof TASK_LIFECYCLE_TYPES)[number]>;
+export const isTaskEvent = (e: DomainEvent): e is TaskEvent =>
+  (TASK_LIFECYCLE_TYPES as readonly string[]).includes(e.type);
+
+/** A domain event as recorded in a stream of the event log. */
+export type StoredEvent = DomainEvent & {
+  /** The stream it belongs to: for task events, the task URN. */
+  streamId: string;
+  /** 1-based position within the stream; gap-free. */
+  seq: number;
+  /** When the log recorded it (ISO 8601). */
+  recordedAt: string;
+};
+
+/**
+ * Reads any stored version of an event and returns the current shape. Version 1 is current;
+ * when v2 arrives, its upcaster goes here and the v1 fixture corpus keeps proving it.
+ */
+export function upcastEvent(raw: unknown): DomainEvent {
+  const v = (raw as { v?: unknown } | null)?.v;
+  if (v !== EVENT_SCHEMA_VERSION) {
+    throw new ValidationError("Unsupported event schema version", [
+      `v: ${JSON.stringify(v)}, this build reads ${EVENT_SCHEMA_VERSION}`,
+    ]);
+  }
+  return validateEvent(raw);
+}
+
+/** Validates an event before it is written. Throws ValidationError naming each bad field. */
+export function validateEvent(event: unknown): DomainEvent {
+  const result = DomainEventSchema.safeParse(event);
+  if (!result.success) throw new ValidationError("Invalid domain event", formatIssues(result.error));
+  return result.data;
+}
+
+/** The stream an event belongs to by default. */
+export function streamOf(event: DomainEvent): string {
+  return "taskId" in event.payload ? event.payload.taskId : event.payload.urn;
+}
+
+export type NewEvent<T extends DomainEventType = DomainEventType> = Omit<EventOf<T>, "id" | "v" | "at"> &
+  Partial<Pick<EventOf<T>, "id" | "at">>;

@@ -1,0 +1,329 @@
+import { z } from "zod";
+import { ValidationError } from "../errors.ts";
+import { childUrn, deterministicId, isUrn, lastElement, parentUrn, qualifiedType, type Urn } from "./urn.ts";
+
+/**
+ * Resources are typed JSON documents stored under their URN. Every resource has `meta` with its
+ * identity (id = URN, name, type, parent, hash) and the four descriptors that `toDescription()`
+ * compiles into the text embedded for similarity search.
+ */
+
+export const UrnSchema = z
+  .string()
+  .refine(isUrn, { message: "must be a URN like cld:common.Tenant.acme/..." });
+
+export const DescriptorsSchema = z.object({
+  /** What the resource is meant to accomplish. */
+  purpose: z.string().max(4000).optional(),
+  /** How to execute or work with it. */
+  instructions: z.string().max(8000).optional(),
+  /** When, or when not, to use it. */
+  applicability: z.string().max(4000).optional(),
+  /** What success looks like: for a task, its definition of done. */
+  evaluation: z.string().max(4000).optional(),
+});
+export type Descriptors = z.infer<typeof DescriptorsSchema>;
+
+export const MetaSchema = DescriptorsSchema.extend({
+  id: UrnSchema,
+  name: z.string().min(1).max(200),
+  /** `<package>.<Type>`, e.g. `common.Conversation`. */
+  type: z.string().regex(/^[a-z][a-z0-9]*\.[A-Z][A-Za-z0-9]*$/),
+  parent: UrnSchema.optional(),
+  /** The id element of the URN; deterministic for planned resources. */
+  hash: z.string().min(1),
+  createdAt: z.iso.datetime().optional(),
+  tokens: z.number().int().nonnegative().optional(),
+  score: z.number().optional(),
+});
+export type Meta = z.infer<typeof MetaSchema>;
+
+/** Compiles the four descriptors into one structured description (used for embeddings). */
+export function toDescription(d: Descriptors): string {
+  const sections: string[] = [];
+  if (d.purpose) sections.push(`**Purpose:** ${d.purpose}`);
+  if (d.instructions) sections.push(`**Instructions:** ${d.instructions}`);
+  if (d.applicability) sections.push(`**Applicability:** ${d.applicability}`);
+  if (d.evaluation) sections.push(`**Evaluation:** ${d.evaluation}`);
+  return sections.join("\n\n");
+}
+
+export interface MetaInput extends Descriptors {
+  /** `<package>.<Type>` */
+  type: string;
+  name: string;
+  parent?: Urn | string | undefined;
+  /** An explicit id; when absent the id is the deterministic hash of parent + type + name. */
+  id?: string | undefined;
+  createdAt?: string | undefined;
+}
+
+/**
+ * Builds complete metadata: the `withMeta()` rule. The id defaults to a deterministic hash of
+ * parent + type + name, so creating "the same" resource twice yields the same URN.
+ */
+export function withMeta(input: MetaInput): Meta {
+  const [pkg, type] = input.type.split(".");
+  if (!pkg || !type) throw new ValidationError(`Resource type must be <package>.<Type>`, [input.type]);
+  const hash = input.id ?? deterministicId(input.parent, input.type, input.name);
+  const id = childUrn(input.parent, { pkg, type, id: hash });
+  const meta: Meta = { id, name: input.name, type: input.type, hash };
+  if (input.parent !== undefined) meta.parent = input.parent as Urn;
+  for (const k of ["purpose", "instructions", "applicability", "evaluation", "createdAt"] as const) {
+    const v = input[k];
+    if (v !== undefined) meta[k] = v;
+  }
+  return meta;
+}
+
+/** Consistency of meta with its own URN: type, hash and parent must agree with `id`. */
+function metaAgreesWithUrn(meta: Meta, ctx: z.RefinementCtx): void {
+  const last = lastElement(meta.id);
+  if (qualifiedType(last) !== meta.type) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["meta", "type"],
+      message: `is ${meta.type} but the URN says ${qualifiedType(last)}`,
+    });
+  }
+  if (last.id !== meta.hash) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["meta", "hash"],
+      message: `is ${meta.hash} but the URN says ${last.id}`,
+    });
+  }
+  if (parentUrn(meta.id) !== meta.parent) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["meta", "parent"],
+      message: `must be the URN's parent (${parentUrn(meta.id) ?? "none"})`,
+    });
+  }
+}
+
+const resource = <L extends string, T extends z.ZodRawShape>(type: L, shape: T) =>
+  z
+    .object({ meta: MetaSchema.extend({ type: z.literal(type) }), ...shape })
+    .superRefine((r, ctx) => metaAgreesWithUrn((r as unknown as { meta: Meta }).meta, ctx));
+
+// ---- the resource types ------------------------------------------------------------------------
+
+export const TenantSchema = resource("common.Tenant", {
+  displayName: z.string().min(1).max(200).optional(),
+});
+
+export const ChannelKindSchema = z.enum(["cli", "http", "slack", "teams", "a2a"]);
+export const ConversationSchema = resource("common.Conversation", {
+  channel: z.object({ kind: ChannelKindSchema, ref: z.string().max(500).optional() }).optional(),
+  title: z.string().max(500).optional(),
+});
+
+export const ToolCallSchema = z.object({
+  /** Unique per call; pairs a tool result with its call. */
+  id: z.string().min(1).max(128),
+  name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, "tool names are 1-64 of a-z A-Z 0-9 _ -"),
+  arguments: z.record(z.string(), z.unknown()),
+});
+export type ToolCall = z.infer<typeof ToolCallSchema>;
+
+export const RoleSchema = z.enum(["system", "user", "assistant", "tool"]);
+export const MessageSchema = resource("common.Message", {
+  role: RoleSchema,
+  content: z.string().max(1_000_000).optional(),
+  /** role=assistant: the tools it asks to call. */
+  toolCalls: z.array(ToolCallSchema).max(64).optional(),
+  /** role=tool: which call this result answers. */
+  toolCallId: z.string().min(1).max(128).optional(),
+  /** role=tool: the tool failed and `content` is the error the model may read. */
+  isError: z.boolean().optional(),
+}).superRefine((m, ctx) => {
+  if (m.toolCalls && m.role !== "assistant") {
+    ctx.addIssue({
+      code: "custom",
+      path: ["toolCalls"],
+      message: "only assistant messages may request tool calls",
+    });
+  }
+  if (m.role === "tool" && !m.toolCallId) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["toolCallId"],
+      message: "a tool message must say which call it answers",
+    });
+  }
+  if (m.role !== "tool" && (m.toolCallId !== undefined || m.isError !== undefined)) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["toolCallId"],
+      message: "only tool messages carry toolCallId / isError",
+    });
+  }
+  if (m.content === undefined && !m.toolCalls?.length) {
+    ctx.addIssue({ code: "custom", path: ["content"], message: "a message needs content or tool calls" });
+  }
+});
+
+export const PrioritySchema = z.enum(["foreground", "normal", "background"]);
+export type Priority = z.infer<typeof PrioritySchema>;
+
+/** Limits a subtree may use. Inherited down the tree: a child's budget never exceeds its parent's. */
+export const BudgetsSchema = z.object({
+  maxDepth: z.number().int().min(1).max(20).optional(),
+  maxFanOut: z.number().int().min(1).max(100).optional(),
+  maxTasks: z.number().int().min(1).max(10_000).optional(),
+  maxTurns: z.number().int().min(1).max(1000).optional(),
+  maxTokens: z.number().int().min(1).optional(),
+  maxCostUsd: z.number().nonnegative().optional(),
+  maxCorrectiveRounds: z.number().int().min(0).max(10).optional(),
+  maxWallMs: z.number().int().min(1).optional(),
+});
+export type Budgets = z.infer<typeof BudgetsSchema>;
+
+/** A task as planned: what the planner's single tool call returns, recursively. */
+export interface TaskSpec extends Descriptors {
+  name: string;
+  priority?: Priority | undefined;
+  budgets?: Budgets | undefined;
+  subtasks?: TaskSpec[] | undefined;
+}
+export const TaskSpecSchema: z.ZodType<TaskSpec> = DescriptorsSchema.extend({
+  name: z.string().min(1).max(200),
+  priority: PrioritySchema.optional(),
+  budgets: BudgetsSchema.optional(),
+  get subtasks() {
+    return z.array(TaskSpecSchema).max(100).optional();
+  },
+});
+
+export const ElectionSchema = z.object({
+  assistant: UrnSchema,
+  score: z.number(),
+  runnerUp: z.object({ assistant: UrnSchema, score: z.number() }).optional(),
+});
+
+export const TaskResourceSchema = resource("plan.Task", {
+  priority: PrioritySchema.default("normal"),
+  budgets: BudgetsSchema.default({}),
+  planMode: z.enum(["eager", "lazy"]).optional(),
+  /** Which assistant was elected, with its similarity score and the runner-up. */
+  election: ElectionSchema.optional(),
+  /** The subtree as planned (not yet materialised as child Task resources). */
+  subtasks: z.array(TaskSpecSchema).max(100).optional(),
+  /** Corrective round that created this task (0 = the original plan). */
+  round: z.number().int().min(0).default(0),
+});
+
+export const AssistantSchema = resource("common.Assistant", {
+  model: z.string().max(200).optional(),
+  /** Names of the tools this assistant may call. */
+  tools: z.array(z.string()).default([]),
+  limits: z
+    .object({ maxTurns: z.number().int().min(1).optional(), maxTokens: z.number().int().min(1).optional() })
+    .default({}),
+});
+
+export const JsonSchemaObject = z.record(z.string(), z.unknown());
+export const ToolResourceSchema = resource("common.Tool", {
+  function: z.object({
+    name: ToolCallSchema.shape.name,
+    description: z.string().max(4000),
+    parameters: JsonSchemaObject,
+  }),
+  /** Risky tools wait for a person's confirmation bound to their exact arguments. */
+  risky: z.boolean().default(false),
+  binding: z.object({
+    kind: z.enum(["builtin", "http", "lambda", "mcp", "a2a"]),
+    config: z.record(z.string(), z.unknown()).default({}),
+  }),
+});
+
+export const InteractionKindSchema = z.enum(["select", "confirm", "input", "composite"]);
+export const InteractionPurposeSchema = z.enum([
+  "choose_strategy",
+  "request_info",
+  "confirm_risky_action",
+  "assign_subtask",
+  "approve_plan",
+  "generic",
+]);
+export const InteractionOptionSchema = z.object({
+  id: z.string().min(1).max(100),
+  label: z.string().min(1).max(200),
+  style: z.enum(["primary", "danger", "default"]).optional(),
+  isDefault: z.boolean().optional(),
+});
+export const InteractionDisplaySchema = z.object({
+  title: z.string().min(1).max(300),
+  description: z.string().max(4000).optional(),
+  content: z.unknown().optional(),
+  contentKind: z.enum(["PlainText", "Json", "Diff", "Table"]).optional(),
+});
+export const InteractionResponseSchema = z.object({
+  selectedOptionId: z.string().max(100).optional(),
+  inputValue: z.string().max(100_000).optional(),
+  comment: z.string().max(4000).optional(),
+});
+export const InteractionResourceSchema = resource("uip.Interaction", {
+  kind: InteractionKindSchema,
+  purpose: InteractionPurposeSchema,
+  display: InteractionDisplaySchema,
+  options: z.array(InteractionOptionSchema).max(50).optional(),
+  validation: z
+    .object({ regex: z.string().max(500).optional(), required: z.boolean().optional() })
+    .optional(),
+  /** For confirm_risky_action: the tool and a hash of its exact arguments. */
+  binding: z.object({ tool: z.string(), argumentsHash: z.string() }).optional(),
+  status: z.enum(["pending", "answered", "expired"]).default("pending"),
+  response: InteractionResponseSchema.extend({ actor: z.string() }).optional(),
+});
+
+export const RESOURCE_SCHEMAS = {
+  "common.Tenant": TenantSchema,
+  "common.Conversation": ConversationSchema,
+  "common.Message": MessageSchema,
+  "plan.Task": TaskResourceSchema,
+  "common.Assistant": AssistantSchema,
+  "common.Tool": ToolResourceSchema,
+  "uip.Interaction": InteractionResourceSchema,
+} as const;
+
+export type ResourceType = keyof typeof RESOURCE_SCHEMAS;
+export type ResourceOf<T extends ResourceType> = z.output<(typeof RESOURCE_SCHEMAS)[T]>;
+export type ResourceInputOf<T extends ResourceType> = z.input<(typeof RESOURCE_SCHEMAS)[T]>;
+export type Tenant = ResourceOf<"common.Tenant">;
+export type Conversation = ResourceOf<"common.Conversation">;
+export type Message = ResourceOf<"common.Message">;
+export type TaskResource = ResourceOf<"plan.Task">;
+export type Assistant = ResourceOf<"common.Assistant">;
+export type ToolResource = ResourceOf<"common.Tool">;
+export type InteractionResource = ResourceOf<"uip.Interaction">;
+export type AnyResource = { [T in ResourceType]: ResourceOf<T> }[ResourceType];
+
+export const isResourceType = (t: unknown): t is ResourceType =>
+  typeof t === "string" && t in RESOURCE_SCHEMAS;
+
+/** Formats zod issues as `path: message` lines. */
+export function formatIssues(error: z.ZodError): string[] {
+  return error.issues.map((i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`);
+}
+
+/**
+ * Validates a document and returns the resource of the type its `meta.type` names.
+ * Throws ValidationError naming every bad field.
+ */
+export function parseResource(doc: unknown): AnyResource {
+  const type = (doc as { meta?: { type?: unknown } } | null)?.meta?.type;
+  if (!isResourceType(type)) {
+    throw new ValidationError("Unknown resource type", [
+      `meta.type: ${JSON.stringify(type)} is not one of ${Object.keys(RESOURCE_SCHEMAS).join(", ")}`,
+    ]);
+  }
+  return parseResourceAs(type, doc);
+}
+
+export function parseResourceAs<T extends ResourceType>(type: T, doc: unknown): ResourceOf<T> {
+  const result = RESOURCE_SCHEMAS[type].safeParse(doc);
+  if (!result.success) throw new ValidationError(`Invalid ${type}`, formatIssues(result.error));
+  return result.data as ResourceOf<T>;
+}

@@ -1,0 +1,167 @@
+import { createHash } from "node:crypto";
+import { InvalidUrnError } from "../errors.ts";
+
+/**
+ * URNs name every resource: `cld:` + a path of elements joined by `/`, parent first.
+ * Each element is `<package>.<Type>.<id>`, e.g.
+ * `cld:common.Tenant.acme/common.Conversation.c1/common.Message.m2/plan.Task.t3`.
+ * A resource is stored under `<urn>.json`, so children are one prefix listing away and every
+ * ancestor can be read from the URN alone.
+ */
+export const URN_NAMESPACE = "cld";
+const SCHEME = `${URN_NAMESPACE}:`;
+
+const PACKAGE = /^[a-z][a-z0-9]*$/;
+const TYPE = /^[A-Z][A-Za-z0-9]*$/;
+const ID = /^[A-Za-z0-9_-]{1,128}$/;
+/** Longest URN we accept; S3 keys top out at 1024 bytes and we add `.json`. */
+export const MAX_URN_LENGTH = 1000;
+
+export type Urn = string & { readonly __brand: "Urn" };
+
+export interface UrnElement {
+  /** e.g. `common` */
+  readonly pkg: string;
+  /** e.g. `Conversation` */
+  readonly type: string;
+  /** e.g. `c1` or a deterministic hash */
+  readonly id: string;
+}
+
+/** `common.Conversation`: package and type, as stored in `meta.type`. */
+export const qualifiedType = (e: Pick<UrnElement, "pkg" | "type">): string => `${e.pkg}.${e.type}`;
+
+export function formatElement(e: UrnElement): string {
+  return `${e.pkg}.${e.type}.${e.id}`;
+}
+
+function parseElement(urn: string, raw: string, index: number): UrnElement {
+  const parts = raw.split(".");
+  if (parts.length !== 3) {
+    throw new InvalidUrnError(
+      urn,
+      `element ${index + 1} (${JSON.stringify(raw)}) must be <package>.<Type>.<id>`,
+    );
+  }
+  const [pkg, type, id] = parts as [string, string, string];
+  if (!PACKAGE.test(pkg))
+    throw new InvalidUrnError(urn, `package ${JSON.stringify(pkg)} must match ${PACKAGE}`);
+  if (!TYPE.test(type)) throw new InvalidUrnError(urn, `type ${JSON.stringify(type)} must match ${TYPE}`);
+  if (!ID.test(id)) throw new InvalidUrnError(urn, `id ${JSON.stringify(id)} must match ${ID}`);
+  return { pkg, type, id };
+}
+
+/** Splits and validates a URN. Throws InvalidUrnError saying which part is wrong. */
+export function parseUrn(urn: string): UrnElement[] {
+  if (typeof urn !== "string" || urn.length === 0) throw new InvalidUrnError(String(urn), "empty");
+  if (urn.length > MAX_URN_LENGTH)
+    throw new InvalidUrnError(urn.slice(0, 80), `longer than ${MAX_URN_LENGTH} characters`);
+  if (!urn.startsWith(SCHEME)) throw new InvalidUrnError(urn, `must start with "${SCHEME}"`);
+  const path = urn.slice(SCHEME.length);
+  if (path.length === 0) throw new InvalidUrnError(urn, "has no path");
+  return path.split("/").map((raw, i) => parseElement(urn, raw, i));
+}
+
+export function isUrn(value: unknown): value is Urn {
+  if (typeof value !== "string") return false;
+  try {
+    parseUrn(value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function asUrn(value: string): Urn {
+  parseUrn(value);
+  return value as Urn;
+}
+
+export function formatUrn(elements: readonly UrnElement[]): Urn {
+  if (elements.length === 0) throw new InvalidUrnError("", "needs at least one element");
+  const urn = `${SCHEME}${elements.map(formatElement).join("/")}`;
+  parseUrn(urn);
+  return urn as Urn;
+}
+
+/** The URN of `element` under `parent` (or a root URN when parent is undefined). */
+export function childUrn(parent: string | undefined, element: UrnElement): Urn {
+  const elements = parent === undefined ? [] : parseUrn(parent);
+  return formatUrn([...elements, element]);
+}
+
+export function lastElement(urn: string): UrnElement {
+  const elements = parseUrn(urn);
+  return elements[elements.length - 1] as UrnElement;
+}
+
+/** The parent URN, or undefined for a root. */
+export function parentUrn(urn: string): Urn | undefined {
+  const elements = parseUrn(urn);
+  return elements.length > 1 ? formatUrn(elements.slice(0, -1)) : undefined;
+}
+
+/** Every ancestor, root first, not including the URN itself. */
+export function ancestors(urn: string): Urn[] {
+  const elements = parseUrn(urn);
+  const out: Urn[] = [];
+  for (let i = 1; i < elements.length; i++) out.push(formatUrn(elements.slice(0, i)));
+  return out;
+}
+
+/** Depth: a root URN has depth 1. */
+export const depth = (urn: string): number => parseUrn(urn).length;
+
+/** The key prefix under which all descendants of `urn` are stored: `<urn>/`. */
+export const descendantPrefix = (urn: string): string => {
+  parseUrn(urn);
+  return `${urn}/`;
+};
+
+/** True when `candidate` is `urn` or lies below it. Compares whole elements, never partial ids. */
+export function isWithin(candidate: string, urn: string): boolean {
+  return candidate === urn || candidate.startsWith(`${urn}/`);
+}
+
+/** The root element's URN: for tenant-rooted resources this is the tenant. */
+export function rootUrn(urn: string): Urn {
+  const [first] = parseUrn(urn);
+  return formatUrn([first as UrnElement]);
+}
+
+/** The storage key of a resource. */
+export const objectKey = (urn: string): string => `${urn}.json`;
+
+/** The URN for an object key, or undefined when the key is not a resource document. */
+export function urnFromKey(key: string): Urn | undefined {
+  if (!key.endsWith(".json")) return undefined;
+  const urn = key.slice(0, -".json".length);
+  return isUrn(urn) ? (urn as Urn) : undefined;
+}
+
+/**
+ * Deterministic id from parent + type + name (the `withMeta()` rule): repeating a step that
+ * creates "the same" resource produces the same URN, so the write is idempotent.
+ * 16 hex characters (64 bits) of SHA-256.
+ */
+export function deterministicId(parent: string | undefined, type: string, name: string): string {
+  return createHash("sha256")
+    .update(`${parent ?? ""}\u0000${type}\u0000${name}`)
+    .digest("hex")
+    .slice(0, 16);
+}
+
+// ---- tenants ---------------------------------------------------------------------------------
+
+export const TENANT_TYPE = { pkg: "common", type: "Tenant" } as const;
+
+/** `cld:common.Tenant.<id>`: the root under which everything a tenant owns is stored. */
+export function tenantUrn(tenantId: string): Urn {
+  return formatUrn([{ ...TENANT_TYPE, id: tenantId }]);
+}
+
+/** The tenant id a URN belongs to, or undefined when its root is not a tenant. */
+export function tenantOf(urn: string): string | undefined {
+  const [first] = parseUrn(urn);
+  return first && first.pkg === TENANT_TYPE.pkg && first.type === TENANT_TYPE.type ? first.id : undefined;
+}

@@ -1,0 +1,108 @@
+/**
+ * One application error base for all of Arbor. Every error has a stable `code`, a message that
+ * says what went wrong and (where it helps) what to do next, and an optional `cause`.
+ * Mapping to HTTP status, JSON-RPC codes, Slack or Teams replies happens at the edges only.
+ */
+export type ErrorCode =
+  | "VALIDATION"
+  | "INVALID_URN"
+  | "INVALID_PATTERN"
+  | "INVALID_TRANSITION"
+  | "NOT_FOUND"
+  | "CONFLICT"
+  | "DUPLICATE"
+  | "TOO_LARGE"
+  | "CONFIG"
+  | "UNAVAILABLE"
+  | "INTERNAL";
+
+export class ArborError extends Error {
+  readonly code: ErrorCode;
+  /** Structured detail for logs and edge mappers; never includes secrets. */
+  readonly details: Readonly<Record<string, unknown>>;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { cause?: unknown; details?: Record<string, unknown> } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.details = options.details ?? {};
+  }
+}
+
+/** Input failed a schema or rule: the caller can fix it. Nothing was written. */
+export class ValidationError extends ArborError {
+  readonly issues: readonly string[];
+  constructor(message: string, issues: readonly string[] = [], options: { cause?: unknown } = {}) {
+    super("VALIDATION", issues.length ? `${message}: ${issues.join("; ")}` : message, {
+      ...options,
+      details: { issues },
+    });
+    this.issues = issues;
+  }
+}
+
+export class InvalidUrnError extends ArborError {
+  constructor(urn: string, reason: string) {
+    super("INVALID_URN", `Invalid URN ${JSON.stringify(urn)}: ${reason}`, { details: { urn, reason } });
+  }
+}
+
+export class InvalidPatternError extends ArborError {
+  constructor(message: string, path: readonly string[] = []) {
+    super(
+      "INVALID_PATTERN",
+      path.length
+        ? `Invalid event pattern at ${path.join(".")}: ${message}`
+        : `Invalid event pattern: ${message}`,
+      {
+        details: { path },
+      },
+    );
+  }
+}
+
+export class InvalidTransitionError extends ArborError {
+  constructor(taskId: string, from: string, eventType: string) {
+    super("INVALID_TRANSITION", `Task ${taskId} cannot take ${eventType} while ${from}`, {
+      details: { taskId, from, eventType },
+    });
+  }
+}
+
+export class NotFoundError extends ArborError {
+  constructor(what: string, id: string) {
+    super("NOT_FOUND", `${what} not found: ${id}`, { details: { what, id } });
+  }
+}
+
+/** A conditional write lost: someone else changed the record or stream first. Re-read and retry. */
+export class ConflictError extends ArborError {
+  constructor(message: string, details: Record<string, unknown> = {}, options: { cause?: unknown } = {}) {
+    super("CONFLICT", message, { ...options, details });
+  }
+}
+
+export class TooLargeError extends ArborError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super("TOO_LARGE", message, { details });
+  }
+}
+
+export class ConfigError extends ArborError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super("CONFIG", message, options);
+  }
+}
+
+/** A backend (S3, DynamoDB, EventBridge, disk) could not be reached or failed; safe to retry. */
+export class UnavailableError extends ArborError {
+  constructor(message: string, options: { cause?: unknown; details?: Record<string, unknown> } = {}) {
+    super("UNAVAILABLE", message, options);
+  }
+}
+
+export const isArborError = (e: unknown): e is ArborError => e instanceof ArborError;

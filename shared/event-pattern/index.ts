@@ -1,0 +1,1 @@
+export { compilePattern, type EventPattern, matchesPattern, validatePattern } from "./matcher.ts";

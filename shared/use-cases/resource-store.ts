@@ -1,0 +1,119 @@
+import { createHash } from "node:crypto";
+import {
+  type AnyResource,
+  parseResource,
+  parseResourceAs,
+  type ResourceOf,
+  type ResourceType,
+} from "../domain/resources.ts";
+import {
+  ancestors,
+  descendantPrefix,
+  lastElement,
+  objectKey,
+  qualifiedType,
+  type Urn,
+  urnFromKey,
+} from "../domain/urn.ts";
+import { ValidationError } from "../errors.ts";
+import { listAll, type ObjectStore } from "../ports/object-store.ts";
+
+/**
+ * Typed resources over the object store: validated on write (nothing is written when invalid)
+ * and on read, and returned as the type their `meta.type` names.
+ */
+export interface PutResult {
+  urn: Urn;
+  /** sha256 of the stored document. */
+  contentHash: string;
+}
+
+export class ResourceStore {
+  readonly #objects: ObjectStore;
+
+  constructor(objects: ObjectStore) {
+    this.#objects = objects;
+  }
+
+  async put(resource: unknown): Promise<PutResult> {
+    const parsed = parseResource(resource);
+    const body = JSON.stringify(parsed);
+    await this.#objects.put(objectKey(parsed.meta.id), body, { contentType: "application/json" });
+    return { urn: parsed.meta.id as Urn, contentHash: createHash("sha256").update(body).digest("hex") };
+  }
+
+  async get(urn: string): Promise<AnyResource | undefined> {
+    const [doc] = await this.getMany([urn]);
+    return doc;
+  }
+
+  /** Like get, but the resource must exist and be of `type`. */
+  async getAs<T extends ResourceType>(type: T, urn: string): Promise<ResourceOf<T> | undefined> {
+    const bytes = await this.#objects.get(objectKey(urn));
+    return bytes === undefined ? undefined : parseResourceAs(type, decode(urn, bytes));
+  }
+
+  async getMany(urns: readonly string[]): Promise<(AnyResource | undefined)[]> {
+    const docs = await this.#objects.getMany(urns.map(objectKey));
+    return docs.map((bytes, i) => (bytes === undefined ? undefined : readResource(urns[i] as string, bytes)));
+  }
+
+  /** The ancestors that exist, root first. */
+  async ancestorsOf(urn: string): Promise<AnyResource[]> {
+    return (await this.getMany(ancestors(urn))).filter((r): r is AnyResource => r !== undefined);
+  }
+
+  /** URNs directly below `urn` (one level), optionally of one type, in key order. */
+  async childUrns(urn: string, type?: ResourceType): Promise<Urn[]> {
+    return this.#listUrns(descendantPrefix(urn), "/", type);
+  }
+
+  /** URNs anywhere below `urn`, optionally of one type, in key order. */
+  async descendantUrns(urn: string, type?: ResourceType): Promise<Urn[]> {
+    return this.#listUrns(descendantPrefix(urn), undefined, type);
+  }
+
+  async children(urn: string, type?: ResourceType): Promise<AnyResource[]> {
+    return this.#load(await this.childUrns(urn, type));
+  }
+
+  async descendants(urn: string, type?: ResourceType): Promise<AnyResource[]> {
+    return this.#load(await this.descendantUrns(urn, type));
+  }
+
+  async delete(urn: string): Promise<void> {
+    await this.#objects.delete(objectKey(urn));
+  }
+
+  async #listUrns(prefix: string, delimiter: string | undefined, type?: ResourceType): Promise<Urn[]> {
+    const out: Urn[] = [];
+    for await (const page of listAll(this.#objects, prefix, delimiter ? { delimiter } : {})) {
+      for (const key of page.keys) {
+        const urn = urnFromKey(key);
+        if (urn && (type === undefined || qualifiedType(lastElement(urn)) === type)) out.push(urn);
+      }
+    }
+    return out;
+  }
+
+  async #load(urns: Urn[]): Promise<AnyResource[]> {
+    // A resource deleted between listing and reading is simply not returned.
+    return (await this.getMany(urns)).filter((r): r is AnyResource => r !== undefined);
+  }
+}
+
+function decode(urn: string, bytes: Uint8Array): unknown {
+  try {
+    return JSON.parse(Buffer.from(bytes).toString("utf8"));
+  } catch (cause) {
+    throw new ValidationError(`Stored resource ${urn} is not valid JSON`, [], { cause });
+  }
+}
+
+function readResource(urn: string, bytes: Uint8Array): AnyResource {
+  const resource = parseResource(decode(urn, bytes));
+  if (resource.meta.id !== urn) {
+    throw new ValidationError(`Stored resource under ${urn} names itself ${resource.meta.id}`);
+  }
+  return resource;
+}

@@ -1,0 +1,10 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FileObjectStore } from "../../shared/adapters/local/file-object-store.ts";
+import { objectStoreContract } from "./object-store.contract.ts";
+
+objectStoreContract("files on disk", async () => {
+  const root = await mkdtemp(join(tmpdir(), "arbor-objects-"));
+  return { store: new FileObjectStore({ root }), cleanup: () => rm(root, { recursive: true, force: true }) };
+});

@@ -1,0 +1,26 @@
+import { defineConfig } from "vitest/config";
+
+// Two projects: `unit` needs nothing but Node; `integration` starts the local AWS peers
+// (DynamoDB Local, s3rver, the EventBridge PutEvents peer) once in its global setup.
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: "unit",
+          include: ["test/**/*.test.ts", "policies/**/*.test.ts"],
+          exclude: ["**/*.int.test.ts", "**/node_modules/**"],
+        },
+      },
+      {
+        test: {
+          name: "integration",
+          include: ["test/**/*.int.test.ts"],
+          globalSetup: ["test/peers/global-setup.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+    ],
+  },
+});
