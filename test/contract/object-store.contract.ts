@@ -186,7 +186,9 @@ export function objectStoreContract(name: string, setup: () => Promise<ObjectSto
         expect(got?.meta.type).toBe("plan.Task");
         const typed = await rs.getAs("plan.Task", task.id);
         expect(typed?.priority).toBe("normal"); // schema default applied on write
-        expect(await rs.getAs("common.Message", task.id).catch((e: unknown) => e)).toBeInstanceOf(ValidationError);
+        expect(await rs.getAs("common.Message", task.id).catch((e: unknown) => e)).toBeInstanceOf(
+          ValidationError,
+        );
         expect(got?.meta.purpose).toBe("Answer the question");
 
         expect(await rs.childUrns(conv.id)).toEqual([msg.id]);

@@ -317,20 +317,23 @@ export class DynamoStateStore implements StateStore {
     const [from, cursorAfter] =
       options.cursor === undefined ? ["0", undefined] : decodeCursor(options.cursor);
     let after: string | undefined = cursorAfter;
-    const items: string[] = [];
+    const items: { shard: number; id: string }[] = [];
     for (let shard = Number(from); shard < STREAM_SHARDS; shard++, after = undefined) {
       const page = await this.#query({
         IndexName: GSI.streams.name,
         ...keyAfter("gsi3pk", `STREAM#${shard}`, "gsi3sk", after),
         Limit: limit + 1 - items.length,
       });
-      items.push(...(page.Items ?? []).map((i) => String(i.streamId?.S)));
+      for (const i of page.Items ?? []) items.push({ shard, id: String(i.streamId?.S) });
       if (items.length > limit) {
-        const kept = items.slice(0, limit);
-        return { items: kept, cursor: encodeCursor([String(shard), kept[kept.length - 1] as string]) };
+        const last = items[limit - 1] as { shard: number; id: string };
+        return {
+          items: items.slice(0, limit).map((i) => i.id),
+          cursor: encodeCursor([String(last.shard), last.id]),
+        };
       }
     }
-    return { items };
+    return { items: items.map((i) => i.id) };
   }
 
   async findEvent(eventId: string): Promise<StoredEvent | undefined> {

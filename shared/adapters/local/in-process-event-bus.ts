@@ -1,3 +1,4 @@
+import { ConflictError, UnavailableError } from "../../errors.ts";
 import { compilePattern } from "../../event-pattern/index.ts";
 import { componentLogger } from "../../observability/logger.ts";
 import type { BusEnvelope, BusEventInput, EventBus, Subscription } from "../../ports/event-bus.ts";
@@ -58,7 +59,7 @@ export class InProcessEventBus implements EventBus {
   }
 
   async publish(events: readonly BusEventInput[]): Promise<void> {
-    if (this.#closed) throw new Error("The event bus is closed");
+    if (this.#closed) throw new UnavailableError("The in-process event bus is closed");
     for (const e of events) assertPublishable(e);
     const now = this.#opts.clock();
     for (const e of events) {
@@ -91,7 +92,8 @@ export class InProcessEventBus implements EventBus {
     await new Promise<void>((resolve) => setImmediate(resolve));
     for (let attempt = 1; ; attempt++) {
       try {
-        await sub.handler(structuredClone(event));
+        // A copy per delivery, as over the wire: one handler cannot change what another receives.
+        await sub.handler(JSON.parse(JSON.stringify(event)) as BusEnvelope);
         return;
       } catch (error) {
         if (attempt >= this.#opts.maxAttempts) {

@@ -1,7 +1,21 @@
 import { TooLargeError, ValidationError } from "../../errors.ts";
 import { type BusEnvelope, type BusEventInput, MAX_EVENT_BYTES } from "../../ports/event-bus.ts";
 
-/** Shared by every EventBus adapter, so local and AWS deliveries look the same. */
+/**
+ * Rules every EventBus adapter shares, so that an event accepted locally is accepted on AWS and
+ * arrives looking the same.
+ *
+ * Event ids: EventBridge gives each entry an id of its own, but handlers deduplicate on the id the
+ * publisher chose. So the publisher's id travels in the detail under EVENT_ID_DETAIL_KEY (reserved;
+ * its bytes count toward the size limit on every adapter) and is put back into `id` on delivery.
+ */
+export const EVENT_ID_DETAIL_KEY = "arbor-event-id";
+
+/** The detail as sent over the wire, with the publisher's id inside. */
+export const wireDetail = (e: BusEventInput): Record<string, unknown> => ({
+  ...e.detail,
+  [EVENT_ID_DETAIL_KEY]: e.id,
+});
 
 /** The size EventBridge charges an entry: Time (14) + Source + DetailType + Detail + Resources. */
 export function entrySize(e: BusEventInput): number {
@@ -21,8 +35,19 @@ export function assertPublishable(e: BusEventInput): void {
   if (!e.detailType) problems.push("detailType is required");
   if (e.detail === null || typeof e.detail !== "object" || Array.isArray(e.detail))
     problems.push("detail must be a JSON object");
-  if (problems.length) throw new ValidationError("Invalid bus event", problems);
-  const size = entrySize(e);
+  else {
+    if (Object.hasOwn(e.detail, EVENT_ID_DETAIL_KEY))
+      problems.push(`detail.${EVENT_ID_DETAIL_KEY} is reserved by the bus`);
+    try {
+      JSON.stringify(e.detail);
+    } catch (cause) {
+      problems.push(`detail must be plain JSON (${(cause as Error).message})`);
+    }
+  }
+  if (e.time !== undefined && Number.isNaN(Date.parse(e.time)))
+    problems.push(`time ${JSON.stringify(e.time)} is not an ISO 8601 date`);
+  if (problems.length) throw new ValidationError(`Invalid bus event ${e.id ?? ""}`.trim(), problems);
+  const size = entrySize({ ...e, detail: wireDetail(e) });
   if (size > MAX_EVENT_BYTES) {
     throw new TooLargeError(
       `Bus event ${e.id} is ${size} bytes, over the ${MAX_EVENT_BYTES}-byte limit: store the payload as a resource and send its URN`,
@@ -31,6 +56,10 @@ export function assertPublishable(e: BusEventInput): void {
   }
 }
 
+/** ISO 8601 to the second, as EventBridge stamps `time`. */
+const toSeconds = (d: Date): string => d.toISOString().replace(/\.\d{3}Z$/, "Z");
+
+/** The envelope a handler receives: detail as plain JSON, time to the second. */
 export function toEnvelope(
   e: BusEventInput,
   where: { account: string; region: string; now: Date },
@@ -41,9 +70,9 @@ export function toEnvelope(
     "detail-type": e.detailType,
     source: e.source,
     account: where.account,
-    time: e.time ?? where.now.toISOString().replace(/\.\d{3}Z$/, "Z"),
+    time: toSeconds(e.time === undefined ? where.now : new Date(e.time)),
     region: where.region,
     resources: e.resources ?? [],
-    detail: e.detail,
+    detail: JSON.parse(JSON.stringify(e.detail)) as Record<string, unknown>,
   };
 }
