@@ -4,6 +4,8 @@ import { type TaskStatus, transition } from "./task-state.ts";
 
 /**
  * TaskView: the read model of one task, projected from its event stream by a pure reducer.
+ * Children are not listed on the parent: each child names its `parentTaskId`, and the state store
+ * indexes records by parent (so ten children finishing at once never contend for one record).
  * `version` is the seq of the last event applied, which makes the reducer idempotent (an event
  * at or below it changes nothing) and doubles as the expected version for the next append.
  */
@@ -18,7 +20,6 @@ export interface TaskView {
   status: TaskStatus;
   pendingInteractionId?: string;
   lastInteractionId?: string;
-  childTaskIds: string[];
   summary?: string;
   output?: string;
   failureReason?: string;
@@ -51,7 +52,6 @@ export function reduceTaskView(view: TaskView | undefined, event: StoredEvent): 
         intent: p.intent,
         createdBy: event.actor.id,
         priority: p.priority,
-        childTaskIds: [],
         createdAt: event.at,
         ...touched,
       };
@@ -95,22 +95,4 @@ export function projectTaskView(events: Iterable<StoredEvent>): TaskView | undef
   let view: TaskView | undefined;
   for (const e of events) view = reduceTaskView(view, e);
   return view;
-}
-
-/**
- * Links children to parents after every stream has been folded: `childTaskIds` is derived
- * from the children's own `parentTaskId`, in URN order, so the result does not depend on the
- * order in which streams were read.
- */
-export function linkChildren(views: Map<string, TaskView>): Map<string, TaskView> {
-  const children = new Map<string, string[]>();
-  for (const v of views.values()) {
-    if (!v.parentTaskId) continue;
-    const list = children.get(v.parentTaskId) ?? [];
-    list.push(v.taskId);
-    children.set(v.parentTaskId, list);
-  }
-  const out = new Map<string, TaskView>();
-  for (const [id, v] of views) out.set(id, { ...v, childTaskIds: (children.get(id) ?? []).sort() });
-  return out;
 }

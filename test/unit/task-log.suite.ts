@@ -1,0 +1,93 @@
+import { afterEach, beforeEach, expect, it } from "vitest";
+import { InvalidTransitionError } from "../../shared/errors.ts";
+import type { StateStore } from "../../shared/ports/state-store.ts";
+import { TaskLog } from "../../shared/use-cases/task-log.ts";
+import {
+  interactionRequested,
+  interactionResponded,
+  many,
+  taskCompleted,
+  taskCreated,
+  taskStarted,
+  taskUrn,
+} from "../fixtures/event-builders.ts";
+
+/** TaskLog behaviour, run over any StateStore (SQLite in the unit project, DynamoDB Local in integration). */
+export function taskLogSuite(setup: () => Promise<{ store: StateStore; cleanup(): Promise<void> }>): void {
+  let store: StateStore;
+  let cleanup: () => Promise<void>;
+  let log: TaskLog;
+  beforeEach(async () => {
+    ({ store, cleanup } = await setup());
+    log = new TaskLog(store);
+  });
+  afterEach(() => cleanup());
+
+  it("keeps the view beside the log, in the same transaction", async () => {
+    const t = taskUrn("tl");
+    await log.record(taskCreated(t));
+    const { view } = await log.record(taskStarted(t));
+    expect(view.status).toBe("in_progress");
+    expect(await log.view(t)).toEqual(view);
+    expect((await store.get(t))?.version).toBe(2);
+    expect(await store.streamVersion(t)).toBe(2);
+  });
+
+  it("refuses a forbidden transition and writes nothing", async () => {
+    const t = taskUrn("forbidden");
+    await log.record(taskCreated(t));
+    await expect(log.record(taskCompleted(t))).rejects.toBeInstanceOf(InvalidTransitionError);
+    expect(await store.streamVersion(t)).toBe(1);
+    expect((await log.view(t))?.status).toBe("open");
+  });
+
+  it("records a redelivered event once", async () => {
+    const t = taskUrn("redelivered");
+    const created = taskCreated(t);
+    const started = taskStarted(t);
+    await log.record(created);
+    await log.record(started);
+    const again = await log.record(started);
+    expect(again.duplicate).toBe(true);
+    expect(again.view.status).toBe("in_progress");
+    expect(await store.streamVersion(t)).toBe(2);
+  });
+
+  it("lets exactly one of many racing completions through", async () => {
+    const t = taskUrn("racing");
+    await log.record(taskCreated(t));
+    await log.record(taskStarted(t));
+    const results = await Promise.allSettled(many(10, () => log.record(taskCompleted(t))));
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    for (const r of results)
+      if (r.status === "rejected") expect(r.reason).toBeInstanceOf(InvalidTransitionError);
+    expect(await store.streamVersion(t)).toBe(3);
+  });
+
+  it("finds children by parent and stale tasks by age", async () => {
+    const parent = taskUrn("p");
+    const kids = many(3, (i) => taskUrn("p", `k${i}`));
+    await log.record(taskCreated(parent, { at: "2026-05-01T00:00:00.000Z" }));
+    for (const k of kids)
+      await log.record(taskCreated(k, { parentTaskId: parent, at: "2026-05-01T00:00:01.000Z" }));
+    expect((await log.children(parent)).map((v) => v.taskId)).toEqual([...kids].sort());
+    expect((await log.stale("open", "2026-05-01T00:00:00.500Z")).map((v) => v.taskId)).toEqual([parent]);
+  });
+
+  it("replays the log into exactly the views it stored", async () => {
+    const a = taskUrn("ra");
+    const b = taskUrn("ra", "rb");
+    const ix = taskUrn("ra", "ix");
+    await log.record(taskCreated(a));
+    await log.record(taskStarted(a));
+    await log.record(taskCreated(b, { parentTaskId: a }));
+    await log.record(interactionRequested(a, ix));
+    await log.record(interactionResponded(a, ix));
+    await log.record(taskStarted(b));
+    await log.record(taskCompleted(b, { summary: "sub done" }));
+    const replayed = await log.replay();
+    expect([...replayed.keys()].sort()).toEqual([a, b].sort());
+    expect(replayed.get(a)).toEqual(await log.view(a));
+    expect(replayed.get(b)).toEqual(await log.view(b));
+  });
+}

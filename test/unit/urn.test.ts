@@ -1,0 +1,106 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  ancestors,
+  childUrn,
+  descendantPrefix,
+  deterministicId,
+  isWithin,
+  objectKey,
+  parentUrn,
+  parseUrn,
+  rootUrn,
+  tenantOf,
+  tenantUrn,
+  urnFromKey,
+} from "../../shared/domain/urn.ts";
+import { InvalidUrnError } from "../../shared/errors.ts";
+
+const deep = "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m2/plan.Task.t3/plan.Task.t4";
+
+describe("URNs", () => {
+  it("parses every element as package, type and id", () => {
+    expect(parseUrn(deep).map((e) => `${e.pkg}|${e.type}|${e.id}`)).toEqual([
+      "common|Tenant|acme",
+      "common|Conversation|c1",
+      "common|Message|m2",
+      "plan|Task|t3",
+      "plan|Task|t4",
+    ]);
+  });
+
+  it("knows parents, ancestors (root first), roots and tenants", () => {
+    expect(parentUrn(deep)).toBe(
+      "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m2/plan.Task.t3",
+    );
+    expect(parentUrn("cld:common.Tenant.acme")).toBeUndefined();
+    expect(ancestors(deep)).toEqual([
+      "cld:common.Tenant.acme",
+      "cld:common.Tenant.acme/common.Conversation.c1",
+      "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m2",
+      "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m2/plan.Task.t3",
+    ]);
+    expect(rootUrn(deep)).toBe("cld:common.Tenant.acme");
+    expect(tenantOf(deep)).toBe("acme");
+    expect(tenantOf("cld:common.Conversation.c1")).toBeUndefined();
+    expect(tenantUrn("acme")).toBe("cld:common.Tenant.acme");
+  });
+
+  it("compares whole elements, so one tenant's prefix never covers another's", () => {
+    expect(isWithin(deep, "cld:common.Tenant.acme")).toBe(true);
+    expect(isWithin("cld:common.Tenant.acme-evil/common.Conversation.c1", "cld:common.Tenant.acme")).toBe(
+      false,
+    );
+    expect(descendantPrefix("cld:common.Tenant.acme")).toBe("cld:common.Tenant.acme/");
+  });
+
+  it("maps URNs to object keys and back", () => {
+    expect(objectKey(deep)).toBe(`${deep}.json`);
+    expect(urnFromKey(`${deep}.json`)).toBe(deep);
+    expect(urnFromKey(`${deep}.txt`)).toBeUndefined();
+    expect(urnFromKey("cld:nonsense.json")).toBeUndefined();
+  });
+
+  it.each([
+    ["", /empty/],
+    ["urn:common.Tenant.a", /must start with "cld:"/],
+    ["cld:", /no path/],
+    ["cld:common.Tenant", /element 1/],
+    ["cld:Common.Tenant.a", /package/],
+    ["cld:common.tenant.a", /type/],
+    ["cld:common.Tenant.a b", /id/],
+    ["cld:common.Tenant.a//plan.Task.b", /element 2/],
+    ["cld:common.Tenant.a/plan.Task.b.c", /element 2/],
+    [`cld:common.Tenant.${"x".repeat(1001)}`, /longer than/],
+  ])("rejects %j with a message saying what is wrong", (urn, reason) => {
+    expect(() => parseUrn(urn)).toThrow(InvalidUrnError);
+    expect(() => parseUrn(urn)).toThrow(reason);
+  });
+
+  it("derives the same id from the same parent, type and name, and different ids otherwise", () => {
+    const a = deterministicId("cld:common.Tenant.acme", "plan.Task", "research");
+    expect(deterministicId("cld:common.Tenant.acme", "plan.Task", "research")).toBe(a);
+    expect(a).toMatch(/^[0-9a-f]{16}$/);
+    expect(deterministicId("cld:common.Tenant.acme", "plan.Task", "write")).not.toBe(a);
+    expect(deterministicId("cld:common.Tenant.other", "plan.Task", "research")).not.toBe(a);
+    // No ambiguity from concatenation: ("ab","c") and ("a","bc") differ.
+    expect(deterministicId(undefined, "ab", "c")).not.toBe(deterministicId(undefined, "a", "bc"));
+  });
+
+  it("round-trips any valid element path (property)", () => {
+    const element = fc.record({
+      pkg: fc.stringMatching(/^[a-z][a-z0-9]{0,8}$/),
+      type: fc.stringMatching(/^[A-Z][A-Za-z0-9]{0,8}$/),
+      id: fc.stringMatching(/^[A-Za-z0-9_-]{1,20}$/),
+    });
+    fc.assert(
+      fc.property(fc.array(element, { minLength: 1, maxLength: 6 }), (elements) => {
+        let urn: string | undefined;
+        for (const e of elements) urn = childUrn(urn, e);
+        const parsed = parseUrn(urn as string);
+        expect(parsed).toEqual(elements);
+        expect(ancestors(urn as string)).toHaveLength(elements.length - 1);
+      }),
+    );
+  });
+});
