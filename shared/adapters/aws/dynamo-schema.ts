@@ -9,17 +9,34 @@
  * indexes
  *   byParent  gsi1pk = parent                 gsi1sk = key             (records with a parent)
  *   byStatus  gsi2pk = <kind>#<status>        gsi2sk = <updatedAt>#<key>  (records with a status)
- *   streams   gsi3pk = "STREAM"               gsi3sk = <streamId>      (first event of each stream)
+ *   streams   gsi3pk = STREAM#<0..15>         gsi3sk = <streamId>      (first event of each stream,
+ *                                                                          spread over STREAM_SHARDS keys)
+ * Every key attribute is a string. byParent and byStatus project whole records (their queries
+ * return records); streams projects only `streamId`.
  */
 export const TABLE_KEYS = { partitionKey: "pk", sortKey: "sk" } as const;
 
-export const GSI = {
-  byParent: { name: "byParent", partitionKey: "gsi1pk", sortKey: "gsi1sk" },
-  byStatus: { name: "byStatus", partitionKey: "gsi2pk", sortKey: "gsi2sk" },
-  streams: { name: "streams", partitionKey: "gsi3pk", sortKey: "gsi3sk" },
-} as const;
+export interface GsiDefinition {
+  readonly name: string;
+  readonly partitionKey: string;
+  readonly sortKey: string;
+  /** Non-key attributes copied into the index; "ALL" for every attribute. */
+  readonly projection: "ALL" | readonly string[];
+}
 
-export const ALL_GSIS = [GSI.byParent, GSI.byStatus, GSI.streams] as const;
+export const GSI = {
+  byParent: { name: "byParent", partitionKey: "gsi1pk", sortKey: "gsi1sk", projection: "ALL" },
+  byStatus: { name: "byStatus", partitionKey: "gsi2pk", sortKey: "gsi2sk", projection: "ALL" },
+  streams: { name: "streams", partitionKey: "gsi3pk", sortKey: "gsi3sk", projection: ["streamId"] },
+} as const satisfies Record<string, GsiDefinition>;
+
+/** How many index keys the first events of streams are spread over (no single hot key). */
+export const STREAM_SHARDS = 16;
+
+/** Items that may expire carry this Number attribute (epoch seconds); DynamoDB's TTL deletes them. */
+export const TTL_ATTRIBUTE = "expiresAt";
+
+export const ALL_GSIS: readonly GsiDefinition[] = [GSI.byParent, GSI.byStatus, GSI.streams];
 
 /** DynamoDB's per-transaction item limit. */
 export const MAX_TRANSACT_ITEMS = 100;

@@ -36,7 +36,7 @@ import {
   validateOps,
   versionConflict,
 } from "../shared/state-store-helpers.ts";
-import { ALL_GSIS, GSI, TABLE_KEYS } from "./dynamo-schema.ts";
+import { ALL_GSIS, GSI, STREAM_SHARDS, TABLE_KEYS } from "./dynamo-schema.ts";
 
 /**
  * State store + event log on one DynamoDB table (layout in dynamo-schema.ts). Every write is a
@@ -54,7 +54,6 @@ export interface DynamoStateStoreOptions {
 }
 
 type Item = Record<string, AttributeValue>;
-const STREAM_SHARDS = 16;
 
 const recordKey = (key: string) => ({ pk: { S: `R#${key}` }, sk: { S: "R" } });
 const eventKey = (streamId: string, seq: number) => ({
@@ -108,7 +107,10 @@ export class DynamoStateStore implements StateStore {
             { AttributeName: g.partitionKey, KeyType: "HASH" },
             { AttributeName: g.sortKey, KeyType: "RANGE" },
           ],
-          Projection: { ProjectionType: "ALL" },
+          Projection:
+            g.projection === "ALL"
+              ? { ProjectionType: "ALL" }
+              : { ProjectionType: "INCLUDE", NonKeyAttributes: [...g.projection] },
         })),
       }),
     );

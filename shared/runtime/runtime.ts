@@ -1,0 +1,18 @@
+import type { EventBus } from "../ports/event-bus.ts";
+import type { ObjectStore } from "../ports/object-store.ts";
+import type { StateStore } from "../ports/state-store.ts";
+import type { ResourceStore } from "../use-cases/resource-store.ts";
+import type { TaskLog } from "../use-cases/task-log.ts";
+
+/** Everything a use case may need, wired by one of the two composition roots (local.ts, aws.ts). */
+export interface Runtime {
+  readonly mode: "local" | "aws";
+  readonly tenant: string;
+  readonly objects: ObjectStore;
+  readonly state: StateStore;
+  readonly bus: EventBus;
+  readonly resources: ResourceStore;
+  readonly tasks: TaskLog;
+  /** Waits for in-flight work (local deliveries) and releases files and connections. */
+  close(): Promise<void>;
+}
