@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { z } from "zod";
 import { ValidationError } from "../errors.ts";
 import {
@@ -182,3 +183,12 @@ export function streamOf(event: DomainEvent): string {
 
 export type NewEvent<T extends DomainEventType = DomainEventType> = Omit<EventOf<T>, "id" | "v" | "at"> &
   Partial<Pick<EventOf<T>, "id" | "at">>;
+
+/**
+ * A deterministic event id from the facts that make a step unique (e.g. task URN, "completed",
+ * round). A step that runs twice (redelivery, crash and resume) produces the same id, so the log
+ * records it once.
+ */
+export function eventIdFor(...parts: readonly string[]): string {
+  return `evt_${createHash("sha256").update(parts.join("\u0000")).digest("base64url").slice(0, 26)}`;
+}

@@ -94,7 +94,7 @@ describe("TaskView reducer", () => {
   });
 
   it("is idempotent: an event applied again changes nothing", () => {
-    let view;
+    let view: ReturnType<typeof reduceTaskView>;
     for (const e of life) {
       view = reduceTaskView(view, e);
       expect(reduceTaskView(view, e)).toBe(view);

@@ -6,22 +6,10 @@ import {
 } from "@aws-sdk/client-eventbridge";
 import { z } from "zod";
 import { formatIssues } from "../../domain/resources.ts";
-import {
-  type ArborError,
-  ConflictError,
-  TooLargeError,
-  UnavailableError,
-  ValidationError,
-} from "../../errors.ts";
+import { type ArborError, ConflictError, UnavailableError, ValidationError } from "../../errors.ts";
 import { compilePattern } from "../../event-pattern/index.ts";
 import { componentLogger } from "../../observability/logger.ts";
-import {
-  type BusEnvelope,
-  type BusEventInput,
-  type EventBus,
-  MAX_EVENT_BYTES,
-  type Subscription,
-} from "../../ports/event-bus.ts";
+import type { BusEnvelope, BusEventInput, EventBus, Subscription } from "../../ports/event-bus.ts";
 import { assertPublishable, EVENT_ID_DETAIL_KEY, entrySize, wireDetail } from "../shared/bus-envelope.ts";
 
 /**

@@ -52,10 +52,17 @@ export class InProcessEventBus implements EventBus {
   }
 
   subscribe(subscription: Subscription): () => void {
-    if (this.#subs.has(subscription.name))
-      throw new Error(`A subscription named ${subscription.name} already exists`);
-    this.#subs.set(subscription.name, { ...subscription, match: compilePattern(subscription.pattern) });
-    return () => this.#subs.delete(subscription.name);
+    if (this.#subs.has(subscription.name)) {
+      throw new ConflictError(`A subscription named ${subscription.name} already exists`, {
+        subscription: subscription.name,
+      });
+    }
+    const compiled: Compiled = { ...subscription, match: compilePattern(subscription.pattern) };
+    this.#subs.set(subscription.name, compiled);
+    return () => {
+      // Only this subscription: a newer one under the same name stays.
+      if (this.#subs.get(subscription.name) === compiled) this.#subs.delete(subscription.name);
+    };
   }
 
   async publish(events: readonly BusEventInput[]): Promise<void> {

@@ -1,0 +1,107 @@
+import { parseArgs } from "node:util";
+import { loadConfig } from "../config.ts";
+import { parseUrn, tenantUrn } from "../domain/urn.ts";
+import { isArborError } from "../errors.ts";
+import { readAllEvents } from "../ports/state-store.ts";
+import { createLocalRuntime, type LocalRuntime } from "../runtime/local.ts";
+import { runDemo } from "./demo.ts";
+import { heading, note } from "./render.ts";
+
+const HELP = `arbor: run teams of LLM agents on AWS serverless, or locally in one process
+
+Usage: arbor <command> [options]
+
+Commands
+  demo                 walk through the local foundation: resources, task log, event bus, replay
+  ls [urn] [--all]     list the resources directly below a URN (default: your tenant); --all for every level
+  get <urn>            print one resource as JSON
+  events <stream>      print the event log of one stream (a task URN)
+  replay               rebuild every task view from the event log and check it against the stored views
+  help                 this text
+
+Settings (environment)
+  ARBOR_DATA_DIR       where local mode keeps its data (default .arbor)
+  ARBOR_TENANT         the tenant your URNs live under (default local)
+  ARBOR_DURABLE        fsync every write (default true)
+  POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
+`;
+
+const write = (line: string) => process.stdout.write(`${line}\n`);
+
+async function withRuntime(fn: (rt: LocalRuntime) => Promise<void>, bus = {}): Promise<void> {
+  const config = loadConfig();
+  if (config.mode !== "local")
+    throw new Error("The arbor CLI runs in local mode; unset ARBOR_MODE or set it to local");
+  const rt = createLocalRuntime(config, { bus });
+  try {
+    await fn(rt);
+  } finally {
+    await rt.close();
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      all: { type: "boolean", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  const [command = "help", arg] = positionals;
+  if (values.help || command === "help") return void process.stdout.write(HELP);
+
+  switch (command) {
+    case "demo":
+      return withRuntime((rt) => runDemo(rt, write), { deliveries: 2 });
+    case "ls":
+      return withRuntime(async (rt) => {
+        const urn = arg ?? tenantUrn(rt.tenant);
+        parseUrn(urn);
+        const urns = values.all ? await rt.resources.descendantUrns(urn) : await rt.resources.childUrns(urn);
+        const docs = await rt.resources.getMany(urns);
+        for (const doc of docs)
+          if (doc) write(`${doc.meta.type.padEnd(20)} ${doc.meta.name.padEnd(28)} ${note(doc.meta.id)}`);
+        if (urns.length === 0) write(note(`Nothing below ${urn}. Try: arbor demo`));
+      });
+    case "get":
+      return withRuntime(async (rt) => {
+        if (!arg) throw new Error("Usage: arbor get <urn>");
+        const doc = await rt.resources.get(arg);
+        if (!doc) throw new Error(`No resource ${arg}. List what exists with: arbor ls --all`);
+        write(JSON.stringify(doc, null, 2));
+      });
+    case "events":
+      return withRuntime(async (rt) => {
+        if (!arg) throw new Error("Usage: arbor events <task-urn>");
+        const events = await rt.state.readStream(arg);
+        if (events.length === 0) write(note(`No events in stream ${arg}`));
+        for (const e of events)
+          write(`${String(e.seq).padStart(4)} ${e.at} ${e.type.padEnd(26)} ${e.actor.id} ${note(e.id)}`);
+      });
+    case "replay":
+      return withRuntime(async (rt) => {
+        let events = 0;
+        for await (const _ of readAllEvents(rt.state)) events++;
+        const replayed = await rt.tasks.replay();
+        const differ: string[] = [];
+        for (const [taskId, view] of replayed) {
+          if (JSON.stringify(view) !== JSON.stringify(await rt.tasks.view(taskId))) differ.push(taskId);
+        }
+        write(
+          `${heading("Replay")}: ${events} events, ${replayed.size} task views rebuilt, ${differ.length} differ from the stored views`,
+        );
+        for (const d of differ) write(`  differs: ${d}`);
+        if (differ.length > 0) process.exitCode = 1;
+      });
+    default:
+      throw new Error(`Unknown command "${command}". Run: arbor help`);
+  }
+}
+
+main(process.argv.slice(2)).catch((e: unknown) => {
+  const err = e as Error;
+  process.stderr.write(`arbor: ${isArborError(e) ? `${err.message} [${e.code}]` : err.message}\n`);
+  process.exitCode = 1;
+});

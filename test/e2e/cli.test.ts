@@ -1,0 +1,84 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/** The `arbor` command as a person runs it: a real process, a fresh data folder. */
+const run = promisify(execFile);
+const bin = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+let dataDir: string;
+const arbor = async (...args: string[]) => {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [bin, ...args], {
+      env: { ...process.env, ARBOR_DATA_DIR: dataDir, NO_COLOR: "1" },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string };
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+};
+
+describe("arbor CLI", () => {
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "arbor-cli-"));
+  });
+  afterAll(() => rm(dataDir, { recursive: true, force: true }));
+
+  it("demo builds a depth-3 tree, completes it through the bus, and replays the log to the same views", async () => {
+    const { code, stdout, stderr } = await arbor("demo");
+    expect(stderr).toBe("");
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/Wrote 10 resources/);
+    expect(stdout).toMatch(/the log holds 7 TaskCompleted for 7 tasks/);
+    expect(stdout).toMatch(/7 task views rebuilt, 7 of 7 identical/);
+    // The tree: the root, two parents one level down, four leaves two levels down, all done.
+    const tree = stdout.split("\n").filter((l) => l.includes("[done]"));
+    expect(tree[0]).toBe("✓ Plan the offsite [done]");
+    expect(tree.filter((l) => /^[├└]─ ✓ (Agenda|Logistics) \[done\]$/.test(l))).toHaveLength(2);
+    expect(
+      tree.filter((l) =>
+        /^[│ ] {2}[├└]─ ✓ (Shortlist venues|Book travel|Draft sessions|Plan a team dinner) \[done\]$/.test(l),
+      ),
+    ).toHaveLength(4);
+  }, 60_000);
+
+  it("ls, get, events and replay read what the demo left", async () => {
+    const ls = await arbor("ls", "--all");
+    expect(ls.code).toBe(0);
+    expect(ls.stdout.match(/^plan\.Task /gm)).toHaveLength(7);
+    const rootUrn = /(cld:\S+\/plan\.Task\.[0-9a-f]+)$/m.exec(
+      ls.stdout.split("\n").find((l) => l.includes("Plan the offsite")) ?? "",
+    )?.[1];
+    expect(rootUrn).toBeDefined();
+    const get = await arbor("get", rootUrn as string);
+    expect(JSON.parse(get.stdout)).toMatchObject({
+      meta: { id: rootUrn, name: "Plan the offsite", type: "plan.Task" },
+    });
+    const events = await arbor("events", rootUrn as string);
+    expect(
+      events.stdout
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => l.trim().split(/\s+/)[2]),
+    ).toEqual(["TaskCreated", "TaskStarted", "TaskCompleted"]);
+    const replay = await arbor("replay");
+    expect(replay.stdout).toMatch(/7 task views rebuilt, 0 differ/);
+  }, 60_000);
+
+  it("says what went wrong and exits 1 on bad input", async () => {
+    const badUrn = await arbor("ls", "not-a-urn");
+    expect(badUrn.code).toBe(1);
+    expect(badUrn.stderr).toMatch(/Invalid URN "not-a-urn": must start with "cld:" \[INVALID_URN\]/);
+    const missing = await arbor("get", "cld:common.Tenant.local/common.Conversation.nope");
+    expect(missing.stderr).toMatch(/No resource .* arbor ls --all/);
+    const unknown = await arbor("fly");
+    expect(unknown.stderr).toMatch(/Unknown command "fly". Run: arbor help/);
+    const settings = await run(process.execPath, [bin, "ls"], {
+      env: { ...process.env, ARBOR_DURABLE: "maybe" },
+    }).catch((e) => e);
+    expect(settings.stderr).toMatch(/ARBOR_DURABLE/);
+  }, 60_000);
+});
