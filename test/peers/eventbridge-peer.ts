@@ -41,18 +41,10 @@ import {
 } from "node:http";
 import type { AddressInfo } from "node:net";
 import { compilePattern } from "../../shared/event-pattern/index.ts";
+import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 
-export interface EventBridgeEnvelope {
-  version: "0";
-  id: string;
-  "detail-type": string;
-  source: string;
-  account: string;
-  time: string;
-  region: string;
-  resources: string[];
-  detail: Record<string, unknown>;
-}
+/** What EventBridge delivers to a target: the port's envelope type. */
+export type EventBridgeEnvelope = BusEnvelope;
 
 export interface EventBridgePeerOptions {
   /** Account of the envelopes and ARNs (default 123456789012). */

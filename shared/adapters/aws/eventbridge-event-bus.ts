@@ -6,11 +6,11 @@ import {
 } from "@aws-sdk/client-eventbridge";
 import { z } from "zod";
 import { formatIssues } from "../../domain/resources.ts";
-import { type ArborError, ConflictError, UnavailableError, ValidationError } from "../../errors.ts";
-import { compilePattern } from "../../event-pattern/index.ts";
+import { type ArborError, UnavailableError, ValidationError } from "../../errors.ts";
 import { componentLogger } from "../../observability/logger.ts";
 import type { BusEnvelope, BusEventInput, EventBus, Subscription } from "../../ports/event-bus.ts";
 import { assertPublishable, EVENT_ID_DETAIL_KEY, entrySize, wireDetail } from "../shared/bus-envelope.ts";
+import { type CompiledSubscription, SubscriptionRegistry } from "../shared/subscriptions.ts";
 
 /**
  * The EventBus port on Amazon EventBridge.
@@ -87,10 +87,6 @@ const EnvelopeSchema = z.object({
   detail: z.record(z.string(), z.unknown()),
 });
 
-interface Compiled extends Subscription {
-  match: (event: unknown) => boolean;
-}
-
 interface PendingEntry {
   id: string;
   entry: PutEventsRequestEntry;
@@ -111,7 +107,7 @@ export class EventBridgeEventBus implements EventBus {
   readonly #maxAttempts: number;
   readonly #retryDelayMs: (attempt: number) => number;
   readonly #sleep: (ms: number) => Promise<void>;
-  readonly #subs = new Map<string, Compiled>();
+  readonly #subs = new SubscriptionRegistry();
   readonly #inflight = new Set<Promise<unknown>>();
   readonly #log = componentLogger("eventbridge-event-bus");
   #closed = false;
@@ -146,25 +142,14 @@ export class EventBridgeEventBus implements EventBus {
 
   subscribe(subscription: Subscription): () => void {
     this.#assertOpen();
-    if (this.#subs.has(subscription.name)) {
-      throw new ConflictError(`A subscription named ${subscription.name} already exists`, {
-        subscription: subscription.name,
-      });
-    }
-    const compiled: Compiled = { ...subscription, match: compilePattern(subscription.pattern) };
-    this.#subs.set(subscription.name, compiled);
-    return () => {
-      if (this.#subs.get(subscription.name) === compiled) this.#subs.delete(subscription.name);
-    };
+    return this.#subs.add(subscription);
   }
 
   /** Called by the routing Lambda with the event EventBridge delivered. */
   async dispatch(envelope: unknown, options: DispatchOptions = {}): Promise<void> {
     this.#assertOpen();
     const event = parseDelivered(envelope);
-    const targets = [...this.#subs.values()].filter(
-      (s) => (options.subscription === undefined || s.name === options.subscription) && s.match(event),
-    );
+    const targets = this.#subs.matching(event, options.subscription);
     if (targets.length === 0) {
       this.#log.debug("no subscription matched a delivered event", {
         eventId: event.id,
@@ -278,7 +263,7 @@ export class EventBridgeEventBus implements EventBus {
     );
   }
 
-  async #runHandlers(targets: readonly Compiled[], event: BusEnvelope): Promise<void> {
+  async #runHandlers(targets: readonly CompiledSubscription[], event: BusEnvelope): Promise<void> {
     const results = await Promise.allSettled(
       targets.map(async (sub) => {
         await sub.handler(structuredClone(event));

@@ -1,8 +1,8 @@
-import { ConflictError, UnavailableError } from "../../errors.ts";
-import { compilePattern } from "../../event-pattern/index.ts";
+import { UnavailableError } from "../../errors.ts";
 import { componentLogger } from "../../observability/logger.ts";
 import type { BusEnvelope, BusEventInput, EventBus, Subscription } from "../../ports/event-bus.ts";
 import { assertPublishable, toEnvelope } from "../shared/bus-envelope.ts";
+import { type CompiledSubscription, SubscriptionRegistry } from "../shared/subscriptions.ts";
 
 /**
  * The event bus inside one process, with EventBridge's semantics: the same envelope, the same
@@ -28,13 +28,9 @@ export interface DeadLetter {
   attempts: number;
 }
 
-interface Compiled extends Subscription {
-  match: (event: unknown) => boolean;
-}
-
 export class InProcessEventBus implements EventBus {
   readonly deadLetters: DeadLetter[] = [];
-  readonly #subs = new Map<string, Compiled>();
+  readonly #subs = new SubscriptionRegistry();
   readonly #inflight = new Set<Promise<void>>();
   readonly #opts: Required<Omit<InProcessEventBusOptions, "clock">> & { clock: () => Date };
   readonly #log = componentLogger("in-process-event-bus");
@@ -52,17 +48,7 @@ export class InProcessEventBus implements EventBus {
   }
 
   subscribe(subscription: Subscription): () => void {
-    if (this.#subs.has(subscription.name)) {
-      throw new ConflictError(`A subscription named ${subscription.name} already exists`, {
-        subscription: subscription.name,
-      });
-    }
-    const compiled: Compiled = { ...subscription, match: compilePattern(subscription.pattern) };
-    this.#subs.set(subscription.name, compiled);
-    return () => {
-      // Only this subscription: a newer one under the same name stays.
-      if (this.#subs.get(subscription.name) === compiled) this.#subs.delete(subscription.name);
-    };
+    return this.#subs.add(subscription);
   }
 
   async publish(events: readonly BusEventInput[]): Promise<void> {
@@ -71,8 +57,7 @@ export class InProcessEventBus implements EventBus {
     const now = this.#opts.clock();
     for (const e of events) {
       const envelope = toEnvelope(e, { account: this.#opts.account, region: this.#opts.region, now });
-      for (const sub of this.#subs.values()) {
-        if (!sub.match(envelope)) continue;
+      for (const sub of this.#subs.matching(envelope)) {
         for (let i = 0; i < this.#opts.deliveries; i++) this.#track(this.#deliver(sub, envelope));
       }
     }
@@ -94,7 +79,7 @@ export class InProcessEventBus implements EventBus {
     void p.finally(() => this.#inflight.delete(p));
   }
 
-  async #deliver(sub: Compiled, event: BusEnvelope): Promise<void> {
+  async #deliver(sub: CompiledSubscription, event: BusEnvelope): Promise<void> {
     // Always asynchronous, as on EventBridge: publish() never runs a handler inline.
     await new Promise<void>((resolve) => setImmediate(resolve));
     for (let attempt = 1; ; attempt++) {
