@@ -189,7 +189,7 @@ export async function runDemo(rt: LocalRuntime, write: (line: string) => void): 
   write("");
   write(
     note(
-      `Done in ${Math.round(performance.now() - started)} ms. Look around: arbor ls ${conversation.id} --all | arbor events ${root} | arbor replay`,
+      `Done in ${Math.round(performance.now() - started)} ms. Look around:\n  npx arbor ls ${conversation.id} --all\n  npx arbor events ${root}\n  npx arbor replay`,
     ),
   );
   if (same !== tasks.length || completions !== tasks.length)
