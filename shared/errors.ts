@@ -14,6 +14,9 @@ export type ErrorCode =
   | "TOO_LARGE"
   | "CONFIG"
   | "UNAVAILABLE"
+  | "THROTTLED"
+  | "MODEL"
+  | "BUDGET"
   | "INTERNAL";
 
 export class ArborError extends Error {
@@ -102,6 +105,27 @@ export class ConfigError extends ArborError {
 export class UnavailableError extends ArborError {
   constructor(message: string, options: { cause?: unknown; details?: Record<string, unknown> } = {}) {
     super("UNAVAILABLE", message, options);
+  }
+}
+
+/** The backend asked us to slow down and retries ran out; try again later. */
+export class ThrottledError extends ArborError {
+  constructor(message: string, options: { cause?: unknown; details?: Record<string, unknown> } = {}) {
+    super("THROTTLED", message, options);
+  }
+}
+
+/** The model answered with something unusable (refused, malformed tool call, filtered content). */
+export class ModelError extends ArborError {
+  constructor(message: string, options: { cause?: unknown; details?: Record<string, unknown> } = {}) {
+    super("MODEL", message, options);
+  }
+}
+
+/** A budget (depth, fan-out, turns, tokens, cost, rounds, wall time) ran out. */
+export class BudgetExceededError extends ArborError {
+  constructor(budget: string, limit: number, used: number) {
+    super("BUDGET", `Budget ${budget} exhausted: used ${used} of ${limit}`, { details: { budget, limit, used } });
   }
 }
 
