@@ -125,7 +125,9 @@ export class ModelError extends ArborError {
 /** A budget (depth, fan-out, turns, tokens, cost, rounds, wall time) ran out. */
 export class BudgetExceededError extends ArborError {
   constructor(budget: string, limit: number, used: number) {
-    super("BUDGET", `Budget ${budget} exhausted: used ${used} of ${limit}`, { details: { budget, limit, used } });
+    super("BUDGET", `Budget ${budget} exhausted: used ${used} of ${limit}`, {
+      details: { budget, limit, used },
+    });
   }
 }
 

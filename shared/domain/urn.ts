@@ -109,6 +109,10 @@ export function ancestors(urn: string): Urn[] {
   return out;
 }
 
+/** How many task levels a URN has: a request's root task is 1, its subtasks 2, and so on. */
+export const taskDepth = (urn: string): number =>
+  parseUrn(urn).filter((e) => e.pkg === "plan" && e.type === "Task").length;
+
 /** Depth: a root URN has depth 1. */
 export const depth = (urn: string): number => parseUrn(urn).length;
 

@@ -36,7 +36,13 @@ export interface LlmRequest {
   signal?: AbortSignal;
 }
 
-export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "content_filtered" | "other";
+export type StopReason =
+  | "end_turn"
+  | "tool_use"
+  | "max_tokens"
+  | "stop_sequence"
+  | "content_filtered"
+  | "other";
 
 export interface LlmUsage {
   inputTokens: number;

@@ -1,0 +1,158 @@
+import { type Actor, type EventOf, eventIdFor, type TaskEvent } from "../domain/events.ts";
+import type { Budgets } from "../domain/resources.ts";
+import type { ArborLogger } from "../observability/logger.ts";
+import type { Embedder } from "../ports/embeddings.ts";
+import type { BusEventInput, EventBus } from "../ports/event-bus.ts";
+import type { Llm } from "../ports/llm.ts";
+import type { StateStore } from "../ports/state-store.ts";
+import type { ToolPort } from "../ports/tools.ts";
+import type { VectorIndex } from "../ports/vector-index.ts";
+import type { ResourceStore } from "../use-cases/resource-store.ts";
+import type { RecordResult, TaskLog } from "../use-cases/task-log.ts";
+
+/**
+ * What every engine step needs. Each step is an idempotent operation on stored state, triggered by
+ * a bus command, so the AWS deployment can run each in its own Lambda invocation and the local
+ * runtime runs them all in one process.
+ */
+export interface EngineSettings {
+  /** Below this similarity, the fallback assistant (or a person) takes the task. */
+  electionThreshold: number;
+  /** URN of the assistant used when no assistant is similar enough; absent: ask a person. */
+  fallbackAssistant?: string;
+  /** Budgets of a root task when the planner sets none. */
+  defaultBudgets: Budgets;
+  /** USD per 1,000 input / output tokens, for the cost budget. */
+  pricePer1kTokens: { input: number; output: number };
+  /** How many of the most similar resources a leaf gets as context. */
+  contextResults: number;
+  /** Characters of context a leaf gets at most (ancestors + similar resources). */
+  contextChars: number;
+}
+
+export interface EngineDeps {
+  resources: ResourceStore;
+  tasks: TaskLog;
+  state: StateStore;
+  bus: EventBus;
+  llm: Llm;
+  embedder: Embedder;
+  index: VectorIndex;
+  tools: ToolPort;
+  clock: () => Date;
+  /** New unique ids (ULIDs in production; a counter in tests). */
+  newId: () => string;
+  log: ArborLogger;
+  settings: EngineSettings;
+  /** Test hook: throws at named points to prove that every step resumes after a crash. */
+  faults?: FaultInjector;
+}
+
+export type FaultPoint = "after-llm" | "after-write" | "before-publish" | "after-record";
+export interface FaultInjector {
+  hit(point: FaultPoint, step: string): void;
+}
+
+/** Thrown by a FaultInjector: a simulated crash (the process "dies" at that point). */
+export class SimulatedCrash extends Error {
+  constructor(point: FaultPoint, step: string) {
+    super(`simulated crash ${point} in ${step}`);
+    this.name = "SimulatedCrash";
+  }
+}
+
+// ---- bus commands --------------------------------------------------------------------------------
+
+export const SOURCE = "arbor.engine";
+export const COMMANDS = {
+  plan: "PLAN_REQUESTED",
+  ready: "TASK_READY",
+  turn: "TURN_REQUESTED",
+  resume: "INTERACTION_ANSWERED",
+  cancel: "CANCEL_REQUESTED",
+  resourcePut: "RESOURCE_PUT",
+} as const;
+
+export interface PlanCommand {
+  messageUrn: string;
+  mode: "eager" | "lazy";
+}
+export interface TaskCommand {
+  taskId: string;
+}
+export interface TurnCommand {
+  taskId: string;
+  turn: number;
+}
+export interface ResumeCommand {
+  interactionUrn: string;
+}
+
+/** Publishes one command; its id is derived from what makes it unique, so a retried step sends the same id. */
+export async function send(
+  deps: EngineDeps,
+  detailType: string,
+  detail: object,
+  ...idParts: string[]
+): Promise<void> {
+  deps.faults?.hit("before-publish", detailType);
+  const event: BusEventInput = {
+    id: eventIdFor(detailType, ...idParts),
+    source: SOURCE,
+    detailType,
+    detail: detail as Record<string, unknown>,
+  };
+  await deps.bus.publish([event]);
+}
+
+/** Announces a resource write (the parent of an output Message is woken by this). */
+export async function announcePut(
+  deps: EngineDeps,
+  urn: string,
+  resourceType: string,
+  name: string,
+  contentHash: string,
+): Promise<void> {
+  deps.faults?.hit("before-publish", "RESOURCE_PUT");
+  await deps.bus.publish([
+    {
+      id: eventIdFor("RESOURCE_PUT", urn, contentHash),
+      source: "arbor",
+      detailType: COMMANDS.resourcePut,
+      detail: { urn, resourceType, name, contentHash },
+      resources: [urn],
+    },
+  ]);
+}
+
+// ---- task events with deterministic ids -----------------------------------------------------------
+
+export const ENGINE: Actor = { id: "system_engine", kind: "system" };
+
+type Lifecycle = TaskEvent["type"];
+
+/**
+ * Records a task event whose id is derived from (task, type, key): the same step taken twice
+ * records once. Forbidden transitions throw InvalidTransitionError.
+ */
+export async function recordTask<T extends Lifecycle>(
+  deps: EngineDeps,
+  type: T,
+  payload: EventOf<T>["payload"],
+  actor: Actor,
+  key = "",
+): Promise<RecordResult> {
+  const result = await deps.tasks.record({
+    id: eventIdFor(payload.taskId, type, key),
+    v: 1,
+    at: deps.clock().toISOString(),
+    actor,
+    type,
+    payload,
+  } as TaskEvent);
+  deps.faults?.hit("after-record", type);
+  return result;
+}
+
+export const agentActor = (assistant: string | undefined): Actor =>
+  assistant ? { id: assistant, kind: "agent" } : { id: "agent_unassigned", kind: "agent" };

@@ -1,0 +1,278 @@
+import { createHash } from "node:crypto";
+import { exceeded } from "../domain/budgets.ts";
+import {
+  type Assistant,
+  type Message,
+  type TaskResource,
+  toDescription,
+  withMeta,
+} from "../domain/resources.ts";
+import { ancestors, descendantPrefix, rootUrn } from "../domain/urn.ts";
+import type { LlmMessage } from "../ports/llm.ts";
+import { claim } from "./claims.ts";
+import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
+import { requestInteraction } from "./interactions.ts";
+import { completeTask, failTask } from "./outcome.ts";
+import { recordUsage, usageOf } from "./usage.ts";
+
+/**
+ * Direct mode: a leaf's assistant runs the inner loop (LLM, tool calls, repeat until no tool is
+ * requested). Every turn and every tool result is a Message under the task's URN, written before
+ * the next step, so each invocation works out what comes next from what is stored: a stop, a crash
+ * or an approval wait resumes exactly where it left off.
+ *
+ *   <task>/common.Message.<prompt>      the task as the assistant first sees it (role user)
+ *   <task>/common.Message.<turn-0001>   the model's answer (role assistant, maybe tool calls)
+ *   <task>/common.Message.<turn-0001-tool-0> ...  one result per tool call (role tool)
+ *   <task>/common.Message.<output>      the final answer
+ */
+const TURN_CLAIM_STALE_MS = 5 * 60_000;
+const turnName = (n: number) => `turn-${String(n).padStart(4, "0")}`;
+const msgMeta = (taskId: string, name: string) => withMeta({ type: "common.Message", name, parent: taskId });
+
+interface Transcript {
+  prompt?: Message;
+  turns: { n: number; message: Message; results: (Message | undefined)[] }[];
+}
+
+async function loadTranscript(deps: EngineDeps, taskId: string): Promise<Transcript> {
+  const messages = (await deps.resources.children(taskId, "common.Message")) as Message[];
+  const byName = new Map(messages.map((m) => [m.meta.name, m]));
+  const transcript: Transcript = { turns: [] };
+  const prompt = byName.get("prompt");
+  if (prompt) transcript.prompt = prompt;
+  for (let n = 1; byName.has(turnName(n)); n++) {
+    const message = byName.get(turnName(n)) as Message;
+    const results = (message.toolCalls ?? []).map((_, k) => byName.get(`${turnName(n)}-tool-${k}`));
+    transcript.turns.push({ n, message, results });
+  }
+  return transcript;
+}
+
+export async function runTurn(deps: EngineDeps, cmd: TaskCommand): Promise<void> {
+  const { taskId } = cmd;
+  const view = await deps.tasks.view(taskId);
+  if (view?.status !== "in_progress") return; // finished, canceled, or waiting for a person
+  const task = (await deps.resources.getAs("plan.Task", taskId)) as TaskResource;
+  const assistantUrn = task.election?.assistant ?? view.assistant;
+  const assistant = assistantUrn ? await deps.resources.getAs("common.Assistant", assistantUrn) : undefined;
+  if (!assistant)
+    return failTask(
+      deps,
+      taskId,
+      `No assistant is assigned to this task (${assistantUrn ?? "none elected"})`,
+    );
+
+  const transcript = await loadTranscript(deps, taskId);
+  if (!transcript.prompt) {
+    const content = await buildPrompt(deps, task);
+    transcript.prompt = (await deps.resources.getAs(
+      "common.Message",
+      (
+        await deps.resources.put({ meta: msgMeta(taskId, "prompt"), role: "user", content })
+      ).urn,
+    )) as Message;
+  }
+
+  const last = transcript.turns.at(-1);
+  if (last && (last.message.toolCalls?.length ?? 0) > 0) {
+    const waiting = await runTools(deps, taskId, assistant, last);
+    if (waiting) return;
+  } else if (last) {
+    return completeTask(deps, taskId, last.message.content ?? "", assistant.meta.id);
+  }
+
+  const next = (last?.n ?? 0) + 1;
+  if (!(await claim(deps, `turn#${taskId}#${next}`, TURN_CLAIM_STALE_MS))) return;
+  const over = await budgetProblem(deps, task, next);
+  if (over) return failTask(deps, taskId, over);
+
+  const tools = deps.tools.describe(assistant.tools);
+  const response = await deps.llm.complete({
+    system: systemPrompt(assistant),
+    messages: toLlmMessages(await loadTranscript(deps, taskId)),
+    ...(tools.length ? { tools: tools.map(({ risky: _r, ...spec }) => spec) } : {}),
+    ...(assistant.model ? { model: assistant.model } : {}),
+  });
+  deps.faults?.hit("after-llm", "turn");
+  await deps.resources.put({
+    meta: msgMeta(taskId, turnName(next)),
+    role: "assistant",
+    content: response.content ?? (response.toolCalls.length ? undefined : ""),
+    ...(response.toolCalls.length
+      ? { toolCalls: response.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }
+      : {}),
+  });
+  deps.faults?.hit("after-write", "turn");
+  await recordUsage(deps, taskId, response.usage, true);
+  await send(deps, COMMANDS.turn, { taskId, turn: next + 1 }, taskId, String(next + 1));
+}
+
+/** Runs the tool calls of a turn that have no result yet. True when a person must confirm first. */
+async function runTools(
+  deps: EngineDeps,
+  taskId: string,
+  assistant: Assistant,
+  turn: Transcript["turns"][number],
+): Promise<boolean> {
+  const calls = turn.message.toolCalls ?? [];
+  for (const [k, call] of calls.entries()) {
+    if (turn.results[k]) continue;
+    let result: { content: string; isError?: boolean };
+    const [descriptor] = deps.tools.describe([call.name]);
+    if (!assistant.tools.includes(call.name) || !descriptor) {
+      result = { content: `Tool "${call.name}" is not available to ${assistant.meta.name}`, isError: true };
+    } else if (descriptor.risky) {
+      const decision = await confirmation(
+        deps,
+        taskId,
+        `confirm-${turnName(turn.n)}-${k}`,
+        call.name,
+        call.arguments,
+      );
+      if (decision === "waiting") return true;
+      result =
+        decision === "approved"
+          ? await deps.tools.execute(call.name, call.arguments, { taskId, actor: assistant.meta.id })
+          : {
+              content: `A person declined to run ${call.name} with these arguments. Do not retry it; finish without it.`,
+              isError: true,
+            };
+    } else {
+      result = await deps.tools.execute(call.name, call.arguments, { taskId, actor: assistant.meta.id });
+    }
+    await deps.resources.put({
+      meta: msgMeta(taskId, `${turnName(turn.n)}-tool-${k}`),
+      role: "tool",
+      toolCallId: call.id,
+      content: result.content,
+      ...(result.isError ? { isError: true } : {}),
+    });
+  }
+  return false;
+}
+
+/** A risky call runs only after a person approves these exact arguments (bound by their hash). */
+async function confirmation(
+  deps: EngineDeps,
+  taskId: string,
+  name: string,
+  tool: string,
+  args: Record<string, unknown>,
+) {
+  const argumentsHash = createHash("sha256").update(JSON.stringify(args)).digest("hex");
+  const meta = withMeta({ type: "uip.Interaction", name, parent: taskId });
+  const existing = await deps.resources.getAs("uip.Interaction", meta.id);
+  if (!existing) {
+    await requestInteraction(deps, taskId, name, {
+      kind: "confirm",
+      purpose: "confirm_risky_action",
+      display: {
+        title: `Allow ${tool}?`,
+        description: "The assistant wants to run this tool with exactly these arguments.",
+        content: args,
+        contentKind: "Json",
+      },
+      options: [
+        { id: "approve", label: "Allow", style: "primary" },
+        { id: "deny", label: "Deny", style: "danger" },
+      ],
+      binding: { tool, argumentsHash },
+    });
+    return "waiting" as const;
+  }
+  if (existing.status !== "answered") return "waiting" as const;
+  const bound = existing.binding?.tool === tool && existing.binding.argumentsHash === argumentsHash;
+  return bound && existing.response?.selectedOptionId === "approve"
+    ? ("approved" as const)
+    : ("denied" as const);
+}
+
+async function budgetProblem(
+  deps: EngineDeps,
+  task: TaskResource,
+  turn: number,
+): Promise<string | undefined> {
+  const own = await usageOf(deps, task.meta.id);
+  const hit = exceeded(task.budgets, { ...own, turns: Math.max(own.turns, turn - 1) }, true);
+  if (hit) return `budget ${hit.budget} exhausted (${round(hit.used)} of ${hit.limit})`;
+  for (const ancestor of ancestors(task.meta.id).reverse()) {
+    const a = await deps.resources.getAs("plan.Task", ancestor).catch(() => undefined);
+    if (!a) continue;
+    const over = exceeded(a.budgets, await usageOf(deps, ancestor), false);
+    if (over)
+      return `budget ${over.budget} of "${a.meta.name}" exhausted (${round(over.used)} of ${over.limit})`;
+  }
+  const root = (await deps.tasks.view(rootTaskOf(task.meta.id))) ?? (await deps.tasks.view(task.meta.id));
+  const wall = task.budgets.maxWallMs;
+  if (root && wall !== undefined && deps.clock().getTime() - Date.parse(root.createdAt) > wall) {
+    return `budget maxWallMs exhausted (${wall} ms since the request)`;
+  }
+  return undefined;
+}
+
+const round = (n: number) => Math.round(n * 1000) / 1000;
+
+/** The request's root task: the first Task element of the URN. */
+function rootTaskOf(taskId: string): string {
+  const all = [...ancestors(taskId), taskId];
+  return all.find((u) => u.split("/").pop()?.startsWith("plan.Task.")) ?? taskId;
+}
+
+const systemPrompt = (a: Assistant) =>
+  `You are ${a.meta.name}.\n${toDescription(a.meta)}\n\nWork on the task you are given. Use your tools when they help. ` +
+  "When you are done, answer with the result itself, without asking follow-up questions.";
+
+function toLlmMessages(t: Transcript): LlmMessage[] {
+  const out: LlmMessage[] = [{ role: "user", content: t.prompt?.content ?? "" }];
+  for (const turn of t.turns) {
+    out.push({
+      role: "assistant",
+      ...(turn.message.content ? { content: turn.message.content } : {}),
+      ...(turn.message.toolCalls?.length ? { toolCalls: turn.message.toolCalls } : {}),
+    });
+    for (const r of turn.results) {
+      if (r)
+        out.push({
+          role: "tool",
+          toolCallId: r.toolCallId as string,
+          content: r.content ?? "",
+          ...(r.isError ? { isError: true } : {}),
+        });
+    }
+  }
+  return out;
+}
+
+/** The task, what it belongs to (ancestors by URN) and the most similar earlier results, within a size budget. */
+async function buildPrompt(deps: EngineDeps, task: TaskResource): Promise<string> {
+  const parts = [`# Task: ${task.meta.name}`, toDescription(task.meta)];
+  const context: string[] = [];
+  for (const a of await deps.resources.ancestorsOf(task.meta.id)) {
+    if (a.meta.type === "common.Message" && "content" in a && a.content)
+      context.push(`- The request: ${a.content}`);
+    if (a.meta.type === "plan.Task")
+      context.push(`- Part of: ${a.meta.name}${a.meta.purpose ? `, ${a.meta.purpose}` : ""}`);
+  }
+  if (context.length) parts.push("# Context", ...context);
+  const similar = await similarResults(deps, task);
+  if (similar.length) parts.push("# Related results", ...similar);
+  let text = parts.filter(Boolean).join("\n");
+  if (text.length > deps.settings.contextChars)
+    text = `${text.slice(0, deps.settings.contextChars)}\n[context cut to fit]`;
+  return text;
+}
+
+async function similarResults(deps: EngineDeps, task: TaskResource): Promise<string[]> {
+  if (deps.settings.contextResults <= 0) return [];
+  const [vector] = await deps.embedder.embed([toDescription(task.meta) || task.meta.name]);
+  if (!vector) return [];
+  const matches = await deps.index.query({
+    vector,
+    topK: deps.settings.contextResults,
+    type: "common.Message",
+    keyPrefix: descendantPrefix(rootUrn(task.meta.id)),
+  });
+  const docs = await deps.resources.getMany(matches.map((m) => m.key));
+  return docs.flatMap((d) => (d && "content" in d && d.content ? [`- ${d.content.slice(0, 400)}`] : []));
+}

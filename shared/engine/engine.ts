@@ -1,0 +1,157 @@
+import type { Actor } from "../domain/events.ts";
+import { type Assistant, type Descriptors, withMeta } from "../domain/resources.ts";
+import type { TaskView } from "../domain/task-view.ts";
+import { tenantUrn, type Urn } from "../domain/urn.ts";
+import { ValidationError } from "../errors.ts";
+import type { BusEnvelope } from "../ports/event-bus.ts";
+import {
+  COMMANDS,
+  type EngineDeps,
+  type PlanCommand,
+  type ResumeCommand,
+  SOURCE,
+  send,
+  type TaskCommand,
+} from "./context.ts";
+import { runTurn } from "./direct.ts";
+import { indexAssistants } from "./election.ts";
+import { type InteractionResponse, respond } from "./interactions.ts";
+import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
+import { outputOf } from "./outcome.ts";
+import { checkPlan, plan, rootTaskUrn } from "./planner.ts";
+import { onResourcePut } from "./supervisor.ts";
+
+/**
+ * The orchestration engine: the steps wired to the bus. Each subscription is one step, and each
+ * step is idempotent, so duplicate deliveries, retries and re-drives are harmless. On AWS the same
+ * subscriptions are EventBridge rules targeting one Lambda per step.
+ */
+export interface SubmitRequest {
+  tenant: string;
+  text: string;
+  actor: Actor;
+  /** Continue a conversation; omit to start one. */
+  conversationUrn?: string;
+  mode?: "eager" | "lazy";
+  title?: string;
+}
+
+export interface AssistantDefinition extends Descriptors {
+  name: string;
+  /** A readable id for the URN (default: a hash of tenant + name). */
+  id?: string;
+  tools?: string[];
+  model?: string;
+}
+
+export interface Submitted {
+  conversationUrn: Urn;
+  messageUrn: Urn;
+  rootTaskId: Urn;
+}
+
+export class Engine {
+  readonly deps: EngineDeps;
+
+  constructor(deps: EngineDeps) {
+    this.deps = deps;
+  }
+
+  /** Subscribes every step to its command; returns a function that unsubscribes them all. */
+  start(): () => void {
+    const d = this.deps;
+    const on = (
+      name: string,
+      detailType: string,
+      source: string,
+      run: (e: BusEnvelope) => Promise<void>,
+      detail?: Record<string, unknown>,
+    ) =>
+      d.bus.subscribe({
+        name,
+        pattern: { source: [source], "detail-type": [detailType], ...(detail ? { detail } : {}) },
+        handler: async (event) => {
+          try {
+            await run(event);
+          } catch (error) {
+            d.log.error(`${name} failed`, { eventId: event.id, detail: event.detail, error: error as Error });
+            throw error;
+          }
+        },
+      });
+    const offs = [
+      on("plan", COMMANDS.plan, SOURCE, (e) => plan(d, e.detail as unknown as PlanCommand)),
+      on("ready", COMMANDS.ready, SOURCE, (e) => startTask(d, e.detail as unknown as TaskCommand)),
+      on("turn", COMMANDS.turn, SOURCE, (e) => runTurn(d, e.detail as unknown as TaskCommand)),
+      on("resume", COMMANDS.resume, SOURCE, (e) => resume(d, e.detail as unknown as ResumeCommand)),
+      on("supervise", COMMANDS.resourcePut, "arbor", (e) => onResourcePut(d, e.detail), { name: ["output"] }),
+    ];
+    return () => {
+      for (const off of offs) off();
+    };
+  }
+
+  /** Writes assistants under their tenant and indexes them for election. Repeating it refreshes them. */
+  async registerAssistants(tenant: string, definitions: readonly AssistantDefinition[]): Promise<Urn[]> {
+    const written: Assistant[] = [];
+    for (const { name, id, tools, model, ...descriptors } of definitions) {
+      const meta = withMeta({
+        type: "common.Assistant",
+        name,
+        parent: tenantUrn(tenant),
+        ...(id ? { id } : {}),
+        ...descriptors,
+      });
+      await this.deps.resources.put({ meta, tools: tools ?? [], ...(model ? { model } : {}) });
+      written.push((await this.deps.resources.getAs("common.Assistant", meta.id)) as Assistant);
+    }
+    await indexAssistants(this.deps, written);
+    return written.map((a) => a.meta.id);
+  }
+
+  /** A person's (or agent's) message: stored, then planned. Returns at once; progress arrives on the bus. */
+  async submit(req: SubmitRequest): Promise<Submitted> {
+    const d = this.deps;
+    const tenant = tenantUrn(req.tenant);
+    if (!(await d.resources.get(tenant)))
+      await d.resources.put({ meta: withMeta({ type: "common.Tenant", name: req.tenant, id: req.tenant }) });
+    let conversationUrn = req.conversationUrn as Urn | undefined;
+    if (!conversationUrn) {
+      const meta = withMeta({ type: "common.Conversation", name: d.newId(), parent: tenant });
+      await d.resources.put({ meta, ...(req.title ? { title: req.title } : {}) });
+      conversationUrn = meta.id;
+    }
+    const message = withMeta({ type: "common.Message", name: d.newId(), parent: conversationUrn });
+    await d.resources.put({ meta: message, role: "user", content: req.text });
+    await send(d, COMMANDS.plan, { messageUrn: message.id, mode: req.mode ?? "eager" }, message.id);
+    return { conversationUrn, messageUrn: message.id, rootTaskId: rootTaskUrn(message.id) };
+  }
+
+  /** An answer to an interaction, from any channel. An edited plan is checked before it is accepted. */
+  async respond(interactionUrn: string, response: InteractionResponse, actor: Actor): Promise<void> {
+    const interaction = await this.deps.resources.getAs("uip.Interaction", interactionUrn);
+    if (interaction?.purpose === "approve_plan" && response.inputValue) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(response.inputValue);
+      } catch {
+        throw new ValidationError("The edited plan is not valid JSON");
+      }
+      const check = checkPlan(parsed, this.deps.settings.defaultBudgets);
+      if (!check.ok) throw new ValidationError("The edited plan is not valid", check.errors);
+    }
+    await respond(this.deps, interactionUrn, response, actor);
+  }
+
+  cancel(taskId: string, actor: Actor, reason = "canceled by request"): Promise<void> {
+    return cancelTask(this.deps, taskId, actor, reason);
+  }
+
+  watchdog(staleMs: number): Promise<{ redriven: number }> {
+    return watchdog(this.deps, staleMs);
+  }
+
+  async result(rootTaskId: string): Promise<{ view: TaskView | undefined; output: string | undefined }> {
+    return { view: await this.deps.tasks.view(rootTaskId), output: await outputOf(this.deps, rootTaskId) };
+  }
+}

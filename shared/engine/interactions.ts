@@ -1,0 +1,126 @@
+import { z } from "zod";
+import type { Actor } from "../domain/events.ts";
+import {
+  InteractionDisplaySchema,
+  InteractionKindSchema,
+  InteractionOptionSchema,
+  InteractionPurposeSchema,
+  type InteractionResource,
+  type InteractionResponseSchema,
+  withMeta,
+} from "../domain/resources.ts";
+import { parentUrn, type Urn } from "../domain/urn.ts";
+import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
+import { COMMANDS, ENGINE, type EngineDeps, recordTask, send } from "./context.ts";
+
+/**
+ * Interactions (UIP): a task asks a person to select, confirm or give input. The task waits in
+ * `awaiting_user` with nothing running, and resumes when an answer arrives from any channel.
+ */
+export const InteractionRequestSchema = z.object({
+  kind: InteractionKindSchema,
+  purpose: InteractionPurposeSchema,
+  display: InteractionDisplaySchema,
+  options: z.array(InteractionOptionSchema).optional(),
+  validation: z.object({ regex: z.string().optional(), required: z.boolean().optional() }).optional(),
+  binding: z.object({ tool: z.string(), argumentsHash: z.string() }).optional(),
+});
+export type InteractionRequest = z.infer<typeof InteractionRequestSchema>;
+export type InteractionResponse = z.infer<typeof InteractionResponseSchema>;
+
+export const interactionMeta = (taskId: string, name: string) =>
+  withMeta({ type: "uip.Interaction", name, parent: taskId });
+
+/** Asks; the task (in progress) moves to awaiting_user. Asking again under the same name is a no-op. */
+export async function requestInteraction(
+  deps: EngineDeps,
+  taskId: string,
+  name: string,
+  request: InteractionRequest,
+): Promise<Urn> {
+  const meta = interactionMeta(taskId, name);
+  const existing = await deps.resources.getAs("uip.Interaction", meta.id);
+  if (!existing) await deps.resources.put({ meta, ...request, status: "pending" });
+  const view = await deps.tasks.view(taskId);
+  if (view?.status === "in_progress") {
+    await recordTask(
+      deps,
+      "UserInteractionRequested",
+      {
+        taskId: taskId as Urn,
+        interactionId: meta.id,
+        kind: request.kind,
+        purpose: request.purpose,
+        display: request.display,
+        ...(request.options ? { options: request.options } : {}),
+        ...(request.validation ? { validation: request.validation } : {}),
+      },
+      ENGINE,
+      name,
+    );
+  }
+  return meta.id;
+}
+
+/**
+ * Records a person's answer. Checks that the interaction is still pending and that the answer
+ * fits it (a known option, input matching the regex); then the task resumes.
+ */
+export async function respond(
+  deps: EngineDeps,
+  interactionUrn: string,
+  response: InteractionResponse,
+  actor: Actor,
+): Promise<void> {
+  const interaction = await deps.resources.getAs("uip.Interaction", interactionUrn);
+  if (!interaction) throw new NotFoundError("Interaction", interactionUrn);
+  if (interaction.status !== "pending")
+    throw new ConflictError(`Interaction ${interactionUrn} was already answered`);
+  checkAnswer(interaction, response);
+  const taskId = parentUrn(interactionUrn) as Urn;
+  await deps.resources.put({
+    ...interaction,
+    status: "answered",
+    response: { ...response, actor: actor.id },
+  });
+  await recordTask(
+    deps,
+    "UserInteractionResponded",
+    { taskId, interactionId: interaction.meta.id, ...response },
+    actor,
+    interaction.meta.name,
+  );
+  await send(deps, COMMANDS.resume, { interactionUrn }, interactionUrn);
+}
+
+function checkAnswer(interaction: InteractionResource, response: InteractionResponse): void {
+  const problems: string[] = [];
+  const ids = interaction.options?.map((o) => o.id) ?? [];
+  if (response.selectedOptionId !== undefined && !ids.includes(response.selectedOptionId)) {
+    problems.push(`selectedOptionId must be one of ${ids.join(", ")}`);
+  }
+  if (
+    (interaction.kind === "select" || interaction.kind === "confirm") &&
+    ids.length > 0 &&
+    response.selectedOptionId === undefined
+  ) {
+    problems.push(`choose one of ${ids.join(", ")}`);
+  }
+  const v = interaction.validation;
+  if (interaction.kind === "input" && v?.required && !response.inputValue)
+    problems.push("an input value is required");
+  if (v?.regex && response.inputValue !== undefined && !new RegExp(v.regex).test(response.inputValue)) {
+    problems.push(`input must match ${v.regex}`);
+  }
+  if (problems.length)
+    throw new ValidationError(`That answer does not fit "${interaction.display.title}"`, problems);
+}
+
+/** Interactions of a task that still wait for an answer. */
+export async function pendingInteractions(deps: EngineDeps, taskId: string): Promise<InteractionResource[]> {
+  const all = await deps.resources.children(taskId, "uip.Interaction");
+  return all.filter(
+    (r): r is InteractionResource =>
+      r.meta.type === "uip.Interaction" && (r as InteractionResource).status === "pending",
+  );
+}

@@ -1,0 +1,152 @@
+import type { Actor } from "../domain/events.ts";
+import { schedule } from "../domain/scheduler.ts";
+import { isTerminal } from "../domain/task-state.ts";
+import type { TaskView } from "../domain/task-view.ts";
+import { parentUrn, type Urn } from "../domain/urn.ts";
+import {
+  agentActor,
+  COMMANDS,
+  type EngineDeps,
+  type ResumeCommand,
+  recordTask,
+  send,
+  type TaskCommand,
+} from "./context.ts";
+import { ASSISTANT_TYPE } from "./election.ts";
+import { requestInteraction } from "./interactions.ts";
+import { announceOutput } from "./outcome.ts";
+import { checkPlan, materialise } from "./planner.ts";
+import { supervise } from "./supervisor.ts";
+
+/**
+ * Starting a task: a parent starts its children (supervisory mode), a leaf starts its inner loop
+ * (direct mode). A task nobody fits waits for a person to assign it.
+ */
+export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<void> {
+  const view = await deps.tasks.view(cmd.taskId);
+  if (view?.status !== "open") return;
+  if (view.parentTaskId && (await deps.tasks.view(view.parentTaskId))?.status !== "in_progress") return;
+  const task = await deps.resources.getAs("plan.Task", cmd.taskId);
+  if (!task) return;
+  const assistant = task.election?.assistant;
+  await recordTask(
+    deps,
+    "TaskStarted",
+    { taskId: cmd.taskId as Urn, ...(assistant ? { assistant: assistant as Urn } : {}) },
+    agentActor(assistant),
+  );
+  if (!assistant) return askForAssistant(deps, cmd.taskId);
+  await proceed(deps, cmd.taskId);
+}
+
+/** After TaskStarted (or an answer): children start, or the leaf's first turn is requested. */
+async function proceed(deps: EngineDeps, taskId: string): Promise<void> {
+  const children = await deps.tasks.children(taskId);
+  if (children.length > 0) {
+    for (const child of schedule(children.filter((c) => c.status === "open")))
+      await send(deps, COMMANDS.ready, { taskId: child.taskId }, child.taskId);
+    return;
+  }
+  await send(deps, COMMANDS.turn, { taskId, turn: 1 }, taskId, "1");
+}
+
+async function askForAssistant(deps: EngineDeps, taskId: string): Promise<void> {
+  const tenantAssistants = await deps.resources.childUrns(taskId.split("/")[0] as string, ASSISTANT_TYPE);
+  const options = (await deps.resources.getMany(tenantAssistants.slice(0, 20))).flatMap((a) =>
+    a ? [{ id: a.meta.id, label: a.meta.name }] : [],
+  );
+  await requestInteraction(deps, taskId, "assign", {
+    kind: "select",
+    purpose: "assign_subtask",
+    display: { title: "No assistant fits this task well enough. Who should take it?" },
+    options,
+  });
+}
+
+/** An interaction was answered: continue the task it belongs to, as its purpose says. */
+export async function resume(deps: EngineDeps, cmd: ResumeCommand): Promise<void> {
+  const interaction = await deps.resources.getAs("uip.Interaction", cmd.interactionUrn);
+  const taskId = parentUrn(cmd.interactionUrn);
+  if (interaction?.status !== "answered" || !taskId) return;
+  const answer = interaction.response;
+  const view = await deps.tasks.view(taskId);
+  if (view?.status !== "in_progress") return;
+  switch (interaction.purpose) {
+    case "approve_plan": {
+      if (answer?.selectedOptionId === "reject")
+        return cancelTask(deps, taskId, { id: answer.actor, kind: "human" }, "the plan was not approved");
+      const task = await deps.resources.getAs("plan.Task", taskId);
+      const edited = answer?.inputValue
+        ? checkPlan(JSON.parse(answer.inputValue), task?.budgets ?? {})
+        : undefined;
+      const subtasks = edited?.ok ? (edited.spec.subtasks ?? []) : (task?.subtasks ?? []);
+      if (!task) return;
+      if (subtasks.length === 0) return send(deps, COMMANDS.turn, { taskId, turn: 1 }, taskId, "1");
+      for (const spec of subtasks)
+        await materialise(deps, spec, taskId, task.budgets, { withChildren: true, round: 0 });
+      return proceed(deps, taskId);
+    }
+    case "assign_subtask": {
+      const task = await deps.resources.getAs("plan.Task", taskId);
+      if (!task || !answer?.selectedOptionId) return;
+      await deps.resources.put({ ...task, election: { assistant: answer.selectedOptionId, score: 1 } });
+      return proceed(deps, taskId);
+    }
+    default:
+      // confirm_risky_action, request_info, choose_strategy: the inner loop reads the answer.
+      return send(deps, COMMANDS.turn, { taskId, turn: 0 }, taskId, `resume:${cmd.interactionUrn}`);
+  }
+}
+
+/** Cancels a task and everything below it; its parent is told through its output, as for any ending. */
+export async function cancelTask(
+  deps: EngineDeps,
+  taskId: string,
+  actor: Actor,
+  reason: string,
+): Promise<void> {
+  const subtree: TaskView[] = [];
+  const walk = async (id: string) => {
+    for (const child of await deps.tasks.children(id)) {
+      await walk(child.taskId);
+      subtree.push(child);
+    }
+  };
+  await walk(taskId);
+  for (const t of subtree) {
+    if (!isTerminal(t.status))
+      await recordTask(deps, "TaskCanceled", { taskId: t.taskId as Urn, reason }, actor, "cancel");
+  }
+  const top = await deps.tasks.view(taskId);
+  if (top && !isTerminal(top.status))
+    await recordTask(deps, "TaskCanceled", { taskId: taskId as Urn, reason }, actor, "cancel");
+  if (top) await announceOutput(deps, taskId, `Task canceled: ${reason}`);
+}
+
+/**
+ * The watchdog finds tasks that stopped moving (no event for `staleMs`) and drives them again:
+ * every step is idempotent, so a re-sent command either continues lost work or does nothing. A
+ * parent that never heard that its last child ended is itself a stalled in-progress task, so the
+ * supervise call below also repairs a lost announcement.
+ */
+export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ redriven: number }> {
+  const before = new Date(deps.clock().getTime() - staleMs).toISOString();
+  let redriven = 0;
+  for (const t of await deps.tasks.stale("in_progress", before, 1000)) {
+    redriven++;
+    const children = await deps.tasks.children(t.taskId);
+    if (children.length > 0) {
+      await supervise(deps, t.taskId);
+      for (const c of children.filter((c) => c.status === "open"))
+        await send(deps, COMMANDS.ready, { taskId: c.taskId }, c.taskId);
+    } else {
+      await send(deps, COMMANDS.turn, { taskId: t.taskId, turn: 0 }, t.taskId, `watchdog:${before}`);
+    }
+  }
+  for (const t of await deps.tasks.stale("open", before, 1000)) {
+    redriven++;
+    await send(deps, COMMANDS.ready, { taskId: t.taskId }, t.taskId, `watchdog:${before}`);
+  }
+  if (redriven > 0) deps.log.info("watchdog re-drove stalled tasks", { redriven });
+  return { redriven };
+}

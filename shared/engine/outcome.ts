@@ -1,0 +1,64 @@
+import { withMeta } from "../domain/resources.ts";
+import type { Urn } from "../domain/urn.ts";
+import { agentActor, announcePut, ENGINE, type EngineDeps, recordTask } from "./context.ts";
+
+/**
+ * How a task ends. Every ending writes the task's `output` Message under its URN, records the
+ * terminal event, then announces the output: that RESOURCE_PUT is what wakes the parent's
+ * supervisor, whatever the outcome. Each part is idempotent, so a crash anywhere is repaired by
+ * running the same ending again.
+ */
+export const outputMeta = (taskId: string) =>
+  withMeta({ type: "common.Message", name: "output", parent: taskId });
+
+export async function completeTask(
+  deps: EngineDeps,
+  taskId: string,
+  content: string,
+  assistant?: string,
+): Promise<void> {
+  const { urn, contentHash } = await deps.resources.put({
+    meta: outputMeta(taskId),
+    role: "assistant",
+    content,
+  });
+  deps.faults?.hit("after-write", "complete");
+  // Later tasks of the same tenant find this result as context.
+  const [vector] = await deps.embedder.embed([content || "(empty)"]);
+  if (vector)
+    await deps.index.upsert([{ key: urn, vector, type: "common.Message", metadata: { task: taskId } }]);
+  await recordTask(
+    deps,
+    "TaskCompleted",
+    { taskId: taskId as Urn, output: urn, summary: content.slice(0, 500) },
+    agentActor(assistant),
+  );
+  await announcePut(deps, urn, "common.Message", "output", contentHash);
+}
+
+/** Writes and announces a task's output without recording an event (the caller already did). */
+export async function announceOutput(deps: EngineDeps, taskId: string, content: string): Promise<void> {
+  const { urn, contentHash } = await deps.resources.put({
+    meta: outputMeta(taskId),
+    role: "assistant",
+    content,
+  });
+  await announcePut(deps, urn, "common.Message", "output", contentHash);
+}
+
+export async function failTask(deps: EngineDeps, taskId: string, reason: string): Promise<void> {
+  const { urn, contentHash } = await deps.resources.put({
+    meta: outputMeta(taskId),
+    role: "assistant",
+    content: `Task failed: ${reason}`,
+  });
+  const view = await deps.tasks.view(taskId);
+  if (view?.status !== "failed")
+    await recordTask(deps, "TaskFailed", { taskId: taskId as Urn, reason: reason.slice(0, 8000) }, ENGINE);
+  await announcePut(deps, urn, "common.Message", "output", contentHash);
+}
+
+/** The output of a finished task, or undefined. */
+export async function outputOf(deps: EngineDeps, taskId: string): Promise<string | undefined> {
+  return (await deps.resources.getAs("common.Message", outputMeta(taskId).id))?.content;
+}

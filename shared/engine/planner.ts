@@ -1,0 +1,271 @@
+import { z } from "zod";
+import { DEFAULT_BUDGETS, inheritBudgets } from "../domain/budgets.ts";
+import {
+  type Budgets,
+  formatIssues,
+  type Message,
+  type TaskSpec,
+  TaskSpecSchema,
+  toDescription,
+  withMeta,
+} from "../domain/resources.ts";
+import type { Urn } from "../domain/urn.ts";
+import type { LlmMessage, LlmResponse, LlmToolSpec } from "../ports/llm.ts";
+import { COMMANDS, ENGINE, type EngineDeps, type PlanCommand, recordTask, send } from "./context.ts";
+import { elect } from "./election.ts";
+import { requestInteraction } from "./interactions.ts";
+import { failTask } from "./outcome.ts";
+
+/**
+ * The planner: one LLM tool call whose argument is the whole task tree. The plan is validated
+ * (schema, depth, fan-out, total) and, if invalid, returned to the model once with the errors; a
+ * second invalid plan fails the request with those errors. The model's answer is stored before
+ * anything else happens, so a planner that stops after the LLM call resumes with the same plan.
+ */
+export const PLAN_TOOL: LlmToolSpec = {
+  name: "create_plan",
+  description:
+    "Create the task tree for the request: one root task whose subtasks (to any depth) together accomplish it. " +
+    "Every task has a short name and the four descriptors: purpose (what), instructions (how), applicability " +
+    "(when), evaluation (what done looks like). Leaves are tasks one assistant can do with its tools.",
+  parameters: (() => {
+    const { $schema: _s, ...schema } = z.toJSONSchema(TaskSpecSchema) as Record<string, unknown>;
+    return schema;
+  })(),
+};
+
+const PLANNER_SYSTEM =
+  "You are Arbor's planner. Turn the person's request into a tree of tasks by calling create_plan exactly once. " +
+  "Prefer few, meaningful tasks; only split work that benefits from it. Each task's evaluation says how to judge it.";
+
+export const rootTaskUrn = (messageUrn: string): Urn =>
+  withMeta({ type: "plan.Task", name: "request", parent: messageUrn }).id;
+const planTurnMeta = (messageUrn: string) =>
+  withMeta({ type: "common.Message", name: "plan", parent: messageUrn });
+
+export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<void> {
+  const rootId = rootTaskUrn(cmd.messageUrn);
+  const existing = await deps.tasks.view(rootId);
+  if (existing) {
+    if (cmd.mode === "eager" && existing.status === "open")
+      await send(deps, COMMANDS.ready, { taskId: rootId }, rootId);
+    return;
+  }
+  const request = await deps.resources.getAs("common.Message", cmd.messageUrn);
+  if (!request) throw new Error(`No message ${cmd.messageUrn} to plan for`);
+
+  const outcome = await plannedTree(deps, request);
+  const budgets = inheritBudgets(deps.settings.defaultBudgets, outcome.ok ? outcome.spec.budgets : undefined);
+  if (!outcome.ok) {
+    const spec: TaskSpec = { name: firstLine(request.content ?? "request") };
+    await materialise(deps, spec, cmd.messageUrn, budgets, { rootId, withChildren: false, round: 0 });
+    await failTask(deps, rootId, `The planner did not produce a valid plan: ${outcome.errors.join("; ")}`);
+    return;
+  }
+  if (cmd.mode === "lazy") {
+    await materialise(deps, outcome.spec, cmd.messageUrn, budgets, {
+      rootId,
+      withChildren: false,
+      round: 0,
+      planMode: "lazy",
+    });
+    await recordTask(deps, "TaskStarted", { taskId: rootId }, ENGINE);
+    await requestInteraction(deps, rootId, "approve-plan", {
+      kind: "confirm",
+      purpose: "approve_plan",
+      display: {
+        title: `Approve the plan for "${outcome.spec.name}"?`,
+        description:
+          "Nothing runs until the plan is approved. Answer with an edited plan (JSON) to change it.",
+        content: outcome.spec,
+        contentKind: "Json",
+      },
+      options: [
+        { id: "approve", label: "Run it", style: "primary", isDefault: true },
+        { id: "reject", label: "Cancel", style: "danger" },
+      ],
+    });
+    return;
+  }
+  await materialise(deps, outcome.spec, cmd.messageUrn, budgets, {
+    rootId,
+    withChildren: true,
+    round: 0,
+    planMode: "eager",
+  });
+  await send(deps, COMMANDS.ready, { taskId: rootId }, rootId);
+}
+
+type PlanOutcome = { ok: true; spec: TaskSpec } | { ok: false; errors: string[] };
+
+/** The stored plan turn, or a new one from the model (asked again once when invalid). */
+async function plannedTree(deps: EngineDeps, request: Message): Promise<PlanOutcome> {
+  const meta = planTurnMeta(request.meta.id);
+  const stored = await deps.resources.getAs("common.Message", meta.id);
+  if (stored) {
+    const args = stored.toolCalls?.[0]?.arguments;
+    return args
+      ? checkPlan(args, deps.settings.defaultBudgets)
+      : { ok: false, errors: [stored.content ?? "no plan"] };
+  }
+  const messages: LlmMessage[] = [{ role: "user", content: request.content ?? "" }];
+  let errors: string[] = [];
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    const response = await deps.llm.complete({
+      system: PLANNER_SYSTEM,
+      messages,
+      tools: [PLAN_TOOL],
+      toolChoice: { name: PLAN_TOOL.name },
+    });
+    deps.faults?.hit("after-llm", "plan");
+    const call = response.toolCalls.find((c) => c.name === PLAN_TOOL.name);
+    const outcome: PlanOutcome = call
+      ? checkPlan(call.arguments, deps.settings.defaultBudgets)
+      : { ok: false, errors: ["the model did not call create_plan"] };
+    if (outcome.ok || attempt === 2) {
+      await storePlanTurn(deps, meta, response, outcome);
+      return outcome;
+    }
+    errors = outcome.errors;
+    messages.push({
+      role: "assistant",
+      ...(response.content ? { content: response.content } : {}),
+      toolCalls: response.toolCalls,
+    });
+    const feedback = `The plan is invalid: ${errors.join("; ")}. Call create_plan again with a corrected plan.`;
+    if (call) messages.push({ role: "tool", toolCallId: call.id, content: feedback, isError: true });
+    else messages.push({ role: "user", content: feedback });
+  }
+  return { ok: false, errors };
+}
+
+async function storePlanTurn(
+  deps: EngineDeps,
+  meta: ReturnType<typeof planTurnMeta>,
+  response: LlmResponse,
+  outcome: PlanOutcome,
+): Promise<void> {
+  const calls = outcome.ok ? response.toolCalls.filter((c) => c.name === PLAN_TOOL.name).slice(0, 1) : [];
+  await deps.resources.put({
+    meta,
+    role: "assistant",
+    ...(calls.length
+      ? { toolCalls: calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }
+      : {}),
+    ...(outcome.ok ? {} : { content: `invalid plan: ${outcome.errors.join("; ")}` }),
+  });
+  deps.faults?.hit("after-write", "plan");
+}
+
+/** Schema and limits: depth, fan-out and total count against the budgets in force. */
+export function checkPlan(args: unknown, budgets: Budgets, baseDepth = 1): PlanOutcome {
+  const parsed = TaskSpecSchema.safeParse(args);
+  if (!parsed.success) return { ok: false, errors: formatIssues(parsed.error) };
+  const limits = {
+    maxDepth: budgets.maxDepth ?? DEFAULT_BUDGETS.maxDepth,
+    maxFanOut: budgets.maxFanOut ?? DEFAULT_BUDGETS.maxFanOut,
+    maxTasks: budgets.maxTasks ?? DEFAULT_BUDGETS.maxTasks,
+  };
+  const errors: string[] = [];
+  let total = 0;
+  const walk = (t: TaskSpec, d: number, path: string) => {
+    total++;
+    if (d > limits.maxDepth) errors.push(`${path} is at depth ${d}, deeper than maxDepth ${limits.maxDepth}`);
+    const n = t.subtasks?.length ?? 0;
+    if (n > limits.maxFanOut)
+      errors.push(`${path} has ${n} subtasks, more than maxFanOut ${limits.maxFanOut}`);
+    for (const [i, s] of (t.subtasks ?? []).entries()) walk(s, d + 1, `${path}.subtasks[${i}]`);
+  };
+  walk(parsed.data, baseDepth, "plan");
+  if (total > limits.maxTasks)
+    errors.push(`the plan has ${total} tasks, more than maxTasks ${limits.maxTasks}`);
+  return errors.length ? { ok: false, errors } : { ok: true, spec: parsed.data };
+}
+
+export interface MaterialiseOptions {
+  /** Fixed URN for the top task (the root of a request); children get deterministic URNs. */
+  rootId?: Urn;
+  withChildren: boolean;
+  round: number;
+  planMode?: "eager" | "lazy";
+}
+
+/**
+ * Writes a (sub)tree of Task resources with deterministic URNs, elects an assistant for each, and
+ * records TaskCreated parent first. Safe to repeat: the same plan writes the same keys and events.
+ */
+export async function materialise(
+  deps: EngineDeps,
+  spec: TaskSpec,
+  parent: string,
+  budgets: Budgets,
+  options: MaterialiseOptions,
+): Promise<Urn> {
+  type Node = { id: Urn; parent: string; spec: TaskSpec; budgets: Budgets };
+  const nodes: Node[] = [];
+  const visit = (s: TaskSpec, p: string, b: Budgets, id: Urn | undefined, isTopTask: boolean) => {
+    const name = options.round > 0 && isTopTask ? `r${options.round}:${s.name}` : s.name;
+    const meta = withMeta({ type: "plan.Task", name, parent: p });
+    const node: Node = { id: id ?? meta.id, parent: p, spec: s, budgets: inheritBudgets(b, s.budgets) };
+    nodes.push(node);
+    if (!options.withChildren) return;
+    const seen = new Map<string, number>();
+    for (const sub of s.subtasks ?? []) {
+      const n = (seen.get(sub.name) ?? 0) + 1;
+      seen.set(sub.name, n);
+      visit(n > 1 ? { ...sub, name: `${sub.name} (${n})` } : sub, node.id, node.budgets, undefined, false);
+    }
+  };
+  visit(spec, parent, budgets, options.rootId, true);
+
+  const elections = await elect(
+    deps,
+    nodes.map((n) => ({ id: n.id, name: n.spec.name, ...descriptors(n.spec) })),
+  );
+  for (const [i, n] of nodes.entries()) {
+    const election = elections[i];
+    const top = i === 0;
+    await deps.resources.put({
+      meta: {
+        ...withMeta({ type: "plan.Task", name: n.spec.name, parent: n.parent, ...descriptors(n.spec) }),
+        id: n.id,
+        hash: n.id.split(".").pop() as string,
+      },
+      priority: n.spec.priority ?? "normal",
+      budgets: n.budgets,
+      round: options.round,
+      ...(election ? { election } : {}),
+      ...(top && options.planMode ? { planMode: options.planMode } : {}),
+      ...(!options.withChildren && n.spec.subtasks?.length ? { subtasks: n.spec.subtasks } : {}),
+    });
+  }
+  deps.faults?.hit("after-write", "materialise");
+  // The top task's parent is a task for subtrees and corrective rounds, a Message for a request's root.
+  const parentIsTask = (await deps.tasks.view(parent)) !== undefined;
+  for (const [i, n] of nodes.entries()) {
+    const parentTask = i > 0 ? n.parent : parentIsTask ? parent : undefined;
+    await recordTask(
+      deps,
+      "TaskCreated",
+      {
+        taskId: n.id,
+        title: n.spec.name,
+        intent: toDescription(descriptors(n.spec)) || n.spec.name,
+        priority: n.spec.priority ?? "normal",
+        ...(parentTask ? { parentTaskId: parentTask as Urn } : {}),
+        ...(elections[i] ? { assistant: elections[i]?.assistant as Urn } : {}),
+      },
+      ENGINE,
+    );
+  }
+  return nodes[0]?.id as Urn;
+}
+
+const descriptors = (s: TaskSpec) => ({
+  ...(s.purpose ? { purpose: s.purpose } : {}),
+  ...(s.instructions ? { instructions: s.instructions } : {}),
+  ...(s.applicability ? { applicability: s.applicability } : {}),
+  ...(s.evaluation ? { evaluation: s.evaluation } : {}),
+});
+
+const firstLine = (text: string) => (text.split("\n")[0] ?? "request").slice(0, 120) || "request";

@@ -1,0 +1,171 @@
+import { z } from "zod";
+import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
+import {
+  formatIssues,
+  type TaskResource,
+  TaskSpecSchema,
+  toDescription,
+  withMeta,
+} from "../domain/resources.ts";
+import { isTerminal } from "../domain/task-state.ts";
+import type { TaskView } from "../domain/task-view.ts";
+import { lastElement, parentUrn, taskDepth } from "../domain/urn.ts";
+import type { LlmToolSpec } from "../ports/llm.ts";
+import { claim, finishClaim } from "./claims.ts";
+import { COMMANDS, type EngineDeps, send } from "./context.ts";
+import { completeTask, failTask, outputOf } from "./outcome.ts";
+import { checkPlan, materialise } from "./planner.ts";
+import { recordUsage } from "./usage.ts";
+
+/**
+ * Supervisory mode: a parent reacts to its children's outputs (RESOURCE_PUT of a child's `output`
+ * Message, i.e. under the parent's URN prefix), never by polling. When every child of the current
+ * round has ended, the parent's result is judged against its own `evaluation` exactly once per
+ * round (a claim per round), and either completes, gets corrective subtasks for another round, or
+ * fails clearly when rounds run out.
+ */
+const EVAL_CLAIM_STALE_MS = 5 * 60_000;
+
+const EvaluationSchema = z.object({
+  passed: z.boolean(),
+  reason: z.string().min(1),
+  /** The combined result for the person, when passed. */
+  answer: z.string().optional(),
+  corrective_subtasks: z.array(TaskSpecSchema).optional(),
+});
+type Evaluation = z.infer<typeof EvaluationSchema>;
+
+export const EVALUATE_TOOL: LlmToolSpec = {
+  name: "report_evaluation",
+  description:
+    "Report whether the subtasks' results together meet the task's evaluation criteria. If they do, give the " +
+    "combined answer. If not, say why and list corrective subtasks that would fix it.",
+  parameters: (() => {
+    const { $schema: _s, ...schema } = z.toJSONSchema(EvaluationSchema) as Record<string, unknown>;
+    return schema;
+  })(),
+};
+
+/** Handles a RESOURCE_PUT: if it is a child's output, the child's parent task may be ready to judge. */
+export async function onResourcePut(
+  deps: EngineDeps,
+  detail: { urn?: unknown; name?: unknown },
+): Promise<void> {
+  if (detail.name !== "output" || typeof detail.urn !== "string") return;
+  const child = parentUrn(detail.urn);
+  const parent = child && parentUrn(child);
+  if (!parent || lastElement(parent).type !== "Task") return;
+  await supervise(deps, parent);
+}
+
+export async function supervise(deps: EngineDeps, parentId: string): Promise<void> {
+  const view = await deps.tasks.view(parentId);
+  if (view?.status !== "in_progress") return;
+  const children = await deps.tasks.children(parentId);
+  if (children.length === 0 || !children.every((c) => isTerminal(c.status))) return;
+
+  const parent = (await deps.resources.getAs("plan.Task", parentId)) as TaskResource;
+  const childTasks = (await deps.resources.getMany(children.map((c) => c.taskId))) as (
+    | TaskResource
+    | undefined
+  )[];
+  const round = Math.max(0, ...childTasks.map((t) => t?.round ?? 0));
+  const claimKey = `eval#${parentId}#${round}`;
+  if (!(await claim(deps, claimKey, EVAL_CLAIM_STALE_MS))) return;
+
+  const evaluation = await evaluate(deps, parent, children, round);
+  const maxRounds = parent.budgets.maxCorrectiveRounds ?? DEFAULT_BUDGETS.maxCorrectiveRounds;
+  if (evaluation.passed) {
+    await completeTask(
+      deps,
+      parentId,
+      evaluation.answer ?? (await combined(deps, children)),
+      parent.election?.assistant,
+    );
+  } else if (round < maxRounds && evaluation.corrective_subtasks?.length) {
+    const problems = evaluation.corrective_subtasks.flatMap((s) => {
+      const check = checkPlan(s, parent.budgets, taskDepth(parentId) + 1);
+      return check.ok ? [] : check.errors;
+    });
+    if (problems.length) {
+      await failTask(
+        deps,
+        parentId,
+        `round ${round} failed (${evaluation.reason}) and the corrective plan was invalid: ${problems.join("; ")}`,
+      );
+    } else {
+      for (const spec of evaluation.corrective_subtasks) {
+        const id = await materialise(deps, spec, parentId, parent.budgets, {
+          withChildren: true,
+          round: round + 1,
+        });
+        await send(deps, COMMANDS.ready, { taskId: id }, id);
+      }
+    }
+  } else {
+    const why =
+      round >= maxRounds
+        ? `after ${round} corrective round(s), the limit`
+        : "and no corrective subtasks were proposed";
+    await failTask(deps, parentId, `${evaluation.reason} (${why})`);
+  }
+  await finishClaim(deps, claimKey);
+}
+
+/** The stored evaluation of this round, or a new one from the model (stored before it is acted on). */
+async function evaluate(
+  deps: EngineDeps,
+  parent: TaskResource,
+  children: TaskView[],
+  round: number,
+): Promise<Evaluation> {
+  const meta = withMeta({ type: "common.Message", name: `evaluation-${round}`, parent: parent.meta.id });
+  const stored = await deps.resources.getAs("common.Message", meta.id);
+  const storedArgs = stored?.toolCalls?.[0]?.arguments;
+  if (storedArgs) return EvaluationSchema.parse(storedArgs);
+
+  const results = await Promise.all(
+    children.map(
+      async (c) =>
+        `## ${c.title} [${c.status}]\n${(await outputOf(deps, c.taskId)) ?? c.failureReason ?? "(no output)"}`,
+    ),
+  );
+  const prompt = [
+    `# Task: ${parent.meta.name}`,
+    toDescription(parent.meta),
+    `# Evaluation criteria\n${parent.meta.evaluation ?? "The subtasks' results together accomplish the task's purpose."}`,
+    `# Results of the subtasks (round ${round})`,
+    ...results,
+  ].join("\n\n");
+  const response = await deps.llm.complete({
+    system: "You judge work against its evaluation criteria. Call report_evaluation exactly once.",
+    messages: [{ role: "user", content: prompt }],
+    tools: [EVALUATE_TOOL],
+    toolChoice: { name: EVALUATE_TOOL.name },
+  });
+  deps.faults?.hit("after-llm", "evaluate");
+  const call = response.toolCalls.find((c) => c.name === EVALUATE_TOOL.name);
+  const parsed = EvaluationSchema.safeParse(call?.arguments);
+  const evaluation: Evaluation = parsed.success
+    ? parsed.data
+    : {
+        passed: false,
+        reason: `the evaluation was unusable: ${call ? formatIssues(parsed.error).join("; ") : "no report_evaluation call"}`,
+      };
+  await deps.resources.put({
+    meta,
+    role: "assistant",
+    toolCalls: [{ id: call?.id ?? `evaluation-${round}`, name: EVALUATE_TOOL.name, arguments: evaluation }],
+  });
+  await recordUsage(deps, parent.meta.id, response.usage, false);
+  return evaluation;
+}
+
+async function combined(deps: EngineDeps, children: TaskView[]): Promise<string> {
+  const parts = await Promise.all(
+    children
+      .filter((c) => c.status === "done")
+      .map(async (c) => `${c.title}: ${(await outputOf(deps, c.taskId)) ?? ""}`),
+  );
+  return parts.join("\n");
+}

@@ -1,0 +1,108 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Script, ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
+import type { InProcessEventBusOptions } from "../../shared/adapters/local/in-process-event-bus.ts";
+import type { Actor } from "../../shared/domain/events.ts";
+import type { TaskView } from "../../shared/domain/task-view.ts";
+import type { EngineSettings, FaultInjector } from "../../shared/engine/context.ts";
+import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
+import { pendingInteractions } from "../../shared/engine/interactions.ts";
+import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
+import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
+
+/**
+ * A local Arbor for end-to-end tests: real adapters (files, SQLite, in-process bus, local embedder
+ * and index), the scripted model, a controllable clock. `restart()` drops the process state and
+ * opens the same data folder again, as after a crash.
+ */
+export const PERSON: Actor = { id: "user_ada", kind: "human" };
+
+export interface HarnessOptions {
+  script: Script;
+  assistants: AssistantDefinition[];
+  settings?: Partial<EngineSettings>;
+  bus?: InProcessEventBusOptions;
+  faults?: FaultInjector;
+}
+
+export class Harness {
+  rt!: LocalRuntime;
+  engine!: Engine;
+  llm!: ScriptedLlm;
+  now = Date.parse("2026-06-01T09:00:00.000Z");
+  #ids = 0;
+  #stop: (() => void) | undefined;
+
+  private constructor(
+    readonly dataDir: string,
+    readonly options: HarnessOptions,
+  ) {}
+
+  static async create(options: HarnessOptions): Promise<Harness> {
+    const h = new Harness(await mkdtemp(join(tmpdir(), "arbor-e2e-")), options);
+    await h.open(options.faults);
+    await h.engine.registerAssistants("acme", options.assistants);
+    return h;
+  }
+
+  async open(faults?: FaultInjector): Promise<void> {
+    this.rt = createLocalRuntime(
+      { mode: "local", tenant: "acme", dataDir: this.dataDir, durable: false },
+      { bus: { retryDelayMs: () => 1, ...this.options.bus }, clock: () => new Date(this.now) },
+    );
+    this.llm = new ScriptedLlm(this.options.script);
+    this.engine = await createLocalEngine(this.rt, {
+      llm: this.llm,
+      clock: () => new Date(this.now),
+      newId: () => `id${String(++this.#ids).padStart(6, "0")}`,
+      ...(this.options.settings ? { settings: this.options.settings } : {}),
+      ...(faults ? { faults } : {}),
+    });
+    this.#stop = this.engine.start();
+  }
+
+  /** As after a crash: in-flight work is lost, the data folder stays; a new process opens it. */
+  async restart(): Promise<void> {
+    this.#stop?.();
+    await this.rt.close();
+    await this.open();
+  }
+
+  async idle(): Promise<void> {
+    await this.rt.bus.idle();
+  }
+
+  advance(ms: number): void {
+    this.now += ms;
+  }
+
+  submit(text: string, mode: "eager" | "lazy" = "eager") {
+    return this.engine.submit({ tenant: "acme", text, actor: PERSON, mode });
+  }
+
+  /** Every task of a request, root first, as a map from title to view. */
+  async tree(rootId: string): Promise<Map<string, TaskView>> {
+    const out = new Map<string, TaskView>();
+    const walk = async (id: string) => {
+      const v = await this.rt.tasks.view(id);
+      if (!v) return;
+      out.set(v.title, v);
+      for (const c of await this.rt.tasks.children(id)) await walk(c.taskId);
+    };
+    await walk(rootId);
+    return out;
+  }
+
+  /** Interactions waiting for a person, anywhere below the root. */
+  async pending(rootId: string) {
+    const views = [...(await this.tree(rootId)).values()].filter((v) => v.status === "awaiting_user");
+    return (await Promise.all(views.map((v) => pendingInteractions(this.engine.deps, v.taskId)))).flat();
+  }
+
+  async close(): Promise<void> {
+    this.#stop?.();
+    await this.rt.close();
+    await rm(this.dataDir, { recursive: true, force: true });
+  }
+}
