@@ -73,6 +73,9 @@ export const COMMANDS = {
   resourcePut: "RESOURCE_PUT",
 } as const;
 
+/** The durable mark of a request that still has to be planned (the plan command's outbox). */
+export const planMarkerKey = (messageUrn: string) => `plan#${messageUrn}`;
+
 export interface PlanCommand {
   messageUrn: string;
   mode: "eager" | "lazy";
@@ -131,6 +134,24 @@ export const ENGINE: Actor = { id: "system_engine", kind: "system" };
 
 type Lifecycle = TaskEvent["type"];
 
+/** A task event whose id is derived from (task, type, key), so the same step yields the same event. */
+export function taskEvent<T extends Lifecycle>(
+  deps: EngineDeps,
+  type: T,
+  payload: EventOf<T>["payload"],
+  actor: Actor,
+  key = "",
+): TaskEvent {
+  return {
+    id: eventIdFor(payload.taskId, type, key),
+    v: 1,
+    at: deps.clock().toISOString(),
+    actor,
+    type,
+    payload,
+  } as TaskEvent;
+}
+
 /**
  * Records a task event whose id is derived from (task, type, key): the same step taken twice
  * records once. Forbidden transitions throw InvalidTransitionError.
@@ -142,14 +163,7 @@ export async function recordTask<T extends Lifecycle>(
   actor: Actor,
   key = "",
 ): Promise<RecordResult> {
-  const result = await deps.tasks.record({
-    id: eventIdFor(payload.taskId, type, key),
-    v: 1,
-    at: deps.clock().toISOString(),
-    actor,
-    type,
-    payload,
-  } as TaskEvent);
+  const result = await deps.tasks.record(taskEvent(deps, type, payload, actor, key));
   deps.faults?.hit("after-record", type);
   return result;
 }

@@ -8,6 +8,7 @@ import {
   COMMANDS,
   type EngineDeps,
   type PlanCommand,
+  planMarkerKey,
   type ResumeCommand,
   SOURCE,
   send,
@@ -123,7 +124,22 @@ export class Engine {
     }
     const message = withMeta({ type: "common.Message", name: d.newId(), parent: conversationUrn });
     await d.resources.put({ meta: message, role: "user", content: req.text });
-    await send(d, COMMANDS.plan, { messageUrn: message.id, mode: req.mode ?? "eager" }, message.id);
+    const command = { messageUrn: message.id, mode: req.mode ?? "eager" };
+    // Durable before the command is sent: if the command is lost, the watchdog sends it again.
+    await d.state.transact([
+      {
+        op: "put",
+        record: {
+          key: planMarkerKey(message.id),
+          kind: "plan",
+          status: "requested",
+          updatedAt: d.clock().toISOString(),
+          data: command,
+        },
+        expectedVersion: 0,
+      },
+    ]);
+    await send(d, COMMANDS.plan, command, message.id);
     return { conversationUrn, messageUrn: message.id, rootTaskId: rootTaskUrn(message.id) };
   }
 

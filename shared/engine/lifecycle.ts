@@ -1,4 +1,5 @@
 import type { Actor } from "../domain/events.ts";
+import type { InteractionResource } from "../domain/resources.ts";
 import { schedule } from "../domain/scheduler.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
@@ -7,6 +8,7 @@ import {
   agentActor,
   COMMANDS,
   type EngineDeps,
+  type PlanCommand,
   type ResumeCommand,
   recordTask,
   send,
@@ -132,6 +134,12 @@ export async function cancelTask(
 export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ redriven: number }> {
   const before = new Date(deps.clock().getTime() - staleMs).toISOString();
   let redriven = 0;
+  for (const marker of (
+    await deps.state.byStatus<PlanCommand>("plan", "requested", { updatedBefore: before, limit: 1000 })
+  ).items) {
+    redriven++;
+    await send(deps, COMMANDS.plan, marker.data, marker.data.messageUrn, `watchdog:${before}`);
+  }
   for (const t of await deps.tasks.stale("in_progress", before, 1000)) {
     redriven++;
     const children = await deps.tasks.children(t.taskId);
@@ -139,6 +147,17 @@ export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ red
       await supervise(deps, t.taskId);
       for (const c of children.filter((c) => c.status === "open"))
         await send(deps, COMMANDS.ready, { taskId: c.taskId }, c.taskId);
+      continue;
+    }
+    // An answer whose resume was lost (an approved plan, an assignment) is resumed; a leaf takes its next turn.
+    const answered = (
+      (await deps.resources.children(t.taskId, "uip.Interaction")) as InteractionResource[]
+    ).filter(
+      (i) => i.status === "answered" && (i.purpose === "approve_plan" || i.purpose === "assign_subtask"),
+    );
+    if (answered.length > 0) {
+      for (const i of answered)
+        await send(deps, COMMANDS.resume, { interactionUrn: i.meta.id }, i.meta.id, `watchdog:${before}`);
     } else {
       await send(deps, COMMANDS.turn, { taskId: t.taskId, turn: 0 }, t.taskId, `watchdog:${before}`);
     }
@@ -147,6 +166,6 @@ export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ red
     redriven++;
     await send(deps, COMMANDS.ready, { taskId: t.taskId }, t.taskId, `watchdog:${before}`);
   }
-  if (redriven > 0) deps.log.info("watchdog re-drove stalled tasks", { redriven });
+  if (redriven > 0) deps.log.info("watchdog re-drove stalled work", { redriven });
   return { redriven };
 }

@@ -10,8 +10,18 @@ import {
   withMeta,
 } from "../domain/resources.ts";
 import type { Urn } from "../domain/urn.ts";
+import { ConflictError } from "../errors.ts";
 import type { LlmMessage, LlmResponse, LlmToolSpec } from "../ports/llm.ts";
-import { COMMANDS, ENGINE, type EngineDeps, type PlanCommand, recordTask, send } from "./context.ts";
+import {
+  COMMANDS,
+  ENGINE,
+  type EngineDeps,
+  type PlanCommand,
+  planMarkerKey,
+  recordTask,
+  send,
+  taskEvent,
+} from "./context.ts";
 import { elect } from "./election.ts";
 import { requestInteraction } from "./interactions.ts";
 import { failTask } from "./outcome.ts";
@@ -45,24 +55,23 @@ const planTurnMeta = (messageUrn: string) =>
 
 export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<void> {
   const rootId = rootTaskUrn(cmd.messageUrn);
-  const existing = await deps.tasks.view(rootId);
-  if (existing) {
-    if (cmd.mode === "eager" && existing.status === "open")
+  const marker = await deps.state.get(planMarkerKey(cmd.messageUrn));
+  if (marker?.status === "done") {
+    if (cmd.mode === "eager" && (await deps.tasks.view(rootId))?.status === "open")
       await send(deps, COMMANDS.ready, { taskId: rootId }, rootId);
     return;
   }
   const request = await deps.resources.getAs("common.Message", cmd.messageUrn);
   if (!request) throw new Error(`No message ${cmd.messageUrn} to plan for`);
 
+  // Everything below is idempotent: a re-driven plan reuses the stored plan turn and rewrites the same keys.
   const outcome = await plannedTree(deps, request);
   const budgets = inheritBudgets(deps.settings.defaultBudgets, outcome.ok ? outcome.spec.budgets : undefined);
   if (!outcome.ok) {
     const spec: TaskSpec = { name: firstLine(request.content ?? "request") };
     await materialise(deps, spec, cmd.messageUrn, budgets, { rootId, withChildren: false, round: 0 });
     await failTask(deps, rootId, `The planner did not produce a valid plan: ${outcome.errors.join("; ")}`);
-    return;
-  }
-  if (cmd.mode === "lazy") {
+  } else if (cmd.mode === "lazy") {
     await materialise(deps, outcome.spec, cmd.messageUrn, budgets, {
       rootId,
       withChildren: false,
@@ -85,15 +94,28 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<void> {
         { id: "reject", label: "Cancel", style: "danger" },
       ],
     });
-    return;
+  } else {
+    await materialise(deps, outcome.spec, cmd.messageUrn, budgets, {
+      rootId,
+      withChildren: true,
+      round: 0,
+      planMode: "eager",
+    });
   }
-  await materialise(deps, outcome.spec, cmd.messageUrn, budgets, {
-    rootId,
-    withChildren: true,
-    round: 0,
-    planMode: "eager",
-  });
-  await send(deps, COMMANDS.ready, { taskId: rootId }, rootId);
+  if (marker) {
+    await deps.state
+      .transact([
+        {
+          op: "put",
+          record: { ...marker, status: "done", updatedAt: deps.clock().toISOString() },
+          expectedVersion: marker.version,
+        },
+      ])
+      .catch((e: unknown) => {
+        if (!(e instanceof ConflictError)) throw e;
+      });
+  }
+  if (outcome.ok && cmd.mode === "eager") await send(deps, COMMANDS.ready, { taskId: rootId }, rootId);
 }
 
 type PlanOutcome = { ok: true; spec: TaskSpec } | { ok: false; errors: string[] };
@@ -242,9 +264,10 @@ export async function materialise(
   deps.faults?.hit("after-write", "materialise");
   // The top task's parent is a task for subtrees and corrective rounds, a Message for a request's root.
   const parentIsTask = (await deps.tasks.view(parent)) !== undefined;
-  for (const [i, n] of nodes.entries()) {
+  const events = nodes.map((n, i) => {
     const parentTask = i > 0 ? n.parent : parentIsTask ? parent : undefined;
-    await recordTask(
+    const election = elections[i];
+    return taskEvent(
       deps,
       "TaskCreated",
       {
@@ -253,11 +276,14 @@ export async function materialise(
         intent: toDescription(descriptors(n.spec)) || n.spec.name,
         priority: n.spec.priority ?? "normal",
         ...(parentTask ? { parentTaskId: parentTask as Urn } : {}),
-        ...(elections[i] ? { assistant: elections[i]?.assistant as Urn } : {}),
+        ...(election ? { assistant: election.assistant as Urn } : {}),
       },
       ENGINE,
     );
-  }
+  });
+  // Each batch of TaskCreated commits atomically: a crash never leaves half a batch.
+  for (let i = 0; i < events.length; i += 30) await deps.tasks.recordMany(events.slice(i, i + 30));
+  deps.faults?.hit("after-record", "TaskCreated");
   return nodes[0]?.id as Urn;
 }
 

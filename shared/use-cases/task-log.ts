@@ -1,7 +1,13 @@
 import { isTaskEvent, type StoredEvent, type TaskEvent, validateEvent } from "../domain/events.ts";
 import { reduceTaskView, type TaskView } from "../domain/task-view.ts";
 import { ConflictError, ValidationError } from "../errors.ts";
-import { collectPages, readAllEvents, type StateRecord, type StateStore } from "../ports/state-store.ts";
+import {
+  collectPages,
+  readAllEvents,
+  type StateRecord,
+  type StateStore,
+  type WriteOp,
+} from "../ports/state-store.ts";
 
 /**
  * The task log: each task's events in its own stream (the task URN), with its TaskView kept beside
@@ -56,6 +62,58 @@ export class TaskLog {
       } catch (e) {
         if (!(e instanceof ConflictError) || attempt >= this.#maxAttempts) throw e;
         // Someone else moved the task: re-read and decide again (the transition may no longer hold).
+      }
+    }
+  }
+
+  /**
+   * Records several events of different tasks in ONE transaction (all or nothing), e.g. a batch of
+   * TaskCreated: a crash never leaves half a batch. At most 30 events (the 100-item limit: an event,
+   * its id guard and its view), one per task. Events already recorded (by id) are skipped.
+   */
+  async recordMany(inputs: readonly TaskEvent[]): Promise<TaskView[]> {
+    if (inputs.length > 30)
+      throw new ValidationError(`recordMany takes at most 30 events, not ${inputs.length}`);
+    for (let attempt = 1; ; attempt++) {
+      const events: TaskEvent[] = [];
+      for (const input of inputs) {
+        const event = validateEvent(input);
+        if (!isTaskEvent(event)) throw new ValidationError(`${event.type} is not a task event`);
+        if (!(await this.#state.findEvent(event.id))) events.push(event);
+      }
+      const ops: WriteOp[] = [];
+      const views: TaskView[] = [];
+      const pending = new Map<
+        string,
+        { record: StateRecord<TaskView> | undefined; view: TaskView | undefined }
+      >();
+      for (const event of events) {
+        const taskId = event.payload.taskId;
+        // One event per task: DynamoDB lets a transaction touch an item only once.
+        if (pending.has(taskId))
+          throw new ValidationError(`recordMany takes one event per task; ${taskId} has more`);
+        const record = await this.#state.get<TaskView>(taskId);
+        const p = { record, view: record?.data };
+        pending.set(taskId, p);
+        const version = p.view?.version ?? 0;
+        const stored: StoredEvent = { ...event, streamId: taskId, seq: version + 1, recordedAt: event.at };
+        p.view = reduceTaskView(p.view, stored) as TaskView;
+        ops.push({ op: "append", streamId: taskId, events: [event], expectedVersion: version });
+      }
+      for (const [, p] of pending) {
+        ops.push({
+          op: "put",
+          record: toRecord(p.view as TaskView),
+          expectedVersion: p.record?.version ?? 0,
+        });
+        views.push(p.view as TaskView);
+      }
+      if (ops.length === 0) return [];
+      try {
+        await this.#state.transact(ops);
+        return views;
+      } catch (e) {
+        if (!(e instanceof ConflictError) || attempt >= this.#maxAttempts) throw e;
       }
     }
   }

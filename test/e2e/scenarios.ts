@@ -1,0 +1,49 @@
+import type { ScriptedTurn, ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import type { TaskSpec } from "../../shared/domain/resources.ts";
+import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import type { LlmRequest } from "../../shared/ports/llm.ts";
+
+/** Small scripted scenarios for the engine's invariant tests. */
+export const GENERALIST: AssistantDefinition[] = [
+  {
+    name: "Generalist",
+    id: "generalist",
+    purpose: "Do any part of any task and report the result",
+    tools: ["calculator", "word_count", "send_email"],
+  },
+];
+
+export const GENERALIST_URN = "cld:common.Tenant.acme/common.Assistant.generalist";
+
+export const firstUser = (r: LlmRequest): string => {
+  const m = r.messages.find((x) => x.role === "user");
+  return m && "content" in m ? (m.content ?? "") : "";
+};
+export const taskName = (r: LlmRequest) => /^# Task: (.+)$/m.exec(firstUser(r))?.[1] ?? "";
+export const isPlan = (r: LlmRequest) => r.tools?.some((t) => t.name === "create_plan") ?? false;
+export const isEvaluation = (r: LlmRequest) => r.tools?.some((t) => t.name === "report_evaluation") ?? false;
+
+export const pass = (answer = "all parts done"): ScriptedTurn => ({
+  toolCalls: [{ name: "report_evaluation", arguments: { passed: true, reason: "criteria met", answer } }],
+});
+export const planOf = (spec: TaskSpec): ScriptedTurn => ({
+  toolCalls: [{ name: "create_plan", arguments: spec as unknown as Record<string, unknown> }],
+});
+
+/** A root with `n` leaves; every leaf answers at once (after `delayMs`), every evaluation passes. */
+export function fanOut(n: number, delayMs = 0): { spec: TaskSpec; script: ScriptFunction } {
+  const spec: TaskSpec = {
+    name: "Survey",
+    purpose: "Collect every part",
+    subtasks: Array.from({ length: n }, (_, i) => ({
+      name: `part ${i + 1}`,
+      purpose: `Report part ${i + 1}`,
+    })),
+  };
+  const script: ScriptFunction = (r) => {
+    if (isPlan(r)) return planOf(spec);
+    if (isEvaluation(r)) return pass();
+    return { content: `result of ${taskName(r)}`, delayMs };
+  };
+  return { spec, script };
+}
