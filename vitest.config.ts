@@ -4,6 +4,8 @@ import { defineConfig } from "vitest/config";
 // (DynamoDB Local, s3rver, the EventBridge PutEvents peer) once in its global setup.
 export default defineConfig({
   test: {
+    // Structured logs stay quiet in tests; set POWERTOOLS_LOG_LEVEL=DEBUG to see them.
+    env: { POWERTOOLS_LOG_LEVEL: process.env.POWERTOOLS_LOG_LEVEL ?? "SILENT" },
     // In CI, also write a JSON report; .ci/run prints its totals as one summary line.
     ...(process.env.CI ? { reporters: ["default", "json"], outputFile: { json: ".ci/results.json" } } : {}),
     projects: [

@@ -1,0 +1,96 @@
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
+import { type FaultInjector, type FaultPoint, SimulatedCrash } from "../../shared/engine/context.ts";
+import { Harness, PERSON } from "./engine-harness.ts";
+
+/**
+ * A crash injected after each kind of step: the process "dies" at the first hit of the point (and
+ * every later hit, as a dead process does nothing more), then a new process opens the same data
+ * folder and the watchdog re-drives what stopped. The run must end exactly as a run without a crash.
+ */
+class CrashAt implements FaultInjector {
+  fired = false;
+  constructor(
+    readonly point: FaultPoint,
+    readonly step: string,
+  ) {}
+  hit(point: FaultPoint, step: string): void {
+    if (this.fired || (point === this.point && step === this.step)) {
+      this.fired = true;
+      throw new SimulatedCrash(point, step);
+    }
+  }
+}
+
+type Outcome = { statuses: string[]; output: string | undefined };
+
+async function runToEnd(h: Harness, rootId: string): Promise<Outcome> {
+  for (let round = 0; round < 20; round++) {
+    await h.idle();
+    const view = await h.rt.tasks.view(rootId);
+    if (view && ["done", "failed", "canceled"].includes(view.status)) break;
+    const pending = await h.pending(rootId);
+    if (pending.length > 0) {
+      for (const p of pending) await h.engine.respond(p.meta.id, { selectedOptionId: "approve" }, PERSON);
+      continue;
+    }
+    h.advance(10 * 60_000); // past every claim's staleness
+    await h.engine.watchdog(60_000);
+  }
+  const tree = await h.tree(rootId);
+  return {
+    statuses: [...tree.values()].map((v) => `${v.title}:${v.status}`).sort(),
+    output: (await h.engine.result(rootId)).output,
+  };
+}
+
+const CRASHES: [FaultPoint, string][] = [
+  ["after-llm", "plan"],
+  ["after-write", "plan"],
+  ["after-write", "materialise"],
+  ["after-record", "TaskCreated"],
+  ["before-publish", "TASK_READY"],
+  ["after-record", "TaskStarted"],
+  ["before-publish", "TURN_REQUESTED"],
+  ["after-llm", "turn"],
+  ["after-write", "turn"],
+  ["after-record", "UserInteractionRequested"],
+  ["after-write", "complete"],
+  ["after-record", "TaskCompleted"],
+  ["before-publish", "RESOURCE_PUT"],
+  ["after-llm", "evaluate"],
+];
+
+describe("a crash after any kind of step resumes to the same result", () => {
+  let h: Harness;
+  afterEach(() => h?.close());
+
+  let expected: Outcome;
+  beforeAll(async () => {
+    const reference = await Harness.create({ script, assistants: ASSISTANTS });
+    const { rootTaskId } = await reference.submit(REQUEST);
+    expected = await runToEnd(reference, rootTaskId);
+    await reference.close();
+  });
+
+  it("the run without a crash ends with every task done (the reference)", () => {
+    expect(expected.statuses).toHaveLength(8);
+    expect(expected.statuses.every((s) => s.endsWith(":done"))).toBe(true);
+    expect(expected.output).toMatch(/Logistics/);
+  });
+
+  for (const [point, step] of CRASHES) {
+    it(`crash ${point} ${step}`, async () => {
+      const crash = new CrashAt(point, step);
+      // Every delivery is attempted once: what a crash interrupts is lost, as in a dead process.
+      h = await Harness.create({ script, assistants: ASSISTANTS, bus: { maxAttempts: 1 } });
+      await h.restart(); // re-open with the fault armed (assistants are registered already)
+      await h.open(crash);
+      const { rootTaskId } = await h.submit(REQUEST);
+      await h.idle();
+      expect(crash.fired).toBe(true);
+      await h.restart(); // a new process, no faults
+      expect(await runToEnd(h, rootTaskId)).toEqual(expected);
+    });
+  }
+});
