@@ -24,14 +24,39 @@ const EnvSchema = z.object({
   ARBOR_RESOURCES_PREFIX: z.string().optional(),
   ARBOR_TABLE_NAME: name.optional(),
   ARBOR_EVENT_BUS_NAME: z.string().min(1).optional(),
+  // the model
+  ARBOR_MODEL_PROVIDER: z.enum(["bedrock", "openai"]).optional(),
+  ARBOR_MODEL: z.string().min(1).optional(),
+  ARBOR_OPENAI_BASE_URL: z.url().optional(),
+  ARBOR_OPENAI_API_KEY: z.string().min(1).optional(),
+  ARBOR_BEDROCK_ENDPOINT: z.url().optional(),
   /** Endpoint overrides, for local peers (s3rver, DynamoDB Local) or VPC endpoints. */
   ARBOR_S3_ENDPOINT: z.url().optional(),
   ARBOR_DYNAMODB_ENDPOINT: z.url().optional(),
   ARBOR_EVENTBRIDGE_ENDPOINT: z.url().optional(),
 });
 
+/** Which model answers; undefined when none is configured (see MODEL_HELP). */
+export type ModelConfig =
+  | { provider: "bedrock"; model: string; region: string; endpoint?: string }
+  | { provider: "openai"; model: string; baseUrl: string; apiKey?: string };
+
+export const MODEL_HELP = `No model is configured. Arbor talks to Amazon Bedrock or to any OpenAI-compatible endpoint:
+
+  Amazon Bedrock (enable the model in the Bedrock console, Model access, first):
+    export ARBOR_MODEL_PROVIDER=bedrock AWS_REGION=us-east-1
+    export ARBOR_MODEL=anthropic.claude-3-5-haiku-20241022-v1:0
+    (credentials from the usual AWS chain: AWS_PROFILE, environment, SSO)
+
+  An OpenAI-compatible server (Ollama, vLLM, LM Studio):
+    ollama serve & ollama pull llama3.1
+    export ARBOR_MODEL_PROVIDER=openai ARBOR_OPENAI_BASE_URL=http://localhost:11434/v1 ARBOR_MODEL=llama3.1
+
+Or try it offline with the scripted example:  npx arbor run --example offsite`;
+
 export interface LocalConfig {
   mode: "local";
+  model?: ModelConfig;
   tenant: string;
   dataDir: string;
   durable: boolean;
@@ -39,6 +64,7 @@ export interface LocalConfig {
 
 export interface AwsConfig {
   mode: "aws";
+  model?: ModelConfig;
   tenant: string;
   region: string;
   resourcesBucket: string;
@@ -51,15 +77,19 @@ export interface AwsConfig {
 export type Config = LocalConfig | AwsConfig;
 
 export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
-  const parsed = EnvSchema.safeParse(env);
+  // An empty variable (`export X=`) means "not set".
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = EnvSchema.safeParse(set);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
     throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
   }
   const e = parsed.data;
+  const model = modelConfig(e);
   if (e.ARBOR_MODE === "local") {
     return {
       mode: "local",
+      ...(model ? { model } : {}),
       tenant: e.ARBOR_TENANT,
       dataDir: resolve(e.ARBOR_DATA_DIR),
       durable: e.ARBOR_DURABLE,
@@ -89,6 +119,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (e.ARBOR_EVENTBRIDGE_ENDPOINT) endpoints.eventbridge = e.ARBOR_EVENTBRIDGE_ENDPOINT;
   return {
     mode: "aws",
+    ...(model ? { model } : {}),
     tenant: e.ARBOR_TENANT,
     region: e.AWS_REGION as string,
     resourcesBucket: e.ARBOR_RESOURCES_BUCKET as string,
@@ -96,5 +127,30 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     tableName: e.ARBOR_TABLE_NAME as string,
     eventBusName: e.ARBOR_EVENT_BUS_NAME as string,
     endpoints,
+  };
+}
+
+function modelConfig(e: z.output<typeof EnvSchema>): ModelConfig | undefined {
+  if (!e.ARBOR_MODEL_PROVIDER) return undefined;
+  const missing = (name: string, why: string) =>
+    new ConfigError(`ARBOR_MODEL_PROVIDER=${e.ARBOR_MODEL_PROVIDER} needs ${name}: ${why}`);
+  if (!e.ARBOR_MODEL)
+    throw missing("ARBOR_MODEL", "the model id, e.g. anthropic.claude-3-5-haiku-20241022-v1:0 or llama3.1");
+  if (e.ARBOR_MODEL_PROVIDER === "bedrock") {
+    if (!e.AWS_REGION) throw missing("AWS_REGION", "the region where the model is enabled, e.g. us-east-1");
+    return {
+      provider: "bedrock",
+      model: e.ARBOR_MODEL,
+      region: e.AWS_REGION,
+      ...(e.ARBOR_BEDROCK_ENDPOINT ? { endpoint: e.ARBOR_BEDROCK_ENDPOINT } : {}),
+    };
+  }
+  if (!e.ARBOR_OPENAI_BASE_URL)
+    throw missing("ARBOR_OPENAI_BASE_URL", "e.g. http://localhost:11434/v1 for Ollama");
+  return {
+    provider: "openai",
+    model: e.ARBOR_MODEL,
+    baseUrl: e.ARBOR_OPENAI_BASE_URL,
+    ...(e.ARBOR_OPENAI_API_KEY ? { apiKey: e.ARBOR_OPENAI_API_KEY } : {}),
   };
 }

@@ -6,12 +6,17 @@ import { readAllEvents } from "../ports/state-store.ts";
 import { createLocalRuntime, type LocalRuntime } from "../runtime/local.ts";
 import { runDemo } from "./demo.ts";
 import { heading, note } from "./render.ts";
+import { runCommand } from "./run.ts";
 
 const HELP = `arbor: run teams of LLM agents on AWS serverless, or locally in one process
 
 Usage: arbor <command> [options]
 
 Commands
+  run "<message>"      run a request on the local runtime: the task tree live, approvals asked here
+      --example offsite  the offline scripted example (no model needed)
+      --lazy             stop for approval of the whole plan before anything runs
+      --yes              approve every question with its default answer
   demo                 walk through the local foundation: resources, task log, event bus, replay
   ls [urn] [--all]     list the resources directly below a URN (default: your tenant); --all for every level
   get <urn>            print one resource as JSON
@@ -23,6 +28,7 @@ Settings (environment)
   ARBOR_DATA_DIR       where local mode keeps its data (default .arbor)
   ARBOR_TENANT         the tenant your URNs live under (default local)
   ARBOR_DURABLE        fsync every write (default true)
+  ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
   POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
 `;
 
@@ -47,12 +53,27 @@ async function main(argv: string[]): Promise<void> {
     options: {
       all: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
+      example: { type: "string" },
+      lazy: { type: "boolean", default: false },
+      yes: { type: "boolean", short: "y", default: false },
     },
   });
   const [command = "help", arg] = positionals;
   if (values.help || command === "help") return void process.stdout.write(HELP);
 
   switch (command) {
+    case "run": {
+      const config = loadConfig();
+      if (config.mode !== "local")
+        throw new Error("arbor run uses the local runtime; unset ARBOR_MODE or set it to local");
+      process.exitCode = await runCommand(config, {
+        text: arg,
+        example: values.example,
+        lazy: values.lazy,
+        yes: values.yes,
+      });
+      return;
+    }
     case "demo":
       return withRuntime((rt) => runDemo(rt, write), { deliveries: 2 });
     case "ls":

@@ -10,7 +10,7 @@ const paint = (style: Parameters<typeof styleText>[0], text: string) =>
 export const heading = (text: string): string => paint("bold", text);
 export const note = (text: string): string => paint("dim", text);
 
-const GLYPH: Record<TaskStatus, string> = {
+export const GLYPH: Record<TaskStatus, string> = {
   open: paint("gray", "○"),
   in_progress: paint("yellow", "◐"),
   awaiting_user: paint("magenta", "?"),

@@ -1,5 +1,6 @@
 import { type Actor, type EventOf, eventIdFor, type TaskEvent } from "../domain/events.ts";
 import type { Budgets } from "../domain/resources.ts";
+import { ArborError } from "../errors.ts";
 import type { ArborLogger } from "../observability/logger.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { BusEventInput, EventBus } from "../ports/event-bus.ts";
@@ -170,3 +171,12 @@ export async function recordTask<T extends Lifecycle>(
 
 export const agentActor = (assistant: string | undefined): Actor =>
   assistant ? { id: assistant, kind: "agent" } : { id: "agent_unassigned", kind: "agent" };
+
+/**
+ * Model errors no retry can fix (bad configuration, a request the model rejects, an unusable
+ * answer) end the step's task with the message; others (throttling, an unreachable endpoint)
+ * are thrown so the bus and the watchdog try again.
+ */
+export function isFinalModelError(e: unknown): e is ArborError {
+  return e instanceof ArborError && (e.code === "CONFIG" || e.code === "VALIDATION" || e.code === "MODEL");
+}

@@ -1,0 +1,173 @@
+import { createInterface } from "node:readline/promises";
+import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
+import { ScriptedLlm } from "../adapters/llm/scripted-llm.ts";
+import { type LocalConfig, MODEL_HELP } from "../config.ts";
+import type { Actor } from "../domain/events.ts";
+import type { InteractionResource } from "../domain/resources.ts";
+import { isTerminal } from "../domain/task-state.ts";
+import { tenantUrn } from "../domain/urn.ts";
+import { DEFAULT_TEAM, FALLBACK_ID } from "../engine/default-team.ts";
+import type { AssistantDefinition } from "../engine/engine.ts";
+import { pendingInteractions } from "../engine/interactions.ts";
+import { usageOf } from "../engine/usage.ts";
+import type { Llm } from "../ports/llm.ts";
+import { createLocalRuntime } from "../runtime/local.ts";
+import { createLocalEngine } from "../runtime/local-engine.ts";
+import { createModel } from "../runtime/models.ts";
+import { LiveTree } from "./live-tree.ts";
+import { heading, note } from "./render.ts";
+
+/**
+ * `arbor run "<message>"`: one request on the local runtime, with the task tree drawn live, the
+ * person's approvals and answers asked in the terminal, and the answer printed at the end.
+ */
+export interface RunOptions {
+  text: string | undefined;
+  example: string | undefined;
+  lazy: boolean;
+  yes: boolean;
+}
+
+const PERSON: Actor = { id: "user_cli", kind: "human" };
+
+export async function runCommand(config: LocalConfig, options: RunOptions): Promise<number> {
+  const setup = chooseModel(config, options);
+  if (!setup) {
+    process.stderr.write(`${MODEL_HELP}\n`);
+    return 2;
+  }
+  const rt = createLocalRuntime(config);
+  const fallback = `${tenantUrn(config.tenant)}/common.Assistant.${FALLBACK_ID}`;
+  const engine = await createLocalEngine(rt, { llm: setup.llm, settings: { fallbackAssistant: fallback } });
+  const stop = engine.start();
+  const lines = createInterface({ input: process.stdin, terminal: false });
+  const answers = lines[Symbol.asyncIterator]();
+  try {
+    await engine.registerAssistants(config.tenant, setup.assistants);
+    const started = Date.now();
+    const { rootTaskId } = await engine.submit({
+      tenant: config.tenant,
+      text: setup.text,
+      actor: PERSON,
+      mode: options.lazy ? "lazy" : "eager",
+    });
+    process.stdout.write(
+      `${heading("Request")}: ${setup.text}\n${note(`model: ${setup.llm.id}, data: ${config.dataDir}`)}\n\n`,
+    );
+    const live = new LiveTree(rt, rootTaskId, process.stdout);
+    const off = rt.bus.subscribe({
+      name: "cli-progress",
+      pattern: { source: ["arbor.engine", "arbor"] },
+      handler: async () => live.schedule(),
+    });
+    const onInterrupt = () => void engine.cancel(rootTaskId, PERSON, "interrupted in the terminal");
+    process.once("SIGINT", onInterrupt);
+    try {
+      for (let rounds = 0; rounds < 1000; rounds++) {
+        await rt.bus.idle();
+        await live.draw();
+        const root = await rt.tasks.view(rootTaskId);
+        if (!root) {
+          // Planning never got as far as the root task: say why (the bus kept the failed delivery).
+          const last = rt.bus.deadLetters.at(-1)?.error as Error | undefined;
+          process.stdout.write(`\nThe request failed: it could not be planned. ${last?.message ?? ""}\n`);
+          return 1;
+        }
+        if (isTerminal(root.status)) break;
+        const pending = await waitingInteractions(rt, engine.deps, rootTaskId);
+        if (pending.length === 0) {
+          await engine.watchdog(60_000); // nothing in flight and nobody to ask: drive what stopped
+          continue;
+        }
+        for (const interaction of pending) {
+          live.release();
+          const answer = await ask(interaction, options.yes, answers);
+          if (!answer) {
+            process.stdout.write(`No answer; canceling. Rerun with --yes to approve everything.\n`);
+            await engine.cancel(rootTaskId, PERSON, "no answer in the terminal");
+            break;
+          }
+          await engine
+            .respond(interaction.meta.id, answer, PERSON)
+            .catch((e: Error) => process.stdout.write(`${e.message}\n`));
+        }
+      }
+    } finally {
+      process.off("SIGINT", onInterrupt);
+      off();
+    }
+    await rt.bus.idle();
+    live.stop();
+    await live.draw(true);
+    const { view, output } = await engine.result(rootTaskId);
+    const usage = await usageOf(engine.deps, rootTaskId);
+    process.stdout.write(
+      `\n${heading(view?.status === "done" ? "Answer" : `The request ${view?.status}`)}\n${output ?? view?.failureReason ?? ""}\n`,
+    );
+    process.stdout.write(
+      note(
+        `\n${usage.inputTokens + usage.outputTokens} tokens, ${Math.round((Date.now() - started) / 100) / 10} s. Inspect: npx arbor events ${rootTaskId}`,
+      ) + "\n",
+    );
+    return view?.status === "done" ? 0 : 1;
+  } finally {
+    lines.close();
+    stop();
+    await rt.close();
+  }
+}
+
+function chooseModel(
+  config: LocalConfig,
+  options: RunOptions,
+): { llm: Llm; assistants: AssistantDefinition[]; text: string } | undefined {
+  if (options.example) {
+    if (options.example !== "offsite")
+      throw new Error(`Unknown example "${options.example}". Try: --example offsite`);
+    return { llm: new ScriptedLlm(script), assistants: ASSISTANTS, text: REQUEST };
+  }
+  if (!options.text)
+    throw new Error('Say what to do: arbor run "<message>" (or try: arbor run --example offsite)');
+  if (!config.model) return undefined;
+  return { llm: createModel(config.model), assistants: DEFAULT_TEAM, text: options.text };
+}
+
+async function waitingInteractions(
+  rt: ReturnType<typeof createLocalRuntime>,
+  deps: Parameters<typeof pendingInteractions>[0],
+  rootId: string,
+) {
+  const out: InteractionResource[] = [];
+  const walk = async (id: string) => {
+    const v = await rt.tasks.view(id);
+    if (v?.status === "awaiting_user") out.push(...(await pendingInteractions(deps, id)));
+    for (const c of await rt.tasks.children(id)) await walk(c.taskId);
+  };
+  await walk(rootId);
+  return out;
+}
+
+async function ask(i: InteractionResource, yes: boolean, answers: AsyncIterator<string>) {
+  const out = process.stdout;
+  out.write(`\n${heading(`? ${i.display.title}`)}\n`);
+  if (i.display.description) out.write(`${i.display.description}\n`);
+  if (i.display.content !== undefined)
+    out.write(`${note(JSON.stringify(i.display.content, null, 2).slice(0, 2000))}\n`);
+  const options = i.options ?? [];
+  options.forEach((o, n) => out.write(`  ${n + 1}) ${o.label} [${o.id}]\n`));
+  const fallback = options.find((o) => o.isDefault) ?? options[0];
+  if (yes && fallback) {
+    out.write(`> ${fallback.id} (--yes)\n`);
+    return { selectedOptionId: fallback.id };
+  }
+  for (;;) {
+    out.write(options.length ? `Choose 1-${options.length} or an id: ` : "Your answer: ");
+    const next = await answers.next();
+    if (next.done) return undefined;
+    const text = next.value.trim();
+    if (!options.length) return { inputValue: text };
+    const chosen = options[Number(text) - 1] ?? options.find((o) => o.id === text);
+    if (chosen) return { selectedOptionId: chosen.id };
+    out.write(`"${text}" is not one of the choices.\n`);
+  }
+}

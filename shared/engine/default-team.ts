@@ -1,0 +1,46 @@
+import type { AssistantDefinition } from "./engine.ts";
+
+/**
+ * The assistants a fresh local Arbor starts with. Election picks among them by description, so
+ * each says what it is for and when it is not the right choice. Replace or extend them with
+ * `arbor run --assistants team.json`.
+ */
+export const DEFAULT_TEAM: AssistantDefinition[] = [
+  {
+    name: "Researcher",
+    id: "researcher",
+    purpose: "Find facts, compare options and summarise what is known about a topic, with sources",
+    applicability: "Questions that need looking things up, comparing alternatives or gathering background",
+    evaluation: "Claims are specific and say where they come from",
+    tools: ["word_count"],
+  },
+  {
+    name: "Writer",
+    id: "writer",
+    purpose: "Write and edit texts: emails, announcements, summaries, documentation, posts",
+    applicability: "Anything whose result is prose for people to read. Not for calculations.",
+    tools: ["word_count", "send_email"],
+  },
+  {
+    name: "Analyst",
+    id: "analyst",
+    purpose: "Work with numbers: budgets, costs, estimates, statistics, comparisons in figures",
+    applicability: "Tasks with arithmetic, money, quantities or data",
+    tools: ["calculator"],
+  },
+  {
+    name: "Engineer",
+    id: "engineer",
+    purpose: "Design, write, review and debug software; explain code and systems",
+    applicability: "Programming, APIs, infrastructure, hashing and other technical work",
+    tools: ["sha256", "calculator"],
+  },
+  {
+    name: "Generalist",
+    id: "generalist",
+    purpose: "Handle any task no specialist fits, and combine results into one answer",
+    tools: ["calculator", "word_count"],
+  },
+];
+
+export const FALLBACK_ID = "generalist";
