@@ -85,7 +85,7 @@ export function treePlan(shape: TreeShape): TaskSpec {
     subtasks: Array.from({ length: shape.children }, (_, c) => ({
       name: `Workstream ${c + 1}`,
       purpose: `Coordinate workstream ${c + 1} of the project and combine its results`,
-      evaluation: "Every cost is computed and every draft is counted",
+      evaluation: "Every task of the workstream reported its result",
       subtasks: Array.from({ length: shape.leavesPerChild }, (_, l) => leafSpec(c + 1, l + 1)),
     })),
   };
@@ -109,7 +109,8 @@ export function benchScript(plan: TaskSpec): (request: RecordedRequest) => Scrip
   const planArguments = plan as unknown as Record<string, unknown>;
   return (request) => {
     const tools = request.tools?.map((t) => t.name) ?? [];
-    if (tools.includes(PLAN_TOOL.name)) return { toolCalls: [{ name: PLAN_TOOL.name, arguments: planArguments }] };
+    if (tools.includes(PLAN_TOOL.name))
+      return { toolCalls: [{ name: PLAN_TOOL.name, arguments: planArguments }] };
     const prompt = firstUser(request);
     if (tools.includes(EVALUATE_TOOL.name)) {
       const results = [...prompt.matchAll(/^## (.+) \[done\]\n(.+)$/gm)].map((m) => `${m[1]}: ${m[2]}`);
@@ -241,7 +242,11 @@ export async function treeOnArbor(shape: TreeShape, options: ArborOptions): Prom
   const a = await openArbor(treePlan(shape), options);
   try {
     const t0 = performance.now();
-    const { rootTaskId } = await a.engine.submit({ tenant: TENANT, text: "Prepare the project report", actor: ACTOR });
+    const { rootTaskId } = await a.engine.submit({
+      tenant: TENANT,
+      text: "Prepare the project report",
+      actor: ACTOR,
+    });
     const end = await a.finished(rootTaskId, t0 + options.timeoutMs);
     const wallMs = end - t0;
     await a.rt.bus.idle();
@@ -295,7 +300,11 @@ export interface RequestsRun {
 }
 
 /** W2 on Arbor: `requests` single-leaf requests, `inFlight` at once (a new one when one finishes). */
-export async function requestsOnArbor(requests: number, inFlight: number, options: ArborOptions): Promise<RequestsRun> {
+export async function requestsOnArbor(
+  requests: number,
+  inFlight: number,
+  options: ArborOptions,
+): Promise<RequestsRun> {
   const a = await openArbor(SINGLE_PLAN, options);
   try {
     const latenciesMs: number[] = [];
@@ -376,7 +385,9 @@ async function leafInMemory(m: Memory, spec: TaskSpec): Promise<{ answer: string
 }
 
 async function evaluateInMemory(m: Memory, spec: TaskSpec, results: { name: string; answer: string }[]) {
-  const prompt = [`# Task: ${spec.name}`, ...results.map((r) => `## ${r.name} [done]\n${r.answer}`)].join("\n\n");
+  const prompt = [`# Task: ${spec.name}`, ...results.map((r) => `## ${r.name} [done]\n${r.answer}`)].join(
+    "\n\n",
+  );
   const response = await complete(m, {
     system: "evaluate",
     messages: [{ role: "user", content: prompt }],
@@ -415,7 +426,11 @@ export async function treeInMemory(shape: TreeShape, latencyMs: number): Promise
 }
 
 /** W2 in memory: the same requests (plan, then the leaf), with the same number in flight. */
-export async function requestsInMemory(requests: number, inFlight: number, latencyMs: number): Promise<MemoryRun> {
+export async function requestsInMemory(
+  requests: number,
+  inFlight: number,
+  latencyMs: number,
+): Promise<MemoryRun> {
   const m = memory(SINGLE_PLAN, latencyMs);
   const latenciesMs: number[] = [];
   const t0 = performance.now();

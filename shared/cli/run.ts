@@ -105,9 +105,9 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
       `\n${heading(view?.status === "done" ? "Answer" : `The request ${view?.status}`)}\n${output ?? view?.failureReason ?? ""}\n`,
     );
     process.stdout.write(
-      note(
+      `${note(
         `\n${usage.inputTokens + usage.outputTokens} tokens, ${Math.round((Date.now() - started) / 100) / 10} s. Inspect: npx arbor events ${rootTaskId}`,
-      ) + "\n",
+      )}\n`,
     );
     return view?.status === "done" ? 0 : 1;
   } finally {
@@ -154,7 +154,7 @@ async function ask(i: InteractionResource, yes: boolean, answers: AsyncIterator<
   if (i.display.content !== undefined)
     out.write(`${note(JSON.stringify(i.display.content, null, 2).slice(0, 2000))}\n`);
   const options = i.options ?? [];
-  options.forEach((o, n) => out.write(`  ${n + 1}) ${o.label} [${o.id}]\n`));
+  for (const [n, o] of options.entries()) out.write(`  ${n + 1}) ${o.label} [${o.id}]\n`);
   const fallback = options.find((o) => o.isDefault) ?? options[0];
   if (yes && fallback) {
     out.write(`> ${fallback.id} (--yes)\n`);
