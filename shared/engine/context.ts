@@ -29,6 +29,8 @@ export interface EngineSettings {
   contextResults: number;
   /** Characters of context a leaf gets at most (ancestors + similar resources). */
   contextChars: number;
+  /** Task starts and turns running at once in one process; the rest wait in priority order. */
+  maxConcurrentSteps: number;
 }
 
 export interface EngineDeps {

@@ -20,6 +20,7 @@ import { type InteractionResponse, respond } from "./interactions.ts";
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
 import { outputOf } from "./outcome.ts";
 import { checkPlan, plan, rootTaskUrn } from "./planner.ts";
+import { StepQueue } from "./step-queue.ts";
 import { onResourcePut } from "./supervisor.ts";
 
 /**
@@ -53,9 +54,11 @@ export interface Submitted {
 
 export class Engine {
   readonly deps: EngineDeps;
+  readonly #queue: StepQueue;
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
+    this.#queue = new StepQueue(deps.settings.maxConcurrentSteps);
   }
 
   /** Subscribes every step to its command; returns a function that unsubscribes them all. */
@@ -82,14 +85,24 @@ export class Engine {
       });
     const offs = [
       on("plan", COMMANDS.plan, SOURCE, (e) => plan(d, e.detail as unknown as PlanCommand)),
-      on("ready", COMMANDS.ready, SOURCE, (e) => startTask(d, e.detail as unknown as TaskCommand)),
-      on("turn", COMMANDS.turn, SOURCE, (e) => runTurn(d, e.detail as unknown as TaskCommand)),
+      on("ready", COMMANDS.ready, SOURCE, (e) =>
+        this.#queued(e, () => startTask(d, e.detail as unknown as TaskCommand)),
+      ),
+      on("turn", COMMANDS.turn, SOURCE, (e) =>
+        this.#queued(e, () => runTurn(d, e.detail as unknown as TaskCommand)),
+      ),
       on("resume", COMMANDS.resume, SOURCE, (e) => resume(d, e.detail as unknown as ResumeCommand)),
       on("supervise", COMMANDS.resourcePut, "arbor", (e) => onResourcePut(d, e.detail), { name: ["output"] }),
     ];
     return () => {
       for (const off of offs) off();
     };
+  }
+
+  /** Runs a task's step when a slot is free, foreground work first (seeds/002's scheduler policy). */
+  async #queued(event: BusEnvelope, step: () => Promise<void>): Promise<void> {
+    const view = await this.deps.tasks.view(String(event.detail.taskId));
+    await this.#queue.run(view ?? { priority: "normal", createdAt: "" }, step);
   }
 
   /** Writes assistants under their tenant and indexes them for election. Repeating it refreshes them. */

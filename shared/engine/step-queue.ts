@@ -1,0 +1,45 @@
+import { compareSchedulable, type Schedulable } from "../domain/scheduler.ts";
+
+/**
+ * At most `concurrency` steps run at once; the others wait and start in the scheduler policy's
+ * order (priority, then age). The local runtime puts task starts and turns through it, so a
+ * single model server is not flooded and foreground work goes first.
+ */
+export class StepQueue {
+  readonly #concurrency: number;
+  #running = 0;
+  readonly #waiting: { item: Schedulable; seq: number; start: () => void }[] = [];
+  #seq = 0;
+
+  constructor(concurrency: number) {
+    if (!Number.isInteger(concurrency) || concurrency < 1)
+      throw new Error("concurrency must be a whole number >= 1");
+    this.#concurrency = concurrency;
+  }
+
+  get running(): number {
+    return this.#running;
+  }
+
+  get waiting(): number {
+    return this.#waiting.length;
+  }
+
+  async run<T>(item: Schedulable, step: () => Promise<T>): Promise<T> {
+    if (this.#running >= this.#concurrency) {
+      await new Promise<void>((start) => {
+        this.#waiting.push({ item, seq: this.#seq++, start });
+        this.#waiting.sort((a, b) => compareSchedulable(a.item, b.item) || a.seq - b.seq);
+      });
+    } else {
+      this.#running++;
+    }
+    try {
+      return await step();
+    } finally {
+      const next = this.#waiting.shift();
+      if (next) next.start();
+      else this.#running--;
+    }
+  }
+}
