@@ -1,5 +1,5 @@
 import { statfs, writeFile } from "node:fs/promises";
-import { cpus, tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
@@ -54,16 +54,37 @@ function parseArgs(argv: readonly string[]): Args {
 setFlagsFromString("--expose_gc");
 const gc = runInNewContext("gc") as () => void;
 
-/** Peak RSS while `work` runs: process.memoryUsage.rss() every 10 ms, plus before and after. */
-async function withPeakRss<T>(work: () => Promise<T>): Promise<{ value: T; peakRssMb: number }> {
+interface Usage {
+  peakRssMb: number;
+  /** CPU time of the whole process (user + system, all threads) over wall time: 2.0 = both cores busy. */
+  cpuPerWall: number;
+  /** Event-loop utilisation of the main thread (0..1): near 1, the main thread is the bottleneck. */
+  elu: number;
+}
+
+/**
+ * Runs `work` and observes the process meanwhile: peak RSS (process.memoryUsage.rss() every 10 ms,
+ * plus before and after), CPU time over wall time, and the main thread's event-loop utilisation.
+ */
+async function observed<T>(work: () => Promise<T>): Promise<{ value: T } & Usage> {
   let peak = process.memoryUsage.rss();
   const timer = setInterval(() => {
     peak = Math.max(peak, process.memoryUsage.rss());
   }, 10);
+  const elu0 = performance.eventLoopUtilization();
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
   try {
     const value = await work();
+    const cpu = process.cpuUsage(cpu0);
+    const wall = performance.now() - t0;
     peak = Math.max(peak, process.memoryUsage.rss());
-    return { value, peakRssMb: peak / 2 ** 20 };
+    return {
+      value,
+      peakRssMb: peak / 2 ** 20,
+      cpuPerWall: (cpu.user + cpu.system) / 1000 / wall,
+      elu: performance.eventLoopUtilization(elu0).utilization,
+    };
   } finally {
     clearInterval(timer);
   }
@@ -94,10 +115,15 @@ interface Line {
   boundP99Ms: number;
   latencyOf: string;
   peakRssMb: number;
+  /** Of the run that stands for the line. */
+  cpuPerWall: number;
+  elu: number;
   calls: CallCounts;
   boundCalls: CallCounts;
   deadLetters: number;
   elected?: Record<string, number>;
+  /** W2: does a request get slower as the data folder fills up? (by submission order) */
+  growth?: { firstP50Ms: number; lastP50Ms: number };
 }
 
 function line(
@@ -110,6 +136,8 @@ function line(
     deadLetters: number;
     bound: MemoryRun;
     peakRssMb: number;
+    cpuPerWall: number;
+    elu: number;
     elected?: Record<string, number>;
   }[],
 ): Line {
@@ -130,10 +158,20 @@ function line(
     boundP50Ms: percentile(run.bound.latenciesMs, 50),
     boundP99Ms: percentile(run.bound.latenciesMs, 99),
     peakRssMb: Math.max(...runs.map((r) => r.peakRssMb)),
+    cpuPerWall: run.cpuPerWall,
+    elu: run.elu,
     calls: run.calls,
     boundCalls: run.bound.calls,
     deadLetters: run.deadLetters,
     ...(run.elected ? { elected: run.elected } : {}),
+    ...(base.workload === "W2" && run.latencies.length >= 200
+      ? {
+          growth: {
+            firstP50Ms: percentile(run.latencies.slice(0, 100), 50),
+            lastP50Ms: percentile(run.latencies.slice(-100), 50),
+          },
+        }
+      : {}),
   };
 }
 
@@ -162,8 +200,8 @@ async function measureW1(
     const bound = await treeInMemory(W1_SHAPE, latencyMs);
     gc();
     const options: ArborOptions = { baseDir: args.dir, durable, latencyMs, timeoutMs: clock.timeout(60_000) };
-    const { value, peakRssMb } = await withPeakRss(() => treeOnArbor(W1_SHAPE, options));
-    runs.push({ ...value, latencies: value.leafLatenciesMs, bound, peakRssMb });
+    const { value, ...usage } = await observed(() => treeOnArbor(W1_SHAPE, options));
+    runs.push({ ...value, latencies: value.leafLatenciesMs, bound, ...usage });
     progress(
       `${name}: run ${r + 1}/${args.repeat} ${value.wallMs.toFixed(0)} ms (bound ${bound.wallMs.toFixed(1)} ms)`,
     );
@@ -184,7 +222,7 @@ async function measureW2(requests: number, inFlight: number, args: Args, clock: 
     latencyMs: 0,
     timeoutMs: clock.timeout(180_000),
   };
-  const { value, peakRssMb } = await withPeakRss(() => requestsOnArbor(requests, inFlight, options));
+  const { value, ...usage } = await observed(() => requestsOnArbor(requests, inFlight, options));
   progress(`W2: ${value.wallMs.toFixed(0)} ms (bound ${bound.wallMs.toFixed(1)} ms)`);
   return line(
     {
@@ -195,17 +233,18 @@ async function measureW2(requests: number, inFlight: number, args: Args, clock: 
       tasks: requests,
       latencyOf: "request",
     },
-    [{ ...value, latencies: value.latenciesMs, bound, peakRssMb }],
+    [{ ...value, latencies: value.latenciesMs, bound, ...usage }],
   );
 }
 
-const FS_TYPES: Record<number, string> = {
-  61267: "ext2/3/4",
-  16914836: "tmpfs",
-  2035054128: "overlayfs",
-  1481003842: "xfs",
-  2435016766: "btrfs",
-};
+/** statfs() magic numbers: fsync costs nothing on tmpfs, so say where the data folders are. */
+const FS_TYPES = new Map<number, string>([
+  [0xef53, "ext2/3/4"],
+  [0x01021994, "tmpfs"],
+  [0x794c7630, "overlayfs"],
+  [0x58465342, "xfs"],
+  [0x9123683e, "btrfs"],
+]);
 
 const f = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : "-");
 
@@ -225,11 +264,18 @@ async function main(): Promise<void> {
     timeout: (ownMs) => Math.max(1_000, Math.min(ownMs, started + BUDGET_MS - performance.now())),
   };
   const fs = await statfs(args.dir);
-  const fsType = FS_TYPES[Number(fs.type)] ?? `0x${Number(fs.type).toString(16)}`;
+  const fsType = FS_TYPES.get(Number(fs.type)) ?? `0x${Number(fs.type).toString(16)}`;
   out(
     `arbor bench: node ${process.version}, ${cpus().length} CPU(s) (${cpus()[0]?.model ?? "?"}), ` +
       `data folders under ${args.dir} (${fsType}), a fresh one per run`,
   );
+
+  const loadAtStart = loadavg()[0] ?? 0;
+  if (loadAtStart > 1)
+    out(
+      `note: the 1-minute load average is ${f(loadAtStart, 2)} as the bench starts (it decays slowly, so it ` +
+        "includes whatever ran just before): if other processes share the CPUs, expect noisy numbers.",
+    );
 
   // Warm-up: a small tree and a few requests, not reported (module loading, JIT, first SQLite file).
   progress("warming up");
@@ -254,7 +300,9 @@ async function main(): Promise<void> {
   };
   if (args.only !== "w2") {
     await attempt("W1 0 ms", () => measureW1("W1 111 tasks, 0 ms", 0, true, args, clock));
-    await attempt("W1 0 ms durable off", () => measureW1("W1 111 tasks, 0 ms", 0, false, args, clock));
+    await attempt("W1 0 ms durable off", () =>
+      measureW1("W1 111 tasks, 0 ms, durable off", 0, false, args, clock),
+    );
     await attempt("W1 50 ms", () => measureW1("W1 111 tasks, 50 ms", 50, true, args, clock));
   }
   if (args.only !== "w1") await attempt("W2", () => measureW2(1000, 50, args, clock));
@@ -263,6 +311,7 @@ async function main(): Promise<void> {
   out("wall: Arbor, from submit to the root's output announced. bound: the same model calls, tool runs and");
   out("fan-out in memory with Promise.all, measured just before. overhead/task = (wall - bound) / tasks.");
   out(`W1 lines: the median of ${args.repeat} runs (min-max in brackets); W2: one run.`);
+  out("CPU/wall: process CPU time (all threads) per wall second; ELU: main-thread event-loop utilisation.");
   for (const row of table([
     [
       "workload",
@@ -276,6 +325,8 @@ async function main(): Promise<void> {
       "p99 ms",
       "bound p50/p99 ms",
       "peak RSS MB",
+      "CPU/wall",
+      "ELU",
       "tasks done",
     ],
     ...lines.map((l) => [
@@ -290,6 +341,8 @@ async function main(): Promise<void> {
       f(l.p99Ms, 0),
       `${f(l.boundP50Ms)} / ${f(l.boundP99Ms)}`,
       f(l.peakRssMb, 0),
+      f(l.cpuPerWall, 2),
+      f(l.elu, 2),
       `${l.done}/${l.tasks}`,
     ]),
   ]))
@@ -331,10 +384,18 @@ async function main(): Promise<void> {
   }
   for (const l of lines.filter((x) => x.latencyMs === 0)) {
     out(
-      `Overhead at 0 ms, ${l.name}${l.durable ? "" : " (durable off)"}: ${f(l.overheadPerTaskMs, 2)} ms/task ` +
+      `Overhead at 0 ms, ${l.name}: ${f(l.overheadPerTaskMs, 2)} ms/task ` +
         `(target < 1 ms: ${l.overheadPerTaskMs < 1 ? "met" : "NOT met"})`,
     );
   }
+  const w2 = lines.find((l) => l.workload === "W2");
+  if (w2?.growth)
+    out(
+      `W2 latency by submission order: p50 of the first 100 requests ${f(w2.growth.firstP50Ms, 0)} ms, ` +
+        `of the last 100 ${f(w2.growth.lastP50Ms, 0)} ms.`,
+    );
+  const loadAtEnd = loadavg()[0] ?? 0;
+  out(`1-minute load average: ${f(loadAtStart, 2)} at the start, ${f(loadAtEnd, 2)} at the end.`);
   for (const l of lines) {
     if (l.deadLetters > 0 || l.done !== l.tasks)
       out(`WARNING ${l.name}: ${l.done}/${l.tasks} tasks done, ${l.deadLetters} dead-lettered deliveries`);
@@ -350,6 +411,7 @@ async function main(): Promise<void> {
     dataDir: args.dir,
     fsType,
     repeat: args.repeat,
+    loadAverage: { start: loadAtStart, end: loadAtEnd },
     processMaxRssMb: process.resourceUsage().maxRSS / 1024,
     totalMs: performance.now() - started,
     lines,

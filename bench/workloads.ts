@@ -293,7 +293,7 @@ export interface RequestsRun {
   wallMs: number;
   requests: number;
   done: number;
-  /** Per request: submit -> the root's output announced. */
+  /** Per request, in submission order: submit -> the root's output announced. */
   latenciesMs: number[];
   calls: CallCounts;
   deadLetters: number;
@@ -307,7 +307,7 @@ export async function requestsOnArbor(
 ): Promise<RequestsRun> {
   const a = await openArbor(SINGLE_PLAN, options);
   try {
-    const latenciesMs: number[] = [];
+    const latenciesMs: number[] = new Array(requests).fill(Number.NaN);
     const roots: string[] = [];
     const t0 = performance.now();
     const deadline = t0 + options.timeoutMs;
@@ -318,7 +318,7 @@ export async function requestsOnArbor(
         const start = performance.now();
         const { rootTaskId } = await a.engine.submit({ tenant: TENANT, text: `Request ${i}`, actor: ACTOR });
         roots.push(rootTaskId);
-        latenciesMs.push((await a.finished(rootTaskId, deadline)) - start);
+        latenciesMs[i] = (await a.finished(rootTaskId, deadline)) - start;
       }
     };
     await Promise.all(Array.from({ length: Math.min(inFlight, requests) }, worker));
