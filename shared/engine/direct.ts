@@ -7,7 +7,7 @@ import {
   toDescription,
   withMeta,
 } from "../domain/resources.ts";
-import { ancestors, descendantPrefix, rootUrn } from "../domain/urn.ts";
+import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn.ts";
 import type { LlmMessage } from "../ports/llm.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
@@ -197,7 +197,8 @@ async function budgetProblem(
   const hit = exceeded(task.budgets, { ...own, turns: Math.max(own.turns, turn - 1) }, true);
   if (hit) return `budget ${hit.budget} exhausted (${round(hit.used)} of ${hit.limit})`;
   for (const ancestor of ancestors(task.meta.id).reverse()) {
-    const a = await deps.resources.getAs("plan.Task", ancestor).catch(() => undefined);
+    if (lastElement(ancestor).type !== "Task") continue;
+    const a = await deps.resources.getAs("plan.Task", ancestor);
     if (!a) continue;
     const over = exceeded(a.budgets, await usageOf(deps, ancestor), false);
     if (over)

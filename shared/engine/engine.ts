@@ -18,7 +18,7 @@ import { runTurn } from "./direct.ts";
 import { indexAssistants } from "./election.ts";
 import { type InteractionResponse, respond } from "./interactions.ts";
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
-import { outputOf } from "./outcome.ts";
+import { indexOutput, outputOf } from "./outcome.ts";
 import { checkPlan, plan, rootTaskUrn } from "./planner.ts";
 import { StepQueue } from "./step-queue.ts";
 import { onResourcePut } from "./supervisor.ts";
@@ -93,6 +93,9 @@ export class Engine {
       ),
       on("resume", COMMANDS.resume, SOURCE, (e) => resume(d, e.detail as unknown as ResumeCommand)),
       on("supervise", COMMANDS.resourcePut, "arbor", (e) => onResourcePut(d, e.detail), { name: ["output"] }),
+      on("index-output", COMMANDS.resourcePut, "arbor", (e) => indexOutput(d, e.detail), {
+        name: ["output"],
+      }),
     ];
     return () => {
       for (const off of offs) off();

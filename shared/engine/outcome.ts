@@ -23,10 +23,6 @@ export async function completeTask(
     content,
   });
   deps.faults?.hit("after-write", "complete");
-  // Later tasks of the same tenant find this result as context.
-  const [vector] = await deps.embedder.embed([content || "(empty)"]);
-  if (vector)
-    await deps.index.upsert([{ key: urn, vector, type: "common.Message", metadata: { task: taskId } }]);
   await recordTask(
     deps,
     "TaskCompleted",
@@ -56,6 +52,25 @@ export async function failTask(deps: EngineDeps, taskId: string, reason: string)
   if (view?.status !== "failed")
     await recordTask(deps, "TaskFailed", { taskId: taskId as Urn, reason: reason.slice(0, 8000) }, ENGINE);
   await announcePut(deps, urn, "common.Message", "output", contentHash);
+}
+
+/**
+ * Indexes a finished task's output so later tasks of the tenant find it as context. Runs from its
+ * own subscription, off the completion path: a parent never waits for the index.
+ */
+export async function indexOutput(
+  deps: EngineDeps,
+  detail: { urn?: unknown; name?: unknown },
+): Promise<void> {
+  if (detail.name !== "output" || typeof detail.urn !== "string") return;
+  const message = await deps.resources.getAs("common.Message", detail.urn);
+  const content = message?.content;
+  if (!content || content.startsWith("Task failed:") || content.startsWith("Task canceled:")) return;
+  const [vector] = await deps.embedder.embed([content]);
+  if (vector)
+    await deps.index.upsert([
+      { key: detail.urn, vector, type: "common.Message", metadata: { task: message.meta.parent ?? "" } },
+    ]);
 }
 
 /** The output of a finished task, or undefined. */
