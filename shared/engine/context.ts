@@ -72,7 +72,6 @@ export const COMMANDS = {
   ready: "TASK_READY",
   turn: "TURN_REQUESTED",
   resume: "INTERACTION_ANSWERED",
-  cancel: "CANCEL_REQUESTED",
   resourcePut: "RESOURCE_PUT",
 } as const;
 

@@ -28,7 +28,10 @@ import { recordUsage, usageOf } from "./usage.ts";
  */
 const TURN_CLAIM_STALE_MS = 5 * 60_000;
 const turnName = (n: number) => `turn-${String(n).padStart(4, "0")}`;
-const msgMeta = (taskId: string, name: string) => withMeta({ type: "common.Message", name, parent: taskId });
+const msgMeta = (taskId: string, name: string): Message["meta"] => ({
+  ...withMeta({ type: "common.Message", name, parent: taskId }),
+  type: "common.Message",
+});
 
 interface Transcript {
   prompt?: Message;
@@ -65,13 +68,13 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand): Promise<void>
 
   const transcript = await loadTranscript(deps, taskId);
   if (!transcript.prompt) {
-    const content = await buildPrompt(deps, task);
-    transcript.prompt = (await deps.resources.getAs(
-      "common.Message",
-      (
-        await deps.resources.put({ meta: msgMeta(taskId, "prompt"), role: "user", content })
-      ).urn,
-    )) as Message;
+    const prompt = {
+      meta: msgMeta(taskId, "prompt"),
+      role: "user" as const,
+      content: await buildPrompt(deps, task),
+    };
+    await deps.resources.put(prompt);
+    transcript.prompt = prompt;
   }
 
   const last = transcript.turns.at(-1);
@@ -90,7 +93,7 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand): Promise<void>
   const tools = deps.tools.describe(assistant.tools);
   const response = await deps.llm.complete({
     system: systemPrompt(assistant),
-    messages: toLlmMessages(await loadTranscript(deps, taskId)),
+    messages: toLlmMessages(transcript),
     ...(tools.length ? { tools: tools.map(({ risky: _r, ...spec }) => spec) } : {}),
     ...(assistant.model ? { model: assistant.model } : {}),
   });
@@ -141,13 +144,15 @@ async function runTools(
     } else {
       result = await deps.tools.execute(call.name, call.arguments, { taskId, actor: assistant.meta.id });
     }
-    await deps.resources.put({
+    const message = {
       meta: msgMeta(taskId, `${turnName(turn.n)}-tool-${k}`),
-      role: "tool",
+      role: "tool" as const,
       toolCallId: call.id,
       content: result.content,
       ...(result.isError ? { isError: true } : {}),
-    });
+    };
+    await deps.resources.put(message);
+    turn.results[k] = message; // the caller sends the transcript on without reading it again
   }
   return false;
 }
