@@ -22,7 +22,11 @@ export function createLocalRuntime(
   config: LocalConfig,
   options: { bus?: InProcessEventBusOptions; clock?: () => Date } = {},
 ): LocalRuntime {
-  const objects = new FileObjectStore({ root: join(config.dataDir, "objects"), durable: config.durable });
+  const objects = new FileObjectStore({
+    root: join(config.dataDir, "objects"),
+    durable: config.durable,
+    cache: true, // this process is the folder's only writer
+  });
   const state = new SqliteStateStore({
     path: join(config.dataDir, "state.db"),
     durable: config.durable,

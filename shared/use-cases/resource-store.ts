@@ -21,6 +21,10 @@ import { listAll, type ObjectStore } from "../ports/object-store.ts";
 /**
  * Typed resources over the object store: validated on write (nothing is written when invalid)
  * and on read, and returned as the type their `meta.type` names.
+ *
+ * Resources come back frozen (they may be shared): change a copy, `{ ...resource, field }`, and
+ * put that. When the object store hands back the very bytes it was given or read before (the
+ * local store's cache does), the resource parsed from them is reused instead of parsed again.
  */
 export interface PutResult {
   urn: Urn;
@@ -30,6 +34,8 @@ export interface PutResult {
 
 export class ResourceStore {
   readonly #objects: ObjectStore;
+  /** Bytes -> the frozen resource they hold; entries go when the object store lets go of the bytes. */
+  readonly #parsed = new WeakMap<Uint8Array, AnyResource>();
 
   constructor(objects: ObjectStore) {
     this.#objects = objects;
@@ -37,8 +43,9 @@ export class ResourceStore {
 
   async put(resource: unknown): Promise<PutResult> {
     const parsed = parseResource(resource);
-    const body = JSON.stringify(parsed);
+    const body = Buffer.from(JSON.stringify(parsed));
     await this.#objects.put(objectKey(parsed.meta.id), body, { contentType: "application/json" });
+    this.#parsed.set(body, deepFreeze(parsed));
     return { urn: parsed.meta.id as Urn, contentHash: createHash("sha256").update(body).digest("hex") };
   }
 
@@ -50,12 +57,27 @@ export class ResourceStore {
   /** Like get, but the resource must exist and be of `type`. */
   async getAs<T extends ResourceType>(type: T, urn: string): Promise<ResourceOf<T> | undefined> {
     const bytes = await this.#objects.get(objectKey(urn));
-    return bytes === undefined ? undefined : parseResourceAs(type, decode(urn, bytes));
+    if (bytes === undefined) return undefined;
+    const known = this.#parsed.get(bytes);
+    if (known?.meta.type === type && known.meta.id === urn) return known as ResourceOf<T>;
+    return this.#remember(bytes, parseResourceAs(type, decode(urn, bytes))) as ResourceOf<T>;
   }
 
   async getMany(urns: readonly string[]): Promise<(AnyResource | undefined)[]> {
     const docs = await this.#objects.getMany(urns.map(objectKey));
-    return docs.map((bytes, i) => (bytes === undefined ? undefined : readResource(urns[i] as string, bytes)));
+    return docs.map((bytes, i) => (bytes === undefined ? undefined : this.#read(urns[i] as string, bytes)));
+  }
+
+  #read(urn: string, bytes: Uint8Array): AnyResource {
+    const known = this.#parsed.get(bytes);
+    if (known?.meta.id === urn) return known;
+    return this.#remember(bytes, readResource(urn, bytes));
+  }
+
+  #remember(bytes: Uint8Array, resource: AnyResource): AnyResource {
+    const frozen = deepFreeze(resource);
+    this.#parsed.set(bytes, frozen);
+    return frozen;
   }
 
   /** The ancestors that exist, root first. */
@@ -116,4 +138,12 @@ function readResource(urn: string, bytes: Uint8Array): AnyResource {
     throw new ValidationError(`Stored resource under ${urn} names itself ${resource.meta.id}`);
   }
   return resource;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
 }

@@ -8,3 +8,11 @@ objectStoreContract("files on disk", async () => {
   const root = await mkdtemp(join(tmpdir(), "arbor-objects-"));
   return { store: new FileObjectStore({ root }), cleanup: () => rm(root, { recursive: true, force: true }) };
 });
+
+objectStoreContract("files on disk, with the in-memory cache", async () => {
+  const root = await mkdtemp(join(tmpdir(), "arbor-objects-"));
+  return {
+    store: new FileObjectStore({ root, cache: true }),
+    cleanup: () => rm(root, { recursive: true, force: true }),
+  };
+});

@@ -1,7 +1,10 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
+import { ConflictError } from "../../shared/errors.ts";
+import type { WriteOp } from "../../shared/ports/state-store.ts";
 import { stateStoreContract } from "./state-store.contract.ts";
 
 stateStoreContract("SQLite file (libsql)", async () => {
@@ -19,4 +22,50 @@ stateStoreContract("SQLite file (libsql)", async () => {
 stateStoreContract("SQLite in memory (libsql)", async () => {
   const store = new SqliteStateStore({ path: ":memory:" });
   return { store, cleanup: () => store.close() };
+});
+
+describe("SQLite group commit", () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "arbor-group-"));
+  });
+  afterEach(() => rm(dir, { recursive: true, force: true }));
+
+  const put = (key: string, expectedVersion: number): WriteOp => ({
+    op: "put",
+    record: { key, kind: "k", updatedAt: "2026-01-01T00:00:00.000Z", data: { key } },
+    expectedVersion,
+  });
+
+  it("commits a turn's transactions together; a failing one rolls back alone", async () => {
+    const path = join(dir, "state.db");
+    const store = new SqliteStateStore({ path });
+    await store.transact([put("taken", 0)]);
+    // Started in one event-loop turn: one group, one COMMIT.
+    const results = await Promise.allSettled([
+      store.transact([put("a", 0)]),
+      store.transact([put("b", 0), put("taken", 0)]), // "taken" exists: this one loses, b with it
+      store.transact([put("c", 0)]),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(ConflictError);
+    // Once a promise resolves the write is committed: another connection sees it.
+    const other = new SqliteStateStore({ path });
+    expect((await other.get("a"))?.version).toBe(1);
+    expect((await other.get("c"))?.version).toBe(1);
+    expect(await other.get("b")).toBeUndefined();
+    await other.close();
+    await store.close();
+  });
+
+  it("close() commits what is pending", async () => {
+    const path = join(dir, "state.db");
+    const store = new SqliteStateStore({ path });
+    const pending = store.transact([put("late", 0)]);
+    await store.close();
+    await pending;
+    const other = new SqliteStateStore({ path });
+    expect((await other.get("late"))?.version).toBe(1);
+    await other.close();
+  });
 });

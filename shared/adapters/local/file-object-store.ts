@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, open, readdir, readFile, rename, rm, unlink } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { UnavailableError } from "../../errors.ts";
 import {
   assertValidKey,
@@ -19,12 +19,22 @@ import {
  *   cld:common.Tenant.local+/common.Conversation.c1.json
  *
  * Writes are atomic (temporary file, fsync, rename), so a crash never leaves half a document.
+ *
+ * With `cache` on (what the local runtime does: its process is the only writer of the folder),
+ * the store keeps what it wrote or read (bytes, absent keys, folder listings and the folders it
+ * knows exist) and answers from memory; it updates that memory only after a write is in place, and
+ * writes to one key one at a time, so memory and disk never disagree. Cached bytes are shared:
+ * callers must not modify what `get` returns.
  */
 export interface FileObjectStoreOptions {
   root: string;
   /** fsync each file before it is renamed into place (default true). */
   durable?: boolean;
+  /** Keep written and read objects in memory (one writer process only). Default off. */
+  cache?: boolean | { maxBytes?: number };
 }
+
+const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 
 const KEEP = /^[A-Za-z0-9._:-]$/;
 const DIR_SUFFIX = "+";
@@ -44,10 +54,15 @@ const decodeSegment = (s: string): string => decodeURIComponent(s);
 export class FileObjectStore implements ObjectStore {
   readonly #root: string;
   readonly #durable: boolean;
+  readonly #cache: MemoryCache | undefined;
 
   constructor(options: FileObjectStoreOptions) {
-    this.#root = options.root;
+    this.#root = resolve(options.root);
     this.#durable = options.durable ?? true;
+    if (options.cache)
+      this.#cache = new MemoryCache(
+        (typeof options.cache === "object" ? options.cache.maxBytes : undefined) ?? DEFAULT_CACHE_BYTES,
+      );
   }
 
   #path(key: string): string {
@@ -59,9 +74,21 @@ export class FileObjectStore implements ObjectStore {
 
   async put(key: string, body: Uint8Array | string): Promise<void> {
     const path = this.#path(key);
+    const cache = this.#cache;
+    if (!cache) return this.#write(key, path, body);
+    const bytes = typeof body === "string" ? Buffer.from(body) : body;
+    await cache.serially(key, async () => {
+      cache.changing(key, path);
+      await this.#write(key, path, bytes);
+      cache.written(key, path, bytes, this.#root);
+    });
+  }
+
+  async #write(key: string, path: string, body: Uint8Array | string): Promise<void> {
     const tmp = `${path}${TMP_MARK}${randomBytes(6).toString("hex")}`;
     try {
-      await mkdir(dirname(path), { recursive: true });
+      const dir = dirname(path);
+      if (!this.#cache?.hasDir(dir)) await mkdir(dir, { recursive: true });
       const handle = await open(tmp, "w");
       try {
         await handle.writeFile(body);
@@ -82,12 +109,22 @@ export class FileObjectStore implements ObjectStore {
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {
+    const path = this.#path(key);
+    const cache = this.#cache;
+    const known = cache?.bytes(key);
+    if (known !== undefined) return known ?? undefined;
+    const ticket = cache?.reading(key);
+    let bytes: Uint8Array | undefined;
     try {
-      return new Uint8Array(await readFile(this.#path(key)));
+      bytes = new Uint8Array(await readFile(path));
     } catch (cause) {
-      if (isNotFound(cause)) return undefined;
-      throw new UnavailableError(`Could not read ${key} under ${this.#root}`, { cause });
+      if (!isNotFound(cause)) {
+        if (ticket) cache?.read(key, Object.assign(ticket, { stale: true }), undefined); // remembers nothing
+        throw new UnavailableError(`Could not read ${key} under ${this.#root}`, { cause });
+      }
     }
+    if (cache && ticket) cache.read(key, ticket, bytes);
+    return bytes;
   }
 
   getMany(keys: readonly string[]): Promise<(Uint8Array | undefined)[]> {
@@ -95,7 +132,14 @@ export class FileObjectStore implements ObjectStore {
   }
 
   async delete(key: string): Promise<void> {
-    await rm(this.#path(key), { force: true });
+    const path = this.#path(key);
+    const cache = this.#cache;
+    if (!cache) return rm(path, { force: true });
+    await cache.serially(key, async () => {
+      cache.changing(key, path);
+      await rm(path, { force: true });
+      cache.deleted(key, path);
+    });
   }
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
@@ -107,7 +151,7 @@ export class FileObjectStore implements ObjectStore {
     // Start the walk at the deepest folder the prefix names in full.
     const cut = prefix.lastIndexOf("/");
     const base = cut < 0 ? "" : prefix.slice(0, cut + 1);
-    const dir = base === "" ? this.#root : this.#path(`${base}x`).slice(0, -1);
+    const dir = base === "" ? this.#root : dirname(this.#path(`${base}x`));
     const found = { keys: [] as string[], folders: [] as string[] };
     await this.#walk(dir, base, prefix, delimiter, found);
 
@@ -147,13 +191,7 @@ export class FileObjectStore implements ObjectStore {
     delimiter: string | undefined,
     out: { keys: string[]; folders: string[] },
   ): Promise<void> {
-    let names: string[];
-    try {
-      names = await readdir(dir);
-    } catch (cause) {
-      if (isNotFound(cause) || isNotDir(cause)) return;
-      throw new UnavailableError(`Could not list ${dir}`, { cause });
-    }
+    const names = await this.#readdir(dir);
     for (const name of names) {
       if (name.includes(TMP_MARK)) continue;
       if (name.endsWith(DIR_SUFFIX)) {
@@ -173,8 +211,26 @@ export class FileObjectStore implements ObjectStore {
     }
   }
 
+  /** The names in a folder (none when it does not exist), from memory when cached. */
+  async #readdir(dir: string): Promise<readonly string[]> {
+    const cache = this.#cache;
+    const known = cache?.listing(dir);
+    if (known) return known;
+    const ticket = cache?.reading(`dir:${dir}`);
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch (cause) {
+      if (ticket) cache?.listed(dir, Object.assign(ticket, { stale: true }), []); // ends the read, remembers nothing
+      if (isNotFound(cause) || isNotDir(cause)) return [];
+      throw new UnavailableError(`Could not list ${dir}`, { cause });
+    }
+    if (cache && ticket) cache.listed(dir, ticket, names);
+    return names;
+  }
+
   async #hasAny(dir: string): Promise<boolean> {
-    for (const name of await readdir(dir).catch(() => [] as string[])) {
+    for (const name of await this.#readdir(dir).catch(() => [] as readonly string[])) {
       if (name.includes(TMP_MARK)) continue;
       if (!name.endsWith(DIR_SUFFIX) || (await this.#hasAny(join(dir, name)))) return true;
     }
@@ -184,3 +240,134 @@ export class FileObjectStore implements ObjectStore {
 
 const isNotFound = (e: unknown): boolean => (e as NodeJS.ErrnoException)?.code === "ENOENT";
 const isNotDir = (e: unknown): boolean => (e as NodeJS.ErrnoException)?.code === "ENOTDIR";
+
+/** A read in flight; a write to what it reads makes it stale, and a stale read fills no memory. */
+interface ReadTicket {
+  stale: boolean;
+}
+
+/**
+ * What a FileObjectStore with `cache` on remembers. A read only fills memory when no write to the
+ * same key (or folder) started or ended while it was in flight, so a slow read never puts an older
+ * document back over a newer one.
+ */
+class MemoryCache {
+  readonly #maxBytes: number;
+  #bytesHeld = 0;
+  /** key -> bytes, or null for "known absent"; in least-recently-used order. */
+  readonly #objects = new Map<string, Uint8Array | null>();
+  /** folder path -> the names in it. */
+  readonly #listings = new Map<string, Set<string>>();
+  readonly #dirs = new Set<string>();
+  /** Reads in flight, by key or `dir:<path>`. */
+  readonly #reads = new Map<string, Set<ReadTicket>>();
+  readonly #queues = new Map<string, Promise<void>>();
+
+  constructor(maxBytes: number) {
+    this.#maxBytes = maxBytes;
+  }
+
+  /** Runs writes to one key one after another, in call order. */
+  serially(key: string, write: () => Promise<void>): Promise<void> {
+    const run = (this.#queues.get(key) ?? Promise.resolve()).then(write);
+    const tail = run.catch(() => undefined);
+    this.#queues.set(key, tail);
+    void tail.then(() => {
+      if (this.#queues.get(key) === tail) this.#queues.delete(key);
+    });
+    return run;
+  }
+
+  bytes(key: string): Uint8Array | null | undefined {
+    const hit = this.#objects.get(key);
+    if (hit === undefined) return undefined;
+    this.#objects.delete(key);
+    this.#objects.set(key, hit);
+    return hit;
+  }
+
+  listing(dir: string): readonly string[] | undefined {
+    const names = this.#listings.get(dir);
+    return names ? [...names] : undefined;
+  }
+
+  hasDir(dir: string): boolean {
+    return this.#dirs.has(dir);
+  }
+
+  /** Starts a read of a key (or `dir:<path>`); pass the ticket back when it is done. */
+  reading(id: string): ReadTicket {
+    const ticket = { stale: false };
+    const set = this.#reads.get(id) ?? new Set<ReadTicket>();
+    this.#reads.set(id, set);
+    set.add(ticket);
+    return ticket;
+  }
+
+  read(key: string, ticket: ReadTicket, bytes: Uint8Array | undefined): void {
+    if (this.#done(key, ticket)) this.#remember(key, bytes ?? null);
+  }
+
+  listed(dir: string, ticket: ReadTicket, names: readonly string[]): void {
+    if (!this.#done(`dir:${dir}`, ticket)) return;
+    this.#listings.set(dir, new Set(names));
+    this.#dirs.add(dir);
+  }
+
+  /** A write to `key` is starting. */
+  changing(key: string, path: string): void {
+    this.#invalidate(key);
+    this.#invalidate(`dir:${dirname(path)}`);
+    this.#forget(key);
+  }
+
+  written(key: string, path: string, bytes: Uint8Array, root: string): void {
+    this.#invalidate(key);
+    this.#remember(key, bytes);
+    // The file and every folder on its way now exist: add each to its parent's known listing.
+    let child = path;
+    for (let dir = dirname(path); child !== root && dir.length >= root.length; dir = dirname(dir)) {
+      this.#invalidate(`dir:${dir}`);
+      this.#listings.get(dir)?.add(basename(child));
+      this.#dirs.add(dir);
+      child = dir;
+    }
+  }
+
+  deleted(key: string, path: string): void {
+    this.#invalidate(key);
+    this.#remember(key, null);
+    const dir = dirname(path);
+    this.#invalidate(`dir:${dir}`);
+    this.#listings.get(dir)?.delete(basename(path));
+  }
+
+  #done(id: string, ticket: ReadTicket): boolean {
+    const set = this.#reads.get(id);
+    set?.delete(ticket);
+    if (set?.size === 0) this.#reads.delete(id);
+    return !ticket.stale;
+  }
+
+  #invalidate(id: string): void {
+    for (const ticket of this.#reads.get(id) ?? []) ticket.stale = true;
+  }
+
+  #forget(key: string): void {
+    const old = this.#objects.get(key);
+    if (old) this.#bytesHeld -= old.byteLength;
+    this.#objects.delete(key);
+  }
+
+  #remember(key: string, bytes: Uint8Array | null): void {
+    this.#forget(key);
+    if (bytes && bytes.byteLength > this.#maxBytes / 8) return; // too big to be worth holding
+    this.#objects.set(key, bytes);
+    this.#bytesHeld += bytes?.byteLength ?? 0;
+    for (const [oldest, held] of this.#objects) {
+      if (this.#bytesHeld <= this.#maxBytes && this.#objects.size <= 200_000) break;
+      this.#objects.delete(oldest);
+      this.#bytesHeld -= held?.byteLength ?? 0;
+    }
+  }
+}

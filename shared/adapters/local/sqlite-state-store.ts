@@ -24,9 +24,15 @@ import {
 } from "../shared/state-store-helpers.ts";
 
 /**
- * State store + event log in one SQLite file (libsql). Every transaction runs under
- * BEGIN IMMEDIATE, so the conditions it checks still hold when it commits, also across
- * processes sharing the file (WAL, busy timeout).
+ * State store + event log in one SQLite file (libsql).
+ *
+ * Group commit: the first transaction of an event-loop turn opens BEGIN IMMEDIATE (so the
+ * conditions it checks hold until it commits, also across processes sharing the file: WAL, busy
+ * timeout); every transaction of that turn runs at once inside its own SAVEPOINT (a failed one
+ * rolls back alone, with a ConflictError as before); one COMMIT (one fsync) ends the turn, and only
+ * then do their promises resolve. A caller never acts on a write before it is durable; reads in
+ * this process may see a write whose commit is still pending, which is only lost if that COMMIT
+ * fails (a full or failing disk), and then every transaction of the group rejects together.
  */
 export interface SqliteStateStoreOptions {
   /** A file path, or ":memory:". */
@@ -61,9 +67,16 @@ CREATE INDEX IF NOT EXISTS records_by_parent ON records (parent, key);
 CREATE INDEX IF NOT EXISTS records_by_status ON records (kind, status, updated_at, key);
 `;
 
+interface PendingCommit {
+  done: (() => void)[];
+  failed: ((e: unknown) => void)[];
+}
+
 export class SqliteStateStore implements StateStore {
   readonly #db: Database.Database;
   readonly #clock: () => Date;
+  readonly #statements = new Map<string, Database.Statement>();
+  #group: PendingCommit | undefined;
 
   constructor(options: SqliteStateStoreOptions) {
     if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
@@ -76,7 +89,7 @@ export class SqliteStateStore implements StateStore {
   }
 
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
-    const row = this.#db.prepare("SELECT * FROM records WHERE key = ?").get(key) as Row | undefined;
+    const row = this.#sql("SELECT * FROM records WHERE key = ?").get(key) as Row | undefined;
     return row ? toRecord<T>(row) : undefined;
   }
 
@@ -91,22 +104,71 @@ export class SqliteStateStore implements StateStore {
   async transact(ops: readonly WriteOp[]): Promise<TransactResult> {
     const validated = validateOps(ops);
     const recordedAt = this.#clock().toISOString();
-    const run = this.#db.transaction((): TransactResult => {
-      const dup = classifyDuplicates(validated, this.#eventsById(eventIdsOf(validated)));
-      if (dup) return dup;
-      const appended: StoredEvent[][] = [];
-      validated.forEach((op, index) => {
-        if (op.op === "put") this.#put(op, index);
-        else if (op.op === "delete") this.#delete(op, index);
-        else appended.push(this.#append(op, index, recordedAt));
-      });
-      return { duplicate: false, appended };
+    const group = this.#openGroup();
+    this.#sql("SAVEPOINT tx").run();
+    let result: TransactResult;
+    try {
+      result = this.#apply(validated, recordedAt);
+      this.#sql("RELEASE tx").run();
+    } catch (e) {
+      this.#sql("ROLLBACK TO tx").run();
+      this.#sql("RELEASE tx").run();
+      throw e;
+    }
+    return new Promise<TransactResult>((resolve, reject) => {
+      group.done.push(() => resolve(result));
+      group.failed.push(reject);
     });
-    return run.immediate();
+  }
+
+  #apply(validated: readonly WriteOp[], recordedAt: string): TransactResult {
+    const dup = classifyDuplicates(validated, this.#eventsById(eventIdsOf(validated)));
+    if (dup) return dup;
+    const appended: StoredEvent[][] = [];
+    validated.forEach((op, index) => {
+      if (op.op === "put") this.#put(op, index);
+      else if (op.op === "delete") this.#delete(op, index);
+      else appended.push(this.#append(op, index, recordedAt));
+    });
+    return { duplicate: false, appended };
+  }
+
+  /** The open group, or a new one: BEGIN IMMEDIATE now, COMMIT once this event-loop turn is over. */
+  #openGroup(): PendingCommit {
+    if (this.#group) return this.#group;
+    this.#db.exec("BEGIN IMMEDIATE");
+    const group: PendingCommit = { done: [], failed: [] };
+    this.#group = group;
+    setImmediate(() => this.#commit());
+    return group;
+  }
+
+  #commit(): void {
+    const group = this.#group;
+    if (!group) return;
+    this.#group = undefined;
+    try {
+      this.#db.exec("COMMIT");
+    } catch (e) {
+      if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
+      for (const fail of group.failed) fail(e);
+      return;
+    }
+    for (const done of group.done) done();
+  }
+
+  /** A prepared statement, prepared once per SQL text. */
+  #sql(text: string): Database.Statement {
+    let statement = this.#statements.get(text);
+    if (!statement) {
+      statement = this.#db.prepare(text);
+      this.#statements.set(text, statement);
+    }
+    return statement;
   }
 
   #currentVersion(key: string): number {
-    const row = this.#db.prepare("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined;
+    const row = this.#sql("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined;
     return row ? Number(row.version) : 0;
   }
 
@@ -115,28 +177,26 @@ export class SqliteStateStore implements StateStore {
     if (current !== op.expectedVersion)
       throw versionConflict("record", op.record.key, op.expectedVersion, current, index);
     const r = op.record;
-    this.#db
-      .prepare(
-        `INSERT INTO records (key, kind, parent, status, version, updated_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)
+    this.#sql(
+      `INSERT INTO records (key, kind, parent, status, version, updated_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, parent = excluded.parent, status = excluded.status,
            version = excluded.version, updated_at = excluded.updated_at, data = excluded.data`,
-      )
-      .run(
-        r.key,
-        r.kind,
-        r.parent ?? null,
-        r.status ?? null,
-        current + 1,
-        r.updatedAt,
-        JSON.stringify(r.data),
-      );
+    ).run(
+      r.key,
+      r.kind,
+      r.parent ?? null,
+      r.status ?? null,
+      current + 1,
+      r.updatedAt,
+      JSON.stringify(r.data),
+    );
   }
 
   #delete(op: Extract<WriteOp, { op: "delete" }>, index: number): void {
     const current = this.#currentVersion(op.key);
     if (current !== op.expectedVersion)
       throw versionConflict("record", op.key, op.expectedVersion, current, index);
-    this.#db.prepare("DELETE FROM records WHERE key = ?").run(op.key);
+    this.#sql("DELETE FROM records WHERE key = ?").run(op.key);
   }
 
   #append(op: Extract<WriteOp, { op: "append" }>, index: number, recordedAt: string): StoredEvent[] {
@@ -144,7 +204,7 @@ export class SqliteStateStore implements StateStore {
     if (op.expectedVersion !== "any" && current !== op.expectedVersion) {
       throw versionConflict("stream", op.streamId, op.expectedVersion, current, index);
     }
-    const insert = this.#db.prepare(
+    const insert = this.#sql(
       "INSERT INTO events (stream_id, seq, event_id, body, recorded_at) VALUES (?, ?, ?, ?, ?)",
     );
     return op.events.map((event, i) => {
@@ -155,15 +215,15 @@ export class SqliteStateStore implements StateStore {
   }
 
   #streamVersion(streamId: string): number {
-    const row = this.#db.prepare("SELECT MAX(seq) AS v FROM events WHERE stream_id = ?").get(streamId) as Row;
+    const row = this.#sql("SELECT MAX(seq) AS v FROM events WHERE stream_id = ?").get(streamId) as Row;
     return row.v == null ? 0 : Number(row.v);
   }
 
   #eventsById(ids: readonly string[]): StoredEvent[] {
     if (ids.length === 0) return [];
-    const rows = this.#db
-      .prepare(`SELECT * FROM events WHERE event_id IN (${ids.map(() => "?").join(",")})`)
-      .all(...ids) as Row[];
+    const rows = this.#sql(`SELECT * FROM events WHERE event_id IN (${ids.map(() => "?").join(",")})`).all(
+      ...ids,
+    ) as Row[];
     return rows.map(toStoredEvent);
   }
 
@@ -171,9 +231,11 @@ export class SqliteStateStore implements StateStore {
     streamId: string,
     options: { fromSeq?: number; limit?: number } = {},
   ): Promise<StoredEvent[]> {
-    const rows = this.#db
-      .prepare("SELECT * FROM events WHERE stream_id = ? AND seq >= ? ORDER BY seq LIMIT ?")
-      .all(streamId, options.fromSeq ?? 1, options.limit ?? -1) as Row[];
+    const rows = this.#sql("SELECT * FROM events WHERE stream_id = ? AND seq >= ? ORDER BY seq LIMIT ?").all(
+      streamId,
+      options.fromSeq ?? 1,
+      options.limit ?? -1,
+    ) as Row[];
     return rows.map(toStoredEvent);
   }
 
@@ -184,9 +246,9 @@ export class SqliteStateStore implements StateStore {
   async listStreams(options: QueryOptions = {}): Promise<Page<string>> {
     const limit = pageSize(options);
     const after = options.cursor === undefined ? "" : decodeCursor(options.cursor)[0];
-    const rows = this.#db
-      .prepare("SELECT DISTINCT stream_id FROM events WHERE stream_id > ? ORDER BY stream_id LIMIT ?")
-      .all(after, limit + 1) as Row[];
+    const rows = this.#sql(
+      "SELECT DISTINCT stream_id FROM events WHERE stream_id > ? ORDER BY stream_id LIMIT ?",
+    ).all(after, limit + 1) as Row[];
     return paged(
       rows.map((r) => String(r.stream_id)),
       limit,
@@ -201,9 +263,11 @@ export class SqliteStateStore implements StateStore {
   async byParent<T>(parent: string, options: QueryOptions = {}): Promise<Page<StateRecord<T>>> {
     const limit = pageSize(options);
     const after = options.cursor === undefined ? "" : decodeCursor(options.cursor)[0];
-    const rows = this.#db
-      .prepare("SELECT * FROM records WHERE parent = ? AND key > ? ORDER BY key LIMIT ?")
-      .all(parent, after, limit + 1) as Row[];
+    const rows = this.#sql("SELECT * FROM records WHERE parent = ? AND key > ? ORDER BY key LIMIT ?").all(
+      parent,
+      after,
+      limit + 1,
+    ) as Row[];
     return paged(
       rows.map((r) => toRecord<T>(r)),
       limit,
@@ -219,13 +283,11 @@ export class SqliteStateStore implements StateStore {
     const limit = pageSize(options);
     const [afterTime, afterKey] = options.cursor === undefined ? ["", ""] : decodeCursor(options.cursor);
     const before = options.updatedBefore ?? "\uffff";
-    const rows = this.#db
-      .prepare(
-        `SELECT * FROM records WHERE kind = ? AND status = ? AND updated_at < ?
+    const rows = this.#sql(
+      `SELECT * FROM records WHERE kind = ? AND status = ? AND updated_at < ?
            AND (updated_at > ? OR (updated_at = ? AND key > ?))
          ORDER BY updated_at, key LIMIT ?`,
-      )
-      .all(kind, status, before, afterTime, afterTime, afterKey, limit + 1) as Row[];
+    ).all(kind, status, before, afterTime, afterTime, afterKey, limit + 1) as Row[];
     return paged(
       rows.map((r) => toRecord<T>(r)),
       limit,
@@ -234,6 +296,7 @@ export class SqliteStateStore implements StateStore {
   }
 
   async close(): Promise<void> {
+    this.#commit();
     this.#db.close();
   }
 }
