@@ -39,10 +39,8 @@ export async function createLocalEngine(rt: LocalRuntime, options: LocalEngineOp
   const embedder = options.embedder ?? new LocalEmbedder();
   const index = await LocalVectorIndex.open(
     join(rt.dataDir, "vectors", embedder.id.replace(/[^A-Za-z0-9._-]/g, "_")),
-    {
-      embedderId: embedder.id,
-      dimension: embedder.dimension,
-    },
+    { embedderId: embedder.id, dimension: embedder.dimension },
+    { durable: rt.durable },
   );
   return new Engine({
     resources: rt.resources,

@@ -16,6 +16,8 @@ import type { Runtime } from "./runtime.ts";
 export interface LocalRuntime extends Runtime {
   readonly bus: InProcessEventBus;
   readonly dataDir: string;
+  /** Whether writes are fsynced before they count as done. */
+  readonly durable: boolean;
 }
 
 export function createLocalRuntime(
@@ -37,6 +39,7 @@ export function createLocalRuntime(
     mode: "local",
     tenant: config.tenant,
     dataDir: config.dataDir,
+    durable: config.durable,
     objects,
     state,
     bus,

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { appendFile, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -22,35 +22,73 @@ describe("LocalVectorIndex files", () => {
     return v;
   };
 
-  it("keeps one header and one vectors file, and no temporary files, after many writes", async () => {
+  const key = (i: number) => `cld:common.Tenant.t/plan.Task.k${i}`;
+  const withIndex = async (body: (dir: string) => Promise<void>) => {
     const dir = await mkdtemp(join(tmpdir(), "arbor-vectors-"));
     try {
+      await body(dir);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  };
+
+  it("appends changes to one log, batching writes that arrive together; no temporary files", () =>
+    withIndex(async (dir) => {
       const index = await LocalVectorIndex.open(dir, CONTRACT_SPACE);
       await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
-          index.upsert([{ key: `cld:common.Tenant.t/plan.Task.k${i}`, vector: unit(i), type: "plan.Task" }]),
+          index.upsert([{ key: key(i), vector: unit(i), type: "plan.Task" }]),
         ),
       );
-      const files = (await readdir(dir)).sort();
-      expect(files).toEqual(["index.json", "vectors-20.f32"]);
-      expect((await readFile(join(dir, "vectors-20.f32"))).length).toBe(20 * CONTRACT_SPACE.dimension * 4);
-      expect((await LocalVectorIndex.open(dir, CONTRACT_SPACE)).size).toBe(20);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+      await index.delete([key(3)]);
+      expect((await readdir(dir)).sort()).toEqual(["index.json", "vectors.log"]);
+      const lines = (await readFile(join(dir, "vectors.log"), "utf8")).trimEnd().split("\n");
+      expect(lines).toHaveLength(21);
+      const reopened = await LocalVectorIndex.open(dir, CONTRACT_SPACE);
+      expect(reopened.size).toBe(19);
+      // unit(i) repeats every 8 keys; key 3 was deleted.
+      const exact = async (i: number) =>
+        (await reopened.query({ vector: unit(i), topK: 5 })).filter((m) => m.score > 0.999).map((m) => m.key);
+      expect(await exact(5)).toEqual([key(13), key(5)]);
+      expect(await exact(3)).toEqual([key(11), key(19)]);
+    }));
 
-  it("refuses a corrupt header or a truncated vectors file with a clear error", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "arbor-vectors-"));
-    try {
+  it("a key deleted while its upsert is still being written stays deleted", () =>
+    withIndex(async (dir) => {
       const index = await LocalVectorIndex.open(dir, CONTRACT_SPACE);
-      await index.upsert([{ key: "cld:common.Tenant.t/plan.Task.a", vector: unit(0), type: "plan.Task" }]);
-      await writeFile(join(dir, "vectors-1.f32"), Buffer.alloc(5));
-      await expect(LocalVectorIndex.open(dir, CONTRACT_SPACE)).rejects.toThrow(/holds 5 bytes/);
+      await Promise.all([
+        index.upsert([{ key: key(1), vector: unit(1), type: "plan.Task" }]),
+        index.delete([key(1)]),
+      ]);
+      expect(index.size).toBe(0);
+      expect((await LocalVectorIndex.open(dir, CONTRACT_SPACE)).size).toBe(0);
+    }));
+
+  it("rewrites the log compactly once it is mostly replaced records", () =>
+    withIndex(async (dir) => {
+      const index = await LocalVectorIndex.open(dir, CONTRACT_SPACE);
+      for (let round = 0; round < 60; round++)
+        await index.upsert(
+          Array.from({ length: 20 }, (_, i) => ({ key: key(i), vector: unit(i + round), type: "plan.Task" })),
+        );
+      const lines = (await readFile(join(dir, "vectors.log"), "utf8")).trimEnd().split("\n");
+      expect(lines.length).toBeLessThan(1100);
+      const reopened = await LocalVectorIndex.open(dir, CONTRACT_SPACE);
+      expect(reopened.size).toBe(20);
+      const [best] = await reopened.query({ vector: unit(59), topK: 1 });
+      expect(best?.key).toBe(key(0)); // the last round wrote unit(0 + 59) under key 0
+    }));
+
+  it("drops a torn last line (a crash mid-append) and refuses a corrupt one in the middle", () =>
+    withIndex(async (dir) => {
+      const index = await LocalVectorIndex.open(dir, CONTRACT_SPACE);
+      await index.upsert([{ key: key(0), vector: unit(0), type: "plan.Task" }]);
+      await appendFile(join(dir, "vectors.log"), '{"put":{"key":"cld:common.Tena');
+      expect((await LocalVectorIndex.open(dir, CONTRACT_SPACE)).size).toBe(1);
+      expect((await readFile(join(dir, "vectors.log"), "utf8")).endsWith("\n")).toBe(true);
+      await appendFile(join(dir, "vectors.log"), "{not json\n");
+      await expect(LocalVectorIndex.open(dir, CONTRACT_SPACE)).rejects.toThrow(/line 2 of vectors.log/);
       await writeFile(join(dir, "index.json"), "{not json");
       await expect(LocalVectorIndex.open(dir, CONTRACT_SPACE)).rejects.toBeInstanceOf(ConfigError);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+    }));
 });

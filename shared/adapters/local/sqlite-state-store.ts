@@ -1,7 +1,9 @@
 import { mkdirSync } from "node:fs";
+import { type FileHandle, open } from "node:fs/promises";
 import { dirname } from "node:path";
 import Database from "libsql";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
+import { UnavailableError } from "../../errors.ts";
 import type {
   ExpectedVersion,
   Page,
@@ -29,15 +31,21 @@ import {
  * Group commit: the first transaction of an event-loop turn opens BEGIN IMMEDIATE (so the
  * conditions it checks hold until it commits, also across processes sharing the file: WAL, busy
  * timeout); every transaction of that turn runs at once inside its own SAVEPOINT (a failed one
- * rolls back alone, with a ConflictError as before); one COMMIT (one fsync) ends the turn, and only
- * then do their promises resolve. A caller never acts on a write before it is durable; reads in
- * this process may see a write whose commit is still pending, which is only lost if that COMMIT
- * fails (a full or failing disk), and then every transaction of the group rejects together.
+ * rolls back alone, with a ConflictError as before); one COMMIT ends the turn, and their promises
+ * resolve once it is durable. A caller never acts on a write before it is durable; reads in this
+ * process may see a write whose commit is still pending, which is only lost if that COMMIT fails
+ * (a full or failing disk), and then every transaction of the group rejects together.
+ *
+ * Durable without blocking: SQLite's synchronous=FULL would fsync the WAL inside COMMIT, on the
+ * main thread. Instead the connection runs synchronous=NORMAL (COMMIT only writes the WAL) and the
+ * store fsyncs the WAL file itself on the thread pool before it acknowledges the group: the same
+ * guarantee (the commit's WAL frames are on disk before anyone is told it happened), while the
+ * main thread goes on. Groups that commit while an fsync runs share the next one.
  */
 export interface SqliteStateStoreOptions {
   /** A file path, or ":memory:". */
   path: string;
-  /** synchronous=FULL (fsync on every commit) when true; NORMAL otherwise. Default true. */
+  /** Every commit is on disk before its promise resolves (the WAL is fsynced). Default true. */
   durable?: boolean;
   clock?: () => Date;
 }
@@ -77,12 +85,15 @@ export class SqliteStateStore implements StateStore {
   readonly #clock: () => Date;
   readonly #statements = new Map<string, Database.Statement>();
   #group: PendingCommit | undefined;
+  readonly #wal: WalSync | undefined;
 
   constructor(options: SqliteStateStoreOptions) {
     if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
     this.#db = new Database(options.path);
     this.#db.exec("PRAGMA journal_mode = WAL");
-    this.#db.exec(`PRAGMA synchronous = ${options.durable === false ? "NORMAL" : "FULL"}`);
+    this.#db.exec("PRAGMA synchronous = NORMAL");
+    if (options.durable !== false && options.path !== ":memory:")
+      this.#wal = new WalSync(`${options.path}-wal`);
     this.#db.exec("PRAGMA busy_timeout = 5000");
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
@@ -143,18 +154,27 @@ export class SqliteStateStore implements StateStore {
     return group;
   }
 
-  #commit(): void {
+  #commit(): Promise<void> {
     const group = this.#group;
-    if (!group) return;
+    if (!group) return Promise.resolve();
     this.#group = undefined;
     try {
       this.#db.exec("COMMIT");
     } catch (e) {
       if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
       for (const fail of group.failed) fail(e);
-      return;
+      return Promise.resolve();
     }
-    for (const done of group.done) done();
+    const settle = () => {
+      for (const done of group.done) done();
+    };
+    if (!this.#wal) return Promise.resolve(settle());
+    return this.#wal.sync().then(settle, (cause) => {
+      const e = new UnavailableError("Could not flush the state store's log to disk; check the disk", {
+        cause,
+      });
+      for (const fail of group.failed) fail(e);
+    });
   }
 
   /** A prepared statement, prepared once per SQL text. */
@@ -296,8 +316,57 @@ export class SqliteStateStore implements StateStore {
   }
 
   async close(): Promise<void> {
-    this.#commit();
+    await this.#commit();
+    await this.#wal?.close();
     this.#db.close();
+  }
+}
+
+/** fsyncs the WAL file on the thread pool; callers that arrive while one runs share the next one. */
+class WalSync {
+  readonly #path: string;
+  #handle: Promise<FileHandle> | undefined;
+  #running: Promise<void> | undefined;
+  #next: Promise<void> | undefined;
+
+  constructor(path: string) {
+    this.#path = path;
+  }
+
+  /** Resolves after an fsync that started after this call. */
+  sync(): Promise<void> {
+    if (!this.#running) {
+      const run = this.#fsync().finally(() => {
+        if (this.#running === run) this.#running = undefined;
+      });
+      this.#running = run;
+      return run;
+    }
+    this.#next ??= this.#running
+      .catch(() => undefined)
+      .then(() => {
+        this.#next = undefined;
+        return this.sync();
+      });
+    return this.#next;
+  }
+
+  async #fsync(): Promise<void> {
+    this.#handle ??= open(this.#path, "r");
+    try {
+      await (await this.#handle).sync();
+    } catch (e) {
+      this.#handle = undefined; // open again next time
+      throw e;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#next?.catch(() => undefined);
+    await this.#running?.catch(() => undefined);
+    const handle = this.#handle;
+    this.#handle = undefined;
+    await (await handle?.catch(() => undefined))?.close();
   }
 }
 

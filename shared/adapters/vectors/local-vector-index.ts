@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { appendFile, mkdir, readFile, rename, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { ConfigError, UnavailableError } from "../../errors.ts";
@@ -12,32 +12,37 @@ import type {
 import { assertValidSpace, checkQuery, checkRecords, sameSpace, spaceMismatch } from "./vector-checks.ts";
 
 /**
- * A flat, exact vector index held in memory and persisted to a folder:
- *   - `index.json`: the header: format version, the EmbeddingSpace, a generation number, and per
- *     record its key, type and metadata, in slot order;
- *   - `vectors-<generation>.f32`: the vectors, little-endian float32, slot after slot.
- * Every write produces a new generation: the vectors file is written to a temporary name and
- * renamed, then the header likewise; the header's rename is the commit point, so a crash leaves
- * either the old or the new state, never a mix. The previous vectors file is removed afterwards.
+ * A flat, exact vector index held in memory and persisted to a folder as a log:
+ *   - `index.json`: the header (format, version, the EmbeddingSpace), written once;
+ *   - `vectors.log`: one JSON line per change, appended: `{"put":{key,type,metadata},"v":<base64
+ *     little-endian float32>}` or `{"del":[keys]}`.
+ * A write appends its lines (fsynced when durable) and only then changes memory, so a query never
+ * sees what is not stored. Writes that arrive while one is being appended go out together in the
+ * next append. A crash can only tear the last line: opening drops a torn last line. When the log
+ * holds much more than the live records (replaced or deleted ones), it is rewritten compactly
+ * (temporary file, fsync, rename).
  *
  * Queries compute the exact cosine similarity against every record (O(n · dimension)): right for
  * the local mode's thousands of records, not for millions. One process owns a folder at a time.
  */
 const HEADER = "index.json";
+const LOG = "vectors.log";
 const FORMAT = "arbor-vector-index";
 
 const MetadataValue = z.union([z.string(), z.number(), z.boolean()]);
 const HeaderSchema = z.object({
   format: z.literal(FORMAT),
-  version: z.literal(1),
+  version: z.literal(2),
   space: z.object({ embedderId: z.string().min(1), dimension: z.number().int().min(1) }),
-  generation: z.number().int().min(0),
-  vectorsFile: z.string().regex(/^vectors-\d+\.f32$/),
-  records: z.array(
-    z.object({ key: z.string(), type: z.string(), metadata: z.record(z.string(), MetadataValue) }),
-  ),
 });
-type Header = z.infer<typeof HeaderSchema>;
+const LineSchema = z.union([
+  z.object({
+    put: z.object({ key: z.string(), type: z.string(), metadata: z.record(z.string(), MetadataValue) }),
+    v: z.string(),
+  }),
+  z.object({ del: z.array(z.string()) }),
+]);
+type Line = z.infer<typeof LineSchema>;
 
 interface Slot {
   key: string;
@@ -47,29 +52,46 @@ interface Slot {
   norm: number;
 }
 
+interface Pending {
+  lines: string[];
+  apply: (() => void)[];
+  settle: { resolve: () => void; reject: (e: unknown) => void }[];
+}
+
+export interface LocalVectorIndexOptions {
+  /** fsync every append (default true). */
+  durable?: boolean;
+}
+
 export class LocalVectorIndex implements VectorIndex {
   readonly space: EmbeddingSpace;
-  private readonly dir: string;
-  private slots: Slot[];
-  private readonly byKey = new Map<string, number>();
-  private generation: number;
-  /** Writes are serialised: each waits for the previous one. */
-  private writing: Promise<void> = Promise.resolve();
+  readonly #dir: string;
+  readonly #durable: boolean;
+  readonly #slots: Slot[] = [];
+  readonly #byKey = new Map<string, number>();
+  /** Lines in the log file, live or not: compaction compares it with the live records. */
+  #logLines: number;
+  #pending: Pending | undefined;
+  #writing: Promise<void> | undefined;
 
-  private constructor(dir: string, space: EmbeddingSpace, slots: Slot[], generation: number) {
-    this.dir = dir;
+  private constructor(dir: string, space: EmbeddingSpace, durable: boolean, logLines: number) {
+    this.#dir = dir;
     this.space = { embedderId: space.embedderId, dimension: space.dimension };
-    this.slots = slots;
-    this.generation = generation;
-    for (const [i, s] of slots.entries()) this.byKey.set(s.key, i);
+    this.#durable = durable;
+    this.#logLines = logLines;
   }
 
   /**
    * Opens the index in folder `dir` (created when missing). Refuses, with a ConfigError naming both
    * spaces, a folder written for another embedding space.
    */
-  static async open(dir: string, space: EmbeddingSpace): Promise<LocalVectorIndex> {
+  static async open(
+    dir: string,
+    space: EmbeddingSpace,
+    options: LocalVectorIndexOptions = {},
+  ): Promise<LocalVectorIndex> {
     assertValidSpace(space);
+    const durable = options.durable ?? true;
     let raw: string;
     try {
       raw = await readFile(join(dir, HEADER), "utf8");
@@ -78,136 +100,198 @@ export class LocalVectorIndex implements VectorIndex {
         throw new UnavailableError(`Cannot read vector index ${dir}`, { cause: e });
       }
       await mkdir(dir, { recursive: true });
-      return new LocalVectorIndex(dir, space, [], 0);
+      await writeFile(join(dir, LOG), "", { flush: durable });
+      const header = { format: FORMAT, version: 2, space: { ...space } };
+      await atomicWrite(join(dir, HEADER), JSON.stringify(header), durable);
+      return new LocalVectorIndex(dir, space, durable, 0);
     }
     const parsed = HeaderSchema.safeParse(safeJson(raw));
     if (!parsed.success) {
-      throw new ConfigError(`${join(dir, HEADER)} is not an Arbor vector index header (or is corrupt)`, {
-        cause: parsed.error,
-      });
-    }
-    const header = parsed.data;
-    if (!sameSpace(header.space, space)) throw spaceMismatch(`at ${dir}`, header.space, space);
-    const bytes = await readFile(join(dir, header.vectorsFile)).catch((e: unknown) => {
-      throw new ConfigError(`Vector index ${dir}: ${header.vectorsFile} is missing`, { cause: e });
-    });
-    const { dimension } = header.space;
-    if (bytes.length !== header.records.length * dimension * 4) {
       throw new ConfigError(
-        `Vector index ${dir}: ${header.vectorsFile} holds ${bytes.length} bytes, expected ${header.records.length * dimension * 4}`,
+        `${join(dir, HEADER)} is not an Arbor vector index header (or is corrupt, or from an older ` +
+          "version): move the folder away and Arbor starts a new index",
+        { cause: parsed.error },
       );
     }
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const slots = header.records.map((r, i): Slot => {
-      const vector = new Float32Array(dimension);
-      let norm = 0;
-      for (let d = 0; d < dimension; d++) {
-        const v = view.getFloat32((i * dimension + d) * 4, true);
-        vector[d] = v;
-        norm += v * v;
-      }
-      return { ...r, vector, norm: Math.sqrt(norm) };
-    });
-    return new LocalVectorIndex(dir, space, slots, header.generation);
+    if (!sameSpace(parsed.data.space, space)) throw spaceMismatch(`at ${dir}`, parsed.data.space, space);
+    const index = new LocalVectorIndex(dir, space, durable, 0);
+    await index.#load();
+    return index;
   }
 
   /** Number of records. */
   get size(): number {
-    return this.slots.length;
+    return this.#slots.length;
   }
 
   async upsert(records: readonly VectorRecord[]): Promise<void> {
     checkRecords(records, this.space.dimension);
     if (records.length === 0) return;
-    await this.mutate(() => {
-      for (const r of records) {
-        const slot: Slot = {
-          key: r.key,
-          type: r.type,
-          metadata: { ...(r.metadata ?? {}) },
-          vector: Float32Array.from(r.vector),
-          norm: Math.sqrt(r.vector.reduce((s, v) => s + v * v, 0)),
-        };
-        const at = this.byKey.get(r.key);
-        if (at === undefined) {
-          this.byKey.set(r.key, this.slots.length);
-          this.slots.push(slot);
-        } else {
-          this.slots[at] = slot;
-        }
-      }
+    const slots = records.map(
+      (r): Slot => ({
+        key: r.key,
+        type: r.type,
+        metadata: { ...(r.metadata ?? {}) },
+        vector: Float32Array.from(r.vector),
+        norm: Math.sqrt(r.vector.reduce((s, v) => s + v * v, 0)),
+      }),
+    );
+    const lines = slots.map((s) =>
+      JSON.stringify({
+        put: { key: s.key, type: s.type, metadata: s.metadata },
+        v: Buffer.from(littleEndian(s.vector)).toString("base64"),
+      } satisfies Line),
+    );
+    return this.#enqueue(lines, () => {
+      for (const s of slots) this.#put(s);
     });
   }
 
   async delete(keys: readonly string[]): Promise<void> {
-    const doomed = new Set(keys.filter((k) => this.byKey.has(k)));
-    if (doomed.size === 0) return;
-    await this.mutate(() => {
-      this.slots = this.slots.filter((s) => !doomed.has(s.key));
-      this.byKey.clear();
-      for (const [i, s] of this.slots.entries()) this.byKey.set(s.key, i);
+    // A key may also be on its way in (an upsert still being appended): then it must go too.
+    const doomed =
+      this.#pending || this.#writing ? [...new Set(keys)] : keys.filter((k) => this.#byKey.has(k));
+    if (doomed.length === 0) return;
+    return this.#enqueue([JSON.stringify({ del: doomed } satisfies Line)], () => {
+      for (const k of doomed) this.#remove(k);
     });
   }
 
   async query(query: VectorQuery): Promise<VectorMatch[]> {
     const qNorm = Math.sqrt(checkQuery(query, this.space.dimension));
     const q = query.vector;
-    const scored: VectorMatch[] = [];
-    for (const s of this.slots) {
+    const scored: { slot: Slot; score: number }[] = [];
+    for (const s of this.#slots) {
       if (query.type !== undefined && s.type !== query.type) continue;
       if (query.keyPrefix !== undefined && !s.key.startsWith(query.keyPrefix)) continue;
       let dot = 0;
       for (let d = 0; d < q.length; d++) dot += (q[d] as number) * (s.vector[d] as number);
-      scored.push({ key: s.key, score: dot / (qNorm * s.norm), type: s.type, metadata: { ...s.metadata } });
+      scored.push({ slot: s, score: dot / (qNorm * s.norm) });
     }
-    scored.sort((a, b) => b.score - a.score || (a.key < b.key ? -1 : 1));
-    return scored.slice(0, query.topK);
+    scored.sort((a, b) => b.score - a.score || (a.slot.key < b.slot.key ? -1 : 1));
+    return scored.slice(0, query.topK).map(({ slot, score }) => ({
+      key: slot.key,
+      score,
+      type: slot.type,
+      metadata: { ...slot.metadata },
+    }));
   }
 
-  /** Applies a change in memory and persists it; on a failed write the in-memory state is restored. */
-  private mutate(change: () => void): Promise<void> {
-    const run = this.writing.then(async () => {
-      const before = { slots: [...this.slots], byKey: new Map(this.byKey) };
-      change();
-      try {
-        await this.persist();
-      } catch (e) {
-        this.slots = before.slots;
-        this.byKey.clear();
-        for (const [k, v] of before.byKey) this.byKey.set(k, v);
-        throw new UnavailableError(`Cannot write vector index ${this.dir}`, { cause: e });
+  #put(slot: Slot): void {
+    const at = this.#byKey.get(slot.key);
+    if (at === undefined) {
+      this.#byKey.set(slot.key, this.#slots.length);
+      this.#slots.push(slot);
+    } else {
+      this.#slots[at] = slot;
+    }
+  }
+
+  #remove(key: string): void {
+    const at = this.#byKey.get(key);
+    if (at === undefined) return;
+    const last = this.#slots.pop() as Slot;
+    this.#byKey.delete(key);
+    if (at < this.#slots.length) {
+      this.#slots[at] = last;
+      this.#byKey.set(last.key, at);
+    }
+  }
+
+  /** Queues lines for the next append; `apply` changes memory once they are stored. */
+  #enqueue(lines: string[], apply: () => void): Promise<void> {
+    const pending = this.#pending ?? { lines: [], apply: [], settle: [] };
+    this.#pending = pending;
+    pending.lines.push(...lines);
+    pending.apply.push(apply);
+    const done = new Promise<void>((resolve, reject) => pending.settle.push({ resolve, reject }));
+    this.#writing ??= this.#drain();
+    return done;
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      for (let batch = this.#pending; batch; batch = this.#pending) {
+        this.#pending = undefined;
+        try {
+          await appendFile(join(this.#dir, LOG), `${batch.lines.join("\n")}\n`, { flush: this.#durable });
+          this.#logLines += batch.lines.length;
+          for (const apply of batch.apply) apply();
+          if (this.#logLines > 1000 && this.#logLines > 2 * this.#slots.length) await this.#compact();
+          for (const s of batch.settle) s.resolve();
+        } catch (cause) {
+          const e = new UnavailableError(`Cannot write vector index ${this.#dir}`, { cause });
+          for (const s of batch.settle) s.reject(e);
+        }
       }
-    });
-    this.writing = run.catch(() => undefined);
-    return run;
+    } finally {
+      this.#writing = undefined;
+    }
   }
 
-  private async persist(): Promise<void> {
-    const generation = this.generation + 1;
-    const { dimension } = this.space;
-    const bytes = Buffer.alloc(this.slots.length * dimension * 4);
-    this.slots.forEach((s, i) => {
-      for (let d = 0; d < dimension; d++) bytes.writeFloatLE(s.vector[d] as number, (i * dimension + d) * 4);
+  /** Rewrites the log with only the live records. */
+  async #compact(): Promise<void> {
+    const lines = this.#slots.map((s) =>
+      JSON.stringify({
+        put: { key: s.key, type: s.type, metadata: s.metadata },
+        v: Buffer.from(littleEndian(s.vector)).toString("base64"),
+      } satisfies Line),
+    );
+    await atomicWrite(join(this.#dir, LOG), lines.length ? `${lines.join("\n")}\n` : "", this.#durable);
+    this.#logLines = lines.length;
+  }
+
+  async #load(): Promise<void> {
+    const path = join(this.#dir, LOG);
+    const text = await readFile(path, "utf8").catch((e: unknown) => {
+      throw new ConfigError(`Vector index ${this.#dir}: ${LOG} is missing`, { cause: e });
     });
-    const header: Header = {
-      format: FORMAT,
-      version: 1,
-      space: this.space,
-      generation,
-      vectorsFile: `vectors-${generation}.f32`,
-      records: this.slots.map((s) => ({ key: s.key, type: s.type, metadata: s.metadata })),
-    };
-    await atomicWrite(join(this.dir, header.vectorsFile), bytes);
-    await atomicWrite(join(this.dir, HEADER), JSON.stringify(header));
-    const previous = `vectors-${this.generation}.f32`;
-    this.generation = generation;
-    await rm(join(this.dir, previous), { force: true });
+    const end = text.lastIndexOf("\n") + 1;
+    if (end < text.length) await truncate(path, Buffer.byteLength(text.slice(0, end))); // a torn last line
+    const lines = text.slice(0, end).split("\n").slice(0, -1);
+    const { dimension } = this.space;
+    for (const [i, raw] of lines.entries()) {
+      const line = LineSchema.safeParse(safeJson(raw));
+      if (!line.success)
+        throw new ConfigError(`Vector index ${this.#dir}: line ${i + 1} of ${LOG} is corrupt`, {
+          cause: line.error,
+        });
+      if ("del" in line.data) {
+        for (const k of line.data.del) this.#remove(k);
+        continue;
+      }
+      const bytes = Buffer.from(line.data.v, "base64");
+      if (bytes.length !== dimension * 4)
+        throw new ConfigError(
+          `Vector index ${this.#dir}: line ${i + 1} of ${LOG} holds ${bytes.length} bytes of vector, expected ${dimension * 4}`,
+        );
+      const vector = new Float32Array(dimension);
+      let norm = 0;
+      for (let d = 0; d < dimension; d++) {
+        const v = bytes.readFloatLE(d * 4);
+        vector[d] = v;
+        norm += v * v;
+      }
+      this.#put({ ...line.data.put, vector, norm: Math.sqrt(norm) });
+    }
+    this.#logLines = lines.length;
   }
 }
 
-async function atomicWrite(path: string, data: string | Uint8Array): Promise<void> {
+/** The vector's bytes as little-endian float32 (a copy only on a big-endian machine). */
+function littleEndian(vector: Float32Array): Uint8Array {
+  const bytes = new Uint8Array(vector.buffer, vector.byteOffset, vector.byteLength);
+  if (new Uint8Array(new Uint16Array([1]).buffer)[0] === 1) return bytes;
+  const copy = Buffer.alloc(vector.byteLength);
+  vector.forEach((v, d) => {
+    copy.writeFloatLE(v, d * 4);
+  });
+  return copy;
+}
+
+async function atomicWrite(path: string, data: string, durable: boolean): Promise<void> {
   const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
-  await writeFile(tmp, data, { flush: true });
+  await writeFile(tmp, data, { flush: durable });
   await rename(tmp, path);
 }
 
