@@ -18,6 +18,7 @@ const EnvSchema = z.object({
   // local mode
   ARBOR_DATA_DIR: z.string().min(1).default(".arbor"),
   ARBOR_DURABLE: bool.default(true),
+  ARBOR_OBJECT_STORE: z.enum(["sqlite", "files"]).default("sqlite"),
   // aws mode
   AWS_REGION: z.string().min(1).optional(),
   ARBOR_RESOURCES_BUCKET: name.optional(),
@@ -60,6 +61,8 @@ export interface LocalConfig {
   tenant: string;
   dataDir: string;
   durable: boolean;
+  /** Where resources live: rows of the local database (default) or one file per resource. */
+  objectStore?: "sqlite" | "files";
 }
 
 export interface AwsConfig {
@@ -93,6 +96,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       tenant: e.ARBOR_TENANT,
       dataDir: resolve(e.ARBOR_DATA_DIR),
       durable: e.ARBOR_DURABLE,
+      objectStore: e.ARBOR_OBJECT_STORE,
     };
   }
   const missing = (

@@ -12,7 +12,7 @@ import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/loca
 import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
 
 /**
- * A local Arbor for end-to-end tests: real adapters (files, SQLite, in-process bus, local embedder
+ * A local Arbor for end-to-end tests: real adapters (SQLite or files, in-process bus, local embedder
  * and index), the scripted model, a controllable clock. `restart()` drops the process state and
  * opens the same data folder again, as after a crash.
  */
@@ -24,6 +24,8 @@ export interface HarnessOptions {
   settings?: Partial<EngineSettings>;
   bus?: InProcessEventBusOptions;
   faults?: FaultInjector;
+  /** Where resources live (default: the local default, SQLite). */
+  objectStore?: "sqlite" | "files";
 }
 
 export class Harness {
@@ -48,7 +50,13 @@ export class Harness {
 
   async open(faults?: FaultInjector): Promise<void> {
     this.rt = createLocalRuntime(
-      { mode: "local", tenant: "acme", dataDir: this.dataDir, durable: false },
+      {
+        mode: "local",
+        tenant: "acme",
+        dataDir: this.dataDir,
+        durable: false,
+        ...(this.options.objectStore ? { objectStore: this.options.objectStore } : {}),
+      },
       { bus: { retryDelayMs: () => 1, ...this.options.bus }, clock: () => new Date(this.now) },
     );
     this.llm = new ScriptedLlm(this.options.script);

@@ -2,55 +2,58 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 
-describe("engine: the offsite scenario end to end (local runtime, scripted model)", () => {
-  let h: Harness;
-  afterEach(() => h?.close());
+describe.each(["sqlite", "files"] as const)(
+  "engine: the offsite scenario end to end (local runtime, scripted model, resources in %s)",
+  (objectStore) => {
+    let h: Harness;
+    afterEach(() => h?.close());
 
-  it("plans a depth-3 tree, runs tools, waits for an approval, corrects the agenda once, and answers", async () => {
-    h = await Harness.create({ script, assistants: ASSISTANTS });
-    const { rootId } = { rootId: (await h.submit(REQUEST)).rootTaskId };
-    await h.idle();
+    it("plans a depth-3 tree, runs tools, waits for an approval, corrects the agenda once, and answers", async () => {
+      h = await Harness.create({ script, assistants: ASSISTANTS, objectStore });
+      const { rootId } = { rootId: (await h.submit(REQUEST)).rootTaskId };
+      await h.idle();
 
-    // The risky email waits for a person; nothing else is left running.
-    const [approval, ...others] = await h.pending(rootId);
-    expect(others).toHaveLength(0);
-    expect(approval?.purpose).toBe("confirm_risky_action");
-    expect(approval?.binding?.tool).toBe("send_email");
-    const waiting = await h.tree(rootId);
-    expect(waiting.get("Invite the team")?.status).toBe("awaiting_user");
-    expect(waiting.get("Logistics")?.status).toBe("done");
+      // The risky email waits for a person; nothing else is left running.
+      const [approval, ...others] = await h.pending(rootId);
+      expect(others).toHaveLength(0);
+      expect(approval?.purpose).toBe("confirm_risky_action");
+      expect(approval?.binding?.tool).toBe("send_email");
+      const waiting = await h.tree(rootId);
+      expect(waiting.get("Invite the team")?.status).toBe("awaiting_user");
+      expect(waiting.get("Logistics")?.status).toBe("done");
 
-    await h.engine.respond(approval?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
-    await h.idle();
+      await h.engine.respond(approval?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
+      await h.idle();
 
-    const tree = await h.tree(rootId);
-    expect([...tree.values()].map((v) => `${v.title}:${v.status}`).sort()).toEqual(
-      [
-        "Plan the offsite:done",
-        "Logistics:done",
-        "Shortlist venues:done",
-        "Book travel:done",
-        "Agenda:done",
-        "Draft sessions:done",
-        "Invite the team:done",
-        "Plan a team dinner:done",
-      ].sort(),
-    );
-    // Depth 3 below the request: root -> Agenda -> Plan a team dinner (the corrective subtask).
-    const dinner = tree.get("Plan a team dinner");
-    expect(dinner?.parentTaskId).toBe(tree.get("Agenda")?.taskId);
-    // Elections: the specialists took their tasks.
-    expect(tree.get("Shortlist venues")?.assistant).toMatch(/Assistant\.event-planner$/);
-    expect(tree.get("Draft sessions")?.assistant).toMatch(/Assistant\.facilitator$/);
-    expect(tree.get("Invite the team")?.assistant).toMatch(/Assistant\.communications$/);
+      const tree = await h.tree(rootId);
+      expect([...tree.values()].map((v) => `${v.title}:${v.status}`).sort()).toEqual(
+        [
+          "Plan the offsite:done",
+          "Logistics:done",
+          "Shortlist venues:done",
+          "Book travel:done",
+          "Agenda:done",
+          "Draft sessions:done",
+          "Invite the team:done",
+          "Plan a team dinner:done",
+        ].sort(),
+      );
+      // Depth 3 below the request: root -> Agenda -> Plan a team dinner (the corrective subtask).
+      const dinner = tree.get("Plan a team dinner");
+      expect(dinner?.parentTaskId).toBe(tree.get("Agenda")?.taskId);
+      // Elections: the specialists took their tasks.
+      expect(tree.get("Shortlist venues")?.assistant).toMatch(/Assistant\.event-planner$/);
+      expect(tree.get("Draft sessions")?.assistant).toMatch(/Assistant\.facilitator$/);
+      expect(tree.get("Invite the team")?.assistant).toMatch(/Assistant\.communications$/);
 
-    const { view, output } = await h.engine.result(rootId);
-    expect(view?.status).toBe("done");
-    expect(output).toMatch(/Logistics/);
-    expect(output).toMatch(/Agenda/);
-    // One plan call, four evaluations (root, Logistics, Agenda twice), and the leaves' turns.
-    const kinds = h.llm.calls.map((c) => c.tools?.map((t) => t.name).join(",") ?? "");
-    expect(kinds.filter((k) => k === "create_plan")).toHaveLength(1);
-    expect(kinds.filter((k) => k === "report_evaluation")).toHaveLength(4);
-  });
-});
+      const { view, output } = await h.engine.result(rootId);
+      expect(view?.status).toBe("done");
+      expect(output).toMatch(/Logistics/);
+      expect(output).toMatch(/Agenda/);
+      // One plan call, four evaluations (root, Logistics, Agenda twice), and the leaves' turns.
+      const kinds = h.llm.calls.map((c) => c.tools?.map((t) => t.name).join(",") ?? "");
+      expect(kinds.filter((k) => k === "create_plan")).toHaveLength(1);
+      expect(kinds.filter((k) => k === "report_evaluation")).toHaveLength(4);
+    });
+  },
+);

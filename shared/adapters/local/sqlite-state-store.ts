@@ -1,9 +1,4 @@
-import { mkdirSync } from "node:fs";
-import { type FileHandle, open } from "node:fs/promises";
-import { dirname } from "node:path";
-import Database from "libsql";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
-import { UnavailableError } from "../../errors.ts";
 import type {
   ExpectedVersion,
   Page,
@@ -24,31 +19,26 @@ import {
   validateOps,
   versionConflict,
 } from "../shared/state-store-helpers.ts";
+import { SqliteDatabase } from "./sqlite-database.ts";
 
 /**
- * State store + event log in one SQLite file (libsql).
- *
- * Group commit: the first transaction of an event-loop turn opens BEGIN IMMEDIATE (so the
- * conditions it checks hold until it commits, also across processes sharing the file: WAL, busy
- * timeout); every transaction of that turn runs at once inside its own SAVEPOINT (a failed one
- * rolls back alone, with a ConflictError as before); one COMMIT ends the turn, and their promises
- * resolve once it is durable. A caller never acts on a write before it is durable; reads in this
- * process may see a write whose commit is still pending, which is only lost if that COMMIT fails
- * (a full or failing disk), and then every transaction of the group rejects together.
- *
- * Durable without blocking: SQLite's synchronous=FULL would fsync the WAL inside COMMIT, on the
- * main thread. Instead the connection runs synchronous=NORMAL (COMMIT only writes the WAL) and the
- * store fsyncs the WAL file itself on the thread pool before it acknowledges the group: the same
- * guarantee (the commit's WAL frames are on disk before anyone is told it happened), while the
- * main thread goes on. Groups that commit while an fsync runs share the next one.
+ * State store + event log in SQLite (libsql), on a SqliteDatabase: its own file, or one shared
+ * with the local object store. Every transaction is a write of the database's group commit: it
+ * runs at once (its conditions checked under BEGIN IMMEDIATE), a failed one throws alone, and it
+ * resolves once it is durable.
  */
-export interface SqliteStateStoreOptions {
-  /** A file path, or ":memory:". */
-  path: string;
-  /** Every commit is on disk before its promise resolves (the WAL is fsynced). Default true. */
-  durable?: boolean;
-  clock?: () => Date;
-}
+export type SqliteStateStoreOptions = (
+  | {
+      /** A file path, or ":memory:"; the store opens it and closes it. */
+      path: string;
+      /** Every commit is on disk before its promise resolves. Default true. */
+      durable?: boolean;
+    }
+  | {
+      /** A database shared with other stores; whoever opened it closes it. */
+      database: SqliteDatabase;
+    }
+) & { clock?: () => Date };
 
 type Row = Record<string, unknown>;
 
@@ -75,32 +65,26 @@ CREATE INDEX IF NOT EXISTS records_by_parent ON records (parent, key);
 CREATE INDEX IF NOT EXISTS records_by_status ON records (kind, status, updated_at, key);
 `;
 
-interface PendingCommit {
-  done: (() => void)[];
-  failed: ((e: unknown) => void)[];
-}
-
 export class SqliteStateStore implements StateStore {
-  readonly #db: Database.Database;
+  readonly #db: SqliteDatabase;
+  readonly #owned: boolean;
   readonly #clock: () => Date;
-  readonly #statements = new Map<string, Database.Statement>();
-  #group: PendingCommit | undefined;
-  readonly #wal: WalSync | undefined;
 
   constructor(options: SqliteStateStoreOptions) {
-    if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
-    this.#db = new Database(options.path);
-    this.#db.exec("PRAGMA journal_mode = WAL");
-    this.#db.exec("PRAGMA synchronous = NORMAL");
-    if (options.durable !== false && options.path !== ":memory:")
-      this.#wal = new WalSync(`${options.path}-wal`);
-    this.#db.exec("PRAGMA busy_timeout = 5000");
+    this.#owned = !("database" in options);
+    this.#db =
+      "database" in options
+        ? options.database
+        : new SqliteDatabase({
+            path: options.path,
+            ...(options.durable === false ? { durable: false } : {}),
+          });
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
   }
 
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
-    const row = this.#sql("SELECT * FROM records WHERE key = ?").get(key) as Row | undefined;
+    const row = this.#db.sql("SELECT * FROM records WHERE key = ?").get(key) as Row | undefined;
     return row ? toRecord<T>(row) : undefined;
   }
 
@@ -115,21 +99,7 @@ export class SqliteStateStore implements StateStore {
   async transact(ops: readonly WriteOp[]): Promise<TransactResult> {
     const validated = validateOps(ops);
     const recordedAt = this.#clock().toISOString();
-    const group = this.#openGroup();
-    this.#sql("SAVEPOINT tx").run();
-    let result: TransactResult;
-    try {
-      result = this.#apply(validated, recordedAt);
-      this.#sql("RELEASE tx").run();
-    } catch (e) {
-      this.#sql("ROLLBACK TO tx").run();
-      this.#sql("RELEASE tx").run();
-      throw e;
-    }
-    return new Promise<TransactResult>((resolve, reject) => {
-      group.done.push(() => resolve(result));
-      group.failed.push(reject);
-    });
+    return this.#db.write(() => this.#apply(validated, recordedAt));
   }
 
   #apply(validated: readonly WriteOp[], recordedAt: string): TransactResult {
@@ -144,51 +114,8 @@ export class SqliteStateStore implements StateStore {
     return { duplicate: false, appended };
   }
 
-  /** The open group, or a new one: BEGIN IMMEDIATE now, COMMIT once this event-loop turn is over. */
-  #openGroup(): PendingCommit {
-    if (this.#group) return this.#group;
-    this.#db.exec("BEGIN IMMEDIATE");
-    const group: PendingCommit = { done: [], failed: [] };
-    this.#group = group;
-    setImmediate(() => this.#commit());
-    return group;
-  }
-
-  #commit(): Promise<void> {
-    const group = this.#group;
-    if (!group) return Promise.resolve();
-    this.#group = undefined;
-    try {
-      this.#db.exec("COMMIT");
-    } catch (e) {
-      if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
-      for (const fail of group.failed) fail(e);
-      return Promise.resolve();
-    }
-    const settle = () => {
-      for (const done of group.done) done();
-    };
-    if (!this.#wal) return Promise.resolve(settle());
-    return this.#wal.sync().then(settle, (cause) => {
-      const e = new UnavailableError("Could not flush the state store's log to disk; check the disk", {
-        cause,
-      });
-      for (const fail of group.failed) fail(e);
-    });
-  }
-
-  /** A prepared statement, prepared once per SQL text. */
-  #sql(text: string): Database.Statement {
-    let statement = this.#statements.get(text);
-    if (!statement) {
-      statement = this.#db.prepare(text);
-      this.#statements.set(text, statement);
-    }
-    return statement;
-  }
-
   #currentVersion(key: string): number {
-    const row = this.#sql("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined;
+    const row = this.#db.sql("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined;
     return row ? Number(row.version) : 0;
   }
 
@@ -197,26 +124,28 @@ export class SqliteStateStore implements StateStore {
     if (current !== op.expectedVersion)
       throw versionConflict("record", op.record.key, op.expectedVersion, current, index);
     const r = op.record;
-    this.#sql(
-      `INSERT INTO records (key, kind, parent, status, version, updated_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)
+    this.#db
+      .sql(
+        `INSERT INTO records (key, kind, parent, status, version, updated_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, parent = excluded.parent, status = excluded.status,
            version = excluded.version, updated_at = excluded.updated_at, data = excluded.data`,
-    ).run(
-      r.key,
-      r.kind,
-      r.parent ?? null,
-      r.status ?? null,
-      current + 1,
-      r.updatedAt,
-      JSON.stringify(r.data),
-    );
+      )
+      .run(
+        r.key,
+        r.kind,
+        r.parent ?? null,
+        r.status ?? null,
+        current + 1,
+        r.updatedAt,
+        JSON.stringify(r.data),
+      );
   }
 
   #delete(op: Extract<WriteOp, { op: "delete" }>, index: number): void {
     const current = this.#currentVersion(op.key);
     if (current !== op.expectedVersion)
       throw versionConflict("record", op.key, op.expectedVersion, current, index);
-    this.#sql("DELETE FROM records WHERE key = ?").run(op.key);
+    this.#db.sql("DELETE FROM records WHERE key = ?").run(op.key);
   }
 
   #append(op: Extract<WriteOp, { op: "append" }>, index: number, recordedAt: string): StoredEvent[] {
@@ -224,7 +153,7 @@ export class SqliteStateStore implements StateStore {
     if (op.expectedVersion !== "any" && current !== op.expectedVersion) {
       throw versionConflict("stream", op.streamId, op.expectedVersion, current, index);
     }
-    const insert = this.#sql(
+    const insert = this.#db.sql(
       "INSERT INTO events (stream_id, seq, event_id, body, recorded_at) VALUES (?, ?, ?, ?, ?)",
     );
     return op.events.map((event, i) => {
@@ -235,15 +164,15 @@ export class SqliteStateStore implements StateStore {
   }
 
   #streamVersion(streamId: string): number {
-    const row = this.#sql("SELECT MAX(seq) AS v FROM events WHERE stream_id = ?").get(streamId) as Row;
+    const row = this.#db.sql("SELECT MAX(seq) AS v FROM events WHERE stream_id = ?").get(streamId) as Row;
     return row.v == null ? 0 : Number(row.v);
   }
 
   #eventsById(ids: readonly string[]): StoredEvent[] {
     if (ids.length === 0) return [];
-    const rows = this.#sql(`SELECT * FROM events WHERE event_id IN (${ids.map(() => "?").join(",")})`).all(
-      ...ids,
-    ) as Row[];
+    const rows = this.#db
+      .sql(`SELECT * FROM events WHERE event_id IN (${ids.map(() => "?").join(",")})`)
+      .all(...ids) as Row[];
     return rows.map(toStoredEvent);
   }
 
@@ -251,11 +180,9 @@ export class SqliteStateStore implements StateStore {
     streamId: string,
     options: { fromSeq?: number; limit?: number } = {},
   ): Promise<StoredEvent[]> {
-    const rows = this.#sql("SELECT * FROM events WHERE stream_id = ? AND seq >= ? ORDER BY seq LIMIT ?").all(
-      streamId,
-      options.fromSeq ?? 1,
-      options.limit ?? -1,
-    ) as Row[];
+    const rows = this.#db
+      .sql("SELECT * FROM events WHERE stream_id = ? AND seq >= ? ORDER BY seq LIMIT ?")
+      .all(streamId, options.fromSeq ?? 1, options.limit ?? -1) as Row[];
     return rows.map(toStoredEvent);
   }
 
@@ -266,9 +193,9 @@ export class SqliteStateStore implements StateStore {
   async listStreams(options: QueryOptions = {}): Promise<Page<string>> {
     const limit = pageSize(options);
     const after = options.cursor === undefined ? "" : decodeCursor(options.cursor)[0];
-    const rows = this.#sql(
-      "SELECT DISTINCT stream_id FROM events WHERE stream_id > ? ORDER BY stream_id LIMIT ?",
-    ).all(after, limit + 1) as Row[];
+    const rows = this.#db
+      .sql("SELECT DISTINCT stream_id FROM events WHERE stream_id > ? ORDER BY stream_id LIMIT ?")
+      .all(after, limit + 1) as Row[];
     return paged(
       rows.map((r) => String(r.stream_id)),
       limit,
@@ -283,11 +210,9 @@ export class SqliteStateStore implements StateStore {
   async byParent<T>(parent: string, options: QueryOptions = {}): Promise<Page<StateRecord<T>>> {
     const limit = pageSize(options);
     const after = options.cursor === undefined ? "" : decodeCursor(options.cursor)[0];
-    const rows = this.#sql("SELECT * FROM records WHERE parent = ? AND key > ? ORDER BY key LIMIT ?").all(
-      parent,
-      after,
-      limit + 1,
-    ) as Row[];
+    const rows = this.#db
+      .sql("SELECT * FROM records WHERE parent = ? AND key > ? ORDER BY key LIMIT ?")
+      .all(parent, after, limit + 1) as Row[];
     return paged(
       rows.map((r) => toRecord<T>(r)),
       limit,
@@ -303,11 +228,13 @@ export class SqliteStateStore implements StateStore {
     const limit = pageSize(options);
     const [afterTime, afterKey] = options.cursor === undefined ? ["", ""] : decodeCursor(options.cursor);
     const before = options.updatedBefore ?? "\uffff";
-    const rows = this.#sql(
-      `SELECT * FROM records WHERE kind = ? AND status = ? AND updated_at < ?
+    const rows = this.#db
+      .sql(
+        `SELECT * FROM records WHERE kind = ? AND status = ? AND updated_at < ?
            AND (updated_at > ? OR (updated_at = ? AND key > ?))
          ORDER BY updated_at, key LIMIT ?`,
-    ).all(kind, status, before, afterTime, afterTime, afterKey, limit + 1) as Row[];
+      )
+      .all(kind, status, before, afterTime, afterTime, afterKey, limit + 1) as Row[];
     return paged(
       rows.map((r) => toRecord<T>(r)),
       limit,
@@ -316,57 +243,7 @@ export class SqliteStateStore implements StateStore {
   }
 
   async close(): Promise<void> {
-    await this.#commit();
-    await this.#wal?.close();
-    this.#db.close();
-  }
-}
-
-/** fsyncs the WAL file on the thread pool; callers that arrive while one runs share the next one. */
-class WalSync {
-  readonly #path: string;
-  #handle: Promise<FileHandle> | undefined;
-  #running: Promise<void> | undefined;
-  #next: Promise<void> | undefined;
-
-  constructor(path: string) {
-    this.#path = path;
-  }
-
-  /** Resolves after an fsync that started after this call. */
-  sync(): Promise<void> {
-    if (!this.#running) {
-      const run = this.#fsync().finally(() => {
-        if (this.#running === run) this.#running = undefined;
-      });
-      this.#running = run;
-      return run;
-    }
-    this.#next ??= this.#running
-      .catch(() => undefined)
-      .then(() => {
-        this.#next = undefined;
-        return this.sync();
-      });
-    return this.#next;
-  }
-
-  async #fsync(): Promise<void> {
-    this.#handle ??= open(this.#path, "r");
-    try {
-      await (await this.#handle).sync();
-    } catch (e) {
-      this.#handle = undefined; // open again next time
-      throw e;
-    }
-  }
-
-  async close(): Promise<void> {
-    await this.#next?.catch(() => undefined);
-    await this.#running?.catch(() => undefined);
-    const handle = this.#handle;
-    this.#handle = undefined;
-    await (await handle?.catch(() => undefined))?.close();
+    if (this.#owned) await this.#db.close();
   }
 }
 
