@@ -10,7 +10,6 @@ import {
   type PlanCommand,
   planMarkerKey,
   type ResumeCommand,
-  SOURCE,
   send,
   type TaskCommand,
 } from "./context.ts";
@@ -20,6 +19,7 @@ import { type InteractionResponse, respond } from "./interactions.ts";
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
 import { indexOutput, outputOf } from "./outcome.ts";
 import { checkPlan, plan, rootTaskUrn } from "./planner.ts";
+import { ROUTES, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
 import { onResourcePut } from "./supervisor.ts";
 
@@ -61,42 +61,36 @@ export class Engine {
     this.#queue = new StepQueue(deps.settings.maxConcurrentSteps);
   }
 
-  /** Subscribes every step to its command; returns a function that unsubscribes them all. */
+  /** Subscribes every step (see ROUTES) to its events; returns a function that unsubscribes them all. */
   start(): () => void {
     const d = this.deps;
-    const on = (
-      name: string,
-      detailType: string,
-      source: string,
-      run: (e: BusEnvelope) => Promise<void>,
-      detail?: Record<string, unknown>,
-    ) =>
+    const steps: Record<StepName, (e: BusEnvelope) => Promise<void>> = {
+      plan: (e) => plan(d, e.detail as unknown as PlanCommand),
+      ready: (e) => startTask(d, e.detail as unknown as TaskCommand),
+      turn: (e) => runTurn(d, e.detail as unknown as TaskCommand),
+      resume: (e) => resume(d, e.detail as unknown as ResumeCommand),
+      supervise: (e) => onResourcePut(d, e.detail),
+      "index-output": (e) => indexOutput(d, e.detail),
+    };
+    const offs = ROUTES.map((route) =>
       d.bus.subscribe({
-        name,
-        pattern: { source: [source], "detail-type": [detailType], ...(detail ? { detail } : {}) },
+        name: route.name,
+        pattern: route.pattern,
         handler: async (event) => {
           try {
-            await run(event);
+            const step = steps[route.name];
+            await (route.queued ? this.#queued(event, () => step(event)) : step(event));
           } catch (error) {
-            d.log.error(`${name} failed`, { eventId: event.id, detail: event.detail, error: error as Error });
+            d.log.error(`${route.name} failed`, {
+              eventId: event.id,
+              detail: event.detail,
+              error: error as Error,
+            });
             throw error;
           }
         },
-      });
-    const offs = [
-      on("plan", COMMANDS.plan, SOURCE, (e) => plan(d, e.detail as unknown as PlanCommand)),
-      on("ready", COMMANDS.ready, SOURCE, (e) =>
-        this.#queued(e, () => startTask(d, e.detail as unknown as TaskCommand)),
-      ),
-      on("turn", COMMANDS.turn, SOURCE, (e) =>
-        this.#queued(e, () => runTurn(d, e.detail as unknown as TaskCommand)),
-      ),
-      on("resume", COMMANDS.resume, SOURCE, (e) => resume(d, e.detail as unknown as ResumeCommand)),
-      on("supervise", COMMANDS.resourcePut, "arbor", (e) => onResourcePut(d, e.detail), { name: ["output"] }),
-      on("index-output", COMMANDS.resourcePut, "arbor", (e) => indexOutput(d, e.detail), {
-        name: ["output"],
       }),
-    ];
+    );
     return () => {
       for (const off of offs) off();
     };

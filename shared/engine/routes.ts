@@ -1,0 +1,71 @@
+import type { EventPattern } from "../event-pattern/index.ts";
+import { COMMANDS, SOURCE } from "./context.ts";
+
+/**
+ * The engine's steps and the events that start them: the one source of truth for the in-process
+ * subscriptions (`Engine.start`) and for the AWS deployment, where each route is an EventBridge
+ * rule of the same name and pattern targeting the step's Lambda function.
+ */
+export type StepName = "plan" | "ready" | "turn" | "resume" | "supervise" | "index-output";
+
+export interface Route {
+  name: StepName;
+  pattern: EventPattern;
+  /** Waits for a step slot, foreground work first (task starts and turns). */
+  queued: boolean;
+  /** Whether the step may call the model (longer timeouts on AWS). */
+  callsModel: boolean;
+  description: string;
+}
+
+const command = (detailType: string): EventPattern => ({ source: [SOURCE], "detail-type": [detailType] });
+const outputPut: EventPattern = {
+  source: ["arbor"],
+  "detail-type": [COMMANDS.resourcePut],
+  detail: { name: ["output"] },
+};
+
+export const ROUTES: readonly Route[] = [
+  {
+    name: "plan",
+    pattern: command(COMMANDS.plan),
+    queued: false,
+    callsModel: true,
+    description: "Plans a request: one model call returns the task tree, which is checked and stored",
+  },
+  {
+    name: "ready",
+    pattern: command(COMMANDS.ready),
+    queued: true,
+    callsModel: false,
+    description: "Starts a task: a parent starts its children, a leaf asks for its first turn",
+  },
+  {
+    name: "turn",
+    pattern: command(COMMANDS.turn),
+    queued: true,
+    callsModel: true,
+    description: "Runs one turn of a leaf's inner loop: tool results, then a model call, persisted",
+  },
+  {
+    name: "resume",
+    pattern: command(COMMANDS.resume),
+    queued: false,
+    callsModel: false,
+    description: "Continues a task after a person answered its interaction",
+  },
+  {
+    name: "supervise",
+    pattern: outputPut,
+    queued: false,
+    callsModel: true,
+    description: "Counts a child's completion and, when a round is complete, evaluates it",
+  },
+  {
+    name: "index-output",
+    pattern: outputPut,
+    queued: false,
+    callsModel: false,
+    description: "Embeds a finished task's output for later tasks' context",
+  },
+];
