@@ -21,12 +21,29 @@ export interface StateRecord<T = unknown> {
 
 export type RecordInput<T = unknown> = Omit<StateRecord<T>, "version">;
 
+/**
+ * Adds to a counter record (its data: named numbers), creating it at zero when missing. It has no
+ * expected version: adds never conflict with each other, so many writers can count into one
+ * record (a parent's usage, with all its children running) without retries. The record's version
+ * still goes up by one. Only counter records may be added to; `put` replaces a counter record.
+ */
+export interface AddOp {
+  op: "add";
+  key: string;
+  kind: string;
+  updatedAt: string;
+  /** Field names: a letter, then letters, digits or _. */
+  amounts: Readonly<Record<string, number>>;
+  parent?: string;
+}
+
 /** `0` means "must not exist yet"; `"any"` (appends only) means "at the current end". */
 export type ExpectedVersion = number | "any";
 
 export type WriteOp =
   | { op: "put"; record: RecordInput; expectedVersion: number }
   | { op: "delete"; key: string; expectedVersion: number }
+  | AddOp
   | { op: "append"; streamId: string; events: readonly DomainEvent[]; expectedVersion: ExpectedVersion };
 
 export interface TransactResult {

@@ -32,7 +32,7 @@ export const DEFAULT_SETTINGS: EngineSettings = {
   pricePer1kTokens: { input: 0.0008, output: 0.004 },
   contextResults: 3,
   contextChars: 12_000,
-  maxConcurrentSteps: 64,
+  maxConcurrentSteps: 256,
 };
 
 export async function createLocalEngine(rt: LocalRuntime, options: LocalEngineOptions): Promise<Engine> {

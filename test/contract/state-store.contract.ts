@@ -201,6 +201,52 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
       });
     });
 
+    describe("counter records (add)", () => {
+      const add = (key: string, amounts: Record<string, number>, parent?: string) => ({
+        op: "add" as const,
+        key,
+        kind: "usage",
+        updatedAt: tick(),
+        amounts,
+        ...(parent === undefined ? {} : { parent }),
+      });
+
+      it("creates a missing counter at zero, adds field by field, and counts versions", async () => {
+        await store.transact([add("u1", { turns: 1, costUsd: 0.0000004 }, "p")]);
+        await store.transact([add("u1", { turns: 2, tokens: 150 })]);
+        const r = await store.get<Record<string, number>>("u1");
+        expect(r).toMatchObject({ key: "u1", kind: "usage", version: 2, parent: "p" });
+        expect(r?.data.turns).toBe(3);
+        expect(r?.data.tokens).toBe(150);
+        expect(r?.data.costUsd).toBeCloseTo(0.0000004, 12);
+        expect((await store.byParent("p")).items.map((i) => i.key)).toEqual(["u1"]);
+      });
+
+      it("50 concurrent adds to one record all count: adds never conflict", async () => {
+        await Promise.all(
+          Array.from({ length: 50 }, (_, i) =>
+            store.transact([add("hot", { n: 1 }), add(`own-${i}`, { n: 1 })]),
+          ),
+        );
+        const hot = await store.get<Record<string, number>>("hot");
+        expect(hot?.data.n).toBe(50);
+        expect(hot?.version).toBe(50);
+      });
+
+      it("adds nothing when another op of the transaction fails, and refuses a record that was put whole", async () => {
+        await store.transact([{ op: "put", record: record("whole"), expectedVersion: 0 }]);
+        await expect(
+          store.transact([add("c", { n: 1 }), { op: "put", record: record("whole"), expectedVersion: 0 }]),
+        ).rejects.toBeInstanceOf(ConflictError);
+        expect(await store.get("c")).toBeUndefined();
+        await expect(store.transact([add("whole", { n: 1 })])).rejects.toThrow(/not a counter record/);
+        await expect(store.transact([add("bad", { "no spaces": 1 })])).rejects.toBeInstanceOf(
+          ValidationError,
+        );
+        await expect(store.transact([add("bad", { n: Number.NaN })])).rejects.toBeInstanceOf(ValidationError);
+      });
+    });
+
     describe("transactions", () => {
       it("commits records and events together", async () => {
         const t = taskUrn("tx");

@@ -17,6 +17,7 @@ import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
 import { ConflictError, UnavailableError } from "../../errors.ts";
 import type {
+  AddOp,
   ExpectedVersion,
   Page,
   QueryOptions,
@@ -187,6 +188,9 @@ export class DynamoStateStore implements StateStore {
           },
         });
         owners.push({ opIndex, kind: "record" });
+      } else if (op.op === "add") {
+        items.push({ Update: { TableName: this.#table, Key: recordKey(op.key), ...counterUpdate(op) } });
+        owners.push({ opIndex, kind: "record" });
       } else if (op.op === "delete") {
         items.push({
           Delete: { TableName: this.#table, Key: recordKey(op.key), ...versionCondition(op.expectedVersion) },
@@ -240,6 +244,11 @@ export class DynamoStateStore implements StateStore {
         op.expectedVersion,
         await this.streamVersion(op.streamId),
         opIndex,
+      );
+    if (op.op === "add")
+      return new ConflictError(
+        `Record ${op.key} is not a counter record (it was put whole): it cannot be added to`,
+        { opIndex },
       );
     const key = op.op === "put" ? op.record.key : op.key;
     return versionConflict("record", key, op.expectedVersion, (await this.get(key))?.version ?? 0, opIndex);
@@ -453,6 +462,49 @@ function recordItem(r: Omit<StateRecord, "version">, version: number): Item {
   return item;
 }
 
+/**
+ * A counter record keeps each field as a number attribute `n_<field>`, so that ADD can update it
+ * in place (a JSON `data` string cannot be added to); `data` must not exist (not a put record).
+ */
+function counterUpdate(op: AddOp) {
+  const names: Record<string, string> = {
+    "#key": "key",
+    "#kind": "kind",
+    "#updatedAt": "updatedAt",
+    "#version": "version",
+    "#data": "data",
+  };
+  const values: Item = {
+    ":key": { S: op.key },
+    ":kind": { S: op.kind },
+    ":u": { S: op.updatedAt },
+    ":one": { N: "1" },
+  };
+  const sets = ["#key = :key", "#kind = :kind", "#updatedAt = :u"];
+  if (op.parent !== undefined) {
+    Object.assign(names, { "#parent": "parent", "#g1pk": "gsi1pk", "#g1sk": "gsi1sk" });
+    values[":parent"] = { S: op.parent };
+    sets.push("#parent = :parent", "#g1pk = :parent", "#g1sk = :key");
+  }
+  const adds = ["#version :one"];
+  Object.entries(op.amounts).forEach(([field, amount], i) => {
+    names[`#n${i}`] = `${COUNTER_PREFIX}${field}`;
+    values[`:n${i}`] = { N: decimal(amount) };
+    adds.push(`#n${i} :n${i}`);
+  });
+  return {
+    UpdateExpression: `SET ${sets.join(", ")} ADD ${adds.join(", ")}`,
+    ConditionExpression: "attribute_not_exists(#data)",
+    ExpressionAttributeNames: names,
+    ExpressionAttributeValues: values,
+  };
+}
+
+const COUNTER_PREFIX = "n_";
+
+/** A number as DynamoDB takes it: plain decimal digits (JavaScript writes 1e-7 for small ones). */
+const decimal = (n: number): string => (/e/i.test(String(n)) ? n.toFixed(20) : String(n));
+
 function eventItem(e: StoredEvent): Item {
   const { streamId, seq, recordedAt, ...event } = e;
   const item: Item = {
@@ -472,14 +524,19 @@ function toRecord<T>(item: Item): StateRecord<T> {
     status?: string;
     version: number;
     updatedAt: string;
-    data: string;
-  };
+    data?: string;
+  } & Record<string, unknown>;
+  const counters = Object.fromEntries(
+    Object.entries(raw)
+      .filter(([name]) => name.startsWith(COUNTER_PREFIX))
+      .map(([name, value]) => [name.slice(COUNTER_PREFIX.length), Number(value)]),
+  );
   const rec: StateRecord<T> = {
     key: raw.key,
     kind: raw.kind,
     version: raw.version,
     updatedAt: raw.updatedAt,
-    data: JSON.parse(raw.data) as T,
+    data: (raw.data === undefined ? counters : JSON.parse(raw.data)) as T,
   };
   if (raw.parent !== undefined) rec.parent = raw.parent;
   if (raw.status !== undefined) rec.status = raw.status;

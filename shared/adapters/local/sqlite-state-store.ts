@@ -1,14 +1,18 @@
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
+import { ValidationError } from "../../errors.ts";
 import type {
+  AddOp,
   ExpectedVersion,
   Page,
   QueryOptions,
+  RecordInput,
   StateRecord,
   StateStore,
   TransactResult,
   WriteOp,
 } from "../../ports/state-store.ts";
 import {
+  addAmounts,
   classifyDuplicates,
   decodeCursor,
   encodeCursor,
@@ -108,6 +112,7 @@ export class SqliteStateStore implements StateStore {
     const appended: StoredEvent[][] = [];
     validated.forEach((op, index) => {
       if (op.op === "put") this.#put(op, index);
+      else if (op.op === "add") this.#add(op);
       else if (op.op === "delete") this.#delete(op, index);
       else appended.push(this.#append(op, index, recordedAt));
     });
@@ -123,22 +128,36 @@ export class SqliteStateStore implements StateStore {
     const current = this.#currentVersion(op.record.key);
     if (current !== op.expectedVersion)
       throw versionConflict("record", op.record.key, op.expectedVersion, current, index);
-    const r = op.record;
+    this.#upsert(op.record, current + 1);
+  }
+
+  #add(op: AddOp): void {
+    const row = this.#db.sql("SELECT version, parent, data FROM records WHERE key = ?").get(op.key) as
+      | Row
+      | undefined;
+    const current = row ? counters(op.key, JSON.parse(String(row.data))) : undefined;
+    // Without a parent of its own, an add keeps the record's parent.
+    const parent = op.parent ?? (row?.parent == null ? undefined : String(row.parent));
+    this.#upsert(
+      {
+        key: op.key,
+        kind: op.kind,
+        updatedAt: op.updatedAt,
+        data: addAmounts(current, op.amounts),
+        ...(parent === undefined ? {} : { parent }),
+      },
+      (row ? Number(row.version) : 0) + 1,
+    );
+  }
+
+  #upsert(r: RecordInput, version: number): void {
     this.#db
       .sql(
         `INSERT INTO records (key, kind, parent, status, version, updated_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, parent = excluded.parent, status = excluded.status,
            version = excluded.version, updated_at = excluded.updated_at, data = excluded.data`,
       )
-      .run(
-        r.key,
-        r.kind,
-        r.parent ?? null,
-        r.status ?? null,
-        current + 1,
-        r.updatedAt,
-        JSON.stringify(r.data),
-      );
+      .run(r.key, r.kind, r.parent ?? null, r.status ?? null, version, r.updatedAt, JSON.stringify(r.data));
   }
 
   #delete(op: Extract<WriteOp, { op: "delete" }>, index: number): void {
@@ -245,6 +264,18 @@ export class SqliteStateStore implements StateStore {
   async close(): Promise<void> {
     if (this.#owned) await this.#db.close();
   }
+}
+
+/** A stored record's data as counters; anything else cannot be added to. */
+function counters(key: string, data: unknown): Record<string, number> {
+  if (
+    typeof data !== "object" ||
+    data === null ||
+    Array.isArray(data) ||
+    !Object.values(data).every((v) => typeof v === "number")
+  )
+    throw new ValidationError(`Record ${key} is not a counter record (named numbers): it cannot be added to`);
+  return data as Record<string, number>;
 }
 
 function toRecord<T>(row: Row): StateRecord<T> {

@@ -22,6 +22,18 @@ export function storedEvent(
 export const MAX_TRANSACTION_ITEMS = 100;
 export const MAX_ITEM_BYTES = 350_000;
 
+const COUNTER_FIELD = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+
+/** A counter record's data plus the amounts, field by field. */
+export function addAmounts(
+  current: Readonly<Record<string, number>> | undefined,
+  amounts: Readonly<Record<string, number>>,
+): Record<string, number> {
+  const next: Record<string, number> = { ...current };
+  for (const [field, amount] of Object.entries(amounts)) next[field] = (next[field] ?? 0) + amount;
+  return next;
+}
+
 export function transactionItems(ops: readonly WriteOp[]): number {
   let n = 0;
   for (const op of ops) {
@@ -44,6 +56,22 @@ export function validateOps(ops: readonly WriteOp[]): WriteOp[] {
   }
   const keys = new Set<string>();
   return ops.map((op) => {
+    if (op.op === "add") {
+      if (!op.key) throw new ValidationError("A record needs a key");
+      if (keys.has(op.key)) throw new ValidationError(`A transaction may touch record ${op.key} only once`);
+      keys.add(op.key);
+      const fields = Object.entries(op.amounts);
+      if (fields.length === 0) throw new ValidationError(`Add to ${op.key} has no amounts`);
+      for (const [field, amount] of fields) {
+        if (!COUNTER_FIELD.test(field))
+          throw new ValidationError(
+            `Counter field "${field}" of ${op.key}: use a letter, then letters, digits or _`,
+          );
+        if (!Number.isFinite(amount))
+          throw new ValidationError(`Counter field "${field}" of ${op.key} must be a finite number`);
+      }
+      return op;
+    }
     if (op.op === "put" || op.op === "delete") {
       const key = op.op === "put" ? op.record.key : op.key;
       if (!key) throw new ValidationError("A record needs a key");

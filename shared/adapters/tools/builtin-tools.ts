@@ -60,6 +60,8 @@ export const BUILTIN_TOOLS: readonly BuiltinTool[] = [
 
 export class BuiltinToolPort implements ToolPort {
   readonly #tools: Map<string, BuiltinTool>;
+  /** Descriptors are made once per tool: converting a zod schema to JSON Schema is not free. */
+  readonly #descriptors = new Map<string, ToolDescriptor>();
 
   constructor(tools: readonly BuiltinTool[] = BUILTIN_TOOLS) {
     this.#tools = new Map(tools.map((t) => [t.name, t]));
@@ -67,10 +69,14 @@ export class BuiltinToolPort implements ToolPort {
 
   describe(names: readonly string[]): ToolDescriptor[] {
     return names.flatMap((name) => {
+      const known = this.#descriptors.get(name);
+      if (known) return [structuredClone(known)];
       const t = this.#tools.get(name);
       if (!t) return [];
       const { $schema: _drop, ...parameters } = z.toJSONSchema(t.schema) as Record<string, unknown>;
-      return [{ name: t.name, description: t.description, parameters, risky: t.risky ?? false }];
+      const descriptor = { name: t.name, description: t.description, parameters, risky: t.risky ?? false };
+      this.#descriptors.set(name, descriptor);
+      return [structuredClone(descriptor)];
     });
   }
 
