@@ -95,12 +95,13 @@ export class SqliteObjectStore implements ObjectStore {
     let [from, inclusive] = options.cursor === undefined ? [prefix, true] : decodeCursor(options.cursor);
     const found: { k: string; folder: boolean }[] = [];
     scan: while (found.length <= limit) {
+      // Plain range conditions (no OR, no IS NULL), so that SQLite walks the key index from `from`.
       const rows = this.#db
         .sql(
-          `SELECT key FROM objects WHERE (key > ?1 OR (?2 AND key = ?1)) AND (?3 IS NULL OR key < ?3)
+          `SELECT key FROM objects WHERE key ${inclusive ? ">=" : ">"} ?${end === undefined ? "" : " AND key < ?"}
            ORDER BY key LIMIT ${SCAN_BATCH}`,
         )
-        .all(from, inclusive ? 1 : 0, end ?? null) as { key: string }[];
+        .all(...(end === undefined ? [from] : [from, end])) as { key: string }[];
       for (const { key } of rows) {
         const at = delimiter ? key.indexOf(delimiter, prefix.length) : -1;
         if (at >= 0) {

@@ -50,6 +50,8 @@ interface Slot {
   metadata: Record<string, string | number | boolean>;
   vector: Float32Array;
   norm: number;
+  /** Position in its type's list. */
+  at: number;
 }
 
 interface Pending {
@@ -67,8 +69,9 @@ export class LocalVectorIndex implements VectorIndex {
   readonly space: EmbeddingSpace;
   readonly #dir: string;
   readonly #durable: boolean;
-  readonly #slots: Slot[] = [];
-  readonly #byKey = new Map<string, number>();
+  /** Records by type (queries filter by type: electing an assistant never scans the outputs). */
+  readonly #byType = new Map<string, Slot[]>();
+  readonly #byKey = new Map<string, Slot>();
   /** Lines in the log file, live or not: compaction compares it with the live records. */
   #logLines: number;
   #pending: Pending | undefined;
@@ -121,7 +124,7 @@ export class LocalVectorIndex implements VectorIndex {
 
   /** Number of records. */
   get size(): number {
-    return this.#slots.length;
+    return this.#byKey.size;
   }
 
   async upsert(records: readonly VectorRecord[]): Promise<void> {
@@ -134,6 +137,7 @@ export class LocalVectorIndex implements VectorIndex {
         metadata: { ...(r.metadata ?? {}) },
         vector: Float32Array.from(r.vector),
         norm: Math.sqrt(r.vector.reduce((s, v) => s + v * v, 0)),
+        at: -1,
       }),
     );
     const lines = slots.map((s) =>
@@ -161,8 +165,9 @@ export class LocalVectorIndex implements VectorIndex {
     const qNorm = Math.sqrt(checkQuery(query, this.space.dimension));
     const q = query.vector;
     const scored: { slot: Slot; score: number }[] = [];
-    for (const s of this.#slots) {
-      if (query.type !== undefined && s.type !== query.type) continue;
+    const lists =
+      query.type === undefined ? [...this.#byType.values()] : [this.#byType.get(query.type) ?? []];
+    for (const s of lists.flat()) {
       if (query.keyPrefix !== undefined && !s.key.startsWith(query.keyPrefix)) continue;
       let dot = 0;
       for (let d = 0; d < q.length; d++) dot += (q[d] as number) * (s.vector[d] as number);
@@ -178,23 +183,23 @@ export class LocalVectorIndex implements VectorIndex {
   }
 
   #put(slot: Slot): void {
-    const at = this.#byKey.get(slot.key);
-    if (at === undefined) {
-      this.#byKey.set(slot.key, this.#slots.length);
-      this.#slots.push(slot);
-    } else {
-      this.#slots[at] = slot;
-    }
+    this.#remove(slot.key);
+    const list = this.#byType.get(slot.type) ?? [];
+    this.#byType.set(slot.type, list);
+    slot.at = list.length;
+    list.push(slot);
+    this.#byKey.set(slot.key, slot);
   }
 
   #remove(key: string): void {
-    const at = this.#byKey.get(key);
-    if (at === undefined) return;
-    const last = this.#slots.pop() as Slot;
+    const slot = this.#byKey.get(key);
+    if (!slot) return;
     this.#byKey.delete(key);
-    if (at < this.#slots.length) {
-      this.#slots[at] = last;
-      this.#byKey.set(last.key, at);
+    const list = this.#byType.get(slot.type) as Slot[];
+    const last = list.pop() as Slot;
+    if (last !== slot) {
+      list[slot.at] = last;
+      last.at = slot.at;
     }
   }
 
@@ -217,7 +222,7 @@ export class LocalVectorIndex implements VectorIndex {
           await appendFile(join(this.#dir, LOG), `${batch.lines.join("\n")}\n`, { flush: this.#durable });
           this.#logLines += batch.lines.length;
           for (const apply of batch.apply) apply();
-          if (this.#logLines > 1000 && this.#logLines > 2 * this.#slots.length) await this.#compact();
+          if (this.#logLines > 1000 && this.#logLines > 2 * this.#byKey.size) await this.#compact();
           for (const s of batch.settle) s.resolve();
         } catch (cause) {
           const e = new UnavailableError(`Cannot write vector index ${this.#dir}`, { cause });
@@ -231,7 +236,7 @@ export class LocalVectorIndex implements VectorIndex {
 
   /** Rewrites the log with only the live records. */
   async #compact(): Promise<void> {
-    const lines = this.#slots.map((s) =>
+    const lines = [...this.#byKey.values()].map((s) =>
       JSON.stringify({
         put: { key: s.key, type: s.type, metadata: s.metadata },
         v: Buffer.from(littleEndian(s.vector)).toString("base64"),
@@ -272,7 +277,7 @@ export class LocalVectorIndex implements VectorIndex {
         vector[d] = v;
         norm += v * v;
       }
-      this.#put({ ...line.data.put, vector, norm: Math.sqrt(norm) });
+      this.#put({ ...line.data.put, vector, norm: Math.sqrt(norm), at: -1 });
     }
     this.#logLines = lines.length;
   }
