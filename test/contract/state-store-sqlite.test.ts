@@ -69,3 +69,49 @@ describe("SQLite group commit", () => {
     await other.close();
   });
 });
+
+describe("SQLite record cache", () => {
+  const rec = (key: string, data: unknown) => ({
+    key,
+    kind: "k",
+    updatedAt: "2026-01-01T00:00:00.000Z",
+    data,
+  });
+
+  it("keeps a failed transaction's writes out of memory", async () => {
+    const store = new SqliteStateStore({ path: ":memory:" });
+    await store.transact([{ op: "put", record: rec("taken", 1), expectedVersion: 0 }]);
+    await expect(
+      store.transact([
+        { op: "put", record: rec("a", "new"), expectedVersion: 0 },
+        { op: "put", record: rec("taken", 2), expectedVersion: 0 },
+      ]),
+    ).rejects.toBeInstanceOf(ConflictError);
+    expect(await store.get("a")).toBeUndefined();
+    expect((await store.get("taken"))?.data).toBe(1);
+    await store.close();
+  });
+
+  it("hands out frozen records, and reads again after a conflict (another process wrote)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-cache-"));
+    try {
+      const path = join(dir, "state.db");
+      const mine = new SqliteStateStore({ path });
+      const theirs = new SqliteStateStore({ path });
+      await mine.transact([{ op: "put", record: rec("r", { n: 1 }), expectedVersion: 0 }]);
+      const seen = await mine.get<{ n: number }>("r");
+      expect(Object.isFrozen(seen?.data)).toBe(true);
+      await theirs.transact([{ op: "put", record: rec("r", { n: 2 }), expectedVersion: 1 }]);
+      // Conditions are checked against the database, not memory: the stale version loses...
+      await expect(
+        mine.transact([{ op: "put", record: rec("r", { n: 3 }), expectedVersion: 1 }]),
+      ).rejects.toBeInstanceOf(ConflictError);
+      // ...and the next read sees the other process's write.
+      expect(await mine.get("r")).toMatchObject({ version: 2, data: { n: 2 } });
+      await theirs.close();
+      await mine.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

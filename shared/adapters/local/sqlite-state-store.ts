@@ -73,6 +73,14 @@ export class SqliteStateStore implements StateStore {
   readonly #db: SqliteDatabase;
   readonly #owned: boolean;
   readonly #clock: () => Date;
+  /**
+   * Records this process read or wrote (null: known absent), frozen and shared: `get` answers from
+   * here. A write updates it only once its transaction has succeeded; a failed group commit clears
+   * it; a conflict drops the record, so a retry reads it again (another process may have written).
+   * Conditions are always checked against the database.
+   */
+  readonly #cache = new Map<string, StateRecord | null>();
+  #staged: Map<string, StateRecord | null> | undefined;
 
   constructor(options: SqliteStateStoreOptions) {
     this.#owned = !("database" in options);
@@ -85,11 +93,16 @@ export class SqliteStateStore implements StateStore {
           });
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
+    this.#db.onRollback(() => this.#cache.clear());
   }
 
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
+    const known = this.#cache.get(key);
+    if (known !== undefined) return (known ?? undefined) as StateRecord<T> | undefined;
     const row = this.#db.sql("SELECT * FROM records WHERE key = ?").get(key) as Row | undefined;
-    return row ? toRecord<T>(row) : undefined;
+    const record = row ? deepFreeze(toRecord<T>(row)) : undefined;
+    this.#remember(key, record ?? null);
+    return record;
   }
 
   async append(
@@ -103,7 +116,23 @@ export class SqliteStateStore implements StateStore {
   async transact(ops: readonly WriteOp[]): Promise<TransactResult> {
     const validated = validateOps(ops);
     const recordedAt = this.#clock().toISOString();
-    return this.#db.write(() => this.#apply(validated, recordedAt));
+    return this.#db.write(() => {
+      const staged = new Map<string, StateRecord | null>();
+      this.#staged = staged;
+      try {
+        const result = this.#apply(validated, recordedAt);
+        for (const [key, record] of staged) this.#remember(key, record);
+        return result;
+      } finally {
+        this.#staged = undefined;
+      }
+    });
+  }
+
+  #remember(key: string, record: StateRecord | null): void {
+    this.#cache.delete(key);
+    this.#cache.set(key, record);
+    if (this.#cache.size > MAX_CACHED_RECORDS) this.#cache.delete(this.#cache.keys().next().value as string);
   }
 
   #apply(validated: readonly WriteOp[], recordedAt: string): TransactResult {
@@ -126,8 +155,10 @@ export class SqliteStateStore implements StateStore {
 
   #put(op: Extract<WriteOp, { op: "put" }>, index: number): void {
     const current = this.#currentVersion(op.record.key);
-    if (current !== op.expectedVersion)
+    if (current !== op.expectedVersion) {
+      this.#cache.delete(op.record.key);
       throw versionConflict("record", op.record.key, op.expectedVersion, current, index);
+    }
     this.#upsert(op.record, current + 1);
   }
 
@@ -151,20 +182,34 @@ export class SqliteStateStore implements StateStore {
   }
 
   #upsert(r: RecordInput, version: number): void {
+    const data = JSON.stringify(r.data);
+    const stored: StateRecord = {
+      key: r.key,
+      kind: r.kind,
+      version,
+      updatedAt: r.updatedAt,
+      data: JSON.parse(data),
+    };
+    if (r.parent !== undefined) stored.parent = r.parent;
+    if (r.status !== undefined) stored.status = r.status;
+    this.#staged?.set(r.key, deepFreeze(stored));
     this.#db
       .sql(
         `INSERT INTO records (key, kind, parent, status, version, updated_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, parent = excluded.parent, status = excluded.status,
            version = excluded.version, updated_at = excluded.updated_at, data = excluded.data`,
       )
-      .run(r.key, r.kind, r.parent ?? null, r.status ?? null, version, r.updatedAt, JSON.stringify(r.data));
+      .run(r.key, r.kind, r.parent ?? null, r.status ?? null, version, r.updatedAt, data);
   }
 
   #delete(op: Extract<WriteOp, { op: "delete" }>, index: number): void {
     const current = this.#currentVersion(op.key);
-    if (current !== op.expectedVersion)
+    if (current !== op.expectedVersion) {
+      this.#cache.delete(op.key);
       throw versionConflict("record", op.key, op.expectedVersion, current, index);
+    }
     this.#db.sql("DELETE FROM records WHERE key = ?").run(op.key);
+    this.#staged?.set(op.key, null);
   }
 
   #append(op: Extract<WriteOp, { op: "append" }>, index: number, recordedAt: string): StoredEvent[] {
@@ -264,6 +309,16 @@ export class SqliteStateStore implements StateStore {
   async close(): Promise<void> {
     if (this.#owned) await this.#db.close();
   }
+}
+
+const MAX_CACHED_RECORDS = 100_000;
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
 }
 
 /** A stored record's data as counters; anything else cannot be added to. */
