@@ -4,13 +4,19 @@ import { App, type AppProps, type Environment, RemovalPolicy, Validations } from
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { Construct } from "constructs";
 import { z } from "zod";
+import { type EngineModel, EngineStack } from "./stacks/engine-stack.ts";
 import { StorageStack } from "./stacks/storage-stack.ts";
 
 /** The CDK context keys the app reads (`npx cdk deploy -c stage=prod`). */
 export const CONTEXT_KEYS = {
   stage: "stage",
   removalPolicy: "removalPolicy",
+  modelProvider: "modelProvider",
+  model: "model",
 } as const;
+
+/** The model the engine steps call unless `-c model=<id>` says otherwise. */
+export const DEFAULT_MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0";
 
 /** Dev stages: `dev` and personal ones such as `dev-alice`. Only they may be destroyed. */
 const isDevStage = (stage: string): boolean => stage === "dev" || stage.startsWith("dev-");
@@ -42,6 +48,24 @@ const ContextSchema = z
 
 export type ArborSettings = z.output<typeof ContextSchema>;
 
+/** The model the engine steps call; a separate schema, as only the engine stack reads it. */
+const ModelContextSchema = z
+  .object({
+    modelProvider: z
+      .enum(["bedrock"], {
+        error: "the engine stack deploys Bedrock models only (an OpenAI-compatible endpoint runs locally)",
+      })
+      .default("bedrock"),
+    model: z
+      .string()
+      .regex(
+        /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/,
+        "a Bedrock model id or inference profile id, e.g. anthropic.claude-3-5-haiku-20241022-v1:0",
+      )
+      .default(DEFAULT_MODEL),
+  })
+  .transform((c): EngineModel => ({ provider: c.modelProvider, id: c.model }));
+
 /** Bad CDK context: the message says which key to fix. */
 export class SettingsError extends Error {
   override readonly name = "SettingsError";
@@ -49,10 +73,19 @@ export class SettingsError extends Error {
 
 /** Reads and validates the app's settings from CDK context, with defaults. */
 export function readSettings(scope: Construct): ArborSettings {
+  return parseContext(scope, ContextSchema);
+}
+
+/** Reads and validates the engine's model from CDK context (`-c model=<id>`), with defaults. */
+export function readModel(scope: Construct): EngineModel {
+  return parseContext(scope, ModelContextSchema);
+}
+
+function parseContext<S extends z.ZodType>(scope: Construct, schema: S): z.output<S> {
   const raw = Object.fromEntries(
     Object.values(CONTEXT_KEYS).map((key) => [key, scope.node.tryGetContext(key) as unknown]),
   );
-  const parsed = ContextSchema.safeParse(raw);
+  const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     throw new SettingsError(
       `Invalid CDK context for the Arbor app (set it with -c <key>=<value>):\n${z.prettifyError(parsed.error)}`,
@@ -80,20 +113,33 @@ export function createApp(options: CreateAppOptions = {}) {
   const { processEnv = process.env, ...appProps } = options;
   const app = new App(appProps);
   const settings = readSettings(app);
+  const model = readModel(app);
+  const env = environmentFrom(processEnv);
+  const removalPolicy = settings.removalPolicy === "destroy" ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
   const storage = new StorageStack(app, `arbor-${settings.stage}-storage`, {
-    env: environmentFrom(processEnv),
+    env,
     description: `Arbor storage layer (${settings.stage}): resources and policies buckets, state table, event bus`,
     tags: { project: "arbor", stage: settings.stage },
     terminationProtection: !settings.dev,
     stage: settings.stage,
-    removalPolicy: settings.removalPolicy === "destroy" ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN,
+    removalPolicy,
     deletionProtection: !settings.dev,
+  });
+  const engine = new EngineStack(app, `arbor-${settings.stage}-engine`, {
+    env,
+    description: `Arbor engine (${settings.stage}): one Lambda function and EventBridge rule per engine step, the watchdog, the vector index`,
+    tags: { project: "arbor", stage: settings.stage },
+    terminationProtection: !settings.dev,
+    stage: settings.stage,
+    removalPolicy,
+    storage,
+    model,
   });
   // cdk-nag 3 is a CDK policy-validation plugin (it was an Aspect up to v2): its findings are
   // reported, and fail synthesis, after the templates are written. Acknowledgements sit next to
   // the constructs they concern, each with its reason.
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
-  return { app, settings, storage };
+  return { app, settings, storage, engine };
 }
 
 const entry = process.argv[1];

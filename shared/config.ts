@@ -25,6 +25,21 @@ const EnvSchema = z.object({
   ARBOR_RESOURCES_PREFIX: z.string().optional(),
   ARBOR_TABLE_NAME: name.optional(),
   ARBOR_EVENT_BUS_NAME: z.string().min(1).optional(),
+  /** The S3 Vectors bucket and index the engine keeps its embeddings in (both or neither). */
+  ARBOR_VECTOR_BUCKET: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$/, "3-63 lower-case letters, digits and hyphens")
+    .optional(),
+  ARBOR_VECTOR_INDEX: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, "3-63 lower-case letters, digits, dots and hyphens")
+    .optional(),
+  /** The watchdog re-drives work that has not moved for this long; longer than any step may run. */
+  ARBOR_WATCHDOG_STALE_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(60_000, "at least 60000 (a minute); keep it above the longest step timeout, e.g. 600000")
+    .default(600_000),
   // the model
   ARBOR_MODEL_PROVIDER: z.enum(["bedrock", "openai"]).optional(),
   ARBOR_MODEL: z.string().min(1).optional(),
@@ -35,6 +50,7 @@ const EnvSchema = z.object({
   ARBOR_S3_ENDPOINT: z.url().optional(),
   ARBOR_DYNAMODB_ENDPOINT: z.url().optional(),
   ARBOR_EVENTBRIDGE_ENDPOINT: z.url().optional(),
+  ARBOR_S3VECTORS_ENDPOINT: z.url().optional(),
 });
 
 /** Which model answers; undefined when none is configured (see MODEL_HELP). */
@@ -74,7 +90,12 @@ export interface AwsConfig {
   resourcesPrefix: string;
   tableName: string;
   eventBusName: string;
-  endpoints: { s3?: string; dynamodb?: string; eventbridge?: string };
+  /** Where the engine's embeddings live; the engine refuses to start without it. */
+  vectors?: { bucket: string; index: string };
+  /** The watchdog's idea of "stopped moving". */
+  watchdogStaleMs: number;
+  /** `bedrock` serves the embedder; the model's own endpoint is in `model`. */
+  endpoints: { s3?: string; dynamodb?: string; eventbridge?: string; s3vectors?: string; bedrock?: string };
 }
 
 export type Config = LocalConfig | AwsConfig;
@@ -117,10 +138,18 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         "Deployed functions get them from the CDK stack; for a shell, copy them from `npx cdk deploy` outputs.",
     );
   }
+  if ((e.ARBOR_VECTOR_BUCKET === undefined) !== (e.ARBOR_VECTOR_INDEX === undefined)) {
+    throw new ConfigError(
+      "ARBOR_VECTOR_BUCKET and ARBOR_VECTOR_INDEX go together: set both (engine stack outputs " +
+        `VectorBucketName and VectorIndexName); only ${e.ARBOR_VECTOR_BUCKET ? "ARBOR_VECTOR_BUCKET" : "ARBOR_VECTOR_INDEX"} is set`,
+    );
+  }
   const endpoints: AwsConfig["endpoints"] = {};
   if (e.ARBOR_S3_ENDPOINT) endpoints.s3 = e.ARBOR_S3_ENDPOINT;
   if (e.ARBOR_DYNAMODB_ENDPOINT) endpoints.dynamodb = e.ARBOR_DYNAMODB_ENDPOINT;
   if (e.ARBOR_EVENTBRIDGE_ENDPOINT) endpoints.eventbridge = e.ARBOR_EVENTBRIDGE_ENDPOINT;
+  if (e.ARBOR_S3VECTORS_ENDPOINT) endpoints.s3vectors = e.ARBOR_S3VECTORS_ENDPOINT;
+  if (e.ARBOR_BEDROCK_ENDPOINT) endpoints.bedrock = e.ARBOR_BEDROCK_ENDPOINT;
   return {
     mode: "aws",
     ...(model ? { model } : {}),
@@ -130,6 +159,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     resourcesPrefix: e.ARBOR_RESOURCES_PREFIX ?? "",
     tableName: e.ARBOR_TABLE_NAME as string,
     eventBusName: e.ARBOR_EVENT_BUS_NAME as string,
+    ...(e.ARBOR_VECTOR_BUCKET && e.ARBOR_VECTOR_INDEX
+      ? { vectors: { bucket: e.ARBOR_VECTOR_BUCKET, index: e.ARBOR_VECTOR_INDEX } }
+      : {}),
+    watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
     endpoints,
   };
 }

@@ -48,7 +48,61 @@ describe("config", () => {
       resourcesPrefix: "",
       tableName: "t",
       eventBusName: "arbor-prod",
+      watchdogStaleMs: 600_000,
       endpoints: {},
     });
+  });
+
+  const aws = {
+    ARBOR_MODE: "aws",
+    AWS_REGION: "eu-west-1",
+    ARBOR_RESOURCES_BUCKET: "b",
+    ARBOR_TABLE_NAME: "t",
+    ARBOR_EVENT_BUS_NAME: "arbor-prod",
+  };
+
+  it("reads the engine's vector index, watchdog and endpoint settings in AWS mode", () => {
+    expect(
+      loadConfig({
+        ...aws,
+        ARBOR_VECTOR_BUCKET: "arbor-prod-vectors-123456789012",
+        ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
+        ARBOR_WATCHDOG_STALE_MS: "900000",
+        ARBOR_S3VECTORS_ENDPOINT: "http://127.0.0.1:9001",
+        ARBOR_BEDROCK_ENDPOINT: "http://127.0.0.1:9002",
+      }),
+    ).toMatchObject({
+      vectors: { bucket: "arbor-prod-vectors-123456789012", index: "resources-titan-v2-1024" },
+      watchdogStaleMs: 900_000,
+      endpoints: { s3vectors: "http://127.0.0.1:9001", bedrock: "http://127.0.0.1:9002" },
+    });
+  });
+
+  it("wants the vector bucket and index together, and says which one is missing", () => {
+    expect(() => loadConfig({ ...aws, ARBOR_VECTOR_BUCKET: "arbor-prod-vectors" })).toThrow(ConfigError);
+    expect(() => loadConfig({ ...aws, ARBOR_VECTOR_BUCKET: "arbor-prod-vectors" })).toThrow(
+      /set both .*VectorBucketName and VectorIndexName.*only ARBOR_VECTOR_BUCKET is set/,
+    );
+    expect(() => loadConfig({ ...aws, ARBOR_VECTOR_INDEX: "resources" })).toThrow(
+      /only ARBOR_VECTOR_INDEX is set/,
+    );
+  });
+
+  it("rejects malformed vector and watchdog settings with the variable named", () => {
+    expect(() => loadConfig({ ...aws, ARBOR_VECTOR_BUCKET: "Vectors_1", ARBOR_VECTOR_INDEX: "i-1" })).toThrow(
+      /ARBOR_VECTOR_BUCKET: 3-63 lower-case letters/,
+    );
+    expect(() => loadConfig({ ...aws, ARBOR_VECTOR_BUCKET: "v-1", ARBOR_VECTOR_INDEX: "x" })).toThrow(
+      /ARBOR_VECTOR_INDEX/,
+    );
+    expect(() => loadConfig({ ...aws, ARBOR_WATCHDOG_STALE_MS: "5000" })).toThrow(
+      /ARBOR_WATCHDOG_STALE_MS: at least 60000/,
+    );
+    expect(() => loadConfig({ ...aws, ARBOR_WATCHDOG_STALE_MS: "ten minutes" })).toThrow(
+      /ARBOR_WATCHDOG_STALE_MS/,
+    );
+    expect(() => loadConfig({ ...aws, ARBOR_S3VECTORS_ENDPOINT: "nowhere" })).toThrow(
+      /ARBOR_S3VECTORS_ENDPOINT/,
+    );
   });
 });

@@ -1,0 +1,73 @@
+import { type Config, loadConfig } from "../shared/config.ts";
+import type { Engine } from "../shared/engine/engine.ts";
+import { ConfigError } from "../shared/errors.ts";
+import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws.ts";
+import { type AwsEngineOptions, createAwsEngine } from "../shared/runtime/aws-engine.ts";
+
+/**
+ * What the engine functions share: the runtime and engine, built on the first invocation of a
+ * Lambda instance and reused by the following ones (clients keep their connections warm).
+ */
+export interface FunctionDeps {
+  /** Default: `loadConfig()`, i.e. the environment the engine stack sets. */
+  config?: () => Config;
+  clients?: AwsClients;
+  engine?: AwsEngineOptions;
+}
+
+export interface Warm {
+  config: Extract<Config, { mode: "aws" }>;
+  rt: AwsRuntime;
+  engine: Engine;
+}
+
+export interface ColdStart {
+  get(): Promise<Warm>;
+  /** Closes the runtime (tests; a Lambda instance is simply frozen). */
+  close(): Promise<void>;
+}
+
+/** `prepare` runs once, right after the engine is built (e.g. to subscribe the steps). */
+export function coldStart(deps: FunctionDeps, prepare: (warm: Warm) => void = () => {}): ColdStart {
+  let pending: Promise<Warm> | undefined;
+  const init = async (): Promise<Warm> => {
+    const config = (deps.config ?? loadConfig)();
+    if (config.mode !== "aws") {
+      throw new ConfigError(
+        "Arbor's Lambda functions run in aws mode: set ARBOR_MODE=aws (the engine stack does) " +
+          "with the storage settings that mode needs",
+      );
+    }
+    const rt = createAwsRuntime(config, deps.clients);
+    try {
+      const warm = { config, rt, engine: await createAwsEngine(rt, config, deps.engine) };
+      prepare(warm);
+      return warm;
+    } catch (error) {
+      await rt.close();
+      throw error;
+    }
+  };
+  return {
+    get() {
+      // A failed start is not cached: the next invocation (Lambda's retry) tries again, e.g. after
+      // a throttled GetIndex.
+      pending ??= init().catch((error: unknown) => {
+        pending = undefined;
+        throw error;
+      });
+      return pending;
+    },
+    async close() {
+      const current = pending;
+      pending = undefined;
+      const warm = await current?.catch(() => undefined);
+      await warm?.rt.close();
+    },
+  };
+}
+
+/** The part of Lambda's context object the functions read. */
+export interface LambdaContext {
+  awsRequestId?: string;
+}

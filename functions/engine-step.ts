@@ -1,0 +1,89 @@
+import { z } from "zod";
+import { EVENT_ID_DETAIL_KEY } from "../shared/adapters/aws/eventbridge-event-bus.ts";
+import { formatIssues } from "../shared/domain/resources.ts";
+import { ROUTES, type StepName } from "../shared/engine/routes.ts";
+import { ValidationError } from "../shared/errors.ts";
+import { componentLogger } from "../shared/observability/logger.ts";
+import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
+
+/**
+ * One engine step (a route of shared/engine/routes.ts) as a Lambda function. Each route's
+ * EventBridge rule invokes its own function with `{ subscription: <route name>, event: <the
+ * event> }` (the rule's input transformer), and the function hands the event to the bus, which
+ * runs only that route's handler. Every step is idempotent, so redeliveries are harmless; a
+ * step that throws makes the invocation fail, and Lambda retries it, then dead-letters it.
+ */
+const STEP_NAMES = ROUTES.map((r) => r.name) as [StepName, ...StepName[]];
+
+export const StepInputSchema = z.object({
+  subscription: z.enum(STEP_NAMES),
+  // The bus checks the whole envelope; these are the fields the logs need.
+  event: z.looseObject({
+    id: z.string().min(1),
+    source: z.string().min(1),
+    "detail-type": z.string().min(1),
+    detail: z.record(z.string(), z.unknown()),
+  }),
+});
+
+export type StepInput = z.infer<typeof StepInputSchema>;
+
+export type StepHandler = ((input: unknown, context?: LambdaContext) => Promise<void>) & {
+  close(): Promise<void>;
+};
+
+const log = componentLogger("engine-step");
+
+export function createStepHandler(deps: FunctionDeps = {}): StepHandler {
+  const instance = coldStart(deps, ({ engine }) => {
+    engine.start();
+  });
+  const handle = async (input: unknown, context?: LambdaContext): Promise<void> => {
+    const parsed = StepInputSchema.safeParse(input);
+    if (!parsed.success) {
+      throw new ValidationError(
+        "Invalid engine step input: expected { subscription: <route name>, event: <EventBridge event> }, " +
+          "as the engine stack's rules send it",
+        formatIssues(parsed.error),
+      );
+    }
+    const { subscription, event } = parsed.data;
+    const step = log.createChild();
+    step.appendPersistentKeys({
+      subscription,
+      correlationId: stringOr(event.detail[EVENT_ID_DETAIL_KEY], event.id),
+      eventBridgeId: event.id,
+      detailType: event["detail-type"],
+      ...urnOf(event.detail),
+      ...(context?.awsRequestId ? { requestId: context.awsRequestId } : {}),
+    });
+    const started = Date.now();
+    try {
+      const { rt } = await instance.get();
+      await rt.bus.dispatch(event, { subscription });
+      step.info("step done", { durationMs: Date.now() - started });
+    } catch (error) {
+      step.error("step failed; Lambda retries the invocation, then sends it to the dead-letter queue", {
+        durationMs: Date.now() - started,
+        error: error instanceof Error ? error : String(error),
+      });
+      throw error;
+    }
+  };
+  return Object.assign(handle, { close: instance.close });
+}
+
+/** The Lambda entry point; configured by the environment the engine stack sets. */
+export const handler = createStepHandler();
+
+const stringOr = (value: unknown, fallback: string): string =>
+  typeof value === "string" && value.length > 0 ? value : fallback;
+
+/** The URN a command concerns, so every log line of a step names its task (or message, interaction). */
+function urnOf(detail: Record<string, unknown>): { urn?: string } {
+  for (const key of ["taskId", "urn", "messageUrn", "interactionUrn"]) {
+    const value = detail[key];
+    if (typeof value === "string") return { urn: value };
+  }
+  return {};
+}

@@ -1,0 +1,112 @@
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type Duration, type RemovalPolicy, Validations } from "aws-cdk-lib";
+import { type IManagedPolicy, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
+import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
+import { type BundlingOptions, NodejsFunction, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
+import { LogGroup, type RetentionDays } from "aws-cdk-lib/aws-logs";
+import type { IQueue } from "aws-cdk-lib/aws-sqs";
+import { Construct } from "constructs";
+
+/**
+ * Node.js 22, not 20: Lambda deprecated nodejs20.x on 2026-04-30 and stops creating functions on
+ * it on 2027-02-01 (CloudFormation's validation flags it). 22 is the nearest supported version to
+ * the Node.js 20 the tests run on (package.json: engines >=20.19); Lambda deprecates it in turn
+ * on 2027-04-30, so plan the move to 24 with CI.
+ */
+export const FUNCTION_RUNTIME = Runtime.NODEJS_22_X;
+
+/** The repository root: entries, package-lock.json and tsconfig.json are found from here. */
+export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+/**
+ * One bundle per entry file, built locally by the installed esbuild (never in Docker). Every
+ * function using an entry gets the same bundling options, so CDK bundles that entry once per
+ * synthesis and the functions share the asset.
+ *
+ * The AWS SDK is bundled: the engine needs clients (S3 Vectors among them) at the versions it was
+ * tested with, not whatever the Lambda runtime happens to ship. ESM output; the banner gives the
+ * CommonJS modules inside the bundle the `require` that ESM lacks.
+ */
+export const BUNDLING: BundlingOptions = {
+  forceDockerBundling: false,
+  format: OutputFormat.ESM,
+  target: "node22",
+  mainFields: ["module", "main"],
+  bundleAwsSDK: true,
+  externalModules: [],
+  minify: true,
+  // Error classes name themselves after their constructor: keep the names readable in logs.
+  keepNames: true,
+  sourceMap: true,
+  sourcesContent: false,
+  banner:
+    "import { createRequire as __arborRequire } from 'node:module'; const require = __arborRequire(import.meta.url);",
+};
+
+export interface EngineFunctionProps {
+  /** Entry file, relative to the repository root, e.g. `functions/engine-step.ts`. */
+  readonly entry: string;
+  readonly description: string;
+  readonly timeout: Duration;
+  readonly memorySize: number;
+  readonly environment: Record<string, string>;
+  /** Customer-managed policies with the data and model access this function needs. */
+  readonly policies: readonly IManagedPolicy[];
+  readonly logRetention: RetentionDays;
+  /** For the log group. */
+  readonly removalPolicy: RemovalPolicy;
+  /** Lambda's own retries of a failed asynchronous invocation (0-2). */
+  readonly retryAttempts: number;
+  readonly maxEventAge: Duration;
+  /** Where Lambda sends an invocation that failed every attempt; none: it is dropped. */
+  readonly deadLetterQueue?: IQueue;
+}
+
+/**
+ * A Node.js function on ARM64 with its own role (no AWS managed policy: it may write only to
+ * its own log group) and its own log group with a retention.
+ */
+export class EngineFunction extends Construct {
+  readonly function: NodejsFunction;
+  readonly role: Role;
+  readonly logGroup: LogGroup;
+
+  constructor(scope: Construct, id: string, props: EngineFunctionProps) {
+    super(scope, id);
+    this.logGroup = new LogGroup(this, "Logs", {
+      retention: props.logRetention,
+      removalPolicy: props.removalPolicy,
+    });
+    this.role = new Role(this, "Role", {
+      assumedBy: new ServicePrincipal("lambda.amazonaws.com"),
+      description: props.description,
+      managedPolicies: [...props.policies],
+    });
+    this.logGroup.grantWrite(this.role);
+    this.function = new NodejsFunction(this, "Function", {
+      entry: join(PROJECT_ROOT, props.entry),
+      handler: "handler",
+      projectRoot: PROJECT_ROOT,
+      depsLockFilePath: join(PROJECT_ROOT, "package-lock.json"),
+      runtime: FUNCTION_RUNTIME,
+      architecture: Architecture.ARM_64,
+      description: props.description,
+      timeout: props.timeout,
+      memorySize: props.memorySize,
+      environment: { NODE_OPTIONS: "--enable-source-maps", ...props.environment },
+      role: this.role,
+      logGroup: this.logGroup,
+      retryAttempts: props.retryAttempts,
+      maxEventAge: props.maxEventAge,
+      ...(props.deadLetterQueue ? { deadLetterQueue: props.deadLetterQueue } : {}),
+      bundling: BUNDLING,
+    });
+    Validations.of(this.function).acknowledge({
+      id: "AwsSolutions-L1",
+      reason:
+        "Node.js 22, the supported runtime nearest to the Node.js 20 the code is tested on; moving to the " +
+        "latest (24) goes together with the engines field and CI. See FUNCTION_RUNTIME.",
+    });
+  }
+}

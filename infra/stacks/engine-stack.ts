@@ -1,0 +1,325 @@
+import {
+  Aws,
+  CfnOutput,
+  Duration,
+  Fn,
+  type RemovalPolicy,
+  Stack,
+  type StackProps,
+  Validations,
+} from "aws-cdk-lib";
+import { type ITable, Table } from "aws-cdk-lib/aws-dynamodb";
+import { EventBus, type IEventBus, Rule, Schedule } from "aws-cdk-lib/aws-events";
+import { LambdaFunction } from "aws-cdk-lib/aws-events-targets";
+import { ManagedPolicy, PolicyStatement } from "aws-cdk-lib/aws-iam";
+import { RetentionDays } from "aws-cdk-lib/aws-logs";
+import { Bucket, type IBucket } from "aws-cdk-lib/aws-s3";
+import { type IQueue, Queue } from "aws-cdk-lib/aws-sqs";
+import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
+import type { Construct } from "constructs";
+import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
+import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
+import { EngineFunction } from "../constructs/engine-function.ts";
+import { RouteRule } from "../constructs/route-rule.ts";
+import { EMBEDDING_MODEL_ID, VectorStore } from "../constructs/vector-store.ts";
+import { STORAGE_OUTPUT_KEYS, type StorageOutputs, type StorageStack } from "./storage-stack.ts";
+
+export interface EngineModel {
+  readonly provider: "bedrock";
+  /** A Bedrock model id or a cross-region inference profile id (`us.`, `eu.`, ... prefix). */
+  readonly id: string;
+}
+
+export interface EngineStackProps extends StackProps {
+  readonly stage: string;
+  /** For the vector store and the log groups. */
+  readonly removalPolicy: RemovalPolicy;
+  /**
+   * The storage layer: its resources bucket, state table, event bus and dead-letter queue are
+   * read from the stack's published outputs (STORAGE_OUTPUT_KEYS) with Fn::GetStackOutput.
+   * Referencing the constructs' own tokens instead would make CDK add an output to the storage
+   * stack for every value used here.
+   */
+  readonly storage: StorageStack;
+  readonly model: EngineModel;
+  /** Default one month. */
+  readonly logRetention?: RetentionDays;
+  /** Default 10 minutes: twice the longest step timeout, so running work is never re-driven. */
+  readonly watchdogStale?: Duration;
+}
+
+/** The CloudFormation output key of each function name and of the vector store names. */
+export const ENGINE_OUTPUT_KEYS = {
+  plan: "PlanFunctionName",
+  ready: "ReadyFunctionName",
+  turn: "TurnFunctionName",
+  resume: "ResumeFunctionName",
+  supervise: "SuperviseFunctionName",
+  "index-output": "IndexOutputFunctionName",
+  watchdog: "WatchdogFunctionName",
+  vectorBucketName: "VectorBucketName",
+  vectorIndexName: "VectorIndexName",
+} as const satisfies Record<StepName | "watchdog" | "vectorBucketName" | "vectorIndexName", string>;
+
+/** A step that may call the model waits for it: long answers and Bedrock's retries take minutes. */
+const MODEL_STEP = { timeout: Duration.minutes(5), memorySize: 1024 } as const;
+const PLAIN_STEP = { timeout: Duration.minutes(1), memorySize: 512 } as const;
+
+/** Inference profile ids start with their geography (`us.anthropic...`, `global.anthropic...`). */
+const INFERENCE_PROFILE = /^(us|us-gov|eu|apac|jp|au|ca|global)\.(.+)$/;
+
+/** The storage stack's resources, as this stack sees them. */
+export interface StorageResources {
+  readonly resourcesBucket: IBucket;
+  readonly table: ITable;
+  readonly eventBus: IEventBus;
+  readonly deadLetterQueue: IQueue;
+}
+
+/**
+ * The orchestration engine on Lambda: one function per route of shared/engine/routes.ts, each
+ * invoked by a rule of the same name and pattern on the Arbor bus, plus the watchdog on a
+ * schedule, and the S3 Vectors store the engine embeds into.
+ */
+export class EngineStack extends Stack {
+  readonly storage: StorageResources;
+  readonly steps: Record<StepName, EngineFunction>;
+  readonly rules: Record<StepName, RouteRule>;
+  readonly watchdog: EngineFunction;
+  readonly watchdogSchedule: Rule;
+  readonly vectors: VectorStore;
+  readonly dataPolicy: ManagedPolicy;
+  readonly modelPolicy: ManagedPolicy;
+
+  constructor(scope: Construct, id: string, props: EngineStackProps) {
+    super(scope, id, props);
+    const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
+    const watchdogStale = props.watchdogStale ?? Duration.minutes(10);
+    this.storage = this.#importStorage(props.storage);
+    const { deadLetterQueue } = this.storage;
+
+    this.vectors = new VectorStore(this, "Vectors", {
+      stage: props.stage,
+      removalPolicy: props.removalPolicy,
+    });
+    this.dataPolicy = this.#dataPolicy(this.storage);
+    this.modelPolicy = this.#modelPolicy(props.model);
+
+    const environment = {
+      ARBOR_MODE: "aws",
+      ARBOR_RESOURCES_BUCKET: this.storage.resourcesBucket.bucketName,
+      ARBOR_TABLE_NAME: this.storage.table.tableName,
+      ARBOR_EVENT_BUS_NAME: this.storage.eventBus.eventBusName,
+      ARBOR_VECTOR_BUCKET: this.vectors.bucketName,
+      ARBOR_VECTOR_INDEX: this.vectors.indexName,
+      ARBOR_MODEL_PROVIDER: props.model.provider,
+      ARBOR_MODEL: props.model.id,
+      POWERTOOLS_LOG_LEVEL: "INFO",
+    };
+    const common = { logRetention, removalPolicy: props.removalPolicy };
+
+    const steps: Partial<Record<StepName, EngineFunction>> = {};
+    const rules: Partial<Record<StepName, RouteRule>> = {};
+    for (const route of ROUTES) {
+      const id = pascal(route.name);
+      const fn = new EngineFunction(this, `${id}Step`, {
+        ...common,
+        ...(route.callsModel ? MODEL_STEP : PLAIN_STEP),
+        entry: "functions/engine-step.ts",
+        description: `Arbor engine step "${route.name}": ${route.description}`,
+        environment,
+        policies: route.callsModel ? [this.dataPolicy, this.modelPolicy] : [this.dataPolicy],
+        // A failed step is retried twice by Lambda (after about 1 and 2 minutes), then its
+        // invocation goes to the dead-letter queue, from where it can be sent again.
+        retryAttempts: 2,
+        maxEventAge: Duration.hours(6),
+        deadLetterQueue,
+      });
+      steps[route.name] = fn;
+      rules[route.name] = new RouteRule(this, `${id}Route`, {
+        eventBus: this.storage.eventBus,
+        name: route.name,
+        description: route.description,
+        pattern: route.pattern,
+        target: fn.function,
+        retryAttempts: 8,
+        maxEventAge: Duration.hours(1),
+        deadLetterQueue,
+      });
+      new CfnOutput(this, ENGINE_OUTPUT_KEYS[route.name], {
+        value: fn.function.functionName,
+        description: `Engine step function "${route.name}"`,
+      });
+    }
+    this.steps = steps as Record<StepName, EngineFunction>;
+    this.rules = rules as Record<StepName, RouteRule>;
+
+    // The watchdog may evaluate a stalled parent, i.e. call the model.
+    this.watchdog = new EngineFunction(this, "Watchdog", {
+      ...common,
+      ...MODEL_STEP,
+      entry: "functions/watchdog.ts",
+      description: "Arbor engine watchdog: sends again the commands of work that stopped moving",
+      environment: { ...environment, ARBOR_WATCHDOG_STALE_MS: String(watchdogStale.toMilliseconds()) },
+      policies: [this.dataPolicy, this.modelPolicy],
+      // The next run, five minutes later, does the same work: no retries, nothing to dead-letter.
+      retryAttempts: 0,
+      maxEventAge: Duration.minutes(5),
+    });
+    this.watchdogSchedule = new Rule(this, "WatchdogSchedule", {
+      description: "Runs the Arbor engine watchdog",
+      schedule: Schedule.rate(Duration.minutes(5)),
+      targets: [new LambdaFunction(this.watchdog.function, { retryAttempts: 0 })],
+    });
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.watchdog, {
+      value: this.watchdog.function.functionName,
+      description: "Engine watchdog function",
+    });
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.vectorBucketName, {
+      value: this.vectors.bucketName,
+      description: "S3 Vectors bucket of the engine's embeddings",
+    });
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.vectorIndexName, {
+      value: this.vectors.indexName,
+      description: "S3 Vectors index (Titan Text Embeddings v2, 1024 dimensions, cosine)",
+    });
+  }
+
+  #importStorage(storage: StorageStack): StorageResources {
+    this.addStackDependency(storage, "the engine reads the storage stack's outputs");
+    const output = (key: keyof StorageOutputs) =>
+      Fn.getStackOutput(storage.stackName, STORAGE_OUTPUT_KEYS[key]);
+    return {
+      resourcesBucket: Bucket.fromBucketName(this, "ResourcesBucket", output("resourcesBucketName")),
+      table: Table.fromTableName(this, "StateTable", output("tableName")),
+      eventBus: EventBus.fromEventBusAttributes(this, "EventBus", {
+        eventBusName: output("eventBusName"),
+        eventBusArn: output("eventBusArn"),
+        eventBusPolicy: "",
+      }),
+      // Imported, so no rule adds a statement to its policy: the storage stack's policy already
+      // admits every rule on the bus.
+      deadLetterQueue: Queue.fromQueueAttributes(this, "DeadLetterQueue", {
+        queueArn: output("deadLetterQueueArn"),
+        queueUrl: output("deadLetterQueueUrl"),
+      }),
+    };
+  }
+
+  /** What every engine function does with the data: exactly the calls the AWS adapters make. */
+  #dataPolicy(storage: StorageResources): ManagedPolicy {
+    const bucketArn = storage.resourcesBucket.bucketArn;
+    const tableArn = storage.table.tableArn;
+    const policy = new ManagedPolicy(this, "EngineDataAccess", {
+      description: "Arbor engine functions: resources, state, events, embeddings and the vector index",
+      statements: [
+        new PolicyStatement({
+          sid: "Resources",
+          actions: ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+          resources: [`${bucketArn}/*`],
+        }),
+        // Prefix listings; it also makes a missing object a 404 (NoSuchKey) instead of a 403.
+        new PolicyStatement({ sid: "ResourceListing", actions: ["s3:ListBucket"], resources: [bucketArn] }),
+        new PolicyStatement({
+          sid: "State",
+          actions: [
+            "dynamodb:GetItem",
+            "dynamodb:BatchGetItem",
+            "dynamodb:Query",
+            // TransactWriteItems is authorized per item: puts, updates, deletes and condition checks.
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:ConditionCheckItem",
+          ],
+          resources: [tableArn, ...ALL_GSIS.map((g) => `${tableArn}/index/${g.name}`)],
+        }),
+        new PolicyStatement({
+          sid: "Events",
+          actions: ["events:PutEvents"],
+          resources: [storage.eventBus.eventBusArn],
+        }),
+        new PolicyStatement({
+          sid: "Embeddings",
+          actions: ["bedrock:InvokeModel"],
+          resources: [foundationModelArn(this, EMBEDDING_MODEL_ID)],
+        }),
+        new PolicyStatement({
+          sid: "VectorIndex",
+          actions: [
+            // Opening the index checks its dimension and the embedder named in its tags.
+            "s3vectors:GetIndex",
+            "s3vectors:ListTagsForResource",
+            "s3vectors:PutVectors",
+            // QueryVectors returning metadata also needs GetVectors.
+            "s3vectors:QueryVectors",
+            "s3vectors:GetVectors",
+          ],
+          resources: [this.vectors.indexArn],
+        }),
+      ],
+    });
+    Validations.of(policy).acknowledge({
+      id: nagFinding("AwsSolutions-IAM5", `Resource::${flattenCfnReference(this.resolve(`${bucketArn}/*`))}`),
+      reason:
+        "Objects of the resources bucket only: each resource is an object named by its URN, created at run " +
+        "time, so no fixed list of keys exists. The actions are get, put and delete of objects.",
+    });
+    return policy;
+  }
+
+  #modelPolicy(model: EngineModel): ManagedPolicy {
+    const profile = INFERENCE_PROFILE.exec(model.id);
+    const policy = new ManagedPolicy(this, "ModelAccess", {
+      description: `Arbor engine steps that call the model: ${model.id} on Bedrock`,
+      statements: [
+        new PolicyStatement({
+          sid: "Model",
+          // Converse is authorized as InvokeModel, ConverseStream as InvokeModelWithResponseStream.
+          actions: ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
+          resources: profile
+            ? [
+                this.formatArn({ service: "bedrock", resource: "inference-profile", resourceName: model.id }),
+                // A profile routes each request to the model in one of its regions.
+                `arn:${Aws.PARTITION}:bedrock:*::foundation-model/${profile[2]}`,
+              ]
+            : [foundationModelArn(this, model.id)],
+        }),
+      ],
+    });
+    if (profile) {
+      const wildcard = flattenCfnReference(
+        this.resolve(`arn:${Aws.PARTITION}:bedrock:*::foundation-model/${profile[2]}`),
+      );
+      Validations.of(policy).acknowledge({
+        id: nagFinding("AwsSolutions-IAM5", `Resource::${wildcard}`),
+        reason:
+          `The inference profile ${model.id} sends each request to ${profile[2]} in any of the profile's ` +
+          "regions, which Bedrock chooses per request; the grant is for this one model only.",
+      });
+    }
+    return policy;
+  }
+}
+
+/**
+ * cdk-nag 3 acknowledges each finding of a granular rule by `<rule>[<finding>]`, where a resource
+ * finding is the resource flattened by cdk-nag's own function; using it here keeps the ids exact
+ * whatever the tokens (imported names, partition) resolve to.
+ */
+const nagFinding = (rule: string, finding: string) => `${rule}[${finding}]`;
+
+function foundationModelArn(stack: Stack, modelId: string): string {
+  return stack.formatArn({
+    service: "bedrock",
+    account: "",
+    resource: "foundation-model",
+    resourceName: modelId,
+  });
+}
+
+const pascal = (name: string) =>
+  name
+    .split("-")
+    .map((p) => p.charAt(0).toUpperCase() + p.slice(1))
+    .join("");

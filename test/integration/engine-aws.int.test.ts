@@ -1,0 +1,365 @@
+import { randomBytes } from "node:crypto";
+import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "@aws-sdk/client-s3vectors";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
+import { createWatchdogHandler } from "../../functions/watchdog.ts";
+import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
+import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
+import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
+import { EVENT_ID_DETAIL_KEY } from "../../shared/adapters/aws/eventbridge-event-bus.ts";
+import { bedrockClientConfig } from "../../shared/adapters/llm/bedrock-llm.ts";
+import { type AwsConfig, loadConfig, MODEL_HELP } from "../../shared/config.ts";
+import { isTerminal } from "../../shared/domain/task-state.ts";
+import type { TaskView } from "../../shared/domain/task-view.ts";
+import type { AssistantDefinition, Engine, Submitted } from "../../shared/engine/engine.ts";
+import { ROUTES } from "../../shared/engine/routes.ts";
+import { ConfigError } from "../../shared/errors.ts";
+import { compilePattern } from "../../shared/event-pattern/index.ts";
+import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
+import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
+import { type AwsEngineClients, createAwsEngine } from "../../shared/runtime/aws-engine.ts";
+import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
+import { type ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
+import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
+import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
+
+/**
+ * The deployed shape of the engine, end to end, on the AWS adapters and the local peers: the
+ * request is submitted through the engine, and this test plays EventBridge. It takes what the
+ * EventBridge peer accepted, matches every event against every route's pattern, renders the
+ * rule's input template and invokes the real step handler (functions/engine-step.ts) with it,
+ * until nothing new is published. Two handler instances stand for two warm Lambda instances.
+ *
+ * Resources live in s3rver, state in DynamoDB Local, the model is the fake Bedrock (Converse),
+ * embeddings the fake Titan endpoint, the index the fake S3 Vectors, all through the real SDK
+ * clients. Election is honest: each planned task carries the descriptors of the assistant it is
+ * meant for, so Titan-shaped vectors of the same text make that assistant the best match.
+ */
+const TENANT = "acme";
+const BUS = "arbor-engine-test";
+const MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0";
+const credentials = { accessKeyId: "test", secretAccessKey: "test" };
+const suffix = randomBytes(4).toString("hex");
+
+const COORDINATOR = {
+  purpose: "Coordinate a small team event and combine its parts into one answer",
+  evaluation: "The answer gives the total cost and the invitation text",
+};
+const ANALYST = {
+  purpose: "Work out costs with arithmetic",
+  instructions: "Use the calculator for every multiplication",
+};
+const WRITER = { purpose: "Write short invitations for colleagues" };
+const ASSISTANTS: AssistantDefinition[] = [
+  { name: "Coordinator", id: "coordinator", ...COORDINATOR },
+  { name: "Analyst", id: "analyst", ...ANALYST, tools: ["calculator"] },
+  { name: "Writer", id: "writer", ...WRITER, tools: ["word_count"] },
+];
+const PLAN = {
+  name: "Team lunch",
+  ...COORDINATOR,
+  subtasks: [
+    { name: "Cost estimate", ...ANALYST },
+    { name: "Invitation", ...WRITER },
+  ],
+};
+const INVITATION = "Lunch on Friday at noon, on the team. Reply by Wednesday.";
+const ANSWER = "Lunch for 12 costs 240 EUR; the invitation is ready.";
+
+/** The model's side of the run: one plan, two leaves (one calls the calculator), one evaluation. */
+function answer(request: ConverseWireRequest) {
+  const forced = request.toolConfig?.toolChoice?.tool?.name;
+  if (forced === "create_plan") return { toolCalls: [{ name: "create_plan", arguments: PLAN }] };
+  if (forced === "report_evaluation") {
+    return {
+      toolCalls: [
+        {
+          name: "report_evaluation",
+          arguments: { passed: true, reason: "both parts are there", answer: ANSWER },
+        },
+      ],
+    };
+  }
+  const messages = request.messages ?? [];
+  const prompt = messages[0]?.content?.[0]?.text ?? "";
+  const toolResult = messages.flatMap((m) => m.content ?? []).find((b) => b.toolResult)?.toolResult;
+  if (prompt.includes("# Task: Cost estimate")) {
+    if (!toolResult)
+      return { toolCalls: [{ name: "calculator", arguments: { a: 12, b: 20, op: "multiply" } }] };
+    return { content: `Total: ${toolResult.content?.[0]?.text ?? "?"} EUR` };
+  }
+  if (prompt.includes("# Task: Invitation")) return { content: INVITATION };
+  throw new Error(`unexpected model request: ${prompt.slice(0, 200)}`);
+}
+
+describe("the engine step handler on AWS adapters, driven as EventBridge drives it", () => {
+  let peer: EventBridgePeer;
+  const bedrock = new FakeBedrock(answer);
+  const titan = new FakeBedrockEmbeddings();
+  const s3vectors = new FakeS3Vectors();
+  let config: AwsConfig;
+  let clients: Required<AwsClients>;
+  let engineClients: Required<AwsEngineClients>;
+  let rt: AwsRuntime;
+  let engine: Engine;
+  let handlers: StepHandler[];
+  let submitted: Submitted;
+  const delivered = new Set<string>();
+  const matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
+
+  beforeAll(async () => {
+    const started = await startEventBridgePeer();
+    peer = started.peer;
+    const [bedrockEndpoint, titanEndpoint, vectorsEndpoint] = await Promise.all([
+      bedrock.start().then((s) => s.endpoint),
+      titan.start(),
+      s3vectors.start(),
+    ]);
+    const loaded = loadConfig({
+      ARBOR_MODE: "aws",
+      AWS_REGION: "us-east-1",
+      ARBOR_RESOURCES_BUCKET: `arbor-engine-${suffix}`,
+      ARBOR_TABLE_NAME: `arbor-engine-${suffix}`,
+      ARBOR_EVENT_BUS_NAME: BUS,
+      ARBOR_VECTOR_BUCKET: `arbor-vectors-${suffix}`,
+      ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
+      ARBOR_MODEL_PROVIDER: "bedrock",
+      ARBOR_MODEL: MODEL,
+    });
+    if (loaded.mode !== "aws" || !loaded.vectors)
+      throw new Error("expected an aws configuration with vectors");
+    config = loaded;
+    const vectors = loaded.vectors;
+
+    clients = {
+      // s3rver accepts only its own demo key pair.
+      s3: new S3Client({
+        region: "us-east-1",
+        endpoint: inject("s3Endpoint"),
+        forcePathStyle: true,
+        credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+      }),
+      dynamodb: new DynamoDBClient({ region: "us-east-1", endpoint: inject("dynamoEndpoint"), credentials }),
+      eventbridge: new EventBridgeClient({ region: "us-east-1", endpoint: started.endpoint, credentials }),
+    };
+    engineClients = {
+      bedrock: new BedrockRuntimeClient({
+        region: "us-east-1",
+        endpoint: bedrockEndpoint,
+        credentials,
+        ...bedrockClientConfig,
+      }),
+      embeddings: new BedrockRuntimeClient({
+        region: "us-east-1",
+        endpoint: titanEndpoint,
+        credentials,
+        maxAttempts: 1,
+      }),
+      s3vectors: new S3VectorsClient({ region: "us-east-1", endpoint: vectorsEndpoint, credentials }),
+    };
+
+    // What the storage and engine stacks create before any function runs.
+    await clients.s3.send(new CreateBucketCommand({ Bucket: config.resourcesBucket }));
+    await DynamoStateStore.ensureTable(clients.dynamodb, config.tableName);
+    await engineClients.s3vectors.send(new CreateVectorBucketCommand({ vectorBucketName: vectors.bucket }));
+    await engineClients.s3vectors.send(
+      new CreateIndexCommand({
+        vectorBucketName: vectors.bucket,
+        indexName: vectors.index,
+        dataType: VECTOR_INDEX.dataType,
+        dimension: VECTOR_INDEX.dimension,
+        distanceMetric: VECTOR_INDEX.distanceMetric,
+        metadataConfiguration: { nonFilterableMetadataKeys: [...VECTOR_INDEX.nonFilterableMetadataKeys] },
+        tags: { ...VECTOR_INDEX.tags },
+      }),
+    );
+
+    // The submitting side (a channel function, on AWS): same configuration, its own runtime.
+    rt = createAwsRuntime(config, clients);
+    engine = await createAwsEngine(rt, config, { clients: engineClients });
+    const deps = { config: () => config, clients, engine: { clients: engineClients } };
+    handlers = [createStepHandler(deps), createStepHandler(deps)];
+  });
+
+  afterAll(async () => {
+    for (const h of handlers ?? []) await h.close();
+    await rt?.close();
+    for (const c of [...Object.values(clients ?? {}), ...Object.values(engineClients ?? {})]) c.destroy();
+    await Promise.all([peer?.stop(), bedrock.stop(), titan.stop(), s3vectors.stop()]);
+  });
+
+  /** The step function's input for one route, rendered from the rule's own input template. */
+  const stepInput = (subscription: string, event: BusEnvelope): unknown => {
+    const { inputTemplate } = new StepTargetInput(subscription).bind(undefined as never);
+    return JSON.parse(String(inputTemplate).replace("<aws.events.event.json>", () => JSON.stringify(event)));
+  };
+
+  /** Delivers `events` to every matching route, all at once, spread over the handler instances. */
+  const deliver = async (events: readonly BusEnvelope[]): Promise<number> => {
+    const invocations = events.flatMap((event) =>
+      matchers.filter((m) => m.matches(event)).map(({ route }) => stepInput(route.name, event)),
+    );
+    await Promise.all(invocations.map((input, i) => handlers[i % handlers.length]?.(input)));
+    return invocations.length;
+  };
+
+  /** Plays EventBridge until the bus is quiet: every accepted event is delivered once. */
+  const drain = async (): Promise<number> => {
+    let invocations = 0;
+    for (let wave = 0; wave < 100; wave++) {
+      const fresh = peer.eventsOn(BUS).filter((e) => !delivered.has(e.id));
+      if (fresh.length === 0) return invocations;
+      for (const e of fresh) delivered.add(e.id);
+      invocations += await deliver(fresh);
+    }
+    throw new Error("the bus did not settle within 100 waves");
+  };
+
+  const taskViews = async (): Promise<TaskView[]> => {
+    const views: TaskView[] = [];
+    const walk = async (id: string) => {
+      const view = await rt.tasks.view(id);
+      if (!view) return;
+      views.push(view);
+      for (const child of await rt.tasks.children(id)) await walk(child.taskId);
+    };
+    await walk(submitted.rootTaskId);
+    return views;
+  };
+
+  const snapshot = async () => ({
+    views: await taskViews(),
+    resources: await rt.resources.descendants(submitted.conversationUrn),
+  });
+
+  const arborId = (e: BusEnvelope) => String(e.detail[EVENT_ID_DETAIL_KEY]);
+
+  it("runs a request to the end: plan, two leaves (one with a tool call), evaluation", async () => {
+    await engine.registerAssistants(TENANT, ASSISTANTS);
+    submitted = await engine.submit({
+      tenant: TENANT,
+      text: "Plan a team lunch for 12 people at 20 EUR each and invite everyone",
+      actor: { id: "user_alice", kind: "human" },
+    });
+
+    const invocations = await drain();
+
+    const views = await taskViews();
+    expect(views.every((v) => isTerminal(v.status))).toBe(true);
+    // Title, status, the assistant elected (the one whose description the task shares), output.
+    const outcome = await Promise.all(
+      views.map(async (v) => [
+        v.title,
+        v.status,
+        v.assistant?.split(".").pop(),
+        (await engine.result(v.taskId)).output,
+      ]),
+    );
+    expect(outcome.sort()).toEqual([
+      ["Cost estimate", "done", "analyst", "Total: 240 EUR"],
+      ["Invitation", "done", "writer", INVITATION],
+      ["Team lunch", "done", "coordinator", ANSWER],
+    ]);
+    expect(views[0]?.taskId).toBe(submitted.rootTaskId);
+
+    // The model saw: the plan, Cost estimate twice (tool call, then its result), Invitation, the evaluation.
+    expect(bedrock.calls.map((c) => [c.operation, c.modelId, c.status])).toEqual(
+      Array.from({ length: 5 }, () => ["converse", MODEL, 200]),
+    );
+    // Every route ran through the handler at least once.
+    const routesRun = new Set(
+      peer.eventsOn(BUS).flatMap((e) => matchers.filter((m) => m.matches(e)).map((m) => m.route.name)),
+    );
+    expect([...routesRun].sort()).toEqual(
+      ROUTES.map((r) => r.name)
+        .filter((n) => n !== "resume")
+        .sort(),
+    );
+    // Every published event is one some rule routes, and each was delivered.
+    expect(peer.eventsOn(BUS).filter((e) => !matchers.some((m) => m.matches(e)))).toEqual([]);
+    expect(invocations).toBeGreaterThanOrEqual(peer.eventsOn(BUS).length);
+    // S3 Vectors holds the three assistants and the three outputs (index-output).
+    const put = s3vectors.calls.filter((c) => c.operation === "PutVectors" && c.status === 200);
+    expect(put.reduce((n, c) => n + (c.vectors ?? 0), 0)).toBe(3 + 3);
+  });
+
+  it("changes nothing when every event is delivered again", async () => {
+    expect(submitted).toBeDefined();
+    const before = await snapshot();
+    const modelCalls = bedrock.calls.length;
+    const published = new Set(peer.eventsOn(BUS).map(arborId));
+    const firstRound = peer.eventsOn(BUS).length;
+
+    // Redeliver everything, then whatever the redelivery publishes, until quiet again.
+    expect(await deliver(peer.eventsOn(BUS))).toBeGreaterThanOrEqual(firstRound);
+    await drain();
+
+    expect(await snapshot()).toEqual(before);
+    expect(bedrock.calls.length).toBe(modelCalls);
+    // Whatever a duplicate re-sent carries an id already published: consumers drop it as a duplicate.
+    const republished = peer.eventsOn(BUS).slice(firstRound).map(arborId);
+    expect(republished.filter((id) => !published.has(id))).toEqual([]);
+  });
+
+  it("recovers a lost command with the watchdog function", async () => {
+    const second = await engine.submit({
+      tenant: TENANT,
+      text: "Same again for next month",
+      actor: { id: "user_alice", kind: "human" },
+    });
+    // The plan command never reaches its rule: EventBridge accepted it, nobody runs it.
+    for (const e of peer.eventsOn(BUS)) delivered.add(e.id);
+    expect(await drain()).toBe(0);
+    expect((await engine.result(second.rootTaskId)).view).toBeUndefined();
+
+    // Ten minutes on, the scheduled watchdog finds the request still waiting to be planned.
+    const later = () => new Date(Date.now() + config.watchdogStaleMs + 60_000);
+    const watchdog = createWatchdogHandler({
+      config: () => config,
+      clients,
+      engine: { clients: engineClients, clock: later },
+    });
+    try {
+      expect(await watchdog({ "detail-type": "Scheduled Event" })).toEqual({ redriven: 1 });
+    } finally {
+      await watchdog.close();
+    }
+    await drain();
+    const result = await engine.result(second.rootTaskId);
+    expect([result.view?.status, result.output]).toEqual(["done", ANSWER]);
+  });
+
+  it("refuses input that is not what the rules send, naming what is wrong", async () => {
+    const handler = handlers[0] as StepHandler;
+    await expect(handler({ subscription: "plan" })).rejects.toThrow(/Invalid engine step input.*event/);
+    await expect(handler({ subscription: "deploy", event: peer.eventsOn(BUS)[0] })).rejects.toThrow(
+      /subscription/,
+    );
+    // A delivered event without the envelope fields EventBridge always sets.
+    const [first] = peer.eventsOn(BUS);
+    const { account: _drop, ...partial } = first as BusEnvelope;
+    await expect(handler({ subscription: "plan", event: partial })).rejects.toThrow(
+      /Invalid EventBridge event.*account/,
+    );
+  });
+
+  it("refuses to start without its vector index or a model, saying what to set", async () => {
+    const { vectors: _v, ...withoutVectors } = config;
+    await expect(createAwsEngine(rt, withoutVectors, { clients: engineClients })).rejects.toThrow(
+      /ARBOR_VECTOR_BUCKET and ARBOR_VECTOR_INDEX/,
+    );
+    const { model: _m, ...withoutModel } = config;
+    await expect(createAwsEngine(rt, withoutModel, { clients: engineClients })).rejects.toThrow(MODEL_HELP);
+    // A function configured for local mode stops before it touches anything.
+    const local = createStepHandler({ config: () => loadConfig({}) });
+    await expect(local(stepInput("plan", peer.eventsOn(BUS)[0] as BusEnvelope))).rejects.toThrow(ConfigError);
+    await expect(local(stepInput("plan", peer.eventsOn(BUS)[0] as BusEnvelope))).rejects.toThrow(
+      /ARBOR_MODE=aws/,
+    );
+    await local.close();
+  });
+});
