@@ -1,6 +1,7 @@
 import { type RemovalPolicy, Stack } from "aws-cdk-lib";
 import { CfnIndex, CfnVectorBucket } from "aws-cdk-lib/aws-s3vectors";
 import { Construct } from "constructs";
+import { META_KEY } from "../../shared/adapters/vectors/s3-vectors-index.ts";
 
 /**
  * The S3 Vectors index the engine embeds into: Titan Text Embeddings v2 at 1,024 dimensions,
@@ -14,7 +15,7 @@ export const VECTOR_INDEX = {
   dimension: 1024,
   distanceMetric: "cosine",
   /** The adapter keeps each record's own metadata as JSON under this key, never filtered on. */
-  nonFilterableMetadataKeys: ["arbor_meta"],
+  nonFilterableMetadataKeys: [META_KEY],
   tags: {
     "arbor:embedder-id": "bedrock:amazon.titan-embed-text-v2:0@1024",
     "arbor:dimension": "1024",

@@ -21,8 +21,9 @@ import { type CompiledSubscription, SubscriptionRegistry } from "../shared/subsc
  *   Errors of the SDK itself (network, HTTP 5xx, throttling after the SDK's own retries) become
  *   UnavailableError with the SDK error as `cause`.
  * - `subscribe` registers a handler in this process. On AWS the CDK stack creates one rule per
- *   subscription (same name, same pattern) whose target is the routing Lambda, which calls `dispatch`.
- * - `dispatch` is what that Lambda calls with the event EventBridge delivered: it validates the envelope
+ *   subscription (same name, same pattern) whose target is that step's Lambda function
+ *   (functions/engine-step.ts), which calls `dispatch`.
+ * - `dispatch` is what that function calls with the event EventBridge delivered: it validates the envelope
  *   and runs the matching handlers; if any throws, it throws after the others ran, so Lambda's async
  *   retry redelivers (handlers are idempotent).
  *
@@ -145,7 +146,7 @@ export class EventBridgeEventBus implements EventBus {
     return this.#subs.add(subscription);
   }
 
-  /** Called by the routing Lambda with the event EventBridge delivered. */
+  /** Called by a step's Lambda function with the event EventBridge delivered. */
   async dispatch(envelope: unknown, options: DispatchOptions = {}): Promise<void> {
     this.#assertOpen();
     const event = parseDelivered(envelope);

@@ -57,7 +57,8 @@ export const EMBEDDER_TAG = "arbor:embedder-id";
 export const DIMENSION_TAG = "arbor:dimension";
 const TYPE_KEY = "arbor_type";
 const WITHIN_KEY = "arbor_within";
-const META_KEY = "arbor_meta";
+/** The metadata key holding each record's own metadata (declared non-filterable at CreateIndex). */
+export const META_KEY = "arbor_meta";
 const BATCH = 500;
 const MAX_TOP_K = 100;
 
