@@ -52,7 +52,23 @@ function parseElement(urn: string, raw: string, index: number): UrnElement {
 }
 
 /** Splits and validates a URN. Throws InvalidUrnError saying which part is wrong. */
+/**
+ * URNs already parsed, by text: the engine parses the same few hundred URNs over and over. The
+ * elements are frozen and shared; each caller gets its own array. Bounded: cleared when full.
+ */
+const parsed = new Map<string, readonly UrnElement[]>();
+const MAX_PARSED = 50_000;
+
 export function parseUrn(urn: string): UrnElement[] {
+  const known = parsed.get(urn);
+  if (known) return [...known];
+  const elements = parseUncached(urn).map((e) => Object.freeze(e));
+  if (parsed.size >= MAX_PARSED) parsed.clear();
+  parsed.set(urn, elements);
+  return [...elements];
+}
+
+function parseUncached(urn: string): UrnElement[] {
   if (typeof urn !== "string" || urn.length === 0) throw new InvalidUrnError(String(urn), "empty");
   if (urn.length > MAX_URN_LENGTH)
     throw new InvalidUrnError(urn.slice(0, 80), `longer than ${MAX_URN_LENGTH} characters`);
