@@ -182,6 +182,7 @@ function project(bag: Bag, channel: Channel, out: Float64Array, scale: number): 
 export class LocalEmbedder implements Embedder {
   readonly id: string;
   readonly dimension: number;
+  readonly #recent = new Map<string, Float32Array>();
 
   constructor(options: LocalEmbedderOptions = {}) {
     const dimension = options.dimension ?? 512;
@@ -200,7 +201,17 @@ export class LocalEmbedder implements Embedder {
         throw new ValidationError("Cannot embed an empty text", [`texts[${i}] is empty or blank`]);
       }
     });
-    return texts.map((t) => this.embedOne(t));
+    return texts.map((t) => {
+      // The same text comes back often (a task is embedded to elect its assistant, then again to
+      // find its context): embedding is deterministic, so remember recent ones.
+      let vector = this.#recent.get(t);
+      if (!vector) {
+        vector = this.embedOne(t);
+        if (this.#recent.size >= 2_000) this.#recent.delete(this.#recent.keys().next().value as string);
+        this.#recent.set(t, vector);
+      }
+      return vector.slice();
+    });
   }
 
   private embedOne(text: string): Float32Array {
