@@ -10,9 +10,9 @@ import { UnavailableError } from "../../errors.ts";
  *
  * Group commit: the first write of an event-loop turn opens BEGIN IMMEDIATE (so the conditions a
  * write checks hold until it commits, also across processes sharing the file: WAL, busy timeout);
- * every write of that turn runs at once inside its own SAVEPOINT (a failed one rolls back alone,
- * and its error reaches its caller); one COMMIT ends the turn, and the writes' promises resolve
- * once it is durable. A caller never acts on a write before it is durable. Reads in this process
+ * every write of that turn runs at once, checking its conditions before it changes anything (a
+ * failed check changes nothing, and its error reaches its caller alone); one COMMIT ends the
+ * turn, and the writes' promises resolve once it is durable. A caller never acts on a write before it is durable. Reads in this process
  * may see a write whose commit is still pending; that write is only lost if the COMMIT fails (a
  * full or failing disk), and then every write of the group rejects together and `onRollback`
  * listeners drop what they derived from it.
@@ -71,21 +71,24 @@ export class SqliteDatabase {
   }
 
   /**
-   * Runs `work` now, inside this turn's group; resolves with its result once the group's COMMIT is
-   * durable. When `work` throws, its changes are rolled back (the rest of the group stays) and the
-   * error is thrown here.
+   * A write in this turn's group, made of two parts: `check` reads and either throws (nothing
+   * changed, nothing to undo: only this write fails) or returns the function that makes the
+   * changes. Checking everything before changing anything means no savepoint per write. Should the
+   * changes themselves throw (a failing disk, a broken invariant), the whole group is rolled back
+   * and every write of it rejects. Resolves with the changes' result once the group is durable.
    */
-  write<T>(work: () => T): Promise<T> {
+  write<T>(check: () => () => T): Promise<T> {
     if (this.#closed) return Promise.reject(new UnavailableError(`${this.path} is closed`));
     const group = this.#openGroup();
-    this.sql("SAVEPOINT w").run();
     let result: T;
     try {
-      result = work();
-      this.sql("RELEASE w").run();
+      const apply = check();
+      try {
+        result = apply();
+      } catch (e) {
+        return Promise.reject(this.#abort(group, e));
+      }
     } catch (e) {
-      this.sql("ROLLBACK TO w").run();
-      this.sql("RELEASE w").run();
       return Promise.reject(e);
     }
     return new Promise<T>((resolve, reject) => {
@@ -116,6 +119,18 @@ export class SqliteDatabase {
     this.#group = group;
     setImmediate(() => void this.#commit());
     return group;
+  }
+
+  /** Rolls the open group back now: all of its writes reject. */
+  #abort(group: PendingCommit, cause: unknown): UnavailableError {
+    if (this.#group === group) this.#group = undefined;
+    if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
+    for (const listener of this.#rollbackListeners) listener();
+    const e = new UnavailableError("A write failed half-way; every write committed with it was undone", {
+      cause,
+    });
+    for (const fail of group.failed) fail(e);
+    return e;
   }
 
   #commit(): Promise<void> {

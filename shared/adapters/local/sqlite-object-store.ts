@@ -61,7 +61,7 @@ export class SqliteObjectStore implements ObjectStore {
   async put(key: string, body: Uint8Array | string, options: { contentType?: string } = {}): Promise<void> {
     assertValidKey(key);
     const bytes = typeof body === "string" ? Buffer.from(body) : body;
-    return this.#db.write(() => {
+    return this.#db.write(() => () => {
       this.#db
         .sql(
           `INSERT INTO objects (key, body, content_type) VALUES (?, ?, ?)
@@ -82,7 +82,7 @@ export class SqliteObjectStore implements ObjectStore {
 
   async delete(key: string): Promise<void> {
     assertValidKey(key);
-    return this.#db.write(() => {
+    return this.#db.write(() => () => {
       this.#db.sql("DELETE FROM objects WHERE key = ?").run(key);
       this.#cache.set(key, null);
     });

@@ -117,15 +117,18 @@ export class SqliteStateStore implements StateStore {
     const validated = validateOps(ops);
     const recordedAt = this.#clock().toISOString();
     return this.#db.write(() => {
-      const staged = new Map<string, StateRecord | null>();
-      this.#staged = staged;
-      try {
-        const result = this.#apply(validated, recordedAt);
-        for (const [key, record] of staged) this.#remember(key, record);
-        return result;
-      } finally {
-        this.#staged = undefined;
-      }
+      const apply = this.#plan(validated, recordedAt);
+      return () => {
+        const staged = new Map<string, StateRecord | null>();
+        this.#staged = staged;
+        try {
+          const result = apply();
+          for (const [key, record] of staged) this.#remember(key, record);
+          return result;
+        } finally {
+          this.#staged = undefined;
+        }
+      };
     });
   }
 
@@ -135,50 +138,80 @@ export class SqliteStateStore implements StateStore {
     if (this.#cache.size > MAX_CACHED_RECORDS) this.#cache.delete(this.#cache.keys().next().value as string);
   }
 
-  #apply(validated: readonly WriteOp[], recordedAt: string): TransactResult {
+  /**
+   * Checks every op against the database first (throwing changes nothing), then returns what
+   * makes the changes: the database needs no savepoint for it.
+   */
+  #plan(validated: readonly WriteOp[], recordedAt: string): () => TransactResult {
     const dup = classifyDuplicates(validated, this.#eventsById(eventIdsOf(validated)));
-    if (dup) return dup;
-    const appended: StoredEvent[][] = [];
-    validated.forEach((op, index) => {
-      if (op.op === "put") this.#put(op, index);
-      else if (op.op === "add") this.#add(op);
-      else if (op.op === "delete") this.#delete(op, index);
-      else appended.push(this.#append(op, index, recordedAt));
-    });
-    return { duplicate: false, appended };
+    if (dup) return () => dup;
+    const changes = validated.map((op, index) => this.#check(op, index, recordedAt));
+    return () => {
+      const appended: StoredEvent[][] = [];
+      for (const change of changes) {
+        const events = change();
+        if (events) appended.push(events);
+      }
+      return { duplicate: false, appended };
+    };
   }
 
-  #currentVersion(key: string): number {
-    const row = this.#db.sql("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined;
-    return row ? Number(row.version) : 0;
-  }
-
-  #put(op: Extract<WriteOp, { op: "put" }>, index: number): void {
-    const current = this.#currentVersion(op.record.key);
-    if (current !== op.expectedVersion) {
-      this.#cache.delete(op.record.key);
-      throw versionConflict("record", op.record.key, op.expectedVersion, current, index);
+  #check(op: WriteOp, index: number, recordedAt: string): () => StoredEvent[] | undefined {
+    switch (op.op) {
+      case "put": {
+        const current = this.#expect(op.record.key, op.expectedVersion, index);
+        return () => void this.#upsert(op.record, current + 1);
+      }
+      case "delete": {
+        this.#expect(op.key, op.expectedVersion, index);
+        return () => {
+          this.#db.sql("DELETE FROM records WHERE key = ?").run(op.key);
+          this.#staged?.set(op.key, null);
+          return undefined;
+        };
+      }
+      case "add": {
+        const next = this.#added(op);
+        return () => void this.#upsert(next.record, next.version);
+      }
+      default: {
+        const current = this.#streamVersion(op.streamId);
+        if (op.expectedVersion !== "any" && current !== op.expectedVersion)
+          throw versionConflict("stream", op.streamId, op.expectedVersion, current, index);
+        return () => this.#append(op, current, recordedAt);
+      }
     }
-    this.#upsert(op.record, current + 1);
   }
 
-  #add(op: AddOp): void {
+  /** The record's version, which must be `expected`; a conflict drops it from memory. */
+  #expect(key: string, expected: number, index: number): number {
+    const row = this.#db.sql("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined;
+    const current = row ? Number(row.version) : 0;
+    if (current !== expected) {
+      this.#cache.delete(key);
+      throw versionConflict("record", key, expected, current, index);
+    }
+    return current;
+  }
+
+  /** The counter record after the add, and its new version. */
+  #added(op: AddOp): { record: RecordInput; version: number } {
     const row = this.#db.sql("SELECT version, parent, data FROM records WHERE key = ?").get(op.key) as
       | Row
       | undefined;
     const current = row ? counters(op.key, JSON.parse(String(row.data))) : undefined;
     // Without a parent of its own, an add keeps the record's parent.
     const parent = op.parent ?? (row?.parent == null ? undefined : String(row.parent));
-    this.#upsert(
-      {
+    return {
+      record: {
         key: op.key,
         kind: op.kind,
         updatedAt: op.updatedAt,
         data: addAmounts(current, op.amounts),
         ...(parent === undefined ? {} : { parent }),
       },
-      (row ? Number(row.version) : 0) + 1,
-    );
+      version: (row ? Number(row.version) : 0) + 1,
+    };
   }
 
   #upsert(r: RecordInput, version: number): void {
@@ -202,21 +235,7 @@ export class SqliteStateStore implements StateStore {
       .run(r.key, r.kind, r.parent ?? null, r.status ?? null, version, r.updatedAt, data);
   }
 
-  #delete(op: Extract<WriteOp, { op: "delete" }>, index: number): void {
-    const current = this.#currentVersion(op.key);
-    if (current !== op.expectedVersion) {
-      this.#cache.delete(op.key);
-      throw versionConflict("record", op.key, op.expectedVersion, current, index);
-    }
-    this.#db.sql("DELETE FROM records WHERE key = ?").run(op.key);
-    this.#staged?.set(op.key, null);
-  }
-
-  #append(op: Extract<WriteOp, { op: "append" }>, index: number, recordedAt: string): StoredEvent[] {
-    const current = this.#streamVersion(op.streamId);
-    if (op.expectedVersion !== "any" && current !== op.expectedVersion) {
-      throw versionConflict("stream", op.streamId, op.expectedVersion, current, index);
-    }
+  #append(op: Extract<WriteOp, { op: "append" }>, current: number, recordedAt: string): StoredEvent[] {
     const insert = this.#db.sql(
       "INSERT INTO events (stream_id, seq, event_id, body, recorded_at) VALUES (?, ?, ?, ?, ?)",
     );
