@@ -29,7 +29,7 @@ export async function recordUsage(
   llm: LlmUsage,
   countTurn: boolean,
 ): Promise<void> {
-  const amounts: Usage = {
+  const amounts: Record<keyof Usage, number> = {
     turns: 0,
     inputTokens: llm.inputTokens,
     outputTokens: llm.outputTokens,
@@ -43,7 +43,7 @@ export async function recordUsage(
       key: usageKey(id),
       kind: "usage",
       updatedAt,
-      amounts: i === 0 && countTurn ? { ...amounts, turns: 1 } : { ...amounts },
+      amounts: i === 0 && countTurn ? { ...amounts, turns: 1 } : amounts,
     })),
   );
 }

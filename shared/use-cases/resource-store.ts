@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { deepFreeze } from "../domain/immutable.ts";
 import {
   type AnyResource,
   parseResource,
@@ -138,12 +139,4 @@ function readResource(urn: string, bytes: Uint8Array): AnyResource {
     throw new ValidationError(`Stored resource under ${urn} names itself ${resource.meta.id}`);
   }
   return resource;
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
 }

@@ -20,6 +20,7 @@ import {
   type ListPage,
   type ObjectStore,
 } from "../../ports/object-store.ts";
+import { BytesCache } from "./bytes-cache.ts";
 
 /**
  * Objects as files under a root folder, the key as the path. Each key segment is kept as is when
@@ -268,10 +269,8 @@ interface ReadTicket {
  * document back over a newer one.
  */
 class MemoryCache {
-  readonly #maxBytes: number;
-  #bytesHeld = 0;
-  /** key -> bytes, or null for "known absent"; in least-recently-used order. */
-  readonly #objects = new Map<string, Uint8Array | null>();
+  /** key -> bytes, or null for "known absent". */
+  readonly #objects: BytesCache;
   /** folder path -> the names in it. */
   readonly #listings = new Map<string, Set<string>>();
   readonly #dirs = new Set<string>();
@@ -280,7 +279,7 @@ class MemoryCache {
   readonly #queues = new Map<string, Promise<void>>();
 
   constructor(maxBytes: number) {
-    this.#maxBytes = maxBytes;
+    this.#objects = new BytesCache(maxBytes);
   }
 
   /** Runs writes to one key one after another, in call order. */
@@ -295,11 +294,7 @@ class MemoryCache {
   }
 
   bytes(key: string): Uint8Array | null | undefined {
-    const hit = this.#objects.get(key);
-    if (hit === undefined) return undefined;
-    this.#objects.delete(key);
-    this.#objects.set(key, hit);
-    return hit;
+    return this.#objects.get(key);
   }
 
   listing(dir: string): readonly string[] | undefined {
@@ -321,7 +316,7 @@ class MemoryCache {
   }
 
   read(key: string, ticket: ReadTicket, bytes: Uint8Array | undefined): void {
-    if (this.#done(key, ticket)) this.#remember(key, bytes ?? null);
+    if (this.#done(key, ticket)) this.#objects.set(key, bytes ?? null);
   }
 
   listed(dir: string, ticket: ReadTicket, names: readonly string[]): void {
@@ -334,12 +329,12 @@ class MemoryCache {
   changing(key: string, path: string): void {
     this.#invalidate(key);
     this.#invalidate(`dir:${dirname(path)}`);
-    this.#forget(key);
+    this.#objects.delete(key);
   }
 
   written(key: string, path: string, bytes: Uint8Array, root: string): void {
     this.#invalidate(key);
-    this.#remember(key, bytes);
+    this.#objects.set(key, bytes);
     // The file and every folder on its way now exist: add each to its parent's known listing.
     let child = path;
     for (let dir = dirname(path); child !== root && dir.length >= root.length; dir = dirname(dir)) {
@@ -352,7 +347,7 @@ class MemoryCache {
 
   deleted(key: string, path: string): void {
     this.#invalidate(key);
-    this.#remember(key, null);
+    this.#objects.set(key, null);
     const dir = dirname(path);
     this.#invalidate(`dir:${dir}`);
     this.#listings.get(dir)?.delete(basename(path));
@@ -367,23 +362,5 @@ class MemoryCache {
 
   #invalidate(id: string): void {
     for (const ticket of this.#reads.get(id) ?? []) ticket.stale = true;
-  }
-
-  #forget(key: string): void {
-    const old = this.#objects.get(key);
-    if (old) this.#bytesHeld -= old.byteLength;
-    this.#objects.delete(key);
-  }
-
-  #remember(key: string, bytes: Uint8Array | null): void {
-    this.#forget(key);
-    if (bytes && bytes.byteLength > this.#maxBytes / 8) return; // too big to be worth holding
-    this.#objects.set(key, bytes);
-    this.#bytesHeld += bytes?.byteLength ?? 0;
-    for (const [oldest, held] of this.#objects) {
-      if (this.#bytesHeld <= this.#maxBytes && this.#objects.size <= 200_000) break;
-      this.#objects.delete(oldest);
-      this.#bytesHeld -= held?.byteLength ?? 0;
-    }
   }
 }

@@ -30,6 +30,26 @@ export interface SqliteDatabaseOptions {
   durable?: boolean;
 }
 
+/** Where a store on SQLite keeps its data: a file it opens (and closes), or a shared database. */
+export type SqliteLocation =
+  | {
+      /** A file path, or ":memory:"; the store opens it and closes it. */
+      path: string;
+      /** Every commit is on disk before its promise resolves. Default true. */
+      durable?: boolean;
+    }
+  | {
+      /** A database shared with other stores; whoever opened it closes it. */
+      database: SqliteDatabase;
+    };
+
+/** The database a store works on, and whether the store opened it (and so must close it). */
+export function openLocation(location: SqliteLocation): { db: SqliteDatabase; owned: boolean } {
+  if ("database" in location) return { db: location.database, owned: false };
+  const durable = location.durable === false ? { durable: false } : {};
+  return { db: new SqliteDatabase({ path: location.path, ...durable }), owned: true };
+}
+
 interface PendingCommit {
   done: (() => void)[];
   failed: ((e: unknown) => void)[];

@@ -5,7 +5,8 @@ import {
   type ListPage,
   type ObjectStore,
 } from "../../ports/object-store.ts";
-import { SqliteDatabase } from "./sqlite-database.ts";
+import { BytesCache } from "./bytes-cache.ts";
+import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite-database.ts";
 
 /**
  * Objects as rows of one SQLite table (the local runtime's default object store), on a
@@ -19,13 +20,7 @@ import { SqliteDatabase } from "./sqlite-database.ts";
  * `cacheBytes`: its process is the only writer, and every write goes through it. `put` keeps a
  * reference to the bytes it is given and `get` returns shared bytes: neither may be modified.
  */
-export type SqliteObjectStoreOptions = (
-  | { path: string; durable?: boolean }
-  | {
-      /** A database shared with other stores; whoever opened it closes it. */
-      database: SqliteDatabase;
-    }
-) & {
+export type SqliteObjectStoreOptions = SqliteLocation & {
   /** Bytes of objects held in memory; 0 turns the cache off. Default 64 MiB. */
   cacheBytes?: number;
 };
@@ -45,14 +40,7 @@ export class SqliteObjectStore implements ObjectStore {
   readonly #cache: BytesCache;
 
   constructor(options: SqliteObjectStoreOptions) {
-    this.#owned = !("database" in options);
-    this.#db =
-      "database" in options
-        ? options.database
-        : new SqliteDatabase({
-            path: options.path,
-            ...(options.durable === false ? { durable: false } : {}),
-          });
+    ({ db: this.#db, owned: this.#owned } = openLocation(options));
     this.#db.exec(SCHEMA);
     this.#cache = new BytesCache(options.cacheBytes ?? 64 * 1024 * 1024);
     this.#db.onRollback(() => this.#cache.clear());
@@ -182,45 +170,3 @@ function decodeCursor(cursor: string): [string, boolean] {
 
 const asBuffer = (b: Uint8Array): Buffer =>
   Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-
-/** Bytes by key (null: known absent), least recently used first, within a byte budget. */
-class BytesCache {
-  readonly #maxBytes: number;
-  readonly #entries = new Map<string, Uint8Array | null>();
-  #held = 0;
-
-  constructor(maxBytes: number) {
-    this.#maxBytes = maxBytes;
-  }
-
-  get(key: string): Uint8Array | null | undefined {
-    const hit = this.#entries.get(key);
-    if (hit === undefined) return undefined;
-    this.#entries.delete(key);
-    this.#entries.set(key, hit);
-    return hit;
-  }
-
-  set(key: string, bytes: Uint8Array | null): void {
-    if (this.#maxBytes <= 0) return;
-    this.#drop(key);
-    if (bytes && bytes.byteLength > this.#maxBytes / 8) return; // too big to be worth holding
-    this.#entries.set(key, bytes);
-    this.#held += bytes?.byteLength ?? 0;
-    for (const oldest of this.#entries.keys()) {
-      if (this.#held <= this.#maxBytes && this.#entries.size <= 200_000) break;
-      this.#drop(oldest);
-    }
-  }
-
-  clear(): void {
-    this.#entries.clear();
-    this.#held = 0;
-  }
-
-  #drop(key: string): void {
-    const old = this.#entries.get(key);
-    if (old) this.#held -= old.byteLength;
-    this.#entries.delete(key);
-  }
-}

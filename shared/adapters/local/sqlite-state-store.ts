@@ -1,4 +1,5 @@
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
+import { deepFreeze } from "../../domain/immutable.ts";
 import { ValidationError } from "../../errors.ts";
 import type {
   AddOp,
@@ -23,7 +24,7 @@ import {
   validateOps,
   versionConflict,
 } from "../shared/state-store-helpers.ts";
-import { SqliteDatabase } from "./sqlite-database.ts";
+import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite-database.ts";
 
 /**
  * State store + event log in SQLite (libsql), on a SqliteDatabase: its own file, or one shared
@@ -31,18 +32,7 @@ import { SqliteDatabase } from "./sqlite-database.ts";
  * runs at once (its conditions checked under BEGIN IMMEDIATE), a failed one throws alone, and it
  * resolves once it is durable.
  */
-export type SqliteStateStoreOptions = (
-  | {
-      /** A file path, or ":memory:"; the store opens it and closes it. */
-      path: string;
-      /** Every commit is on disk before its promise resolves. Default true. */
-      durable?: boolean;
-    }
-  | {
-      /** A database shared with other stores; whoever opened it closes it. */
-      database: SqliteDatabase;
-    }
-) & { clock?: () => Date };
+export type SqliteStateStoreOptions = SqliteLocation & { clock?: () => Date };
 
 type Row = Record<string, unknown>;
 
@@ -83,14 +73,7 @@ export class SqliteStateStore implements StateStore {
   #staged: Map<string, StateRecord | null> | undefined;
 
   constructor(options: SqliteStateStoreOptions) {
-    this.#owned = !("database" in options);
-    this.#db =
-      "database" in options
-        ? options.database
-        : new SqliteDatabase({
-            path: options.path,
-            ...(options.durable === false ? { durable: false } : {}),
-          });
+    ({ db: this.#db, owned: this.#owned } = openLocation(options));
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
     this.#db.onRollback(() => this.#cache.clear());
@@ -331,14 +314,6 @@ export class SqliteStateStore implements StateStore {
 }
 
 const MAX_CACHED_RECORDS = 100_000;
-
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
-}
 
 /** A stored record's data as counters; anything else cannot be added to. */
 function counters(key: string, data: unknown): Record<string, number> {

@@ -140,13 +140,7 @@ export class LocalVectorIndex implements VectorIndex {
         at: -1,
       }),
     );
-    const lines = slots.map((s) =>
-      JSON.stringify({
-        put: { key: s.key, type: s.type, metadata: s.metadata },
-        v: Buffer.from(littleEndian(s.vector)).toString("base64"),
-      } satisfies Line),
-    );
-    return this.#enqueue(lines, () => {
+    return this.#enqueue(slots.map(putLine), () => {
       for (const s of slots) this.#put(s);
     });
   }
@@ -165,13 +159,14 @@ export class LocalVectorIndex implements VectorIndex {
     const qNorm = Math.sqrt(checkQuery(query, this.space.dimension));
     const q = query.vector;
     const scored: { slot: Slot; score: number }[] = [];
-    const lists =
-      query.type === undefined ? [...this.#byType.values()] : [this.#byType.get(query.type) ?? []];
-    for (const s of lists.flat()) {
-      if (query.keyPrefix !== undefined && !s.key.startsWith(query.keyPrefix)) continue;
-      let dot = 0;
-      for (let d = 0; d < q.length; d++) dot += (q[d] as number) * (s.vector[d] as number);
-      scored.push({ slot: s, score: dot / (qNorm * s.norm) });
+    const lists = query.type === undefined ? this.#byType.values() : [this.#byType.get(query.type) ?? []];
+    for (const list of lists) {
+      for (const s of list) {
+        if (query.keyPrefix !== undefined && !s.key.startsWith(query.keyPrefix)) continue;
+        let dot = 0;
+        for (let d = 0; d < q.length; d++) dot += (q[d] as number) * (s.vector[d] as number);
+        scored.push({ slot: s, score: dot / (qNorm * s.norm) });
+      }
     }
     scored.sort((a, b) => b.score - a.score || (a.slot.key < b.slot.key ? -1 : 1));
     return scored.slice(0, query.topK).map(({ slot, score }) => ({
@@ -236,12 +231,7 @@ export class LocalVectorIndex implements VectorIndex {
 
   /** Rewrites the log with only the live records. */
   async #compact(): Promise<void> {
-    const lines = [...this.#byKey.values()].map((s) =>
-      JSON.stringify({
-        put: { key: s.key, type: s.type, metadata: s.metadata },
-        v: Buffer.from(littleEndian(s.vector)).toString("base64"),
-      } satisfies Line),
-    );
+    const lines = [...this.#byKey.values()].map(putLine);
     await atomicWrite(join(this.#dir, LOG), lines.length ? `${lines.join("\n")}\n` : "", this.#durable);
     this.#logLines = lines.length;
   }
@@ -282,6 +272,13 @@ export class LocalVectorIndex implements VectorIndex {
     this.#logLines = lines.length;
   }
 }
+
+/** A record as its log line. */
+const putLine = (s: Slot): string =>
+  JSON.stringify({
+    put: { key: s.key, type: s.type, metadata: s.metadata },
+    v: Buffer.from(littleEndian(s.vector)).toString("base64"),
+  } satisfies Line);
 
 /** The vector's bytes as little-endian float32 (a copy only on a big-endian machine). */
 function littleEndian(vector: Float32Array): Uint8Array {
