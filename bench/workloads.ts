@@ -156,6 +156,8 @@ export interface ArborOptions {
   /** The folder under which a fresh data folder is made (and removed afterwards). */
   baseDir: string;
   durable: boolean;
+  /** Stricter durability: no write resolves before its commit is on disk. */
+  syncEachWrite?: boolean;
   latencyMs: number;
   /** Give up (throw) when the run is not finished by then. */
   timeoutMs: number;
@@ -172,13 +174,20 @@ interface Arbor {
 
 async function openArbor(plan: TaskSpec, options: ArborOptions): Promise<Arbor> {
   const dataDir = await mkdtemp(join(options.baseDir, "arbor-bench-"));
-  const rt = createLocalRuntime({ mode: "local", tenant: TENANT, dataDir, durable: options.durable });
+  const rt = createLocalRuntime({
+    mode: "local",
+    tenant: TENANT,
+    dataDir,
+    durable: options.durable,
+    syncEachWrite: options.syncEachWrite === true,
+  });
   const llm = new ScriptedLlm(benchScript(plan), { latencyMs: options.latencyMs });
   const engine = await createLocalEngine(rt, { llm });
   const stop = engine.start();
   await engine.registerAssistants(TENANT, ASSISTANTS);
 
   // Every ending (done, failed, canceled) announces the task's output Message: that is the signal.
+  // It counts once it is on disk, as an answer does before a channel may send it.
   const seen = new Map<string, number>();
   const waiting = new Map<string, (at: number) => void>();
   const off = rt.bus.subscribe({
@@ -186,6 +195,7 @@ async function openArbor(plan: TaskSpec, options: ArborOptions): Promise<Arbor> 
     pattern: { source: ["arbor"], "detail-type": ["RESOURCE_PUT"], detail: { name: ["output"] } },
     handler: async (e) => {
       const urn = String(e.detail.urn);
+      await rt.untilDurable();
       const at = performance.now();
       if (!seen.has(urn)) seen.set(urn, at);
       waiting.get(urn)?.(at);

@@ -76,7 +76,10 @@ export interface LocalConfig {
   model?: ModelConfig;
   tenant: string;
   dataDir: string;
+  /** Commits are fsynced before anything that depends on them leaves the process. */
   durable: boolean;
+  /** Stricter and slower: no write resolves before its commit is on disk. */
+  syncEachWrite?: boolean;
   /** Where resources live: rows of the local database (default) or one file per resource. */
   objectStore?: "sqlite" | "files";
 }

@@ -27,7 +27,7 @@ Commands
 Settings (environment)
   ARBOR_DATA_DIR       where local mode keeps its data (default .arbor)
   ARBOR_TENANT         the tenant your URNs live under (default local)
-  ARBOR_DURABLE        fsync every write (default true)
+  ARBOR_DURABLE        fsync commits before answers and effects (default true)
   ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
   POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
 `;

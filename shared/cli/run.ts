@@ -79,6 +79,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
           await engine.watchdog(60_000); // nothing in flight and nobody to ask: drive what stopped
           continue;
         }
+        await rt.untilDurable(); // a question shown is a question on disk
         for (const interaction of pending) {
           live.release();
           const answer = await ask(interaction, options.yes, answers);
@@ -101,6 +102,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     await live.draw(true);
     const { view, output } = await engine.result(rootTaskId);
     const usage = await usageOf(engine.deps, rootTaskId);
+    await rt.untilDurable(); // an answer shown is an answer on disk
     process.stdout.write(
       `\n${heading(view?.status === "done" ? "Answer" : `The request ${view?.status}`)}\n${output ?? view?.failureReason ?? ""}\n`,
     );

@@ -45,6 +45,11 @@ export interface EngineDeps {
   clock: () => Date;
   /** New unique ids (ULIDs in production; a counter in tests). */
   newId: () => string;
+  /**
+   * Resolves once everything written so far is on disk (Runtime.untilDurable): awaited before a
+   * tool with effects runs, so no effect happens that a crash could make Arbor forget.
+   */
+  untilDurable: () => Promise<void>;
   log: ArborLogger;
   settings: EngineSettings;
   /** Test hook: throws at named points to prove that every step resumes after a crash. */

@@ -9,6 +9,7 @@ import {
 } from "../domain/resources.ts";
 import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn.ts";
 import type { LlmMessage } from "../ports/llm.ts";
+import type { ToolDescriptor } from "../ports/tools.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
 import { requestInteraction } from "./interactions.ts";
@@ -94,7 +95,7 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand): Promise<void>
   const response = await deps.llm.complete({
     system: systemPrompt(assistant),
     messages: toLlmMessages(transcript),
-    ...(tools.length ? { tools: tools.map(({ risky: _r, ...spec }) => spec) } : {}),
+    ...(tools.length ? { tools: tools.map(({ risky: _r, pure: _p, ...spec }) => spec) } : {}),
     ...(assistant.model ? { model: assistant.model } : {}),
   });
   deps.faults?.hit("after-llm", "turn");
@@ -136,13 +137,13 @@ async function runTools(
       if (decision === "waiting") return true;
       result =
         decision === "approved"
-          ? await deps.tools.execute(call.name, call.arguments, { taskId, actor: assistant.meta.id })
+          ? await execute(deps, descriptor, call, taskId, assistant)
           : {
               content: `A person declined to run ${call.name} with these arguments. Do not retry it; finish without it.`,
               isError: true,
             };
     } else {
-      result = await deps.tools.execute(call.name, call.arguments, { taskId, actor: assistant.meta.id });
+      result = await execute(deps, descriptor, call, taskId, assistant);
     }
     const message = {
       meta: msgMeta(taskId, `${turnName(turn.n)}-tool-${k}`),
@@ -155,6 +156,18 @@ async function runTools(
     turn.results[k] = message; // the caller sends the transcript on without reading it again
   }
   return false;
+}
+
+/** Runs one call. An effect waits until the turn that asked for it is on disk: a crash cannot hide it. */
+async function execute(
+  deps: EngineDeps,
+  descriptor: ToolDescriptor,
+  call: { name: string; arguments: Record<string, unknown> },
+  taskId: string,
+  assistant: Assistant,
+) {
+  if (!descriptor.pure) await deps.untilDurable();
+  return deps.tools.execute(call.name, call.arguments, { taskId, actor: assistant.meta.id });
 }
 
 /** A risky call runs only after a person approves these exact arguments (bound by their hash). */

@@ -21,6 +21,11 @@ export interface ToolResult {
 export interface ToolDescriptor extends LlmToolSpec {
   /** Risky tools run only after a person confirms the exact arguments. */
   risky: boolean;
+  /**
+   * The tool does nothing outside Arbor (a function of its arguments): running it again after a
+   * crash changes nothing anyone can see, so it need not wait for what led to it to be on disk.
+   */
+  pure: boolean;
 }
 
 export interface ToolPort {

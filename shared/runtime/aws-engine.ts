@@ -87,6 +87,7 @@ export async function createAwsEngine(
     tools: options.tools ?? new BuiltinToolPort(),
     clock: options.clock ?? (() => new Date()),
     newId: options.newId ?? (() => ulid()),
+    untilDurable: () => rt.untilDurable(),
     log: componentLogger("engine"),
     settings: { ...DEFAULT_SETTINGS, ...options.settings },
   });

@@ -53,6 +53,7 @@ export async function createLocalEngine(rt: LocalRuntime, options: LocalEngineOp
     tools: options.tools ?? new BuiltinToolPort(),
     clock: options.clock ?? (() => new Date()),
     newId: options.newId ?? (() => ulid()),
+    untilDurable: () => rt.untilDurable(),
     log: componentLogger("engine"),
     settings: { ...DEFAULT_SETTINGS, ...options.settings },
     ...(options.faults ? { faults: options.faults } : {}),

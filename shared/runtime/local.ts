@@ -24,7 +24,7 @@ import type { Runtime } from "./runtime.ts";
 export interface LocalRuntime extends Runtime {
   readonly bus: InProcessEventBus;
   readonly dataDir: string;
-  /** Whether writes are fsynced before they count as done. */
+  /** Whether commits are fsynced (before anything that depends on them leaves the process). */
   readonly durable: boolean;
 }
 
@@ -32,7 +32,11 @@ export function createLocalRuntime(
   config: LocalConfig,
   options: { bus?: InProcessEventBusOptions; clock?: () => Date } = {},
 ): LocalRuntime {
-  const database = new SqliteDatabase({ path: join(config.dataDir, "arbor.db"), durable: config.durable });
+  const database = new SqliteDatabase({
+    path: join(config.dataDir, "arbor.db"),
+    durable: config.durable,
+    syncEachWrite: config.syncEachWrite === true,
+  });
   const objects =
     config.objectStore === "files"
       ? new FileObjectStore({
@@ -53,6 +57,7 @@ export function createLocalRuntime(
     bus,
     resources: new ResourceStore(objects),
     tasks: new TaskLog(state),
+    untilDurable: () => database.untilDurable(), // the files layout fsyncs each file as it writes it
     async close() {
       await bus.close();
       await database.close();

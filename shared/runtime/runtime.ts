@@ -13,6 +13,11 @@ export interface Runtime {
   readonly bus: EventBus;
   readonly resources: ResourceStore;
   readonly tasks: TaskLog;
+  /**
+   * Resolves once everything written so far is on disk. Await it before anything that depends on
+   * those writes leaves the process: an answer to a person or an agent, a tool call with effects.
+   */
+  untilDurable(): Promise<void>;
   /** Waits for in-flight work (local deliveries) and releases files and connections. */
   close(): Promise<void>;
 }

@@ -1,4 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteDatabase } from "../../shared/adapters/local/sqlite-database.ts";
 import { UnavailableError } from "../../shared/errors.ts";
 
@@ -42,6 +45,101 @@ describe("SqliteDatabase group commit", () => {
     // The next turn starts a new group.
     await db.write(() => insert(db, "c"));
     expect(rows(db)).toEqual(["c"]);
+    await db.close();
+  });
+});
+
+/** An fsync the test holds until it lets go, or fails. */
+function heldFsync() {
+  const calls: { release: () => void; fail: (e: Error) => void }[] = [];
+  const fsync = () =>
+    new Promise<void>((release, fail) => {
+      calls.push({ release, fail });
+    });
+  return { fsync, calls };
+}
+
+const settled = async (p: Promise<unknown>) => {
+  let state = "pending";
+  p.then(
+    () => {
+      state = "resolved";
+    },
+    () => {
+      state = "rejected";
+    },
+  );
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  return state;
+};
+
+describe("SqliteDatabase durability (output commit)", () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "arbor-db-"));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+  const open = (options: { syncEachWrite?: boolean; fsync: () => Promise<void> }) => {
+    const db = new SqliteDatabase({ path: join(dir, "a.db"), ...options });
+    db.exec("CREATE TABLE t (v TEXT PRIMARY KEY)");
+    return db;
+  };
+  const insert = (db: SqliteDatabase, v: string) => () => () => db.sql("INSERT INTO t (v) VALUES (?)").run(v);
+
+  it("a write resolves once committed; untilDurable waits for the fsync that covers it", async () => {
+    const disk = heldFsync();
+    const db = open({ fsync: disk.fsync });
+    await db.write(insert(db, "a")); // committed, not yet on disk
+    expect(disk.calls).toHaveLength(1); // the commit's fsync started in the background
+    const barrier = db.untilDurable();
+    expect(await settled(barrier)).toBe("pending");
+    disk.calls[0]?.release();
+    expect(await settled(barrier)).toBe("resolved");
+    // Nothing new since: the barrier does not fsync again.
+    await db.untilDurable();
+    expect(disk.calls).toHaveLength(1);
+    const closing = db.close();
+    await closing;
+  });
+
+  it("a commit made while an fsync runs waits for the next fsync, which covers every commit before it", async () => {
+    const disk = heldFsync();
+    const db = open({ fsync: disk.fsync });
+    await db.write(insert(db, "a"));
+    await db.write(insert(db, "b"));
+    await db.write(insert(db, "c"));
+    const barrier = db.untilDurable();
+    disk.calls[0]?.release(); // covered only "a"
+    expect(await settled(barrier)).toBe("pending");
+    expect(disk.calls).toHaveLength(2); // one more fsync for "b" and "c" together
+    disk.calls[1]?.release();
+    expect(await settled(barrier)).toBe("resolved");
+    await db.close();
+  });
+
+  it("syncEachWrite: no write resolves before its commit is on disk", async () => {
+    const disk = heldFsync();
+    const db = open({ fsync: disk.fsync, syncEachWrite: true });
+    const write = db.write(insert(db, "a"));
+    expect(await settled(write)).toBe("pending");
+    disk.calls[0]?.release();
+    expect(await settled(write)).toBe("resolved");
+    await db.close();
+  });
+
+  it("a failed fsync fails the barrier and every later write, saying what to do", async () => {
+    const disk = heldFsync();
+    const db = open({ fsync: disk.fsync });
+    await db.write(insert(db, "a"));
+    const barrier = db.untilDurable();
+    disk.calls[0]?.fail(new Error("EIO: i/o error"));
+    await expect(barrier).rejects.toThrow(
+      /Could not flush .*a\.db-wal to disk \(EIO: i\/o error\); check the disk and restart Arbor/,
+    );
+    await expect(db.untilDurable()).rejects.toBeInstanceOf(UnavailableError);
+    await expect(db.write(insert(db, "b"))).rejects.toBeInstanceOf(UnavailableError);
     await db.close();
   });
 });

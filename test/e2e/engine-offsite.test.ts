@@ -55,5 +55,27 @@ describe.each(["sqlite", "files"] as const)(
       expect(kinds.filter((k) => k === "create_plan")).toHaveLength(1);
       expect(kinds.filter((k) => k === "report_evaluation")).toHaveLength(4);
     });
+
+    it("a tool with effects runs only once the turn that asked for it is on disk; pure tools do not wait", async () => {
+      h = await Harness.create({ script, assistants: ASSISTANTS, objectStore });
+      const order: string[] = [];
+      const deps = h.engine.deps;
+      deps.untilDurable = async () => void order.push("on disk");
+      const execute = deps.tools.execute.bind(deps.tools);
+      deps.tools.execute = (name, args, context) => {
+        order.push(`run ${name}`);
+        return execute(name, args, context);
+      };
+      const { rootTaskId } = await h.submit(REQUEST);
+      await h.idle();
+      const [approval] = await h.pending(rootTaskId);
+      await h.engine.respond(approval?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
+      await h.idle();
+
+      expect(order.filter((o) => o === "run send_email")).toHaveLength(1);
+      expect(order[order.indexOf("run send_email") - 1]).toBe("on disk");
+      expect(order.filter((o) => o === "on disk")).toHaveLength(1); // the others are pure
+      expect(order.filter((o) => o.startsWith("run ")).length).toBeGreaterThan(1);
+    });
   },
 );

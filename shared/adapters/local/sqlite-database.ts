@@ -11,23 +11,28 @@ import { UnavailableError } from "../../errors.ts";
  * Group commit: the first write of an event-loop turn opens BEGIN IMMEDIATE (so the conditions a
  * write checks hold until it commits, also across processes sharing the file: WAL, busy timeout);
  * every write of that turn runs at once, checking its conditions before it changes anything (a
- * failed check changes nothing, and its error reaches its caller alone); one COMMIT ends the
- * turn, and the writes' promises resolve once it is durable. A caller never acts on a write before it is durable. Reads in this process
- * may see a write whose commit is still pending; that write is only lost if the COMMIT fails (a
- * full or failing disk), and then every write of the group rejects together and `onRollback`
- * listeners drop what they derived from it.
+ * failed check changes nothing, and its error reaches its caller alone); one COMMIT ends the turn,
+ * and the writes' promises resolve once it has committed. Should the COMMIT fail, every write of
+ * the group rejects together and `onRollback` listeners drop what they derived from it.
  *
- * Durable without blocking: synchronous=FULL would fsync the WAL inside COMMIT, on the main
- * thread. Instead the connection runs synchronous=NORMAL (COMMIT only writes the WAL) and this
- * class fsyncs the WAL file itself on the thread pool before it acknowledges the group: the same
- * guarantee (the commit's WAL frames are on disk before anyone is told it happened) while the main
- * thread goes on. Groups that commit while an fsync runs share the next one.
+ * Durability is output commit: a committed write survives the process crashing at once (it is in
+ * the WAL); it is on disk (the WAL fsynced) before anything that depends on it leaves the process,
+ * because whatever sends something out (an answer, a tool call with effects) first awaits
+ * `untilDurable()`. Every commit is fsynced in the background on the thread pool as soon as it is
+ * made, commits that arrive while an fsync runs share the next one, so the barrier seldom waits.
+ * After a power cut the database holds a prefix of what was committed, and nobody outside was told
+ * of anything beyond it. `syncEachWrite` is the stricter and slower policy: no write resolves
+ * before its commit is on disk.
  */
 export interface SqliteDatabaseOptions {
   /** A file path, or ":memory:". */
   path: string;
-  /** Every commit is on disk before its promise resolves (the WAL is fsynced). Default true. */
+  /** Commits are fsynced, and `untilDurable()` waits for them. Default true. */
   durable?: boolean;
+  /** No write resolves before its commit is on disk (needs `durable`). Default false. */
+  syncEachWrite?: boolean;
+  /** How the WAL file reaches the disk (default: FileHandle.sync). Tests pass one to hold or fail it. */
+  fsync?: (walPath: string) => Promise<void>;
 }
 
 /** Where a store on SQLite keeps its data: a file it opens (and closes), or a shared database. */
@@ -35,8 +40,10 @@ export type SqliteLocation =
   | {
       /** A file path, or ":memory:"; the store opens it and closes it. */
       path: string;
-      /** Every commit is on disk before its promise resolves. Default true. */
+      /** Commits are fsynced, and `untilDurable()` waits for them. Default true. */
       durable?: boolean;
+      /** No write resolves before its commit is on disk. Default false. */
+      syncEachWrite?: boolean;
     }
   | {
       /** A database shared with other stores; whoever opened it closes it. */
@@ -46,8 +53,7 @@ export type SqliteLocation =
 /** The database a store works on, and whether the store opened it (and so must close it). */
 export function openLocation(location: SqliteLocation): { db: SqliteDatabase; owned: boolean } {
   if ("database" in location) return { db: location.database, owned: false };
-  const durable = location.durable === false ? { durable: false } : {};
-  return { db: new SqliteDatabase({ path: location.path, ...durable }), owned: true };
+  return { db: new SqliteDatabase(location), owned: true };
 }
 
 interface PendingCommit {
@@ -60,8 +66,11 @@ export class SqliteDatabase {
   readonly #db: Database.Database;
   readonly #statements = new Map<string, Database.Statement>();
   readonly #wal: WalSync | undefined;
+  readonly #syncEachWrite: boolean;
   readonly #rollbackListeners: (() => void)[] = [];
   #group: PendingCommit | undefined;
+  /** Commits made so far; the WAL holds all of them. */
+  #commits = 0;
   #closed = false;
 
   constructor(options: SqliteDatabaseOptions) {
@@ -72,7 +81,8 @@ export class SqliteDatabase {
     this.#db.exec("PRAGMA synchronous = NORMAL");
     this.#db.exec("PRAGMA busy_timeout = 5000");
     if (options.durable !== false && options.path !== ":memory:")
-      this.#wal = new WalSync(`${options.path}-wal`);
+      this.#wal = new WalSync(`${options.path}-wal`, options.fsync);
+    this.#syncEachWrite = this.#wal !== undefined && options.syncEachWrite === true;
   }
 
   /** Runs DDL (CREATE TABLE IF NOT EXISTS ...). */
@@ -117,6 +127,14 @@ export class SqliteDatabase {
     });
   }
 
+  /**
+   * Resolves once every write that has resolved so far is on disk; call it before anything that
+   * depends on them leaves the process. Rejects, now and from then on, if the disk failed a flush.
+   */
+  async untilDurable(): Promise<void> {
+    await this.#wal?.sync(this.#commits);
+  }
+
   /** Called when a group's COMMIT fails: whatever was derived from its writes must be dropped. */
   onRollback(listener: () => void): void {
     this.#rollbackListeners.push(listener);
@@ -127,6 +145,7 @@ export class SqliteDatabase {
     if (this.#closed) return;
     this.#closed = true;
     await this.#commit();
+    await this.#wal?.sync(this.#commits).catch(() => undefined); // a failure was reported to the barrier
     await this.#wal?.close();
     this.#db.close();
   }
@@ -158,6 +177,7 @@ export class SqliteDatabase {
     if (!group) return Promise.resolve();
     this.#group = undefined;
     try {
+      if (this.#wal?.failure) throw this.#wal.failure;
       this.#db.exec("COMMIT");
     } catch (e) {
       if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
@@ -165,48 +185,77 @@ export class SqliteDatabase {
       for (const fail of group.failed) fail(e);
       return Promise.resolve();
     }
+    const commit = ++this.#commits;
     const settle = () => {
       for (const done of group.done) done();
     };
     if (!this.#wal) return Promise.resolve(settle());
-    return this.#wal.sync().then(settle, (cause) => {
-      const e = new UnavailableError(`Could not flush ${this.path} to disk; check the disk`, { cause });
+    const synced = this.#wal.sync(commit); // in the background, so a barrier seldom waits
+    if (!this.#syncEachWrite) {
+      synced.catch(() => undefined); // reported by untilDurable() and by every later write
+      return Promise.resolve(settle());
+    }
+    return synced.then(settle, (e) => {
       for (const fail of group.failed) fail(e);
     });
   }
 }
 
-/** fsyncs the WAL file on the thread pool; callers that arrive while one runs share the next one. */
+/**
+ * fsyncs the WAL on the thread pool. `sync(n)` resolves once an fsync that started after commit n
+ * has finished; commits that arrive while one runs share the next. A failed fsync is final: the
+ * page cache can no longer be trusted to hold what was written, so every later sync rejects too
+ * (the process must be restarted, and it then reads what the disk really has).
+ */
 class WalSync {
   readonly #path: string;
-  #handle: Promise<FileHandle> | undefined;
+  readonly #fsync: (path: string) => Promise<void>;
+  /** Highest commit known to be on disk. */
+  #synced = 0;
+  /** Highest commit asked for. */
+  #wanted = 0;
   #running: Promise<void> | undefined;
-  #next: Promise<void> | undefined;
+  #failure: UnavailableError | undefined;
 
-  constructor(path: string) {
+  constructor(path: string, fsync?: (path: string) => Promise<void>) {
     this.#path = path;
+    this.#fsync = fsync ?? ((p) => this.#syncHandle(p));
   }
 
-  /** Resolves after an fsync that started after this call. */
-  sync(): Promise<void> {
-    if (!this.#running) {
-      const run = this.#fsync().finally(() => {
-        if (this.#running === run) this.#running = undefined;
-      });
-      this.#running = run;
-      return run;
+  get failure(): UnavailableError | undefined {
+    return this.#failure;
+  }
+
+  async sync(commit: number): Promise<void> {
+    this.#wanted = Math.max(this.#wanted, commit);
+    while (this.#synced < commit) {
+      if (this.#failure) throw this.#failure;
+      this.#running ??= this.#run();
+      await this.#running;
     }
-    this.#next ??= this.#running
-      .catch(() => undefined)
-      .then(() => {
-        this.#next = undefined;
-        return this.sync();
-      });
-    return this.#next;
+    if (this.#failure) throw this.#failure;
   }
 
-  async #fsync(): Promise<void> {
-    this.#handle ??= open(this.#path, "r");
+  /** One fsync covering every commit made before it starts. */
+  async #run(): Promise<void> {
+    const covers = this.#wanted;
+    try {
+      await this.#fsync(this.#path);
+      this.#synced = Math.max(this.#synced, covers);
+    } catch (cause) {
+      this.#failure = new UnavailableError(
+        `Could not flush ${this.#path} to disk (${(cause as Error).message ?? cause}); check the disk and restart Arbor`,
+        { cause },
+      );
+    } finally {
+      this.#running = undefined;
+    }
+  }
+
+  #handle: Promise<FileHandle> | undefined;
+
+  async #syncHandle(path: string): Promise<void> {
+    this.#handle ??= open(path, "r");
     try {
       await (await this.#handle).sync();
     } catch (e) {
@@ -216,8 +265,7 @@ class WalSync {
   }
 
   async close(): Promise<void> {
-    await this.#next?.catch(() => undefined);
-    await this.#running?.catch(() => undefined);
+    await this.#running;
     const handle = this.#handle;
     this.#handle = undefined;
     await (await handle?.catch(() => undefined))?.close();

@@ -12,6 +12,8 @@ export interface BuiltinTool<S extends z.ZodObject = z.ZodObject> {
   description: string;
   schema: S;
   risky?: boolean;
+  /** No effect outside Arbor (see ToolDescriptor.pure). Default false. */
+  pure?: boolean;
   run(args: z.output<S>, context: ToolContext): Promise<string> | string;
 }
 
@@ -20,6 +22,7 @@ export const defineTool = <S extends z.ZodObject>(tool: BuiltinTool<S>): Builtin
 
 export const sha256Tool = defineTool({
   name: "sha256",
+  pure: true,
   description: "SHA-256 hash of a text, as lowercase hex.",
   schema: z.object({ text: z.string().max(1_000_000) }),
   run: ({ text }) => createHash("sha256").update(text).digest("hex"),
@@ -27,6 +30,7 @@ export const sha256Tool = defineTool({
 
 export const wordCountTool = defineTool({
   name: "word_count",
+  pure: true,
   description: "Counts the words in a text.",
   schema: z.object({ text: z.string().max(1_000_000) }),
   run: ({ text }) => String(text.split(/\s+/).filter(Boolean).length),
@@ -34,6 +38,7 @@ export const wordCountTool = defineTool({
 
 export const calculatorTool = defineTool({
   name: "calculator",
+  pure: true,
   description: "Adds, subtracts, multiplies or divides two numbers.",
   schema: z.object({ a: z.number(), b: z.number(), op: z.enum(["add", "subtract", "multiply", "divide"]) }),
   run: ({ a, b, op }) => {
@@ -74,7 +79,13 @@ export class BuiltinToolPort implements ToolPort {
       const t = this.#tools.get(name);
       if (!t) return [];
       const { $schema: _drop, ...parameters } = z.toJSONSchema(t.schema) as Record<string, unknown>;
-      const descriptor = { name: t.name, description: t.description, parameters, risky: t.risky ?? false };
+      const descriptor = {
+        name: t.name,
+        description: t.description,
+        parameters,
+        risky: t.risky ?? false,
+        pure: t.pure ?? false,
+      };
       this.#descriptors.set(name, descriptor);
       return [structuredClone(descriptor)];
     });
