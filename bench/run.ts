@@ -99,7 +99,8 @@ function percentile(values: readonly number[], p: number): number {
 interface Line {
   name: string;
   workload: "W1" | "W2";
-  durable: boolean;
+  /** on: fsync before anything leaves the process (the default); each write: before every write resolves. */
+  durable: Durability;
   latencyMs: number;
   tasks: number;
   done: number;
@@ -186,10 +187,12 @@ interface Clock {
   timeout(ownMs: number): number;
 }
 
+type Durability = "on" | "each write" | "off";
+
 async function measureW1(
   name: string,
   latencyMs: number,
-  durable: boolean,
+  durable: Durability,
   args: Args,
   clock: Clock,
 ): Promise<Line> {
@@ -199,7 +202,13 @@ async function measureW1(
     gc();
     const bound = await treeInMemory(W1_SHAPE, latencyMs);
     gc();
-    const options: ArborOptions = { baseDir: args.dir, durable, latencyMs, timeoutMs: clock.timeout(60_000) };
+    const options: ArborOptions = {
+      baseDir: args.dir,
+      durable: durable !== "off",
+      syncEachWrite: durable === "each write",
+      latencyMs,
+      timeoutMs: clock.timeout(60_000),
+    };
     const { value, ...usage } = await observed(() => treeOnArbor(W1_SHAPE, options));
     runs.push({ ...value, latencies: value.leafLatenciesMs, bound, ...usage });
     progress(
@@ -228,7 +237,7 @@ async function measureW2(requests: number, inFlight: number, args: Args, clock: 
     {
       name: `W2 ${requests} requests, ${inFlight} in flight, 0 ms`,
       workload: "W2",
-      durable: true,
+      durable: "on",
       latencyMs: 0,
       tasks: requests,
       latencyOf: "request",
@@ -299,11 +308,14 @@ async function main(): Promise<void> {
     }
   };
   if (args.only !== "w2") {
-    await attempt("W1 0 ms", () => measureW1("W1 111 tasks, 0 ms", 0, true, args, clock));
-    await attempt("W1 0 ms durable off", () =>
-      measureW1("W1 111 tasks, 0 ms, durable off", 0, false, args, clock),
+    await attempt("W1 0 ms", () => measureW1("W1 111 tasks, 0 ms", 0, "on", args, clock));
+    await attempt("W1 0 ms fsync each write", () =>
+      measureW1("W1 111 tasks, 0 ms, fsync each write", 0, "each write", args, clock),
     );
-    await attempt("W1 50 ms", () => measureW1("W1 111 tasks, 50 ms", 50, true, args, clock));
+    await attempt("W1 0 ms durable off", () =>
+      measureW1("W1 111 tasks, 0 ms, durable off", 0, "off", args, clock),
+    );
+    await attempt("W1 50 ms", () => measureW1("W1 111 tasks, 50 ms", 50, "on", args, clock));
   }
   if (args.only !== "w1") await attempt("W2", () => measureW2(1000, 50, args, clock));
 
@@ -331,7 +343,7 @@ async function main(): Promise<void> {
     ],
     ...lines.map((l) => [
       l.name,
-      l.durable ? "on" : "off",
+      l.durable,
       `${l.calls.total} / ${l.boundCalls.total}`,
       `${f(l.wallMs, 0)} [${f(Math.min(...l.allWallMs), 0)}-${f(Math.max(...l.allWallMs), 0)}]`,
       f(l.boundMs),

@@ -1,6 +1,6 @@
 import { isTaskEvent, type StoredEvent, type TaskEvent, validateEvent } from "../domain/events.ts";
 import { reduceTaskView, type TaskView } from "../domain/task-view.ts";
-import { ConflictError, ValidationError } from "../errors.ts";
+import { ConflictError, InvalidTransitionError, ValidationError } from "../errors.ts";
 import {
   collectPages,
   readAllEvents,
@@ -44,13 +44,19 @@ export class TaskLog {
     if (!isTaskEvent(event)) throw new ValidationError(`${event.type} is not a task event`);
     const taskId = event.payload.taskId;
     for (let attempt = 1; ; attempt++) {
-      const known = await this.#state.findEvent(event.id);
-      if (known) return { view: await this.#mustView(taskId), duplicate: true };
-
       const current = await this.#state.get<TaskView>(taskId);
       const version = current?.data.version ?? 0;
       const stored: StoredEvent = { ...event, streamId: taskId, seq: version + 1, recordedAt: event.at };
-      const view = reduceTaskView(current?.data, stored) as TaskView; // throws on a forbidden transition
+      let view: TaskView;
+      try {
+        view = reduceTaskView(current?.data, stored) as TaskView; // throws on a forbidden transition
+      } catch (e) {
+        // A redelivered event usually no longer fits the state it moved the task to.
+        if (e instanceof InvalidTransitionError && (await this.#state.findEvent(event.id)))
+          return { view: await this.#mustView(taskId), duplicate: true };
+        throw e;
+      }
+      // A redelivered event that still fits is found by the transaction, which then writes nothing.
       try {
         const result = await this.#state.transact([
           { op: "append", streamId: taskId, events: [event], expectedVersion: version },

@@ -68,6 +68,7 @@ export class SqliteDatabase {
   readonly #wal: WalSync | undefined;
   readonly #syncEachWrite: boolean;
   readonly #rollbackListeners: (() => void)[] = [];
+  readonly #commitListeners: (() => void)[] = [];
   #group: PendingCommit | undefined;
   /** Commits made so far; the WAL holds all of them. */
   #commits = 0;
@@ -135,6 +136,14 @@ export class SqliteDatabase {
     await this.#wal?.sync(this.#commits);
   }
 
+  /**
+   * Called just before a group commits, inside its transaction: the last changes of its writes
+   * (counters added up over the group) go in here. A listener that throws undoes the group.
+   */
+  beforeCommit(listener: () => void): void {
+    this.#commitListeners.push(listener);
+  }
+
   /** Called when a group's COMMIT fails: whatever was derived from its writes must be dropped. */
   onRollback(listener: () => void): void {
     this.#rollbackListeners.push(listener);
@@ -178,6 +187,7 @@ export class SqliteDatabase {
     this.#group = undefined;
     try {
       if (this.#wal?.failure) throw this.#wal.failure;
+      for (const listener of this.#commitListeners) listener();
       this.#db.exec("COMMIT");
     } catch (e) {
       if (this.#db.inTransaction) this.#db.exec("ROLLBACK");

@@ -71,12 +71,22 @@ export class SqliteStateStore implements StateStore {
    */
   readonly #cache = new Map<string, StateRecord | null>();
   #staged: Map<string, StateRecord | null> | undefined;
+  /**
+   * Counter adds of the open group, summed per record: written once, just before the group
+   * commits, however many writes of the group added to the record (many tasks counting into one
+   * parent at once). Reads see a counter as of the last commit.
+   */
+  readonly #adds = new Map<string, PendingAdd>();
 
   constructor(options: SqliteStateStoreOptions) {
     ({ db: this.#db, owned: this.#owned } = openLocation(options));
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
-    this.#db.onRollback(() => this.#cache.clear());
+    this.#db.beforeCommit(() => this.#writeAdds());
+    this.#db.onRollback(() => {
+      this.#cache.clear();
+      this.#adds.clear();
+    });
   }
 
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
@@ -142,10 +152,12 @@ export class SqliteStateStore implements StateStore {
   #check(op: WriteOp, index: number, recordedAt: string): () => StoredEvent[] | undefined {
     switch (op.op) {
       case "put": {
+        this.#writeAdds(op.record.key);
         const current = this.#expect(op.record.key, op.expectedVersion, index);
         return () => void this.#upsert(op.record, current + 1);
       }
       case "delete": {
+        this.#writeAdds(op.key);
         this.#expect(op.key, op.expectedVersion, index);
         return () => {
           this.#db.sql("DELETE FROM records WHERE key = ?").run(op.key);
@@ -154,8 +166,8 @@ export class SqliteStateStore implements StateStore {
         };
       }
       case "add": {
-        const next = this.#added(op);
-        return () => void this.#upsert(next.record, next.version);
+        this.#checkCounter(op.key);
+        return () => void this.#pendAdd(op);
       }
       default: {
         const current = this.#streamVersion(op.streamId);
@@ -177,24 +189,62 @@ export class SqliteStateStore implements StateStore {
     return current;
   }
 
-  /** The counter record after the add, and its new version. */
-  #added(op: AddOp): { record: RecordInput; version: number } {
-    const row = this.#db.sql("SELECT version, parent, data FROM records WHERE key = ?").get(op.key) as
-      | Row
-      | undefined;
-    const current = row ? counters(op.key, JSON.parse(String(row.data))) : undefined;
-    // Without a parent of its own, an add keeps the record's parent.
-    const parent = op.parent ?? (row?.parent == null ? undefined : String(row.parent));
-    return {
-      record: {
-        key: op.key,
-        kind: op.kind,
-        updatedAt: op.updatedAt,
-        data: addAmounts(current, op.amounts),
-        ...(parent === undefined ? {} : { parent }),
-      },
-      version: (row ? Number(row.version) : 0) + 1,
+  /** Refuses to add to a record that is not a counter record (one put whole). */
+  #checkCounter(key: string): void {
+    if (this.#adds.has(key)) return;
+    const known = this.#cache.get(key);
+    if (known !== undefined) {
+      if (known) counters(key, known.data);
+      return;
+    }
+    const row = this.#db.sql("SELECT data FROM records WHERE key = ?").get(key) as Row | undefined;
+    if (row) counters(key, JSON.parse(String(row.data)));
+  }
+
+  #pendAdd(op: AddOp): void {
+    const pending = this.#adds.get(op.key);
+    if (!pending) {
+      this.#adds.set(op.key, { op: { ...op, amounts: { ...op.amounts } }, count: 1 });
+      return;
+    }
+    pending.count++;
+    pending.op = {
+      ...op,
+      amounts: addAmounts(pending.op.amounts, op.amounts),
+      ...(op.parent === undefined && pending.op.parent !== undefined ? { parent: pending.op.parent } : {}),
     };
+  }
+
+  /** Writes the summed adds of the open group (of one record, or all): each add counts a version. */
+  #writeAdds(only?: string): void {
+    const keys = only === undefined ? [...this.#adds.keys()] : this.#adds.has(only) ? [only] : [];
+    for (const key of keys) {
+      const { op, count } = this.#adds.get(key) as PendingAdd;
+      this.#adds.delete(key);
+      const row = this.#db.sql("SELECT version, parent, data FROM records WHERE key = ?").get(key) as
+        | Row
+        | undefined;
+      const current = row ? counters(key, JSON.parse(String(row.data))) : undefined;
+      // Without a parent of its own, an add keeps the record's parent.
+      const parent = op.parent ?? (row?.parent == null ? undefined : String(row.parent));
+      const staged = new Map<string, StateRecord | null>();
+      this.#staged = staged;
+      try {
+        this.#upsert(
+          {
+            key,
+            kind: op.kind,
+            updatedAt: op.updatedAt,
+            data: addAmounts(current, op.amounts),
+            ...(parent === undefined ? {} : { parent }),
+          },
+          (row ? Number(row.version) : 0) + count,
+        );
+      } finally {
+        this.#staged = undefined;
+      }
+      for (const [k, record] of staged) this.#remember(k, record);
+    }
   }
 
   #upsert(r: RecordInput, version: number): void {
@@ -314,6 +364,12 @@ export class SqliteStateStore implements StateStore {
 }
 
 const MAX_CACHED_RECORDS = 100_000;
+
+interface PendingAdd {
+  /** The adds of the group so far, as one. */
+  op: AddOp;
+  count: number;
+}
 
 /** A stored record's data as counters; anything else cannot be added to. */
 function counters(key: string, data: unknown): Record<string, number> {
