@@ -14,7 +14,9 @@ import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite
  * the task events around it, and is durable when its promise resolves.
  *
  * Keys are TEXT under SQLite's BINARY collation (memcmp of UTF-8), which is S3's byte order, so a
- * prefix is one index range. Listing with a delimiter skips each "folder" in one index seek.
+ * prefix is one index range. Listing with a delimiter skips each "folder" in one index seek. The
+ * bodies (often a kilobyte or more) stay out of that index: the table is an ordinary rowid table
+ * with a unique index on the key, so a write changes a few small index pages, not a page of bodies.
  *
  * The store keeps the bytes it wrote or read (and the keys it knows are absent) in memory, up to
  * `cacheBytes`: its process is the only writer, and every write goes through it. `put` keeps a
@@ -27,10 +29,10 @@ export type SqliteObjectStoreOptions = SqliteLocation & {
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS objects (
-  key TEXT PRIMARY KEY,
+  key TEXT NOT NULL UNIQUE,
   body BLOB NOT NULL,
   content_type TEXT
-) WITHOUT ROWID;
+);
 `;
 const SCAN_BATCH = 256;
 

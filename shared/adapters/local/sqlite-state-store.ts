@@ -38,7 +38,7 @@ type Row = Record<string, unknown>;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS events (
-  gid INTEGER PRIMARY KEY AUTOINCREMENT,
+  gid INTEGER PRIMARY KEY, -- rows are only ever appended, so ids only grow
   stream_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
   event_id TEXT NOT NULL UNIQUE,
