@@ -326,14 +326,22 @@ export class SqliteStateStore implements StateStore {
   async byParent<T>(parent: string, options: QueryOptions = {}): Promise<Page<StateRecord<T>>> {
     const limit = pageSize(options);
     const after = options.cursor === undefined ? "" : decodeCursor(options.cursor)[0];
+    // Keys and versions first: a record this process already holds at that version is not read
+    // and parsed again (a parent's supervisor lists its children each time one of them ends).
     const rows = this.#db
-      .sql("SELECT * FROM records WHERE parent = ? AND key > ? ORDER BY key LIMIT ?")
+      .sql("SELECT key, version FROM records WHERE parent = ? AND key > ? ORDER BY key LIMIT ?")
       .all(parent, after, limit + 1) as Row[];
-    return paged(
-      rows.map((r) => toRecord<T>(r)),
-      limit,
-      (last) => encodeCursor([last.key]),
-    );
+    const records = rows.flatMap((r) => {
+      const key = String(r.key);
+      const known = this.#cache.get(key);
+      if (known && known.version === Number(r.version)) return [known as StateRecord<T>];
+      const row = this.#db.sql("SELECT * FROM records WHERE key = ?").get(key) as Row | undefined;
+      if (!row) return []; // deleted in between (another process)
+      const record = deepFreeze(toRecord<T>(row));
+      this.#remember(key, record);
+      return [record];
+    });
+    return paged(records, limit, (last) => encodeCursor([last.key]));
   }
 
   async byStatus<T>(
