@@ -286,10 +286,11 @@ async function main(): Promise<void> {
         "includes whatever ran just before): if other processes share the CPUs, expect noisy numbers.",
     );
 
-  // Warm-up: a small tree and a few requests, not reported (module loading, JIT, first SQLite file).
+  // Warm-up, not reported: a whole W1 tree and a few requests (module loading, the JIT's
+  // optimised code for every step, the first SQLite file).
   progress("warming up");
   const warm: ArborOptions = { baseDir: args.dir, durable: true, latencyMs: 0, timeoutMs: 60_000 };
-  await treeOnArbor({ children: 2, leavesPerChild: 3 }, warm);
+  await treeOnArbor(W1_SHAPE, warm);
   await treeInMemory({ children: 2, leavesPerChild: 3 }, 0);
   await requestsOnArbor(10, 5, warm);
   await requestsInMemory(10, 5, 0);

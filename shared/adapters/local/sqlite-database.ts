@@ -1,7 +1,6 @@
 import { mkdirSync } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { dirname } from "node:path";
-import { Worker } from "node:worker_threads";
 import Database from "libsql";
 import { UnavailableError } from "../../errors.ts";
 
@@ -24,10 +23,6 @@ import { UnavailableError } from "../../errors.ts";
  * After a power cut the database holds a prefix of what was committed, and nobody outside was told
  * of anything beyond it. `syncEachWrite` is the stricter and slower policy: no write resolves
  * before its commit is on disk.
- *
- * Checkpoints (copying the WAL's pages into the database file, then an fsync of it) run on a
- * thread of their own, on a second connection, a few times a second: done by SQLite inside a
- * COMMIT, they cost the writing thread about half of every commit.
  */
 export interface SqliteDatabaseOptions {
   /** A file path, or ":memory:". */
@@ -61,9 +56,6 @@ export function openLocation(location: SqliteLocation): { db: SqliteDatabase; ow
   return { db: new SqliteDatabase(location), owned: true };
 }
 
-const CHECKPOINT_INTERVAL_MS = 250;
-const SQLITE_DEFAULT_AUTOCHECKPOINT = 1000;
-
 interface PendingCommit {
   done: (() => void)[];
   failed: ((e: unknown) => void)[];
@@ -75,7 +67,6 @@ export class SqliteDatabase {
   readonly #statements = new Map<string, Database.Statement>();
   readonly #wal: WalSync | undefined;
   readonly #syncEachWrite: boolean;
-  readonly #checkpointer: Worker | undefined;
   readonly #rollbackListeners: (() => void)[] = [];
   readonly #commitListeners: (() => void)[] = [];
   #group: PendingCommit | undefined;
@@ -93,24 +84,6 @@ export class SqliteDatabase {
     if (options.durable !== false && options.path !== ":memory:")
       this.#wal = new WalSync(`${options.path}-wal`, options.fsync);
     this.#syncEachWrite = this.#wal !== undefined && options.syncEachWrite === true;
-    if (options.path !== ":memory:") this.#checkpointer = this.#startCheckpointer(options.path);
-  }
-
-  /** Checkpoints move to a thread of their own; should it fail, SQLite does them in COMMIT again. */
-  #startCheckpointer(path: string): Worker {
-    this.#db.exec("PRAGMA wal_autocheckpoint = 0");
-    const worker = new Worker(new URL("./sqlite-checkpointer.mjs", import.meta.url), {
-      workerData: { path, intervalMs: CHECKPOINT_INTERVAL_MS },
-    });
-    worker.unref();
-    const fallBack = () => {
-      if (!this.#closed) this.#db.exec(`PRAGMA wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
-    };
-    worker.on("error", fallBack);
-    worker.on("message", (m: { error?: string }) => {
-      if (m.error) fallBack();
-    });
-    return worker;
   }
 
   /** Runs DDL (CREATE TABLE IF NOT EXISTS ...). */
@@ -183,12 +156,6 @@ export class SqliteDatabase {
     await this.#commit();
     await this.#wal?.sync(this.#commits).catch(() => undefined); // a failure was reported to the barrier
     await this.#wal?.close();
-    if (this.#checkpointer) {
-      const exited = new Promise((resolve) => this.#checkpointer?.once("exit", resolve));
-      this.#checkpointer.ref(); // this process waits for it
-      this.#checkpointer.postMessage("close");
-      await exited;
-    }
     this.#db.close();
   }
 
