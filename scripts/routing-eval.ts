@@ -17,6 +17,9 @@ import {
   type SetName,
 } from "../test/fixtures/routing/evaluate-routing.ts";
 
+/** The report goes to stdout, as the CLI writes its own (structured logs stay for services). */
+const say = (line: string) => process.stdout.write(`${line}\n`);
+
 const { values } = parseArgs({
   options: { set: { type: "string", default: "dev" }, verbose: { type: "boolean", default: false } },
 });
@@ -31,22 +34,22 @@ const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 
 function print(r: RoutingReport): void {
   const para = r.outcomes.filter((o) => o.task.paraphrased);
-  console.log(`\n== ${r.set} set, embedder ${r.embedderId}`);
-  console.log(`accuracy              ${pct(r.accuracy)}  (${r.correct}/${r.total})`);
-  console.log(
+  say(`\n== ${r.set} set, embedder ${r.embedderId}`);
+  say(`accuracy              ${pct(r.accuracy)}  (${r.correct}/${r.total})`);
+  say(
     `paraphrased accuracy  ${pct(r.paraphrasedAccuracy)}  (${para.filter((o) => o.correct).length}/${para.length})`,
   );
-  console.log(`mean margin           ${r.meanMargin.toFixed(4)}  (winner - runner-up cosine)`);
+  say(`mean margin           ${r.meanMargin.toFixed(4)}  (winner - runner-up cosine)`);
   const wrong = r.outcomes.filter((o) => !o.correct);
-  console.log(wrong.length ? "confusions:" : "confusions: none");
+  say(wrong.length ? "confusions:" : "confusions: none");
   for (const o of wrong) {
-    console.log(
+    say(
       `  ${o.task.paraphrased ? "[P] " : "    "}${o.task.name}: expected ${o.task.expected} (${o.expectedScore.toFixed(3)}), got ${o.winner} (${o.winnerScore.toFixed(3)})`,
     );
   }
   if (values.verbose) {
     for (const o of r.outcomes.filter((x) => x.correct)) {
-      console.log(
+      say(
         `  ok ${o.task.name}: ${o.winner} ${o.winnerScore.toFixed(3)} vs ${o.runnerUp} ${o.runnerUpScore.toFixed(3)}`,
       );
     }

@@ -1,20 +1,15 @@
 import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
 import { S3VectorsClient } from "@aws-sdk/client-s3vectors";
-import { ulid } from "ulid";
 import { TitanEmbedder } from "../adapters/embeddings/titan-embedder.ts";
 import { BedrockLlm, bedrockClientConfig } from "../adapters/llm/bedrock-llm.ts";
-import { BuiltinToolPort } from "../adapters/tools/builtin-tools.ts";
 import { S3VectorsIndex } from "../adapters/vectors/s3-vectors-index.ts";
 import { type AwsConfig, MODEL_HELP } from "../config.ts";
-import type { EngineSettings } from "../engine/context.ts";
-import { Engine } from "../engine/engine.ts";
+import type { Engine } from "../engine/engine.ts";
 import { ConfigError } from "../errors.ts";
-import { componentLogger } from "../observability/logger.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
-import type { ToolPort } from "../ports/tools.ts";
 import type { AwsRuntime } from "./aws.ts";
-import { DEFAULT_SETTINGS } from "./local-engine.ts";
+import { type EngineOptions, engineOn } from "./engine-wiring.ts";
 import { createModel } from "./models.ts";
 
 /**
@@ -37,14 +32,10 @@ export interface AwsEngineClients {
   s3vectors?: S3VectorsClient;
 }
 
-export interface AwsEngineOptions {
+export interface AwsEngineOptions extends EngineOptions {
   clients?: AwsEngineClients;
   llm?: Llm;
   embedder?: Embedder;
-  tools?: ToolPort;
-  settings?: Partial<EngineSettings>;
-  clock?: () => Date;
-  newId?: () => string;
 }
 
 export async function createAwsEngine(
@@ -76,21 +67,7 @@ export async function createAwsEngine(
     // The stack creates the index (tagged with its space); functions may not create indexes.
     createIfMissing: false,
   });
-  return new Engine({
-    resources: rt.resources,
-    tasks: rt.tasks,
-    state: rt.state,
-    bus: rt.bus,
-    llm,
-    embedder,
-    index,
-    tools: options.tools ?? new BuiltinToolPort(),
-    clock: options.clock ?? (() => new Date()),
-    newId: options.newId ?? (() => ulid()),
-    untilDurable: () => rt.untilDurable(),
-    log: componentLogger("engine"),
-    settings: { ...DEFAULT_SETTINGS, ...options.settings },
-  });
+  return engineOn(rt, { llm, embedder, index }, options);
 }
 
 function modelFor(config: AwsConfig, bedrock: BedrockRuntimeClient | undefined): Llm {

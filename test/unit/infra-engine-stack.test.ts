@@ -258,7 +258,7 @@ describe("functions", () => {
     const script = `
       const { handler } = await import(${JSON.stringify(bundle)});
       for (const input of [{ subscription: "plan" }, { subscription: "plan", event: { id: "e", source: "arbor.engine", "detail-type": "PLAN_REQUESTED", detail: {} } }]) {
-        try { await handler(input); console.log("no error"); } catch (e) { console.log(e.name + ": " + e.message); }
+        try { await handler(input); process.stdout.write("no error\\n"); } catch (e) { process.stdout.write(e.name + ": " + e.message + "\\n"); }
       }`;
     const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
       env: { PATH: process.env.PATH, POWERTOOLS_LOG_LEVEL: "SILENT" },

@@ -65,12 +65,12 @@ export class SqliteStateStore implements StateStore {
   readonly #clock: () => Date;
   /**
    * Records this process read or wrote (null: known absent), frozen and shared: `get` answers from
-   * here. A write updates it only once its transaction has succeeded; a failed group commit clears
-   * it; a conflict drops the record, so a retry reads it again (another process may have written).
-   * Conditions are always checked against the database.
+   * here. A write updates it as it changes the row; should the group it belongs to be undone (a
+   * change that fails half-way, a failed COMMIT), the whole cache is cleared. A conflict drops the
+   * record, so a retry reads it again (another process may have written). Conditions are always
+   * checked against the database.
    */
   readonly #cache = new Map<string, StateRecord | null>();
-  #staged: Map<string, StateRecord | null> | undefined;
   /**
    * Counter adds of the open group, summed per record: written once, just before the group
    * commits, however many writes of the group added to the record (many tasks counting into one
@@ -109,20 +109,7 @@ export class SqliteStateStore implements StateStore {
   async transact(ops: readonly WriteOp[]): Promise<TransactResult> {
     const validated = validateOps(ops);
     const recordedAt = this.#clock().toISOString();
-    return this.#db.write(() => {
-      const apply = this.#plan(validated, recordedAt);
-      return () => {
-        const staged = new Map<string, StateRecord | null>();
-        this.#staged = staged;
-        try {
-          const result = apply();
-          for (const [key, record] of staged) this.#remember(key, record);
-          return result;
-        } finally {
-          this.#staged = undefined;
-        }
-      };
-    });
+    return this.#db.write(() => this.#plan(validated, recordedAt));
   }
 
   #remember(key: string, record: StateRecord | null): void {
@@ -161,7 +148,7 @@ export class SqliteStateStore implements StateStore {
         this.#expect(op.key, op.expectedVersion, index);
         return () => {
           this.#db.sql("DELETE FROM records WHERE key = ?").run(op.key);
-          this.#staged?.set(op.key, null);
+          this.#remember(op.key, null);
           return undefined;
         };
       }
@@ -227,23 +214,16 @@ export class SqliteStateStore implements StateStore {
       const current = row ? counters(key, JSON.parse(String(row.data))) : undefined;
       // Without a parent of its own, an add keeps the record's parent.
       const parent = op.parent ?? (row?.parent == null ? undefined : String(row.parent));
-      const staged = new Map<string, StateRecord | null>();
-      this.#staged = staged;
-      try {
-        this.#upsert(
-          {
-            key,
-            kind: op.kind,
-            updatedAt: op.updatedAt,
-            data: addAmounts(current, op.amounts),
-            ...(parent === undefined ? {} : { parent }),
-          },
-          (row ? Number(row.version) : 0) + count,
-        );
-      } finally {
-        this.#staged = undefined;
-      }
-      for (const [k, record] of staged) this.#remember(k, record);
+      this.#upsert(
+        {
+          key,
+          kind: op.kind,
+          updatedAt: op.updatedAt,
+          data: addAmounts(current, op.amounts),
+          ...(parent === undefined ? {} : { parent }),
+        },
+        (row ? Number(row.version) : 0) + count,
+      );
     }
   }
 
@@ -258,7 +238,6 @@ export class SqliteStateStore implements StateStore {
     };
     if (r.parent !== undefined) stored.parent = r.parent;
     if (r.status !== undefined) stored.status = r.status;
-    this.#staged?.set(r.key, deepFreeze(stored));
     this.#db
       .sql(
         `INSERT INTO records (key, kind, parent, status, version, updated_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -266,6 +245,7 @@ export class SqliteStateStore implements StateStore {
            version = excluded.version, updated_at = excluded.updated_at, data = excluded.data`,
       )
       .run(r.key, r.kind, r.parent ?? null, r.status ?? null, version, r.updatedAt, data);
+    this.#remember(r.key, deepFreeze(stored));
   }
 
   #append(op: Extract<WriteOp, { op: "append" }>, current: number, recordedAt: string): StoredEvent[] {

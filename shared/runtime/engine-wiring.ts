@@ -1,0 +1,51 @@
+import { ulid } from "ulid";
+import { BuiltinToolPort } from "../adapters/tools/builtin-tools.ts";
+import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
+import type { EngineSettings, FaultInjector } from "../engine/context.ts";
+import { Engine } from "../engine/engine.ts";
+import { componentLogger } from "../observability/logger.ts";
+import type { Embedder } from "../ports/embeddings.ts";
+import type { Llm } from "../ports/llm.ts";
+import type { ToolPort } from "../ports/tools.ts";
+import type { VectorIndex } from "../ports/vector-index.ts";
+import type { Runtime } from "./runtime.ts";
+
+/** What both composition roots (local-engine.ts, aws-engine.ts) wire the same way. */
+export const DEFAULT_SETTINGS: EngineSettings = {
+  electionThreshold: 0.1,
+  defaultBudgets: DEFAULT_BUDGETS,
+  pricePer1kTokens: { input: 0.0008, output: 0.004 },
+  contextResults: 3,
+  contextChars: 12_000,
+  maxConcurrentSteps: 256,
+};
+
+export interface EngineOptions {
+  tools?: ToolPort;
+  settings?: Partial<EngineSettings>;
+  faults?: FaultInjector;
+  clock?: () => Date;
+  newId?: () => string;
+}
+
+/** The engine on a runtime, given the model and the embeddings each mode chose. */
+export function engineOn(
+  rt: Runtime,
+  models: { llm: Llm; embedder: Embedder; index: VectorIndex },
+  options: EngineOptions,
+): Engine {
+  return new Engine({
+    resources: rt.resources,
+    tasks: rt.tasks,
+    state: rt.state,
+    bus: rt.bus,
+    ...models,
+    tools: options.tools ?? new BuiltinToolPort(),
+    clock: options.clock ?? (() => new Date()),
+    newId: options.newId ?? (() => ulid()),
+    untilDurable: () => rt.untilDurable(),
+    log: componentLogger("engine"),
+    settings: { ...DEFAULT_SETTINGS, ...options.settings },
+    ...(options.faults ? { faults: options.faults } : {}),
+  });
+}
