@@ -29,6 +29,11 @@ export interface EngineSettings {
   contextResults: number;
   /** Characters of context a leaf gets at most (ancestors + similar resources). */
   contextChars: number;
+  /**
+   * How long one step may go on taking turns of a leaf's inner loop before it hands the next turn
+   * on as a command (a Lambda function must end within its timeout).
+   */
+  turnStepMs: number;
   /** Task starts and turns running at once in one process; the rest wait in priority order. */
   maxConcurrentSteps: number;
 }

@@ -53,8 +53,15 @@ async function loadTranscript(deps: EngineDeps, taskId: string): Promise<Transcr
   return transcript;
 }
 
+/**
+ * Runs a leaf's inner loop from where its stored transcript ends: tool results, then a model call,
+ * each persisted before the next, until the model answers without tools (the task completes), a
+ * person must confirm a tool, or the step has run for `turnStepMs`; then it hands the next turn on
+ * as a command, so no invocation runs longer than its function may.
+ */
 export async function runTurn(deps: EngineDeps, cmd: TaskCommand): Promise<void> {
   const { taskId } = cmd;
+  const began = deps.clock().getTime();
   const view = await deps.tasks.view(taskId);
   if (view?.status !== "in_progress") return; // finished, canceled, or waiting for a person
   const task = (await deps.resources.getAs("plan.Task", taskId)) as TaskResource;
@@ -78,18 +85,40 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand): Promise<void>
     transcript.prompt = prompt;
   }
 
-  const last = transcript.turns.at(-1);
-  if (last && (last.message.toolCalls?.length ?? 0) > 0) {
-    const waiting = await runTools(deps, taskId, assistant, last);
-    if (waiting) return;
-  } else if (last) {
-    return completeTask(deps, taskId, last.message.content ?? "", assistant.meta.id);
-  }
+  for (;;) {
+    const last = transcript.turns.at(-1);
+    if (last && (last.message.toolCalls?.length ?? 0) > 0) {
+      const waiting = await runTools(deps, taskId, assistant, last);
+      if (waiting) return;
+    } else if (last) {
+      return completeTask(deps, taskId, last.message.content ?? "", assistant.meta.id);
+    }
 
-  const next = (last?.n ?? 0) + 1;
-  if (!(await claim(deps, `turn#${taskId}#${next}`, TURN_CLAIM_STALE_MS))) return;
+    const next = (last?.n ?? 0) + 1;
+    const message = await takeTurn(deps, task, assistant, transcript, next);
+    if (!message) return;
+    transcript.turns.push({ n: next, message, results: [] });
+    if ((await deps.tasks.view(taskId))?.status !== "in_progress") return; // canceled meanwhile
+    if (deps.clock().getTime() - began >= deps.settings.turnStepMs)
+      return send(deps, COMMANDS.turn, { taskId, turn: next + 1 }, taskId, String(next + 1));
+  }
+}
+
+/** One model call for turn `next`, persisted with its usage; undefined when the task may not take it. */
+async function takeTurn(
+  deps: EngineDeps,
+  task: TaskResource,
+  assistant: Assistant,
+  transcript: Transcript,
+  next: number,
+): Promise<Message | undefined> {
+  const taskId = task.meta.id;
+  if (!(await claim(deps, `turn#${taskId}#${next}`, TURN_CLAIM_STALE_MS))) return undefined;
   const over = await budgetProblem(deps, task, next);
-  if (over) return failTask(deps, taskId, over);
+  if (over) {
+    await failTask(deps, taskId, over);
+    return undefined;
+  }
 
   const tools = deps.tools.describe(assistant.tools);
   const response = await deps.llm.complete({
@@ -99,17 +128,18 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand): Promise<void>
     ...(assistant.model ? { model: assistant.model } : {}),
   });
   deps.faults?.hit("after-llm", "turn");
-  await deps.resources.put({
+  const message: Message = {
     meta: msgMeta(taskId, turnName(next)),
     role: "assistant",
     content: response.content ?? (response.toolCalls.length ? undefined : ""),
     ...(response.toolCalls.length
       ? { toolCalls: response.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }
       : {}),
-  });
+  };
+  await deps.resources.put(message);
   deps.faults?.hit("after-write", "turn");
   await recordUsage(deps, taskId, response.usage, true);
-  await send(deps, COMMANDS.turn, { taskId, turn: next + 1 }, taskId, String(next + 1));
+  return message;
 }
 
 /** Runs the tool calls of a turn that have no result yet. True when a person must confirm first. */

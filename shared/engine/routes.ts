@@ -45,7 +45,8 @@ export const ROUTES: readonly Route[] = [
     pattern: command(COMMANDS.turn),
     queued: true,
     callsModel: true,
-    description: "Runs one turn of a leaf's inner loop: tool results, then a model call, persisted",
+    description:
+      "Runs a leaf's inner loop from its stored transcript: tool results and model calls, each persisted",
   },
   {
     name: "resume",

@@ -18,6 +18,7 @@ export const DEFAULT_SETTINGS: EngineSettings = {
   contextResults: 3,
   contextChars: 12_000,
   maxConcurrentSteps: 256,
+  turnStepMs: 60_000,
 };
 
 export interface EngineOptions {

@@ -79,3 +79,44 @@ describe.each(["sqlite", "files"] as const)(
     });
   },
 );
+
+describe("engine: a leaf's inner loop across steps", () => {
+  let h: Harness;
+  afterEach(() => h?.close());
+
+  /** Runs the scenario to its end (approving the email) and counts the turn commands sent on the bus. */
+  async function run(settings: { turnStepMs: number }) {
+    h = await Harness.create({ script, assistants: ASSISTANTS, settings });
+    let turnCommands = 0;
+    h.rt.bus.subscribe({
+      name: "count-turn-commands",
+      pattern: { "detail-type": ["TURN_REQUESTED"] },
+      handler: async () => void turnCommands++,
+    });
+    const { rootTaskId } = await h.submit(REQUEST);
+    await h.idle();
+    const [approval] = await h.pending(rootTaskId);
+    await h.engine.respond(approval?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
+    await h.idle();
+    const tree = await h.tree(rootTaskId);
+    const outcome = {
+      statuses: [...tree.values()].map((v) => `${v.title}:${v.status}`).sort(),
+      output: (await h.engine.result(rootTaskId)).output,
+      modelCalls: h.llm.calls.length,
+    };
+    await h.close();
+    return { outcome, turnCommands };
+  }
+
+  it("a step hands the next turn on as a command once it has run for turnStepMs, and the run ends the same", async () => {
+    const inOneStep = await run({ turnStepMs: 60_000 });
+    const stepByStep = await run({ turnStepMs: 0 });
+    expect(stepByStep.outcome).toEqual(inOneStep.outcome);
+    expect(stepByStep.outcome.statuses.every((s) => s.endsWith(":done"))).toBe(true);
+    // In one step: a command starts each of the 5 leaves, and one resumes the leaf a person approved.
+    expect(inOneStep.turnCommands).toBe(5 + 1);
+    // Step by step: also one after each of the leaves' model calls (all calls but 1 plan and 4 evaluations).
+    const leafTurns = stepByStep.outcome.modelCalls - 1 - 4;
+    expect(stepByStep.turnCommands).toBe(5 + 1 + leafTurns);
+  });
+});
