@@ -55,6 +55,7 @@ describe("SqliteObjectStore", () => {
           },
         ]),
       ]);
+      await db.untilDurable(); // committed: visible from another connection
       const other = new SqliteObjectStore({ path, cacheBytes: 0 });
       expect(Buffer.from((await other.get("a/b")) as Uint8Array).toString()).toBe("hello");
       expect((await new SqliteStateStore({ path }).get("r"))?.version).toBe(1);

@@ -29,22 +29,31 @@ describe("SqliteDatabase group commit", () => {
     await db.close();
   });
 
-  it("changes that throw half-way undo the whole group, and every write of it rejects", async () => {
+  it("a write resolves once made: what the process reads sees it before the turn commits", async () => {
     const db = open();
+    await db.write(() => insert(db, "a"));
+    expect(rows(db)).toEqual(["a"]);
+    await db.untilDurable(); // ":memory:" has no disk: the barrier waits for the commit alone
+    await db.close();
+  });
+
+  it("changes that throw half-way undo the whole turn, and the database then refuses every write", async () => {
+    const db = open();
+    await db.write(() => insert(db, "before"));
+    await db.untilDurable(); // committed
     const rolledBack: string[] = [];
     db.onRollback(() => rolledBack.push("cleared"));
-    const first = db.write(() => insert(db, "a"));
+    await db.write(() => insert(db, "a")); // acknowledged, not yet committed
     const broken = db.write(() => () => {
       insert(db, "b")();
       insert(db, "a")(); // a duplicate key: the change fails after it changed something
     });
-    await expect(first).rejects.toBeInstanceOf(UnavailableError);
-    await expect(broken).rejects.toBeInstanceOf(UnavailableError);
-    expect(rows(db)).toEqual([]);
+    await expect(broken).rejects.toThrow(/A write failed half-way .* check the disk and restart Arbor/);
+    // The turn is gone, "a" with it although it was acknowledged: nothing may build on it.
+    expect(rows(db)).toEqual(["before"]);
     expect(rolledBack).toEqual(["cleared"]);
-    // The next turn starts a new group.
-    await db.write(() => insert(db, "c"));
-    expect(rows(db)).toEqual(["c"]);
+    await expect(db.write(() => insert(db, "c"))).rejects.toBeInstanceOf(UnavailableError);
+    await expect(db.untilDurable()).rejects.toBeInstanceOf(UnavailableError);
     await db.close();
   });
 });
@@ -88,13 +97,14 @@ describe("SqliteDatabase durability (output commit)", () => {
   };
   const insert = (db: SqliteDatabase, v: string) => () => () => db.sql("INSERT INTO t (v) VALUES (?)").run(v);
 
-  it("a write resolves once committed; untilDurable waits for the fsync that covers it", async () => {
+  it("untilDurable waits for the turn's commit and for the fsync that covers it", async () => {
     const disk = heldFsync();
     const db = open({ fsync: disk.fsync });
-    await db.write(insert(db, "a")); // committed, not yet on disk
-    expect(disk.calls).toHaveLength(1); // the commit's fsync started in the background
+    await db.write(insert(db, "a")); // made, not yet committed
+    expect(disk.calls).toHaveLength(0);
     const barrier = db.untilDurable();
     expect(await settled(barrier)).toBe("pending");
+    expect(disk.calls).toHaveLength(1); // the turn committed; its fsync started in the background
     disk.calls[0]?.release();
     expect(await settled(barrier)).toBe("resolved");
     // Nothing new since: the barrier does not fsync again.
@@ -107,10 +117,14 @@ describe("SqliteDatabase durability (output commit)", () => {
   it("a commit made while an fsync runs waits for the next fsync, which covers every commit before it", async () => {
     const disk = heldFsync();
     const db = open({ fsync: disk.fsync });
+    const nextTurn = () => new Promise((r) => setImmediate(r));
     await db.write(insert(db, "a"));
+    await nextTurn(); // "a" committed
     await db.write(insert(db, "b"));
+    await nextTurn();
     await db.write(insert(db, "c"));
     const barrier = db.untilDurable();
+    await nextTurn();
     disk.calls[0]?.release(); // covered only "a"
     expect(await settled(barrier)).toBe("pending");
     expect(disk.calls).toHaveLength(2); // one more fsync for "b" and "c" together
@@ -134,6 +148,7 @@ describe("SqliteDatabase durability (output commit)", () => {
     const db = open({ fsync: disk.fsync });
     await db.write(insert(db, "a"));
     const barrier = db.untilDurable();
+    await settled(barrier); // the turn commits, its fsync starts
     disk.calls[0]?.fail(new Error("EIO: i/o error"));
     await expect(barrier).rejects.toThrow(
       /Could not flush .*a\.db-wal to disk \(EIO: i\/o error\); check the disk and restart Arbor/,

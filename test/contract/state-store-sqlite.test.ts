@@ -49,7 +49,8 @@ describe("SQLite group commit", () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
     expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(ConflictError);
-    // Once a promise resolves the write is committed: another connection sees it.
+    // Once the barrier resolves the writes are committed: another connection sees them.
+    await store.untilDurable();
     const other = new SqliteStateStore({ path });
     expect((await other.get("a"))?.version).toBe(1);
     expect((await other.get("c"))?.version).toBe(1);
@@ -101,7 +102,9 @@ describe("SQLite record cache", () => {
       await mine.transact([{ op: "put", record: rec("r", { n: 1 }), expectedVersion: 0 }]);
       const seen = await mine.get<{ n: number }>("r");
       expect(Object.isFrozen(seen?.data)).toBe(true);
+      await mine.untilDurable(); // committed: the other connection may write
       await theirs.transact([{ op: "put", record: rec("r", { n: 2 }), expectedVersion: 1 }]);
+      await theirs.untilDurable();
       // Conditions are checked against the database, not memory: the stale version loses...
       await expect(
         mine.transact([{ op: "put", record: rec("r", { n: 3 }), expectedVersion: 1 }]),

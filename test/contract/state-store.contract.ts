@@ -220,6 +220,10 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
         expect(r?.data.tokens).toBe(150);
         expect(r?.data.costUsd).toBeCloseTo(0.0000004, 12);
         expect((await store.byParent("p")).items.map((i) => i.key)).toEqual(["u1"]);
+        // Read right after an add, a listing sees it too (the add names no parent: the record keeps "p").
+        await store.transact([add("u1", { turns: 1 })]);
+        const [listed] = (await store.byParent<Record<string, number>>("p")).items;
+        expect(listed).toMatchObject({ key: "u1", version: 3, data: { turns: 4 } });
       });
 
       it("50 concurrent adds to one record all count: adds never conflict", async () => {

@@ -11,18 +11,23 @@ import { UnavailableError } from "../../errors.ts";
  * Group commit: the first write of an event-loop turn opens BEGIN IMMEDIATE (so the conditions a
  * write checks hold until it commits, also across processes sharing the file: WAL, busy timeout);
  * every write of that turn runs at once, checking its conditions before it changes anything (a
- * failed check changes nothing, and its error reaches its caller alone); one COMMIT ends the turn,
- * and the writes' promises resolve once it has committed. Should the COMMIT fail, every write of
- * the group rejects together and `onRollback` listeners drop what they derived from it.
+ * failed check changes nothing, and its error reaches its caller alone), and resolves as soon as
+ * its changes are made; one COMMIT ends the turn.
  *
- * Durability is output commit: a committed write survives the process crashing at once (it is in
- * the WAL); it is on disk (the WAL fsynced) before anything that depends on it leaves the process,
- * because whatever sends something out (an answer, a tool call with effects) first awaits
- * `untilDurable()`. Every commit is fsynced in the background on the thread pool as soon as it is
- * made, commits that arrive while an fsync runs share the next one, so the barrier seldom waits.
- * After a power cut the database holds a prefix of what was committed, and nobody outside was told
- * of anything beyond it. `syncEachWrite` is the stricter and slower policy: no write resolves
- * before its commit is on disk.
+ * Durability is output commit. What this process reads sees every resolved write; a write survives
+ * the process crashing once its turn has committed (it is in the WAL); and it is on disk (the WAL
+ * fsynced) before anything that depends on it leaves the process, because whatever sends something
+ * out (an answer, a tool call with effects) first awaits `untilDurable()`, which waits for the open
+ * turn to commit and for the fsync that covers it. Every commit is fsynced in the background on the
+ * thread pool as soon as it is made; commits that arrive while an fsync runs share the next one, so
+ * the barrier seldom waits. After a crash or a power cut the database holds a prefix of what was
+ * committed, and nobody outside was told of anything beyond it.
+ *
+ * A COMMIT that fails, or changes that throw half-way (a full or failing disk), roll the turn back
+ * after its writes were acknowledged: from then on the database refuses every write and the barrier
+ * rejects, saying to restart Arbor, which then carries on from what the disk holds. `onRollback`
+ * listeners drop what they derived from the lost turn. `syncEachWrite` is the stricter and slower
+ * policy: no write resolves before its commit is on disk, and a failure rejects the turn's writes.
  */
 export interface SqliteDatabaseOptions {
   /** A file path, or ":memory:". */
@@ -70,6 +75,8 @@ export class SqliteDatabase {
   readonly #rollbackListeners: (() => void)[] = [];
   readonly #commitListeners: (() => void)[] = [];
   #group: PendingCommit | undefined;
+  /** Set when a turn was lost after its writes were acknowledged: every later write is refused. */
+  #failure: UnavailableError | undefined;
   /** Commits made so far; the WAL holds all of them. */
   #commits = 0;
   #closed = false;
@@ -106,10 +113,13 @@ export class SqliteDatabase {
    * changed, nothing to undo: only this write fails) or returns the function that makes the
    * changes. Checking everything before changing anything means no savepoint per write. Should the
    * changes themselves throw (a failing disk, a broken invariant), the whole group is rolled back
-   * and every write of it rejects. Resolves with the changes' result once the group is durable.
+   * and the database refuses every later write. Resolves with the changes' result once they are
+   * made (with `syncEachWrite`: once they are on disk).
    */
   write<T>(check: () => () => T): Promise<T> {
     if (this.#closed) return Promise.reject(new UnavailableError(`${this.path} is closed`));
+    const failure = this.#failure ?? this.#wal?.failure;
+    if (failure) return Promise.reject(failure);
     const group = this.#openGroup();
     let result: T;
     try {
@@ -122,6 +132,7 @@ export class SqliteDatabase {
     } catch (e) {
       return Promise.reject(e);
     }
+    if (!this.#syncEachWrite) return Promise.resolve(result);
     return new Promise<T>((resolve, reject) => {
       group.done.push(() => resolve(result));
       group.failed.push(reject);
@@ -133,6 +144,13 @@ export class SqliteDatabase {
    * depends on them leaves the process. Rejects, now and from then on, if the disk failed a flush.
    */
   async untilDurable(): Promise<void> {
+    const group = this.#group;
+    if (group)
+      await new Promise<void>((done, failed) => {
+        group.done.push(done);
+        group.failed.push(failed);
+      });
+    if (this.#failure) throw this.#failure;
     await this.#wal?.sync(this.#commits);
   }
 
@@ -169,14 +187,24 @@ export class SqliteDatabase {
     return group;
   }
 
-  /** Rolls the open group back now: all of its writes reject. */
+  /** Rolls the open group back now; the database refuses every write from then on. */
   #abort(group: PendingCommit, cause: unknown): UnavailableError {
     if (this.#group === group) this.#group = undefined;
+    return this.#lose(group, "A write failed half-way", cause);
+  }
+
+  /** The turn is rolled back after its writes were acknowledged: refuse everything from now on. */
+  #lose(group: PendingCommit, what: string, cause: unknown): UnavailableError {
     if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
     for (const listener of this.#rollbackListeners) listener();
-    const e = new UnavailableError("A write failed half-way; every write committed with it was undone", {
-      cause,
-    });
+    const e =
+      cause === this.#wal?.failure
+        ? (cause as UnavailableError)
+        : new UnavailableError(
+            `${what} (${(cause as Error)?.message ?? cause}), and the writes made with it since the last commit were undone; check the disk and restart Arbor`,
+            { cause },
+          );
+    this.#failure ??= e;
     for (const fail of group.failed) fail(e);
     return e;
   }
@@ -190,9 +218,7 @@ export class SqliteDatabase {
       for (const listener of this.#commitListeners) listener();
       this.#db.exec("COMMIT");
     } catch (e) {
-      if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
-      for (const listener of this.#rollbackListeners) listener();
-      for (const fail of group.failed) fail(e);
+      this.#lose(group, "A commit failed", e);
       return Promise.resolve();
     }
     const commit = ++this.#commits;

@@ -122,6 +122,11 @@ export class SqliteObjectStore implements ObjectStore {
     return result;
   }
 
+  /** Resolves once every write made so far is committed and on disk (SqliteDatabase.untilDurable). */
+  untilDurable(): Promise<void> {
+    return this.#db.untilDurable();
+  }
+
   async close(): Promise<void> {
     if (this.#owned) await this.#db.close();
   }

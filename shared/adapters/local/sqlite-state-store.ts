@@ -74,7 +74,7 @@ export class SqliteStateStore implements StateStore {
   /**
    * Counter adds of the open group, summed per record: written once, just before the group
    * commits, however many writes of the group added to the record (many tasks counting into one
-   * parent at once). Reads see a counter as of the last commit.
+   * parent at once). Reading a counter writes its pending adds first, so reads see every add.
    */
   readonly #adds = new Map<string, PendingAdd>();
 
@@ -90,6 +90,7 @@ export class SqliteStateStore implements StateStore {
   }
 
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
+    if (this.#adds.size > 0) this.#writeAdds(key);
     const known = this.#cache.get(key);
     if (known !== undefined) return (known ?? undefined) as StateRecord<T> | undefined;
     const row = this.#db.sql("SELECT * FROM records WHERE key = ?").get(key) as Row | undefined;
@@ -202,6 +203,15 @@ export class SqliteStateStore implements StateStore {
     };
   }
 
+  /** The parent a counter will have once its pending add is written. */
+  #parentOf(key: string, op: AddOp): string | undefined {
+    if (op.parent !== undefined) return op.parent;
+    const known = this.#cache.get(key);
+    if (known !== undefined) return known?.parent;
+    const row = this.#db.sql("SELECT parent FROM records WHERE key = ?").get(key) as Row | undefined;
+    return row?.parent == null ? undefined : String(row.parent);
+  }
+
   /** Writes the summed adds of the open group (of one record, or all): each add counts a version. */
   #writeAdds(only?: string): void {
     const keys = only === undefined ? [...this.#adds.keys()] : this.#adds.has(only) ? [only] : [];
@@ -306,6 +316,7 @@ export class SqliteStateStore implements StateStore {
   async byParent<T>(parent: string, options: QueryOptions = {}): Promise<Page<StateRecord<T>>> {
     const limit = pageSize(options);
     const after = options.cursor === undefined ? "" : decodeCursor(options.cursor)[0];
+    for (const [key, { op }] of this.#adds) if (this.#parentOf(key, op) === parent) this.#writeAdds(key);
     // Keys and versions first: a record this process already holds at that version is not read
     // and parsed again (a parent's supervisor lists its children each time one of them ends).
     const rows = this.#db
@@ -344,6 +355,11 @@ export class SqliteStateStore implements StateStore {
       limit,
       (last) => encodeCursor([last.updatedAt, last.key]),
     );
+  }
+
+  /** Resolves once every write made so far is committed and on disk (SqliteDatabase.untilDurable). */
+  untilDurable(): Promise<void> {
+    return this.#db.untilDurable();
   }
 
   async close(): Promise<void> {
