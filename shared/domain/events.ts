@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { ValidationError } from "../errors.ts";
+import { deepFreeze } from "./immutable.ts";
 import {
   formatIssues,
   InteractionDisplaySchema,
@@ -169,12 +170,20 @@ export function upcastEvent(raw: unknown): DomainEvent {
   return validateEvent(raw);
 }
 
-/** Validates an event before it is written. Throws ValidationError naming each bad field. */
+/**
+ * Validates an event before it is written. Throws ValidationError naming each bad field. The
+ * result is frozen and remembered as valid, so passing it on (a use case validates, then the store
+ * does) costs a lookup instead of a second parse.
+ */
 export function validateEvent(event: unknown): DomainEvent {
+  if (typeof event === "object" && event !== null && validated.has(event)) return event as DomainEvent;
   const result = DomainEventSchema.safeParse(event);
   if (!result.success) throw new ValidationError("Invalid domain event", formatIssues(result.error));
-  return result.data;
+  const valid = deepFreeze(result.data);
+  validated.add(valid);
+  return valid;
 }
+const validated = new WeakSet<object>();
 
 /** The stream an event belongs to by default. */
 export function streamOf(event: DomainEvent): string {

@@ -60,12 +60,21 @@ const parsed = new Map<string, readonly UrnElement[]>();
 const MAX_PARSED = 50_000;
 
 export function parseUrn(urn: string): UrnElement[] {
+  return [...elementsOf(urn)];
+}
+
+/** The shared, frozen elements of a valid URN (parsed once). */
+function elementsOf(urn: string): readonly UrnElement[] {
   const known = parsed.get(urn);
-  if (known) return [...known];
-  const elements = parseUncached(urn).map((e) => Object.freeze(e));
+  if (known) return known;
+  return remember(urn, parseUncached(urn));
+}
+
+function remember(urn: string, elements: readonly UrnElement[]): readonly UrnElement[] {
+  const frozen = Object.freeze(elements.map((e) => (Object.isFrozen(e) ? e : Object.freeze({ ...e }))));
   if (parsed.size >= MAX_PARSED) parsed.clear();
-  parsed.set(urn, elements);
-  return [...elements];
+  parsed.set(urn, frozen);
+  return frozen;
 }
 
 function parseUncached(urn: string): UrnElement[] {
@@ -96,45 +105,52 @@ export function asUrn(value: string): Urn {
 export function formatUrn(elements: readonly UrnElement[]): Urn {
   if (elements.length === 0) throw new InvalidUrnError("", "needs at least one element");
   const urn = `${SCHEME}${elements.map(formatElement).join("/")}`;
-  parseUrn(urn);
+  elementsOf(urn);
   return urn as Urn;
 }
 
 /** The URN of `element` under `parent` (or a root URN when parent is undefined). */
 export function childUrn(parent: string | undefined, element: UrnElement): Urn {
-  const elements = parent === undefined ? [] : parseUrn(parent);
-  return formatUrn([...elements, element]);
+  if (parent === undefined) return formatUrn([element]);
+  const above = elementsOf(parent);
+  const urn = `${parent}/${formatElement(element)}`;
+  if (parsed.has(urn)) return urn as Urn;
+  // The parent is valid already: only the new element and the length are left to check.
+  if (urn.length > MAX_URN_LENGTH)
+    throw new InvalidUrnError(urn.slice(0, 80), `longer than ${MAX_URN_LENGTH} characters`);
+  remember(urn, [...above, parseElement(urn, formatElement(element), above.length)]);
+  return urn as Urn;
 }
 
 export function lastElement(urn: string): UrnElement {
-  const elements = parseUrn(urn);
+  const elements = elementsOf(urn);
   return elements[elements.length - 1] as UrnElement;
 }
 
 /** The parent URN, or undefined for a root. */
 export function parentUrn(urn: string): Urn | undefined {
-  const elements = parseUrn(urn);
-  return elements.length > 1 ? formatUrn(elements.slice(0, -1)) : undefined;
+  // A valid URN cut at an element boundary is a valid URN.
+  return elementsOf(urn).length > 1 ? (urn.slice(0, urn.lastIndexOf("/")) as Urn) : undefined;
 }
 
 /** Every ancestor, root first, not including the URN itself. */
 export function ancestors(urn: string): Urn[] {
-  const elements = parseUrn(urn);
+  elementsOf(urn);
   const out: Urn[] = [];
-  for (let i = 1; i < elements.length; i++) out.push(formatUrn(elements.slice(0, i)));
+  for (let i = urn.indexOf("/"); i !== -1; i = urn.indexOf("/", i + 1)) out.push(urn.slice(0, i) as Urn);
   return out;
 }
 
 /** How many task levels a URN has: a request's root task is 1, its subtasks 2, and so on. */
 export const taskDepth = (urn: string): number =>
-  parseUrn(urn).filter((e) => e.pkg === "plan" && e.type === "Task").length;
+  elementsOf(urn).filter((e) => e.pkg === "plan" && e.type === "Task").length;
 
 /** Depth: a root URN has depth 1. */
-export const depth = (urn: string): number => parseUrn(urn).length;
+export const depth = (urn: string): number => elementsOf(urn).length;
 
 /** The key prefix under which all descendants of `urn` are stored: `<urn>/`. */
 export const descendantPrefix = (urn: string): string => {
-  parseUrn(urn);
+  elementsOf(urn);
   return `${urn}/`;
 };
 
@@ -145,8 +161,9 @@ export function isWithin(candidate: string, urn: string): boolean {
 
 /** The root element's URN: for tenant-rooted resources this is the tenant. */
 export function rootUrn(urn: string): Urn {
-  const [first] = parseUrn(urn);
-  return formatUrn([first as UrnElement]);
+  elementsOf(urn);
+  const cut = urn.indexOf("/");
+  return (cut === -1 ? urn : urn.slice(0, cut)) as Urn;
 }
 
 /** The storage key of a resource. */
@@ -165,11 +182,17 @@ export function urnFromKey(key: string): Urn | undefined {
  * 16 hex characters (64 bits) of SHA-256.
  */
 export function deterministicId(parent: string | undefined, type: string, name: string): string {
-  return createHash("sha256")
-    .update(`${parent ?? ""}\u0000${type}\u0000${name}`)
-    .digest("hex")
-    .slice(0, 16);
+  const input = `${parent ?? ""}\u0000${type}\u0000${name}`;
+  let id = derived.get(input);
+  if (id === undefined) {
+    id = createHash("sha256").update(input).digest("hex").slice(0, 16);
+    if (derived.size >= MAX_PARSED) derived.clear();
+    derived.set(input, id);
+  }
+  return id;
 }
+/** Ids already derived: a step derives the same few (a task's messages, its output) again and again. */
+const derived = new Map<string, string>();
 
 // ---- tenants ---------------------------------------------------------------------------------
 
@@ -182,6 +205,6 @@ export function tenantUrn(tenantId: string): Urn {
 
 /** The tenant id a URN belongs to, or undefined when its root is not a tenant. */
 export function tenantOf(urn: string): string | undefined {
-  const [first] = parseUrn(urn);
+  const [first] = elementsOf(urn);
   return first && first.pkg === TENANT_TYPE.pkg && first.type === TENANT_TYPE.type ? first.id : undefined;
 }

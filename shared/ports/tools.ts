@@ -29,7 +29,7 @@ export interface ToolDescriptor extends LlmToolSpec {
 }
 
 export interface ToolPort {
-  /** Descriptors of the named tools that exist (unknown names are left out). */
+  /** Descriptors of the named tools that exist (unknown names are left out); they may be frozen. */
   describe(names: readonly string[]): ToolDescriptor[];
   execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult>;
 }

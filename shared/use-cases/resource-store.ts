@@ -47,7 +47,15 @@ export class ResourceStore {
     const body = Buffer.from(JSON.stringify(parsed));
     await this.#objects.put(objectKey(parsed.meta.id), body, { contentType: "application/json" });
     this.#parsed.set(body, deepFreeze(parsed));
-    return { urn: parsed.meta.id as Urn, contentHash: createHash("sha256").update(body).digest("hex") };
+    let hash: string | undefined;
+    return {
+      urn: parsed.meta.id as Urn,
+      // Worked out when asked for: most writes are never announced.
+      get contentHash() {
+        hash ??= createHash("sha256").update(body).digest("hex");
+        return hash;
+      },
+    };
   }
 
   async get(urn: string): Promise<AnyResource | undefined> {

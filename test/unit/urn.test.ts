@@ -87,6 +87,19 @@ describe("URNs", () => {
     expect(deterministicId(undefined, "ab", "c")).not.toBe(deterministicId(undefined, "a", "bc"));
   });
 
+  it("checks the element a child URN adds, and the length it reaches", () => {
+    const parent = "cld:common.Tenant.acme";
+    expect(() => childUrn(parent, { pkg: "plan", type: "task", id: "t1" })).toThrow(/type "task" must match/);
+    expect(() => childUrn(parent, { pkg: "plan", type: "Task", id: "a.b" })).toThrow(/must be <package>/);
+    let deep = parent;
+    const add = () => {
+      deep = childUrn(deep, { pkg: "plan", type: "Task", id: "x".repeat(100) });
+    };
+    for (let i = 0; i < 8; i++) add();
+    expect(add).toThrow(/longer than 1000 characters/);
+    expect(parentUrn(deep)).toBe(deep.slice(0, deep.lastIndexOf("/")));
+  });
+
   it("round-trips any valid element path (property)", () => {
     const element = fc.record({
       pkg: fc.stringMatching(/^[a-z][a-z0-9]{0,8}$/),

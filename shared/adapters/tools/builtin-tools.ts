@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
+import { deepFreeze } from "../../domain/immutable.ts";
 import { formatIssues } from "../../domain/resources.ts";
 import type { ToolContext, ToolDescriptor, ToolPort, ToolResult } from "../../ports/tools.ts";
 
@@ -75,19 +76,20 @@ export class BuiltinToolPort implements ToolPort {
   describe(names: readonly string[]): ToolDescriptor[] {
     return names.flatMap((name) => {
       const known = this.#descriptors.get(name);
-      if (known) return [structuredClone(known)];
+      if (known) return [known];
       const t = this.#tools.get(name);
       if (!t) return [];
       const { $schema: _drop, ...parameters } = z.toJSONSchema(t.schema) as Record<string, unknown>;
-      const descriptor = {
+      // Frozen, so every caller can share it.
+      const descriptor = deepFreeze({
         name: t.name,
         description: t.description,
         parameters,
         risky: t.risky ?? false,
         pure: t.pure ?? false,
-      };
+      });
       this.#descriptors.set(name, descriptor);
-      return [structuredClone(descriptor)];
+      return [descriptor];
     });
   }
 
