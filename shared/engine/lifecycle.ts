@@ -14,6 +14,7 @@ import {
   send,
   type TaskCommand,
 } from "./context.ts";
+import { runTurn } from "./direct.ts";
 import { ASSISTANT_TYPE } from "./election.ts";
 import { requestInteraction } from "./interactions.ts";
 import { announceOutput } from "./outcome.ts";
@@ -41,7 +42,7 @@ export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<voi
   await proceed(deps, cmd.taskId);
 }
 
-/** After TaskStarted (or an answer): children start, or the leaf's first turn is requested. */
+/** After TaskStarted (or an answer): children start, or the leaf's inner loop runs, in this step. */
 async function proceed(deps: EngineDeps, taskId: string): Promise<void> {
   const children = await deps.tasks.children(taskId);
   if (children.length > 0) {
@@ -49,7 +50,7 @@ async function proceed(deps: EngineDeps, taskId: string): Promise<void> {
       await send(deps, COMMANDS.ready, { taskId: child.taskId }, child.taskId);
     return;
   }
-  await send(deps, COMMANDS.turn, { taskId, turn: 1 }, taskId, "1");
+  await runTurn(deps, { taskId });
 }
 
 async function askForAssistant(deps: EngineDeps, taskId: string): Promise<void> {

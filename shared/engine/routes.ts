@@ -37,8 +37,8 @@ export const ROUTES: readonly Route[] = [
     name: "ready",
     pattern: command(COMMANDS.ready),
     queued: true,
-    callsModel: false,
-    description: "Starts a task: a parent starts its children, a leaf asks for its first turn",
+    callsModel: true,
+    description: "Starts a task: a parent starts its children, a leaf runs its inner loop",
   },
   {
     name: "turn",

@@ -1,6 +1,11 @@
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
-import { type FaultInjector, type FaultPoint, SimulatedCrash } from "../../shared/engine/context.ts";
+import {
+  type EngineSettings,
+  type FaultInjector,
+  type FaultPoint,
+  SimulatedCrash,
+} from "../../shared/engine/context.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 
 /**
@@ -44,14 +49,14 @@ async function runToEnd(h: Harness, rootId: string): Promise<Outcome> {
   };
 }
 
-const CRASHES: [FaultPoint, string][] = [
+const CRASHES: [FaultPoint, string, Partial<EngineSettings>?][] = [
   ["after-llm", "plan"],
   ["after-write", "plan"],
   ["after-write", "materialise"],
   ["after-record", "TaskCreated"],
   ["before-publish", "TASK_READY"],
   ["after-record", "TaskStarted"],
-  ["before-publish", "TURN_REQUESTED"],
+  ["before-publish", "TURN_REQUESTED", { turnStepMs: 0 }], // each turn hands the next one on
   ["after-llm", "turn"],
   ["after-write", "turn"],
   ["after-record", "UserInteractionRequested"],
@@ -79,11 +84,16 @@ describe("a crash after any kind of step resumes to the same result", () => {
     expect(expected.output).toMatch(/Logistics/);
   });
 
-  for (const [point, step] of CRASHES) {
+  for (const [point, step, settings] of CRASHES) {
     it(`crash ${point} ${step}`, async () => {
       const crash = new CrashAt(point, step);
       // Every delivery is attempted once: what a crash interrupts is lost, as in a dead process.
-      h = await Harness.create({ script, assistants: ASSISTANTS, bus: { maxAttempts: 1 } });
+      h = await Harness.create({
+        script,
+        assistants: ASSISTANTS,
+        bus: { maxAttempts: 1 },
+        ...(settings ? { settings } : {}),
+      });
       await h.restart(); // re-open with the fault armed (assistants are registered already)
       await h.open(crash);
       const { rootTaskId } = await h.submit(REQUEST);

@@ -113,10 +113,10 @@ describe("engine: a leaf's inner loop across steps", () => {
     const stepByStep = await run({ turnStepMs: 0 });
     expect(stepByStep.outcome).toEqual(inOneStep.outcome);
     expect(stepByStep.outcome.statuses.every((s) => s.endsWith(":done"))).toBe(true);
-    // In one step: a command starts each of the 5 leaves, and one resumes the leaf a person approved.
-    expect(inOneStep.turnCommands).toBe(5 + 1);
+    // In one step: a leaf's loop runs in the step that starts it; one command resumes the leaf a person approved.
+    expect(inOneStep.turnCommands).toBe(1);
     // Step by step: also one after each of the leaves' model calls (all calls but 1 plan and 4 evaluations).
     const leafTurns = stepByStep.outcome.modelCalls - 1 - 4;
-    expect(stepByStep.turnCommands).toBe(5 + 1 + leafTurns);
+    expect(stepByStep.turnCommands).toBe(1 + leafTurns);
   });
 });
