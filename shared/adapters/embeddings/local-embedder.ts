@@ -29,6 +29,7 @@ export const LOCAL_EMBEDDER_VERSION = "concepts-v1";
 
 const CHANNEL_WEIGHTS = { concept: 1, word: 0.6, bigram: 0.3, trigram: 0.1 } as const;
 type Channel = keyof typeof CHANNEL_WEIGHTS;
+const CHANNELS = Object.keys(CHANNEL_WEIGHTS) as Channel[];
 /** Weight of a domain reached through a concept, relative to the concept itself. */
 const PARENT_WEIGHT = 0.6;
 /** Factor applied to the words in a "not for ..." scope. */
@@ -88,6 +89,8 @@ function lexiconV1(): Lexicon {
   return defaultLexicon;
 }
 
+const NO_ENTRIES: readonly LexiconEntry[] = [];
+
 type Bag = Map<string, number>;
 const add = (bag: Bag, feature: string, weight: number) => {
   if (weight !== 0) bag.set(feature, (bag.get(feature) ?? 0) + weight);
@@ -107,7 +110,7 @@ export function textFeatures(text: string, lexicon: Lexicon = lexiconV1()): Reco
   const covered = new Array<boolean>(tokens.length).fill(false);
   const hits: { start: number; length: number; entry: LexiconEntry }[] = [];
   for (let i = 0; i < tokens.length; i++) {
-    for (const entry of lexicon.get((tokens[i] as Token).stem) ?? []) {
+    for (const entry of lexicon.get((tokens[i] as Token).stem) ?? NO_ENTRIES) {
       // A single-word term never matches a stopword ("may" the month is not "we may").
       if (entry.stems.length === 1 && (tokens[i] as Token).stop) continue;
       if (matchesAt(tokens, i, entry.stems)) hits.push({ start: i, length: entry.stems.length, entry });
@@ -115,10 +118,14 @@ export function textFeatures(text: string, lexicon: Lexicon = lexiconV1()): Reco
   }
   hits.sort((a, b) => b.length - a.length || a.start - b.start);
   for (const hit of hits) {
-    const span = Array.from({ length: hit.length }, (_, k) => hit.start + k);
     if (hit.length === 1 && covered[hit.start]) continue;
-    for (const k of span) covered[k] = true;
-    const factor = Math.min(...span.map((k) => (tokens[k] as Token).factor));
+    // Plain loops over the span: this runs for every hit of every text.
+    const end = hit.start + hit.length;
+    let factor = Number.POSITIVE_INFINITY;
+    for (let k = hit.start; k < end; k++) {
+      covered[k] = true;
+      factor = Math.min(factor, (tokens[k] as Token).factor);
+    }
     for (const g of hit.entry.groups) {
       add(bags.concept, g.id, g.weight * factor);
       for (const p of g.parents) add(bags.concept, p, g.weight * factor * PARENT_WEIGHT);
@@ -149,13 +156,20 @@ function matchesAt(tokens: readonly Token[], start: number, stems: readonly stri
   return true;
 }
 
-/** 32-bit FNV-1a over UTF-16 code units, finished with murmur3's fmix32 for avalanche. */
-function hash32(s: string, seed: number): number {
-  let h = (0x811c9dc5 ^ seed) >>> 0;
+const FNV_OFFSET = 0x811c9dc5;
+const SIGN_SEED = 0x9e3779b9;
+
+/** FNV-1a over the UTF-16 code units of `s`, continuing from state `h`. */
+function fnv1a(h: number, s: string): number {
   for (let i = 0; i < s.length; i++) {
     h ^= s.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
+  return h;
+}
+
+/** murmur3's fmix32, for avalanche. */
+function fmix32(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
@@ -164,25 +178,71 @@ function hash32(s: string, seed: number): number {
   return h >>> 0;
 }
 
-function project(bag: Bag, channel: Channel, out: Float64Array, scale: number): void {
-  const dense = new Float64Array(out.length);
+/** 32-bit FNV-1a over UTF-16 code units, finished with murmur3's fmix32 for avalanche. */
+function hash32(s: string, seed: number): number {
+  return fmix32(fnv1a((FNV_OFFSET ^ seed) >>> 0, s));
+}
+
+/**
+ * FNV state after "<channel>:". FNV-1a is streamed, so hashing the feature from this state equals
+ * hash32(`${channel}:${feature}`, 0) without building the concatenated string.
+ */
+const CHANNEL_PREFIX_STATE = Object.fromEntries(
+  CHANNELS.map((channel) => [channel, fnv1a(FNV_OFFSET, `${channel}:`)]),
+) as Record<Channel, number>;
+
+/** Buffers an embedder reuses for every text, so that embedding allocates no dense arrays. */
+interface Scratch {
+  /** The weighted sum of the channels. */
+  readonly acc: Float64Array;
+  /** One channel's projection: all zeros between calls of project(). */
+  readonly dense: Float64Array;
+  /** The slots of `dense` one call of project() wrote to. */
+  touched: Int32Array;
+}
+
+function project(bag: Bag, channel: Channel, out: Float64Array, scale: number, scratch: Scratch): void {
+  const { dense } = scratch;
+  if (scratch.touched.length < bag.size) scratch.touched = new Int32Array(bag.size * 2);
+  const prefix = CHANNEL_PREFIX_STATE[channel];
+  let n = 0;
   for (const [feature, tf] of bag) {
     if (tf <= 0) continue;
-    const h = hash32(`${channel}:${feature}`, 0);
-    const sign = hash32(feature, 0x9e3779b9) & 1 ? 1 : -1;
-    dense[h % out.length] = (dense[h % out.length] as number) + sign * (1 + Math.log(tf));
+    const slot = fmix32(fnv1a(prefix, feature)) % out.length;
+    const sign = hash32(feature, SIGN_SEED) & 1 ? 1 : -1;
+    dense[slot] = (dense[slot] as number) + sign * (1 + Math.log(tf));
+    scratch.touched[n++] = slot;
   }
+  // Only touched slots can be non-zero. Visiting them in ascending order, each once, makes the same
+  // floating-point additions in the same order as a scan of the whole array (which only adds zeros
+  // elsewhere), so the vectors stay bit-for-bit identical while the cost follows the feature count.
+  const slots = scratch.touched.subarray(0, n).sort();
   let norm = 0;
-  for (const v of dense) norm += v * v;
-  if (norm === 0) return;
+  for (let k = 0; k < n; k++) {
+    if (k > 0 && slots[k] === slots[k - 1]) continue;
+    const v = dense[slots[k] as number] as number;
+    norm += v * v;
+  }
   const f = scale / Math.sqrt(norm);
-  for (let i = 0; i < out.length; i++) out[i] = (out[i] as number) + (dense[i] as number) * f;
+  for (let k = 0; k < n; k++) {
+    const slot = slots[k] as number;
+    if (k > 0 && slot === slots[k - 1]) continue;
+    if (norm !== 0) out[slot] = (out[slot] as number) + (dense[slot] as number) * f;
+    dense[slot] = 0; // leave the scratch all zeros for the next call
+  }
+}
+
+function sumOfSquares(values: Float64Array): number {
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) sum += (values[i] as number) * (values[i] as number);
+  return sum;
 }
 
 export class LocalEmbedder implements Embedder {
   readonly id: string;
   readonly dimension: number;
   readonly #recent = new Map<string, Float32Array>();
+  readonly #scratch: Scratch;
 
   constructor(options: LocalEmbedderOptions = {}) {
     const dimension = options.dimension ?? 512;
@@ -193,6 +253,11 @@ export class LocalEmbedder implements Embedder {
     }
     this.dimension = dimension;
     this.id = `local:${LOCAL_EMBEDDER_VERSION}@${dimension}`;
+    this.#scratch = {
+      acc: new Float64Array(dimension),
+      dense: new Float64Array(dimension),
+      touched: new Int32Array(256),
+    };
   }
 
   async embed(texts: readonly string[]): Promise<Float32Array[]> {
@@ -216,16 +281,15 @@ export class LocalEmbedder implements Embedder {
 
   private embedOne(text: string): Float32Array {
     const bags = textFeatures(text);
-    const acc = new Float64Array(this.dimension);
-    for (const channel of Object.keys(CHANNEL_WEIGHTS) as Channel[]) {
-      project(bags[channel], channel, acc, CHANNEL_WEIGHTS[channel]);
+    const acc = this.#scratch.acc.fill(0);
+    for (const channel of CHANNELS) {
+      project(bags[channel], channel, acc, CHANNEL_WEIGHTS[channel], this.#scratch);
     }
-    let norm = 0;
-    for (const v of acc) norm += v * v;
+    let norm = sumOfSquares(acc);
     if (norm === 0) {
       // Only stopwords, digits or symbols: fall back to the whole normalised text as one feature.
-      project(new Map([[text.normalize("NFKC").trim().toLowerCase(), 1]]), "word", acc, 1);
-      for (const v of acc) norm += v * v;
+      project(new Map([[text.normalize("NFKC").trim().toLowerCase(), 1]]), "word", acc, 1, this.#scratch);
+      norm = sumOfSquares(acc);
     }
     const out = new Float32Array(this.dimension);
     const f = 1 / Math.sqrt(norm);

@@ -43,6 +43,7 @@ const EXCLUSION_CUES: readonly (readonly string[])[] = [
   ["never", "for"],
   ["not", "meant", "for"],
 ];
+const CUE_STARTS = new Set(EXCLUSION_CUES.map((cue) => cue[0] as string));
 
 /** Nouns that only look inflected or derived: stemming them would merge unrelated senses. */
 const KEEP = new Set(
@@ -99,6 +100,21 @@ const DERIVATIONAL: readonly (readonly [string, string])[] = [
  * It is applied identically to texts and to the lexicon, so its imperfections cancel out.
  */
 export function stem(word: string): string {
+  // Texts repeat the same words, and stemming runs several regexes: remember recent results.
+  let s = stemCache.get(word);
+  if (s === undefined) {
+    s = stemUncached(word);
+    if (stemCache.size >= STEM_CACHE_LIMIT) stemCache.clear();
+    stemCache.set(word, s);
+  }
+  return s;
+}
+
+/** Bounds the stem cache; clearing it when full is enough (a stem is cheap to recompute). */
+const STEM_CACHE_LIMIT = 50_000;
+const stemCache = new Map<string, string>();
+
+function stemUncached(word: string): string {
   let s = word.toLowerCase().replace(/['’]s$/, "");
   if (s.length <= 3 || /\d/.test(s) || KEEP.has(s)) return s;
   if (s.endsWith("sses")) s = s.slice(0, -2);
@@ -135,18 +151,12 @@ export function words(text: string): string[] {
 export function tokenize(text: string, exclusionFactor: number): Token[] {
   const out: Token[] = [];
   const clauses = text.normalize("NFKC").toLowerCase().split(CLAUSE);
-  clauses.forEach((clause, clauseIndex) => {
-    const raw = clause.match(WORD) ?? [];
-    let excludedFrom = Number.POSITIVE_INFINITY;
-    for (let i = 0; i < raw.length && excludedFrom === Number.POSITIVE_INFINITY; i++) {
-      for (const cue of EXCLUSION_CUES) {
-        if (cue.every((w, k) => raw[i + k] === w)) {
-          excludedFrom = i + cue.length;
-          break;
-        }
-      }
-    }
-    raw.forEach((w, i) => {
+  for (let clauseIndex = 0; clauseIndex < clauses.length; clauseIndex++) {
+    const raw = (clauses[clauseIndex] as string).match(WORD);
+    if (!raw) continue;
+    const excludedFrom = exclusionStart(raw);
+    for (let i = 0; i < raw.length; i++) {
+      const w = raw[i] as string;
       out.push({
         raw: w,
         stem: stem(w),
@@ -154,7 +164,24 @@ export function tokenize(text: string, exclusionFactor: number): Token[] {
         factor: i >= excludedFrom ? exclusionFactor : 1,
         stop: STOPWORDS.has(w) || /^\d+$/.test(w),
       });
-    });
-  });
+    }
+  }
   return out;
+}
+
+/** Index of the first word after the first exclusion cue of a clause, or +Infinity if none. */
+function exclusionStart(raw: readonly string[]): number {
+  for (let i = 0; i < raw.length; i++) {
+    // Most words start no cue: skip the scan over all cues for them.
+    if (!CUE_STARTS.has(raw[i] as string)) continue;
+    for (const cue of EXCLUSION_CUES) {
+      if (matchesCue(raw, i, cue)) return i + cue.length;
+    }
+  }
+  return Number.POSITIVE_INFINITY;
+}
+
+function matchesCue(raw: readonly string[], start: number, cue: readonly string[]): boolean {
+  for (let k = 0; k < cue.length; k++) if (raw[start + k] !== cue[k]) return false;
+  return true;
 }
