@@ -1,8 +1,6 @@
 import { statfs, writeFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import {
   type ArborOptions,
   type CallCounts,
@@ -49,10 +47,6 @@ function parseArgs(argv: readonly string[]): Args {
   }
   return args;
 }
-
-// A full collection between measurements, so one workload's garbage is not billed to the next.
-setFlagsFromString("--expose_gc");
-const gc = runInNewContext("gc") as () => void;
 
 interface Usage {
   peakRssMb: number;
@@ -176,6 +170,9 @@ function line(
   };
 }
 
+/** W1 trees run before anything is measured. */
+const WARM_UP_TREES = 5;
+
 /** Everything must be over well within 5 minutes: later runs get what is left of this. */
 const BUDGET_MS = 240_000;
 /** W1 repeats stop early past this point, to leave W2 its time. */
@@ -199,9 +196,7 @@ async function measureW1(
   const runs = [];
   for (let r = 0; r < args.repeat; r++) {
     if (r > 0 && performance.now() - clock.started > W1_REPEATS_UNTIL_MS) break;
-    gc();
     const bound = await treeInMemory(W1_SHAPE, latencyMs);
-    gc();
     const options: ArborOptions = {
       baseDir: args.dir,
       durable: durable !== "off",
@@ -222,9 +217,7 @@ async function measureW1(
 }
 
 async function measureW2(requests: number, inFlight: number, args: Args, clock: Clock): Promise<Line> {
-  gc();
   const bound = await requestsInMemory(requests, inFlight, 0);
-  gc();
   const options: ArborOptions = {
     baseDir: args.dir,
     durable: true,
@@ -286,11 +279,12 @@ async function main(): Promise<void> {
         "includes whatever ran just before): if other processes share the CPUs, expect noisy numbers.",
     );
 
-  // Warm-up, not reported: a whole W1 tree and a few requests (module loading, the JIT's
-  // optimised code for every step, the first SQLite file).
+  // Warm-up, not reported: whole W1 trees and a few requests (module loading, the JIT's optimised
+  // code for every step, the first SQLite file). V8 keeps optimising over the first few trees: after
+  // one, W1 at 0 ms still ran about 25% slower than after five.
   progress("warming up");
   const warm: ArborOptions = { baseDir: args.dir, durable: true, latencyMs: 0, timeoutMs: 60_000 };
-  await treeOnArbor(W1_SHAPE, warm);
+  for (let i = 0; i < WARM_UP_TREES; i++) await treeOnArbor(W1_SHAPE, warm);
   await treeInMemory({ children: 2, leavesPerChild: 3 }, 0);
   await requestsOnArbor(10, 5, warm);
   await requestsInMemory(10, 5, 0);
