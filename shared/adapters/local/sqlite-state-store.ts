@@ -74,9 +74,12 @@ export class SqliteStateStore implements StateStore {
   /**
    * Counter adds of the open group, summed per record: written once, just before the group
    * commits, however many writes of the group added to the record (many tasks counting into one
-   * parent at once). Reading a counter writes its pending adds first, so reads see every add.
+   * parent at once). Reads see every add: a read of a counter works out its pending adds in memory,
+   * and a listing by parent writes those of the counters under that parent first.
    */
   readonly #adds = new Map<string, PendingAdd>();
+  /** How many of the pending adds are to a counter with a parent (listings by parent must see them). */
+  #parentedAdds = 0;
 
   constructor(options: SqliteStateStoreOptions) {
     ({ db: this.#db, owned: this.#owned } = openLocation(options));
@@ -86,11 +89,16 @@ export class SqliteStateStore implements StateStore {
     this.#db.onRollback(() => {
       this.#cache.clear();
       this.#adds.clear();
+      this.#parentedAdds = 0;
     });
   }
 
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
-    if (this.#adds.size > 0) this.#writeAdds(key);
+    const pending = this.#adds.get(key);
+    if (pending) {
+      const { record, version } = this.#afterAdds(key, pending);
+      return deepFreeze({ ...record, version }) as StateRecord<T>;
+    }
     const known = this.#cache.get(key);
     if (known !== undefined) return (known ?? undefined) as StateRecord<T> | undefined;
     const row = this.#db.sql("SELECT * FROM records WHERE key = ?").get(key) as Row | undefined;
@@ -154,8 +162,8 @@ export class SqliteStateStore implements StateStore {
         };
       }
       case "add": {
-        this.#checkCounter(op.key);
-        return () => void this.#pendAdd(op);
+        const parent = this.#checkCounter(op.key);
+        return () => void this.#pendAdd(op, parent);
       }
       default: {
         const current = this.#streamVersion(op.streamId);
@@ -177,63 +185,58 @@ export class SqliteStateStore implements StateStore {
     return current;
   }
 
-  /** Refuses to add to a record that is not a counter record (one put whole). */
-  #checkCounter(key: string): void {
-    if (this.#adds.has(key)) return;
+  /** Refuses to add to a record that is not a counter record (one put whole); returns its parent. */
+  #checkCounter(key: string): string | undefined {
+    const pending = this.#adds.get(key);
+    if (pending) return pending.parent;
     const known = this.#cache.get(key);
     if (known !== undefined) {
       if (known) counters(key, known.data);
-      return;
+      return known?.parent;
     }
-    const row = this.#db.sql("SELECT data FROM records WHERE key = ?").get(key) as Row | undefined;
+    const row = this.#db.sql("SELECT parent, data FROM records WHERE key = ?").get(key) as Row | undefined;
     if (row) counters(key, JSON.parse(String(row.data)));
-  }
-
-  #pendAdd(op: AddOp): void {
-    const pending = this.#adds.get(op.key);
-    if (!pending) {
-      this.#adds.set(op.key, { op: { ...op, amounts: { ...op.amounts } }, count: 1 });
-      return;
-    }
-    pending.count++;
-    pending.op = {
-      ...op,
-      amounts: addAmounts(pending.op.amounts, op.amounts),
-      ...(op.parent === undefined && pending.op.parent !== undefined ? { parent: pending.op.parent } : {}),
-    };
-  }
-
-  /** The parent a counter will have once its pending add is written. */
-  #parentOf(key: string, op: AddOp): string | undefined {
-    if (op.parent !== undefined) return op.parent;
-    const known = this.#cache.get(key);
-    if (known !== undefined) return known?.parent;
-    const row = this.#db.sql("SELECT parent FROM records WHERE key = ?").get(key) as Row | undefined;
     return row?.parent == null ? undefined : String(row.parent);
   }
 
-  /** Writes the summed adds of the open group (of one record, or all): each add counts a version. */
+  /** Sums an add into the record's pending one. Without a parent of its own, it keeps the record's. */
+  #pendAdd(op: AddOp, existingParent: string | undefined): void {
+    const parent = op.parent ?? existingParent;
+    const pending = this.#adds.get(op.key);
+    if (!pending) {
+      this.#adds.set(op.key, { op: { ...op, amounts: { ...op.amounts } }, count: 1, parent });
+      if (parent !== undefined) this.#parentedAdds++;
+      return;
+    }
+    if (pending.parent === undefined && parent !== undefined) this.#parentedAdds++;
+    pending.count++;
+    pending.parent = parent;
+    pending.op = { ...op, amounts: addAmounts(pending.op.amounts, op.amounts) };
+  }
+
+  /** The record as it will be once its pending adds are written (each add counts a version). */
+  #afterAdds(key: string, { op, count, parent }: PendingAdd): { record: RecordInput; version: number } {
+    const row = this.#db.sql("SELECT version, data FROM records WHERE key = ?").get(key) as Row | undefined;
+    const current = row ? counters(key, JSON.parse(String(row.data))) : undefined;
+    const record: RecordInput = {
+      key,
+      kind: op.kind,
+      updatedAt: op.updatedAt,
+      data: addAmounts(current, op.amounts),
+      ...(parent === undefined ? {} : { parent }),
+    };
+    return { record, version: (row ? Number(row.version) : 0) + count };
+  }
+
+  /** Writes the summed adds of the open group (of one record, or all). */
   #writeAdds(only?: string): void {
     const keys = only === undefined ? [...this.#adds.keys()] : this.#adds.has(only) ? [only] : [];
     for (const key of keys) {
-      const { op, count } = this.#adds.get(key) as PendingAdd;
+      const pending = this.#adds.get(key) as PendingAdd;
       this.#adds.delete(key);
-      const row = this.#db.sql("SELECT version, parent, data FROM records WHERE key = ?").get(key) as
-        | Row
-        | undefined;
-      const current = row ? counters(key, JSON.parse(String(row.data))) : undefined;
-      // Without a parent of its own, an add keeps the record's parent.
-      const parent = op.parent ?? (row?.parent == null ? undefined : String(row.parent));
-      this.#upsert(
-        {
-          key,
-          kind: op.kind,
-          updatedAt: op.updatedAt,
-          data: addAmounts(current, op.amounts),
-          ...(parent === undefined ? {} : { parent }),
-        },
-        (row ? Number(row.version) : 0) + count,
-      );
+      if (pending.parent !== undefined) this.#parentedAdds--;
+      const { record, version } = this.#afterAdds(key, pending);
+      this.#upsert(record, version);
     }
   }
 
@@ -316,7 +319,8 @@ export class SqliteStateStore implements StateStore {
   async byParent<T>(parent: string, options: QueryOptions = {}): Promise<Page<StateRecord<T>>> {
     const limit = pageSize(options);
     const after = options.cursor === undefined ? "" : decodeCursor(options.cursor)[0];
-    for (const [key, { op }] of this.#adds) if (this.#parentOf(key, op) === parent) this.#writeAdds(key);
+    if (this.#parentedAdds > 0)
+      for (const [key, pending] of this.#adds) if (pending.parent === parent) this.#writeAdds(key);
     // Keys and versions first: a record this process already holds at that version is not read
     // and parsed again (a parent's supervisor lists its children each time one of them ends).
     const rows = this.#db
@@ -373,6 +377,8 @@ interface PendingAdd {
   /** The adds of the group so far, as one. */
   op: AddOp;
   count: number;
+  /** The record's parent once written: the add's own, or else the record's. */
+  parent: string | undefined;
 }
 
 /** A stored record's data as counters; anything else cannot be added to. */
