@@ -36,20 +36,31 @@ export interface ObjectStore {
 /** S3's limit on key length; we hold every adapter to it. */
 export const MAX_KEY_BYTES = 1024;
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
+const FORBIDDEN_CHARACTERS = /[\u0000-\u001f\u007f\\]/;
+/** An empty, "." or ".." segment: between slashes, or at either end. */
+const BAD_SEGMENT = /(?:^|\/)\.{0,2}(?:\/|$)/;
+
 /** Rejects keys that would behave differently across adapters (or escape a folder). */
 export function assertValidKey(key: string): void {
+  // The common case first, without building anything: every object read and write checks its key.
+  const valid =
+    typeof key === "string" &&
+    key.length > 0 &&
+    (key.length * 3 <= MAX_KEY_BYTES || Buffer.byteLength(key) <= MAX_KEY_BYTES) &&
+    !key.startsWith("/") &&
+    !FORBIDDEN_CHARACTERS.test(key) &&
+    !BAD_SEGMENT.test(key);
+  if (valid) return;
   const problems: string[] = [];
   if (typeof key !== "string" || key.length === 0) problems.push("must be a non-empty string");
   else {
     if (Buffer.byteLength(key) > MAX_KEY_BYTES) problems.push(`must be at most ${MAX_KEY_BYTES} bytes`);
     if (key.startsWith("/")) problems.push("must not start with /");
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
-    if (/[\u0000-\u001f\u007f\\]/.test(key))
-      problems.push("must not contain control characters or backslashes");
-    if (key.split("/").some((s) => s === "" || s === "." || s === ".."))
-      problems.push("must not contain empty, . or .. segments");
+    if (FORBIDDEN_CHARACTERS.test(key)) problems.push("must not contain control characters or backslashes");
+    if (BAD_SEGMENT.test(key)) problems.push("must not contain empty, . or .. segments");
   }
-  if (problems.length) throw new ValidationError(`Invalid object key ${JSON.stringify(key)}`, problems);
+  throw new ValidationError(`Invalid object key ${JSON.stringify(key)}`, problems);
 }
 
 /** Byte-order comparison of keys (what S3 uses), independent of locale. */

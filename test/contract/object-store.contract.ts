@@ -153,10 +153,23 @@ export function objectStoreContract(name: string, setup: () => Promise<ObjectSto
         "tab\tkey",
         "back\\slash",
         "x".repeat(1100),
+        "日".repeat(342), // 342 characters, 1,026 bytes
+        "a/",
+        ".",
+        "..",
+        "a/..",
       ]) {
         await expect(store.put(bad, "v"), bad).rejects.toBeInstanceOf(ValidationError);
       }
       expect(await listAllKeys(store, "")).toEqual([]);
+    });
+
+    it("accepts dots inside segments and multi-byte keys up to the byte limit", async () => {
+      // 791 characters (more than a third of the limit), 919 bytes; short segments (files encode them).
+      const long = Array.from({ length: 8 }, () => `${"日".repeat(8)}${"x".repeat(90)}`).join("/");
+      const keys = [".hidden/x", "a/..b", "a/b..", "v1.2/x.json", long];
+      await putAll(store, keys);
+      expect(await listAllKeys(store, "")).toEqual([...keys].sort(compareKeys));
     });
 
     describe("ResourceStore over this adapter", () => {
