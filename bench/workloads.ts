@@ -187,37 +187,36 @@ async function openArbor(plan: TaskSpec, options: ArborOptions): Promise<Arbor> 
   await engine.registerAssistants(TENANT, ASSISTANTS);
 
   // Every ending (done, failed, canceled) announces the task's output Message: that is the signal.
-  // It counts once it is on disk, as an answer does before a channel may send it.
-  const seen = new Map<string, number>();
-  const waiting = new Map<string, (at: number) => void>();
-  const off = rt.bus.subscribe({
-    name: "bench-observer",
-    pattern: { source: ["arbor"], "detail-type": ["RESOURCE_PUT"], detail: { name: ["output"] } },
-    handler: async (e) => {
-      const urn = String(e.detail.urn);
-      await rt.untilDurable();
-      const at = performance.now();
-      if (!seen.has(urn)) seen.set(urn, at);
-      waiting.get(urn)?.(at);
-    },
-  });
+  // It counts once it is on disk, as an answer does before a channel may send it. Call finished()
+  // right after submit: it listens for that one output only (as a channel waits for its answer),
+  // so the observer costs nothing per subtask.
+  const listening = new Set<() => void>();
   const finished = (taskId: string, deadline: number) => {
     const urn = outputMeta(taskId).id;
-    const at = seen.get(urn);
-    if (at !== undefined) return Promise.resolve(at);
     return new Promise<number>((resolve, reject) => {
+      const stopListening = () => {
+        clearTimeout(timer);
+        off();
+        listening.delete(stopListening);
+      };
       const timer = setTimeout(
         () => {
-          waiting.delete(urn);
+          stopListening();
           reject(new Error(`${taskId} did not finish before the deadline`));
         },
         Math.max(0, deadline - performance.now()),
       );
-      waiting.set(urn, (t) => {
-        clearTimeout(timer);
-        waiting.delete(urn);
-        resolve(t);
+      const off = rt.bus.subscribe({
+        name: `bench-observer ${urn}`,
+        pattern: { source: ["arbor"], "detail-type": ["RESOURCE_PUT"], detail: { urn: [urn] } },
+        handler: async () => {
+          await rt.untilDurable();
+          const at = performance.now();
+          stopListening();
+          resolve(at);
+        },
       });
+      listening.add(stopListening);
     });
   };
   return {
@@ -226,7 +225,7 @@ async function openArbor(plan: TaskSpec, options: ArborOptions): Promise<Arbor> 
     llm,
     finished,
     async close() {
-      off();
+      for (const stopListening of listening) stopListening();
       stop();
       await rt.close();
       await rm(dataDir, { recursive: true, force: true });
