@@ -96,7 +96,10 @@ export class SqliteStateStore implements StateStore {
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
     const pending = this.#adds.get(key);
     if (pending) {
-      const { record, version } = this.#afterAdds(key, pending);
+      // A read may start from the record as held; a write (below) starts from the stored one.
+      const held = this.#cache.get(key);
+      const base = held === undefined ? this.#storedCounter(key) : (held ?? undefined);
+      const { record, version } = this.#afterAdds(key, pending, base);
       return deepFreeze({ ...record, version }) as StateRecord<T>;
     }
     const known = this.#cache.get(key);
@@ -214,18 +217,28 @@ export class SqliteStateStore implements StateStore {
     pending.op = { ...op, amounts: addAmounts(pending.op.amounts, op.amounts) };
   }
 
-  /** The record as it will be once its pending adds are written (each add counts a version). */
-  #afterAdds(key: string, { op, count, parent }: PendingAdd): { record: RecordInput; version: number } {
+  /** A counter record as stored: its version and amounts. */
+  #storedCounter(key: string): Counter | undefined {
     const row = this.#db.sql("SELECT version, data FROM records WHERE key = ?").get(key) as Row | undefined;
-    const current = row ? counters(key, JSON.parse(String(row.data))) : undefined;
+    return row
+      ? { version: Number(row.version), data: counters(key, JSON.parse(String(row.data))) }
+      : undefined;
+  }
+
+  /** The record as it will be once its pending adds are added to `base` (each add counts a version). */
+  #afterAdds(
+    key: string,
+    { op, count, parent }: PendingAdd,
+    base: Counter | undefined,
+  ): { record: RecordInput; version: number } {
     const record: RecordInput = {
       key,
       kind: op.kind,
       updatedAt: op.updatedAt,
-      data: addAmounts(current, op.amounts),
+      data: addAmounts(base?.data as Record<string, number> | undefined, op.amounts),
       ...(parent === undefined ? {} : { parent }),
     };
-    return { record, version: (row ? Number(row.version) : 0) + count };
+    return { record, version: (base?.version ?? 0) + count };
   }
 
   /** Writes the summed adds of the open group (of one record, or all). */
@@ -235,7 +248,7 @@ export class SqliteStateStore implements StateStore {
       const pending = this.#adds.get(key) as PendingAdd;
       this.#adds.delete(key);
       if (pending.parent !== undefined) this.#parentedAdds--;
-      const { record, version } = this.#afterAdds(key, pending);
+      const { record, version } = this.#afterAdds(key, pending, this.#storedCounter(key));
       this.#upsert(record, version);
     }
   }
@@ -372,6 +385,8 @@ export class SqliteStateStore implements StateStore {
 }
 
 const MAX_CACHED_RECORDS = 100_000;
+
+type Counter = Pick<StateRecord, "version" | "data">;
 
 interface PendingAdd {
   /** The adds of the group so far, as one. */
