@@ -181,7 +181,13 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
     // The submitting side (a channel function, on AWS): same configuration, its own runtime.
     rt = createAwsRuntime(config, clients);
     engine = await createAwsEngine(rt, config, { clients: engineClients });
-    const deps = { config: () => config, clients, engine: { clients: engineClients } };
+    // No time for a second turn in one invocation, as when a step's time runs out: a leaf's next
+    // turn goes out as a command, so the turn route runs through the handler too.
+    const deps = {
+      config: () => config,
+      clients,
+      engine: { clients: engineClients, settings: { turnStepMs: 0 } },
+    };
     handlers = [createStepHandler(deps), createStepHandler(deps)];
   });
 
