@@ -1,3 +1,4 @@
+import { deepFreeze } from "../../domain/immutable.ts";
 import { UnavailableError } from "../../errors.ts";
 import { componentLogger } from "../../observability/logger.ts";
 import type { BusEnvelope, BusEventInput, EventBus, Subscription } from "../../ports/event-bus.ts";
@@ -57,8 +58,12 @@ export class InProcessEventBus implements EventBus {
     const now = this.#opts.clock();
     for (const e of events) {
       const envelope = toEnvelope(e, { account: this.#opts.account, region: this.#opts.region, now });
+      // As over the wire: what handlers get is a copy, taken at publish time, and frozen, so one
+      // handler cannot change what another receives (they all share it).
+      let received: BusEnvelope | undefined;
       for (const sub of this.#subs.matching(envelope)) {
-        for (let i = 0; i < this.#opts.deliveries; i++) this.#track(this.#deliver(sub, envelope));
+        received ??= deepFreeze(JSON.parse(JSON.stringify(envelope)) as BusEnvelope);
+        for (let i = 0; i < this.#opts.deliveries; i++) this.#track(this.#deliver(sub, received));
       }
     }
   }
@@ -84,8 +89,7 @@ export class InProcessEventBus implements EventBus {
     await new Promise<void>((resolve) => setImmediate(resolve));
     for (let attempt = 1; ; attempt++) {
       try {
-        // A copy per delivery, as over the wire: one handler cannot change what another receives.
-        await sub.handler(JSON.parse(JSON.stringify(event)) as BusEnvelope);
+        await sub.handler(event);
         return;
       } catch (error) {
         if (attempt >= this.#opts.maxAttempts) {
