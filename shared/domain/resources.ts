@@ -135,7 +135,10 @@ export const MessageSchema = resource("common.Message", {
   toolCalls: z.array(ToolCallSchema).max(64).optional(),
   /** role=tool: which call this result answers. */
   toolCallId: z.string().min(1).max(128).optional(),
-  /** role=tool: the tool failed and `content` is the error the model may read. */
+  /**
+   * role=tool: the tool failed and `content` is the error the model may read. On a task's output:
+   * the task failed or was canceled, and `content` says why.
+   */
   isError: z.boolean().optional(),
 }).superRefine((m, ctx) => {
   if (m.toolCalls && m.role !== "assistant") {
@@ -152,11 +155,14 @@ export const MessageSchema = resource("common.Message", {
       message: "a tool message must say which call it answers",
     });
   }
-  if (m.role !== "tool" && (m.toolCallId !== undefined || m.isError !== undefined)) {
+  if (m.role !== "tool" && m.toolCallId !== undefined) {
+    ctx.addIssue({ code: "custom", path: ["toolCallId"], message: "only tool messages carry toolCallId" });
+  }
+  if (m.isError !== undefined && m.role !== "tool" && !(m.role === "assistant" && m.meta.name === "output")) {
     ctx.addIssue({
       code: "custom",
-      path: ["toolCallId"],
-      message: "only tool messages carry toolCallId / isError",
+      path: ["isError"],
+      message: "only tool results and a task's output carry isError",
     });
   }
   if (m.content === undefined && !m.toolCalls?.length) {

@@ -10,10 +10,11 @@ import {
 import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn.ts";
 import type { LlmMessage } from "../ports/llm.ts";
 import type { ToolDescriptor } from "../ports/tools.ts";
+import type { PutResult } from "../use-cases/resource-store.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
 import { requestInteraction } from "./interactions.ts";
-import { completeTask, failTask } from "./outcome.ts";
+import { completed, completeTask, failTask } from "./outcome.ts";
 import { recordUsage, usageOf } from "./usage.ts";
 
 /**
@@ -23,9 +24,9 @@ import { recordUsage, usageOf } from "./usage.ts";
  * or an approval wait resumes exactly where it left off.
  *
  *   <task>/common.Message.<prompt>      the task as the assistant first sees it (role user)
- *   <task>/common.Message.<turn-0001>   the model's answer (role assistant, maybe tool calls)
+ *   <task>/common.Message.<turn-0001>   the model's turn that asks for tools (role assistant)
  *   <task>/common.Message.<turn-0001-tool-0> ...  one result per tool call (role tool)
- *   <task>/common.Message.<output>      the final answer
+ *   <task>/common.Message.<output>      the model's last turn, which asks for none: the final answer
  */
 const TURN_CLAIM_STALE_MS = 5 * 60_000;
 const turnName = (n: number) => `turn-${String(n).padStart(4, "0")}`;
@@ -37,6 +38,8 @@ const msgMeta = (taskId: string, name: string): Message["meta"] => ({
 interface Transcript {
   prompt?: Message;
   turns: { n: number; message: Message; results: (Message | undefined)[] }[];
+  /** The final answer, once the model gave it (an output that records a failure is not one). */
+  answer?: { message: Message; written?: PutResult };
 }
 
 async function loadTranscript(deps: EngineDeps, taskId: string): Promise<Transcript> {
@@ -50,6 +53,8 @@ async function loadTranscript(deps: EngineDeps, taskId: string): Promise<Transcr
     const results = (message.toolCalls ?? []).map((_, k) => byName.get(`${turnName(n)}-tool-${k}`));
     transcript.turns.push({ n, message, results });
   }
+  const output = byName.get("output");
+  if (output && !output.isError) transcript.answer = { message: output };
   return transcript;
 }
 
@@ -86,38 +91,48 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand): Promise<void>
   }
 
   for (;;) {
+    const { answer } = transcript;
+    if (answer) {
+      const content = answer.message.content ?? "";
+      return answer.written
+        ? completed(deps, taskId, answer.written, content, assistant.meta.id)
+        : completeTask(deps, taskId, content, assistant.meta.id); // after a crash: written again, the same
+    }
     const last = transcript.turns.at(-1);
     if (last && (last.message.toolCalls?.length ?? 0) > 0) {
       const waiting = await runTools(deps, taskId, assistant, last);
       if (waiting) return;
     } else if (last) {
+      // A final answer stored as a turn (as earlier versions did).
       return completeTask(deps, taskId, last.message.content ?? "", assistant.meta.id);
     }
 
     const next = (last?.n ?? 0) + 1;
-    const message = await takeTurn(deps, task, assistant, transcript, next);
-    if (!message) return;
-    transcript.turns.push({ n: next, message, results: [] });
+    if (!(await takeTurn(deps, task, assistant, transcript, next))) return;
     if ((await deps.tasks.view(taskId))?.status !== "in_progress") return; // canceled meanwhile
-    if (deps.clock().getTime() - began >= deps.settings.turnStepMs)
+    if (!transcript.answer && deps.clock().getTime() - began >= deps.settings.turnStepMs)
       return send(deps, COMMANDS.turn, { taskId, turn: next + 1 }, taskId, String(next + 1));
   }
 }
 
-/** One model call for turn `next`, persisted with its usage; undefined when the task may not take it. */
+/**
+ * One model call for turn `next`, persisted with its usage and added to the transcript: a turn that
+ * asks for tools, or the final answer (written as the task's output). False when the task may not
+ * take the turn.
+ */
 async function takeTurn(
   deps: EngineDeps,
   task: TaskResource,
   assistant: Assistant,
   transcript: Transcript,
   next: number,
-): Promise<Message | undefined> {
+): Promise<boolean> {
   const taskId = task.meta.id;
-  if (!(await claim(deps, `turn#${taskId}#${next}`, TURN_CLAIM_STALE_MS))) return undefined;
+  if (!(await claim(deps, `turn#${taskId}#${next}`, TURN_CLAIM_STALE_MS))) return false;
   const over = await budgetProblem(deps, task, next);
   if (over) {
     await failTask(deps, taskId, over);
-    return undefined;
+    return false;
   }
 
   const tools = deps.tools.describe(assistant.tools);
@@ -128,18 +143,21 @@ async function takeTurn(
     ...(assistant.model ? { model: assistant.model } : {}),
   });
   deps.faults?.hit("after-llm", "turn");
+  const asksForTools = response.toolCalls.length > 0;
   const message: Message = {
-    meta: msgMeta(taskId, turnName(next)),
+    meta: msgMeta(taskId, asksForTools ? turnName(next) : "output"),
     role: "assistant",
-    content: response.content ?? (response.toolCalls.length ? undefined : ""),
-    ...(response.toolCalls.length
+    content: response.content ?? (asksForTools ? undefined : ""),
+    ...(asksForTools
       ? { toolCalls: response.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }
       : {}),
   };
-  await deps.resources.put(message);
+  const written = await deps.resources.put(message);
   deps.faults?.hit("after-write", "turn");
   await recordUsage(deps, taskId, response.usage, true);
-  return message;
+  if (asksForTools) transcript.turns.push({ n: next, message, results: [] });
+  else transcript.answer = { message, written };
+  return true;
 }
 
 /** Runs the tool calls of a turn that have no result yet. True when a person must confirm first. */

@@ -1,5 +1,6 @@
 import { withMeta } from "../domain/resources.ts";
 import type { Urn } from "../domain/urn.ts";
+import type { PutResult } from "../use-cases/resource-store.ts";
 import { agentActor, announcePut, ENGINE, type EngineDeps, recordTask } from "./context.ts";
 
 /**
@@ -17,11 +18,22 @@ export async function completeTask(
   content: string,
   assistant?: string,
 ): Promise<void> {
-  const { urn, contentHash } = await deps.resources.put({
+  const written = await deps.resources.put({
     meta: outputMeta(taskId),
     role: "assistant",
     content,
   });
+  return completed(deps, taskId, written, content, assistant);
+}
+
+/** The rest of completeTask, once the output is written (a leaf writes its final answer as the output). */
+export async function completed(
+  deps: EngineDeps,
+  taskId: string,
+  { urn, contentHash }: PutResult,
+  content: string,
+  assistant?: string,
+): Promise<void> {
   deps.faults?.hit("after-write", "complete");
   await recordTask(
     deps,
@@ -32,12 +44,16 @@ export async function completeTask(
   await announcePut(deps, urn, "common.Message", "output", contentHash);
 }
 
-/** Writes and announces a task's output without recording an event (the caller already did). */
+/**
+ * Writes and announces the output of a task that ended without a result (canceled), without
+ * recording an event (the caller already did).
+ */
 export async function announceOutput(deps: EngineDeps, taskId: string, content: string): Promise<void> {
   const { urn, contentHash } = await deps.resources.put({
     meta: outputMeta(taskId),
     role: "assistant",
     content,
+    isError: true,
   });
   await announcePut(deps, urn, "common.Message", "output", contentHash);
 }
@@ -47,6 +63,7 @@ export async function failTask(deps: EngineDeps, taskId: string, reason: string)
     meta: outputMeta(taskId),
     role: "assistant",
     content: `Task failed: ${reason}`,
+    isError: true,
   });
   const view = await deps.tasks.view(taskId);
   if (view?.status !== "failed")
@@ -65,7 +82,7 @@ export async function indexOutput(
   if (detail.name !== "output" || typeof detail.urn !== "string") return;
   const message = await deps.resources.getAs("common.Message", detail.urn);
   const content = message?.content;
-  if (!content || content.startsWith("Task failed:") || content.startsWith("Task canceled:")) return;
+  if (!content || message.isError) return;
   const [vector] = await deps.embedder.embed([content]);
   if (vector)
     await deps.index.upsert([

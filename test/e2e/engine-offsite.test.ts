@@ -115,8 +115,9 @@ describe("engine: a leaf's inner loop across steps", () => {
     expect(stepByStep.outcome.statuses.every((s) => s.endsWith(":done"))).toBe(true);
     // In one step: a leaf's loop runs in the step that starts it; one command resumes the leaf a person approved.
     expect(inOneStep.turnCommands).toBe(1);
-    // Step by step: also one after each of the leaves' model calls (all calls but 1 plan and 4 evaluations).
+    // Step by step: also one after each turn that asked for tools, i.e. each leaf model call (all calls
+    // but 1 plan and 4 evaluations) except the 5 final answers, which complete their task at once.
     const leafTurns = stepByStep.outcome.modelCalls - 1 - 4;
-    expect(stepByStep.turnCommands).toBe(1 + leafTurns);
+    expect(stepByStep.turnCommands).toBe(1 + leafTurns - 5);
   });
 });
