@@ -117,4 +117,54 @@ describe("SQLite record cache", () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it("checks a write against what another process committed, though it holds the record, stream and counter", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-external-"));
+    try {
+      const path = join(dir, "state.db");
+      const mine = new SqliteStateStore({ path });
+      const theirs = new SqliteStateStore({ path });
+      const event = (id: string) => ({
+        id,
+        v: 1 as const,
+        at: "2026-01-01T00:00:00.000Z",
+        actor: { id: "system_engine", kind: "system" as const },
+        type: "TaskStarted" as const,
+        payload: { taskId: "cld:common.Tenant.acme/plan.Task.t1" },
+      });
+      const add = {
+        op: "add" as const,
+        key: "c",
+        kind: "usage",
+        updatedAt: "2026-01-01T00:00:00.000Z",
+        amounts: { n: 1 },
+      };
+      // Mine writes all three, so it holds them in memory.
+      await mine.transact([
+        { op: "put", record: rec("r", 1), expectedVersion: 0 },
+        { op: "append", streamId: "s", events: [event("e1")], expectedVersion: 0 },
+        add,
+      ]);
+      await mine.untilDurable();
+      await theirs.transact([
+        { op: "put", record: rec("r", 2), expectedVersion: 1 },
+        { op: "append", streamId: "s", events: [event("e2")], expectedVersion: 1 },
+        add,
+      ]);
+      await theirs.untilDurable();
+      // What mine holds is stale: its next write sees the other process's commit.
+      await expect(
+        mine.transact([{ op: "put", record: rec("r", 3), expectedVersion: 1 }]),
+      ).rejects.toBeInstanceOf(ConflictError);
+      await expect(
+        mine.transact([{ op: "append", streamId: "s", events: [event("e3")], expectedVersion: 1 }]),
+      ).rejects.toBeInstanceOf(ConflictError);
+      await mine.transact([add]);
+      expect(await mine.get("c")).toMatchObject({ version: 3, data: { n: 3 } });
+      await theirs.close();
+      await mine.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -74,6 +74,9 @@ export class SqliteDatabase {
   readonly #syncEachWrite: boolean;
   readonly #rollbackListeners: (() => void)[] = [];
   readonly #commitListeners: (() => void)[] = [];
+  readonly #externalListeners: (() => void)[] = [];
+  /** SQLite's data_version as last seen: it changes when another connection commits. */
+  #dataVersion: number | undefined;
   #group: PendingCommit | undefined;
   /** Set when a turn was lost after its writes were acknowledged: every later write is refused. */
   #failure: UnavailableError | undefined;
@@ -162,6 +165,15 @@ export class SqliteDatabase {
     this.#commitListeners.push(listener);
   }
 
+  /**
+   * Called when a group begins and another connection (another process) has committed since this
+   * one last looked: what a store holds in memory may be stale, and must be dropped. So, within a
+   * group (which holds the write lock until it commits), what a store wrote or read is current.
+   */
+  onExternalChange(listener: () => void): void {
+    this.#externalListeners.push(listener);
+  }
+
   /** Called when a group's COMMIT fails: whatever was derived from its writes must be dropped. */
   onRollback(listener: () => void): void {
     this.#rollbackListeners.push(listener);
@@ -181,6 +193,10 @@ export class SqliteDatabase {
   #openGroup(): PendingCommit {
     if (this.#group) return this.#group;
     this.#db.exec("BEGIN IMMEDIATE");
+    const seen = Number((this.sql("PRAGMA data_version").get() as { data_version: number }).data_version);
+    if (this.#dataVersion !== undefined && seen !== this.#dataVersion)
+      for (const listener of this.#externalListeners) listener();
+    this.#dataVersion = seen;
     const group: PendingCommit = { done: [], failed: [] };
     this.#group = group;
     setImmediate(() => void this.#commit());

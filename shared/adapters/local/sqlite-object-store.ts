@@ -46,6 +46,7 @@ export class SqliteObjectStore implements ObjectStore {
     this.#db.exec(SCHEMA);
     this.#cache = new BytesCache(options.cacheBytes ?? 64 * 1024 * 1024);
     this.#db.onRollback(() => this.#cache.clear());
+    this.#db.onExternalChange(() => this.#cache.clear()); // another process wrote
   }
 
   async put(key: string, body: Uint8Array | string, options: { contentType?: string } = {}): Promise<void> {

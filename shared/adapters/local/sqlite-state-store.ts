@@ -78,6 +78,11 @@ export class SqliteStateStore implements StateStore {
    * and a listing by parent writes those of the counters under that parent first.
    */
   readonly #adds = new Map<string, PendingAdd>();
+  /**
+   * Stream versions this store appended or read while checking a write. Like the records held,
+   * they are current within a group: dropped when another connection has committed since.
+   */
+  readonly #streams = new Map<string, number>();
   /** How many of the pending adds are to a counter with a parent (listings by parent must see them). */
   #parentedAdds = 0;
 
@@ -86,8 +91,13 @@ export class SqliteStateStore implements StateStore {
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
     this.#db.beforeCommit(() => this.#writeAdds());
+    this.#db.onExternalChange(() => {
+      this.#cache.clear();
+      this.#streams.clear();
+    });
     this.#db.onRollback(() => {
       this.#cache.clear();
+      this.#streams.clear();
       this.#adds.clear();
       this.#parentedAdds = 0;
     });
@@ -96,10 +106,7 @@ export class SqliteStateStore implements StateStore {
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
     const pending = this.#adds.get(key);
     if (pending) {
-      // A read may start from the record as held; a write (below) starts from the stored one.
-      const held = this.#cache.get(key);
-      const base = held === undefined ? this.#storedCounter(key) : (held ?? undefined);
-      const { record, version } = this.#afterAdds(key, pending, base);
+      const { record, version } = this.#afterAdds(key, pending, this.#counter(key));
       return deepFreeze({ ...record, version }) as StateRecord<T>;
     }
     const known = this.#cache.get(key);
@@ -169,7 +176,7 @@ export class SqliteStateStore implements StateStore {
         return () => void this.#pendAdd(op, parent);
       }
       default: {
-        const current = this.#streamVersion(op.streamId);
+        const current = this.#streams.get(op.streamId) ?? this.#streamVersion(op.streamId);
         if (op.expectedVersion !== "any" && current !== op.expectedVersion)
           throw versionConflict("stream", op.streamId, op.expectedVersion, current, index);
         return () => this.#append(op, current, recordedAt);
@@ -179,7 +186,11 @@ export class SqliteStateStore implements StateStore {
 
   /** The record's version, which must be `expected`; a conflict drops it from memory. */
   #expect(key: string, expected: number, index: number): number {
-    const row = this.#db.sql("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined;
+    const held = this.#cache.get(key); // current: a write runs in a group (see onExternalChange)
+    const row =
+      held === undefined
+        ? (this.#db.sql("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined)
+        : held;
     const current = row ? Number(row.version) : 0;
     if (current !== expected) {
       this.#cache.delete(key);
@@ -217,8 +228,10 @@ export class SqliteStateStore implements StateStore {
     pending.op = { ...op, amounts: addAmounts(pending.op.amounts, op.amounts) };
   }
 
-  /** A counter record as stored: its version and amounts. */
-  #storedCounter(key: string): Counter | undefined {
+  /** A counter record as held, or else as stored: its version and amounts. */
+  #counter(key: string): Counter | undefined {
+    const held = this.#cache.get(key);
+    if (held !== undefined) return held ?? undefined;
     const row = this.#db.sql("SELECT version, data FROM records WHERE key = ?").get(key) as Row | undefined;
     return row
       ? { version: Number(row.version), data: counters(key, JSON.parse(String(row.data))) }
@@ -248,7 +261,7 @@ export class SqliteStateStore implements StateStore {
       const pending = this.#adds.get(key) as PendingAdd;
       this.#adds.delete(key);
       if (pending.parent !== undefined) this.#parentedAdds--;
-      const { record, version } = this.#afterAdds(key, pending, this.#storedCounter(key));
+      const { record, version } = this.#afterAdds(key, pending, this.#counter(key));
       this.#upsert(record, version);
     }
   }
@@ -278,11 +291,20 @@ export class SqliteStateStore implements StateStore {
     const insert = this.#db.sql(
       "INSERT INTO events (stream_id, seq, event_id, body, recorded_at) VALUES (?, ?, ?, ?, ?)",
     );
-    return op.events.map((event, i) => {
-      const stored = storedEvent(event, op.streamId, current + 1 + i, recordedAt);
-      insert.run(op.streamId, stored.seq, event.id, JSON.stringify(event), recordedAt);
-      return stored;
+    const stored = op.events.map((event, i) => {
+      const e = storedEvent(event, op.streamId, current + 1 + i, recordedAt);
+      insert.run(op.streamId, e.seq, event.id, JSON.stringify(event), recordedAt);
+      return e;
     });
+    this.#rememberStream(op.streamId, current + op.events.length);
+    return stored;
+  }
+
+  #rememberStream(streamId: string, version: number): void {
+    this.#streams.delete(streamId);
+    this.#streams.set(streamId, version);
+    if (this.#streams.size > MAX_CACHED_RECORDS)
+      this.#streams.delete(this.#streams.keys().next().value as string);
   }
 
   #streamVersion(streamId: string): number {
