@@ -314,6 +314,11 @@ export class SqliteStateStore implements StateStore {
 
   #eventsById(ids: readonly string[]): StoredEvent[] {
     if (ids.length === 0) return [];
+    if (ids.length === 1) {
+      // The common case (one event per transaction), without the cost of a result list.
+      const row = this.#db.sql("SELECT * FROM events WHERE event_id = ?").get(ids[0]) as Row | undefined;
+      return row ? [toStoredEvent(row)] : [];
+    }
     const rows = this.#db
       .sql(`SELECT * FROM events WHERE event_id IN (${ids.map(() => "?").join(",")})`)
       .all(...ids) as Row[];
