@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
+import type { Urn } from "../../shared/domain/urn.ts";
 import { ConflictError } from "../../shared/errors.ts";
 import type { WriteOp } from "../../shared/ports/state-store.ts";
 import { stateStoreContract } from "./state-store.contract.ts";
@@ -130,7 +131,7 @@ describe("SQLite record cache", () => {
         at: "2026-01-01T00:00:00.000Z",
         actor: { id: "system_engine", kind: "system" as const },
         type: "TaskStarted" as const,
-        payload: { taskId: "cld:common.Tenant.acme/plan.Task.t1" },
+        payload: { taskId: "cld:common.Tenant.acme/plan.Task.t1" as Urn },
       });
       const add = {
         op: "add" as const,
