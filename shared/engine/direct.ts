@@ -7,6 +7,7 @@ import {
   toDescription,
   withMeta,
 } from "../domain/resources.ts";
+import type { TaskView } from "../domain/task-view.ts";
 import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn.ts";
 import type { LlmMessage } from "../ports/llm.ts";
 import type { ToolDescriptor } from "../ports/tools.ts";
@@ -58,18 +59,24 @@ async function loadTranscript(deps: EngineDeps, taskId: string): Promise<Transcr
   return transcript;
 }
 
+/** A leaf its start step has just started: nothing of its transcript is stored yet. */
+export interface FreshLeaf {
+  view: TaskView;
+  task: TaskResource;
+}
+
 /**
  * Runs a leaf's inner loop from where its stored transcript ends: tool results, then a model call,
  * each persisted before the next, until the model answers without tools (the task completes), a
  * person must confirm a tool, or the step has run for `turnStepMs`; then it hands the next turn on
  * as a command, so no invocation runs longer than its function may.
  */
-export async function runTurn(deps: EngineDeps, cmd: TaskCommand): Promise<void> {
+export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshLeaf): Promise<void> {
   const { taskId } = cmd;
   const began = deps.clock().getTime();
-  const view = await deps.tasks.view(taskId);
+  const view = fresh?.view ?? (await deps.tasks.view(taskId));
   if (view?.status !== "in_progress") return; // finished, canceled, or waiting for a person
-  const task = (await deps.resources.getAs("plan.Task", taskId)) as TaskResource;
+  const task = fresh?.task ?? ((await deps.resources.getAs("plan.Task", taskId)) as TaskResource);
   const assistantUrn = task.election?.assistant ?? view.assistant;
   const assistant = assistantUrn ? await deps.resources.getAs("common.Assistant", assistantUrn) : undefined;
   if (!assistant)
@@ -79,7 +86,7 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand): Promise<void>
       `No assistant is assigned to this task (${assistantUrn ?? "none elected"})`,
     );
 
-  const transcript = await loadTranscript(deps, taskId);
+  const transcript = fresh ? { turns: [] } : await loadTranscript(deps, taskId);
   if (!transcript.prompt) {
     const prompt = {
       meta: msgMeta(taskId, "prompt"),

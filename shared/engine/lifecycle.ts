@@ -14,7 +14,7 @@ import {
   send,
   type TaskCommand,
 } from "./context.ts";
-import { runTurn } from "./direct.ts";
+import { type FreshLeaf, runTurn } from "./direct.ts";
 import { ASSISTANT_TYPE } from "./election.ts";
 import { requestInteraction } from "./interactions.ts";
 import { announceOutput } from "./outcome.ts";
@@ -32,25 +32,26 @@ export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<voi
   const task = await deps.resources.getAs("plan.Task", cmd.taskId);
   if (!task) return;
   const assistant = task.election?.assistant;
-  await recordTask(
+  const started = await recordTask(
     deps,
     "TaskStarted",
     { taskId: cmd.taskId as Urn, ...(assistant ? { assistant: assistant as Urn } : {}) },
     agentActor(assistant),
   );
   if (!assistant) return askForAssistant(deps, cmd.taskId);
-  await proceed(deps, cmd.taskId);
+  // Started just now (not a repeat): a leaf has no transcript yet.
+  await proceed(deps, cmd.taskId, started.duplicate ? undefined : { view: started.view, task });
 }
 
 /** After TaskStarted (or an answer): children start, or the leaf's inner loop runs, in this step. */
-async function proceed(deps: EngineDeps, taskId: string): Promise<void> {
+async function proceed(deps: EngineDeps, taskId: string, fresh?: FreshLeaf): Promise<void> {
   const children = await deps.tasks.children(taskId);
   if (children.length > 0) {
     for (const child of schedule(children.filter((c) => c.status === "open")))
       await send(deps, COMMANDS.ready, { taskId: child.taskId }, child.taskId);
     return;
   }
-  await runTurn(deps, { taskId });
+  await runTurn(deps, { taskId }, fresh);
 }
 
 async function askForAssistant(deps: EngineDeps, taskId: string): Promise<void> {
