@@ -19,7 +19,7 @@ import {
  *
  *   --only w1|w2     run one workload family (for profiling)
  *   --dir <path>     where the temporary data folders go (default: the OS temp dir)
- *   --repeat <n>     measure each W1 line n times and keep the median (default 5; W2 runs once)
+ *   --repeat <n>     measure each W1 line n times and keep the median (default 9; W2 runs once)
  */
 const out = (line = ""): void => {
   process.stdout.write(`${line}\n`);
@@ -35,7 +35,7 @@ interface Args {
 }
 
 function parseArgs(argv: readonly string[]): Args {
-  const args: Args = { only: undefined, dir: tmpdir(), repeat: 5 };
+  const args: Args = { only: undefined, dir: tmpdir(), repeat: 9 };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const value = argv[i + 1];
@@ -171,7 +171,7 @@ function line(
 }
 
 /** W1 trees run before anything is measured. */
-const WARM_UP_TREES = 5;
+const WARM_UP_TREES = 10;
 
 /** Everything must be over well within 5 minutes: later runs get what is left of this. */
 const BUDGET_MS = 240_000;
@@ -279,12 +279,14 @@ async function main(): Promise<void> {
         "includes whatever ran just before): if other processes share the CPUs, expect noisy numbers.",
     );
 
-  // Warm-up, not reported: whole W1 trees and a few requests (module loading, the JIT's optimised
-  // code for every step, the first SQLite file). V8 keeps optimising over the first few trees: after
-  // one, W1 at 0 ms still ran about 25% slower than after five.
+  // Warm-up: whole W1 trees and a few requests (module loading, the JIT's optimised code for every
+  // step, the first SQLite file). The lines measure a process that has been running a while, as a
+  // local Arbor does; V8 keeps optimising over the first trees (the second ran 25% slower than the
+  // sixth), so the first and the last warm-up tree are printed too.
   progress("warming up");
   const warm: ArborOptions = { baseDir: args.dir, durable: true, latencyMs: 0, timeoutMs: 60_000 };
-  for (let i = 0; i < WARM_UP_TREES; i++) await treeOnArbor(W1_SHAPE, warm);
+  const warmUpMs: number[] = [];
+  for (let i = 0; i < WARM_UP_TREES; i++) warmUpMs.push((await treeOnArbor(W1_SHAPE, warm)).wallMs);
   await treeInMemory({ children: 2, leavesPerChild: 3 }, 0);
   await requestsOnArbor(10, 5, warm);
   await requestsInMemory(10, 5, 0);
@@ -395,6 +397,10 @@ async function main(): Promise<void> {
         `(target < 1 ms: ${l.overheadPerTaskMs < 1 ? "met" : "NOT met"})`,
     );
   }
+  out(
+    `Warm-up: W1 at 0 ms took ${f(warmUpMs[0] ?? Number.NaN, 0)} ms as the process's first tree (cold), ` +
+      `${f(warmUpMs.at(-1) ?? Number.NaN, 0)} ms as its ${WARM_UP_TREES}th; the lines above come after.`,
+  );
   const w2 = lines.find((l) => l.workload === "W2");
   if (w2?.growth)
     out(
