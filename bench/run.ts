@@ -318,7 +318,10 @@ async function main(): Promise<void> {
 
   out();
   out("wall: Arbor, from submit to the root's output announced. bound: the same model calls, tool runs and");
-  out("fan-out in memory with Promise.all, measured just before. overhead/task = (wall - bound) / tasks.");
+  out("fan-out in memory with Promise.all, measured just before. overhead/task = (wall - bound) / tasks;");
+  out(
+    "in W2 a task is a whole request: a conversation, its message, a plan call, one task and its two turns.",
+  );
   out(`W1 lines: the median of ${args.repeat} runs (min-max in brackets); W2: one run.`);
   out("CPU/wall: process CPU time (all threads) per wall second; ELU: main-thread event-loop utilisation.");
   for (const row of table([
@@ -391,10 +394,13 @@ async function main(): Promise<void> {
         `in-memory bound ${f(slow.boundMs, 0)} ms.`,
     );
   }
+  // The target is per task of the W1 tree; a W2 request does a request's whole work for its task.
   for (const l of lines.filter((x) => x.latencyMs === 0)) {
     out(
-      `Overhead at 0 ms, ${l.name}: ${f(l.overheadPerTaskMs, 2)} ms/task ` +
-        `(target < 1 ms: ${l.overheadPerTaskMs < 1 ? "met" : "NOT met"})`,
+      l.workload === "W1"
+        ? `Overhead at 0 ms, ${l.name}: ${f(l.overheadPerTaskMs, 2)} ms/task ` +
+            `(target < 1 ms: ${l.overheadPerTaskMs < 1 ? "met" : "NOT met"})`
+        : `Overhead at 0 ms, ${l.name}: ${f(l.overheadPerTaskMs, 2)} ms/request (no target)`,
     );
   }
   out(
