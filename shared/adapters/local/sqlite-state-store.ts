@@ -30,7 +30,7 @@ import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite
  * State store + event log in SQLite (libsql), on a SqliteDatabase: its own file, or one shared
  * with the local object store. Every transaction is a write of the database's group commit: it
  * runs at once (its conditions checked under BEGIN IMMEDIATE), a failed one throws alone, and it
- * resolves once it is durable.
+ * resolves once made; it is durable once the group commits (`untilDurable()` waits for that).
  */
 export type SqliteStateStoreOptions = SqliteLocation & { clock?: () => Date };
 
