@@ -1,7 +1,6 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { type RecordedRequest, ScriptedLlm, type ScriptedTurn } from "../shared/adapters/llm/scripted-llm.ts";
-import { BuiltinToolPort } from "../shared/adapters/tools/builtin-tools.ts";
 import type { Actor } from "../shared/domain/events.ts";
 import type { TaskSpec } from "../shared/domain/resources.ts";
 import type { TaskView } from "../shared/domain/task-view.ts";
@@ -10,8 +9,10 @@ import { outputMeta } from "../shared/engine/outcome.ts";
 import { PLAN_TOOL } from "../shared/engine/planner.ts";
 import { EVALUATE_TOOL } from "../shared/engine/supervisor.ts";
 import type { LlmMessage, LlmRequest, LlmResponse, LlmToolSpec } from "../shared/ports/llm.ts";
+import type { ToolBinding } from "../shared/ports/tools.ts";
 import { createLocalRuntime, type LocalRuntime } from "../shared/runtime/local.ts";
 import { createLocalEngine } from "../shared/runtime/local-engine.ts";
+import { builtinBinding } from "../shared/tools/builtins.ts";
 
 /**
  * The benchmark workloads, each in two forms:
@@ -354,16 +355,23 @@ const LEAF_SYSTEM = "You are a bench assistant. Work on the task you are given."
 
 interface Memory {
   llm: ScriptedLlm;
-  tools: BuiltinToolPort;
+  /** The same built-in functions Arbor's tools are bound to, checked and run directly. */
+  tools: Map<string, ToolBinding>;
   toolSpecs: LlmToolSpec[];
 }
 
 function memory(plan: TaskSpec, latencyMs: number): Memory {
-  const tools = new BuiltinToolPort();
+  const tools = new Map(
+    (["calculator", "word_count"] as const).map((n) => [n, builtinBinding(n, n, {})] as const),
+  );
   return {
     llm: new ScriptedLlm(benchScript(plan), { latencyMs }),
     tools,
-    toolSpecs: tools.describe(["calculator", "word_count"]).map(({ risky: _r, ...spec }) => spec),
+    toolSpecs: [...tools.values()].map(({ descriptor: d }) => ({
+      name: d.name,
+      description: d.description,
+      parameters: d.parameters,
+    })),
   };
 }
 
@@ -386,8 +394,13 @@ async function leafInMemory(m: Memory, spec: TaskSpec): Promise<{ answer: string
   const first = await complete(m, { system: LEAF_SYSTEM, messages, tools: m.toolSpecs });
   messages.push({ role: "assistant", toolCalls: first.toolCalls });
   for (const call of first.toolCalls) {
-    const result = await m.tools.execute(call.name, call.arguments, { taskId: spec.name, actor: "bench" });
-    messages.push({ role: "tool", toolCallId: call.id, content: result.content });
+    const tool = m.tools.get(call.name);
+    const problems = tool?.check(call.arguments) ?? ["unknown tool"];
+    const content =
+      tool && problems.length === 0
+        ? await tool.run(call.arguments, { taskId: spec.name, actor: "bench", callId: call.id })
+        : problems.join("; ");
+    messages.push({ role: "tool", toolCallId: call.id, content });
   }
   const second = await complete(m, { system: LEAF_SYSTEM, messages, tools: m.toolSpecs });
   return { answer: second.content ?? "", ms: performance.now() - t0 };

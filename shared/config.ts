@@ -19,6 +19,8 @@ const EnvSchema = z.object({
   ARBOR_DATA_DIR: z.string().min(1).default(".arbor"),
   ARBOR_DURABLE: bool.default(true),
   ARBOR_OBJECT_STORE: z.enum(["sqlite", "files"]).default("sqlite"),
+  /** A JSON file with the tool registry (see shared/tools/config.ts); default: the built-in tools. */
+  ARBOR_TOOLS_FILE: z.string().min(1).optional(),
   // aws mode
   AWS_REGION: z.string().min(1).optional(),
   ARBOR_RESOURCES_BUCKET: name.optional(),
@@ -82,6 +84,8 @@ export interface LocalConfig {
   syncEachWrite?: boolean;
   /** Where resources live: rows of the local database (default) or one file per resource. */
   objectStore?: "sqlite" | "files";
+  /** The tool registry's JSON file (ARBOR_TOOLS_FILE); absent: the built-in tools. */
+  toolsFile?: string;
 }
 
 export interface AwsConfig {
@@ -99,6 +103,8 @@ export interface AwsConfig {
   watchdogStaleMs: number;
   /** `bedrock` serves the embedder; the model's own endpoint is in `model`. */
   endpoints: { s3?: string; dynamodb?: string; eventbridge?: string; s3vectors?: string; bedrock?: string };
+  /** The tool registry's JSON file (ARBOR_TOOLS_FILE, bundled with the functions); absent: the built-ins. */
+  toolsFile?: string;
 }
 
 export type Config = LocalConfig | AwsConfig;
@@ -121,6 +127,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       dataDir: resolve(e.ARBOR_DATA_DIR),
       durable: e.ARBOR_DURABLE,
       objectStore: e.ARBOR_OBJECT_STORE,
+      ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
     };
   }
   const missing = (
@@ -167,6 +174,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       : {}),
     watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
     endpoints,
+    ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
   };
 }
 

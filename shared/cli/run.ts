@@ -14,6 +14,7 @@ import type { Llm } from "../ports/llm.ts";
 import { createLocalRuntime } from "../runtime/local.ts";
 import { createLocalEngine } from "../runtime/local-engine.ts";
 import { createModel } from "../runtime/models.ts";
+import { loadToolsConfig } from "../tools/config.ts";
 import { LiveTree } from "./live-tree.ts";
 import { heading, note } from "./render.ts";
 
@@ -38,7 +39,11 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
   }
   const rt = createLocalRuntime(config);
   const fallback = `${tenantUrn(config.tenant)}/common.Assistant.${FALLBACK_ID}`;
-  const engine = await createLocalEngine(rt, { llm: setup.llm, settings: { fallbackAssistant: fallback } });
+  const engine = await createLocalEngine(rt, {
+    llm: setup.llm,
+    settings: { fallbackAssistant: fallback },
+    toolsConfig: loadToolsConfig(config.toolsFile),
+  });
   const stop = engine.start();
   const lines = createInterface({ input: process.stdin, terminal: false });
   const answers = lines[Symbol.asyncIterator]();

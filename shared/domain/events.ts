@@ -118,6 +118,45 @@ export const ResourceDeleteSchema = z.object({
   payload: z.object({ urn: UrnSchema, resourceType: z.string().min(1) }),
 });
 
+/**
+ * The audit log of tool calls (its own streams, `audit#<task URN>`): every call is requested, then
+ * completed or failed, with who asked, a hash of the exact arguments and how long it took.
+ */
+const toolCall = {
+  taskId: TaskId,
+  /** The model's id for the call (pairs the records of one call). */
+  callId: z.string().min(1).max(128),
+  tool: z.string().min(1).max(64),
+  /** sha256 of the arguments as the model sent them (see argumentsHash). */
+  argumentsHash: z.string().regex(/^[0-9a-f]{64}$/),
+};
+export const ToolCallRequestedSchema = z.object({
+  ...envelope,
+  type: z.literal("ToolCallRequested"),
+  payload: z.object(toolCall),
+});
+export const ToolCallCompletedSchema = z.object({
+  ...envelope,
+  type: z.literal("ToolCallCompleted"),
+  payload: z.object({
+    ...toolCall,
+    durationMs: z.number().min(0),
+    /** A result too large to pass inline, stored as a resource. */
+    resultUrn: UrnSchema.optional(),
+  }),
+});
+export const ToolCallFailedSchema = z.object({
+  ...envelope,
+  type: z.literal("ToolCallFailed"),
+  payload: z.object({
+    ...toolCall,
+    durationMs: z.number().min(0),
+    /** Why: invalid arguments, a timeout, the tool's own error, a denial. */
+    reason: z.enum(["invalid_arguments", "unknown_tool", "timeout", "error", "denied"]),
+    error: z.string().max(8000),
+  }),
+});
+
 export const DomainEventSchema = z.discriminatedUnion("type", [
   TaskCreatedSchema,
   TaskStartedSchema,
@@ -128,6 +167,9 @@ export const DomainEventSchema = z.discriminatedUnion("type", [
   UserInteractionRespondedSchema,
   ResourcePutSchema,
   ResourceDeleteSchema,
+  ToolCallRequestedSchema,
+  ToolCallCompletedSchema,
+  ToolCallFailedSchema,
 ]);
 export type DomainEvent = z.infer<typeof DomainEventSchema>;
 export type DomainEventType = DomainEvent["type"];
@@ -185,9 +227,21 @@ export function validateEvent(event: unknown): DomainEvent {
 }
 const validated = new WeakSet<object>();
 
-/** The stream an event belongs to by default. */
+/** The stream an event belongs to by default: a tool call's goes to its task's audit stream. */
 export function streamOf(event: DomainEvent): string {
+  if ("callId" in event.payload) return auditStreamOf(event.payload.taskId);
   return "taskId" in event.payload ? event.payload.taskId : event.payload.urn;
+}
+
+/** The audit stream of a task's tool calls. */
+export const auditStreamOf = (taskId: string): string => `audit#${taskId}`;
+
+/**
+ * A hash of a tool call's exact arguments, as the model sent them: what an approval binds to and
+ * what the audit log records (the arguments themselves may hold what should not be logged).
+ */
+export function argumentsHash(args: unknown): string {
+  return createHash("sha256").update(JSON.stringify(args)).digest("hex");
 }
 
 export type NewEvent<T extends DomainEventType = DomainEventType> = Omit<EventOf<T>, "id" | "v" | "at"> &

@@ -1,5 +1,5 @@
-import { createHash } from "node:crypto";
 import { exceeded } from "../domain/budgets.ts";
+import { argumentsHash } from "../domain/events.ts";
 import {
   type Assistant,
   type Message,
@@ -146,7 +146,9 @@ async function takeTurn(
   const response = await deps.llm.complete({
     system: systemPrompt(assistant),
     messages: toLlmMessages(transcript),
-    ...(tools.length ? { tools: tools.map(({ risky: _r, pure: _p, ...spec }) => spec) } : {}),
+    ...(tools.length
+      ? { tools: tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) }
+      : {}),
     ...(assistant.model ? { model: assistant.model } : {}),
   });
   deps.faults?.hit("after-llm", "turn");
@@ -217,12 +219,12 @@ async function runTools(
 async function execute(
   deps: EngineDeps,
   descriptor: ToolDescriptor,
-  call: { name: string; arguments: Record<string, unknown> },
+  call: { id: string; name: string; arguments: Record<string, unknown> },
   taskId: string,
   assistant: Assistant,
 ) {
   if (!descriptor.pure) await deps.untilDurable();
-  return deps.tools.execute(call.name, call.arguments, { taskId, actor: assistant.meta.id });
+  return deps.tools.execute(call.name, call.arguments, { taskId, actor: assistant.meta.id, callId: call.id });
 }
 
 /** A risky call runs only after a person approves these exact arguments (bound by their hash). */
@@ -233,7 +235,7 @@ async function confirmation(
   tool: string,
   args: Record<string, unknown>,
 ) {
-  const argumentsHash = createHash("sha256").update(JSON.stringify(args)).digest("hex");
+  const boundTo = argumentsHash(args);
   const meta = withMeta({ type: "uip.Interaction", name, parent: taskId });
   const existing = await deps.resources.getAs("uip.Interaction", meta.id);
   if (!existing) {
@@ -250,12 +252,12 @@ async function confirmation(
         { id: "approve", label: "Allow", style: "primary" },
         { id: "deny", label: "Deny", style: "danger" },
       ],
-      binding: { tool, argumentsHash },
+      binding: { tool, argumentsHash: boundTo },
     });
     return "waiting" as const;
   }
   if (existing.status !== "answered") return "waiting" as const;
-  const bound = existing.binding?.tool === tool && existing.binding.argumentsHash === argumentsHash;
+  const bound = existing.binding?.tool === tool && existing.binding.argumentsHash === boundTo;
   return bound && existing.response?.selectedOptionId === "approve"
     ? ("approved" as const)
     : ("denied" as const);

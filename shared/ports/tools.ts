@@ -10,6 +10,8 @@ export interface ToolContext {
   taskId: string;
   /** Who is acting (the assistant's URN). */
   actor: string;
+  /** The model's id for this call: it pairs the audit records of one call. */
+  callId: string;
   signal?: AbortSignal;
 }
 
@@ -18,7 +20,11 @@ export interface ToolResult {
   isError?: boolean;
 }
 
+/** What a tool name is bound to, by configuration. */
+export type ToolKind = "builtin" | "http" | "lambda" | "mcp" | "a2a";
+
 export interface ToolDescriptor extends LlmToolSpec {
+  kind: ToolKind;
   /** Risky tools run only after a person confirms the exact arguments. */
   risky: boolean;
   /**
@@ -29,7 +35,22 @@ export interface ToolDescriptor extends LlmToolSpec {
 }
 
 export interface ToolPort {
+  /** Every tool there is (ListTools). */
+  list(): ToolDescriptor[];
   /** Descriptors of the named tools that exist (unknown names are left out); they may be frozen. */
   describe(names: readonly string[]): ToolDescriptor[];
+  /** Runs one call (ExecuteTool). Never throws for the call's own failures: they are results. */
   execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult>;
+}
+
+/**
+ * One tool's implementation, whatever it is bound to: it says what it is, checks arguments before
+ * anything runs, and runs. The tool service around it adds timeouts, large results and the audit.
+ */
+export interface ToolBinding {
+  readonly descriptor: ToolDescriptor;
+  /** The problems with these arguments, each naming its field; none when they are valid. */
+  check(args: Record<string, unknown>): string[];
+  /** Runs with valid arguments; throws when the tool fails (the message is shown to the model). */
+  run(args: Record<string, unknown>, context: ToolContext): Promise<string>;
 }

@@ -8,6 +8,7 @@ import type { Engine } from "../engine/engine.ts";
 import { ConfigError } from "../errors.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
+import { loadToolsConfig } from "../tools/config.ts";
 import type { AwsRuntime } from "./aws.ts";
 import { type EngineOptions, engineOn } from "./engine-wiring.ts";
 import { createModel } from "./models.ts";
@@ -67,7 +68,14 @@ export async function createAwsEngine(
     // The stack creates the index (tagged with its space); functions may not create indexes.
     createIfMissing: false,
   });
-  return engineOn(rt, { llm, embedder, index }, options);
+  return engineOn(
+    rt,
+    { llm, embedder, index },
+    {
+      toolsConfig: loadToolsConfig(config.toolsFile),
+      ...options,
+    },
+  );
 }
 
 function modelFor(config: AwsConfig, bedrock: BedrockRuntimeClient | undefined): Llm {

@@ -4,6 +4,7 @@ import { S3Client } from "@aws-sdk/client-s3";
 import { DynamoStateStore } from "../adapters/aws/dynamo-state-store.ts";
 import { EventBridgeEventBus } from "../adapters/aws/eventbridge-event-bus.ts";
 import { S3ObjectStore } from "../adapters/aws/s3-object-store.ts";
+import { EventLogAudit } from "../adapters/shared/event-log-audit.ts";
 import type { AwsConfig } from "../config.ts";
 import { ResourceStore } from "../use-cases/resource-store.ts";
 import { TaskLog } from "../use-cases/task-log.ts";
@@ -50,6 +51,7 @@ export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): A
     bus,
     resources: new ResourceStore(objects),
     tasks: new TaskLog(state),
+    audit: new EventLogAudit(state), // audit#<task> streams in the state table
     // S3 and DynamoDB acknowledge a write once it is stored durably: nothing to wait for.
     untilDurable: () => Promise.resolve(),
     async close() {

@@ -1,5 +1,4 @@
 import { ulid } from "ulid";
-import { BuiltinToolPort } from "../adapters/tools/builtin-tools.ts";
 import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import type { EngineSettings, FaultInjector } from "../engine/context.ts";
 import { Engine } from "../engine/engine.ts";
@@ -8,6 +7,8 @@ import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
 import type { ToolPort } from "../ports/tools.ts";
 import type { VectorIndex } from "../ports/vector-index.ts";
+import { DEFAULT_TOOLS } from "../tools/config.ts";
+import { ToolService } from "../tools/tool-service.ts";
 import type { Runtime } from "./runtime.ts";
 
 /** What both composition roots (local-engine.ts, aws-engine.ts) wire the same way. */
@@ -22,7 +23,12 @@ export const DEFAULT_SETTINGS: EngineSettings = {
 };
 
 export interface EngineOptions {
+  /** The tools (default: the service built from `toolsConfig`). */
   tools?: ToolPort;
+  /** The tool registry's configuration (default: DEFAULT_TOOLS, the built-ins that need no settings). */
+  toolsConfig?: unknown;
+  /** Outbound HTTP for the tools (injected in tests). */
+  fetch?: typeof fetch;
   settings?: Partial<EngineSettings>;
   faults?: FaultInjector;
   clock?: () => Date;
@@ -35,14 +41,25 @@ export function engineOn(
   models: { llm: Llm; embedder: Embedder; index: VectorIndex },
   options: EngineOptions,
 ): Engine {
+  const clock = options.clock ?? (() => new Date());
+  const tools =
+    options.tools ??
+    ToolService.fromConfig(options.toolsConfig ?? DEFAULT_TOOLS, {
+      resources: rt.resources,
+      audit: rt.audit,
+      clock,
+      embedder: models.embedder,
+      index: models.index,
+      fetch: options.fetch ?? fetch,
+    });
   return new Engine({
     resources: rt.resources,
     tasks: rt.tasks,
     state: rt.state,
     bus: rt.bus,
     ...models,
-    tools: options.tools ?? new BuiltinToolPort(),
-    clock: options.clock ?? (() => new Date()),
+    tools,
+    clock,
     newId: options.newId ?? (() => ulid()),
     untilDurable: () => rt.untilDurable(),
     log: componentLogger("engine"),

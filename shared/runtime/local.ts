@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { FileObjectStore } from "../adapters/local/file-object-store.ts";
 import { InProcessEventBus, type InProcessEventBusOptions } from "../adapters/local/in-process-event-bus.ts";
+import { SqliteAuditLog } from "../adapters/local/sqlite-audit-log.ts";
 import { SqliteDatabase } from "../adapters/local/sqlite-database.ts";
 import { SqliteObjectStore } from "../adapters/local/sqlite-object-store.ts";
 import { SqliteStateStore } from "../adapters/local/sqlite-state-store.ts";
@@ -57,6 +58,7 @@ export function createLocalRuntime(
     bus,
     resources: new ResourceStore(objects),
     tasks: new TaskLog(state),
+    audit: new SqliteAuditLog({ database }),
     untilDurable: () => database.untilDurable(), // the files layout fsyncs each file as it writes it
     async close() {
       await bus.close();

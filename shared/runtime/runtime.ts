@@ -1,3 +1,4 @@
+import type { AuditLog } from "../ports/audit-log.ts";
 import type { EventBus } from "../ports/event-bus.ts";
 import type { ObjectStore } from "../ports/object-store.ts";
 import type { StateStore } from "../ports/state-store.ts";
@@ -13,6 +14,8 @@ export interface Runtime {
   readonly bus: EventBus;
   readonly resources: ResourceStore;
   readonly tasks: TaskLog;
+  /** The audit log of tool calls. */
+  readonly audit: AuditLog;
   /**
    * Resolves once everything written so far is on disk. Await it before anything that depends on
    * those writes leaves the process: an answer to a person or an agent, a tool call with effects.

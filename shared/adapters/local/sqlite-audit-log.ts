@@ -1,0 +1,47 @@
+import { type AuditLog, type ToolCallRecord, ToolCallRecordSchema } from "../../ports/audit-log.ts";
+import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite-database.ts";
+
+/**
+ * The audit log in SQLite: one row per record in its own table, written in the database's group
+ * commit like everything else (so a record is durable when the writes around it are). A record
+ * written again (same id) is ignored.
+ */
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS audit (
+  seq INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  task_id TEXT NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_by_task ON audit (task_id, seq);
+`;
+
+export class SqliteAuditLog implements AuditLog {
+  readonly #db: SqliteDatabase;
+  readonly #owned: boolean;
+
+  constructor(location: SqliteLocation) {
+    ({ db: this.#db, owned: this.#owned } = openLocation(location));
+    this.#db.exec(SCHEMA);
+  }
+
+  async record(records: readonly ToolCallRecord[]): Promise<void> {
+    const valid = records.map((r) => ToolCallRecordSchema.parse(r));
+    if (valid.length === 0) return;
+    await this.#db.write(() => () => {
+      const insert = this.#db.sql("INSERT OR IGNORE INTO audit (id, task_id, body) VALUES (?, ?, ?)");
+      for (const r of valid) insert.run(r.id, r.taskId, JSON.stringify(r));
+    });
+  }
+
+  async forTask(taskId: string): Promise<ToolCallRecord[]> {
+    const rows = this.#db.sql("SELECT body FROM audit WHERE task_id = ? ORDER BY seq").all(taskId) as {
+      body: string;
+    }[];
+    return rows.map((r) => ToolCallRecordSchema.parse(JSON.parse(r.body)));
+  }
+
+  async close(): Promise<void> {
+    if (this.#owned) await this.#db.close();
+  }
+}

@@ -1,0 +1,64 @@
+import { auditStreamOf, type DomainEvent, EVENT_SCHEMA_VERSION } from "../../domain/events.ts";
+import type { AuditLog, ToolCallRecord } from "../../ports/audit-log.ts";
+import type { StateStore } from "../../ports/state-store.ts";
+
+/**
+ * The audit log as domain events in a state store's event log, one stream per task
+ * (`audit#<task URN>`): what the AWS runtime uses (DynamoDB), and any store that has no audit
+ * table of its own. The event id is the record's id, so a record written twice is recorded once.
+ */
+const TYPES = {
+  requested: "ToolCallRequested",
+  completed: "ToolCallCompleted",
+  failed: "ToolCallFailed",
+} as const;
+
+export class EventLogAudit implements AuditLog {
+  readonly #state: StateStore;
+
+  constructor(state: StateStore) {
+    this.#state = state;
+  }
+
+  async record(records: readonly ToolCallRecord[]): Promise<void> {
+    const byTask = new Map<string, DomainEvent[]>();
+    for (const r of records) {
+      const events = byTask.get(r.taskId) ?? [];
+      events.push(toEvent(r));
+      byTask.set(r.taskId, events);
+    }
+    for (const [taskId, events] of byTask) {
+      // Some may be recorded already (a retried step sends "requested" again with the outcome).
+      const fresh: DomainEvent[] = [];
+      for (const e of events) if (!(await this.#state.findEvent(e.id))) fresh.push(e);
+      if (fresh.length > 0) await this.#state.append(auditStreamOf(taskId), fresh, "any");
+    }
+  }
+
+  async forTask(taskId: string): Promise<ToolCallRecord[]> {
+    return (await this.#state.readStream(auditStreamOf(taskId))).flatMap((e) => {
+      if (e.type !== "ToolCallRequested" && e.type !== "ToolCallCompleted" && e.type !== "ToolCallFailed")
+        return [];
+      const { taskId: task, ...payload } = e.payload;
+      const stage =
+        e.type === "ToolCallRequested"
+          ? "requested"
+          : e.type === "ToolCallCompleted"
+            ? "completed"
+            : "failed";
+      return [{ id: e.id, at: e.at, taskId: task, actor: e.actor.id, stage, ...payload } as ToolCallRecord];
+    });
+  }
+}
+
+function toEvent(r: ToolCallRecord): DomainEvent {
+  const { id, at, actor, stage, taskId, ...payload } = r;
+  return {
+    id,
+    v: EVENT_SCHEMA_VERSION,
+    at,
+    actor: { id: actor, kind: "agent" },
+    type: TYPES[stage],
+    payload: { taskId, ...payload },
+  } as DomainEvent;
+}

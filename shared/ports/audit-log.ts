@@ -1,0 +1,35 @@
+import { z } from "zod";
+
+/**
+ * The audit log of tool calls, apart from the task log: every call is recorded as requested, then
+ * as completed or failed, with who asked, a hash of the exact arguments and how long it took.
+ * Records are only ever added; writing a record again (same id: a step retried after a crash)
+ * records it once.
+ */
+export const ToolCallRecordSchema = z.object({
+  /** Unique per call and stage (see auditRecordId). */
+  id: z.string().min(1).max(128),
+  at: z.iso.datetime(),
+  taskId: z.string().min(1).max(1000),
+  /** The model's id for the call: it pairs the records of one call. */
+  callId: z.string().min(1).max(128),
+  tool: z.string().min(1).max(64),
+  /** Who asked: the assistant's URN. */
+  actor: z.string().min(1).max(1000),
+  /** sha256 of the arguments as the model sent them (the arguments may hold what should not be logged). */
+  argumentsHash: z.string().regex(/^[0-9a-f]{64}$/),
+  stage: z.enum(["requested", "completed", "failed"]),
+  durationMs: z.number().min(0).optional(),
+  reason: z.enum(["invalid_arguments", "unknown_tool", "timeout", "error", "denied"]).optional(),
+  error: z.string().max(8000).optional(),
+  /** A result too large to pass inline, stored as a resource. */
+  resultUrn: z.string().max(1000).optional(),
+});
+export type ToolCallRecord = z.infer<typeof ToolCallRecordSchema>;
+
+export interface AuditLog {
+  /** Adds records, in order (idempotent by id). */
+  record(records: readonly ToolCallRecord[]): Promise<void>;
+  /** A task's records in the order they were added. */
+  forTask(taskId: string): Promise<ToolCallRecord[]>;
+}

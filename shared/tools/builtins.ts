@@ -1,0 +1,264 @@
+import { createHash } from "node:crypto";
+import { z } from "zod";
+import { formatIssues, type Message } from "../domain/resources.ts";
+import { descendantPrefix, isWithin, rootUrn, type Urn } from "../domain/urn.ts";
+import type { Embedder } from "../ports/embeddings.ts";
+import type { ToolBinding, ToolContext, ToolDescriptor } from "../ports/tools.ts";
+import type { VectorIndex } from "../ports/vector-index.ts";
+import type { ResourceStore } from "../use-cases/resource-store.ts";
+
+/**
+ * The built-in functions a tool name can be bound to. Each is defined once with a zod schema: the
+ * JSON Schema the model sees is generated from it, and the same schema checks the model's
+ * arguments before the function runs.
+ */
+export interface BuiltinFunction<S extends z.ZodObject = z.ZodObject> {
+  description: string;
+  schema: S;
+  /** Default for the tool's `risky` (configuration may make any tool risky). */
+  risky?: boolean;
+  /** No effect outside Arbor (see ToolDescriptor.pure). Default false. */
+  pure?: boolean;
+  run(args: z.output<S>, context: ToolContext): Promise<string> | string;
+}
+
+const define = <S extends z.ZodObject>(f: BuiltinFunction<S>): BuiltinFunction =>
+  f as unknown as BuiltinFunction;
+
+/** What the built-ins that reach beyond their arguments need. */
+export interface BuiltinDeps {
+  resources: ResourceStore;
+  embedder: Embedder;
+  index: VectorIndex;
+  /** Outbound HTTP (injected, so tests control the network). */
+  fetch: typeof fetch;
+}
+
+/** Per-tool settings of a built-in (from the tool's configuration entry). */
+export interface BuiltinSettings {
+  /** http_request: the hosts it may reach (`example.com`, or `*.example.com` for its subdomains). */
+  allowedHosts?: readonly string[];
+}
+
+const text = z.string().max(1_000_000);
+
+const sha256 = define({
+  description: "SHA-256 hash of a text, as lowercase hex.",
+  schema: z.object({ text }),
+  pure: true,
+  run: ({ text }) => createHash("sha256").update(text).digest("hex"),
+});
+
+const md5 = define({
+  description: "MD5 hash of a text, as lowercase hex (a checksum, not for security).",
+  schema: z.object({ text }),
+  pure: true,
+  run: ({ text }) => createHash("md5").update(text).digest("hex"),
+});
+
+const wordCount = define({
+  description: "Counts the words in a text.",
+  schema: z.object({ text }),
+  pure: true,
+  run: ({ text }) => String(text.split(/\s+/).filter(Boolean).length),
+});
+
+const calculator = define({
+  description: "Adds, subtracts, multiplies or divides two numbers.",
+  schema: z.object({ a: z.number(), b: z.number(), op: z.enum(["add", "subtract", "multiply", "divide"]) }),
+  pure: true,
+  run: ({ a, b, op }) => {
+    if (op === "divide" && b === 0) throw new Error("division by zero");
+    return String(op === "add" ? a + b : op === "subtract" ? a - b : op === "multiply" ? a * b : a / b);
+  },
+});
+
+/** A stand-in for an action with side effects: it only records what it would send, and it is risky. */
+const sendEmail = define({
+  description: "Sends an email. Needs a person's confirmation of the exact recipient, subject and body.",
+  schema: z.object({ to: z.email(), subject: z.string().min(1).max(200), body: z.string().max(20_000) }),
+  risky: true,
+  run: ({ to, subject }) => `Email "${subject}" queued for ${to}`,
+});
+
+/** The tenant a task belongs to: a built-in never reaches beyond it. */
+const tenantPrefix = (context: ToolContext) => descendantPrefix(rootUrn(context.taskId));
+
+function searchResources(deps: BuiltinDeps) {
+  return define({
+    description:
+      "Finds resources of your tenant: by meaning (`query`: the most similar results of earlier tasks) " +
+      "or by place (`urnPrefix`: the resources stored under that URN). Returns URNs with a short excerpt.",
+    schema: z
+      .object({
+        query: z.string().min(1).max(2000).optional(),
+        urnPrefix: z.string().min(5).max(1000).optional(),
+        limit: z.number().int().min(1).max(50).default(5),
+      })
+      .refine((a) => (a.query === undefined) !== (a.urnPrefix === undefined), {
+        message: "give either query or urnPrefix, not both",
+      }),
+    pure: true,
+    run: async ({ query, urnPrefix, limit }, context) => {
+      const tenant = tenantPrefix(context);
+      let urns: string[];
+      if (query !== undefined) {
+        const [vector] = await deps.embedder.embed([query]);
+        const matches = vector
+          ? await deps.index.query({ vector, topK: limit, type: "common.Message", keyPrefix: tenant })
+          : [];
+        urns = matches.map((m) => m.key);
+      } else {
+        const prefix = (urnPrefix as string).replace(/\/$/, "");
+        if (!isWithin(prefix, tenant.slice(0, -1)))
+          throw new Error(`${prefix} is outside your tenant (${tenant.slice(0, -1)})`);
+        urns = (await deps.resources.descendantUrns(prefix)).slice(0, limit);
+      }
+      const docs = await deps.resources.getMany(urns);
+      const lines = docs.flatMap((d) =>
+        d ? [`- ${d.meta.id} (${d.meta.type}) ${excerpt(d as Message)}`.trimEnd()] : [],
+      );
+      return lines.length ? lines.join("\n") : "Nothing found.";
+    },
+  });
+}
+
+const excerpt = (d: Message) =>
+  typeof d.content === "string" ? d.content.slice(0, 200).replace(/\s+/g, " ") : (d.meta.purpose ?? "");
+
+function readResource(deps: BuiltinDeps) {
+  return define({
+    description:
+      "Reads a resource of your tenant by URN (a result stored because it was too large to pass inline, " +
+      "a message, a task). Long text comes in pieces: pass `offset` to read on.",
+    schema: z.object({
+      urn: z.string().min(5).max(1000),
+      offset: z.number().int().min(0).default(0),
+      length: z.number().int().min(1).max(50_000).default(20_000),
+    }),
+    pure: true,
+    run: async ({ urn, offset, length }, context) => {
+      const tenant = tenantPrefix(context).slice(0, -1);
+      if (!isWithin(urn, tenant)) throw new Error(`${urn} is outside your tenant (${tenant})`);
+      const resource = await deps.resources.get(urn as Urn);
+      if (!resource) throw new Error(`No resource ${urn}`);
+      const whole =
+        "content" in resource && typeof resource.content === "string"
+          ? resource.content
+          : JSON.stringify(resource, null, 1);
+      const piece = whole.slice(offset, offset + length);
+      const rest = whole.length - offset - piece.length;
+      return rest > 0
+        ? `${piece}\n[${rest} more characters: read on with offset ${offset + piece.length}]`
+        : piece;
+    },
+  });
+}
+
+function httpRequest(deps: BuiltinDeps, settings: BuiltinSettings) {
+  const allowed = settings.allowedHosts ?? [];
+  return define({
+    description: `Makes an HTTP request to an allowed host (${allowed.join(", ")}) and returns the status and body.`,
+    schema: z.object({
+      url: z.url({ protocol: /^https?$/ }),
+      method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]).default("GET"),
+      headers: z.record(z.string(), z.string().max(4000)).optional(),
+      body: z.string().max(1_000_000).optional(),
+    }),
+    run: async ({ url, method, headers, body }, context) => {
+      const host = new URL(url).hostname.toLowerCase();
+      if (!hostAllowed(host, allowed))
+        throw new Error(`${host} is not an allowed host; allowed: ${allowed.join(", ") || "none"}`);
+      const response = await deps.fetch(url, {
+        method,
+        redirect: "manual", // a redirect could leave the allow-list
+        ...(headers ? { headers } : {}),
+        ...(body !== undefined && method !== "GET" ? { body } : {}),
+        ...(context.signal ? { signal: context.signal } : {}),
+      });
+      const location = response.headers.get("location");
+      const tail = location ? `\n(redirects to ${location}: not followed)` : "";
+      return `HTTP ${response.status}\n${await response.text()}${tail}`;
+    },
+  });
+}
+
+/** Whether `host` is one of `allowed`: an exact name, or `*.example.com` for its subdomains. */
+export function hostAllowed(host: string, allowed: readonly string[]): boolean {
+  return allowed.some((a) => {
+    const pattern = a.toLowerCase();
+    return pattern.startsWith("*.") ? host.endsWith(pattern.slice(1)) : host === pattern;
+  });
+}
+
+/** The built-in functions by name; those that need settings or dependencies are made per tool. */
+export const BUILTIN_NAMES = [
+  "sha256",
+  "md5",
+  "word_count",
+  "calculator",
+  "send_email",
+  "search_resources",
+  "read_resource",
+  "http_request",
+] as const;
+export type BuiltinName = (typeof BUILTIN_NAMES)[number];
+
+function builtinFunction(
+  name: BuiltinName,
+  deps: BuiltinDeps | undefined,
+  settings: BuiltinSettings,
+): BuiltinFunction {
+  const need = () => {
+    if (!deps) throw new Error(`The built-in ${name} needs the resources, the index and fetch`);
+    return deps;
+  };
+  switch (name) {
+    case "sha256":
+      return sha256;
+    case "md5":
+      return md5;
+    case "word_count":
+      return wordCount;
+    case "calculator":
+      return calculator;
+    case "send_email":
+      return sendEmail;
+    case "search_resources":
+      return searchResources(need());
+    case "read_resource":
+      return readResource(need());
+    case "http_request":
+      return httpRequest(need(), settings);
+  }
+}
+
+/** A tool named `name` bound to a built-in function. */
+export function builtinBinding(
+  name: string,
+  fn: BuiltinName,
+  options: { description?: string; risky?: boolean; settings?: BuiltinSettings },
+  deps?: BuiltinDeps,
+): ToolBinding {
+  const f = builtinFunction(fn, deps, options.settings ?? {});
+  const { $schema: _drop, ...parameters } = z.toJSONSchema(f.schema, { io: "input" }) as Record<
+    string,
+    unknown
+  >;
+  const descriptor: ToolDescriptor = {
+    name,
+    kind: "builtin",
+    description: options.description ?? f.description,
+    parameters,
+    risky: options.risky ?? f.risky ?? false,
+    pure: f.pure ?? false,
+  };
+  return {
+    descriptor,
+    check: (args) => {
+      const parsed = f.schema.safeParse(args);
+      return parsed.success ? [] : formatIssues(parsed.error);
+    },
+    run: async (args, context) => f.run(f.schema.parse(args), context),
+  };
+}

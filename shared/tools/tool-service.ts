@@ -1,0 +1,243 @@
+import { argumentsHash, eventIdFor } from "../domain/events.ts";
+import { deepFreeze } from "../domain/immutable.ts";
+import { withMeta } from "../domain/resources.ts";
+import { tenantUrn, type Urn } from "../domain/urn.ts";
+import type { AuditLog, ToolCallRecord } from "../ports/audit-log.ts";
+import type { ToolBinding, ToolContext, ToolDescriptor, ToolPort, ToolResult } from "../ports/tools.ts";
+import type { ResourceStore } from "../use-cases/resource-store.ts";
+import { type BuiltinDeps, builtinBinding } from "./builtins.ts";
+import { parseToolsConfig, type ToolEntry } from "./config.ts";
+import { httpEndpointBinding } from "./http-endpoint.ts";
+
+/**
+ * The tool service (seeds/001's ListTools and ExecuteTool): the configured tools, each bound to
+ * what implements it. Every call is checked, bounded and audited the same way whatever the tool:
+ *   - the arguments are checked against the tool's schema before anything runs; invalid ones are
+ *     an error the model can read, and the tool does not run;
+ *   - a call runs under a timeout;
+ *   - a result longer than `maxInlineChars` is stored as a resource under the task, and the model
+ *     gets its URN and a preview (it reads on with `read_resource`);
+ *   - the audit log records every call requested, then completed or failed, with the actor, a hash
+ *     of the arguments and the duration.
+ */
+export interface ToolServiceOptions {
+  resources: ResourceStore;
+  audit: AuditLog;
+  clock: () => Date;
+  /** Calls longer than this fail (per tool: `timeoutMs` in its configuration). Default 30 s. */
+  defaultTimeoutMs?: number;
+  /** Results longer than this are stored as resources and passed by URN. Default 16,000 characters. */
+  maxInlineChars?: number;
+}
+
+interface Entry {
+  binding: ToolBinding;
+  timeoutMs: number;
+}
+
+export class ToolService implements ToolPort {
+  readonly #tools = new Map<string, Entry>();
+  readonly #options: ToolServiceOptions;
+  readonly #maxInline: number;
+
+  constructor(bindings: readonly (ToolBinding & { timeoutMs?: number })[], options: ToolServiceOptions) {
+    this.#options = options;
+    this.#maxInline = options.maxInlineChars ?? 16_000;
+    for (const b of bindings) {
+      deepFreeze(b.descriptor); // shared with every caller
+      this.#tools.set(b.descriptor.name, {
+        binding: b,
+        timeoutMs: b.timeoutMs ?? options.defaultTimeoutMs ?? 30_000,
+      });
+    }
+  }
+
+  /** The tools of a configuration (parsed here: a bad one throws, naming the field). */
+  static fromConfig(
+    config: unknown,
+    options: ToolServiceOptions & Omit<BuiltinDeps, "resources">,
+    source?: string,
+  ): ToolService {
+    const parsed = parseToolsConfig(config, source);
+    const deps: BuiltinDeps = { ...options, resources: options.resources };
+    const bindings = Object.entries(parsed.tools).map(([name, entry]) => ({
+      ...bindingFor(name, entry, deps),
+      ...(entry.timeoutMs ? { timeoutMs: entry.timeoutMs } : {}),
+    }));
+    return new ToolService(bindings, options);
+  }
+
+  list(): ToolDescriptor[] {
+    return [...this.#tools.values()].map((t) => t.binding.descriptor);
+  }
+
+  describe(names: readonly string[]): ToolDescriptor[] {
+    return names.flatMap((n) => {
+      const t = this.#tools.get(n);
+      return t ? [t.binding.descriptor] : [];
+    });
+  }
+
+  /** Stores every tool's schema as a Tool resource of the tenant (what ListTools reads on AWS). */
+  async register(tenant: string): Promise<Urn[]> {
+    const urns: Urn[] = [];
+    for (const { binding } of this.#tools.values()) {
+      const d = binding.descriptor;
+      const { urn } = await this.#options.resources.put({
+        meta: withMeta({
+          type: "common.Tool",
+          name: d.name,
+          parent: tenantUrn(tenant),
+          purpose: d.description,
+        }),
+        function: { name: d.name, description: d.description, parameters: d.parameters },
+        risky: d.risky,
+        binding: { kind: d.kind, config: {} }, // settings may hold secrets: they stay in the configuration
+      });
+      urns.push(urn);
+    }
+    return urns;
+  }
+
+  async execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
+    const tool = this.#tools.get(name);
+    const audit = this.#audit(name, args, context);
+    const started = performance.now();
+    const failed = async (reason: FailureReason, error: string): Promise<ToolResult> => {
+      await audit.record("failed", {
+        durationMs: performance.now() - started,
+        reason,
+        error: error.slice(0, 8000),
+      });
+      return { content: error, isError: true };
+    };
+
+    if (!tool)
+      return failed(
+        "unknown_tool",
+        `Unknown tool "${name}". Use one of: ${[...this.#tools.keys()].join(", ")}`,
+      );
+    const problems = tool.binding.check(args);
+    if (problems.length)
+      return failed("invalid_arguments", `Invalid arguments for ${name}: ${problems.join("; ")}`);
+    // A call that can change something outside is on record before it runs; a pure one (or one that
+    // never starts) is recorded with its outcome, in one append.
+    if (!tool.binding.descriptor.pure) await audit.flush();
+
+    // A pure built-in runs inside Arbor, on its arguments alone: no timer for it.
+    const bounded = !(tool.binding.descriptor.kind === "builtin" && tool.binding.descriptor.pure);
+    const timeout = bounded ? AbortSignal.timeout(tool.timeoutMs) : undefined;
+    const signal =
+      timeout && context.signal ? AbortSignal.any([context.signal, timeout]) : (timeout ?? context.signal);
+    let content: string;
+    try {
+      const run = tool.binding.run(args, signal ? { ...context, signal } : context);
+      content = await (signal ? raceAbort(run, signal) : run);
+    } catch (e) {
+      if (timeout?.aborted) return failed("timeout", `${name} did not finish within ${tool.timeoutMs} ms`);
+      return failed("error", `${name} failed: ${(e as Error).message ?? String(e)}`);
+    }
+
+    if (content.length <= this.#maxInline) {
+      await audit.record("completed", { durationMs: performance.now() - started });
+      return { content };
+    }
+    const { urn } = await this.#options.resources.put({
+      meta: withMeta({
+        type: "common.Message",
+        name: `tool-result-${context.callId}`,
+        parent: context.taskId,
+      }),
+      role: "tool",
+      toolCallId: context.callId,
+      content,
+    });
+    await audit.record("completed", { durationMs: performance.now() - started, resultUrn: urn });
+    return {
+      content:
+        `The result is ${content.length} characters long, stored as ${urn}. Its start:\n` +
+        `${content.slice(0, 2000)}\n[read the rest with read_resource, urn ${urn}, offset 2000]`,
+    };
+  }
+
+  /** The audit records of one call: "requested" waits to be flushed, alone or with the outcome. */
+  #audit(tool: string, args: Record<string, unknown>, context: ToolContext) {
+    const base = {
+      taskId: context.taskId,
+      callId: context.callId,
+      tool,
+      actor: context.actor,
+      argumentsHash: argumentsHash(args),
+    };
+    const callKey = eventIdFor(context.taskId, context.callId);
+    const record = (stage: Stage, extra: Partial<ToolCallRecord>): ToolCallRecord => ({
+      id: `${callKey}:${stage}`,
+      at: this.#options.clock().toISOString(),
+      ...base,
+      stage,
+      ...extra,
+    });
+    let pending: ToolCallRecord[] = [record("requested", {})];
+    return {
+      flush: async () => {
+        const records = pending;
+        pending = [];
+        await this.#options.audit.record(records);
+      },
+      record: async (stage: Stage, extra: Partial<ToolCallRecord>) => {
+        const records = [...pending, record(stage, extra)];
+        pending = [];
+        await this.#options.audit.record(records);
+      },
+    };
+  }
+}
+
+type Stage = ToolCallRecord["stage"];
+type FailureReason = "invalid_arguments" | "unknown_tool" | "timeout" | "error" | "denied";
+
+function bindingFor(name: string, entry: ToolEntry, deps: BuiltinDeps): ToolBinding {
+  switch (entry.kind) {
+    case "builtin":
+      return builtinBinding(
+        name,
+        entry.function,
+        {
+          ...(entry.description ? { description: entry.description } : {}),
+          ...(entry.risky !== undefined ? { risky: entry.risky } : {}),
+          settings: entry.allowedHosts ? { allowedHosts: entry.allowedHosts } : {},
+        },
+        deps,
+      );
+    case "http":
+      return httpEndpointBinding(
+        name,
+        {
+          description: entry.description,
+          parameters: entry.parameters,
+          risky: entry.risky ?? false,
+          settings: { url: entry.url, method: entry.method, headers: entry.headers },
+        },
+        deps.fetch,
+      );
+  }
+}
+
+/** A tool that ignores its signal still ends the call when the signal fires. */
+function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}

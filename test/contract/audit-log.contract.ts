@@ -1,0 +1,78 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { argumentsHash, eventIdFor } from "../../shared/domain/events.ts";
+import type { AuditLog, ToolCallRecord } from "../../shared/ports/audit-log.ts";
+
+/** The one contract every AuditLog adapter passes. */
+export function auditLogContract(
+  name: string,
+  setup: () => Promise<{ audit: AuditLog; cleanup: () => Promise<void> }>,
+): void {
+  describe(`AuditLog contract: ${name}`, () => {
+    let audit: AuditLog;
+    let cleanup: () => Promise<void>;
+    beforeEach(async () => {
+      ({ audit, cleanup } = await setup());
+    });
+    afterEach(() => cleanup());
+
+    const task = "cld:common.Tenant.acme/common.Conversation.c/common.Message.m/plan.Task.t1";
+    const record = (callId: string, stage: ToolCallRecord["stage"], extra: Partial<ToolCallRecord> = {}) =>
+      ({
+        id: eventIdFor(task, callId, stage),
+        at: "2026-06-01T09:00:00.000Z",
+        taskId: task,
+        callId,
+        tool: "sha256",
+        actor: "cld:common.Tenant.acme/common.Assistant.a1",
+        argumentsHash: argumentsHash({ text: callId }),
+        stage,
+        ...extra,
+      }) satisfies ToolCallRecord;
+
+    it("keeps a task's records in the order they were added, with every field", async () => {
+      await audit.record([record("c1", "requested")]);
+      await audit.record([
+        record("c1", "completed", { durationMs: 3.5, resultUrn: `${task}/common.Message.r` }),
+      ]);
+      await audit.record([
+        record("c2", "requested"),
+        record("c2", "failed", { durationMs: 1, reason: "invalid_arguments", error: "text: is required" }),
+      ]);
+      const got = await audit.forTask(task);
+      expect(got.map((r) => `${r.callId}:${r.stage}`)).toEqual([
+        "c1:requested",
+        "c1:completed",
+        "c2:requested",
+        "c2:failed",
+      ]);
+      expect(got[1]).toEqual(
+        record("c1", "completed", { durationMs: 3.5, resultUrn: `${task}/common.Message.r` }),
+      );
+      expect(got[3]).toMatchObject({ reason: "invalid_arguments", error: "text: is required" });
+    });
+
+    it("records a record written again once (a step retried after a crash)", async () => {
+      await audit.record([record("c1", "requested")]);
+      await audit.record([record("c1", "requested"), record("c1", "completed", { durationMs: 2 })]);
+      expect((await audit.forTask(task)).map((r) => r.stage)).toEqual(["requested", "completed"]);
+    });
+
+    it("keeps tasks apart, and knows nothing of a task without calls", async () => {
+      const other = `${task}x`;
+      await audit.record([
+        record("c1", "requested"),
+        { ...record("c9", "requested"), id: "other-1", taskId: other },
+      ]);
+      expect((await audit.forTask(task)).map((r) => r.callId)).toEqual(["c1"]);
+      expect((await audit.forTask(other)).map((r) => r.callId)).toEqual(["c9"]);
+      expect(await audit.forTask(`${task}/plan.Task.none`)).toEqual([]);
+    });
+
+    it("refuses a malformed record, writing nothing", async () => {
+      await expect(
+        audit.record([record("c1", "requested"), { ...record("c2", "requested"), argumentsHash: "nope" }]),
+      ).rejects.toThrow();
+      expect(await audit.forTask(task)).toEqual([]);
+    });
+  });
+}
