@@ -21,6 +21,7 @@ import {
   paged,
   pageSize,
   storedEvent,
+  type ValidatedOp,
   validateOps,
   versionConflict,
 } from "../shared/state-store-helpers.ts";
@@ -141,7 +142,7 @@ export class SqliteStateStore implements StateStore {
    * Checks every op against the database first (throwing changes nothing), then returns what
    * makes the changes: the database needs no savepoint for it.
    */
-  #plan(validated: readonly WriteOp[], recordedAt: string): () => TransactResult {
+  #plan(validated: readonly ValidatedOp[], recordedAt: string): () => TransactResult {
     const dup = classifyDuplicates(validated, this.#eventsById(eventIdsOf(validated)));
     if (dup) return () => dup;
     const changes = validated.map((op, index) => this.#check(op, index, recordedAt));
@@ -155,12 +156,12 @@ export class SqliteStateStore implements StateStore {
     };
   }
 
-  #check(op: WriteOp, index: number, recordedAt: string): () => StoredEvent[] | undefined {
+  #check(op: ValidatedOp, index: number, recordedAt: string): () => StoredEvent[] | undefined {
     switch (op.op) {
       case "put": {
         this.#writeAdds(op.record.key);
         const current = this.#expect(op.record.key, op.expectedVersion, index);
-        return () => void this.#upsert(op.record, current + 1);
+        return () => void this.#upsert(op.record, current + 1, op.dataJson);
       }
       case "delete": {
         this.#writeAdds(op.key);
@@ -266,8 +267,8 @@ export class SqliteStateStore implements StateStore {
     }
   }
 
-  #upsert(r: RecordInput, version: number): void {
-    const data = JSON.stringify(r.data);
+  #upsert(r: RecordInput, version: number, json?: string): void {
+    const data = json ?? JSON.stringify(r.data);
     const stored: StateRecord = {
       key: r.key,
       kind: r.kind,
@@ -287,13 +288,13 @@ export class SqliteStateStore implements StateStore {
     this.#remember(r.key, deepFreeze(stored));
   }
 
-  #append(op: Extract<WriteOp, { op: "append" }>, current: number, recordedAt: string): StoredEvent[] {
+  #append(op: Extract<ValidatedOp, { op: "append" }>, current: number, recordedAt: string): StoredEvent[] {
     const insert = this.#db.sql(
       "INSERT INTO events (stream_id, seq, event_id, body, recorded_at) VALUES (?, ?, ?, ?, ?)",
     );
     const stored = op.events.map((event, i) => {
       const e = storedEvent(event, op.streamId, current + 1 + i, recordedAt);
-      insert.run(op.streamId, e.seq, event.id, JSON.stringify(event), recordedAt);
+      insert.run(op.streamId, e.seq, event.id, op.eventsJson[i] as string, recordedAt);
       return e;
     });
     this.#rememberStream(op.streamId, current + op.events.length);

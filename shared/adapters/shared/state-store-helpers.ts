@@ -44,8 +44,17 @@ export function transactionItems(ops: readonly WriteOp[]): number {
   return n;
 }
 
+/**
+ * A validated op with the JSON that validation measured (a put's data, an append's events), for
+ * an adapter that stores JSON to use instead of serialising the same values again.
+ */
+export type ValidatedOp =
+  | (Extract<WriteOp, { op: "put" }> & { dataJson: string })
+  | Extract<WriteOp, { op: "delete" | "add" }>
+  | (Extract<WriteOp, { op: "append" }> & { eventsJson: string[] });
+
 /** Validates every op (and every event of every append) before anything is written. */
-export function validateOps(ops: readonly WriteOp[]): WriteOp[] {
+export function validateOps(ops: readonly WriteOp[]): ValidatedOp[] {
   if (ops.length === 0) throw new ValidationError("A transaction needs at least one operation");
   const items = transactionItems(ops);
   if (items > MAX_TRANSACTION_ITEMS) {
@@ -80,20 +89,27 @@ export function validateOps(ops: readonly WriteOp[]): WriteOp[] {
       if (!Number.isInteger(op.expectedVersion) || op.expectedVersion < 0) {
         throw new ValidationError(`expectedVersion for ${key} must be a whole number >= 0`);
       }
-      if (op.op === "put") assertItemSize(`record ${key}`, JSON.stringify(op.record.data));
-      return op;
+      if (op.op === "delete") return op;
+      const dataJson = JSON.stringify(op.record.data) ?? "null";
+      assertItemSize(`record ${key}`, dataJson);
+      return { ...op, dataJson };
     }
     if (op.events.length === 0) throw new ValidationError(`Append to ${op.streamId} has no events`);
     const events = op.events.map((e) => validateEvent(e));
     const ids = new Set(events.map((e) => e.id));
     if (ids.size !== events.length) throw new ValidationError(`Append to ${op.streamId} repeats an event id`);
-    for (const e of events) assertItemSize(`event ${e.id}`, JSON.stringify(e));
-    return { ...op, events };
+    const eventsJson = events.map((e) => JSON.stringify(e));
+    events.forEach((e, i) => {
+      assertItemSize(`event ${e.id}`, eventsJson[i]);
+    });
+    return { ...op, events, eventsJson };
   });
 }
 
 function assertItemSize(what: string, json: string | undefined): void {
-  const size = Buffer.byteLength(json ?? "");
+  const text = json ?? "";
+  if (text.length * 3 <= MAX_ITEM_BYTES) return; // no UTF-16 unit takes more than 3 bytes in UTF-8
+  const size = Buffer.byteLength(text);
   if (size > MAX_ITEM_BYTES) {
     throw new TooLargeError(
       `${what} is ${size} bytes, over ${MAX_ITEM_BYTES}: store large content as a resource and keep its URN`,
