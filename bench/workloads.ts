@@ -228,6 +228,7 @@ async function openArbor(plan: TaskSpec, options: ArborOptions): Promise<Arbor> 
     async close() {
       for (const stopListening of listening) stopListening();
       stop();
+      await engine.close();
       await rt.close();
       await rm(dataDir, { recursive: true, force: true });
     },

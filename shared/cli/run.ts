@@ -120,6 +120,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
   } finally {
     lines.close();
     stop();
+    await engine.close();
     await rt.close();
   }
 }

@@ -173,6 +173,11 @@ export class Engine {
     return cancelTask(this.deps, taskId, actor, reason);
   }
 
+  /** Lets go of what the engine holds open (the tools' MCP connections). The runtime closes apart. */
+  async close(): Promise<void> {
+    await this.deps.tools.close?.();
+  }
+
   watchdog(staleMs: number): Promise<{ redriven: number }> {
     return watchdog(this.deps, staleMs);
   }

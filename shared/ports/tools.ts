@@ -41,6 +41,8 @@ export interface ToolPort {
   describe(names: readonly string[]): ToolDescriptor[];
   /** Runs one call (ExecuteTool). Never throws for the call's own failures: they are results. */
   execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult>;
+  /** Lets go of connections (MCP servers). */
+  close?(): Promise<void>;
 }
 
 /**

@@ -10,7 +10,7 @@ import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
 import { loadToolsConfig } from "../tools/config.ts";
 import type { AwsRuntime } from "./aws.ts";
-import { type EngineOptions, engineOn } from "./engine-wiring.ts";
+import { type EngineOptions, engineOn, openTools } from "./engine-wiring.ts";
 import { createModel } from "./models.ts";
 
 /**
@@ -68,14 +68,9 @@ export async function createAwsEngine(
     // The stack creates the index (tagged with its space); functions may not create indexes.
     createIfMissing: false,
   });
-  return engineOn(
-    rt,
-    { llm, embedder, index },
-    {
-      toolsConfig: loadToolsConfig(config.toolsFile),
-      ...options,
-    },
-  );
+  const withTools = { toolsConfig: loadToolsConfig(config.toolsFile), ...options };
+  const tools = await openTools(rt, { embedder, index }, withTools);
+  return engineOn(rt, { llm, embedder, index, tools }, withTools);
 }
 
 function modelFor(config: AwsConfig, bedrock: BedrockRuntimeClient | undefined): Llm {

@@ -35,30 +35,37 @@ export interface EngineOptions {
   newId?: () => string;
 }
 
-/** The engine on a runtime, given the model and the embeddings each mode chose. */
+/** The tools of `options` (given, or opened from their configuration: MCP servers get connected). */
+export async function openTools(
+  rt: Runtime,
+  models: { embedder: Embedder; index: VectorIndex },
+  options: EngineOptions,
+): Promise<ToolPort> {
+  if (options.tools) return options.tools;
+  return ToolService.open(options.toolsConfig ?? DEFAULT_TOOLS, {
+    resources: rt.resources,
+    audit: rt.audit,
+    clock: options.clock ?? (() => new Date()),
+    embedder: models.embedder,
+    index: models.index,
+    fetch: options.fetch ?? fetch,
+  });
+}
+
+/** The engine on a runtime, given the model, the embeddings and the tools each mode chose. */
 export function engineOn(
   rt: Runtime,
-  models: { llm: Llm; embedder: Embedder; index: VectorIndex },
+  models: { llm: Llm; embedder: Embedder; index: VectorIndex; tools: ToolPort },
   options: EngineOptions,
 ): Engine {
   const clock = options.clock ?? (() => new Date());
-  const tools =
-    options.tools ??
-    ToolService.fromConfig(options.toolsConfig ?? DEFAULT_TOOLS, {
-      resources: rt.resources,
-      audit: rt.audit,
-      clock,
-      embedder: models.embedder,
-      index: models.index,
-      fetch: options.fetch ?? fetch,
-    });
   return new Engine({
     resources: rt.resources,
     tasks: rt.tasks,
     state: rt.state,
     bus: rt.bus,
     ...models,
-    tools,
+    tools: models.tools,
     clock,
     newId: options.newId ?? (() => ulid()),
     untilDurable: () => rt.untilDurable(),

@@ -4,7 +4,7 @@ import { LocalVectorIndex } from "../adapters/vectors/local-vector-index.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
-import { type EngineOptions, engineOn } from "./engine-wiring.ts";
+import { type EngineOptions, engineOn, openTools } from "./engine-wiring.ts";
 import type { LocalRuntime } from "./local.ts";
 
 /**
@@ -23,5 +23,6 @@ export async function createLocalEngine(rt: LocalRuntime, options: LocalEngineOp
     { embedderId: embedder.id, dimension: embedder.dimension },
     { durable: rt.durable },
   );
-  return engineOn(rt, { llm: options.llm, embedder, index }, options);
+  const tools = await openTools(rt, { embedder, index }, options);
+  return engineOn(rt, { llm: options.llm, embedder, index, tools }, options);
 }

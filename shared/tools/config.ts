@@ -67,7 +67,36 @@ const HttpEntry = z
   })
   .strict();
 
-export const ToolEntrySchema = z.discriminatedUnion("kind", [BuiltinEntry, HttpEntry]);
+/** A tool of an MCP server: its description and schema come from the server. */
+const McpEntry = z
+  .object({
+    kind: z.literal("mcp"),
+    transport: z.enum(["stdio", "http"]),
+    /** stdio: the server's command and arguments (Arbor starts it). */
+    command: z.string().min(1).optional(),
+    args: z.array(z.string()).default([]),
+    env: z.record(z.string(), z.string()).optional(),
+    cwd: z.string().min(1).optional(),
+    /** http: the server's streamable HTTP endpoint, and headers to send (a token, say). */
+    url: z.url({ protocol: /^https?$/ }).optional(),
+    headers: z.record(z.string(), z.string()).default({}),
+    /** The server's name for the tool (default: this entry's name). */
+    tool: z.string().min(1).max(200).optional(),
+    ...common,
+  })
+  .strict()
+  .superRefine((e, ctx) => {
+    if (e.transport === "stdio" && !e.command)
+      ctx.addIssue({
+        code: "custom",
+        path: ["command"],
+        message: "a stdio MCP server needs the command that starts it",
+      });
+    if (e.transport === "http" && !e.url)
+      ctx.addIssue({ code: "custom", path: ["url"], message: "an http MCP server needs its URL" });
+  });
+
+export const ToolEntrySchema = z.discriminatedUnion("kind", [BuiltinEntry, HttpEntry, McpEntry]);
 export type ToolEntry = z.infer<typeof ToolEntrySchema>;
 
 export const ToolsConfigSchema = z

@@ -8,6 +8,7 @@ import type { ResourceStore } from "../use-cases/resource-store.ts";
 import { type BuiltinDeps, builtinBinding } from "./builtins.ts";
 import { parseToolsConfig, type ToolEntry } from "./config.ts";
 import { httpEndpointBinding } from "./http-endpoint.ts";
+import { McpConnections, type McpServer } from "./mcp.ts";
 
 /**
  * The tool service (seeds/001's ListTools and ExecuteTool): the configured tools, each bound to
@@ -39,9 +40,15 @@ export class ToolService implements ToolPort {
   readonly #tools = new Map<string, Entry>();
   readonly #options: ToolServiceOptions;
   readonly #maxInline: number;
+  readonly #mcp: McpConnections | undefined;
 
-  constructor(bindings: readonly (ToolBinding & { timeoutMs?: number })[], options: ToolServiceOptions) {
+  constructor(
+    bindings: readonly (ToolBinding & { timeoutMs?: number })[],
+    options: ToolServiceOptions,
+    mcp?: McpConnections,
+  ) {
     this.#options = options;
+    this.#mcp = mcp;
     this.#maxInline = options.maxInlineChars ?? 16_000;
     for (const b of bindings) {
       deepFreeze(b.descriptor); // shared with every caller
@@ -52,19 +59,35 @@ export class ToolService implements ToolPort {
     }
   }
 
-  /** The tools of a configuration (parsed here: a bad one throws, naming the field). */
-  static fromConfig(
+  /**
+   * The tools of a configuration (parsed here: a bad one throws, naming the field). MCP servers are
+   * connected now, so that their tools' schemas are known; `close()` disconnects them.
+   */
+  static async open(
     config: unknown,
     options: ToolServiceOptions & Omit<BuiltinDeps, "resources">,
     source?: string,
-  ): ToolService {
+  ): Promise<ToolService> {
     const parsed = parseToolsConfig(config, source);
     const deps: BuiltinDeps = { ...options, resources: options.resources };
-    const bindings = Object.entries(parsed.tools).map(([name, entry]) => ({
-      ...bindingFor(name, entry, deps),
-      ...(entry.timeoutMs ? { timeoutMs: entry.timeoutMs } : {}),
-    }));
-    return new ToolService(bindings, options);
+    const mcp = new McpConnections(options.fetch);
+    try {
+      const bindings = [];
+      for (const [name, entry] of Object.entries(parsed.tools)) {
+        const binding =
+          entry.kind === "mcp" ? await mcpBinding(name, entry, mcp) : bindingFor(name, entry, deps);
+        bindings.push({ ...binding, ...(entry.timeoutMs ? { timeoutMs: entry.timeoutMs } : {}) });
+      }
+      return new ToolService(bindings, options, mcp);
+    } catch (e) {
+      await mcp.close();
+      throw e;
+    }
+  }
+
+  /** Disconnects from the MCP servers (and stops those Arbor started). */
+  async close(): Promise<void> {
+    await this.#mcp?.close();
   }
 
   list(): ToolDescriptor[] {
@@ -196,7 +219,28 @@ export class ToolService implements ToolPort {
 type Stage = ToolCallRecord["stage"];
 type FailureReason = "invalid_arguments" | "unknown_tool" | "timeout" | "error" | "denied";
 
-function bindingFor(name: string, entry: ToolEntry, deps: BuiltinDeps): ToolBinding {
+function mcpBinding(name: string, entry: Extract<ToolEntry, { kind: "mcp" }>, mcp: McpConnections) {
+  const server: McpServer =
+    entry.transport === "stdio"
+      ? {
+          transport: "stdio",
+          command: entry.command as string,
+          args: entry.args,
+          ...(entry.env ? { env: entry.env } : {}),
+          ...(entry.cwd ? { cwd: entry.cwd } : {}),
+        }
+      : { transport: "http", url: entry.url as string, headers: entry.headers };
+  return mcp.binding(name, server, entry.tool ?? name, {
+    ...(entry.description ? { description: entry.description } : {}),
+    risky: entry.risky ?? false,
+  });
+}
+
+function bindingFor(
+  name: string,
+  entry: Exclude<ToolEntry, { kind: "mcp" }>,
+  deps: BuiltinDeps,
+): ToolBinding {
   switch (entry.kind) {
     case "builtin":
       return builtinBinding(

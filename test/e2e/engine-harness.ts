@@ -22,6 +22,8 @@ export interface HarnessOptions {
   script: Script;
   assistants: AssistantDefinition[];
   settings?: Partial<EngineSettings>;
+  /** The tool registry (default: the built-in tools). */
+  toolsConfig?: unknown;
   bus?: InProcessEventBusOptions;
   faults?: FaultInjector;
   /** Where resources live (default: the local default, SQLite). */
@@ -65,6 +67,7 @@ export class Harness {
       clock: () => new Date(this.now),
       newId: () => `id${String(++this.#ids).padStart(6, "0")}`,
       ...(this.options.settings ? { settings: this.options.settings } : {}),
+      ...(this.options.toolsConfig ? { toolsConfig: this.options.toolsConfig } : {}),
       ...(faults ? { faults } : {}),
     });
     this.#stop = this.engine.start();
@@ -73,6 +76,7 @@ export class Harness {
   /** As after a crash: in-flight work is lost, the data folder stays; a new process opens it. */
   async restart(): Promise<void> {
     this.#stop?.();
+    await this.engine.close();
     await this.rt.close();
     await this.open();
   }
@@ -110,6 +114,7 @@ export class Harness {
 
   async close(): Promise<void> {
     this.#stop?.();
+    await this.engine.close();
     await this.rt.close();
     await rm(this.dataDir, { recursive: true, force: true });
   }

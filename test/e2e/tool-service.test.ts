@@ -80,7 +80,7 @@ afterEach(async () => {
 });
 
 function service(config: unknown, options: { fetch?: typeof fetch; maxInlineChars?: number } = {}) {
-  return ToolService.fromConfig(config, {
+  return ToolService.open(config, {
     resources: rt.resources,
     audit: rt.audit,
     clock: () => new Date("2026-06-01T09:00:00.000Z"),
@@ -143,8 +143,8 @@ describe("tool configuration", () => {
     expect(() => loadToolsConfig(file)).toThrow(/ARBOR_TOOLS_FILE .*tools\.json is not valid/);
   });
 
-  it("refuses parameters that are not a valid JSON Schema when the tool is configured", () => {
-    expect(() =>
+  it("refuses parameters that are not a valid JSON Schema when the tool is configured", async () => {
+    await expect(
       service({
         tools: {
           w: {
@@ -155,13 +155,13 @@ describe("tool configuration", () => {
           },
         },
       }),
-    ).toThrow(/tools\.w: the parameters are not a valid JSON Schema/);
+    ).rejects.toThrow(/tools\.w: the parameters are not a valid JSON Schema/);
   });
 });
 
 describe("ListTools and ExecuteTool", () => {
   it("lists JSON Schemas, stores them as Tool resources, and runs the hash tools of seeds/001", async () => {
-    const tools = service(DEFAULT_TOOLS);
+    const tools = await service(DEFAULT_TOOLS);
     const names = tools.list().map((t) => t.name);
     expect(names).toEqual(expect.arrayContaining(["sha256", "md5", "search_resources", "read_resource"]));
     const [sha] = tools.describe(["sha256", "no_such_tool"]);
@@ -188,7 +188,7 @@ describe("ListTools and ExecuteTool", () => {
 
   it("turns invalid arguments into an error the model can read and an audit record; the tool does not run", async () => {
     let ran = 0;
-    const tools = service(
+    const tools = await service(
       {
         tools: {
           weather: {
@@ -224,7 +224,7 @@ describe("ListTools and ExecuteTool", () => {
   });
 
   it("calls an HTTP endpoint with the configured headers; a failure status is the tool failing", async () => {
-    const tools = service({
+    const tools = await service({
       tools: {
         echo: {
           kind: "http",
@@ -248,7 +248,7 @@ describe("ListTools and ExecuteTool", () => {
   });
 
   it("ends a call that takes longer than its timeout", async () => {
-    const tools = service({
+    const tools = await service({
       tools: {
         slow: {
           kind: "http",
@@ -268,7 +268,7 @@ describe("ListTools and ExecuteTool", () => {
   });
 
   it("stores a large result as a resource and passes its URN; read_resource reads it on", async () => {
-    const tools = service(
+    const tools = await service(
       {
         tools: {
           ...DEFAULT_TOOLS.tools,
@@ -305,7 +305,7 @@ describe("ListTools and ExecuteTool", () => {
     await rt.resources.put({ meta: msg, role: "assistant", content: "The venue in Lisbon holds 40 people." });
     const [vector] = await embedder.embed(["The venue in Lisbon holds 40 people."]);
     await index.upsert([{ key: msg.id, vector: vector as Float32Array, type: "common.Message" }]);
-    const tools = service(DEFAULT_TOOLS);
+    const tools = await service(DEFAULT_TOOLS);
 
     const byPrefix = await tools.execute("search_resources", { urnPrefix: conv.id }, ctx());
     expect(byPrefix.content).toContain(msg.id);
@@ -330,7 +330,7 @@ describe("ListTools and ExecuteTool", () => {
       asked.push(String(input));
       return fetch(input, init);
     };
-    const tools = service(
+    const tools = await service(
       {
         tools: {
           fetch_page: {
@@ -368,7 +368,7 @@ describe("ListTools and ExecuteTool", () => {
 describe("fuzzing tool arguments", () => {
   it("any arguments give a result, never an exception; a tool runs only with valid ones", async () => {
     let ran = 0;
-    const tools = service(
+    const tools = await service(
       {
         tools: {
           ...DEFAULT_TOOLS.tools,

@@ -1,0 +1,162 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import type { LlmRequest } from "../../shared/ports/llm.ts";
+import { venuesServer } from "../peers/mcp-venues.ts";
+import { Harness } from "./engine-harness.ts";
+import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+
+/**
+ * MCP end to end: an MCP server written with the SDK (test/peers/mcp-venues.ts), its tools
+ * registered by configuration, and called by an assistant in a local run, over stdio (Arbor starts
+ * the server) and over streamable HTTP.
+ */
+const SCOUT: AssistantDefinition[] = [
+  {
+    name: "Scout",
+    id: "scout",
+    purpose: "Find venues for team events",
+    tools: ["lookup_venue", "book_venue"],
+  },
+];
+
+const lastToolResult = (r: LlmRequest) => [...r.messages].reverse().find((m) => m.role === "tool");
+
+/** The leaf asks for a venue, then for a booking (which the server refuses), then answers. */
+const script: ScriptFunction = (r) => {
+  if (isPlan(r)) return planOf({ name: "Find a venue", purpose: "Find a venue in Lisbon for 12 people" });
+  if (isEvaluation(r)) return pass("done");
+  const last = lastToolResult(r);
+  if (!last) return { toolCalls: [{ name: "lookup_venue", arguments: { city: "Lisbon", people: 12 } }] };
+  if (last.content?.startsWith("Venue in"))
+    return { toolCalls: [{ name: "book_venue", arguments: { venue: "Casa do Rio" } }] };
+  return {
+    content: `Found: ${r.messages
+      .filter((m) => m.role === "tool")
+      .map((m) => m.content)
+      .join(" / ")}`,
+  };
+};
+
+let http: Server;
+let url: string;
+beforeAll(async () => {
+  // One stateless MCP server per request, as the SDK's streamable HTTP examples do.
+  http = createServer(async (req, res) => {
+    const server = venuesServer();
+    const transport = new StreamableHTTPServerTransport({}); // no session id generator: stateless
+    res.on("close", () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    let body = "";
+    for await (const chunk of req) body += chunk;
+    await transport.handleRequest(req, res, body ? JSON.parse(body) : undefined);
+  });
+  await new Promise<void>((r) => http.listen(0, "127.0.0.1", r));
+  url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
+});
+afterAll(async () => {
+  http.closeAllConnections();
+  await new Promise((r) => http.close(r));
+});
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const stdio = {
+  kind: "mcp",
+  transport: "stdio",
+  command: process.execPath,
+  args: ["--import", "tsx", join(import.meta.dirname, "../peers/mcp-venues.ts")],
+};
+
+describe.each([
+  ["stdio", () => stdio],
+  ["streamable HTTP", () => ({ kind: "mcp", transport: "http", url })],
+])("MCP tools over %s", (_, server) => {
+  it("an assistant calls the server's tools in a local run; the server's error comes back to the model", async () => {
+    h = await Harness.create({
+      script,
+      assistants: SCOUT,
+      toolsConfig: { tools: { lookup_venue: server(), book_venue: { ...server(), risky: false } } },
+    });
+    // The model sees the server's own description and schema.
+    const [lookup] = h.engine.deps.tools.describe(["lookup_venue"]);
+    expect(lookup).toMatchObject({
+      kind: "mcp",
+      description: "Finds a venue for a team in a city, with its capacity.",
+      parameters: { type: "object", required: ["city", "people"] },
+    });
+
+    const { rootTaskId } = await h.submit("Find a venue in Lisbon for 12 people");
+    await h.idle();
+    const { view, output } = await h.engine.result(rootTaskId);
+    expect(view?.status).toBe("done");
+    expect(output).toBe(
+      "Found: Venue in Lisbon: Casa do Rio, seats 40. / book_venue failed: Casa do Rio is closed that week",
+    );
+    const audit = await h.rt.audit.forTask(rootTaskId);
+    expect(audit.map((r) => `${r.tool}:${r.stage}${r.reason ? `:${r.reason}` : ""}`)).toEqual([
+      "lookup_venue:requested",
+      "lookup_venue:completed",
+      "book_venue:requested",
+      "book_venue:failed:error",
+    ]);
+  });
+
+  it("checks arguments against the server's schema before the call goes out", async () => {
+    h = await Harness.create({
+      script,
+      assistants: SCOUT,
+      toolsConfig: { tools: { lookup_venue: server() } },
+    });
+    const result = await h.engine.deps.tools.execute(
+      "lookup_venue",
+      { city: "", people: 0 },
+      {
+        taskId: "cld:common.Tenant.acme/plan.Task.t",
+        actor: "cld:common.Tenant.acme/common.Assistant.scout",
+        callId: "c1",
+      },
+    );
+    expect(result.isError).toBe(true);
+    expect(result.content).toMatch(
+      /Invalid arguments for lookup_venue: city: must NOT have fewer than 1 characters; people: must be >= 1/,
+    );
+  });
+});
+
+describe("MCP configuration", () => {
+  it("says which tool the server does not have, and which it offers", async () => {
+    await expect(
+      Harness.create({
+        script,
+        assistants: SCOUT,
+        toolsConfig: { tools: { find: { ...stdio, tool: "find_hotel" } } },
+      }),
+    ).rejects.toThrow(
+      /tools\.find: the MCP server .* has no tool "find_hotel"; it offers lookup_venue, book_venue/,
+    );
+  });
+
+  it("says when the server cannot be reached", async () => {
+    await expect(
+      Harness.create({
+        script,
+        assistants: SCOUT,
+        toolsConfig: {
+          tools: { lookup_venue: { kind: "mcp", transport: "http", url: "http://127.0.0.1:9/mcp" } },
+        },
+      }),
+    ).rejects.toThrow(/Cannot reach the MCP server http:\/\/127\.0\.0\.1:9\/mcp .*check the command or URL/);
+  });
+});
