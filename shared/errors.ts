@@ -17,6 +17,7 @@ export type ErrorCode =
   | "THROTTLED"
   | "MODEL"
   | "BUDGET"
+  | "FORBIDDEN"
   | "INTERNAL";
 
 export class ArborError extends Error {
@@ -132,3 +133,14 @@ export class BudgetExceededError extends ArborError {
 }
 
 export const isArborError = (e: unknown): e is ArborError => e instanceof ArborError;
+
+/** A policy denied the action (default deny: anything but an explicit allow). */
+export class ForbiddenError extends ArborError {
+  constructor(message: string, options: { decisionId?: string; cause?: unknown } = {}) {
+    super("FORBIDDEN", message, {
+      ...(options.decisionId ? { details: { decisionId: options.decisionId } } : {}),
+      ...(options.cause ? { cause: options.cause } : {}),
+    });
+    this.name = "ForbiddenError";
+  }
+}

@@ -1,0 +1,97 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { CedarPolicyEngine } from "../../shared/adapters/policy/cedar-policy-engine.ts";
+import { ConfigError } from "../../shared/errors.ts";
+import { POLICY_ACTIONS, type PolicyInput } from "../../shared/ports/policy.ts";
+
+/**
+ * The default policy as a decision table (policies/decisions.json), run against the Cedar engine
+ * and its policies (policies/arbor.cedar). The same table is the contract for an OPA bundle built
+ * from policies/arbor.rego.
+ */
+const policies = join(import.meta.dirname, "../../policies");
+const table = JSON.parse(readFileSync(join(policies, "decisions.json"), "utf8")) as {
+  decisions: { case: string; input: PolicyInput; expected: "allow" | "deny" }[];
+};
+const cedar = CedarPolicyEngine.fromFile(join(policies, "arbor.cedar"));
+
+describe("the default policy on Cedar (policies/decisions.json)", () => {
+  for (const row of table.decisions) {
+    it(`${row.expected}: ${row.case}`, async () => {
+      const decision = await cedar.decide(row.input);
+      expect(decision.allow ? "allow" : "deny").toBe(row.expected);
+      expect(decision).toMatchObject({ engine: "cedar", revision: cedar.revision });
+      expect(decision.id).toMatch(/^dec_/);
+      expect(decision.inputHash).toMatch(/^[0-9a-f]{64}$/);
+    });
+  }
+
+  it("gives every decision its own id, the same input the same hash and answer", async () => {
+    const [a, b] = [
+      await cedar.decide(table.decisions[0]!.input),
+      await cedar.decide(table.decisions[0]!.input),
+    ];
+    expect(a.id).not.toBe(b.id);
+    expect(a.inputHash).toBe(b.inputHash);
+    expect(a.allow).toBe(b.allow);
+  });
+
+  it("refuses policies that do not parse, saying where", () => {
+    expect(
+      () => new CedarPolicyEngine("permit (principal, action, resource", "policies/broken.cedar"),
+    ).toThrow(ConfigError);
+    expect(
+      () => new CedarPolicyEngine("permit (principal, action, resource", "policies/broken.cedar"),
+    ).toThrow(/policies\/broken\.cedar do not parse/);
+  });
+
+  it("denies what no policy allows, and an input it cannot read", async () => {
+    const empty = new CedarPolicyEngine("// nothing is permitted");
+    expect((await empty.decide(table.decisions[0]!.input)).allow).toBe(false);
+    await expect(cedar.decide({ ...table.decisions[0]!.input, action: "deploy" as never })).rejects.toThrow();
+  });
+
+  it("never allows by accident (fuzzed inputs): no cross-tenant access, no tool outside the list, no agent approving", async () => {
+    const tenant = fc.constantFrom("acme", "beta", "gamma");
+    const name = fc.constantFrom("sha256", "send_email", "http_request", "x");
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          kind: fc.constantFrom("human", "agent", "system" as const),
+          pTenant: fc.option(tenant, { nil: undefined }),
+          rTenant: tenant,
+          action: fc.constantFrom(...POLICY_ACTIONS),
+          tool: fc.option(name, { nil: undefined }),
+          allowed: fc.option(fc.array(name, { maxLength: 3 }), { nil: undefined }),
+          purpose: fc.option(fc.constantFrom("confirm_risky_action", "request_info"), { nil: undefined }),
+          roles: fc.array(fc.constantFrom("approver", "admin"), { maxLength: 2 }),
+        }),
+        async (f) => {
+          const input: PolicyInput = {
+            principal: { id: "p", kind: f.kind, roles: f.roles, ...(f.pTenant ? { tenant: f.pTenant } : {}) },
+            action: f.action,
+            resource: {
+              id: f.tool ? `tool:${f.tool}` : "cld:x",
+              tenant: f.rTenant,
+              type: f.tool ? "tool" : "uip.Interaction",
+              ...(f.tool ? { tool: f.tool } : {}),
+              ...(f.purpose ? { purpose: f.purpose } : {}),
+            },
+            context: f.allowed ? { allowedTools: f.allowed } : {},
+          };
+          const { allow } = await cedar.decide(input);
+          if (!allow || f.kind === "system") return;
+          expect(f.pTenant).toBe(f.rTenant);
+          if (f.action === "tool.call") {
+            expect(f.kind).toBe("agent");
+            expect(f.allowed).toContain(f.tool);
+          }
+          if (f.action === "interaction.answer") expect(f.kind).toBe("human");
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
