@@ -16,6 +16,7 @@ const table = JSON.parse(readFileSync(join(policies, "decisions.json"), "utf8"))
   decisions: { case: string; input: PolicyInput; expected: "allow" | "deny" }[];
 };
 const cedar = CedarPolicyEngine.fromFile(join(policies, "arbor.cedar"));
+const first = (table.decisions[0] as (typeof table.decisions)[number]).input;
 
 describe("the default policy on Cedar (policies/decisions.json)", () => {
   for (const row of table.decisions) {
@@ -29,10 +30,7 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
   }
 
   it("gives every decision its own id, the same input the same hash and answer", async () => {
-    const [a, b] = [
-      await cedar.decide(table.decisions[0]!.input),
-      await cedar.decide(table.decisions[0]!.input),
-    ];
+    const [a, b] = [await cedar.decide(first), await cedar.decide(first)];
     expect(a.id).not.toBe(b.id);
     expect(a.inputHash).toBe(b.inputHash);
     expect(a.allow).toBe(b.allow);
@@ -49,8 +47,8 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
 
   it("denies what no policy allows, and an input it cannot read", async () => {
     const empty = new CedarPolicyEngine("// nothing is permitted");
-    expect((await empty.decide(table.decisions[0]!.input)).allow).toBe(false);
-    await expect(cedar.decide({ ...table.decisions[0]!.input, action: "deploy" as never })).rejects.toThrow();
+    expect((await empty.decide(first)).allow).toBe(false);
+    await expect(cedar.decide({ ...first, action: "deploy" as never })).rejects.toThrow();
   });
 
   it("never allows by accident (fuzzed inputs): no cross-tenant access, no tool outside the list, no agent approving", async () => {
