@@ -26,7 +26,7 @@ export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", 
  *
  * The AWS SDK is bundled: the engine needs clients (S3 Vectors among them) at the versions it was
  * tested with, not whatever the Lambda runtime happens to ship. ESM output; the banner gives the
- * CommonJS modules inside the bundle the `require` that ESM lacks.
+ * CommonJS modules inside the bundle the `require`, `__filename` and `__dirname` that ESM lacks.
  */
 export const BUNDLING: BundlingOptions = {
   forceDockerBundling: false,
@@ -41,7 +41,17 @@ export const BUNDLING: BundlingOptions = {
   sourceMap: true,
   sourcesContent: false,
   banner:
-    "import { createRequire as __arborRequire } from 'node:module'; const require = __arborRequire(import.meta.url);",
+    "import { createRequire as __arborRequire } from 'node:module'; const require = __arborRequire(import.meta.url);" +
+    " import { fileURLToPath as __arborPath } from 'node:url'; const __filename = __arborPath(import.meta.url);" +
+    " const __dirname = __arborPath(new URL('.', import.meta.url));",
+  // The Cedar policy engine reads its wasm next to the module that loads it (`__dirname`).
+  commandHooks: {
+    beforeBundling: () => [],
+    beforeInstall: () => [],
+    afterBundling: (inputDir: string, outputDir: string) => [
+      `cp "${inputDir}/node_modules/@cedar-policy/cedar-wasm/nodejs/cedar_wasm_bg.wasm" "${outputDir}/"`,
+    ],
+  },
 };
 
 export interface EngineFunctionProps {

@@ -5,6 +5,7 @@ import type { ArborLogger } from "../observability/logger.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { BusEventInput, EventBus } from "../ports/event-bus.ts";
 import type { Llm } from "../ports/llm.ts";
+import type { PolicyEngine } from "../ports/policy.ts";
 import type { StateStore } from "../ports/state-store.ts";
 import type { ToolPort } from "../ports/tools.ts";
 import type { VectorIndex } from "../ports/vector-index.ts";
@@ -47,6 +48,8 @@ export interface EngineDeps {
   embedder: Embedder;
   index: VectorIndex;
   tools: ToolPort;
+  /** Who may do what (answering an interaction, here; tool calls are decided by the tool service). */
+  policy: PolicyEngine;
   clock: () => Date;
   /** New unique ids (ULIDs in production; a counter in tests). */
   newId: () => string;

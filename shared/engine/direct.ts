@@ -224,7 +224,12 @@ async function execute(
   assistant: Assistant,
 ) {
   if (!descriptor.pure) await deps.untilDurable();
-  return deps.tools.execute(call.name, call.arguments, { taskId, actor: assistant.meta.id, callId: call.id });
+  return deps.tools.execute(call.name, call.arguments, {
+    taskId,
+    actor: assistant.meta.id,
+    callId: call.id,
+    allowedTools: assistant.tools,
+  });
 }
 
 /** A risky call runs only after a person approves these exact arguments (bound by their hash). */

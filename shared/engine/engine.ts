@@ -15,7 +15,7 @@ import {
 } from "./context.ts";
 import { runTurn } from "./direct.ts";
 import { indexAssistants } from "./election.ts";
-import { type InteractionResponse, respond } from "./interactions.ts";
+import { type AnswerPrincipal, type InteractionResponse, respond } from "./interactions.ts";
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
 import { indexOutput, outputOf } from "./outcome.ts";
 import { checkPlan, plan, rootTaskUrn } from "./planner.ts";
@@ -154,7 +154,13 @@ export class Engine {
   }
 
   /** An answer to an interaction, from any channel. An edited plan is checked before it is accepted. */
-  async respond(interactionUrn: string, response: InteractionResponse, actor: Actor): Promise<void> {
+  /** `principal`: the tenant and roles the channel authenticated the answerer for (see AnswerPrincipal). */
+  async respond(
+    interactionUrn: string,
+    response: InteractionResponse,
+    actor: Actor,
+    principal: AnswerPrincipal = {},
+  ): Promise<void> {
     const interaction = await this.deps.resources.getAs("uip.Interaction", interactionUrn);
     if (interaction?.purpose === "approve_plan" && response.inputValue) {
       let parsed: unknown;
@@ -166,7 +172,7 @@ export class Engine {
       const check = checkPlan(parsed, this.deps.settings.defaultBudgets);
       if (!check.ok) throw new ValidationError("The edited plan is not valid", check.errors);
     }
-    await respond(this.deps, interactionUrn, response, actor);
+    await respond(this.deps, interactionUrn, response, actor, principal);
   }
 
   cancel(taskId: string, actor: Actor, reason = "canceled by request"): Promise<void> {

@@ -9,8 +9,8 @@ import {
   type InteractionResponseSchema,
   withMeta,
 } from "../domain/resources.ts";
-import { parentUrn, type Urn } from "../domain/urn.ts";
-import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
+import { parentUrn, tenantOf, type Urn } from "../domain/urn.ts";
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
 import { COMMANDS, ENGINE, type EngineDeps, recordTask, send } from "./context.ts";
 
 /**
@@ -71,9 +71,11 @@ export async function respond(
   interactionUrn: string,
   response: InteractionResponse,
   actor: Actor,
+  principal: AnswerPrincipal = {},
 ): Promise<void> {
   const interaction = await deps.resources.getAs("uip.Interaction", interactionUrn);
   if (!interaction) throw new NotFoundError("Interaction", interactionUrn);
+  await mayAnswer(deps, interaction, actor, principal);
   if (interaction.status !== "pending")
     throw new ConflictError(`Interaction ${interactionUrn} was already answered`);
   checkAnswer(interaction, response);
@@ -91,6 +93,42 @@ export async function respond(
     interaction.meta.name,
   );
   await send(deps, COMMANDS.resume, { interactionUrn }, interactionUrn);
+}
+
+/**
+ * Who answers, as a channel vouches for them: their tenant (the one they authenticated for) and
+ * roles. Absent a tenant, a person is taken to be of the interaction's own tenant (the local CLI:
+ * one person, one tenant); an assistant's tenant is always the root of its URN.
+ */
+export interface AnswerPrincipal {
+  tenant?: string;
+  roles?: string[];
+}
+
+/** Policy decides who may answer (interaction.answer); default deny. */
+async function mayAnswer(
+  deps: EngineDeps,
+  interaction: InteractionResource,
+  actor: Actor,
+  principal: AnswerPrincipal,
+): Promise<void> {
+  const tenant = tenantOf(interaction.meta.id) ?? "(none)";
+  const actorTenant = actor.kind === "human" ? (principal.tenant ?? tenant) : tenantOf(actor.id);
+  const decision = await deps.policy.decide({
+    principal: {
+      id: actor.id,
+      kind: actor.kind,
+      ...(actorTenant ? { tenant: actorTenant } : {}),
+      roles: principal.roles ?? [],
+    },
+    action: "interaction.answer",
+    resource: { id: interaction.meta.id, tenant, type: "uip.Interaction", purpose: interaction.purpose },
+  });
+  if (!decision.allow)
+    throw new ForbiddenError(
+      `${actor.id} may not answer "${interaction.display.title}" (policy decision ${decision.id})`,
+      { decisionId: decision.id },
+    );
 }
 
 function checkAnswer(interaction: InteractionResource, response: InteractionResponse): void {

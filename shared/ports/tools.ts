@@ -12,6 +12,8 @@ export interface ToolContext {
   actor: string;
   /** The model's id for this call: it pairs the audit records of one call. */
   callId: string;
+  /** The tools the acting assistant is configured with (what policy lets it call). */
+  allowedTools?: readonly string[];
   signal?: AbortSignal;
 }
 

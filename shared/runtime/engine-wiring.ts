@@ -1,10 +1,13 @@
 import { ulid } from "ulid";
+import { CedarPolicyEngine } from "../adapters/policy/cedar-policy-engine.ts";
+import { DEFAULT_CEDAR_POLICY } from "../adapters/policy/default-policy.ts";
 import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import type { EngineSettings, FaultInjector } from "../engine/context.ts";
 import { Engine } from "../engine/engine.ts";
 import { componentLogger } from "../observability/logger.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
+import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolPort } from "../ports/tools.ts";
 import type { VectorIndex } from "../ports/vector-index.ts";
 import { DEFAULT_TOOLS } from "../tools/config.ts";
@@ -29,10 +32,19 @@ export interface EngineOptions {
   toolsConfig?: unknown;
   /** Outbound HTTP for the tools (injected in tests). */
   fetch?: typeof fetch;
+  /** Who may do what (default: the default Cedar policy, policies/arbor.cedar). */
+  policy?: PolicyEngine;
   settings?: Partial<EngineSettings>;
   faults?: FaultInjector;
   clock?: () => Date;
   newId?: () => string;
+}
+
+let cedarDefault: PolicyEngine | undefined;
+/** The default policy, parsed once per process. */
+export function defaultPolicy(): PolicyEngine {
+  cedarDefault ??= new CedarPolicyEngine(DEFAULT_CEDAR_POLICY, "policies/arbor.cedar");
+  return cedarDefault;
 }
 
 /** The tools of `options` (given, or opened from their configuration: MCP servers get connected). */
@@ -45,6 +57,7 @@ export async function openTools(
   return ToolService.open(options.toolsConfig ?? DEFAULT_TOOLS, {
     resources: rt.resources,
     audit: rt.audit,
+    policy: options.policy ?? defaultPolicy(),
     clock: options.clock ?? (() => new Date()),
     embedder: models.embedder,
     index: models.index,
@@ -66,6 +79,7 @@ export function engineOn(
     bus: rt.bus,
     ...models,
     tools: models.tools,
+    policy: options.policy ?? defaultPolicy(),
     clock,
     newId: options.newId ?? (() => ulid()),
     untilDurable: () => rt.untilDurable(),

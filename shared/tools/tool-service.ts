@@ -1,8 +1,9 @@
 import { argumentsHash, eventIdFor } from "../domain/events.ts";
 import { deepFreeze } from "../domain/immutable.ts";
 import { withMeta } from "../domain/resources.ts";
-import { tenantUrn, type Urn } from "../domain/urn.ts";
+import { tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
 import type { AuditLog, ToolCallRecord } from "../ports/audit-log.ts";
+import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolBinding, ToolContext, ToolDescriptor, ToolPort, ToolResult } from "../ports/tools.ts";
 import type { ResourceStore } from "../use-cases/resource-store.ts";
 import { type BuiltinDeps, builtinBinding } from "./builtins.ts";
@@ -24,6 +25,8 @@ import { McpConnections, type McpServer } from "./mcp.ts";
 export interface ToolServiceOptions {
   resources: ResourceStore;
   audit: AuditLog;
+  /** Decides each call (tool.call); absent, every configured tool may be called. */
+  policy?: PolicyEngine;
   clock: () => Date;
   /** Calls longer than this fail (per tool: `timeoutMs` in its configuration). Default 30 s. */
   defaultTimeoutMs?: number;
@@ -143,6 +146,8 @@ export class ToolService implements ToolPort {
     const problems = tool.binding.check(args);
     if (problems.length)
       return failed("invalid_arguments", `Invalid arguments for ${name}: ${problems.join("; ")}`);
+    const denied = await this.#denied(tool.binding.descriptor, context);
+    if (denied) return failed("denied", denied);
     // A call that can change something outside is on record before it runs; a pure one (or one that
     // never starts) is recorded with its outcome, in one append.
     if (!tool.binding.descriptor.pure) await audit.flush();
@@ -181,6 +186,32 @@ export class ToolService implements ToolPort {
         `The result is ${content.length} characters long, stored as ${urn}. Its start:\n` +
         `${content.slice(0, 2000)}\n[read the rest with read_resource, urn ${urn}, offset 2000]`,
     };
+  }
+
+  /** Why policy refuses the call, or undefined when it allows it. */
+  async #denied(tool: ToolDescriptor, context: ToolContext): Promise<string | undefined> {
+    const policy = this.#options.policy;
+    if (!policy) return undefined;
+    const actorTenant = tenantOf(context.actor);
+    try {
+      const decision = await policy.decide({
+        principal: { id: context.actor, kind: "agent", ...(actorTenant ? { tenant: actorTenant } : {}) },
+        action: "tool.call",
+        resource: {
+          id: `tool:${tool.name}`,
+          tenant: tenantOf(context.taskId) ?? "(none)",
+          type: "tool",
+          tool: tool.name,
+          risky: tool.risky,
+        },
+        context: { allowedTools: [...(context.allowedTools ?? [])] },
+      });
+      return decision.allow
+        ? undefined
+        : `Policy does not allow ${context.actor} to call ${tool.name} (decision ${decision.id}): do without it`;
+    } catch (e) {
+      return `Policy could not decide whether ${tool.name} may be called (${(e as Error).message}), so it may not`;
+    }
   }
 
   /** The audit records of one call: "requested" waits to be flushed, alone or with the outcome. */

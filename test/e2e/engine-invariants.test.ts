@@ -2,7 +2,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, script as offsite, REQUEST } from "../../examples/offsite/scenario.ts";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { TaskSpec } from "../../shared/domain/resources.ts";
-import { ConflictError, InvalidTransitionError, ValidationError } from "../../shared/errors.ts";
+import {
+  ConflictError,
+  ForbiddenError,
+  InvalidTransitionError,
+  ValidationError,
+} from "../../shared/errors.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import {
   fanOut,
@@ -99,6 +104,28 @@ describe("engine invariants", () => {
     await expect(
       h.engine.respond(approval?.meta.id as string, { selectedOptionId: "approve" }, PERSON),
     ).rejects.toBeInstanceOf(ConflictError);
+  });
+
+  it("only a person of the tenant may answer: never an assistant, never another tenant's person", async () => {
+    h = await Harness.create({ script: offsite, assistants: ASSISTANTS });
+    const { rootTaskId } = await h.submit(REQUEST);
+    await h.idle();
+    const [approval] = await h.pending(rootTaskId);
+    const urn = approval?.meta.id as string;
+    const assistant = {
+      id: "cld:common.Tenant.acme/common.Assistant.communications",
+      kind: "agent" as const,
+    };
+    await expect(h.engine.respond(urn, { selectedOptionId: "approve" }, assistant)).rejects.toThrow(
+      ForbiddenError,
+    );
+    await expect(
+      h.engine.respond(urn, { selectedOptionId: "approve" }, PERSON, { tenant: "beta" }),
+    ).rejects.toThrow(/may not answer "Allow send_email\?" \(policy decision dec_/);
+    expect((await h.pending(rootTaskId)).map((p) => p.meta.id)).toEqual([urn]); // still waiting
+    await h.engine.respond(urn, { selectedOptionId: "approve" }, PERSON, { tenant: "acme" });
+    await h.idle();
+    expect((await h.engine.result(rootTaskId)).view?.status).toBe("done");
   });
 
   it("an answer must fit the question", async () => {

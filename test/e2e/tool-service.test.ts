@@ -13,6 +13,7 @@ import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { ValidationError } from "../../shared/errors.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
+import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
 import { DEFAULT_TOOLS, loadToolsConfig, parseToolsConfig } from "../../shared/tools/config.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
@@ -362,6 +363,36 @@ describe("ListTools and ExecuteTool", () => {
     // The others were never requested, and the redirect was not followed.
     expect(asked).toEqual([`${base}/echo?x=1`, `${base}/redirect`]);
     expect((await tools.execute("fetch_page", { url: "file:///etc/passwd" }, ctx())).isError).toBe(true);
+  });
+});
+
+describe("policy on tool calls (the default Cedar policy)", () => {
+  it("runs only tools the assistant is configured with, for its own tenant; a denial is audited", async () => {
+    const tools = await ToolService.open(DEFAULT_TOOLS, {
+      resources: rt.resources,
+      audit: rt.audit,
+      clock: () => new Date("2026-06-01T09:00:00.000Z"),
+      embedder,
+      index,
+      fetch,
+      policy: defaultPolicy(),
+    });
+    const allowed = await tools.execute("sha256", { text: "a" }, { ...ctx(), allowedTools: ["sha256"] });
+    expect(allowed.isError).toBeUndefined();
+    const notListed = await tools.execute("md5", { text: "a" }, { ...ctx(), allowedTools: ["sha256"] });
+    expect(notListed).toMatchObject({
+      isError: true,
+      content: expect.stringMatching(/^Policy does not allow .* to call md5 \(decision dec_/),
+    });
+    const otherTenant = `${tenantUrn("beta")}/plan.Task.t9`;
+    const crossing = await tools.execute(
+      "sha256",
+      { text: "a" },
+      { ...ctx(), taskId: otherTenant, allowedTools: ["sha256"] },
+    );
+    expect(crossing.isError).toBe(true);
+    const records = await rt.audit.forTask(TASK);
+    expect(records.at(-1)).toMatchObject({ tool: "md5", stage: "failed", reason: "denied" });
   });
 });
 

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { CedarPolicyEngine } from "../../shared/adapters/policy/cedar-policy-engine.ts";
+import { DEFAULT_CEDAR_POLICY } from "../../shared/adapters/policy/default-policy.ts";
 import { ConfigError } from "../../shared/errors.ts";
 import { POLICY_ACTIONS, type PolicyInput } from "../../shared/ports/policy.ts";
 
@@ -91,5 +92,11 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
       ),
       { numRuns: 500 },
     );
+  });
+});
+
+describe("the default policy carried in code", () => {
+  it("is exactly policies/arbor.cedar", () => {
+    expect(DEFAULT_CEDAR_POLICY).toBe(readFileSync(join(policies, "arbor.cedar"), "utf8"));
   });
 });

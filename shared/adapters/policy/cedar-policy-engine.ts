@@ -25,12 +25,29 @@ import {
 const PRINCIPAL_TYPES = { human: "Arbor::Human", agent: "Arbor::Agent", system: "Arbor::System" } as const;
 const MAX_REMEMBERED = 10_000;
 
+interface LogLine {
+  action: string;
+  principal: string;
+  resource: string;
+  inputHash: string;
+  revision: string;
+}
+
 export class CedarPolicyEngine implements PolicyEngine {
   readonly engine = "cedar" as const;
   readonly revision: string;
   readonly #setId: string;
-  readonly #answers = new Map<string, { allow: boolean; reasons: string[] }>();
+  /** Answers by the input as given (its JSON): a repeated question costs a lookup. */
+  readonly #answers = new Map<
+    string,
+    { allow: boolean; reasons: string[]; inputHash: string; line: LogLine }
+  >();
+  /** Decision ids: unique to this engine instance (a ULID), then a counter. */
+  readonly #idPrefix = `dec_${ulid()}_`;
+  #decisions = 0;
   readonly #log = componentLogger("policy");
+  /** Allowed decisions are logged at debug level: only worked out when that level is on. */
+  readonly #debug = ["DEBUG", "TRACE"].includes(this.#log.getLevelName());
 
   constructor(policyText: string, source = "the Cedar policies") {
     this.revision = createHash("sha256").update(policyText).digest("hex").slice(0, 16);
@@ -55,35 +72,40 @@ export class CedarPolicyEngine implements PolicyEngine {
   }
 
   async decide(raw: PolicyInput): Promise<PolicyDecision> {
-    const input = PolicyInputSchema.parse(raw);
-    const json = JSON.stringify(input);
-    const inputHash = createHash("sha256").update(json).digest("hex");
-    let answer = this.#answers.get(inputHash);
+    const key = JSON.stringify(raw);
+    let answer = this.#answers.get(key);
     if (!answer) {
-      answer = this.#evaluate(input);
+      const input = PolicyInputSchema.parse(raw);
+      const inputHash = createHash("sha256").update(JSON.stringify(input)).digest("hex");
+      const line = {
+        action: input.action,
+        principal: input.principal.id,
+        resource: input.resource.id,
+        inputHash,
+        revision: this.revision,
+      };
+      answer = { ...this.#evaluate(input), inputHash, line };
       if (this.#answers.size >= MAX_REMEMBERED) this.#answers.clear();
-      this.#answers.set(inputHash, answer);
+      this.#answers.set(key, answer);
     }
     const decision: PolicyDecision = {
       allow: answer.allow,
-      id: `dec_${ulid()}`,
-      inputHash,
+      id: `${this.#idPrefix}${(++this.#decisions).toString(36)}`,
+      inputHash: answer.inputHash,
       revision: this.revision,
       engine: "cedar",
       reasons: answer.reasons,
     };
-    const line = {
-      decisionId: decision.id,
-      allow: decision.allow,
-      action: input.action,
-      principal: input.principal.id,
-      resource: input.resource.id,
-      inputHash,
-      revision: this.revision,
-    };
     // Every decision is logged; denials where they are seen by default.
-    if (decision.allow) this.#log.debug("policy decision", line);
-    else this.#log.info("policy decision", { ...line, reasons: decision.reasons });
+    if (!decision.allow)
+      this.#log.info("policy decision", {
+        decisionId: decision.id,
+        allow: false,
+        ...answer.line,
+        reasons: decision.reasons,
+      });
+    else if (this.#debug)
+      this.#log.debug("policy decision", { decisionId: decision.id, allow: true, ...answer.line });
     return decision;
   }
 
