@@ -1,14 +1,12 @@
 import { z } from "zod";
 
 /**
- * The audit log of tool calls, apart from the task log: every call is recorded as requested, then
- * as completed or failed, with who asked, a hash of the exact arguments and how long it took.
- * Records are only ever added; writing a record again (same id: a step retried after a crash)
- * records it once.
+ * The audit log of tool calls, apart from the task log: a call is recorded as completed or failed
+ * (and, when it can change something outside, as requested first), with who asked, a hash of the
+ * exact arguments and how long it took. Records are only ever added; a record is one task, call and
+ * stage, and writing it again (a step retried after a crash) records it once.
  */
 export const ToolCallRecordSchema = z.object({
-  /** Unique per call and stage (see auditRecordId). */
-  id: z.string().min(1).max(128),
   at: z.iso.datetime(),
   taskId: z.string().min(1).max(1000),
   /** The model's id for the call: it pairs the records of one call. */

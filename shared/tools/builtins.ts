@@ -253,12 +253,16 @@ export function builtinBinding(
     risky: options.risky ?? f.risky ?? false,
     pure: f.pure ?? false,
   };
+  // The arguments as checked, for run() to use without parsing them again.
+  const checked = new WeakMap<object, z.output<typeof f.schema>>();
   return {
     descriptor,
     check: (args) => {
       const parsed = f.schema.safeParse(args);
-      return parsed.success ? [] : formatIssues(parsed.error);
+      if (!parsed.success) return formatIssues(parsed.error);
+      checked.set(args, parsed.data);
+      return [];
     },
-    run: async (args, context) => f.run(f.schema.parse(args), context),
+    run: async (args, context) => f.run(checked.get(args) ?? f.schema.parse(args), context),
   };
 }

@@ -1,4 +1,4 @@
-import { argumentsHash, eventIdFor } from "../domain/events.ts";
+import { argumentsHash } from "../domain/events.ts";
 import { deepFreeze } from "../domain/immutable.ts";
 import { withMeta } from "../domain/resources.ts";
 import { tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
@@ -19,8 +19,9 @@ import { McpConnections, type McpServer } from "./mcp.ts";
  *   - a call runs under a timeout;
  *   - a result longer than `maxInlineChars` is stored as a resource under the task, and the model
  *     gets its URN and a preview (it reads on with `read_resource`);
- *   - the audit log records every call requested, then completed or failed, with the actor, a hash
- *     of the arguments and the duration.
+ *   - the audit log records every call, completed or failed, with the actor, a hash of the
+ *     arguments and the duration; a call that can change something outside (not `pure`) is
+ *     recorded as requested before it runs, so a crash during it leaves a trace.
  */
 export interface ToolServiceOptions {
   resources: ResourceStore;
@@ -98,10 +99,12 @@ export class ToolService implements ToolPort {
   }
 
   describe(names: readonly string[]): ToolDescriptor[] {
-    return names.flatMap((n) => {
+    const out: ToolDescriptor[] = [];
+    for (const n of names) {
       const t = this.#tools.get(n);
-      return t ? [t.binding.descriptor] : [];
-    });
+      if (t) out.push(t.binding.descriptor);
+    }
+    return out;
   }
 
   /** Stores every tool's schema as a Tool resource of the tenant (what ListTools reads on AWS). */
@@ -126,35 +129,25 @@ export class ToolService implements ToolPort {
   }
 
   async execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
+    const call = new CallRecord(name, args, context, this.#options);
     const tool = this.#tools.get(name);
-    const audit = this.#audit(name, args, context);
-    const started = performance.now();
-    const failed = async (reason: FailureReason, error: string): Promise<ToolResult> => {
-      await audit.record("failed", {
-        durationMs: performance.now() - started,
-        reason,
-        error: error.slice(0, 8000),
-      });
-      return { content: error, isError: true };
-    };
-
     if (!tool)
-      return failed(
+      return call.failed(
         "unknown_tool",
         `Unknown tool "${name}". Use one of: ${[...this.#tools.keys()].join(", ")}`,
       );
     const problems = tool.binding.check(args);
     if (problems.length)
-      return failed("invalid_arguments", `Invalid arguments for ${name}: ${problems.join("; ")}`);
+      return call.failed("invalid_arguments", `Invalid arguments for ${name}: ${problems.join("; ")}`);
     const denied = await this.#denied(tool.binding.descriptor, context);
-    if (denied) return failed("denied", denied);
-    // A call that can change something outside is on record before it runs; a pure one (or one that
-    // never starts) is recorded with its outcome, in one append.
-    if (!tool.binding.descriptor.pure) await audit.flush();
+    if (denied) return call.failed("denied", denied);
+    // A call that can change something outside is on record ("requested") before it runs; a pure
+    // one, or one that never starts, has only its outcome recorded (it changed nothing).
+    const { pure, kind } = tool.binding.descriptor;
+    if (!pure) await call.requested();
 
     // A pure built-in runs inside Arbor, on its arguments alone: no timer for it.
-    const bounded = !(tool.binding.descriptor.kind === "builtin" && tool.binding.descriptor.pure);
-    const timeout = bounded ? AbortSignal.timeout(tool.timeoutMs) : undefined;
+    const timeout = pure && kind === "builtin" ? undefined : AbortSignal.timeout(tool.timeoutMs);
     const signal =
       timeout && context.signal ? AbortSignal.any([context.signal, timeout]) : (timeout ?? context.signal);
     let content: string;
@@ -162,14 +155,12 @@ export class ToolService implements ToolPort {
       const run = tool.binding.run(args, signal ? { ...context, signal } : context);
       content = await (signal ? raceAbort(run, signal) : run);
     } catch (e) {
-      if (timeout?.aborted) return failed("timeout", `${name} did not finish within ${tool.timeoutMs} ms`);
-      return failed("error", `${name} failed: ${(e as Error).message ?? String(e)}`);
+      if (timeout?.aborted)
+        return call.failed("timeout", `${name} did not finish within ${tool.timeoutMs} ms`);
+      return call.failed("error", `${name} failed: ${(e as Error).message ?? String(e)}`);
     }
 
-    if (content.length <= this.#maxInline) {
-      await audit.record("completed", { durationMs: performance.now() - started });
-      return { content };
-    }
+    if (content.length <= this.#maxInline) return call.completed(content);
     const { urn } = await this.#options.resources.put({
       meta: withMeta({
         type: "common.Message",
@@ -180,12 +171,11 @@ export class ToolService implements ToolPort {
       toolCallId: context.callId,
       content,
     });
-    await audit.record("completed", { durationMs: performance.now() - started, resultUrn: urn });
-    return {
-      content:
-        `The result is ${content.length} characters long, stored as ${urn}. Its start:\n` +
+    return call.completed(
+      `The result is ${content.length} characters long, stored as ${urn}. Its start:\n` +
         `${content.slice(0, 2000)}\n[read the rest with read_resource, urn ${urn}, offset 2000]`,
-    };
+      urn,
+    );
   }
 
   /** Why policy refuses the call, or undefined when it allows it. */
@@ -213,37 +203,62 @@ export class ToolService implements ToolPort {
       return `Policy could not decide whether ${tool.name} may be called (${(e as Error).message}), so it may not`;
     }
   }
+}
 
-  /** The audit records of one call: "requested" waits to be flushed, alone or with the outcome. */
-  #audit(tool: string, args: Record<string, unknown>, context: ToolContext) {
-    const base = {
+/** One call's audit records: its identity once, then "requested" (maybe) and its outcome. */
+class CallRecord {
+  readonly #base: Omit<ToolCallRecord, "at" | "stage">;
+  readonly #options: ToolServiceOptions;
+  readonly #started = performance.now();
+
+  constructor(
+    tool: string,
+    args: Record<string, unknown>,
+    context: ToolContext,
+    options: ToolServiceOptions,
+  ) {
+    this.#options = options;
+    this.#base = {
       taskId: context.taskId,
       callId: context.callId,
       tool,
       actor: context.actor,
       argumentsHash: argumentsHash(args),
     };
-    const callKey = eventIdFor(context.taskId, context.callId);
-    const record = (stage: Stage, extra: Partial<ToolCallRecord>): ToolCallRecord => ({
-      id: `${callKey}:${stage}`,
-      at: this.#options.clock().toISOString(),
-      ...base,
-      stage,
-      ...extra,
+  }
+
+  requested(): Promise<void> {
+    return this.#write("requested", {});
+  }
+
+  async completed(content: string, resultUrn?: string): Promise<ToolResult> {
+    await this.#write("completed", {
+      durationMs: performance.now() - this.#started,
+      ...(resultUrn ? { resultUrn } : {}),
     });
-    let pending: ToolCallRecord[] = [record("requested", {})];
-    return {
-      flush: async () => {
-        const records = pending;
-        pending = [];
-        await this.#options.audit.record(records);
+    return { content };
+  }
+
+  async failed(reason: FailureReason, error: string): Promise<ToolResult> {
+    await this.#write("failed", {
+      durationMs: performance.now() - this.#started,
+      reason,
+      error: error.slice(0, 8000),
+    });
+    return { content: error, isError: true };
+  }
+
+  #write(stage: Stage, extra: Partial<ToolCallRecord>): Promise<void> {
+    const { taskId } = this.#base;
+    return this.#options.audit.record([
+      {
+        at: this.#options.clock().toISOString(),
+        ...this.#base,
+        taskId,
+        stage,
+        ...extra,
       },
-      record: async (stage: Stage, extra: Partial<ToolCallRecord>) => {
-        const records = [...pending, record(stage, extra)];
-        pending = [];
-        await this.#options.audit.record(records);
-      },
-    };
+    ]);
   }
 }
 

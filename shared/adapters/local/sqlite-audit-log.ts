@@ -3,15 +3,17 @@ import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite
 
 /**
  * The audit log in SQLite: one row per record in its own table, written in the database's group
- * commit like everything else (so a record is durable when the writes around it are). A record
- * written again (same id) is ignored.
+ * commit like everything else (so a record is durable when the writes around it are). The records
+ * of a group are inserted together just before it commits; a record written again (same id) is
+ * ignored.
  */
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS audit (
   seq INTEGER PRIMARY KEY,
-  id TEXT NOT NULL UNIQUE,
   task_id TEXT NOT NULL,
-  body TEXT NOT NULL
+  id TEXT NOT NULL, -- <call id>:<stage>
+  body TEXT NOT NULL,
+  UNIQUE (task_id, id)
 );
 CREATE INDEX IF NOT EXISTS audit_by_task ON audit (task_id, seq);
 `;
@@ -20,21 +22,37 @@ export class SqliteAuditLog implements AuditLog {
   readonly #db: SqliteDatabase;
   readonly #owned: boolean;
 
+  /** Records of the open group, inserted just before it commits. */
+  #pending: ToolCallRecord[] = [];
+
   constructor(location: SqliteLocation) {
     ({ db: this.#db, owned: this.#owned } = openLocation(location));
     this.#db.exec(SCHEMA);
+    this.#db.beforeCommit(() => this.#insertPending());
+    this.#db.onRollback(() => {
+      this.#pending = [];
+    });
   }
 
   async record(records: readonly ToolCallRecord[]): Promise<void> {
     const valid = records.map((r) => ToolCallRecordSchema.parse(r));
     if (valid.length === 0) return;
+    // Joins the open group (opening one if needed); the rows go in as it commits.
     await this.#db.write(() => () => {
-      const insert = this.#db.sql("INSERT OR IGNORE INTO audit (id, task_id, body) VALUES (?, ?, ?)");
-      for (const r of valid) insert.run(r.id, r.taskId, JSON.stringify(r));
+      this.#pending.push(...valid);
     });
   }
 
+  #insertPending(): void {
+    if (this.#pending.length === 0) return;
+    const records = this.#pending;
+    this.#pending = [];
+    const insert = this.#db.sql("INSERT OR IGNORE INTO audit (id, task_id, body) VALUES (?, ?, ?)");
+    for (const r of records) insert.run(`${r.callId}:${r.stage}`, r.taskId, JSON.stringify(r));
+  }
+
   async forTask(taskId: string): Promise<ToolCallRecord[]> {
+    this.#insertPending(); // what this process wrote, it reads
     const rows = this.#db.sql("SELECT body FROM audit WHERE task_id = ? ORDER BY seq").all(taskId) as {
       body: string;
     }[];

@@ -1,4 +1,4 @@
-import { auditStreamOf, type DomainEvent, EVENT_SCHEMA_VERSION } from "../../domain/events.ts";
+import { auditStreamOf, type DomainEvent, EVENT_SCHEMA_VERSION, eventIdFor } from "../../domain/events.ts";
 import type { AuditLog, ToolCallRecord } from "../../ports/audit-log.ts";
 import type { StateStore } from "../../ports/state-store.ts";
 
@@ -46,15 +46,15 @@ export class EventLogAudit implements AuditLog {
           : e.type === "ToolCallCompleted"
             ? "completed"
             : "failed";
-      return [{ id: e.id, at: e.at, taskId: task, actor: e.actor.id, stage, ...payload } as ToolCallRecord];
+      return [{ at: e.at, taskId: task, actor: e.actor.id, stage, ...payload } as ToolCallRecord];
     });
   }
 }
 
 function toEvent(r: ToolCallRecord): DomainEvent {
-  const { id, at, actor, stage, taskId, ...payload } = r;
+  const { at, actor, stage, taskId, ...payload } = r;
   return {
-    id,
+    id: eventIdFor(taskId, r.callId, stage), // a record is one task, call and stage
     v: EVENT_SCHEMA_VERSION,
     at,
     actor: { id: actor, kind: "agent" },
