@@ -24,6 +24,8 @@ export interface HarnessOptions {
   settings?: Partial<EngineSettings>;
   /** The tool registry (default: the built-in tools). */
   toolsConfig?: unknown;
+  /** Outbound HTTP for the tools. */
+  fetch?: typeof fetch;
   bus?: InProcessEventBusOptions;
   faults?: FaultInjector;
   /** Where resources live (default: the local default, SQLite). */
@@ -68,6 +70,7 @@ export class Harness {
       newId: () => `id${String(++this.#ids).padStart(6, "0")}`,
       ...(this.options.settings ? { settings: this.options.settings } : {}),
       ...(this.options.toolsConfig ? { toolsConfig: this.options.toolsConfig } : {}),
+      ...(this.options.fetch ? { fetch: this.options.fetch } : {}),
       ...(faults ? { faults } : {}),
     });
     this.#stop = this.engine.start();
