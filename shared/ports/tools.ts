@@ -41,6 +41,12 @@ export interface ToolPort {
   list(): ToolDescriptor[];
   /** Descriptors of the named tools that exist (unknown names are left out); they may be frozen. */
   describe(names: readonly string[]): ToolDescriptor[];
+  /**
+   * The problems with these arguments for this tool, each naming its field; none when they are
+   * valid (or the tool is unknown: execute says so). Lets a caller refuse a call before asking a
+   * person to confirm it.
+   */
+  check(name: string, args: Record<string, unknown>): string[];
   /** Runs one call (ExecuteTool). Never throws for the call's own failures: they are results. */
   execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult>;
   /** Lets go of connections (MCP servers). */

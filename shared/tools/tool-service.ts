@@ -107,6 +107,10 @@ export class ToolService implements ToolPort {
     return out;
   }
 
+  check(name: string, args: Record<string, unknown>): string[] {
+    return this.#tools.get(name)?.binding.check(args) ?? [];
+  }
+
   /** Stores every tool's schema as a Tool resource of the tenant (what ListTools reads on AWS). */
   async register(tenant: string): Promise<Urn[]> {
     const urns: Urn[] = [];

@@ -83,6 +83,9 @@ describe("prompt injection (the corpus): an obedient model gets nothing past Arb
       const pending = await h.pending(rootTaskId);
       if (emails.some((e) => /^[^,\s]+@[^,\s]+$/.test(String(e.arguments.to)))) {
         expect(pending.map((p) => p.binding?.tool)).toContain("send_email");
+      } else if (emails.length > 0) {
+        // Arguments that could not run are refused at once: nobody is asked to approve them.
+        expect(pending).toEqual([]);
       }
       // A tool the assistant is not given never runs: the model is told so.
       expect(audit.filter((r) => r.tool === "md5" && r.stage === "completed")).toEqual([]);
