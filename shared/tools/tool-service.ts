@@ -9,7 +9,7 @@ import type { ResourceStore } from "../use-cases/resource-store.ts";
 import { type BuiltinDeps, builtinBinding } from "./builtins.ts";
 import { parseToolsConfig, type ToolEntry } from "./config.ts";
 import { httpEndpointBinding } from "./http-endpoint.ts";
-import { McpConnections, type McpServer } from "./mcp.ts";
+import type { McpConnections, McpServer } from "./mcp.ts";
 
 /**
  * The tool service (seeds/001's ListTools and ExecuteTool): the configured tools, each bound to
@@ -74,17 +74,22 @@ export class ToolService implements ToolPort {
   ): Promise<ToolService> {
     const parsed = parseToolsConfig(config, source);
     const deps: BuiltinDeps = { ...options, resources: options.resources };
-    const mcp = new McpConnections(options.fetch);
+    // The MCP SDK is loaded only when a tool needs it (it is a tenth of a W1 run's heap).
+    const mcp = Object.values(parsed.tools).some((e) => e.kind === "mcp")
+      ? new (await import("./mcp.ts")).McpConnections(options.fetch)
+      : undefined;
     try {
       const bindings = [];
       for (const [name, entry] of Object.entries(parsed.tools)) {
         const binding =
-          entry.kind === "mcp" ? await mcpBinding(name, entry, mcp) : bindingFor(name, entry, deps);
+          entry.kind === "mcp"
+            ? await mcpBinding(name, entry, mcp as McpConnections)
+            : bindingFor(name, entry, deps);
         bindings.push({ ...binding, ...(entry.timeoutMs ? { timeoutMs: entry.timeoutMs } : {}) });
       }
       return new ToolService(bindings, options, mcp);
     } catch (e) {
-      await mcp.close();
+      await mcp?.close();
       throw e;
     }
   }
