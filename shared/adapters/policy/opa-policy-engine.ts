@@ -1,0 +1,175 @@
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
+import { GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import { loadPolicy } from "@open-policy-agent/opa-wasm";
+import { Parser } from "tar";
+import { ulid } from "ulid";
+import { ConfigError } from "../../errors.ts";
+import { componentLogger } from "../../observability/logger.ts";
+import {
+  type PolicyDecision,
+  type PolicyEngine,
+  type PolicyInput,
+  PolicyInputSchema,
+} from "../../ports/policy.ts";
+
+/**
+ * Policies compiled by OPA to wasm (`opa build -t wasm`), evaluated with
+ * `@open-policy-agent/opa-wasm`: the AWS default. The bundle comes from the policies bucket or a
+ * local folder with its sha256 beside it (`bundle.tar.gz`, `bundle.tar.gz.sha256`); a bundle whose
+ * hash differs is refused. It is loaded once per process, and the named entrypoint decides: only
+ * a result of exactly `true` allows; anything else, an evaluation error included, denies.
+ */
+export const DEFAULT_ENTRYPOINT = "arbor/authz/allow";
+const BUNDLE = "bundle.tar.gz";
+
+type LoadedPolicy = Awaited<ReturnType<typeof loadPolicy>>;
+
+export class OpaPolicyEngine implements PolicyEngine {
+  readonly engine = "opa" as const;
+  readonly revision: string;
+  readonly #policy: LoadedPolicy;
+  readonly #entrypoint: string;
+  readonly #log = componentLogger("policy");
+  readonly #idPrefix = `dec_${ulid()}_`;
+  #decisions = 0;
+
+  private constructor(policy: LoadedPolicy, revision: string, entrypoint: string) {
+    this.#policy = policy;
+    this.revision = revision;
+    this.#entrypoint = entrypoint;
+  }
+
+  /**
+   * A bundle (a `.tar.gz` holding `/policy.wasm`, or the wasm itself) whose sha256 must be
+   * `sha256` (hex): the one the bundle was published with.
+   */
+  static async load(
+    bundle: Uint8Array,
+    sha256: string,
+    options: { entrypoint?: string; source?: string } = {},
+  ): Promise<OpaPolicyEngine> {
+    const source = options.source ?? "the OPA bundle";
+    const actual = createHash("sha256").update(bundle).digest("hex");
+    if (actual !== sha256.trim().toLowerCase()) {
+      throw new ConfigError(
+        `${source} has sha256 ${actual}, not the ${sha256.trim()} it was published with: upload the bundle and its .sha256 together`,
+      );
+    }
+    const wasm = isWasm(bundle) ? bundle : await policyWasmOf(bundle, source);
+    let policy: LoadedPolicy;
+    try {
+      policy = await loadPolicy(
+        wasm.buffer.slice(wasm.byteOffset, wasm.byteOffset + wasm.byteLength) as ArrayBuffer,
+      );
+    } catch (cause) {
+      throw new ConfigError(`${source} does not load as an OPA wasm policy: ${String(cause)}`, { cause });
+    }
+    const entrypoint = options.entrypoint ?? DEFAULT_ENTRYPOINT;
+    if (!Object.hasOwn(policy.entrypoints, entrypoint)) {
+      throw new ConfigError(
+        `${source} has no entrypoint ${entrypoint}; it has ${Object.keys(policy.entrypoints).join(", ") || "none"} (build it with -e ${entrypoint})`,
+      );
+    }
+    return new OpaPolicyEngine(policy, actual.slice(0, 16), entrypoint);
+  }
+
+  /** `bundle.tar.gz` and `bundle.tar.gz.sha256` from a folder. */
+  static async fromFolder(dir: string, options: { entrypoint?: string } = {}): Promise<OpaPolicyEngine> {
+    const [bundle, sha] = await Promise.all([
+      readFile(join(dir, BUNDLE)),
+      readFile(join(dir, `${BUNDLE}.sha256`), "utf8"),
+    ]).catch((cause: unknown) => {
+      throw new ConfigError(`Cannot read the OPA bundle in ${dir}: ${(cause as Error).message}`, { cause });
+    });
+    return OpaPolicyEngine.load(bundle, sha.split(/\s/)[0] ?? "", { ...options, source: join(dir, BUNDLE) });
+  }
+
+  /** `<prefix>bundle.tar.gz` and its `.sha256` from the policies bucket. */
+  static async fromS3(
+    client: S3Client,
+    bucket: string,
+    options: { prefix?: string; entrypoint?: string } = {},
+  ): Promise<OpaPolicyEngine> {
+    const key = `${options.prefix ?? ""}${BUNDLE}`;
+    const get = async (k: string) => {
+      try {
+        const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: k }));
+        return await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray();
+      } catch (cause) {
+        throw new ConfigError(`Cannot read s3://${bucket}/${k}: ${(cause as Error).message}`, { cause });
+      }
+    };
+    const [bundle, sha] = await Promise.all([get(key), get(`${key}.sha256`)]);
+    return OpaPolicyEngine.load(bundle, Buffer.from(sha).toString("utf8").split(/\s/)[0] ?? "", {
+      ...options,
+      source: `s3://${bucket}/${key}`,
+    });
+  }
+
+  async decide(raw: PolicyInput): Promise<PolicyDecision> {
+    const input = PolicyInputSchema.parse(raw);
+    const inputHash = createHash("sha256").update(JSON.stringify(input)).digest("hex");
+    let allow = false;
+    let reasons: string[];
+    try {
+      const result = this.#policy.evaluate(input, this.#entrypoint) as { result?: unknown }[];
+      allow = result.length === 1 && result[0]?.result === true;
+      reasons = [allow ? `${this.#entrypoint} is true` : `${this.#entrypoint} is not true`];
+    } catch (e) {
+      reasons = [`evaluation failed: ${String(e)}`];
+    }
+    const decision: PolicyDecision = {
+      allow,
+      id: `${this.#idPrefix}${(++this.#decisions).toString(36)}`,
+      inputHash,
+      revision: this.revision,
+      engine: "opa",
+      reasons,
+    };
+    const line = {
+      decisionId: decision.id,
+      allow,
+      action: input.action,
+      principal: input.principal.id,
+      resource: input.resource.id,
+      inputHash,
+      revision: this.revision,
+    };
+    if (allow) this.#log.debug("policy decision", line);
+    else this.#log.info("policy decision", { ...line, reasons });
+    return decision;
+  }
+}
+
+const isWasm = (b: Uint8Array) => b[0] === 0x00 && b[1] === 0x61 && b[2] === 0x73 && b[3] === 0x6d;
+
+/** The `/policy.wasm` of an OPA bundle (a gzipped tar). */
+async function policyWasmOf(bundle: Uint8Array, source: string): Promise<Uint8Array> {
+  let tarball: Buffer;
+  try {
+    tarball = gunzipSync(bundle);
+  } catch (cause) {
+    throw new ConfigError(`${source} is neither a gzipped bundle nor a wasm module`, { cause });
+  }
+  const found = await new Promise<Uint8Array | undefined>((resolve, reject) => {
+    let wasm: Uint8Array | undefined;
+    const parser = new Parser({
+      onReadEntry: (entry) => {
+        if (entry.path.replace(/^\.?\//, "") !== "policy.wasm") return entry.resume();
+        const chunks: Buffer[] = [];
+        entry.on("data", (c: Buffer) => chunks.push(c));
+        entry.on("end", () => {
+          wasm = Buffer.concat(chunks);
+        });
+      },
+    });
+    parser.on("end", () => resolve(wasm));
+    parser.on("error", reject);
+    parser.end(tarball);
+  });
+  if (!found) throw new ConfigError(`${source} has no /policy.wasm: build it with opa build -t wasm`);
+  return found;
+}
