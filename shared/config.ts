@@ -21,6 +21,10 @@ const EnvSchema = z.object({
   ARBOR_OBJECT_STORE: z.enum(["sqlite", "files"]).default("sqlite"),
   /** A JSON file with the tool registry (see shared/tools/config.ts); default: the built-in tools. */
   ARBOR_TOOLS_FILE: z.string().min(1).optional(),
+  /** Which policy engine decides: Cedar (default policy built in) or OPA (a bundle, see policies/README.md). */
+  ARBOR_POLICY_ENGINE: z.enum(["cedar", "opa"]).default("cedar"),
+  /** opa, local mode: the folder with bundle.tar.gz and bundle.tar.gz.sha256. */
+  ARBOR_POLICIES_DIR: z.string().min(1).optional(),
   // aws mode
   AWS_REGION: z.string().min(1).optional(),
   ARBOR_RESOURCES_BUCKET: name.optional(),
@@ -86,6 +90,8 @@ export interface LocalConfig {
   objectStore?: "sqlite" | "files";
   /** The tool registry's JSON file (ARBOR_TOOLS_FILE); absent: the built-in tools. */
   toolsFile?: string;
+  /** Who decides: the built-in Cedar policy, or an OPA bundle from a folder. */
+  policy?: { engine: "cedar" } | { engine: "opa"; dir: string };
 }
 
 export interface AwsConfig {
@@ -128,6 +134,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       durable: e.ARBOR_DURABLE,
       objectStore: e.ARBOR_OBJECT_STORE,
       ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
+      policy: localPolicy(e),
     };
   }
   const missing = (
@@ -176,6 +183,15 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     endpoints,
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
   };
+}
+
+function localPolicy(e: z.output<typeof EnvSchema>): NonNullable<LocalConfig["policy"]> {
+  if (e.ARBOR_POLICY_ENGINE === "cedar") return { engine: "cedar" };
+  if (!e.ARBOR_POLICIES_DIR)
+    throw new ConfigError(
+      "ARBOR_POLICY_ENGINE=opa needs ARBOR_POLICIES_DIR: the folder with bundle.tar.gz and bundle.tar.gz.sha256 (see policies/README.md)",
+    );
+  return { engine: "opa", dir: resolve(e.ARBOR_POLICIES_DIR) };
 }
 
 function modelConfig(e: z.output<typeof EnvSchema>): ModelConfig | undefined {

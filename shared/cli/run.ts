@@ -1,6 +1,7 @@
 import { createInterface } from "node:readline/promises";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
 import { ScriptedLlm } from "../adapters/llm/scripted-llm.ts";
+import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
 import { type LocalConfig, MODEL_HELP } from "../config.ts";
 import type { Actor } from "../domain/events.ts";
 import type { InteractionResource } from "../domain/resources.ts";
@@ -43,6 +44,9 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     llm: setup.llm,
     settings: { fallbackAssistant: fallback },
     toolsConfig: loadToolsConfig(config.toolsFile),
+    ...(config.policy?.engine === "opa"
+      ? { policy: await OpaPolicyEngine.fromFolder(config.policy.dir) }
+      : {}),
   });
   const stop = engine.start();
   const lines = createInterface({ input: process.stdin, terminal: false });

@@ -106,3 +106,16 @@ describe("config", () => {
     );
   });
 });
+
+describe("the policy engine", () => {
+  it("is the built-in Cedar policy unless OPA is chosen, and OPA needs its bundle's folder", () => {
+    expect(loadConfig({})).toMatchObject({ policy: { engine: "cedar" } });
+    expect(() => loadConfig({ ARBOR_POLICY_ENGINE: "opa" })).toThrow(
+      /ARBOR_POLICY_ENGINE=opa needs ARBOR_POLICIES_DIR/,
+    );
+    expect(loadConfig({ ARBOR_POLICY_ENGINE: "opa", ARBOR_POLICIES_DIR: "/srv/policies" })).toMatchObject({
+      policy: { engine: "opa", dir: "/srv/policies" },
+    });
+    expect(() => loadConfig({ ARBOR_POLICY_ENGINE: "rego" })).toThrow(/ARBOR_POLICY_ENGINE/);
+  });
+});
