@@ -21,8 +21,14 @@ const EnvSchema = z.object({
   ARBOR_OBJECT_STORE: z.enum(["sqlite", "files"]).default("sqlite"),
   /** A JSON file with the tool registry (see shared/tools/config.ts); default: the built-in tools. */
   ARBOR_TOOLS_FILE: z.string().min(1).optional(),
-  /** Which policy engine decides: Cedar (default policy built in) or OPA (a bundle, see policies/README.md). */
-  ARBOR_POLICY_ENGINE: z.enum(["cedar", "opa"]).default("cedar"),
+  /**
+   * Which policy engine decides: Cedar (the default policy, built in; the local default) or OPA (a
+   * bundle, see policies/README.md; the AWS default).
+   */
+  ARBOR_POLICY_ENGINE: z.enum(["cedar", "opa"]).optional(),
+  /** opa, aws mode: the policies bucket (storage stack output PoliciesBucketName) and a key prefix. */
+  ARBOR_POLICIES_BUCKET: name.optional(),
+  ARBOR_POLICIES_PREFIX: z.string().optional(),
   /** opa, local mode: the folder with bundle.tar.gz and bundle.tar.gz.sha256. */
   ARBOR_POLICIES_DIR: z.string().min(1).optional(),
   // aws mode
@@ -111,6 +117,8 @@ export interface AwsConfig {
   endpoints: { s3?: string; dynamodb?: string; eventbridge?: string; s3vectors?: string; bedrock?: string };
   /** The tool registry's JSON file (ARBOR_TOOLS_FILE, bundled with the functions); absent: the built-ins. */
   toolsFile?: string;
+  /** Who decides: an OPA bundle from the policies bucket (the default), or the built-in Cedar policy. */
+  policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string };
 }
 
 export type Config = LocalConfig | AwsConfig;
@@ -147,6 +155,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ],
       ["ARBOR_TABLE_NAME", e.ARBOR_TABLE_NAME, "the state table (stack output StateTableName)"],
       ["ARBOR_EVENT_BUS_NAME", e.ARBOR_EVENT_BUS_NAME, "the event bus (stack output EventBusName)"],
+      [
+        "ARBOR_POLICIES_BUCKET",
+        (e.ARBOR_POLICY_ENGINE ?? "opa") === "opa" ? e.ARBOR_POLICIES_BUCKET : "cedar",
+        "the policies bucket with the OPA bundle (stack output PoliciesBucketName), or ARBOR_POLICY_ENGINE=cedar",
+      ],
     ] as const
   ).filter(([, value]) => value === undefined);
   if (missing.length > 0) {
@@ -181,12 +194,16 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       : {}),
     watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
     endpoints,
+    policy:
+      (e.ARBOR_POLICY_ENGINE ?? "opa") === "opa"
+        ? { engine: "opa", bucket: e.ARBOR_POLICIES_BUCKET as string, prefix: e.ARBOR_POLICIES_PREFIX ?? "" }
+        : { engine: "cedar" },
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
   };
 }
 
 function localPolicy(e: z.output<typeof EnvSchema>): NonNullable<LocalConfig["policy"]> {
-  if (e.ARBOR_POLICY_ENGINE === "cedar") return { engine: "cedar" };
+  if ((e.ARBOR_POLICY_ENGINE ?? "cedar") === "cedar") return { engine: "cedar" };
   if (!e.ARBOR_POLICIES_DIR)
     throw new ConfigError(
       "ARBOR_POLICY_ENGINE=opa needs ARBOR_POLICIES_DIR: the folder with bundle.tar.gz and bundle.tar.gz.sha256 (see policies/README.md)",

@@ -71,6 +71,8 @@ const INFERENCE_PROFILE = /^(us|us-gov|eu|apac|jp|au|ca|global)\.(.+)$/;
 /** The storage stack's resources, as this stack sees them. */
 export interface StorageResources {
   readonly resourcesBucket: IBucket;
+  /** OPA bundles: what decides who may do what (policies/README.md). */
+  readonly policiesBucket: IBucket;
   readonly table: ITable;
   readonly eventBus: IEventBus;
   readonly deadLetterQueue: IQueue;
@@ -108,6 +110,9 @@ export class EngineStack extends Stack {
     const environment = {
       ARBOR_MODE: "aws",
       ARBOR_RESOURCES_BUCKET: this.storage.resourcesBucket.bucketName,
+      // OPA decides on AWS: the bundle built from policies/arbor.rego, uploaded with its sha256.
+      ARBOR_POLICY_ENGINE: "opa",
+      ARBOR_POLICIES_BUCKET: this.storage.policiesBucket.bucketName,
       ARBOR_TABLE_NAME: this.storage.table.tableName,
       ARBOR_EVENT_BUS_NAME: this.storage.eventBus.eventBusName,
       ARBOR_VECTOR_BUCKET: this.vectors.bucketName,
@@ -191,6 +196,7 @@ export class EngineStack extends Stack {
       Fn.getStackOutput(storage.stackName, STORAGE_OUTPUT_KEYS[key]);
     return {
       resourcesBucket: Bucket.fromBucketName(this, "ResourcesBucket", output("resourcesBucketName")),
+      policiesBucket: Bucket.fromBucketName(this, "PoliciesBucket", output("policiesBucketName")),
       table: Table.fromTableName(this, "StateTable", output("tableName")),
       eventBus: EventBus.fromEventBusAttributes(this, "EventBus", {
         eventBusName: output("eventBusName"),
@@ -220,6 +226,14 @@ export class EngineStack extends Stack {
         }),
         // Prefix listings; it also makes a missing object a 404 (NoSuchKey) instead of a 403.
         new PolicyStatement({ sid: "ResourceListing", actions: ["s3:ListBucket"], resources: [bucketArn] }),
+        new PolicyStatement({
+          sid: "PolicyBundle",
+          actions: ["s3:GetObject"],
+          resources: [
+            `${storage.policiesBucket.bucketArn}/bundle.tar.gz`,
+            `${storage.policiesBucket.bucketArn}/bundle.tar.gz.sha256`,
+          ],
+        }),
         new PolicyStatement({
           sid: "State",
           actions: [

@@ -1,16 +1,19 @@
 import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
+import { S3Client } from "@aws-sdk/client-s3";
 import { S3VectorsClient } from "@aws-sdk/client-s3vectors";
 import { TitanEmbedder } from "../adapters/embeddings/titan-embedder.ts";
 import { BedrockLlm, bedrockClientConfig } from "../adapters/llm/bedrock-llm.ts";
+import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
 import { S3VectorsIndex } from "../adapters/vectors/s3-vectors-index.ts";
 import { type AwsConfig, MODEL_HELP } from "../config.ts";
 import type { Engine } from "../engine/engine.ts";
 import { ConfigError } from "../errors.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
+import type { PolicyEngine } from "../ports/policy.ts";
 import { loadToolsConfig } from "../tools/config.ts";
 import type { AwsRuntime } from "./aws.ts";
-import { type EngineOptions, engineOn, openTools } from "./engine-wiring.ts";
+import { defaultPolicy, type EngineOptions, engineOn, openTools } from "./engine-wiring.ts";
 import { createModel } from "./models.ts";
 
 /**
@@ -31,6 +34,8 @@ export interface AwsEngineClients {
   /** For Titan embeddings (Bedrock runtime too; a separate client so tests can use two fakes). */
   embeddings?: BedrockRuntimeClient;
   s3vectors?: S3VectorsClient;
+  /** For the OPA bundle in the policies bucket. */
+  s3?: S3Client;
 }
 
 export interface AwsEngineOptions extends EngineOptions {
@@ -68,7 +73,11 @@ export async function createAwsEngine(
     // The stack creates the index (tagged with its space); functions may not create indexes.
     createIfMissing: false,
   });
-  const withTools = { toolsConfig: loadToolsConfig(config.toolsFile), ...options };
+  const withTools = {
+    toolsConfig: loadToolsConfig(config.toolsFile),
+    policy: options.policy ?? (await policyFor(config, clients.s3)),
+    ...options,
+  };
   const tools = await openTools(rt, { embedder, index }, withTools);
   return engineOn(rt, { llm, embedder, index, tools }, withTools);
 }
@@ -80,7 +89,23 @@ function modelFor(config: AwsConfig, bedrock: BedrockRuntimeClient | undefined):
   return createModel(config.model);
 }
 
-function at(config: AwsConfig, service: "bedrock" | "s3vectors") {
+function at(config: AwsConfig, service: "bedrock" | "s3vectors" | "s3") {
   const endpoint = config.endpoints[service];
   return { region: config.region, ...(endpoint ? { endpoint } : {}) };
+}
+
+let opaLoaded: Promise<PolicyEngine> | undefined;
+/** The policy of the configuration; an OPA bundle is read and checked once per process (cold start). */
+export function policyFor(config: AwsConfig, s3?: S3Client): Promise<PolicyEngine> {
+  const policy = config.policy;
+  if (policy.engine === "cedar") return Promise.resolve(defaultPolicy());
+  const client =
+    s3 ?? new S3Client({ ...at(config, "s3"), forcePathStyle: config.endpoints.s3 !== undefined });
+  opaLoaded ??= OpaPolicyEngine.fromS3(client, policy.bucket, {
+    prefix: policy.prefix,
+  }).catch((e: unknown) => {
+    opaLoaded = undefined; // try again on the next invocation
+    throw e;
+  });
+  return opaLoaded;
 }

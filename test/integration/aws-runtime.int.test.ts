@@ -26,6 +26,7 @@ describe("AWS runtime against the local peers", () => {
     ARBOR_RESOURCES_BUCKET: `arbor-rt-${randomBytes(4).toString("hex")}`,
     ARBOR_TABLE_NAME: `arbor-rt-${randomBytes(4).toString("hex")}`,
     ARBOR_EVENT_BUS_NAME: "arbor-test",
+    ARBOR_POLICY_ENGINE: "cedar",
     ARBOR_S3_ENDPOINT: inject("s3Endpoint"),
     ARBOR_DYNAMODB_ENDPOINT: inject("dynamoEndpoint"),
   };

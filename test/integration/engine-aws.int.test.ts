@@ -129,6 +129,8 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
       ARBOR_MODEL_PROVIDER: "bedrock",
       ARBOR_MODEL: MODEL,
+      // The built-in Cedar policy: an OPA bundle needs the OPA compiler (see policy-opa-s3.int.test.ts).
+      ARBOR_POLICY_ENGINE: "cedar",
     });
     if (loaded.mode !== "aws" || !loaded.vectors)
       throw new Error("expected an aws configuration with vectors");
@@ -160,6 +162,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
         maxAttempts: 1,
       }),
       s3vectors: new S3VectorsClient({ region: "us-east-1", endpoint: vectorsEndpoint, credentials }),
+      s3: clients.s3 as S3Client,
     };
 
     // What the storage and engine stacks create before any function runs.

@@ -5,6 +5,8 @@ import { CreateBucketCommand, PutObjectCommand, S3Client } from "@aws-sdk/client
 import { describe, expect, inject, it } from "vitest";
 import wabt from "wabt";
 import { OpaPolicyEngine } from "../../shared/adapters/policy/opa-policy-engine.ts";
+import { loadConfig } from "../../shared/config.ts";
+import { policyFor } from "../../shared/runtime/aws-engine.ts";
 
 /** The OPA bundle read from the policies bucket with the real S3 client (s3rver). */
 const client = new S3Client({
@@ -39,7 +41,21 @@ describe("OPA bundle from the policies bucket", () => {
     });
     expect(system.allow).toBe(true);
     await expect(OpaPolicyEngine.fromS3(client, bucket, { prefix: "v2/" })).rejects.toThrow(
-      /Cannot read s3:\/\/arbor-policies-[0-9a-f]+\/v2\/bundle\.tar\.gz/,
+      /Cannot read s3:\/\/arbor-policies-[0-9a-f]+\/v2\/bundle\.tar\.gz.*upload it with its sha256 .*or set ARBOR_POLICY_ENGINE=cedar/,
     );
+
+    // What an AWS function decides with, from its configuration (OPA is the AWS default).
+    const config = loadConfig({
+      ARBOR_MODE: "aws",
+      AWS_REGION: "us-east-1",
+      ARBOR_RESOURCES_BUCKET: "r",
+      ARBOR_TABLE_NAME: "t",
+      ARBOR_EVENT_BUS_NAME: "e",
+      ARBOR_POLICIES_BUCKET: bucket,
+      ARBOR_POLICIES_PREFIX: "v1/",
+    });
+    if (config.mode !== "aws") throw new Error("expected aws");
+    const fromConfig = await policyFor(config, client);
+    expect(fromConfig).toMatchObject({ engine: "opa", revision: sha.slice(0, 16) });
   });
 });

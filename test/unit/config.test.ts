@@ -39,6 +39,7 @@ describe("config", () => {
         ARBOR_RESOURCES_BUCKET: "b",
         ARBOR_TABLE_NAME: "t",
         ARBOR_EVENT_BUS_NAME: "arbor-prod",
+        ARBOR_POLICIES_BUCKET: "p",
       }),
     ).toEqual({
       mode: "aws",
@@ -50,6 +51,7 @@ describe("config", () => {
       eventBusName: "arbor-prod",
       watchdogStaleMs: 600_000,
       endpoints: {},
+      policy: { engine: "opa", bucket: "p", prefix: "" },
     });
   });
 
@@ -59,6 +61,7 @@ describe("config", () => {
     ARBOR_RESOURCES_BUCKET: "b",
     ARBOR_TABLE_NAME: "t",
     ARBOR_EVENT_BUS_NAME: "arbor-prod",
+    ARBOR_POLICIES_BUCKET: "p",
   };
 
   it("reads the engine's vector index, watchdog and endpoint settings in AWS mode", () => {
@@ -117,5 +120,26 @@ describe("the policy engine", () => {
       policy: { engine: "opa", dir: "/srv/policies" },
     });
     expect(() => loadConfig({ ARBOR_POLICY_ENGINE: "rego" })).toThrow(/ARBOR_POLICY_ENGINE/);
+  });
+});
+
+describe("the policy engine in AWS mode", () => {
+  const base = {
+    ARBOR_MODE: "aws",
+    AWS_REGION: "eu-west-1",
+    ARBOR_RESOURCES_BUCKET: "b",
+    ARBOR_TABLE_NAME: "t",
+    ARBOR_EVENT_BUS_NAME: "e",
+  };
+  it("is OPA from the policies bucket unless Cedar is chosen, and says what to set", () => {
+    expect(() => loadConfig(base)).toThrow(
+      /ARBOR_POLICIES_BUCKET: the policies bucket with the OPA bundle .*or ARBOR_POLICY_ENGINE=cedar/,
+    );
+    expect(loadConfig({ ...base, ARBOR_POLICIES_BUCKET: "p", ARBOR_POLICIES_PREFIX: "v2/" })).toMatchObject({
+      policy: { engine: "opa", bucket: "p", prefix: "v2/" },
+    });
+    expect(loadConfig({ ...base, ARBOR_POLICY_ENGINE: "cedar" })).toMatchObject({
+      policy: { engine: "cedar" },
+    });
   });
 });

@@ -99,7 +99,10 @@ export class OpaPolicyEngine implements PolicyEngine {
         const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: k }));
         return await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray();
       } catch (cause) {
-        throw new ConfigError(`Cannot read s3://${bucket}/${k}: ${(cause as Error).message}`, { cause });
+        throw new ConfigError(
+          `Cannot read s3://${bucket}/${k}: ${(cause as Error).message}. Build the bundle and upload it with its sha256 (policies/README.md), or set ARBOR_POLICY_ENGINE=cedar`,
+          { cause },
+        );
       }
     };
     const [bundle, sha] = await Promise.all([get(key), get(`${key}.sha256`)]);
