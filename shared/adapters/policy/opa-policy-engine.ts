@@ -5,15 +5,9 @@ import { gunzipSync } from "node:zlib";
 import { GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { loadPolicy } from "@open-policy-agent/opa-wasm";
 import { Parser } from "tar";
-import { ulid } from "ulid";
 import { ConfigError } from "../../errors.ts";
-import { componentLogger } from "../../observability/logger.ts";
-import {
-  type PolicyDecision,
-  type PolicyEngine,
-  type PolicyInput,
-  PolicyInputSchema,
-} from "../../ports/policy.ts";
+import type { PolicyDecision, PolicyEngine, PolicyInput } from "../../ports/policy.ts";
+import { type Answer, Decisions, type ParsedPolicyInput } from "./decisions.ts";
 
 /**
  * Policies compiled by OPA to wasm (`opa build -t wasm`), evaluated with
@@ -32,14 +26,14 @@ export class OpaPolicyEngine implements PolicyEngine {
   readonly revision: string;
   readonly #policy: LoadedPolicy;
   readonly #entrypoint: string;
-  readonly #log = componentLogger("policy");
-  readonly #idPrefix = `dec_${ulid()}_`;
-  #decisions = 0;
+  readonly #decisions: Decisions;
 
   private constructor(policy: LoadedPolicy, revision: string, entrypoint: string) {
     this.#policy = policy;
     this.revision = revision;
     this.#entrypoint = entrypoint;
+    // A Rego policy may call builtins that are not pure (time, HTTP): no answer is remembered.
+    this.#decisions = new Decisions("opa", revision, (input) => this.#evaluate(input), { remember: false });
   }
 
   /**
@@ -113,37 +107,18 @@ export class OpaPolicyEngine implements PolicyEngine {
   }
 
   async decide(raw: PolicyInput): Promise<PolicyDecision> {
-    const input = PolicyInputSchema.parse(raw);
-    const inputHash = createHash("sha256").update(JSON.stringify(input)).digest("hex");
-    let allow = false;
-    let reasons: string[];
+    return this.#decisions.decide(raw);
+  }
+
+  /** Only a result of exactly `true` allows; an evaluation error denies. */
+  #evaluate(input: ParsedPolicyInput): Answer {
     try {
       const result = this.#policy.evaluate(input, this.#entrypoint) as { result?: unknown }[];
-      allow = result.length === 1 && result[0]?.result === true;
-      reasons = [allow ? `${this.#entrypoint} is true` : `${this.#entrypoint} is not true`];
+      const allow = result.length === 1 && result[0]?.result === true;
+      return { allow, reasons: [allow ? `${this.#entrypoint} is true` : `${this.#entrypoint} is not true`] };
     } catch (e) {
-      reasons = [`evaluation failed: ${String(e)}`];
+      return { allow: false, reasons: [`evaluation failed: ${String(e)}`] };
     }
-    const decision: PolicyDecision = {
-      allow,
-      id: `${this.#idPrefix}${(++this.#decisions).toString(36)}`,
-      inputHash,
-      revision: this.revision,
-      engine: "opa",
-      reasons,
-    };
-    const line = {
-      decisionId: decision.id,
-      allow,
-      action: input.action,
-      principal: input.principal.id,
-      resource: input.resource.id,
-      inputHash,
-      revision: this.revision,
-    };
-    if (allow) this.#log.debug("policy decision", line);
-    else this.#log.info("policy decision", { ...line, reasons });
-    return decision;
   }
 }
 
