@@ -122,6 +122,16 @@ export const ResourceDeleteSchema = z.object({
  * The audit log of tool calls (its own streams, `audit#<task URN>`): every call is requested, then
  * completed or failed, with who asked, a hash of the exact arguments and how long it took.
  */
+/** Why a tool call failed: its arguments, an unknown name, its time, its own error, a policy. */
+export const ToolFailureReasonSchema = z.enum([
+  "invalid_arguments",
+  "unknown_tool",
+  "timeout",
+  "error",
+  "denied",
+]);
+export type ToolFailureReason = z.infer<typeof ToolFailureReasonSchema>;
+
 const toolCall = {
   taskId: TaskId,
   /** The model's id for the call (pairs the records of one call). */
@@ -152,7 +162,7 @@ export const ToolCallFailedSchema = z.object({
     ...toolCall,
     durationMs: z.number().min(0),
     /** Why: invalid arguments, a timeout, the tool's own error, a denial. */
-    reason: z.enum(["invalid_arguments", "unknown_tool", "timeout", "error", "denied"]),
+    reason: ToolFailureReasonSchema,
     error: z.string().max(8000),
   }),
 });

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ToolFailureReasonSchema } from "../domain/events.ts";
 
 /**
  * The audit log of tool calls, apart from the task log: a call is recorded as completed or failed
@@ -18,7 +19,7 @@ export const ToolCallRecordSchema = z.object({
   argumentsHash: z.string().regex(/^[0-9a-f]{64}$/),
   stage: z.enum(["requested", "completed", "failed"]),
   durationMs: z.number().min(0).optional(),
-  reason: z.enum(["invalid_arguments", "unknown_tool", "timeout", "error", "denied"]).optional(),
+  reason: ToolFailureReasonSchema.optional(),
   error: z.string().max(8000).optional(),
   /** A result too large to pass inline, stored as a resource. */
   resultUrn: z.string().max(1000).optional(),

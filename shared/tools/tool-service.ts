@@ -1,4 +1,4 @@
-import { argumentsHash } from "../domain/events.ts";
+import { argumentsHash, type ToolFailureReason } from "../domain/events.ts";
 import { deepFreeze } from "../domain/immutable.ts";
 import { withMeta } from "../domain/resources.ts";
 import { tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
@@ -248,7 +248,7 @@ class CallRecord {
     return { content };
   }
 
-  async failed(reason: FailureReason, error: string): Promise<ToolResult> {
+  async failed(reason: ToolFailureReason, error: string): Promise<ToolResult> {
     await this.#write("failed", {
       durationMs: performance.now() - this.#started,
       reason,
@@ -272,7 +272,6 @@ class CallRecord {
 }
 
 type Stage = ToolCallRecord["stage"];
-type FailureReason = "invalid_arguments" | "unknown_tool" | "timeout" | "error" | "denied";
 
 function mcpBinding(name: string, entry: Extract<ToolEntry, { kind: "mcp" }>, mcp: McpConnections) {
   const server: McpServer =

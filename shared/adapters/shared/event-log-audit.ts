@@ -1,4 +1,5 @@
 import { auditStreamOf, type DomainEvent, EVENT_SCHEMA_VERSION, eventIdFor } from "../../domain/events.ts";
+import { ConflictError } from "../../errors.ts";
 import type { AuditLog, ToolCallRecord } from "../../ports/audit-log.ts";
 import type { StateStore } from "../../ports/state-store.ts";
 
@@ -28,10 +29,15 @@ export class EventLogAudit implements AuditLog {
       byTask.set(r.taskId, events);
     }
     for (const [taskId, events] of byTask) {
-      // Some may be recorded already (a retried step sends "requested" again with the outcome).
-      const fresh: DomainEvent[] = [];
-      for (const e of events) if (!(await this.#state.findEvent(e.id))) fresh.push(e);
-      if (fresh.length > 0) await this.#state.append(auditStreamOf(taskId), fresh, "any");
+      try {
+        await this.#state.append(auditStreamOf(taskId), events, "any"); // all recorded before: a no-op
+      } catch (e) {
+        if (!(e instanceof ConflictError)) throw e;
+        // Some were recorded before (a retried step): append the others. Only then is it worth a read.
+        const fresh: DomainEvent[] = [];
+        for (const event of events) if (!(await this.#state.findEvent(event.id))) fresh.push(event);
+        if (fresh.length > 0) await this.#state.append(auditStreamOf(taskId), fresh, "any");
+      }
     }
   }
 
