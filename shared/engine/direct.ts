@@ -181,11 +181,11 @@ async function runTools(
     if (turn.results[k]) continue;
     let result: { content: string; isError?: boolean };
     const [descriptor] = deps.tools.describe([call.name]);
-    const problems = descriptor ? deps.tools.check(call.name, call.arguments) : [];
+    // Nobody is asked to confirm a risky call that could not run as it stands (execute checks the rest).
+    const problems = descriptor?.risky ? deps.tools.check(call.name, call.arguments) : [];
     if (!assistant.tools.includes(call.name) || !descriptor) {
       result = { content: `Tool "${call.name}" is not available to ${assistant.meta.name}`, isError: true };
-    } else if (descriptor.risky && problems.length > 0) {
-      // Nobody is asked to confirm a call that could not run as it stands.
+    } else if (problems.length > 0) {
       result = { content: `Invalid arguments for ${call.name}: ${problems.join("; ")}`, isError: true };
     } else if (descriptor.risky) {
       const decision = await confirmation(

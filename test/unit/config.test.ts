@@ -31,17 +31,17 @@ describe("config", () => {
     );
   });
 
+  const aws = {
+    ARBOR_MODE: "aws",
+    AWS_REGION: "eu-west-1",
+    ARBOR_RESOURCES_BUCKET: "b",
+    ARBOR_TABLE_NAME: "t",
+    ARBOR_EVENT_BUS_NAME: "arbor-prod",
+    ARBOR_POLICIES_BUCKET: "p",
+  };
+
   it("reads a complete AWS configuration", () => {
-    expect(
-      loadConfig({
-        ARBOR_MODE: "aws",
-        AWS_REGION: "eu-west-1",
-        ARBOR_RESOURCES_BUCKET: "b",
-        ARBOR_TABLE_NAME: "t",
-        ARBOR_EVENT_BUS_NAME: "arbor-prod",
-        ARBOR_POLICIES_BUCKET: "p",
-      }),
-    ).toEqual({
+    expect(loadConfig(aws)).toEqual({
       mode: "aws",
       tenant: "local",
       region: "eu-west-1",
@@ -54,15 +54,6 @@ describe("config", () => {
       policy: { engine: "opa", bucket: "p", prefix: "" },
     });
   });
-
-  const aws = {
-    ARBOR_MODE: "aws",
-    AWS_REGION: "eu-west-1",
-    ARBOR_RESOURCES_BUCKET: "b",
-    ARBOR_TABLE_NAME: "t",
-    ARBOR_EVENT_BUS_NAME: "arbor-prod",
-    ARBOR_POLICIES_BUCKET: "p",
-  };
 
   it("reads the engine's vector index, watchdog and endpoint settings in AWS mode", () => {
     expect(
