@@ -182,7 +182,7 @@ async function openArbor(plan: TaskSpec, options: ArborOptions): Promise<Arbor> 
     durable: options.durable,
     syncEachWrite: options.syncEachWrite === true,
   });
-  const llm = new ScriptedLlm(benchScript(plan), { latencyMs: options.latencyMs });
+  const llm = new ScriptedLlm(benchScript(plan), { latencyMs: options.latencyMs, copyRequests: false });
   const engine = await createLocalEngine(rt, { llm });
   const stop = engine.start();
   await engine.registerAssistants(TENANT, ASSISTANTS);
@@ -366,7 +366,7 @@ function memory(plan: TaskSpec, latencyMs: number): Memory {
     (["calculator", "word_count"] as const).map((n) => [n, builtinBinding(n, n, {})] as const),
   );
   return {
-    llm: new ScriptedLlm(benchScript(plan), { latencyMs }),
+    llm: new ScriptedLlm(benchScript(plan), { latencyMs, copyRequests: false }),
     tools,
     toolSpecs: [...tools.values()].map(({ descriptor: d }) => ({
       name: d.name,

@@ -49,6 +49,12 @@ export interface ScriptedLlmOptions {
   model?: string;
   /** Injectable for tests; receives the request's signal. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /**
+   * Deep-copy each request into `calls` as it arrives (default true), so a test sees what was sent
+   * even if the caller changes its objects afterwards. The bench turns it off: it reads only tool
+   * names, and copying every prompt is the test double's cost, not the engine's.
+   */
+  copyRequests?: boolean;
 }
 
 /** A scripted tool call, for scripts: `{ toolCalls: [toolCall("search", { q: "x" })] }`. */
@@ -61,12 +67,13 @@ export type RecordedRequest = Omit<LlmRequest, "signal">;
 
 export class ScriptedLlm implements Llm {
   readonly id = "scripted";
-  /** Every request received, in order, deep-copied when it arrived. */
+  /** Every request received, in order, deep-copied when it arrived (unless `copyRequests` is false). */
   readonly calls: RecordedRequest[] = [];
   readonly #script: Script;
   readonly #latencyMs: number;
   readonly #model: string;
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  readonly #copyRequests: boolean;
   #toolCallCounter = 0;
 
   constructor(script: Script, options: ScriptedLlmOptions = {}) {
@@ -74,6 +81,7 @@ export class ScriptedLlm implements Llm {
     this.#latencyMs = options.latencyMs ?? 0;
     this.#model = options.model ?? "scripted";
     this.#sleep = options.sleep ?? sleepFor;
+    this.#copyRequests = options.copyRequests ?? true;
   }
 
   /** Turns of an array script that no call has used yet (0 for a function script). */
@@ -96,7 +104,7 @@ export class ScriptedLlm implements Llm {
     checkRequest(request);
     request.signal?.throwIfAborted();
     const { signal, ...rest } = request;
-    const recorded = structuredClone(rest);
+    const recorded: RecordedRequest = this.#copyRequests ? structuredClone(rest) : rest;
     const callIndex = this.calls.length;
     this.calls.push(recorded);
     const turn = await this.#turn(recorded, callIndex);
