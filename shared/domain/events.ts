@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { z } from "zod";
 import { ValidationError } from "../errors.ts";
 import { deepFreeze } from "./immutable.ts";
@@ -251,7 +251,7 @@ export const auditStreamOf = (taskId: string): string => `audit#${taskId}`;
  * what the audit log records (the arguments themselves may hold what should not be logged).
  */
 export function argumentsHash(args: unknown): string {
-  return createHash("sha256").update(JSON.stringify(args)).digest("hex");
+  return hash("sha256", JSON.stringify(args));
 }
 
 export type NewEvent<T extends DomainEventType = DomainEventType> = Omit<EventOf<T>, "id" | "v" | "at"> &
@@ -263,5 +263,5 @@ export type NewEvent<T extends DomainEventType = DomainEventType> = Omit<EventOf
  * records it once.
  */
 export function eventIdFor(...parts: readonly string[]): string {
-  return `evt_${createHash("sha256").update(parts.join("\u0000")).digest("base64url").slice(0, 26)}`;
+  return `evt_${hash("sha256", parts.join("\u0000"), "base64url").slice(0, 26)}`;
 }

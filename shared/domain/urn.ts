@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { InvalidUrnError } from "../errors.ts";
 
 /**
@@ -185,7 +185,7 @@ export function deterministicId(parent: string | undefined, type: string, name: 
   const input = `${parent ?? ""}\u0000${type}\u0000${name}`;
   let id = derived.get(input);
   if (id === undefined) {
-    id = createHash("sha256").update(input).digest("hex").slice(0, 16);
+    id = hash("sha256", input).slice(0, 16);
     if (derived.size >= MAX_PARSED) derived.clear();
     derived.set(input, id);
   }

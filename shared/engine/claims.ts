@@ -5,10 +5,25 @@ import type { EngineDeps } from "./context.ts";
  * A claim makes "do this once" hold across duplicate deliveries and concurrent workers: the first
  * to create the record wins. A claim older than `staleMs` whose work never finished may be taken
  * over (its holder crashed); a finished claim is never taken again.
+ *
+ * Its state lives in its data, not in the record's status: nothing lists claims by status, and a
+ * record without one stays out of the status index (one index write less per claim, on SQLite
+ * and on DynamoDB).
  */
+type ClaimState = "held" | "done";
+const claimRecord = (key: string, state: ClaimState, at: Date) => ({
+  key,
+  kind: "claim",
+  updatedAt: at.toISOString(),
+  data: { state },
+});
+/** Claims written before the state moved to the data carry it as their status. */
+const stateOf = (record: { status?: string; data: unknown }): unknown =>
+  (record.data as { state?: unknown } | null)?.state ?? record.status;
+
 export async function claim(deps: EngineDeps, key: string, staleMs: number): Promise<boolean> {
   const now = deps.clock();
-  const record = { key, kind: "claim", status: "held", updatedAt: now.toISOString(), data: {} };
+  const record = claimRecord(key, "held", now);
   try {
     await deps.state.transact([{ op: "put", record, expectedVersion: 0 }]);
     return true;
@@ -16,7 +31,7 @@ export async function claim(deps: EngineDeps, key: string, staleMs: number): Pro
     if (!(e instanceof ConflictError)) throw e;
   }
   const current = await deps.state.get(key);
-  if (current?.status !== "held") return false;
+  if (!current || stateOf(current) !== "held") return false;
   if (now.getTime() - Date.parse(current.updatedAt) < staleMs) return false;
   try {
     await deps.state.transact([{ op: "put", record, expectedVersion: current.version }]);
@@ -30,14 +45,10 @@ export async function claim(deps: EngineDeps, key: string, staleMs: number): Pro
 /** Marks a claim's work as finished: it will never be taken over. */
 export async function finishClaim(deps: EngineDeps, key: string): Promise<void> {
   const current = await deps.state.get(key);
-  if (!current || current.status === "done") return;
+  if (!current || stateOf(current) === "done") return;
   await deps.state
     .transact([
-      {
-        op: "put",
-        record: { key, kind: "claim", status: "done", updatedAt: deps.clock().toISOString(), data: {} },
-        expectedVersion: current.version,
-      },
+      { op: "put", record: claimRecord(key, "done", deps.clock()), expectedVersion: current.version },
     ])
     .catch((e: unknown) => {
       if (!(e instanceof ConflictError)) throw e;

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { deepFreeze } from "../domain/immutable.ts";
 import {
   type AnyResource,
@@ -47,13 +47,13 @@ export class ResourceStore {
     const body = Buffer.from(JSON.stringify(parsed));
     await this.#objects.put(objectKey(parsed.meta.id), body, { contentType: "application/json" });
     this.#parsed.set(body, deepFreeze(parsed));
-    let hash: string | undefined;
+    let digest: string | undefined;
     return {
       urn: parsed.meta.id as Urn,
       // Worked out when asked for: most writes are never announced.
       get contentHash() {
-        hash ??= createHash("sha256").update(body).digest("hex");
-        return hash;
+        digest ??= hash("sha256", body);
+        return digest;
       },
     };
   }

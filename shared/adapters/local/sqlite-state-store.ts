@@ -56,8 +56,11 @@ CREATE TABLE IF NOT EXISTS records (
   updated_at TEXT NOT NULL,
   data TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS records_by_parent ON records (parent, key);
-CREATE INDEX IF NOT EXISTS records_by_status ON records (kind, status, updated_at, key);
+-- Partial: most records (claims, usage) have no parent or no status, and need no index row.
+DROP INDEX IF EXISTS records_by_parent;
+DROP INDEX IF EXISTS records_by_status;
+CREATE INDEX IF NOT EXISTS records_with_parent ON records (parent, key) WHERE parent IS NOT NULL;
+CREATE INDEX IF NOT EXISTS records_with_status ON records (kind, status, updated_at, key) WHERE status IS NOT NULL;
 `;
 
 export class SqliteStateStore implements StateStore {

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { ulid } from "ulid";
 import { componentLogger } from "../../observability/logger.ts";
 import { type PolicyDecision, type PolicyInput, PolicyInputSchema } from "../../ports/policy.ts";
@@ -51,7 +51,7 @@ export class Decisions {
     let known = this.#answers?.get(key);
     if (!known) {
       const input = PolicyInputSchema.parse(raw);
-      const inputHash = createHash("sha256").update(JSON.stringify(input)).digest("hex");
+      const inputHash = hash("sha256", JSON.stringify(input));
       const line = {
         action: input.action,
         principal: input.principal.id,
