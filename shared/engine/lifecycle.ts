@@ -85,7 +85,11 @@ export async function resume(deps: EngineDeps, cmd: ResumeCommand): Promise<void
         : undefined;
       const subtasks = edited?.ok ? (edited.spec.subtasks ?? []) : (task?.subtasks ?? []);
       if (!task) return;
-      if (subtasks.length === 0) return send(deps, COMMANDS.turn, { taskId, turn: 1 }, taskId, "1");
+      if (subtasks.length === 0) {
+        // The approved plan is a single task: it runs as a leaf, once somebody is to run it.
+        if (!task.election?.assistant) return askForAssistant(deps, taskId);
+        return send(deps, COMMANDS.turn, { taskId, turn: 1 }, taskId, "1");
+      }
       for (const spec of subtasks)
         await materialise(deps, spec, taskId, task.budgets, { withChildren: true, round: 0 });
       return proceed(deps, taskId);

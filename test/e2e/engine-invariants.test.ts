@@ -166,6 +166,25 @@ describe("election below the threshold", () => {
       output: "done by the chosen one",
     });
   });
+
+  it("asks as well when an approved plan is a single task that nobody fits", async () => {
+    const script: ScriptFunction = (r) =>
+      isPlan(r) ? planOf({ name: "zzz qqq" }) : { content: "done once assigned" };
+    h = await Harness.create({ script, assistants: GENERALIST });
+    const { rootTaskId } = await h.submit("zzz qqq", "lazy");
+    await h.idle();
+    const [approval] = await h.pending(rootTaskId);
+    await h.engine.respond(approval?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
+    await h.idle();
+    const [ask] = await h.pending(rootTaskId);
+    expect(ask?.purpose).toBe("assign_subtask");
+    await h.engine.respond(ask?.meta.id as string, { selectedOptionId: GENERALIST_URN }, PERSON);
+    await h.idle();
+    expect(await h.engine.result(rootTaskId)).toMatchObject({
+      view: { status: "done" },
+      output: "done once assigned",
+    });
+  });
 });
 
 describe("budgets end runaway work with a clear terminal state", () => {
