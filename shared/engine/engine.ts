@@ -1,9 +1,10 @@
 import type { Actor } from "../domain/events.ts";
 import { type Assistant, type Descriptors, withMeta } from "../domain/resources.ts";
 import type { TaskView } from "../domain/task-view.ts";
-import { tenantUrn, type Urn } from "../domain/urn.ts";
-import { ValidationError } from "../errors.ts";
+import { lastElement, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
+import { NotFoundError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
+import { type Caller, principalOf, ResourceAccess } from "../use-cases/resource-access.ts";
 import {
   COMMANDS,
   type EngineDeps,
@@ -29,9 +30,12 @@ import { onResourcePut } from "./supervisor.ts";
  * subscriptions are EventBridge rules targeting one Lambda per step.
  */
 export interface SubmitRequest {
+  /** The tenant the caller belongs to, as the channel authenticated it. */
   tenant: string;
   text: string;
   actor: Actor;
+  /** The caller's roles, as the channel knows them (for the policy). */
+  roles?: readonly string[];
   /** Continue a conversation; omit to start one. */
   conversationUrn?: string;
   mode?: "eager" | "lazy";
@@ -52,13 +56,26 @@ export interface Submitted {
   rootTaskId: Urn;
 }
 
+/**
+ * Who asks, at an entry point: the actor, and what the channel vouches for (tenant, roles). Every
+ * entry point below checks it against the tenant boundary and the policy before it reads or
+ * writes anything (see ResourceAccess); a person the channel names no tenant for is taken to be
+ * of the tenant they address (the local CLI: one person, one tenant).
+ */
+export interface Asker {
+  actor: Actor;
+  caller?: Caller;
+}
+
 export class Engine {
   readonly deps: EngineDeps;
   readonly #queue: StepQueue;
+  readonly #access: ResourceAccess;
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
     this.#queue = new StepQueue(deps.settings.maxConcurrentSteps);
+    this.#access = new ResourceAccess(deps.resources, deps.policy);
   }
 
   /** Subscribes every step (see ROUTES) to its events; returns a function that unsubscribes them all. */
@@ -124,6 +141,22 @@ export class Engine {
   async submit(req: SubmitRequest): Promise<Submitted> {
     const d = this.deps;
     const tenant = tenantUrn(req.tenant);
+    const principal = principalOf(
+      req.actor,
+      { tenant: req.tenant, ...(req.roles ? { roles: req.roles } : {}) },
+      req.tenant,
+    );
+    // The message goes under the conversation (or a new one under the tenant): checked before any write.
+    await this.#access.authorize(principal, "resource.write", req.conversationUrn ?? tenant);
+    if (req.conversationUrn) {
+      const last = lastElement(req.conversationUrn);
+      if (`${last.pkg}.${last.type}` !== "common.Conversation")
+        throw new ValidationError(
+          `${req.conversationUrn} is not a conversation: pass a common.Conversation URN`,
+        );
+      if (!(await d.resources.get(req.conversationUrn)))
+        throw new NotFoundError("Conversation", req.conversationUrn);
+    }
     if (!(await d.resources.get(tenant)))
       await d.resources.put({ meta: withMeta({ type: "common.Tenant", name: req.tenant, id: req.tenant }) });
     let conversationUrn = req.conversationUrn as Urn | undefined;
@@ -175,7 +208,14 @@ export class Engine {
     await respond(this.deps, interactionUrn, response, actor, principal);
   }
 
-  cancel(taskId: string, actor: Actor, reason = "canceled by request"): Promise<void> {
+  /** Cancels a task and its subtree; `caller` as for respond. */
+  async cancel(
+    taskId: string,
+    actor: Actor,
+    reason = "canceled by request",
+    caller: Caller = {},
+  ): Promise<void> {
+    await this.#access.authorize(principalOf(actor, caller, tenantOf(taskId)), "resource.write", taskId);
     return cancelTask(this.deps, taskId, actor, reason);
   }
 
@@ -188,7 +228,20 @@ export class Engine {
     return watchdog(this.deps, staleMs);
   }
 
-  async result(rootTaskId: string): Promise<{ view: TaskView | undefined; output: string | undefined }> {
+  /**
+   * A task's state and output. `asker`: whoever an entry point reads it for (checked like any
+   * read); without one, the engine's own process reads it (the CLI, tests).
+   */
+  async result(
+    rootTaskId: string,
+    asker?: Asker,
+  ): Promise<{ view: TaskView | undefined; output: string | undefined }> {
+    if (asker)
+      await this.#access.authorize(
+        principalOf(asker.actor, asker.caller ?? {}, tenantOf(rootTaskId)),
+        "resource.read",
+        rootTaskId,
+      );
     return { view: await this.deps.tasks.view(rootTaskId), output: await outputOf(this.deps, rootTaskId) };
   }
 }

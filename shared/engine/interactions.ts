@@ -11,6 +11,7 @@ import {
 } from "../domain/resources.ts";
 import { parentUrn, tenantOf, type Urn } from "../domain/urn.ts";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
+import { type Caller, principalOf } from "../use-cases/resource-access.ts";
 import { COMMANDS, ENGINE, type EngineDeps, recordTask, send } from "./context.ts";
 
 /**
@@ -95,15 +96,8 @@ export async function respond(
   await send(deps, COMMANDS.resume, { interactionUrn }, interactionUrn);
 }
 
-/**
- * Who answers, as a channel vouches for them: their tenant (the one they authenticated for) and
- * roles. Absent a tenant, a person is taken to be of the interaction's own tenant (the local CLI:
- * one person, one tenant); an assistant's tenant is always the root of its URN.
- */
-export interface AnswerPrincipal {
-  tenant?: string;
-  roles?: string[];
-}
+/** Who answers, as a channel vouches for them (see Caller and principalOf). */
+export type AnswerPrincipal = Caller;
 
 /** Policy decides who may answer (interaction.answer); default deny. */
 async function mayAnswer(
@@ -113,14 +107,9 @@ async function mayAnswer(
   principal: AnswerPrincipal,
 ): Promise<void> {
   const tenant = tenantOf(interaction.meta.id) ?? "(none)";
-  const actorTenant = actor.kind === "human" ? (principal.tenant ?? tenant) : tenantOf(actor.id);
+  const { roles, ...who } = principalOf(actor, principal, tenant);
   const decision = await deps.policy.decide({
-    principal: {
-      id: actor.id,
-      kind: actor.kind,
-      ...(actorTenant ? { tenant: actorTenant } : {}),
-      roles: principal.roles ?? [],
-    },
+    principal: { ...who, roles: [...(roles ?? [])] },
     action: "interaction.answer",
     resource: { id: interaction.meta.id, tenant, type: "uip.Interaction", purpose: interaction.purpose },
   });

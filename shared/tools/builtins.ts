@@ -1,10 +1,12 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { formatIssues, type Message } from "../domain/resources.ts";
-import { descendantPrefix, isWithin, rootUrn, type Urn } from "../domain/urn.ts";
+import { descendantPrefix, rootUrn, tenantOf } from "../domain/urn.ts";
 import type { Embedder } from "../ports/embeddings.ts";
+import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolBinding, ToolContext, ToolDescriptor } from "../ports/tools.ts";
 import type { VectorIndex } from "../ports/vector-index.ts";
+import { type Principal, ResourceAccess } from "../use-cases/resource-access.ts";
 import type { ResourceStore } from "../use-cases/resource-store.ts";
 
 /**
@@ -32,6 +34,8 @@ export interface BuiltinDeps {
   index: VectorIndex;
   /** Outbound HTTP (injected, so tests control the network). */
   fetch: typeof fetch;
+  /** Decides the resource tools' reads (resource.read); the tenant boundary holds without it too. */
+  policy?: PolicyEngine;
 }
 
 /** Per-tool settings of a built-in (from the tool's configuration entry). */
@@ -84,7 +88,17 @@ const sendEmail = define({
 /** The tenant a task belongs to: a built-in never reaches beyond it. */
 const tenantPrefix = (context: ToolContext) => descendantPrefix(rootUrn(context.taskId));
 
+/**
+ * The assistant calling a tool, as the resource checks see it: of the tenant at the root of its URN
+ * (an actor named otherwise acts within the task's tenant).
+ */
+function callerOf(context: ToolContext): Principal {
+  const tenant = tenantOf(context.actor.startsWith("cld:") ? context.actor : context.taskId);
+  return { id: context.actor, kind: "agent", ...(tenant ? { tenant } : {}) };
+}
+
 function searchResources(deps: BuiltinDeps) {
+  const access = new ResourceAccess(deps.resources, deps.policy);
   return define({
     description:
       "Finds resources of your tenant: by meaning (`query`: the most similar results of earlier tasks) " +
@@ -100,21 +114,19 @@ function searchResources(deps: BuiltinDeps) {
       }),
     pure: true,
     run: async ({ query, urnPrefix, limit }, context) => {
-      const tenant = tenantPrefix(context);
+      const caller = callerOf(context);
       let urns: string[];
       if (query !== undefined) {
         const [vector] = await deps.embedder.embed([query]);
+        const keyPrefix = tenantPrefix(context);
         const matches = vector
-          ? await deps.index.query({ vector, topK: limit, type: "common.Message", keyPrefix: tenant })
+          ? await deps.index.query({ vector, topK: limit, type: "common.Message", keyPrefix })
           : [];
         urns = matches.map((m) => m.key);
       } else {
-        const prefix = (urnPrefix as string).replace(/\/$/, "");
-        if (!isWithin(prefix, tenant.slice(0, -1)))
-          throw new Error(`${prefix} is outside your tenant (${tenant.slice(0, -1)})`);
-        urns = (await deps.resources.descendantUrns(prefix)).slice(0, limit);
+        urns = (await access.list(caller, (urnPrefix as string).replace(/\/$/, ""))).slice(0, limit);
       }
-      const docs = await deps.resources.getMany(urns);
+      const docs = await access.readMany(caller, urns);
       const lines = docs.flatMap((d) =>
         d ? [`- ${d.meta.id} (${d.meta.type}) ${excerpt(d as Message)}`.trimEnd()] : [],
       );
@@ -127,6 +139,7 @@ const excerpt = (d: Message) =>
   typeof d.content === "string" ? d.content.slice(0, 200).replace(/\s+/g, " ") : (d.meta.purpose ?? "");
 
 function readResource(deps: BuiltinDeps) {
+  const access = new ResourceAccess(deps.resources, deps.policy);
   return define({
     description:
       "Reads a resource of your tenant by URN (a result stored because it was too large to pass inline, " +
@@ -138,9 +151,7 @@ function readResource(deps: BuiltinDeps) {
     }),
     pure: true,
     run: async ({ urn, offset, length }, context) => {
-      const tenant = tenantPrefix(context).slice(0, -1);
-      if (!isWithin(urn, tenant)) throw new Error(`${urn} is outside your tenant (${tenant})`);
-      const resource = await deps.resources.get(urn as Urn);
+      const resource = await access.read(callerOf(context), urn);
       if (!resource) throw new Error(`No resource ${urn}`);
       const whole =
         "content" in resource && typeof resource.content === "string"

@@ -1,0 +1,122 @@
+import type { AnyResource } from "../domain/resources.ts";
+import { lastElement, tenantOf, type Urn } from "../domain/urn.ts";
+import { ForbiddenError, ValidationError } from "../errors.ts";
+import type { PolicyEngine } from "../ports/policy.ts";
+import type { PutResult, ResourceStore } from "./resource-store.ts";
+
+/**
+ * Who asks for a resource: a person a channel authenticated (with the tenant it vouches for), an
+ * assistant (its tenant is the root of its URN), or the engine itself (`system`, every tenant).
+ */
+export interface Principal {
+  id: string;
+  kind: "human" | "agent" | "system";
+  tenant?: string;
+  roles?: readonly string[];
+}
+
+export type ResourceAction = "resource.read" | "resource.write";
+
+/**
+ * Resource reads and writes on someone's behalf. Two checks, in order:
+ *   1. the tenant boundary: a person or an assistant reaches only URNs under its own tenant. It
+ *      is checked here, before any policy, so no policy (however written, or however its bundle
+ *      was built) can open one tenant's resources to another;
+ *   2. the policy (`resource.read` / `resource.write`), when there is one: default deny, and the
+ *      decision's id goes into the error, so a refusal can be traced to its log line.
+ * The engine's own steps use the resource store directly: they act for every tenant.
+ */
+export class ResourceAccess {
+  readonly #resources: ResourceStore;
+  readonly #policy: PolicyEngine | undefined;
+
+  constructor(resources: ResourceStore, policy?: PolicyEngine) {
+    this.#resources = resources;
+    this.#policy = policy;
+  }
+
+  /** Throws ForbiddenError unless `principal` may do `action` to `urn` (InvalidUrnError if it is no URN). */
+  async authorize(principal: Principal, action: ResourceAction, urn: string): Promise<void> {
+    const last = lastElement(urn); // parses: a malformed URN is refused as such
+    const tenant = tenantOf(urn);
+    const verb = action === "resource.read" ? "read" : "write";
+    if (principal.kind !== "system") {
+      if (!tenant) throw new ForbiddenError(`${urn} belongs to no tenant: only the engine may ${verb} it`);
+      if (principal.tenant !== tenant)
+        throw new ForbiddenError(
+          `${principal.id} may not ${verb} ${urn}: it belongs to tenant ${tenant}, ` +
+            (principal.tenant ? `not to ${principal.tenant}` : "and the caller has no tenant"),
+        );
+    }
+    if (!this.#policy) return;
+    const decision = await this.#policy.decide({
+      principal: {
+        id: principal.id,
+        kind: principal.kind,
+        ...(principal.tenant ? { tenant: principal.tenant } : {}),
+        roles: [...(principal.roles ?? [])],
+      },
+      action,
+      resource: { id: urn, tenant: tenant ?? "(none)", type: `${last.pkg}.${last.type}` },
+    });
+    if (!decision.allow)
+      throw new ForbiddenError(`${principal.id} may not ${verb} ${urn} (policy decision ${decision.id})`, {
+        decisionId: decision.id,
+      });
+  }
+
+  async read(principal: Principal, urn: string): Promise<AnyResource | undefined> {
+    await this.authorize(principal, "resource.read", urn);
+    return this.#resources.get(urn);
+  }
+
+  /** Reads several; refuses all of them if any one may not be read. */
+  async readMany(principal: Principal, urns: readonly string[]): Promise<(AnyResource | undefined)[]> {
+    for (const urn of new Set(urns)) await this.authorize(principal, "resource.read", urn);
+    return this.#resources.getMany(urns);
+  }
+
+  /** URNs anywhere below `urn`, in key order. */
+  async list(principal: Principal, urn: string): Promise<Urn[]> {
+    await this.authorize(principal, "resource.read", urn);
+    return this.#resources.descendantUrns(urn);
+  }
+
+  /** Writes a resource (validated as the store does) where its own URN says. */
+  async write(principal: Principal, resource: unknown): Promise<PutResult> {
+    const id = (resource as { meta?: { id?: unknown } } | null)?.meta?.id;
+    if (typeof id !== "string") throw new ValidationError("A resource needs meta.id (its URN)");
+    await this.authorize(principal, "resource.write", id);
+    return this.#resources.put(resource);
+  }
+}
+
+/**
+ * What a channel vouches for about whoever calls an entry point: the tenant they authenticated
+ * for, and their roles.
+ */
+export interface Caller {
+  tenant?: string;
+  roles?: readonly string[];
+}
+
+/**
+ * The principal an entry point acts for. A person is of the tenant the channel vouched for; with
+ * none (the local CLI: one person, one tenant) of `ownTenant`, the tenant of what they address.
+ * An assistant is always of the tenant at the root of its URN; the engine of none (every tenant).
+ */
+export function principalOf(
+  actor: { id: string; kind: Principal["kind"] },
+  caller: Caller,
+  ownTenant: string | undefined,
+): Principal {
+  const tenant =
+    actor.kind === "human"
+      ? (caller.tenant ?? ownTenant)
+      : actor.kind === "agent"
+        ? actor.id.startsWith("cld:")
+          ? tenantOf(actor.id)
+          : caller.tenant
+        : undefined;
+  return { id: actor.id, kind: actor.kind, ...(tenant ? { tenant } : {}), roles: caller.roles ?? [] };
+}
