@@ -41,3 +41,23 @@ test_agent_never_answers if {
 		"context": {},
 	}
 }
+
+remote_agent := {"id": "agent_partner-planner", "kind": "agent", "tenant": "acme"}
+
+test_remote_agent_writes_into_its_tenant if {
+	authz.allow with input as {
+		"principal": remote_agent,
+		"action": "resource.write",
+		"resource": {"id": "cld:common.Tenant.acme/common.Conversation.c1", "tenant": "acme", "type": "common.Conversation"},
+		"context": {},
+	}
+}
+
+test_no_reading_a_tenant_whose_name_starts_with_ours if {
+	not authz.allow with input as {
+		"principal": {"id": "user_ada", "kind": "human", "tenant": "acme"},
+		"action": "resource.read",
+		"resource": {"id": "cld:common.Tenant.acme2/common.Conversation.c1", "tenant": "acme2", "type": "common.Conversation"},
+		"context": {},
+	}
+}
