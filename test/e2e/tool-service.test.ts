@@ -297,7 +297,10 @@ describe("ListTools and ExecuteTool", () => {
     const piece = await tools.execute("read_resource", { urn, offset: 49_990, length: 100 }, ctx());
     expect(piece.content).toBe("x".repeat(10));
     const other = await tools.execute("read_resource", { urn: `${tenantUrn("other")}/common.Tool.t` }, ctx());
-    expect(other).toMatchObject({ isError: true, content: expect.stringMatching(/belongs to tenant other, not to acme/) });
+    expect(other).toMatchObject({
+      isError: true,
+      content: expect.stringMatching(/belongs to tenant other, not to acme/),
+    });
   });
 
   it("search_resources finds a tenant's resources by URN prefix and by meaning, never another tenant's", async () => {
@@ -318,7 +321,10 @@ describe("ListTools and ExecuteTool", () => {
     );
     expect(byMeaning.content).toContain("holds 40 people");
     const elsewhere = await tools.execute("search_resources", { urnPrefix: tenantUrn("other") }, ctx());
-    expect(elsewhere).toMatchObject({ isError: true, content: expect.stringMatching(/belongs to tenant other, not to acme/) });
+    expect(elsewhere).toMatchObject({
+      isError: true,
+      content: expect.stringMatching(/belongs to tenant other, not to acme/),
+    });
     const both = await tools.execute("search_resources", { query: "x", urnPrefix: conv.id }, ctx());
     expect(both).toMatchObject({
       isError: true,
