@@ -12,7 +12,11 @@ import { BUILTIN_NAMES } from "./builtins.ts";
  *       "calculate_sha256": { "kind": "builtin", "function": "sha256" },
  *       "fetch_page": { "kind": "builtin", "function": "http_request", "allowedHosts": ["example.com"] },
  *       "weather": { "kind": "http", "url": "https://api.example.com/weather", "method": "GET",
- *                    "description": "...", "parameters": { "type": "object", ... } } } }
+ *                    "description": "...", "parameters": { "type": "object", ... } },
+ *       "quote": { "kind": "lambda", "function": "arn:aws:lambda:eu-west-1:123456789012:function:quote",
+ *                  "qualifier": "live", "description": "...", "parameters": { "type": "object", ... } },
+ *       "venue_desk": { "kind": "a2a", "url": "https://venues.example.com",
+ *                       "headers": { "authorization": "Bearer ..." } } } }
  */
 export const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
@@ -96,7 +100,75 @@ const McpEntry = z
       ctx.addIssue({ code: "custom", path: ["url"], message: "an http MCP server needs its URL" });
   });
 
-export const ToolEntrySchema = z.discriminatedUnion("kind", [BuiltinEntry, HttpEntry, McpEntry]);
+/**
+ * A Lambda function as Invoke takes it: its name, maybe with a version or alias after a colon, or
+ * its full ARN (whose region is where it is invoked). Named groups: region (ARN only), name, qualifier.
+ */
+export const LAMBDA_FUNCTION =
+  /^(?:arn:aws[a-z-]*:lambda:(?<region>[a-z]{2,}(?:-[a-z]+)+-\d{1,2}):\d{12}:function:)?(?<name>[a-zA-Z0-9_-]{1,64})(?::(?<qualifier>\$LATEST|[a-zA-Z0-9_-]{1,128}))?$/;
+const AWS_REGION = /^[a-z]{2,}(?:-[a-z]+)+-\d{1,2}$/;
+
+/** A tool bound to an AWS Lambda function, invoked synchronously with the arguments as its event. */
+const LambdaEntry = z
+  .object({
+    kind: z.literal("lambda"),
+    function: z
+      .string()
+      .regex(
+        LAMBDA_FUNCTION,
+        "a Lambda function name (my-function), with a version or alias (my-function:live), " +
+          "or its ARN (arn:aws:lambda:us-east-1:123456789012:function:my-function)",
+      ),
+    /** A version or alias (default: what `function` names, else $LATEST). */
+    qualifier: z
+      .string()
+      .regex(/^(?:\$LATEST|[a-zA-Z0-9_-]{1,128})$/, "$LATEST, a version number or an alias name")
+      .optional(),
+    /** Where the function is (default: the ARN's region, else the SDK's: AWS_REGION, the profile). */
+    region: z.string().regex(AWS_REGION, "an AWS region such as us-east-1").optional(),
+    parameters: JsonSchemaObject,
+    ...common,
+    description: z.string().min(1).max(4000),
+  })
+  .strict()
+  .superRefine((e, ctx) => {
+    const named = LAMBDA_FUNCTION.exec(e.function)?.groups;
+    if (e.qualifier && named?.qualifier)
+      ctx.addIssue({
+        code: "custom",
+        path: ["qualifier"],
+        message: `the function already names its version or alias (${named.qualifier}): give it once`,
+      });
+    if (e.region && named?.region && e.region !== named.region)
+      ctx.addIssue({
+        code: "custom",
+        path: ["region"],
+        message: `the function's ARN is in ${named.region}: a function is invoked in its own region (leave region out)`,
+      });
+  });
+
+/**
+ * A remote agent spoken to over A2A 1.0: the model's message goes to it, its answer comes back.
+ * Its description comes from its agent card (fetched when Arbor starts) unless one is given here.
+ */
+const A2aEntry = z
+  .object({
+    kind: z.literal("a2a"),
+    /** The agent's base URL (its card is at <url>/.well-known/agent-card.json) or its card's URL (*.json). */
+    url: z.url({ protocol: /^https?$/ }),
+    /** Sent with every request, the card's included (a bearer token, say); never shown to the model. */
+    headers: z.record(z.string(), z.string()).default({}),
+    ...common,
+  })
+  .strict();
+
+export const ToolEntrySchema = z.discriminatedUnion("kind", [
+  BuiltinEntry,
+  HttpEntry,
+  McpEntry,
+  LambdaEntry,
+  A2aEntry,
+]);
 export type ToolEntry = z.infer<typeof ToolEntrySchema>;
 
 export const ToolsConfigSchema = z

@@ -6,9 +6,11 @@ import type { AuditLog, ToolCallRecord } from "../ports/audit-log.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolBinding, ToolContext, ToolDescriptor, ToolPort, ToolResult } from "../ports/tools.ts";
 import type { ResourceStore } from "../use-cases/resource-store.ts";
+import type { a2aAgentBinding } from "./a2a-agent.ts";
 import { type BuiltinDeps, builtinBinding } from "./builtins.ts";
 import { parseToolsConfig, type ToolEntry } from "./config.ts";
 import { httpEndpointBinding } from "./http-endpoint.ts";
+import type { LambdaClientFor, LambdaFunctions } from "./lambda-function.ts";
 import type { McpConnections, McpServer } from "./mcp.ts";
 
 /**
@@ -33,6 +35,11 @@ export interface ToolServiceOptions {
   defaultTimeoutMs?: number;
   /** Results longer than this are stored as resources and passed by URN. Default 16,000 characters. */
   maxInlineChars?: number;
+  /**
+   * The Lambda client of a region, for the lambda tools (tests point it at a local peer). Default:
+   * the SDK's `new LambdaClient({ region })`, one per region, made only when a lambda tool exists.
+   */
+  lambda?: LambdaClientFor;
 }
 
 interface Entry {
@@ -44,15 +51,16 @@ export class ToolService implements ToolPort {
   readonly #tools = new Map<string, Entry>();
   readonly #options: ToolServiceOptions;
   readonly #maxInline: number;
-  readonly #mcp: McpConnections | undefined;
+  /** What the tools hold open (MCP connections and servers, Lambda clients): closed by close(). */
+  readonly #held: readonly Closable[];
 
   constructor(
     bindings: readonly (ToolBinding & { timeoutMs?: number })[],
     options: ToolServiceOptions,
-    mcp?: McpConnections,
+    held: readonly Closable[] = [],
   ) {
     this.#options = options;
-    this.#mcp = mcp;
+    this.#held = held;
     this.#maxInline = options.maxInlineChars ?? 16_000;
     for (const b of bindings) {
       deepFreeze(b.descriptor); // shared with every caller
@@ -65,7 +73,8 @@ export class ToolService implements ToolPort {
 
   /**
    * The tools of a configuration (parsed here: a bad one throws, naming the field). MCP servers are
-   * connected now, so that their tools' schemas are known; `close()` disconnects them.
+   * connected now, so that their tools' schemas are known; `close()` disconnects them. A2A agents'
+   * cards are fetched now too, for their descriptions (a card that cannot be fetched throws).
    */
   static async open(
     config: unknown,
@@ -78,25 +87,36 @@ export class ToolService implements ToolPort {
     const mcp = Object.values(parsed.tools).some((e) => e.kind === "mcp")
       ? new (await import("./mcp.ts")).McpConnections(options.fetch)
       : undefined;
+    // So is the Lambda SDK.
+    const lambda = Object.values(parsed.tools).some((e) => e.kind === "lambda")
+      ? new (await import("./lambda-function.ts")).LambdaFunctions(options.lambda)
+      : undefined;
+    // And the A2A SDK; an A2A agent's card is fetched now, for its description.
+    const a2a = Object.values(parsed.tools).some((e) => e.kind === "a2a")
+      ? (await import("./a2a-agent.ts")).a2aAgentBinding
+      : undefined;
+    const held = [mcp, lambda].filter((h): h is NonNullable<typeof h> => h !== undefined);
     try {
       const bindings = [];
       for (const [name, entry] of Object.entries(parsed.tools)) {
         const binding =
           entry.kind === "mcp"
             ? await mcpBinding(name, entry, mcp as McpConnections)
-            : bindingFor(name, entry, deps);
+            : entry.kind === "a2a"
+              ? await a2aBinding(name, entry, options, a2a as typeof a2aAgentBinding)
+              : bindingFor(name, entry, deps, lambda);
         bindings.push({ ...binding, ...(entry.timeoutMs ? { timeoutMs: entry.timeoutMs } : {}) });
       }
-      return new ToolService(bindings, options, mcp);
+      return new ToolService(bindings, options, held);
     } catch (e) {
-      await mcp?.close();
+      await closeAll(held);
       throw e;
     }
   }
 
-  /** Disconnects from the MCP servers (and stops those Arbor started). */
+  /** Disconnects from the MCP servers (and stops those Arbor started), and lets go of the Lambda clients. */
   async close(): Promise<void> {
-    await this.#mcp?.close();
+    await closeAll(this.#held);
   }
 
   list(): ToolDescriptor[] {
@@ -290,10 +310,38 @@ function mcpBinding(name: string, entry: Extract<ToolEntry, { kind: "mcp" }>, mc
   });
 }
 
+interface Closable {
+  close(): void | Promise<void>;
+}
+
+async function closeAll(held: readonly Closable[]): Promise<void> {
+  await Promise.all(held.map((h) => h.close()));
+}
+
+/** A remote A2A agent: its card is fetched now (a card that cannot be is a ConfigError naming the tool). */
+function a2aBinding(
+  name: string,
+  entry: Extract<ToolEntry, { kind: "a2a" }>,
+  options: ToolServiceOptions & { fetch: typeof fetch },
+  bind: typeof a2aAgentBinding,
+) {
+  return bind(
+    name,
+    {
+      ...(entry.description ? { description: entry.description } : {}),
+      risky: entry.risky ?? false,
+      settings: { url: entry.url, headers: entry.headers },
+      openTimeoutMs: entry.timeoutMs ?? options.defaultTimeoutMs ?? 30_000,
+    },
+    options.fetch,
+  );
+}
+
 function bindingFor(
   name: string,
-  entry: Exclude<ToolEntry, { kind: "mcp" }>,
+  entry: Exclude<ToolEntry, { kind: "mcp" | "a2a" }>,
   deps: BuiltinDeps,
+  lambda: LambdaFunctions | undefined,
 ): ToolBinding {
   switch (entry.kind) {
     case "builtin":
@@ -318,6 +366,17 @@ function bindingFor(
         },
         deps.fetch,
       );
+    case "lambda":
+      return (lambda as LambdaFunctions).binding(name, {
+        description: entry.description,
+        parameters: entry.parameters,
+        risky: entry.risky ?? false,
+        settings: {
+          function: entry.function,
+          ...(entry.qualifier ? { qualifier: entry.qualifier } : {}),
+          ...(entry.region ? { region: entry.region } : {}),
+        },
+      });
   }
 }
 

@@ -1,0 +1,294 @@
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import {
+  AGENT_CARD_PATH,
+  type AgentCard,
+  type Message,
+  type Part,
+  Role,
+  type Task,
+  TaskState,
+  taskStateToJSON,
+} from "@a2a-js/sdk";
+import {
+  type Client,
+  ClientFactory,
+  DefaultAgentCardResolver,
+  JsonRpcTransportFactory,
+  RestTransportFactory,
+} from "@a2a-js/sdk/client";
+import { ConfigError } from "../errors.ts";
+import type { ToolBinding, ToolContext, ToolDescriptor } from "../ports/tools.ts";
+import { jsonSchemaChecker } from "./json-schema.ts";
+
+/**
+ * A tool bound to a remote agent over A2A 1.0 (`@a2a-js/sdk` client): the model's message goes to
+ * the agent as a user message, and the agent's answer comes back as text. The agent card is
+ * fetched once, when the tool service opens, so the tool's description can be the agent's own
+ * (its name, description and skills) and a wrong URL stops Arbor at start, not at the first call.
+ *
+ * A call waits for the agent's final answer: the message is sent blocking, and a task that comes
+ * back still submitted or working is polled until it settles or the call's signal fires (the tool
+ * service's timeout). A task that ends failed, rejected or canceled, or that stops to ask for
+ * input or authentication, is the tool failing: Arbor cannot answer for a person here.
+ */
+export interface A2aAgentSettings {
+  /** The agent's base URL (its card is at `<url>/.well-known/agent-card.json`) or its card's URL. */
+  url: string;
+  /** Sent with every request, the card's included; never shown to the model. */
+  headers: Record<string, string>;
+}
+
+/** The arguments the model gives: what to ask, and maybe the conversation to continue. */
+export const A2A_PARAMETERS = {
+  type: "object",
+  properties: {
+    message: { type: "string", description: "what to ask the agent" },
+    contextId: {
+      type: "string",
+      minLength: 1,
+      description: "the contextId of an earlier answer of this agent, to continue that conversation",
+    },
+  },
+  required: ["message"],
+  additionalProperties: false,
+} as const;
+
+/** Where the agent card of a configured URL is: the URL itself when it names a .json file. */
+export function agentCardUrl(url: string): string {
+  const u = new URL(url);
+  if (u.pathname.endsWith(".json")) return u.href;
+  if (!u.pathname.endsWith("/")) u.pathname += "/";
+  return new URL(AGENT_CARD_PATH, u).href;
+}
+
+/**
+ * Resolves the agent card and returns the tool's binding; throws ConfigError naming the tool and
+ * the URL when the card cannot be fetched or offers nothing Arbor can speak to.
+ */
+export async function a2aAgentBinding(
+  name: string,
+  options: { description?: string; risky: boolean; settings: A2aAgentSettings; openTimeoutMs: number },
+  fetchFn: typeof fetch,
+): Promise<ToolBinding> {
+  const cardUrl = agentCardUrl(options.settings.url);
+  const send = withHeaders(fetchFn, options.settings.headers);
+  const where = `tools.${name}: the A2A agent card at ${cardUrl}`;
+
+  let card: AgentCard;
+  try {
+    const resolver = new DefaultAgentCardResolver({
+      // Arbor starts only once every card is known: a card that never comes must not hold it up.
+      fetchImpl: (input, init) =>
+        send(input, { ...init, signal: AbortSignal.timeout(options.openTimeoutMs) }),
+    });
+    card = await resolver.resolve(cardUrl, "");
+  } catch (cause) {
+    throw new ConfigError(
+      `${where} cannot be fetched (${reason(cause)}): check the url in the tool configuration ` +
+        "(the agent's base URL, or its agent card's URL), that the agent is running, and the headers it needs",
+      { cause },
+    );
+  }
+  if (typeof card?.name !== "string" || !Array.isArray(card.supportedInterfaces)) {
+    throw new ConfigError(
+      `${where} is not an A2A 1.0 agent card (it needs a name and a supportedInterfaces list; an A2A ` +
+        "0.3 card has a url and a preferredTransport instead): point the url at an agent that speaks A2A 1.0",
+    );
+  }
+
+  let client: Client;
+  try {
+    client = await new ClientFactory({
+      transports: [
+        new JsonRpcTransportFactory({ fetchImpl: send }),
+        new RestTransportFactory({ fetchImpl: send }),
+      ],
+      clientConfig: { polling: false },
+    }).createFromAgentCard(card);
+  } catch (cause) {
+    const offered = card.supportedInterfaces.map((i) => `${i.protocolBinding} ${i.protocolVersion}`.trim());
+    throw new ConfigError(
+      `${where} offers no interface Arbor can use (it offers ${offered.join(", ") || "none"}; ` +
+        "Arbor speaks JSONRPC and HTTP+JSON): give the agent one of them",
+      { cause },
+    );
+  }
+
+  const parameters: Record<string, unknown> = structuredClone(A2A_PARAMETERS);
+  const descriptor: ToolDescriptor = {
+    name,
+    kind: "a2a",
+    description: options.description ?? describeAgent(card),
+    parameters,
+    risky: options.risky,
+    pure: false,
+  };
+  return {
+    descriptor,
+    check: jsonSchemaChecker(parameters, `tools.${name}`),
+    run: (args: Record<string, unknown>, context: ToolContext) =>
+      ask(client, args as { message: string; contextId?: string }, context.signal),
+  };
+}
+
+/** Sends the message and waits for the agent's answer; throws when the agent does not give one. */
+async function ask(
+  client: Client,
+  args: { message: string; contextId?: string },
+  callSignal: AbortSignal | undefined,
+): Promise<string> {
+  // The tool service always gives a signal (its timeout); without one, stop at the longest timeoutMs.
+  const signal = callSignal ?? AbortSignal.timeout(900_000);
+  const message: Message = {
+    messageId: randomUUID(),
+    contextId: args.contextId ?? "",
+    taskId: "",
+    role: Role.ROLE_USER,
+    parts: [
+      {
+        content: { $case: "text", value: args.message },
+        metadata: undefined,
+        filename: "",
+        mediaType: "text/plain",
+      },
+    ],
+    metadata: undefined,
+    extensions: [],
+    referenceTaskIds: [],
+  };
+  const result = await client.sendMessage(
+    {
+      tenant: "",
+      message,
+      // Blocking: the agent answers when the task is done, failed or stopped for input.
+      configuration: {
+        acceptedOutputModes: [],
+        taskPushNotificationConfig: undefined,
+        returnImmediately: false,
+        historyLength: 0,
+      },
+      metadata: undefined,
+    },
+    { signal },
+  );
+  if ("messageId" in result) return messageAnswer(result);
+
+  // An agent may still answer with a task in progress (work handed to a background job): poll it.
+  let task = result;
+  let wait = 200;
+  while (isRunning(task)) {
+    await sleep(wait, undefined, { signal });
+    wait = Math.min(wait * 1.5, 2_000);
+    task = await client.getTask({ tenant: "", id: task.id, historyLength: 0 }, { signal });
+  }
+  return taskAnswer(task);
+}
+
+const isRunning = (t: Task) =>
+  t.status?.state === TaskState.TASK_STATE_SUBMITTED || t.status?.state === TaskState.TASK_STATE_WORKING;
+
+/** `completed`, `input-required`...: the spec's names of the states. */
+const stateName = (s: TaskState | undefined) =>
+  taskStateToJSON(s ?? TaskState.TASK_STATE_UNSPECIFIED)
+    .replace(/^TASK_STATE_/, "")
+    .toLowerCase()
+    .replaceAll("_", "-");
+
+function messageAnswer(m: Message): string {
+  const text = partsText(m.parts) || "(the agent answered with no text)";
+  const refs = [m.taskId ? `task ${m.taskId}` : "", m.contextId ? `contextId ${m.contextId}` : ""];
+  const trace = refs.filter(Boolean).join("; ");
+  return trace ? `${text}\n\n[A2A message; ${trace}]` : text;
+}
+
+function taskAnswer(task: Task): string {
+  const state = task.status?.state;
+  const said = partsText(task.status?.message?.parts);
+  const trace = `A2A task ${task.id}, ${stateName(state)}${task.contextId ? `; contextId ${task.contextId}` : ""}`;
+  switch (state) {
+    case TaskState.TASK_STATE_COMPLETED: {
+      const artifacts = (task.artifacts ?? []).map((a) => partsText(a.parts)).filter(Boolean);
+      const text =
+        [said, ...artifacts].filter(Boolean).join("\n\n") || "(the agent completed the task with no text)";
+      return `${text}\n\n[${trace}]`;
+    }
+    case TaskState.TASK_STATE_FAILED:
+    case TaskState.TASK_STATE_REJECTED:
+    case TaskState.TASK_STATE_CANCELED:
+      throw new Error(
+        `the agent's task ended ${stateName(state)}: ${said || "(it gave no reason)"} [${trace}]`,
+      );
+    case TaskState.TASK_STATE_INPUT_REQUIRED:
+      throw new Error(
+        `the agent needs more input: ${said || "(it did not say what)"} [${trace}]. ` +
+          "Nobody can answer it from here: send a new message that already contains what it asks for",
+      );
+    case TaskState.TASK_STATE_AUTH_REQUIRED:
+      throw new Error(
+        `the agent needs authentication: ${said || "(it did not say which)"} [${trace}]. ` +
+          "The credentials (headers) in this tool's configuration are missing or not enough",
+      );
+    default:
+      throw new Error(`the agent's task is in a state Arbor does not know (${stateName(state)}) [${trace}]`);
+  }
+}
+
+/** The text of message or artifact parts; files and other content are named, data is inlined as JSON. */
+function partsText(parts: readonly Part[] | undefined): string {
+  return (parts ?? [])
+    .map((p) => {
+      const c = p.content;
+      switch (c?.$case) {
+        case "text":
+          return c.value;
+        case "data":
+          return JSON.stringify(c.value);
+        case "url":
+          return `[file ${p.filename ? `${p.filename} ` : ""}at ${c.value}]`;
+        case "raw":
+          return `[file ${p.filename || "(unnamed)"}, ${p.mediaType || "binary"}, ${c.value.length} bytes]`;
+        default:
+          return "";
+      }
+    })
+    .filter(Boolean)
+    .join("\n");
+}
+
+/** What the model reads about the agent: its card's name, description and skills. */
+function describeAgent(card: AgentCard): string {
+  const lines = [
+    `Delegates a request to the remote agent "${card.name}"${card.description ? `: ${card.description}` : "."}`,
+  ];
+  const skills = card.skills ?? [];
+  if (skills.length) {
+    lines.push("Its skills:");
+    for (const s of skills) lines.push(`- ${s.name}${s.description ? `: ${s.description}` : ""}`);
+  }
+  lines.push(
+    "Send it one self-contained request as `message`. Its answer comes back as text with a contextId; " +
+      "pass that as `contextId` to continue the same conversation.",
+  );
+  const text = lines.join("\n");
+  return text.length <= 4000 ? text : `${text.slice(0, 3997)}...`;
+}
+
+/** An error's message, with its cause's when it has one (fetch says only "fetch failed"). */
+function reason(e: unknown): string {
+  const message = e instanceof Error ? e.message : String(e);
+  const cause = e instanceof Error ? e.cause : undefined;
+  return cause instanceof Error ? `${message}: ${cause.message}` : message;
+}
+
+/** The configured headers on every request; the SDK's own (content type, A2A-Version) win. */
+function withHeaders(fetchFn: typeof fetch, headers: Record<string, string>): typeof fetch {
+  if (Object.keys(headers).length === 0) return fetchFn;
+  return (input, init) => {
+    const merged = new Headers(headers);
+    new Headers(init?.headers).forEach((value, key) => {
+      merged.set(key, value);
+    });
+    return fetchFn(input, { ...init, headers: merged });
+  };
+}
