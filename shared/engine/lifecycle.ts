@@ -98,7 +98,9 @@ export async function resume(deps: EngineDeps, cmd: ResumeCommand): Promise<void
       const task = await deps.resources.getAs("plan.Task", taskId);
       if (!task || !answer?.selectedOptionId) return;
       await deps.resources.put({ ...task, election: { assistant: answer.selectedOptionId, score: 1 } });
-      return proceed(deps, taskId);
+      // Its children start from here; a leaf's turns run in the turn step, which may call the model.
+      if ((await deps.tasks.children(taskId)).length > 0) return proceed(deps, taskId);
+      return send(deps, COMMANDS.turn, { taskId, turn: 1 }, taskId, `resume:${cmd.interactionUrn}`);
     }
     default:
       // confirm_risky_action, request_info, choose_strategy: the inner loop reads the answer.

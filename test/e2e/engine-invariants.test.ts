@@ -159,8 +159,16 @@ describe("election below the threshold", () => {
     const [ask] = await h.pending(rootTaskId);
     expect(ask?.purpose).toBe("assign_subtask");
     expect(ask?.options?.map((o) => o.id)).toEqual([GENERALIST_URN]);
+    // The answer's step hands the leaf to the turn step (the one that may call the model on AWS).
+    const turns: unknown[] = [];
+    h.rt.bus.subscribe({
+      name: "turn-observer",
+      pattern: { "detail-type": ["TURN_REQUESTED"] },
+      handler: async (e) => void turns.push(e.detail.taskId),
+    });
     await h.engine.respond(ask?.meta.id as string, { selectedOptionId: GENERALIST_URN }, PERSON);
     await h.idle();
+    expect(turns).toEqual([rootTaskId]);
     expect(await h.engine.result(rootTaskId)).toMatchObject({
       view: { status: "done" },
       output: "done by the chosen one",
