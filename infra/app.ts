@@ -1,9 +1,14 @@
-import { realpathSync } from "node:fs";
+import { readFileSync, realpathSync } from "node:fs";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { App, type AppProps, type Environment, RemovalPolicy, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { Construct } from "constructs";
 import { z } from "zod";
+import { ValidationError } from "../shared/errors.ts";
+import { parseToolsConfig } from "../shared/tools/config.ts";
+import { PROJECT_ROOT } from "./constructs/engine-function.ts";
+import { type ToolRegistry, undeployableEntries } from "./constructs/tool-registry.ts";
 import { type EngineModel, EngineStack } from "./stacks/engine-stack.ts";
 import { StorageStack } from "./stacks/storage-stack.ts";
 
@@ -13,6 +18,7 @@ export const CONTEXT_KEYS = {
   removalPolicy: "removalPolicy",
   modelProvider: "modelProvider",
   model: "model",
+  tools: "tools",
 } as const;
 
 /** The model the engine steps call unless `-c model=<id>` says otherwise. */
@@ -95,6 +101,45 @@ function parseContext<S extends z.ZodType>(scope: Construct, schema: S): z.outpu
 }
 
 /**
+ * The tool registry of `-c tools=<file>` (relative to the project root, or absolute), read and
+ * validated as the functions will read it (parseToolsConfig), with the entries Lambda cannot run
+ * refused; undefined without the key (the functions then have the built-in tools only).
+ */
+export function readToolRegistry(scope: Construct, root: string = PROJECT_ROOT): ToolRegistry | undefined {
+  const value: unknown = scope.node.tryGetContext(CONTEXT_KEYS.tools);
+  if (value === undefined) return undefined;
+  const fix = `Give -c ${CONTEXT_KEYS.tools}=<file>, the path of a JSON tool registry relative to ${root} or absolute (see README.md, Tools), or leave the key out for the built-in tools only.`;
+  if (typeof value !== "string" || value.trim() === "")
+    throw new SettingsError(`Invalid CDK context ${CONTEXT_KEYS.tools}=${JSON.stringify(value)}. ${fix}`);
+  const file = resolve(root, value);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, "utf8"));
+  } catch (cause) {
+    const why = cause instanceof SyntaxError ? `it is not JSON (${cause.message})` : (cause as Error).message;
+    const message = `Cannot read the tool registry ${file} (-c ${CONTEXT_KEYS.tools}=${value}): ${why}. ${fix}`;
+    throw new SettingsError(message, { cause });
+  }
+  let config: ToolRegistry["config"];
+  try {
+    config = parseToolsConfig(raw, `The tool registry ${file}`);
+  } catch (cause) {
+    if (!(cause instanceof ValidationError)) throw cause;
+    throw new SettingsError(
+      `The tool registry ${file} (-c ${CONTEXT_KEYS.tools}=${value}) is not valid; fix these fields ` +
+        `(shared/tools/config.ts and README.md, Tools, describe each kind):\n  ${cause.issues.join("\n  ")}`,
+      { cause },
+    );
+  }
+  const refused = undeployableEntries(config);
+  if (refused.length > 0)
+    throw new SettingsError(
+      `The tool registry ${file} (-c ${CONTEXT_KEYS.tools}=${value}) has tools the engine functions cannot run:\n  ${refused.join("\n  ")}`,
+    );
+  return { config, source: file };
+}
+
+/**
  * Account and region from the CLI (`CDK_DEFAULT_ACCOUNT` / `CDK_DEFAULT_REGION`) when it knows
  * them; without credentials the stack is environment-agnostic, which is all `cdk synth` needs.
  */
@@ -114,6 +159,7 @@ export function createApp(options: CreateAppOptions = {}) {
   const app = new App(appProps);
   const settings = readSettings(app);
   const model = readModel(app);
+  const tools = readToolRegistry(app);
   const env = environmentFrom(processEnv);
   const removalPolicy = settings.removalPolicy === "destroy" ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
   const storage = new StorageStack(app, `arbor-${settings.stage}-storage`, {
@@ -134,6 +180,7 @@ export function createApp(options: CreateAppOptions = {}) {
     removalPolicy,
     storage,
     model,
+    ...(tools ? { tools } : {}),
   });
   // cdk-nag 3 is a CDK policy-validation plugin (it was an Aspect up to v2): its findings are
   // reported, and fail synthesis, after the templates are written. Acknowledgements sit next to

@@ -1,4 +1,4 @@
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Duration, type RemovalPolicy, Validations } from "aws-cdk-lib";
 import { type IManagedPolicy, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
@@ -54,6 +54,36 @@ export const BUNDLING: BundlingOptions = {
   },
 };
 
+/**
+ * BUNDLING plus files copied into the bundle's root (name in the bundle -> absolute path at synth),
+ * after the Cedar wasm. NodejsFunction hashes the bundle's output (AssetHashType.OUTPUT), so a
+ * file's content is part of the function's asset: another content, another code deployment.
+ */
+export function bundlingWith(files: Readonly<Record<string, string>>): BundlingOptions {
+  const entries = Object.entries(files);
+  for (const [name, source] of entries) {
+    if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith("."))
+      throw new Error(`Bundled file name ${JSON.stringify(name)}: give a plain file name, e.g. tools.json`);
+    // The copy is a shell command: keep the path out of the shell's reach.
+    if (/["$`\\]/.test(source) || !isAbsolute(source))
+      throw new Error(
+        `Bundled file ${name}: ${source} must be an absolute path without " $ \` or \\ (move the file or the CDK output directory)`,
+      );
+  }
+  const hooks = BUNDLING.commandHooks;
+  return {
+    ...BUNDLING,
+    commandHooks: {
+      beforeBundling: (inputDir, outputDir) => hooks?.beforeBundling(inputDir, outputDir) ?? [],
+      beforeInstall: (inputDir, outputDir) => hooks?.beforeInstall(inputDir, outputDir) ?? [],
+      afterBundling: (inputDir, outputDir) => [
+        ...(hooks?.afterBundling(inputDir, outputDir) ?? []),
+        ...entries.map(([name, source]) => `cp "${source}" "${outputDir}/${name}"`),
+      ],
+    },
+  };
+}
+
 export interface EngineFunctionProps {
   /** Entry file, relative to the repository root, e.g. `functions/engine-step.ts`. */
   readonly entry: string;
@@ -71,6 +101,8 @@ export interface EngineFunctionProps {
   readonly maxEventAge: Duration;
   /** Where Lambda sends an invocation that failed every attempt; none: it is dropped. */
   readonly deadLetterQueue?: IQueue;
+  /** Files to ship in the bundle's root (`/var/task/<name>`): name -> absolute path at synth. */
+  readonly bundledFiles?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -110,7 +142,7 @@ export class EngineFunction extends Construct {
       retryAttempts: props.retryAttempts,
       maxEventAge: props.maxEventAge,
       ...(props.deadLetterQueue ? { deadLetterQueue: props.deadLetterQueue } : {}),
-      bundling: BUNDLING,
+      bundling: props.bundledFiles ? bundlingWith(props.bundledFiles) : BUNDLING,
     });
     Validations.of(this.function).acknowledge({
       id: "AwsSolutions-L1",

@@ -21,6 +21,14 @@ import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import { RouteRule } from "../constructs/route-rule.ts";
+import {
+  assertDeployable,
+  BUNDLED_TOOLS_FILE,
+  DEPLOYED_TOOLS_FILE,
+  lambdaToolArns,
+  stageToolRegistry,
+  type ToolRegistry,
+} from "../constructs/tool-registry.ts";
 import { EMBEDDING_MODEL_ID, VectorStore } from "../constructs/vector-store.ts";
 import { STORAGE_OUTPUT_KEYS, type StorageOutputs, type StorageStack } from "./storage-stack.ts";
 
@@ -42,6 +50,12 @@ export interface EngineStackProps extends StackProps {
    */
   readonly storage: StorageStack;
   readonly model: EngineModel;
+  /**
+   * The tool registry (`-c tools=<file>`), shipped in every function's bundle as `tools.json` with
+   * ARBOR_TOOLS_FILE pointing at it; its `lambda` tools' functions are granted to the steps that
+   * run tools (ToolFunctionAccess). None: the functions have the built-in tools only.
+   */
+  readonly tools?: ToolRegistry;
   /** Default one month. */
   readonly logRetention?: RetentionDays;
   /** Default 10 minutes: twice the longest step timeout, so running work is never re-driven. */
@@ -92,6 +106,8 @@ export class EngineStack extends Stack {
   readonly vectors: VectorStore;
   readonly dataPolicy: ManagedPolicy;
   readonly modelPolicy: ManagedPolicy;
+  /** Invoke on the functions of the registry's `lambda` tools; none without such tools. */
+  readonly toolPolicy: ManagedPolicy | undefined;
 
   constructor(scope: Construct, id: string, props: EngineStackProps) {
     super(scope, id, props);
@@ -106,6 +122,12 @@ export class EngineStack extends Stack {
     });
     this.dataPolicy = this.#dataPolicy(this.storage);
     this.modelPolicy = this.#modelPolicy(props.model);
+    if (props.tools) assertDeployable(props.tools);
+    this.toolPolicy = props.tools ? this.#toolPolicy(props.tools) : undefined;
+    // Every function builds the engine with the registry (the tools are opened at cold start).
+    const bundledFiles = props.tools
+      ? { bundledFiles: { [BUNDLED_TOOLS_FILE]: stageToolRegistry(this, props.tools.config) } }
+      : {};
 
     const environment = {
       ARBOR_MODE: "aws",
@@ -120,6 +142,7 @@ export class EngineStack extends Stack {
       ARBOR_MODEL_PROVIDER: props.model.provider,
       ARBOR_MODEL: props.model.id,
       POWERTOOLS_LOG_LEVEL: "INFO",
+      ...(props.tools ? { ARBOR_TOOLS_FILE: DEPLOYED_TOOLS_FILE } : {}),
     };
     const common = { logRetention, removalPolicy: props.removalPolicy };
 
@@ -133,12 +156,17 @@ export class EngineStack extends Stack {
         entry: "functions/engine-step.ts",
         description: `Arbor engine step "${route.name}": ${route.description}`,
         environment,
-        policies: route.callsModel ? [this.dataPolicy, this.modelPolicy] : [this.dataPolicy],
+        // A tool runs only on the model's tool call, in a leaf's inner loop (ready, turn): the
+        // invoke grant goes with the model's, to the steps that call the model.
+        policies: route.callsModel
+          ? [this.dataPolicy, this.modelPolicy, ...(this.toolPolicy ? [this.toolPolicy] : [])]
+          : [this.dataPolicy],
         // A failed step is retried twice by Lambda (after about 1 and 2 minutes), then its
         // invocation goes to the dead-letter queue, from where it can be sent again.
         retryAttempts: 2,
         maxEventAge: Duration.hours(6),
         deadLetterQueue,
+        ...bundledFiles,
       });
       steps[route.name] = fn;
       rules[route.name] = new RouteRule(this, `${id}Route`, {
@@ -159,7 +187,8 @@ export class EngineStack extends Stack {
     this.steps = steps as Record<StepName, EngineFunction>;
     this.rules = rules as Record<StepName, RouteRule>;
 
-    // The watchdog may evaluate a stalled parent, i.e. call the model.
+    // The watchdog may evaluate a stalled parent, i.e. call the model. It runs no tool: a leaf's
+    // turns it only sends again (shared/engine/lifecycle.ts `watchdog`), so no ToolFunctionAccess.
     this.watchdog = new EngineFunction(this, "Watchdog", {
       ...common,
       ...MODEL_STEP,
@@ -167,6 +196,7 @@ export class EngineStack extends Stack {
       description: "Arbor engine watchdog: sends again the commands of work that stopped moving",
       environment: { ...environment, ARBOR_WATCHDOG_STALE_MS: String(watchdogStale.toMilliseconds()) },
       policies: [this.dataPolicy, this.modelPolicy],
+      ...bundledFiles,
       // The next run, five minutes later, does the same work: no retries, nothing to dead-letter.
       retryAttempts: 0,
       maxEventAge: Duration.minutes(5),
@@ -280,6 +310,29 @@ export class EngineStack extends Stack {
         "time, so no fixed list of keys exists. The actions are get, put and delete of objects.",
     });
     return policy;
+  }
+
+  /**
+   * InvokeFunction on exactly the functions the registry's `lambda` tools invoke: the unqualified
+   * ARN, or the version's or alias's ARN when the entry names one (Lambda authorizes a qualified
+   * Invoke on that ARN only, as CDK's own Alias/Version grantInvoke does). No wildcard. None
+   * without `lambda` tools.
+   */
+  #toolPolicy(registry: ToolRegistry): ManagedPolicy | undefined {
+    const functions = lambdaToolArns(this, registry.config);
+    if (functions.length === 0) return undefined;
+    return new ManagedPolicy(this, "ToolFunctionAccess", {
+      // Fixed: a new description would replace the policy.
+      description:
+        "Arbor engine steps that run tools: invoke the Lambda functions of the registry's lambda tools",
+      statements: [
+        new PolicyStatement({
+          sid: "ToolFunctions",
+          actions: ["lambda:InvokeFunction"],
+          resources: functions,
+        }),
+      ],
+    });
   }
 
   #modelPolicy(model: EngineModel): ManagedPolicy {

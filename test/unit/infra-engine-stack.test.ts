@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
@@ -340,6 +340,21 @@ describe("permissions", () => {
       dataPolicy,
       modelPolicy,
     ]);
+  });
+
+  it("without a tool registry (-c tools), ship none and grant no function invocation", () => {
+    expect(prod.engine.toolPolicy).toBeUndefined();
+    for (const fn of [...ROUTES.map((r) => prod.engine.steps[r.name]), prod.engine.watchdog]) {
+      const { Environment, Code } = props(prod.template, logicalId(fn.function)) as {
+        Environment: { Variables: Record<string, unknown> };
+        Code: { S3Key: string };
+      };
+      expect(Environment.Variables).not.toHaveProperty("ARBOR_TOOLS_FILE");
+      const bundle = join(prod.app.outdir, `asset.${Code.S3Key.replace(/\.zip$/, "")}`);
+      expect(readdirSync(bundle).sort()).toEqual(["cedar_wasm_bg.wasm", "index.mjs", "index.mjs.map"]);
+    }
+    const actions = statements(prod.template).flatMap((s) => list(s.Action));
+    expect(actions.filter((a) => a.startsWith("lambda:"))).toEqual([]);
   });
 
   /**
