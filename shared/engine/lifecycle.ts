@@ -128,9 +128,12 @@ export async function cancelTask(
       await recordTask(deps, "TaskCanceled", { taskId: t.taskId as Urn, reason }, actor, "cancel");
   }
   const top = await deps.tasks.view(taskId);
-  if (top && !isTerminal(top.status))
+  if (!top) return;
+  // A task that ended otherwise keeps its output; a canceled one gets (again, after a crash) its notice.
+  if (top.status === "done" || top.status === "failed") return;
+  if (top.status !== "canceled")
     await recordTask(deps, "TaskCanceled", { taskId: taskId as Urn, reason }, actor, "cancel");
-  if (top) await announceOutput(deps, taskId, `Task canceled: ${reason}`);
+  await announceOutput(deps, taskId, `Task canceled: ${reason}`);
 }
 
 /**

@@ -106,6 +106,18 @@ describe("engine invariants", () => {
     ).rejects.toBeInstanceOf(ConflictError);
   });
 
+  it("canceling a task that already ended changes nothing: its answer stays", async () => {
+    h = await Harness.create({ script: offsite, assistants: ASSISTANTS });
+    const { rootTaskId } = await h.submit(REQUEST);
+    await h.idle();
+    const drafted = (await h.tree(rootTaskId)).get("Draft sessions");
+    expect(drafted?.status).toBe("done");
+    const before = await h.engine.result(drafted?.taskId as string);
+    await h.engine.cancel(drafted?.taskId as string, PERSON, "too late");
+    await h.idle();
+    expect(await h.engine.result(drafted?.taskId as string)).toEqual(before);
+  });
+
   it("only a person of the tenant may answer: never an assistant, never another tenant's person", async () => {
     h = await Harness.create({ script: offsite, assistants: ASSISTANTS });
     const { rootTaskId } = await h.submit(REQUEST);
