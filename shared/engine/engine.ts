@@ -1,7 +1,7 @@
 import type { Actor } from "../domain/events.ts";
-import { type Assistant, type Descriptors, withMeta } from "../domain/resources.ts";
+import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
 import type { TaskView } from "../domain/task-view.ts";
-import { lastElement, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
+import { lastElement, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
 import { NotFoundError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import { type Caller, principalOf, ResourceAccess } from "../use-cases/resource-access.ts";
@@ -194,8 +194,8 @@ export class Engine {
     actor: Actor,
     principal: AnswerPrincipal = {},
   ): Promise<void> {
-    const interaction = await this.deps.resources.getAs("uip.Interaction", interactionUrn);
-    if (interaction?.purpose === "approve_plan" && response.inputValue) {
+    const editedPlan = (interaction: InteractionResource) => {
+      if (interaction.purpose !== "approve_plan" || !response.inputValue) return;
       let parsed: unknown;
       try {
         parsed = JSON.parse(response.inputValue);
@@ -204,8 +204,8 @@ export class Engine {
       }
       const check = checkPlan(parsed, this.deps.settings.defaultBudgets);
       if (!check.ok) throw new ValidationError("The edited plan is not valid", check.errors);
-    }
-    await respond(this.deps, interactionUrn, response, actor, principal);
+    };
+    await respond(this.deps, interactionUrn, response, actor, principal, editedPlan);
   }
 
   /** Cancels a task and its subtree; `caller` as for respond. */
@@ -243,5 +243,25 @@ export class Engine {
         rootTaskId,
       );
     return { view: await this.deps.tasks.view(rootTaskId), output: await outputOf(this.deps, rootTaskId) };
+  }
+
+  /**
+   * The interactions still waiting for an answer anywhere below a task (its own and its
+   * subtasks'), checked like `result`; undefined when there is no such task.
+   */
+  async pendingInteractions(taskId: string, asker: Asker): Promise<InteractionResource[] | undefined> {
+    await this.#access.authorize(
+      principalOf(asker.actor, asker.caller ?? {}, tenantOf(taskId)),
+      "resource.read",
+      taskId,
+    );
+    if (!(await this.deps.tasks.view(taskId))) return undefined;
+    const urns = (await this.deps.resources.descendantUrns(taskId)).filter(
+      (urn) => qualifiedType(lastElement(urn)) === "uip.Interaction",
+    );
+    return (await this.deps.resources.getMany(urns)).filter(
+      (r): r is InteractionResource =>
+        r?.meta.type === "uip.Interaction" && (r as InteractionResource).status === "pending",
+    );
   }
 }

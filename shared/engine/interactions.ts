@@ -32,6 +32,14 @@ export type InteractionResponse = z.infer<typeof InteractionResponseSchema>;
 export const interactionMeta = (taskId: string, name: string) =>
   withMeta({ type: "uip.Interaction", name, parent: taskId });
 
+/**
+ * Announced on the bus (source `arbor.engine`, detail `{ taskId, interactionUrn }`) when a task starts
+ * waiting for a person. No step consumes it: it is for the channels that wait on a request (A2A
+ * `input-required`). A notice, not state: a crash before it is sent loses it, so a channel that
+ * waits on it also reads the task's state now and then.
+ */
+export const INTERACTION_REQUESTED = "INTERACTION_REQUESTED";
+
 /** Asks; the task (in progress) moves to awaiting_user. Asking again under the same name is a no-op. */
 export async function requestInteraction(
   deps: EngineDeps,
@@ -59,6 +67,8 @@ export async function requestInteraction(
       ENGINE,
       name,
     );
+    // Nothing else is published while a task waits: channels waiting on the request wake on this.
+    await send(deps, INTERACTION_REQUESTED, { taskId, interactionUrn: meta.id }, meta.id);
   }
   return meta.id;
 }
@@ -73,6 +83,8 @@ export async function respond(
   response: InteractionResponse,
   actor: Actor,
   principal: AnswerPrincipal = {},
+  /** Checks the answer further, once the answerer is known to be allowed (an edited plan, say). */
+  check?: (interaction: InteractionResource) => void,
 ): Promise<void> {
   const interaction = await deps.resources.getAs("uip.Interaction", interactionUrn);
   if (!interaction) throw new NotFoundError("Interaction", interactionUrn);
@@ -80,6 +92,7 @@ export async function respond(
   if (interaction.status !== "pending")
     throw new ConflictError(`Interaction ${interactionUrn} was already answered`);
   checkAnswer(interaction, response);
+  check?.(interaction);
   const taskId = parentUrn(interactionUrn) as Urn;
   await deps.resources.put({
     ...interaction,
@@ -108,6 +121,12 @@ async function mayAnswer(
 ): Promise<void> {
   const tenant = tenantOf(interaction.meta.id) ?? "(none)";
   const { roles, ...who } = principalOf(actor, principal, tenant);
+  // The tenant boundary holds before any policy, as for resources (see ResourceAccess).
+  if (who.kind !== "system" && who.tenant !== tenant)
+    throw new ForbiddenError(
+      `${actor.id} may not answer "${interaction.display.title}": it belongs to tenant ${tenant}` +
+        (who.tenant ? `, not to ${who.tenant}` : ""),
+    );
   const decision = await deps.policy.decide({
     principal: { ...who, roles: [...(roles ?? [])] },
     action: "interaction.answer",

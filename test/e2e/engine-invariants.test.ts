@@ -133,7 +133,7 @@ describe("engine invariants", () => {
     );
     await expect(
       h.engine.respond(urn, { selectedOptionId: "approve" }, PERSON, { tenant: "beta" }),
-    ).rejects.toThrow(/may not answer "Allow send_email\?" \(policy decision dec_/);
+    ).rejects.toThrow(/may not answer "Allow send_email\?": it belongs to tenant acme, not to beta/);
     expect((await h.pending(rootTaskId)).map((p) => p.meta.id)).toEqual([urn]); // still waiting
     await h.engine.respond(urn, { selectedOptionId: "approve" }, PERSON, { tenant: "acme" });
     await h.idle();
