@@ -1,4 +1,4 @@
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { z } from "zod";
 import { ConfigError } from "./errors.ts";
 
@@ -21,6 +21,8 @@ const EnvSchema = z.object({
   ARBOR_OBJECT_STORE: z.enum(["sqlite", "files"]).default("sqlite"),
   /** A JSON file with the tool registry (see shared/tools/config.ts); default: the built-in tools. */
   ARBOR_TOOLS_FILE: z.string().min(1).optional(),
+  /** The API keys `arbor serve` accepts (see shared/channels/api-keys.ts); default <dataDir>/api-keys.json. */
+  ARBOR_API_KEYS_FILE: z.string().min(1).optional(),
   /**
    * Which policy engine decides: Cedar (the default policy, built in; the local default) or OPA (a
    * bundle, see policies/README.md; the AWS default).
@@ -96,6 +98,8 @@ export interface LocalConfig {
   objectStore?: "sqlite" | "files";
   /** The tool registry's JSON file (ARBOR_TOOLS_FILE); absent: the built-in tools. */
   toolsFile?: string;
+  /** The API keys `arbor serve` accepts (ARBOR_API_KEYS_FILE); loadConfig sets <dataDir>/api-keys.json by default. */
+  apiKeysFile?: string;
   /** Who decides: the built-in Cedar policy, or an OPA bundle from a folder. */
   policy?: { engine: "cedar" } | { engine: "opa"; dir: string };
 }
@@ -142,6 +146,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       durable: e.ARBOR_DURABLE,
       objectStore: e.ARBOR_OBJECT_STORE,
       ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
+      apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
       policy: localPolicy(e),
     };
   }

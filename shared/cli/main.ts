@@ -5,8 +5,10 @@ import { isArborError } from "../errors.ts";
 import { readAllEvents } from "../ports/state-store.ts";
 import { createLocalRuntime, type LocalRuntime } from "../runtime/local.ts";
 import { runDemo } from "./demo.ts";
+import { ADD_KEY_USAGE, addKeyCommand } from "./keys.ts";
 import { heading, note } from "./render.ts";
 import { runCommand } from "./run.ts";
+import { serveCommand } from "./serve.ts";
 
 const HELP = `arbor: run teams of LLM agents on AWS serverless, or locally in one process
 
@@ -17,6 +19,14 @@ Commands
       --example offsite  the offline scripted example (no model needed)
       --lazy             stop for approval of the whole plan before anything runs
       --yes              approve every question with its default answer
+  serve                the HTTP API on the local runtime, for callers with an API key (Ctrl-C stops it)
+      --port 8787        the port (0: any free one)
+      --host 127.0.0.1   the address to listen on
+      --example offsite  answer with the offline scripted model (no model needed)
+  keys add --id user_<name>   a new API key for serve, printed once (agent_<name> for a remote agent)
+      --kind human|agent  (default: from the id)
+      --tenant <tenant>   the tenant it acts for (default ARBOR_TENANT)
+      --role <role>       a role for the policy; repeat for more
   demo                 walk through the local foundation: resources, task log, event bus, replay
   ls [urn] [--all]     list the resources directly below a URN (default: your tenant); --all for every level
   get <urn>            print one resource as JSON
@@ -28,6 +38,7 @@ Settings (environment)
   ARBOR_DATA_DIR       where local mode keeps its data (default .arbor)
   ARBOR_TENANT         the tenant your URNs live under (default local)
   ARBOR_DURABLE        fsync commits before answers and effects (default true)
+  ARBOR_API_KEYS_FILE  the API keys serve accepts (default <ARBOR_DATA_DIR>/api-keys.json)
   ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
   POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
 `;
@@ -56,6 +67,12 @@ async function main(argv: string[]): Promise<void> {
       example: { type: "string" },
       lazy: { type: "boolean", default: false },
       yes: { type: "boolean", short: "y", default: false },
+      port: { type: "string" },
+      host: { type: "string" },
+      id: { type: "string" },
+      kind: { type: "string" },
+      tenant: { type: "string" },
+      role: { type: "string", multiple: true },
     },
   });
   const [command = "help", arg] = positionals;
@@ -73,6 +90,33 @@ async function main(argv: string[]): Promise<void> {
         yes: values.yes,
       });
       return;
+    }
+    case "serve": {
+      const config = loadConfig();
+      if (config.mode !== "local")
+        throw new Error("arbor serve uses the local runtime; unset ARBOR_MODE or set it to local");
+      process.exitCode = await serveCommand(config, {
+        port: values.port,
+        host: values.host,
+        example: values.example,
+      });
+      return;
+    }
+    case "keys": {
+      const config = loadConfig();
+      if (config.mode !== "local")
+        throw new Error("arbor keys manages the local keys file; unset ARBOR_MODE or set it to local");
+      if (arg !== "add") throw new Error(ADD_KEY_USAGE);
+      return addKeyCommand(
+        config,
+        {
+          id: values.id,
+          kind: values.kind,
+          tenant: values.tenant ?? config.tenant,
+          roles: values.role ?? [],
+        },
+        write,
+      );
     }
     case "demo":
       return withRuntime((rt) => runDemo(rt, write), { deliveries: 2 });

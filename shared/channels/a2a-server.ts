@@ -1,0 +1,276 @@
+import {
+  A2A_VERSION_HEADER,
+  AGENT_CARD_PATH,
+  AgentCard,
+  Extensions,
+  HTTP_EXTENSION_HEADER,
+} from "@a2a-js/sdk";
+import { A2A_ERROR_CODE, ContentTypeNotSupportedError } from "@a2a-js/sdk/errors";
+import {
+  defaultServerCallContextBuilder,
+  JsonRpcTransportHandler,
+  validateVersion,
+} from "@a2a-js/sdk/server";
+import { type Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import pkg from "../../package.json" with { type: "json" };
+import type { Engine } from "../engine/engine.ts";
+import { type ArborLogger, componentLogger } from "../observability/logger.ts";
+import { AUTH_ERROR_CODE } from "./a2a-mapping.ts";
+import { ArborCaller } from "./a2a-store.ts";
+import { ArborA2aTasks } from "./a2a-tasks.ts";
+import type { ApiKeys, Authenticated } from "./api-keys.ts";
+
+/**
+ * Arbor as an A2A 1.0 agent: another agent (or a person's A2A client) sends it a message, Arbor
+ * runs the request, and the answer comes back as the task's artifact. A Hono sub-app with two
+ * routes, mounted by `arbor serve` next to the HTTP API:
+ *
+ *   GET  /.well-known/agent-card.json   the agent card (public: it says how to call, not what was done)
+ *   POST /a2a                           JSON-RPC (SendMessage, GetTask, CancelTask, ListTasks)
+ *
+ * Every JSON-RPC request names an API key (`Authorization: Bearer <key>`, see api-keys.ts) and is
+ * refused with 401 before anything else without a known one; the key's tenant and roles are what
+ * the engine then checks every read and write against. Bodies over 256 KB are refused (413), and
+ * malformed JSON-RPC gets the standard errors (-32700, -32600, -32601, -32602).
+ */
+export const A2A_PATH = "/a2a";
+export const MAX_A2A_BODY_BYTES = 256 * 1024;
+
+export interface A2aAppOptions {
+  engine: Engine;
+  keys: ApiKeys;
+  /**
+   * Where the app is reachable from outside: the card's interface URL is `<baseUrl>/a2a`. Without
+   * it, the card names the origin its own request came to (right for callers that reach the server
+   * directly; behind a proxy or a load balancer, set it).
+   */
+  baseUrl?: string;
+  log?: ArborLogger;
+  /** How long a blocking SendMessage waits before it answers with the task still working (default 4 min). */
+  waitMs?: number;
+  /** How often a waiting send reads the state without a wake-up (default 5 s). */
+  recheckMs?: number;
+}
+
+/** The agent card: what Arbor does, where to call it, and that it wants a bearer key. */
+export function arborAgentCard(baseUrl: string): AgentCard {
+  const base = baseUrl.replace(/\/+$/, "");
+  return {
+    name: "Arbor",
+    description:
+      "Runs a request with a team of LLM agents: plans it as a tree of tasks, gives every task to the " +
+      "assistant that fits it best, checks each result against the task's definition of done, and asks " +
+      "a person before a risky action.",
+    supportedInterfaces: [
+      { url: `${base}${A2A_PATH}`, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" },
+    ],
+    provider: undefined,
+    version: pkg.version,
+    capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    securitySchemes: {
+      arborApiKey: {
+        scheme: {
+          $case: "httpAuthSecurityScheme",
+          value: {
+            description:
+              "An Arbor API key (`arbor keys add --kind agent`), sent as Authorization: Bearer <key>",
+            scheme: "Bearer",
+            bearerFormat: "",
+          },
+        },
+      },
+    },
+    securityRequirements: [{ schemes: { arborApiKey: { list: [] } } }],
+    defaultInputModes: ["text/plain", "application/json"],
+    defaultOutputModes: ["text/plain"],
+    skills: [
+      {
+        id: "run_request",
+        name: "Run a request with a team of agents",
+        description:
+          "Takes a request in plain language and carries it out: planning, delegation to specialised " +
+          "assistants and their tools, and a checked answer. When an action needs a person's approval " +
+          "the task becomes input-required; answer it with a message on the same task.",
+        tags: ["planning", "delegation", "multi-agent"],
+        examples: [
+          "Plan a two-day team offsite in Lisbon for 12 people in June, with a budget per person",
+          "Compute the cost per person of a 1,200 EUR budget shared by 12 people",
+        ],
+        inputModes: [],
+        outputModes: [],
+        securityRequirements: [],
+      },
+    ],
+    signatures: [],
+  };
+}
+
+type Env = { Variables: { who: Authenticated } };
+
+export function createA2aApp(options: A2aAppOptions): Hono<Env> {
+  const log = options.log ?? componentLogger("a2a-server");
+  // The JSON-RPC side reads only the card's protocol bindings and versions, never its URL.
+  const card = arborAgentCard(options.baseUrl ?? "http://localhost");
+  const cardJson = (base: string) => AgentCard.toJSON(arborAgentCard(base)) as Record<string, unknown>;
+  const fixedCard = options.baseUrl === undefined ? undefined : cardJson(options.baseUrl);
+  const tasks = new ArborA2aTasks({
+    engine: options.engine,
+    card,
+    log,
+    ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}),
+    ...(options.recheckMs !== undefined ? { recheckMs: options.recheckMs } : {}),
+  });
+  const jsonRpc = new JsonRpcTransportHandler(tasks);
+  const app = new Hono<Env>();
+
+  app.get(`/${AGENT_CARD_PATH}`, (c) => {
+    c.header("Cache-Control", "public, max-age=300");
+    return c.json(fixedCard ?? cardJson(new URL(c.req.url).origin));
+  });
+
+  app.post(
+    A2A_PATH,
+    // Who calls, before anything is read: no body is parsed for a caller without a key.
+    async (c, next) => {
+      const authorization = c.req.header("authorization");
+      const who = options.keys.authenticate(authorization);
+      if (!who) {
+        // RFC 6750: a presented key that is not known is an invalid_token; no key says only the scheme.
+        c.header("WWW-Authenticate", `Bearer realm="arbor"${authorization ? ', error="invalid_token"' : ""}`);
+        // The body is never read: a client must not send its next request on this connection.
+        c.header("Connection", "close");
+        return c.json(
+          rpcError(
+            null,
+            AUTH_ERROR_CODE,
+            "Unauthenticated: send an Arbor API key as Authorization: Bearer <key> (create one with `arbor keys add`)",
+          ),
+          401,
+        );
+      }
+      c.set("who", who);
+      await next();
+    },
+    bodyLimit({
+      maxSize: MAX_A2A_BODY_BYTES,
+      onError: (c) => {
+        c.header("Connection", "close"); // the rest of the body is not read
+        return c.json(
+          rpcError(
+            null,
+            A2A_ERROR_CODE.INVALID_REQUEST,
+            `The request is larger than ${MAX_A2A_BODY_BYTES} bytes`,
+          ),
+          413,
+        );
+      },
+    }),
+    async (c) => {
+      const who = c.get("who");
+      const type = c.req.header("content-type");
+      if (type && type.split(";", 1)[0]?.trim().toLowerCase() !== "application/json")
+        return reply(c, {
+          jsonrpc: "2.0",
+          id: null,
+          error: JsonRpcTransportHandler.mapToJSONRPCError(
+            new ContentTypeNotSupportedError(`Unsupported Content-Type "${type}": send application/json`),
+          ),
+        });
+      let body: unknown;
+      try {
+        body = JSON.parse(await c.req.text());
+      } catch {
+        return reply(
+          c,
+          rpcError(null, A2A_ERROR_CODE.PARSE_ERROR, "Parse error: the body is not valid JSON"),
+        );
+      }
+      const problem = invalidRequest(body);
+      if (problem)
+        return reply(c, rpcError(idOf(body), A2A_ERROR_CODE.INVALID_REQUEST, `Invalid request: ${problem}`));
+      const request = body as { id?: string | number | null; method: string };
+
+      const version = c.req.header(A2A_VERSION_HEADER);
+      const headers: Record<string, string> = {};
+      c.req.raw.headers.forEach((value, key) => {
+        if (key !== "authorization") headers[key] = value; // the key stays at the edge
+      });
+      const context = defaultServerCallContextBuilder({
+        extensions: Extensions.parseServiceParameter(c.req.header(HTTP_EXTENSION_HEADER)),
+        user: new ArborCaller(who),
+        headers,
+        ...(version ? { requestedVersion: version } : {}),
+      });
+      const id = request.id ?? null;
+      log.debug("A2A request", { method: request.method, actor: who.actor.id });
+      try {
+        validateVersion(context.requestedVersion, card, "JSONRPC");
+        const out = await jsonRpc.handle(body as Record<string, unknown>, context);
+        if (context.activatedExtensions?.length)
+          c.header(HTTP_EXTENSION_HEADER, Extensions.toServiceParameter(context.activatedExtensions));
+        if (Symbol.asyncIterator in out) {
+          // Streaming is off in the card: the SDK refuses it on the first read.
+          const stream = out[Symbol.asyncIterator]();
+          try {
+            await stream.next();
+          } catch (error) {
+            return reply(c, { jsonrpc: "2.0", id, error: JsonRpcTransportHandler.mapToJSONRPCError(error) });
+          } finally {
+            await stream.return?.(undefined);
+          }
+          return reply(c, rpcError(id, A2A_ERROR_CODE.UNSUPPORTED_OPERATION, "Streaming is not supported"));
+        }
+        return reply(c, out, log);
+      } catch (error) {
+        return reply(c, { jsonrpc: "2.0", id, error: JsonRpcTransportHandler.mapToJSONRPCError(error) }, log);
+      }
+    },
+  );
+  return app;
+}
+
+/** A JSON-RPC response as the SDK's transport returns it. */
+interface RpcResponse {
+  jsonrpc: string;
+  id: string | number | null;
+  result?: unknown;
+  error?: unknown;
+}
+
+const rpcError = (id: string | number | null, code: number, message: string): RpcResponse => ({
+  jsonrpc: "2.0",
+  id,
+  error: { code, message },
+});
+
+/**
+ * A JSON-RPC answer: 200, as JSON-RPC over HTTP has it, except a refusal by the policy (403) and
+ * an internal error (500, its detail in the log, not in the answer).
+ */
+function reply(c: Context<Env>, response: RpcResponse, log?: ArborLogger): Response {
+  const code = (response.error as { code?: unknown } | undefined)?.code;
+  if (code === undefined) return c.json(response, 200);
+  if (code === A2A_ERROR_CODE.INTERNAL_ERROR) {
+    log?.error("A2A request failed", { id: response.id, error: response.error });
+    return c.json(rpcError(response.id, code, "Internal error: see the Arbor server's log"), 500);
+  }
+  return c.json(response, code === AUTH_ERROR_CODE ? 403 : 200);
+}
+
+/** Why a parsed body is no JSON-RPC 2.0 request object (one request: A2A has no batches), or undefined. */
+function invalidRequest(body: unknown): string | undefined {
+  if (Array.isArray(body)) return "batches are not supported: send one request per call";
+  if (typeof body !== "object" || body === null) return "the body must be a JSON-RPC request object";
+  const r = body as Record<string, unknown>;
+  if (r.jsonrpc !== "2.0") return 'jsonrpc must be "2.0"';
+  if (typeof r.method !== "string" || r.method === "") return "method must be a non-empty string";
+  if ("id" in r && !(typeof r.id === "string" || Number.isInteger(r.id) || r.id === null))
+    return "id must be a string, an integer or null";
+  return undefined;
+}
+
+function idOf(body: unknown): string | number | null {
+  const id = (body as { id?: unknown } | null)?.id;
+  return typeof id === "string" || Number.isInteger(id) ? (id as string | number) : null;
+}

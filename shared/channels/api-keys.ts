@@ -1,0 +1,101 @@
+import { hash, randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+import type { Actor } from "../domain/events.ts";
+import { formatIssues } from "../domain/resources.ts";
+import { ConfigError } from "../errors.ts";
+import type { Caller } from "../use-cases/resource-access.ts";
+
+/**
+ * Who calls the HTTP and A2A entry points: each API key stands for one person or one remote agent
+ * of one tenant, with roles. Only the key's sha256 is kept, so the file holds no secret:
+ *
+ *   { "keys": [
+ *       { "id": "user_ada", "kind": "human", "tenant": "acme", "roles": ["admin"],
+ *         "sha256": "<hex sha256 of the key>" },
+ *       { "id": "agent_partner-planner", "kind": "agent", "tenant": "acme", "sha256": "..." } ] }
+ *
+ * A request names its key as `Authorization: Bearer <key>`. The tenant and roles it stands for are
+ * what the entry points pass to the engine as the caller (policy and tenant boundary decide from
+ * there); a request never chooses its own tenant.
+ */
+const ApiKeySchema = z
+  .object({
+    /** The principal: `user_<name>` for a person, `agent_<name>` for a remote agent. */
+    id: z.string().regex(/^(user|agent)_[A-Za-z0-9._@-]{1,100}$/, "user_<name> or agent_<name>"),
+    kind: z.enum(["human", "agent"]),
+    tenant: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a tenant id: 1-64 of A-Z a-z 0-9 _ -"),
+    roles: z.array(z.string().min(1).max(64)).max(50).default([]),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/, "the lowercase hex sha256 of the key"),
+  })
+  .strict()
+  .refine((k) => k.id.startsWith(k.kind === "human" ? "user_" : "agent_"), {
+    message: "a person's id starts with user_, an agent's with agent_",
+    path: ["id"],
+  });
+
+export const ApiKeysSchema = z.object({ keys: z.array(ApiKeySchema).max(10_000) }).strict();
+export type ApiKeysFile = z.infer<typeof ApiKeysSchema>;
+
+/** Who a request is from, once its key is known. */
+export interface Authenticated {
+  actor: Actor;
+  caller: Required<Caller>;
+}
+
+export class ApiKeys {
+  readonly #byHash: Map<string, Authenticated>;
+
+  constructor(file: ApiKeysFile) {
+    this.#byHash = new Map(
+      file.keys.map((k) => [
+        k.sha256,
+        { actor: { id: k.id, kind: k.kind }, caller: { tenant: k.tenant, roles: k.roles } },
+      ]),
+    );
+  }
+
+  /** Parses the keys; throws ConfigError naming each bad field and `source`. */
+  static parse(raw: unknown, source = "the API keys"): ApiKeys {
+    const parsed = ApiKeysSchema.safeParse(raw);
+    if (!parsed.success)
+      throw new ConfigError(`${source} are not valid: ${formatIssues(parsed.error).join("; ")}`);
+    return new ApiKeys(parsed.data);
+  }
+
+  /** The keys of a JSON file (ARBOR_API_KEYS_FILE). */
+  static load(file: string): ApiKeys {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(readFileSync(file, "utf8"));
+    } catch (cause) {
+      throw new ConfigError(
+        `The API keys file ${file} cannot be read as JSON (${(cause as Error).message}): fix it, or create one with \`arbor keys add\``,
+        { cause },
+      );
+    }
+    return ApiKeys.parse(raw, `The API keys in ${file}`);
+  }
+
+  get size(): number {
+    return this.#byHash.size;
+  }
+
+  /**
+   * Who an `Authorization` header stands for, or undefined (no header, not a bearer key, unknown
+   * key). Keys are looked up by their sha256: how long a lookup takes says nothing about a key.
+   */
+  authenticate(authorization: string | undefined | null): Authenticated | undefined {
+    const match = /^Bearer\s+(\S{16,512})\s*$/i.exec(authorization ?? "");
+    return match ? this.#byHash.get(hash("sha256", match[1] as string)) : undefined;
+  }
+}
+
+/** A new random key and the entry that stands for it (the key itself is shown once, never stored). */
+export function newApiKey(entry: Omit<ApiKeysFile["keys"][number], "sha256">): {
+  key: string;
+  entry: ApiKeysFile["keys"][number];
+} {
+  const key = `arbor_${randomBytes(24).toString("base64url")}`;
+  return { key, entry: { ...entry, sha256: hash("sha256", key) } };
+}

@@ -1,0 +1,242 @@
+import { type Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
+import { requestId } from "hono/request-id";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { z } from "zod";
+import { formatIssues, type InteractionResource, InteractionResponseSchema } from "../domain/resources.ts";
+import { isTerminal } from "../domain/task-state.ts";
+import { parentUrn } from "../domain/urn.ts";
+import type { Asker, Engine } from "../engine/engine.ts";
+import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationError } from "../errors.ts";
+import { type ArborLogger, componentLogger } from "../observability/logger.ts";
+import type { ApiKeys, Authenticated } from "./api-keys.ts";
+
+/**
+ * Arbor's HTTP API (local mode: `arbor serve`). Every route under /v1 needs an API key
+ * (`Authorization: Bearer <key>`); the key says who calls, of which tenant, with which roles, and
+ * the request never chooses its own tenant. Each route parses its input (zod, strict), calls one
+ * engine entry point with that caller (the engine checks tenant boundary and policy before it
+ * reads or writes anything), and maps the result; errors map to statuses in one place (below).
+ *
+ *   POST /v1/messages                      {text, conversationUrn?, mode?, title?}  -> 202
+ *   GET  /v1/tasks/:urn                    the task's view and output               -> 200
+ *   GET  /v1/tasks/:urn/interactions       questions waiting below the task         -> 200
+ *   POST /v1/tasks/:urn/cancel             {reason?}                                -> 202
+ *   POST /v1/interactions/:urn/answer      {selectedOptionId?, inputValue?, comment?} -> 204
+ *   GET  /healthz                          no key needed                            -> 200
+ *
+ * URNs are single path segments, URL-encoded (encodeURIComponent).
+ */
+export const MAX_BODY_BYTES = 256 * 1024;
+
+/** The logger the API reports unexpected failures to. */
+export type HttpApiLog = Pick<ArborLogger, "error">;
+
+export interface HttpApiParts {
+  engine: Engine;
+  keys: ApiKeys;
+  log?: HttpApiLog;
+}
+
+type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
+
+const MessageSchema = z
+  .object({
+    text: z.string().min(1).max(100_000),
+    conversationUrn: z.string().min(1).max(1000).optional(),
+    mode: z.enum(["eager", "lazy"]).optional(),
+    title: z.string().min(1).max(200).optional(),
+  })
+  .strict();
+const AnswerSchema = InteractionResponseSchema.strict();
+const CancelSchema = z.object({ reason: z.string().min(1).max(1000).optional() }).strict();
+
+/** Statuses of the error codes a caller can act on; any other code is a 500 (logged, not shown). */
+const STATUS: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
+  VALIDATION: 400,
+  INVALID_URN: 400,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  CONFLICT: 409,
+  TOO_LARGE: 413,
+  THROTTLED: 429,
+  UNAVAILABLE: 503,
+};
+
+/** The one error shape of the API: `{ error: { code, message, details? } }`. */
+export function errorBody(code: string, message: string, details: Readonly<Record<string, unknown>> = {}) {
+  const kept = Object.entries(details).filter(([, v]) => !(Array.isArray(v) && v.length === 0));
+  return { error: { code, message, ...(kept.length > 0 ? { details: Object.fromEntries(kept) } : {}) } };
+}
+
+const KEY_HELP =
+  "Create a key with `npx arbor keys add --id user_<your-name>` (it is printed once), restart `arbor serve`, and send it as `Authorization: Bearer <key>`.";
+
+export const taskPath = (urn: string) => `/v1/tasks/${encodeURIComponent(urn)}`;
+const answerPath = (urn: string) => `/v1/interactions/${encodeURIComponent(urn)}/answer`;
+
+export function createHttpApi({
+  engine,
+  keys,
+  log = componentLogger("http-api"),
+}: HttpApiParts): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+
+  app.use("/v1/*", requestId());
+  // Who calls: before anything is read, parsed or written.
+  app.use("/v1/*", async (c, next) => {
+    const header = c.req.header("authorization");
+    const who = keys.authenticate(header);
+    if (!who) {
+      c.header(
+        "WWW-Authenticate",
+        header ? 'Bearer realm="arbor", error="invalid_token"' : 'Bearer realm="arbor"',
+      );
+      const problem = header ? "That API key is not known here." : "This needs an API key.";
+      return c.json(errorBody("UNAUTHENTICATED", `${problem} ${KEY_HELP}`), 401);
+    }
+    c.set("who", who);
+    await next();
+  });
+  app.use(
+    "/v1/*",
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: (c) => {
+        // The rest of the body is not read: the connection cannot carry another request.
+        c.header("Connection", "close");
+        return c.json(errorBody("TOO_LARGE", `The request body is larger than ${MAX_BODY_BYTES} bytes`), 413);
+      },
+    }),
+  );
+
+  app.post("/v1/messages", async (c) => {
+    const { actor, caller } = c.get("who");
+    const req = await readJson(c, MessageSchema);
+    const submitted = await engine.submit({
+      tenant: caller.tenant,
+      roles: caller.roles,
+      actor,
+      text: req.text,
+      ...(req.conversationUrn ? { conversationUrn: req.conversationUrn } : {}),
+      ...(req.mode ? { mode: req.mode } : {}),
+      ...(req.title ? { title: req.title } : {}),
+    });
+    const task = taskPath(submitted.rootTaskId);
+    c.header("Location", task);
+    return c.json({ ...submitted, links: { task } }, 202);
+  });
+
+  app.get("/v1/tasks/:urn", async (c) => {
+    const urn = c.req.param("urn");
+    const { view, output } = await engine.result(urn, asker(c));
+    if (!view) throw new NotFoundError("Task", urn);
+    return c.json({ task: view, output: output ?? null });
+  });
+
+  app.get("/v1/tasks/:urn/interactions", async (c) => {
+    const urn = c.req.param("urn");
+    const pending = await engine.pendingInteractions(urn, asker(c));
+    if (!pending) throw new NotFoundError("Task", urn);
+    return c.json({ interactions: pending.map(interactionView) });
+  });
+
+  app.post("/v1/tasks/:urn/cancel", async (c) => {
+    const urn = c.req.param("urn");
+    const { reason } = await readJson(c, CancelSchema);
+    const who = asker(c);
+    // Checked read first: an unknown task is a 404, and a finished one keeps its output.
+    const { view } = await engine.result(urn, who);
+    if (!view) throw new NotFoundError("Task", urn);
+    if (isTerminal(view.status)) throw new ConflictError(`Task ${urn} has already ended (${view.status})`);
+    await engine.cancel(
+      urn,
+      who.actor,
+      reason ?? `canceled over the HTTP API by ${who.actor.id}`,
+      who.caller,
+    );
+    return c.json({ taskId: urn, links: { task: taskPath(urn) } }, 202);
+  });
+
+  app.post("/v1/interactions/:urn/answer", async (c) => {
+    const { actor, caller } = c.get("who");
+    const answer = await readJson(c, AnswerSchema);
+    await engine.respond(c.req.param("urn"), answer, actor, caller);
+    return c.body(null, 204);
+  });
+
+  app.notFound(notFoundJson);
+  app.onError(errorHandler(log));
+  return app;
+}
+
+/** The caller as the engine's entry points take it: the key's actor, tenant and roles. */
+const asker = (c: Context<ApiEnv>): Required<Asker> => {
+  const { actor, caller } = c.get("who");
+  return { actor, caller };
+};
+
+/** The JSON body (empty counts as `{}`), parsed with `schema`; ValidationError names each bad field. */
+async function readJson<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
+  const text = await c.req.text();
+  let raw: unknown = {};
+  if (text.trim() !== "") {
+    try {
+      raw = JSON.parse(text);
+    } catch (cause) {
+      throw new ValidationError(`The request body is not valid JSON (${(cause as Error).message})`);
+    }
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw new ValidationError("The request body is not valid", formatIssues(parsed.error));
+  return parsed.data;
+}
+
+function interactionView(i: InteractionResource) {
+  return {
+    urn: i.meta.id,
+    taskId: parentUrn(i.meta.id),
+    kind: i.kind,
+    purpose: i.purpose,
+    display: i.display,
+    ...(i.options ? { options: i.options } : {}),
+    ...(i.validation ? { validation: i.validation } : {}),
+    ...(i.binding ? { binding: i.binding } : {}),
+    links: { answer: answerPath(i.meta.id) },
+  };
+}
+
+/** Unknown routes: the API's error shape, never HTML. */
+export const notFoundJson = (c: Context) =>
+  c.json(errorBody("NOT_FOUND", `There is no route ${c.req.method} ${c.req.path}`), 404);
+
+/**
+ * The one mapping from errors to responses: ArborError codes a caller can act on get their status
+ * and message; anything else is a 500 with a generic message, and the error goes to the log.
+ */
+export function errorHandler(log: HttpApiLog) {
+  return (error: Error, c: Context): Response => {
+    if (isArborError(error)) {
+      const status = STATUS[error.code];
+      if (status) return c.json(errorBody(error.code, error.message, error.details), status);
+    }
+    if (error instanceof HTTPException && error.status < 500) {
+      return c.json(
+        errorBody(error.status === 413 ? "TOO_LARGE" : "VALIDATION", error.message),
+        error.status,
+      );
+    }
+    const id = (c.get("requestId") as string | undefined) ?? "";
+    log.error("HTTP request failed", { requestId: id, method: c.req.method, path: c.req.path, error });
+    return c.json(
+      errorBody(
+        "INTERNAL",
+        `Something went wrong on our side${id ? ` (request id ${id})` : ""}; try again later`,
+      ),
+      500,
+    );
+  };
+}

@@ -1,0 +1,139 @@
+import { ASSISTANTS, script } from "../../examples/offsite/scenario.ts";
+import { ScriptedLlm } from "../adapters/llm/scripted-llm.ts";
+import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
+import { ApiKeys } from "../channels/api-keys.ts";
+import { createServerApp, type RunningServer, startServer } from "../channels/http-server.ts";
+import { type LocalConfig, MODEL_HELP } from "../config.ts";
+import { tenantUrn } from "../domain/urn.ts";
+import { DEFAULT_TEAM, FALLBACK_ID } from "../engine/default-team.ts";
+import type { AssistantDefinition } from "../engine/engine.ts";
+import { componentLogger } from "../observability/logger.ts";
+import type { Llm } from "../ports/llm.ts";
+import { createLocalRuntime } from "../runtime/local.ts";
+import { createLocalEngine } from "../runtime/local-engine.ts";
+import { createModel } from "../runtime/models.ts";
+import { loadToolsConfig } from "../tools/config.ts";
+import { keysFileOf, readKeysFile } from "./keys.ts";
+import { heading, note } from "./render.ts";
+
+/**
+ * `arbor serve`: the local runtime and engine (built as `arbor run` builds them) behind the HTTP
+ * API (shared/channels/http-server.ts), until SIGINT or SIGTERM. Only callers with a key from the
+ * keys file get in; each tenant named there gets the assistants, and the watchdog drives work
+ * that stopped moving (a previous run's included).
+ */
+export interface ServeOptions {
+  port: string | undefined;
+  host: string | undefined;
+  example: string | undefined;
+}
+
+const WATCHDOG_EVERY_MS = 60_000;
+const WATCHDOG_STALE_MS = 600_000;
+
+export const noKeysHelp = (
+  file: string,
+) => `arbor serve lets in only callers with an API key, and ${file} has none.
+Create one (the key is printed once: keep it):
+
+  npx arbor keys add --id user_<your-name> [--tenant <tenant>] [--role <role>]
+
+then start again: npx arbor serve
+(ARBOR_API_KEYS_FILE says where the keys are kept; ARBOR_TENANT is the default tenant.)`;
+
+export async function serveCommand(config: LocalConfig, options: ServeOptions): Promise<number> {
+  const port = Number(options.port ?? "8787");
+  if (!/^\d{1,5}$/.test(options.port ?? "8787") || port > 65_535)
+    throw new Error(`--port is a port number (0-65535, 0 for any free port), not "${options.port}"`);
+  const host = options.host ?? "127.0.0.1";
+  const keysFile = keysFileOf(config);
+  const file = readKeysFile(keysFile);
+  if (!file || file.keys.length === 0) {
+    process.stderr.write(`${noKeysHelp(keysFile)}\n`);
+    return 2;
+  }
+  const setup = chooseModel(config, options.example);
+  if (!setup) {
+    process.stderr.write(
+      `${MODEL_HELP.replace("arbor run --example offsite", "arbor serve --example offsite")}\n`,
+    );
+    return 2;
+  }
+  const log = componentLogger("serve");
+  const tenants = [...new Set(file.keys.map((k) => k.tenant))];
+  const rt = createLocalRuntime(config);
+  let server: RunningServer | undefined;
+  let stopSteps: (() => void) | undefined;
+  let watchdog: NodeJS.Timeout | undefined;
+  const engine = await createLocalEngine(rt, {
+    llm: setup.llm,
+    // The fallback assistant is one URN for the whole engine: only safe when it serves one tenant.
+    // With several, a task nobody fits is offered to its person (an assign_subtask interaction).
+    settings:
+      tenants.length === 1
+        ? { fallbackAssistant: `${tenantUrn(tenants[0] as string)}/common.Assistant.${FALLBACK_ID}` }
+        : {},
+    toolsConfig: loadToolsConfig(config.toolsFile),
+    ...(config.policy?.engine === "opa"
+      ? { policy: await OpaPolicyEngine.fromFolder(config.policy.dir) }
+      : {}),
+  }).catch(async (error: unknown) => {
+    await rt.close();
+    throw error;
+  });
+  try {
+    stopSteps = engine.start();
+    for (const tenant of tenants) await engine.registerAssistants(tenant, setup.assistants);
+    const drive = () =>
+      void engine
+        .watchdog(WATCHDOG_STALE_MS)
+        .catch((error: Error) => log.error("watchdog failed", { error }));
+    drive();
+    watchdog = setInterval(drive, WATCHDOG_EVERY_MS).unref();
+    server = await startServer(createServerApp({ engine, keys: new ApiKeys(file) }), { port, host }).catch(
+      (error: NodeJS.ErrnoException) => {
+        throw error.code === "EADDRINUSE"
+          ? new Error(`Port ${port} on ${host} is taken: choose another with --port`)
+          : error;
+      },
+    );
+    process.stdout.write(
+      `${heading("Arbor's HTTP API")} on ${server.url} (model ${setup.llm.id}; ${file.keys.length} key${file.keys.length === 1 ? "" : "s"}, tenants ${tenants.join(", ")})\n` +
+        `${note(`Try: curl -H "Authorization: Bearer <key>" -H "content-type: application/json" -d '{"text":"..."}' ${server.url}/v1/messages`)}\n` +
+        `${note("Ctrl-C stops it.")}\n`,
+    );
+    const signal = await untilStopped();
+    process.stdout.write(`${signal}: stopping\n`);
+    return 0;
+  } finally {
+    if (watchdog) clearInterval(watchdog);
+    await server?.close();
+    stopSteps?.();
+    await engine.close();
+    await rt.close();
+  }
+}
+
+function chooseModel(
+  config: LocalConfig,
+  example: string | undefined,
+): { llm: Llm; assistants: AssistantDefinition[] } | undefined {
+  if (example) {
+    if (example !== "offsite") throw new Error(`Unknown example "${example}". Try: --example offsite`);
+    return { llm: new ScriptedLlm(script), assistants: ASSISTANTS };
+  }
+  return config.model ? { llm: createModel(config.model), assistants: DEFAULT_TEAM } : undefined;
+}
+
+/** Resolves on the first SIGINT or SIGTERM; a second one ends the process the default way. */
+function untilStopped(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const stop = (signal: NodeJS.Signals) => {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+      resolve(signal);
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+  });
+}
