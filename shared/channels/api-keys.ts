@@ -44,15 +44,15 @@ export interface Authenticated {
 }
 
 export class ApiKeys {
-  readonly #byHash: Map<string, Authenticated>;
+  #byHash: Map<string, Authenticated>;
 
   constructor(file: ApiKeysFile) {
-    this.#byHash = new Map(
-      file.keys.map((k) => [
-        k.sha256,
-        { actor: { id: k.id, kind: k.kind }, caller: { tenant: k.tenant, roles: k.roles } },
-      ]),
-    );
+    this.#byHash = byHash(file);
+  }
+
+  /** Takes the keys of a changed file: new keys work, removed ones stop, from the next request on. */
+  replace(file: ApiKeysFile): void {
+    this.#byHash = byHash(file);
   }
 
   /** Parses the keys; throws ConfigError naming each bad field and `source`. */
@@ -89,6 +89,15 @@ export class ApiKeys {
     const match = /^Bearer\s+(\S{16,512})\s*$/i.exec(authorization ?? "");
     return match ? this.#byHash.get(hash("sha256", match[1] as string)) : undefined;
   }
+}
+
+function byHash(file: ApiKeysFile): Map<string, Authenticated> {
+  return new Map(
+    file.keys.map((k) => [
+      k.sha256,
+      { actor: { id: k.id, kind: k.kind }, caller: { tenant: k.tenant, roles: k.roles } },
+    ]),
+  );
 }
 
 /** A new random key and the entry that stands for it (the key itself is shown once, never stored). */

@@ -71,7 +71,7 @@ export function errorBody(code: string, message: string, details: Readonly<Recor
 }
 
 const KEY_HELP =
-  "Create a key with `npx arbor keys add --id user_<your-name>` (it is printed once), restart `arbor serve`, and send it as `Authorization: Bearer <key>`.";
+  "Create a key with `npx arbor keys add --id user_<your-name>` (it is printed once) and send it as `Authorization: Bearer <key>`.";
 
 export const taskPath = (urn: string) => `/v1/tasks/${encodeURIComponent(urn)}`;
 const answerPath = (urn: string) => `/v1/interactions/${encodeURIComponent(urn)}/answer`;

@@ -82,6 +82,6 @@ export async function addKeyCommand(
   write("The key (shown this once; only its sha256 is kept):\n");
   write(`  ${key}\n`);
   write(
-    note(`Use it as \`Authorization: Bearer ${key}\`; a running \`arbor serve\` needs a restart to know it.`),
+    note(`Use it as \`Authorization: Bearer ${key}\`; a running \`arbor serve\` takes it within a second.`),
   );
 }

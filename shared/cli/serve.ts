@@ -1,3 +1,4 @@
+import { unwatchFile, watchFile } from "node:fs";
 import { ASSISTANTS, script } from "../../examples/offsite/scenario.ts";
 import { ScriptedLlm } from "../adapters/llm/scripted-llm.ts";
 import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
@@ -65,6 +66,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   let server: RunningServer | undefined;
   let stopSteps: (() => void) | undefined;
   let watchdog: NodeJS.Timeout | undefined;
+  let stopWatching: (() => void) | undefined;
   const engine = await createLocalEngine(rt, {
     llm: setup.llm,
     // The fallback assistant is one URN for the whole engine: only safe when it serves one tenant.
@@ -90,7 +92,23 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
         .catch((error: Error) => log.error("watchdog failed", { error }));
     drive();
     watchdog = setInterval(drive, WATCHDOG_EVERY_MS).unref();
-    server = await startServer(createServerApp({ engine, keys: new ApiKeys(file) }), { port, host }).catch(
+    const keys = new ApiKeys(file);
+    // A key added (`arbor keys add`) or removed while serving counts from the next request on.
+    const known = new Set(tenants);
+    watchFile(
+      keysFile,
+      { interval: KEYS_POLL_MS },
+      () =>
+        void reloadKeys(keysFile, keys, async (tenant) => {
+          if (known.has(tenant)) return;
+          known.add(tenant);
+          await engine.registerAssistants(tenant, setup.assistants);
+        })
+          .then((count) => log.info("API keys reloaded", { file: keysFile, keys: count }))
+          .catch((error: Error) => log.error("the API keys file changed but cannot be used", { error })),
+    );
+    stopWatching = () => unwatchFile(keysFile);
+    server = await startServer(createServerApp({ engine, keys }), { port, host }).catch(
       (error: NodeJS.ErrnoException) => {
         throw error.code === "EADDRINUSE"
           ? new Error(`Port ${port} on ${host} is taken: choose another with --port`)
@@ -106,12 +124,34 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     process.stdout.write(`${signal}: stopping\n`);
     return 0;
   } finally {
+    stopWatching?.();
     if (watchdog) clearInterval(watchdog);
     await server?.close();
     stopSteps?.();
     await engine.close();
     await rt.close();
   }
+}
+
+/** How often `serve` looks at the keys file for changes. */
+const KEYS_POLL_MS = 1000;
+
+/**
+ * Reads the keys file again and gives its keys to `keys`; a new tenant gets its assistants first.
+ * A file that is gone, empty or invalid changes nothing (the error says why): the keys in use stay.
+ * Returns how many keys there are now.
+ */
+async function reloadKeys(
+  file: string,
+  keys: ApiKeys,
+  newTenant: (tenant: string) => Promise<void>,
+): Promise<number> {
+  const read = readKeysFile(file);
+  if (!read || read.keys.length === 0)
+    throw new Error(`${file} is gone or has no keys: the keys in use stay until it has some`);
+  for (const tenant of new Set(read.keys.map((k) => k.tenant))) await newTenant(tenant);
+  keys.replace(read);
+  return read.keys.length;
 }
 
 function chooseModel(

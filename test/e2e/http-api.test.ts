@@ -1,12 +1,13 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
+import { ApiKeys, ApiKeysSchema, newApiKey } from "../../shared/channels/api-keys.ts";
 import { createHttpApi } from "../../shared/channels/http-api.ts";
 import { createServerApp, type RunningServer, startServer } from "../../shared/channels/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
@@ -451,6 +452,25 @@ describe("arbor keys add / arbor serve", () => {
     expect(card.status).toBe(200);
     expect(await card.json()).toMatchObject({ name: "Arbor" });
     expect((await fetch(`${url}/a2a`, { method: "POST", body: "{}" })).status).toBe(401);
+
+    // Keys added or removed while it serves count without a restart (it looks every second).
+    const status = (k: string) =>
+      fetch(`${url}/v1/tasks/${encodeURIComponent("cld:common.Tenant.beta/plan.Task.none")}`, {
+        headers: { authorization: `Bearer ${k}` },
+      }).then((r) => r.status);
+    const until = async (k: string, wanted: number) => {
+      for (let i = 0; i < 50 && (await status(k)) !== wanted; i++) await sleep(100);
+      return status(k);
+    };
+    const later = await arbor(["keys", "add", "--id", "agent_partner", "--tenant", "beta"], {
+      ARBOR_API_KEYS_FILE: keysFile,
+    });
+    const laterKey = /^ {2}(arbor_\S+)$/m.exec(later.stdout)?.[1] as string;
+    expect(await until(laterKey, 404)).toBe(404); // known now: a task of its tenant that does not exist
+    const kept = ApiKeysSchema.parse(JSON.parse(await readFile(keysFile, "utf8")));
+    await writeFile(keysFile, JSON.stringify({ keys: kept.keys.filter((k) => k.id !== "user_cy") }));
+    expect(await until(key, 401)).toBe(401); // removed from the file: no longer let in
+    expect(await status(laterKey)).toBe(404);
     started.kill("SIGTERM");
     expect(await exited).toBe(0);
     expect(out).toMatch(/SIGTERM: stopping/);
