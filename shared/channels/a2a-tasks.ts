@@ -55,16 +55,25 @@ import {
   toA2aError,
   waitingInteractions,
 } from "./a2a-mapping.ts";
-import { type ArborLink, ArborTaskStore, byTenant, callerOf, isFinal, linkOf } from "./a2a-store.ts";
+import {
+  ArborContexts,
+  type ArborLink,
+  ArborTaskStore,
+  byTenant,
+  callerOf,
+  isFinal,
+  linkOf,
+} from "./a2a-store.ts";
 import type { Authenticated } from "./api-keys.ts";
 
 /**
- * Arbor behind the A2A SDK's request handler. The SDK keeps the protocol view (history, artifacts:
- * an in-memory task store); everything that matters is Arbor's: an A2A task stands for one
- * request's root task (its link is in the task's metadata, `arbor.rootTaskId`), a contextId is the
- * conversation's URN. Every entry checks its caller with the engine (tenant boundary + policy)
- * before anything is read or written, and the SDK never sees another tenant's task: the store and
- * the event buses are scoped by the caller's tenant, and a task the caller may not read is not found.
+ * Arbor behind the A2A SDK's request handler. The SDK keeps the protocol view (history, artifacts,
+ * in Arbor's state store: a2a-store.ts, it outlives a restart); everything that matters is
+ * Arbor's: an A2A task stands for one request's root task (its link is in the task's metadata,
+ * `arbor.rootTaskId`), a contextId is the conversation's URN. Every entry checks its caller with
+ * the engine (tenant boundary + policy) before anything is read or written, and the SDK never sees
+ * another tenant's task: the store and the event buses are scoped by the caller's tenant, and a
+ * task the caller may not read is not found.
  */
 export interface A2aTasksOptions {
   engine: Engine;
@@ -88,6 +97,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
   readonly #log: ArborLogger;
   readonly #store: ArborTaskStore;
   readonly #inner: DefaultRequestHandler;
+  readonly #buses = new DefaultExecutionEventBusManager(byTenant);
   readonly #waitMs: number;
   readonly #recheckMs: number;
   readonly #newId: () => string;
@@ -97,7 +107,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
   /** Cancels in progress, by A2A task id: what the executor's cancel publishes. */
   readonly #cancels = new Map<string, { contextId: string; reason: string }>();
   /** contextIds the callers chose themselves (not a conversation URN), per tenant. */
-  readonly #contexts = new Map<string, string>();
+  readonly #contexts: ArborContexts;
 
   constructor(options: A2aTasksOptions) {
     this.#engine = options.engine;
@@ -106,17 +116,13 @@ export class ArborA2aTasks implements A2ARequestHandler {
     this.#recheckMs = options.recheckMs ?? 5_000;
     this.#newId = options.newId ?? randomUUID;
     this.#stamp = { newId: this.#newId, now: this.#engine.deps.clock };
-    this.#store = new ArborTaskStore(this.#engine);
+    this.#store = new ArborTaskStore(this.#engine, this.#log);
+    this.#contexts = new ArborContexts(this.#engine);
     const executor: AgentExecutor = {
       execute: (rc, bus) => this.#execute(rc, bus),
       cancelTask: async (taskId, bus) => this.#canceled(taskId, bus),
     };
-    this.#inner = new DefaultRequestHandler(
-      options.card,
-      this.#store,
-      executor,
-      new DefaultExecutionEventBusManager(byTenant),
-    );
+    this.#inner = new DefaultRequestHandler(options.card, this.#store, executor, this.#buses);
   }
 
   // ---- SendMessage: a new request, or the answer to what a task asks ---------------------------------
@@ -138,13 +144,12 @@ export class ArborA2aTasks implements A2ARequestHandler {
     const text = requestText(message);
     const { contextId } = message;
     const tenant = who.caller.tenant;
-    const key = `${tenant}\u0000${contextId}`;
     // A conversation URN continues that conversation; another contextId is the caller's own name for one.
     const conversationUrn = !contextId
       ? undefined
       : contextId.startsWith("cld:")
         ? contextId
-        : this.#contexts.get(key);
+        : await this.#contexts.conversationOf(tenant, contextId);
     let submitted: Awaited<ReturnType<Engine["submit"]>>;
     try {
       submitted = await this.#engine.submit({
@@ -164,7 +169,14 @@ export class ArborA2aTasks implements A2ARequestHandler {
           ),
       });
     }
-    if (contextId && !conversationUrn) this.#contexts.set(key, submitted.conversationUrn);
+    if (contextId && !conversationUrn) {
+      const named = await this.#contexts.name(tenant, contextId, submitted.conversationUrn);
+      if (named !== submitted.conversationUrn)
+        this.#log.warn("A2A contextId was named by another send at the same time", {
+          actor: who.actor.id,
+          rootTaskId: submitted.rootTaskId,
+        });
+    }
     this.#log.info("A2A request submitted", { actor: who.actor.id, rootTaskId: submitted.rootTaskId });
     return {
       rootTaskId: submitted.rootTaskId,
@@ -326,6 +338,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
     if (!task) throw new TaskNotFoundError(`Task not found: ${params.id}`);
     const link = linkOf(task);
     if (link && !isFinal(task)) {
+      let ended = false;
       try {
         const { view } = await this.#engine.result(link.rootTaskId, who);
         if (!view)
@@ -334,6 +347,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
           );
         if (isTerminal(view.status)) {
           // Ended already: the caller learns how (a finished task is not canceled after the fact).
+          ended = true;
           await this.#refresh(task, context);
         } else {
           await this.#engine.cancel(
@@ -348,10 +362,15 @@ export class ArborA2aTasks implements A2ARequestHandler {
         throw toA2aError(e, who, { urn: link.rootTaskId, error: taskNotFound(params.id) });
       }
       const outcome = await readOutcome(this.#engine, link.rootTaskId, who);
-      this.#cancels.set(params.id, {
-        contextId: task.contextId,
-        reason: outcome.state === "canceled" ? outcome.reason : "Task canceled",
-      });
+      const reason = outcome.state === "canceled" ? outcome.reason : "Task canceled";
+      if (this.#buses.getByTaskId(params.id, context)) {
+        this.#cancels.set(params.id, { contextId: task.contextId, reason });
+      } else if (!ended) {
+        // No execution of this process holds the task (it began before a restart): the SDK would
+        // cancel it with a notice of its own; it says Arbor's instead, as the executor's cancel does.
+        const ids = { taskId: params.id, contextId: task.contextId };
+        await new ResultManager(this.#store, context).processEvent(this.#canceledEvent(ids, reason));
+      }
     }
     try {
       return await this.#inner.cancelTask(params, context);
@@ -364,16 +383,17 @@ export class ArborA2aTasks implements A2ARequestHandler {
   #canceled(taskId: string, bus: ExecutionEventBus): void {
     const cancel = this.#cancels.get(taskId);
     this.#watches.get(taskId)?.abort();
-    const ids = { taskId, contextId: cancel?.contextId ?? "" };
     bus.publish(
-      AgentEvent.statusUpdate({
-        ...ids,
-        status: statusOf(this.#stamp, TaskState.TASK_STATE_CANCELED, ids, [
-          textPart(cancel?.reason ?? "Task canceled"),
-        ]),
-        metadata: undefined,
-      }),
+      this.#canceledEvent({ taskId, contextId: cancel?.contextId ?? "" }, cancel?.reason ?? "Task canceled"),
     );
+  }
+
+  #canceledEvent(ids: { taskId: string; contextId: string }, reason: string) {
+    return AgentEvent.statusUpdate({
+      ...ids,
+      status: statusOf(this.#stamp, TaskState.TASK_STATE_CANCELED, ids, [textPart(reason)]),
+      metadata: undefined,
+    });
   }
 
   // ---- the rest is the SDK's (streaming and push notifications are off in the card) ------------------
