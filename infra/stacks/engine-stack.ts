@@ -156,11 +156,13 @@ export class EngineStack extends Stack {
         entry: "functions/engine-step.ts",
         description: `Arbor engine step "${route.name}": ${route.description}`,
         environment,
-        // A tool runs only on the model's tool call, in a leaf's inner loop (ready, turn): the
-        // invoke grant goes with the model's, to the steps that call the model.
-        policies: route.callsModel
-          ? [this.dataPolicy, this.modelPolicy, ...(this.toolPolicy ? [this.toolPolicy] : [])]
-          : [this.dataPolicy],
+        // A tool runs only on the model's tool call, in a leaf's inner loop (ready, turn): only
+        // those steps get the tools' invoke grant.
+        policies: [
+          this.dataPolicy,
+          ...(route.callsModel ? [this.modelPolicy] : []),
+          ...(route.runsTools && this.toolPolicy ? [this.toolPolicy] : []),
+        ],
         // A failed step is retried twice by Lambda (after about 1 and 2 minutes), then its
         // invocation goes to the dead-letter queue, from where it can be sent again.
         retryAttempts: 2,

@@ -15,6 +15,8 @@ export interface Route {
   queued: boolean;
   /** Whether the step may call the model (longer timeouts on AWS). */
   callsModel: boolean;
+  /** Whether the step may run the assistants' tools (a leaf's inner loop): it gets the tools' grants on AWS. */
+  runsTools: boolean;
   description: string;
 }
 
@@ -31,6 +33,7 @@ export const ROUTES: readonly Route[] = [
     pattern: command(COMMANDS.plan),
     queued: false,
     callsModel: true,
+    runsTools: false,
     description: "Plans a request: one model call returns the task tree, which is checked and stored",
   },
   {
@@ -38,6 +41,7 @@ export const ROUTES: readonly Route[] = [
     pattern: command(COMMANDS.ready),
     queued: true,
     callsModel: true,
+    runsTools: true,
     description: "Starts a task: a parent starts its children, a leaf runs its inner loop",
   },
   {
@@ -45,6 +49,7 @@ export const ROUTES: readonly Route[] = [
     pattern: command(COMMANDS.turn),
     queued: true,
     callsModel: true,
+    runsTools: true,
     description:
       "Runs a leaf's inner loop from its stored transcript: tool results and model calls, each persisted",
   },
@@ -53,6 +58,7 @@ export const ROUTES: readonly Route[] = [
     pattern: command(COMMANDS.resume),
     queued: false,
     callsModel: false,
+    runsTools: false,
     description: "Continues a task after a person answered its interaction",
   },
   {
@@ -60,6 +66,7 @@ export const ROUTES: readonly Route[] = [
     pattern: outputPut,
     queued: false,
     callsModel: true,
+    runsTools: false,
     description: "Counts a child's completion and, when a round is complete, evaluates it",
   },
   {
@@ -67,6 +74,7 @@ export const ROUTES: readonly Route[] = [
     pattern: outputPut,
     queued: false,
     callsModel: false,
+    runsTools: false,
     description: "Embeds a finished task's output for later tasks' context",
   },
 ];

@@ -157,15 +157,16 @@ describe("a deployed tool registry", () => {
     );
   });
 
-  it("gives it to the steps that call the model (they run the tools), not to the others or the watchdog", () => {
+  it("gives it only to the steps that run a leaf's inner loop (ready, turn), not to the others or the watchdog", () => {
     const ref = (c: IConstruct) => ({ Ref: logicalId(c) });
     const { dataPolicy, modelPolicy, toolPolicy } = withTools.engine;
+    expect(ROUTES.filter((r) => r.runsTools).map((r) => r.name)).toEqual(["ready", "turn"]);
     for (const route of ROUTES) {
-      expect(props(withTools, withTools.engine.steps[route.name].role).ManagedPolicyArns).toEqual(
-        route.callsModel
-          ? [ref(dataPolicy), ref(modelPolicy), ref(toolPolicy as IConstruct)]
-          : [ref(dataPolicy)],
-      );
+      expect(props(withTools, withTools.engine.steps[route.name].role).ManagedPolicyArns).toEqual([
+        ref(dataPolicy),
+        ...(route.callsModel ? [ref(modelPolicy)] : []),
+        ...(route.runsTools ? [ref(toolPolicy as IConstruct)] : []),
+      ]);
     }
     expect(props(withTools, withTools.engine.watchdog.role).ManagedPolicyArns).toEqual([
       ref(dataPolicy),
