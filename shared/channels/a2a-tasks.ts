@@ -36,15 +36,11 @@ import {
 } from "@a2a-js/sdk/server";
 import { isTerminal } from "../domain/task-state.ts";
 import { tenantUrn } from "../domain/urn.ts";
-import { COMMANDS, SOURCE } from "../engine/context.ts";
 import type { Engine } from "../engine/engine.ts";
-import { INTERACTION_REQUESTED } from "../engine/interactions.ts";
-import { outputMeta } from "../engine/outcome.ts";
 import type { ArborLogger } from "../observability/logger.ts";
 import {
   A2A_STATE,
   answerFrom,
-  type Outcome,
   outcomeEvents,
   readOutcome,
   requestText,
@@ -64,6 +60,7 @@ import {
   isFinal,
   linkOf,
 } from "./a2a-store.ts";
+import { settled } from "./a2a-wait.ts";
 import type { Authenticated } from "./api-keys.ts";
 
 /**
@@ -241,75 +238,17 @@ export class ArborA2aTasks implements A2ARequestHandler {
     this.#watches.get(rc.taskId)?.abort();
     this.#watches.set(rc.taskId, controller);
     try {
-      const outcome = await this.#settled(rootTaskId, who, controller.signal);
+      const outcome = await settled(this.#engine, rootTaskId, who, controller.signal, {
+        waitMs: this.#waitMs,
+        recheckMs: this.#recheckMs,
+        name: `a2a-wait ${this.#newId()}`,
+      });
       // Canceled through CancelTask (which says so itself), or waited long enough: GetTask tells the rest.
       if (!outcome || controller.signal.aborted) return;
       await this.#engine.deps.untilDurable(); // an answer sent is an answer on disk
       for (const event of outcomeEvents(ids, outcome, this.#stamp)) bus.publish(event);
     } finally {
       if (this.#watches.get(rc.taskId) === controller) this.#watches.delete(rc.taskId);
-    }
-  }
-
-  /**
-   * Waits until the request ends or asks a person, woken by the root's output announcement and by
-   * interaction notices under it; reads the state again every recheckMs in case a notice was lost.
-   * Undefined when `signal` fires or waitMs passes first.
-   */
-  async #settled(rootTaskId: string, who: Authenticated, signal: AbortSignal): Promise<Outcome | undefined> {
-    const bus = this.#engine.deps.bus;
-    let woken = false;
-    let wake: (() => void) | undefined;
-    const poke = async () => {
-      woken = true;
-      wake?.();
-    };
-    const name = `a2a-wait ${this.#newId()}`;
-    const offs = [
-      bus.subscribe({
-        name: `${name} output`,
-        pattern: {
-          source: ["arbor"],
-          "detail-type": [COMMANDS.resourcePut],
-          detail: { urn: [outputMeta(rootTaskId).id] },
-        },
-        handler: poke,
-      }),
-      bus.subscribe({
-        name: `${name} interaction`,
-        pattern: {
-          source: [SOURCE],
-          "detail-type": [INTERACTION_REQUESTED],
-          detail: { taskId: [{ prefix: rootTaskId }] },
-        },
-        handler: poke,
-      }),
-    ];
-    const deadline = performance.now() + this.#waitMs;
-    try {
-      for (;;) {
-        woken = false;
-        const outcome = await readOutcome(this.#engine, rootTaskId, who);
-        if (outcome.state !== "working") return outcome;
-        if (signal.aborted) return undefined;
-        if (!woken) {
-          const left = deadline - performance.now();
-          if (left <= 0) return undefined;
-          await new Promise<void>((resolve) => {
-            const done = () => {
-              clearTimeout(timer);
-              signal.removeEventListener("abort", done);
-              wake = undefined;
-              resolve();
-            };
-            const timer = setTimeout(done, Math.min(left, this.#recheckMs));
-            signal.addEventListener("abort", done, { once: true });
-            wake = done;
-          });
-        }
-      }
-    } finally {
-      for (const off of offs) off();
     }
   }
 
