@@ -81,9 +81,29 @@ async function api(
   }
   const res = await fetch(`${server.url}${path}`, init);
   const text = await res.text();
-  // biome-ignore lint/suspicious/noExplicitAny: response bodies are read loosely in the assertions
-  const json: any = text ? JSON.parse(text) : undefined;
+  const json = (text ? JSON.parse(text) : undefined) as ApiBody;
   return { status: res.status, headers: res.headers, json };
+}
+
+/** What the API's responses carry, as the assertions read them (each route fills some of it). */
+interface ApiBody {
+  status?: string;
+  error: { code: string; message: string; details: { issues: string[] } };
+  conversationUrn: string;
+  messageUrn: string;
+  rootTaskId: string;
+  taskId?: string;
+  links: { task: string };
+  task: { status: string; createdBy?: string };
+  output: string | null;
+  interactions: Interaction[];
+}
+interface Interaction {
+  urn: string;
+  purpose: string;
+  taskId: string;
+  options: { id: string }[];
+  links: { answer: string };
 }
 
 const submit = (key: string, body: Record<string, unknown>) => api("POST", "/v1/messages", { key, body });
@@ -166,7 +186,7 @@ describe("HTTP API: a request from message to answer", () => {
     const listed = await interactionsOf(acme.key, json.rootTaskId);
     expect(listed.status).toBe(200);
     expect(listed.json.interactions).toHaveLength(1);
-    const [approval] = listed.json.interactions;
+    const approval = listed.json.interactions[0] as Interaction;
     expect(approval).toMatchObject({ purpose: "approve_plan", taskId: json.rootTaskId });
     expect(approval.options.map((o: { id: string }) => o.id)).toContain("approve");
 
@@ -200,7 +220,7 @@ describe("HTTP API: tenants", () => {
     const { json } = await submit(acme.key, { text: "Our secret plan", mode: "lazy" });
     const { rootTaskId, conversationUrn } = json;
     await pollTask(acme.key, rootTaskId, (s) => s === "awaiting_user");
-    const [approval] = (await interactionsOf(acme.key, rootTaskId)).json.interactions;
+    const approval = (await interactionsOf(acme.key, rootTaskId)).json.interactions[0] as Interaction;
     const before = await snapshot("acme");
     const view = (await getTask(acme.key, rootTaskId)).json;
 
