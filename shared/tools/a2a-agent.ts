@@ -18,8 +18,8 @@ import {
   RestTransportFactory,
 } from "@a2a-js/sdk/client";
 import { ConfigError } from "../errors.ts";
-import type { ToolBinding, ToolContext, ToolDescriptor } from "../ports/tools.ts";
-import { jsonSchemaChecker } from "./json-schema.ts";
+import type { ToolBinding, ToolContext } from "../ports/tools.ts";
+import { outsideTool } from "./json-schema.ts";
 
 /**
  * A tool bound to a remote agent over A2A 1.0 (`@a2a-js/sdk` client): the model's message goes to
@@ -116,20 +116,17 @@ export async function a2aAgentBinding(
   }
 
   const parameters: Record<string, unknown> = structuredClone(A2A_PARAMETERS);
-  const descriptor: ToolDescriptor = {
-    name,
-    kind: "a2a",
-    description: options.description ?? describeAgent(card),
-    parameters,
-    risky: options.risky,
-    pure: false,
-  };
-  return {
-    descriptor,
-    check: jsonSchemaChecker(parameters, `tools.${name}`),
-    run: (args: Record<string, unknown>, context: ToolContext) =>
+  return outsideTool(
+    {
+      name,
+      kind: "a2a",
+      description: options.description ?? describeAgent(card),
+      parameters,
+      risky: options.risky,
+    },
+    (args: Record<string, unknown>, context: ToolContext) =>
       ask(client, args as { message: string; contextId?: string }, context.signal),
-  };
+  );
 }
 
 /** Sends the message and waits for the agent's answer; throws when the agent does not give one. */

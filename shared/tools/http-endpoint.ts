@@ -1,5 +1,5 @@
-import type { ToolBinding, ToolContext, ToolDescriptor } from "../ports/tools.ts";
-import { jsonSchemaChecker } from "./json-schema.ts";
+import type { ToolBinding, ToolContext } from "../ports/tools.ts";
+import { outsideTool } from "./json-schema.ts";
 
 /**
  * A tool bound to an HTTP endpoint of an existing service: the arguments go as a JSON body (POST,
@@ -24,18 +24,15 @@ export function httpEndpointBinding(
   fetchFn: typeof fetch,
 ): ToolBinding {
   const { url, method, headers } = options.settings;
-  const descriptor: ToolDescriptor = {
-    name,
-    kind: "http",
-    description: options.description,
-    parameters: options.parameters,
-    risky: options.risky,
-    pure: false,
-  };
-  return {
-    descriptor,
-    check: jsonSchemaChecker(options.parameters, `tools.${name}`),
-    run: async (args: Record<string, unknown>, context: ToolContext) => {
+  return outsideTool(
+    {
+      name,
+      kind: "http",
+      description: options.description,
+      parameters: options.parameters,
+      risky: options.risky,
+    },
+    async (args: Record<string, unknown>, context: ToolContext) => {
       const target = new URL(url);
       if (method === "GET")
         for (const [k, v] of Object.entries(args))
@@ -55,5 +52,5 @@ export function httpEndpointBinding(
       if (!response.ok) throw new Error(`${name} answered HTTP ${response.status}: ${body.slice(0, 500)}`);
       return body;
     },
-  };
+  );
 }

@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject } from "ajv";
 import addFormats from "ajv-formats";
 import { ValidationError } from "../errors.ts";
+import type { ToolBinding, ToolDescriptor } from "../ports/tools.ts";
 
 /**
  * Arguments checked against a tool's JSON Schema (the parameters of an HTTP, Lambda, MCP or A2A
@@ -32,4 +33,16 @@ function describeError(e: ErrorObject): string {
   if (e.keyword === "additionalProperties")
     return `${e.params.additionalProperty}: is not a parameter of this tool`;
   return `${field}: ${e.message ?? "is invalid"}`;
+}
+
+/**
+ * The binding of a tool that reaches outside Arbor (an HTTP endpoint, a Lambda function, an MCP
+ * server, an A2A agent): its JSON Schema checks the arguments, and it is never pure.
+ */
+export function outsideTool(descriptor: Omit<ToolDescriptor, "pure">, run: ToolBinding["run"]): ToolBinding {
+  return {
+    descriptor: { ...descriptor, pure: false },
+    check: jsonSchemaChecker(descriptor.parameters, `tools.${descriptor.name}`),
+    run,
+  };
 }

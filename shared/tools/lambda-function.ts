@@ -1,7 +1,7 @@
 import { InvokeCommand, type InvokeCommandOutput, LambdaClient } from "@aws-sdk/client-lambda";
-import type { ToolBinding, ToolContext, ToolDescriptor } from "../ports/tools.ts";
+import type { ToolBinding, ToolContext } from "../ports/tools.ts";
 import { LAMBDA_FUNCTION } from "./config.ts";
-import { jsonSchemaChecker } from "./json-schema.ts";
+import { outsideTool } from "./json-schema.ts";
 
 /**
  * A tool bound to an AWS Lambda function (`@aws-sdk/client-lambda`): each call is one synchronous
@@ -19,30 +19,30 @@ export interface LambdaFunctionSettings {
   region?: string;
 }
 
+/** What a lambda entry of the tool registry says of its tool. */
+export interface LambdaToolOptions {
+  description: string;
+  parameters: Record<string, unknown>;
+  risky: boolean;
+  settings: LambdaFunctionSettings;
+}
+
 export function lambdaFunctionBinding(
   name: string,
-  options: {
-    description: string;
-    parameters: Record<string, unknown>;
-    risky: boolean;
-    settings: LambdaFunctionSettings;
-  },
+  options: LambdaToolOptions,
   client: LambdaClient,
 ): ToolBinding {
   const { function: functionName, qualifier, region } = options.settings;
-  const descriptor: ToolDescriptor = {
-    name,
-    kind: "lambda",
-    description: options.description,
-    parameters: options.parameters,
-    risky: options.risky,
-    pure: false,
-  };
   const target = qualifier ? `${functionName} (${qualifier})` : functionName;
-  return {
-    descriptor,
-    check: jsonSchemaChecker(options.parameters, `tools.${name}`),
-    run: async (args: Record<string, unknown>, context: ToolContext) => {
+  return outsideTool(
+    {
+      name,
+      kind: "lambda",
+      description: options.description,
+      parameters: options.parameters,
+      risky: options.risky,
+    },
+    async (args: Record<string, unknown>, context: ToolContext) => {
       const command = new InvokeCommand({
         FunctionName: functionName,
         InvocationType: "RequestResponse",
@@ -60,7 +60,7 @@ export function lambdaFunctionBinding(
       if (response.FunctionError) throw functionFailed(target, payload);
       return payload;
     },
-  };
+  );
 }
 
 /** What the function threw: the runtime's `{"errorType", "errorMessage", "trace"}`, trace left out. */
@@ -116,15 +116,7 @@ export class LambdaFunctions {
     this.#make = make;
   }
 
-  binding(
-    name: string,
-    options: {
-      description: string;
-      parameters: Record<string, unknown>;
-      risky: boolean;
-      settings: LambdaFunctionSettings;
-    },
-  ): ToolBinding {
+  binding(name: string, options: LambdaToolOptions): ToolBinding {
     const region = options.settings.region ?? LAMBDA_FUNCTION.exec(options.settings.function)?.groups?.region;
     const settings = { ...options.settings, ...(region ? { region } : {}) };
     return lambdaFunctionBinding(name, { ...options, settings }, this.#client(region));

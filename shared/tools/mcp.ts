@@ -2,8 +2,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ConfigError } from "../errors.ts";
-import type { ToolBinding, ToolContext, ToolDescriptor } from "../ports/tools.ts";
-import { jsonSchemaChecker } from "./json-schema.ts";
+import type { ToolBinding, ToolContext } from "../ports/tools.ts";
+import { outsideTool } from "./json-schema.ts";
 
 /**
  * Tools served by MCP servers (`@modelcontextprotocol/sdk` client), over stdio (Arbor starts the
@@ -46,18 +46,15 @@ export class McpConnections {
       );
     }
     const parameters = { type: "object", ...tool.inputSchema };
-    const descriptor: ToolDescriptor = {
-      name,
-      kind: "mcp",
-      description: options.description ?? tool.description ?? serverTool,
-      parameters,
-      risky: options.risky,
-      pure: false,
-    };
-    return {
-      descriptor,
-      check: jsonSchemaChecker(parameters, `tools.${name}`),
-      run: async (args: Record<string, unknown>, context: ToolContext) => {
+    return outsideTool(
+      {
+        name,
+        kind: "mcp",
+        description: options.description ?? tool.description ?? serverTool,
+        parameters,
+        risky: options.risky,
+      },
+      async (args: Record<string, unknown>, context: ToolContext) => {
         const result = await client.callTool(
           { name: serverTool, arguments: args },
           undefined,
@@ -67,7 +64,7 @@ export class McpConnections {
         if (result.isError) throw new Error(text || "the MCP tool reported an error");
         return text;
       },
-    };
+    );
   }
 
   /** Closes every connection (and stops the servers Arbor started). */
