@@ -1,14 +1,8 @@
-import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { type Message, type Part, Role, type Task, TaskState } from "@a2a-js/sdk";
-import { type Client, ClientFactory, JsonRpcTransportFactory } from "@a2a-js/sdk/client";
+import { type Task, TaskState } from "@a2a-js/sdk";
+import type { Client } from "@a2a-js/sdk/client";
 import { ServerCallContext } from "@a2a-js/sdk/server";
-import { serve } from "@hono/node-server";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { MAX_ITEM_BYTES } from "../../shared/adapters/shared/state-store-helpers.ts";
-import { createA2aApp } from "../../shared/channels/a2a-server.ts";
 import {
   A2A_TASK_RECORD_BUDGET,
   ArborCaller,
@@ -18,10 +12,25 @@ import {
   a2aTaskKey,
   a2aTasksParent,
 } from "../../shared/channels/a2a-store.ts";
-import { ApiKeys, type Authenticated, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import type { Authenticated } from "../../shared/channels/api-keys.ts";
+import {
+  ANSWER,
+  a2aClient,
+  a2aScript,
+  ada,
+  conversationOf,
+  intruder,
+  keys,
+  list,
+  partner,
+  partsText,
+  rootOf,
+  send,
+  serveA2a,
+  TEAM,
+  userMessage,
+} from "./a2a-fixtures.ts";
 import { Harness } from "./engine-harness.ts";
-import { firstUser, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
 
 /**
  * The A2A view outlives `arbor serve`: tasks (status, history, artifacts, the link to Arbor's
@@ -31,130 +40,11 @@ import { firstUser, isEvaluation, isPlan, pass, planOf, taskName } from "./scena
  * and the runtime are closed and new ones open the same data folder, and a new client (the server
  * has a new port) reads and continues them.
  */
-const ANSWER = "The cost per person is 100 EUR.";
-const TEAM: AssistantDefinition[] = [
-  {
-    name: "Generalist",
-    id: "generalist",
-    purpose: "Do any part of any task and report the result",
-    tools: ["calculator", "send_email"],
-  },
-];
-const EMAIL = { to: "team@example.com", subject: "Offsite", body: "See you in Lisbon" };
-const script: ScriptFunction = (r) => {
-  if (isPlan(r))
-    return /email/i.test(firstUser(r))
-      ? planOf({ name: "Email the team", purpose: "Send the team an email about the offsite" })
-      : planOf({ name: "Cost per person", purpose: "Compute the cost per person of the offsite" });
-  if (isEvaluation(r)) return pass();
-  const told = [...r.messages].reverse().find((m) => m.role === "tool");
-  if (/slowly/i.test(firstUser(r))) return { content: ANSWER, delayMs: 200 };
-  if (taskName(r) === "Email the team")
-    return told
-      ? { content: `Emailed the team: ${told.content}` }
-      : { toolCalls: [{ name: "send_email", arguments: EMAIL }] };
-  return { content: ANSWER };
-};
-
-const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
-const partner = newApiKey({ id: "agent_partner", kind: "agent", tenant: "acme", roles: [] });
-const intruder = newApiKey({ id: "agent_intruder", kind: "agent", tenant: "beta", roles: [] });
-const keys = new ApiKeys({ keys: [ada.entry, partner.entry, intruder.entry] });
-
+const script = a2aScript(200);
 /** A new server on the harness's current engine, on an ephemeral port. */
-async function start(
-  options: { waitMs?: number } = {},
-): Promise<{ url: string; close: () => Promise<void> }> {
-  let app: ReturnType<typeof createA2aApp> | undefined;
-  const server = await new Promise<Server>((resolve) => {
-    const s = serve(
-      { fetch: (request) => (app as NonNullable<typeof app>).fetch(request), port: 0, hostname: "127.0.0.1" },
-      () => resolve(s as Server),
-    );
-  });
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  app = createA2aApp({ engine: h.engine, keys, baseUrl: url, ...options });
-  return {
-    url,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-    },
-  };
-}
-
-const withKey =
-  (key: string): typeof fetch =>
-  (input, init) => {
-    const headers = new Headers(init?.headers);
-    headers.set("authorization", `Bearer ${key}`);
-    return fetch(input, { ...init, headers });
-  };
-
-const client = (key: string, url: string): Promise<Client> =>
-  new ClientFactory({
-    transports: [new JsonRpcTransportFactory({ fetchImpl: withKey(key) })],
-    clientConfig: { polling: false },
-  }).createFromUrl(url);
-
-const text = (value: string): Part => ({
-  content: { $case: "text", value },
-  metadata: undefined,
-  filename: "",
-  mediaType: "text/plain",
-});
-
-const userMessage = (value: string, ids: { taskId?: string; contextId?: string } = {}): Message => ({
-  messageId: randomUUID(),
-  contextId: ids.contextId ?? "",
-  taskId: ids.taskId ?? "",
-  role: Role.ROLE_USER,
-  parts: [text(value)],
-  metadata: undefined,
-  extensions: [],
-  referenceTaskIds: [],
-});
-
-async function send(c: Client, message: Message): Promise<Task> {
-  const result = await c.sendMessage({
-    tenant: "",
-    message,
-    configuration: {
-      acceptedOutputModes: [],
-      taskPushNotificationConfig: undefined,
-      returnImmediately: false,
-    },
-    metadata: undefined,
-  });
-  if (!("status" in result)) throw new Error(`expected a task, got a message: ${JSON.stringify(result)}`);
-  return result;
-}
-
+const start = (options: { waitMs?: number } = {}) => serveA2a(h.engine, options);
+const client = (key: string, url: string) => a2aClient(key, url);
 const getTask = (c: Client, id: string) => c.getTask({ tenant: "", id, historyLength: undefined });
-const list = (
-  c: Client,
-  filters: Partial<{
-    contextId: string;
-    status: TaskState;
-    pageSize: number;
-    pageToken: string;
-    historyLength: number;
-    includeArtifacts: boolean;
-  }> = {},
-) =>
-  c.listTasks({
-    tenant: "",
-    contextId: "",
-    status: TaskState.TASK_STATE_UNSPECIFIED,
-    pageSize: 100,
-    pageToken: "",
-    statusTimestampAfter: undefined,
-    ...filters,
-  });
-const partsText = (parts: readonly Part[] | undefined) =>
-  (parts ?? []).flatMap((p) => (p.content?.$case === "text" ? [p.content.value] : [])).join("\n");
-const rootOf = (task: Task): string => task.metadata?.arbor?.rootTaskId;
-const conversationOf = (task: Task): string => task.metadata?.arbor?.conversationUrn;
 const contentsOf = async (conversationUrn: string) =>
   (await h.rt.resources.children(conversationUrn, "common.Message")).map(
     (m) => (m as { content?: string }).content,

@@ -1,24 +1,32 @@
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type Message, type Part, Role, type Task, TaskState } from "@a2a-js/sdk";
-import {
-  type Client,
-  ClientFactory,
-  DefaultAgentCardResolver,
-  JsonRpcTransportFactory,
-} from "@a2a-js/sdk/client";
-import { serve } from "@hono/node-server";
+import { TaskState } from "@a2a-js/sdk";
+import { DefaultAgentCardResolver } from "@a2a-js/sdk/client";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { createA2aApp, MAX_A2A_BODY_BYTES } from "../../shared/channels/a2a-server.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import {
+  ANSWER,
+  a2aClient,
+  a2aScript,
+  ada,
+  conversationOf,
+  EMAIL,
+  intruder,
+  keys,
+  list,
+  partner,
+  partsText,
+  rootOf,
+  send,
+  serveA2a,
+  TEAM,
+  userMessage,
+} from "./a2a-fixtures.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
-import { firstUser, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
+import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
  * Arbor as an A2A 1.0 agent, driven by the SDK's own client (ClientFactory + JsonRpcTransportFactory,
@@ -26,58 +34,9 @@ import { firstUser, isEvaluation, isPlan, pass, planOf, taskName } from "./scena
  * the engine on the local runtime and a scripted model. Two tenants: acme (a person, ada, and a
  * remote agent, partner) and beta (a remote agent, intruder).
  */
-const ANSWER = "The cost per person is 100 EUR.";
-const TEAM: AssistantDefinition[] = [
-  {
-    name: "Generalist",
-    id: "generalist",
-    purpose: "Do any part of any task and report the result",
-    tools: ["calculator", "send_email"],
-  },
-];
-const EMAIL = { to: "team@example.com", subject: "Offsite", body: "See you in Lisbon" };
-const script: ScriptFunction = (r) => {
-  if (isPlan(r))
-    return /email/i.test(firstUser(r))
-      ? planOf({ name: "Email the team", purpose: "Send the team an email about the offsite" })
-      : planOf({ name: "Cost per person", purpose: "Compute the cost per person of the offsite" });
-  if (isEvaluation(r)) return pass();
-  const told = [...r.messages].reverse().find((m) => m.role === "tool");
-  if (/slowly/i.test(firstUser(r))) return { content: ANSWER, delayMs: 400 };
-  if (taskName(r) === "Email the team")
-    return told
-      ? { content: `Emailed the team: ${told.content}` }
-      : { toolCalls: [{ name: "send_email", arguments: EMAIL }] };
-  return { content: ANSWER };
-};
-
-const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
-const partner = newApiKey({ id: "agent_partner", kind: "agent", tenant: "acme", roles: [] });
-const intruder = newApiKey({ id: "agent_intruder", kind: "agent", tenant: "beta", roles: [] });
-
-const keys = new ApiKeys({ keys: [ada.entry, partner.entry, intruder.entry] });
-
-/** The sub-app on @hono/node-server on an ephemeral port (its card names the URL it is served at). */
-async function start(
-  options: Omit<Parameters<typeof createA2aApp>[0], "baseUrl" | "engine" | "keys"> = {},
-): Promise<{ url: string; close: () => Promise<void> }> {
-  let app: ReturnType<typeof createA2aApp> | undefined;
-  const server = await new Promise<Server>((resolve) => {
-    const s = serve(
-      { fetch: (request) => (app as NonNullable<typeof app>).fetch(request), port: 0, hostname: "127.0.0.1" },
-      () => resolve(s as Server),
-    );
-  });
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  app = createA2aApp({ engine: h.engine, keys, baseUrl: base, ...options });
-  return {
-    url: base,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-    },
-  };
-}
+const script = a2aScript(400);
+/** The sub-app on the harness's engine (its card names the URL it is served at). */
+const start = (options: Parameters<typeof serveA2a>[1] = {}) => serveA2a(h.engine, options);
 
 let h: Harness;
 let served: Awaited<ReturnType<typeof start>>;
@@ -96,65 +55,7 @@ afterEach(async () => {
   await h.idle();
 });
 
-// ---- the client side, as any A2A caller has it ----------------------------------------------------
-
-const withKey =
-  (key: string | undefined): typeof fetch =>
-  (input, init) => {
-    const headers = new Headers(init?.headers);
-    if (key) headers.set("authorization", `Bearer ${key}`);
-    return fetch(input, { ...init, headers });
-  };
-
-async function client(key: string | undefined, at = url): Promise<Client> {
-  return new ClientFactory({
-    transports: [new JsonRpcTransportFactory({ fetchImpl: withKey(key) })],
-    clientConfig: { polling: false },
-  }).createFromUrl(at);
-}
-
-const text = (value: string): Part => ({
-  content: { $case: "text", value },
-  metadata: undefined,
-  filename: "",
-  mediaType: "text/plain",
-});
-
-const userMessage = (value: string, ids: { taskId?: string; contextId?: string } = {}): Message => ({
-  messageId: randomUUID(),
-  contextId: ids.contextId ?? "",
-  taskId: ids.taskId ?? "",
-  role: Role.ROLE_USER,
-  parts: [text(value)],
-  metadata: undefined,
-  extensions: [],
-  referenceTaskIds: [],
-});
-
-async function send(c: Client, message: Message, returnImmediately = false): Promise<Task> {
-  const result = await c.sendMessage({
-    tenant: "",
-    message,
-    configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately },
-    metadata: undefined,
-  });
-  if (!("status" in result)) throw new Error(`expected a task, got a message: ${JSON.stringify(result)}`);
-  return result;
-}
-
-const partsText = (parts: readonly Part[] | undefined) =>
-  (parts ?? []).flatMap((p) => (p.content?.$case === "text" ? [p.content.value] : [])).join("\n");
-const list = (c: Client) =>
-  c.listTasks({
-    tenant: "",
-    contextId: "",
-    status: TaskState.TASK_STATE_UNSPECIFIED,
-    pageSize: 100,
-    pageToken: "",
-    statusTimestampAfter: undefined,
-  });
-const rootOf = (task: Task): string => task.metadata?.arbor?.rootTaskId;
-const conversationOf = (task: Task): string => task.metadata?.arbor?.conversationUrn;
+const client = (key: string | undefined, at = url) => a2aClient(key, at);
 
 /** JSON-RPC over plain fetch, for what a client library would never send. */
 interface RpcBody {
