@@ -1,22 +1,21 @@
 import { createHash } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { LocalEmbedder } from "../../shared/adapters/embeddings/local-embedder.ts";
-import { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
+import type { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
 import { loadConfig } from "../../shared/config.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { ValidationError } from "../../shared/errors.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
-import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
+import type { LocalRuntime } from "../../shared/runtime/local.ts";
 import { DEFAULT_TOOLS, loadToolsConfig, parseToolsConfig } from "../../shared/tools/config.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
+import { embedder, openToolWorld, type ToolWorld } from "./tool-world.ts";
 
 /**
  * The tool service on the local runtime: real stores, a real HTTP server for the HTTP tools, the
@@ -62,35 +61,26 @@ afterAll(async () => {
   await new Promise((r) => server.close(r));
 });
 
+let world: ToolWorld;
 let dir: string;
 let rt: LocalRuntime;
 let index: LocalVectorIndex;
-const embedder = new LocalEmbedder();
 beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), "arbor-tools-"));
-  rt = createLocalRuntime({ mode: "local", tenant: "acme", dataDir: dir, durable: false });
-  index = await LocalVectorIndex.open(join(dir, "vectors"), {
-    embedderId: embedder.id,
-    dimension: embedder.dimension,
-  });
+  world = await openToolWorld("arbor-tools-");
+  ({ dir, rt, index } = world);
   received.length = 0;
 });
-afterEach(async () => {
-  await rt.close();
-  await rm(dir, { recursive: true, force: true });
-});
+afterEach(() => world.close());
 
 function service(config: unknown, options: { fetch?: typeof fetch; maxInlineChars?: number } = {}) {
-  return ToolService.open(config, {
-    resources: rt.resources,
-    audit: rt.audit,
-    clock: () => new Date("2026-06-01T09:00:00.000Z"),
-    embedder,
-    index,
-    fetch: options.fetch ?? fetch,
-    defaultTimeoutMs: 2_000,
-    ...(options.maxInlineChars ? { maxInlineChars: options.maxInlineChars } : {}),
-  });
+  return ToolService.open(
+    config,
+    world.options({
+      defaultTimeoutMs: 2_000,
+      ...(options.fetch ? { fetch: options.fetch } : {}),
+      ...(options.maxInlineChars ? { maxInlineChars: options.maxInlineChars } : {}),
+    }),
+  );
 }
 const audit = async () => (await rt.audit.forTask(TASK)).map((r) => r.stage);
 
@@ -375,15 +365,7 @@ describe("ListTools and ExecuteTool", () => {
 
 describe("policy on tool calls (the default Cedar policy)", () => {
   it("runs only tools the assistant is configured with, for its own tenant; a denial is audited", async () => {
-    const tools = await ToolService.open(DEFAULT_TOOLS, {
-      resources: rt.resources,
-      audit: rt.audit,
-      clock: () => new Date("2026-06-01T09:00:00.000Z"),
-      embedder,
-      index,
-      fetch,
-      policy: defaultPolicy(),
-    });
+    const tools = await ToolService.open(DEFAULT_TOOLS, world.options({ policy: defaultPolicy() }));
     const allowed = await tools.execute("sha256", { text: "a" }, { ...ctx(), allowedTools: ["sha256"] });
     expect(allowed.isError).toBeUndefined();
     const notListed = await tools.execute("md5", { text: "a" }, { ...ctx(), allowedTools: ["sha256"] });

@@ -1,23 +1,19 @@
-import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { LocalEmbedder } from "../../shared/adapters/embeddings/local-embedder.ts";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import { ConfigError, ValidationError } from "../../shared/errors.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
-import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
+import type { LocalRuntime } from "../../shared/runtime/local.ts";
 import { parseToolsConfig } from "../../shared/tools/config.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+import { openToolWorld, type ToolWorld } from "./tool-world.ts";
 
 /**
  * A2A tools end to end: a remote agent written with the SDK's server side (test/peers/a2a-agent.ts)
@@ -39,18 +35,12 @@ afterAll(async () => {
   await peer.close();
 });
 
-let dir: string;
+let world: ToolWorld;
 let rt: LocalRuntime;
-let index: LocalVectorIndex;
-const embedder = new LocalEmbedder();
 let open: ToolService[] = [];
 beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), "arbor-a2a-"));
-  rt = createLocalRuntime({ mode: "local", tenant: "acme", dataDir: dir, durable: false });
-  index = await LocalVectorIndex.open(join(dir, "vectors"), {
-    embedderId: embedder.id,
-    dimension: embedder.dimension,
-  });
+  world = await openToolWorld("arbor-a2a-");
+  rt = world.rt;
   peer.behaviour = "message";
   peer.messages.length = 0;
   peer.requests.length = 0;
@@ -58,20 +48,11 @@ beforeEach(async () => {
 afterEach(async () => {
   await Promise.all(open.map((s) => s.close()));
   open = [];
-  await rt.close();
-  await rm(dir, { recursive: true, force: true });
+  await world.close();
 });
 
 async function service(config: unknown): Promise<ToolService> {
-  const s = await ToolService.open(config, {
-    resources: rt.resources,
-    audit: rt.audit,
-    clock: () => new Date("2026-06-01T09:00:00.000Z"),
-    embedder,
-    index,
-    fetch,
-    defaultTimeoutMs: 5_000,
-  });
+  const s = await ToolService.open(config, world.options({ defaultTimeoutMs: 5_000 }));
   open.push(s);
   return s;
 }

@@ -1,21 +1,17 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { LambdaClient } from "@aws-sdk/client-lambda";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { LocalEmbedder } from "../../shared/adapters/embeddings/local-embedder.ts";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import { ValidationError } from "../../shared/errors.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
-import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
+import type { LocalRuntime } from "../../shared/runtime/local.ts";
 import { parseToolsConfig } from "../../shared/tools/config.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
 import { Harness } from "../e2e/engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "../e2e/scenarios.ts";
+import { openToolWorld, type ToolWorld } from "../e2e/tool-world.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 
 /**
@@ -65,39 +61,26 @@ afterAll(async () => {
   await peer.close();
 });
 
-let dir: string;
+let world: ToolWorld;
 let rt: LocalRuntime;
-let index: LocalVectorIndex;
-const embedder = new LocalEmbedder();
 const madeFor: (string | undefined)[] = [];
 beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), "arbor-lambda-"));
-  rt = createLocalRuntime({ mode: "local", tenant: "acme", dataDir: dir, durable: false });
-  index = await LocalVectorIndex.open(join(dir, "vectors"), {
-    embedderId: embedder.id,
-    dimension: embedder.dimension,
-  });
+  world = await openToolWorld("arbor-lambda-");
+  rt = world.rt;
   peer.invocations.length = 0;
   peer.abandoned.length = 0;
   madeFor.length = 0;
 });
 afterEach(async () => {
   vi.unstubAllEnvs();
-  await rt.close();
-  await rm(dir, { recursive: true, force: true });
+  await world.close();
 });
 
 /** The tool service with the real Lambda client pointed at the peer (unless `lambda` is false). */
 function service(tools: Record<string, unknown>, lambda = true) {
   return ToolService.open(
     { tools },
-    {
-      resources: rt.resources,
-      audit: rt.audit,
-      clock: () => new Date("2026-06-01T09:00:00.000Z"),
-      embedder,
-      index,
-      fetch,
+    world.options({
       defaultTimeoutMs: 5_000,
       ...(lambda
         ? {
@@ -107,7 +90,7 @@ function service(tools: Record<string, unknown>, lambda = true) {
             },
           }
         : {}),
-    },
+    }),
   );
 }
 const lambdaTool = (fn: string, extra: Record<string, unknown> = {}) => ({
