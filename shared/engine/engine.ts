@@ -1,10 +1,15 @@
 import type { Actor } from "../domain/events.ts";
 import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
 import type { TaskView } from "../domain/task-view.ts";
-import { lastElement, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
+import { lastElement, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
 import { NotFoundError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
-import { type Caller, principalOf, ResourceAccess } from "../use-cases/resource-access.ts";
+import {
+  type Caller,
+  principalOf,
+  ResourceAccess,
+  type ResourceAction,
+} from "../use-cases/resource-access.ts";
 import {
   COMMANDS,
   type EngineDeps,
@@ -215,7 +220,7 @@ export class Engine {
     reason = "canceled by request",
     caller: Caller = {},
   ): Promise<void> {
-    await this.#access.authorize(principalOf(actor, caller, tenantOf(taskId)), "resource.write", taskId);
+    await this.#check({ actor, caller }, "resource.write", taskId);
     return cancelTask(this.deps, taskId, actor, reason);
   }
 
@@ -236,12 +241,7 @@ export class Engine {
     rootTaskId: string,
     asker?: Asker,
   ): Promise<{ view: TaskView | undefined; output: string | undefined }> {
-    if (asker)
-      await this.#access.authorize(
-        principalOf(asker.actor, asker.caller ?? {}, tenantOf(rootTaskId)),
-        "resource.read",
-        rootTaskId,
-      );
+    if (asker) await this.#check(asker, "resource.read", rootTaskId);
     return { view: await this.deps.tasks.view(rootTaskId), output: await outputOf(this.deps, rootTaskId) };
   }
 
@@ -250,18 +250,17 @@ export class Engine {
    * subtasks'), checked like `result`; undefined when there is no such task.
    */
   async pendingInteractions(taskId: string, asker: Asker): Promise<InteractionResource[] | undefined> {
-    await this.#access.authorize(
-      principalOf(asker.actor, asker.caller ?? {}, tenantOf(taskId)),
-      "resource.read",
-      taskId,
-    );
+    await this.#check(asker, "resource.read", taskId);
     if (!(await this.deps.tasks.view(taskId))) return undefined;
-    const urns = (await this.deps.resources.descendantUrns(taskId)).filter(
-      (urn) => qualifiedType(lastElement(urn)) === "uip.Interaction",
-    );
+    const urns = await this.deps.resources.descendantUrns(taskId, "uip.Interaction");
     return (await this.deps.resources.getMany(urns)).filter(
       (r): r is InteractionResource =>
         r?.meta.type === "uip.Interaction" && (r as InteractionResource).status === "pending",
     );
+  }
+
+  /** Whether whoever an entry point acts for may read or write `urn` (ForbiddenError if not). */
+  #check(asker: Asker, action: ResourceAction, urn: string): Promise<void> {
+    return this.#access.authorize(principalOf(asker.actor, asker.caller ?? {}, tenantOf(urn)), action, urn);
   }
 }

@@ -11,7 +11,7 @@ import {
 } from "../domain/resources.ts";
 import { parentUrn, tenantOf, type Urn } from "../domain/urn.ts";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
-import { type Caller, principalOf } from "../use-cases/resource-access.ts";
+import { type Caller, holdTenantBoundary, principalOf } from "../use-cases/resource-access.ts";
 import { COMMANDS, ENGINE, type EngineDeps, recordTask, send } from "./context.ts";
 
 /**
@@ -121,12 +121,7 @@ async function mayAnswer(
 ): Promise<void> {
   const tenant = tenantOf(interaction.meta.id) ?? "(none)";
   const { roles, ...who } = principalOf(actor, principal, tenant);
-  // The tenant boundary holds before any policy, as for resources (see ResourceAccess).
-  if (who.kind !== "system" && who.tenant !== tenant)
-    throw new ForbiddenError(
-      `${actor.id} may not answer "${interaction.display.title}": it belongs to tenant ${tenant}` +
-        (who.tenant ? `, not to ${who.tenant}` : ""),
-    );
+  holdTenantBoundary(who, tenant, `answer "${interaction.display.title}"`);
   const decision = await deps.policy.decide({
     principal: { ...who, roles: [...(roles ?? [])] },
     action: "interaction.answer",

@@ -40,14 +40,9 @@ export class ResourceAccess {
     const last = lastElement(urn); // parses: a malformed URN is refused as such
     const tenant = tenantOf(urn);
     const verb = action === "resource.read" ? "read" : "write";
-    if (principal.kind !== "system") {
-      if (!tenant) throw new ForbiddenError(`${urn} belongs to no tenant: only the engine may ${verb} it`);
-      if (principal.tenant !== tenant)
-        throw new ForbiddenError(
-          `${principal.id} may not ${verb} ${urn}: it belongs to tenant ${tenant}, ` +
-            (principal.tenant ? `not to ${principal.tenant}` : "and the caller has no tenant"),
-        );
-    }
+    if (principal.kind !== "system" && !tenant)
+      throw new ForbiddenError(`${urn} belongs to no tenant: only the engine may ${verb} it`);
+    holdTenantBoundary(principal, tenant ?? "", `${verb} ${urn}`);
     if (!this.#policy) return;
     const decision = await this.#policy.decide({
       principal: {
@@ -89,6 +84,18 @@ export class ResourceAccess {
     await this.authorize(principal, "resource.write", id);
     return this.#resources.put(resource);
   }
+}
+
+/**
+ * The tenant boundary, checked before any policy: a person or an assistant acts only within its
+ * own tenant (the engine, `system`, within every one). `doing` completes "<who> may not ...".
+ */
+export function holdTenantBoundary(principal: Principal, tenant: string, doing: string): void {
+  if (principal.kind === "system" || principal.tenant === tenant) return;
+  throw new ForbiddenError(
+    `${principal.id} may not ${doing}: it belongs to tenant ${tenant}, ` +
+      (principal.tenant ? `not to ${principal.tenant}` : "and the caller has no tenant"),
+  );
 }
 
 /**
