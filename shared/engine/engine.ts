@@ -1,7 +1,7 @@
 import type { Actor } from "../domain/events.ts";
 import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
 import type { TaskView } from "../domain/task-view.ts";
-import { lastElement, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
+import { lastElement, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
 import { NotFoundError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import {
@@ -155,7 +155,7 @@ export class Engine {
     await this.#access.authorize(principal, "resource.write", req.conversationUrn ?? tenant);
     if (req.conversationUrn) {
       const last = lastElement(req.conversationUrn);
-      if (`${last.pkg}.${last.type}` !== "common.Conversation")
+      if (qualifiedType(last) !== "common.Conversation")
         throw new ValidationError(
           `${req.conversationUrn} is not a conversation: pass a common.Conversation URN`,
         );

@@ -1,5 +1,5 @@
 import type { AnyResource } from "../domain/resources.ts";
-import { lastElement, tenantOf, type Urn } from "../domain/urn.ts";
+import { lastElement, qualifiedType, tenantOf, type Urn } from "../domain/urn.ts";
 import { ForbiddenError, ValidationError } from "../errors.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { PutResult, ResourceStore } from "./resource-store.ts";
@@ -52,7 +52,7 @@ export class ResourceAccess {
         roles: [...(principal.roles ?? [])],
       },
       action,
-      resource: { id: urn, tenant: tenant ?? "(none)", type: `${last.pkg}.${last.type}` },
+      resource: { id: urn, tenant: tenant ?? "(none)", type: qualifiedType(last) },
     });
     if (!decision.allow)
       throw new ForbiddenError(`${principal.id} may not ${verb} ${urn} (policy decision ${decision.id})`, {
