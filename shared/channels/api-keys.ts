@@ -57,24 +57,14 @@ export class ApiKeys {
 
   /** Parses the keys; throws ConfigError naming each bad field and `source`. */
   static parse(raw: unknown, source = "the API keys"): ApiKeys {
-    const parsed = ApiKeysSchema.safeParse(raw);
-    if (!parsed.success)
-      throw new ConfigError(`${source} are not valid: ${formatIssues(parsed.error).join("; ")}`);
-    return new ApiKeys(parsed.data);
+    return new ApiKeys(parseApiKeys(raw, source));
   }
 
-  /** The keys of a JSON file (ARBOR_API_KEYS_FILE). */
+  /** The keys of a JSON file (ARBOR_API_KEYS_FILE); a missing file is a ConfigError too. */
   static load(file: string): ApiKeys {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(readFileSync(file, "utf8"));
-    } catch (cause) {
-      throw new ConfigError(
-        `The API keys file ${file} cannot be read as JSON (${(cause as Error).message}): fix it, or create one with \`arbor keys add\``,
-        { cause },
-      );
-    }
-    return ApiKeys.parse(raw, `The API keys in ${file}`);
+    const read = readApiKeysFile(file);
+    if (!read) throw new ConfigError(`There is no API keys file ${file}: create one with \`arbor keys add\``);
+    return new ApiKeys(read);
   }
 
   get size(): number {
@@ -89,6 +79,37 @@ export class ApiKeys {
     const match = /^Bearer\s+(\S{16,512})\s*$/i.exec(authorization ?? "");
     return match ? this.#byHash.get(hash("sha256", match[1] as string)) : undefined;
   }
+}
+
+/** Checks parsed JSON as a keys file; throws ConfigError naming each bad field and `source`. */
+export function parseApiKeys(raw: unknown, source: string): ApiKeysFile {
+  const parsed = ApiKeysSchema.safeParse(raw);
+  if (!parsed.success)
+    throw new ConfigError(`${source} are not valid: ${formatIssues(parsed.error).join("; ")}`);
+  return parsed.data;
+}
+
+/** The keys file, validated; undefined when there is none. */
+export function readApiKeysFile(file: string): ApiKeysFile | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (cause) {
+    if ((cause as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new ConfigError(`The API keys file ${file} cannot be read: ${(cause as Error).message}`, { cause });
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (cause) {
+    throw new ConfigError(
+      `The API keys file ${file} is not JSON (${(cause as Error).message}): fix or remove it`,
+      {
+        cause,
+      },
+    );
+  }
+  return parseApiKeys(raw, `The API keys in ${file}`);
 }
 
 function byHash(file: ApiKeysFile): Map<string, Authenticated> {

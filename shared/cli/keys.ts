@@ -1,10 +1,9 @@
-import { readFileSync } from "node:fs";
 import { chmod, mkdir, rename, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { type ApiKeysFile, ApiKeysSchema, newApiKey } from "../channels/api-keys.ts";
+import { ApiKeysSchema, newApiKey, readApiKeysFile } from "../channels/api-keys.ts";
 import type { LocalConfig } from "../config.ts";
 import { formatIssues } from "../domain/resources.ts";
-import { ConfigError, ValidationError } from "../errors.ts";
+import { ValidationError } from "../errors.ts";
 import { heading, note } from "./render.ts";
 
 /**
@@ -23,32 +22,6 @@ export const ADD_KEY_USAGE =
 
 export const keysFileOf = (config: LocalConfig): string =>
   config.apiKeysFile ?? join(config.dataDir, "api-keys.json");
-
-/** The keys file, validated; undefined when there is none. */
-export function readKeysFile(file: string): ApiKeysFile | undefined {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (cause) {
-    if ((cause as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new ConfigError(`The API keys file ${file} cannot be read: ${(cause as Error).message}`, { cause });
-  }
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (cause) {
-    throw new ConfigError(
-      `The API keys file ${file} is not JSON (${(cause as Error).message}): fix or remove it`,
-      {
-        cause,
-      },
-    );
-  }
-  const parsed = ApiKeysSchema.safeParse(raw);
-  if (!parsed.success)
-    throw new ConfigError(`The API keys in ${file} are not valid: ${formatIssues(parsed.error).join("; ")}`);
-  return parsed.data;
-}
 
 export async function addKeyCommand(
   config: LocalConfig,
@@ -69,7 +42,7 @@ export async function addKeyCommand(
         .join("; ")}). ${ADD_KEY_USAGE}`,
     );
   const file = keysFileOf(config);
-  const keys = { keys: [...(readKeysFile(file)?.keys ?? []), entry] };
+  const keys = { keys: [...(readApiKeysFile(file)?.keys ?? []), entry] };
   await mkdir(dirname(file), { recursive: true });
   // Written whole and renamed into place, readable by its owner only.
   const temporary = `${file}.${process.pid}.tmp`;

@@ -2,7 +2,7 @@ import { unwatchFile, watchFile } from "node:fs";
 import { ASSISTANTS, script } from "../../examples/offsite/scenario.ts";
 import { ScriptedLlm } from "../adapters/llm/scripted-llm.ts";
 import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
-import { ApiKeys } from "../channels/api-keys.ts";
+import { ApiKeys, readApiKeysFile } from "../channels/api-keys.ts";
 import { createServerApp, type RunningServer, startServer } from "../channels/http-server.ts";
 import { type LocalConfig, MODEL_HELP } from "../config.ts";
 import { tenantUrn } from "../domain/urn.ts";
@@ -14,7 +14,7 @@ import { createLocalRuntime } from "../runtime/local.ts";
 import { createLocalEngine } from "../runtime/local-engine.ts";
 import { createModel } from "../runtime/models.ts";
 import { loadToolsConfig } from "../tools/config.ts";
-import { keysFileOf, readKeysFile } from "./keys.ts";
+import { keysFileOf } from "./keys.ts";
 import { heading, note } from "./render.ts";
 
 /**
@@ -48,7 +48,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     throw new Error(`--port is a port number (0-65535, 0 for any free port), not "${options.port}"`);
   const host = options.host ?? "127.0.0.1";
   const keysFile = keysFileOf(config);
-  const file = readKeysFile(keysFile);
+  const file = readApiKeysFile(keysFile);
   if (!file || file.keys.length === 0) {
     process.stderr.write(`${noKeysHelp(keysFile)}\n`);
     return 2;
@@ -146,7 +146,7 @@ async function reloadKeys(
   keys: ApiKeys,
   newTenant: (tenant: string) => Promise<void>,
 ): Promise<number> {
-  const read = readKeysFile(file);
+  const read = readApiKeysFile(file);
   if (!read || read.keys.length === 0)
     throw new Error(`${file} is gone or has no keys: the keys in use stay until it has some`);
   for (const tenant of new Set(read.keys.map((k) => k.tenant))) await newTenant(tenant);
