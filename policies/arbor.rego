@@ -1,18 +1,44 @@
 # Arbor's default policy, in Rego (OPA, the AWS engine). Anything not allowed here is denied.
 # It must decide exactly as arbor.cedar does: decisions.json is run against both.
+# A resource's owner is whoever started the conversation it lies in (absent outside one, and on
+# conversations recorded before owners were); the tenant boundary is also held before any policy.
 package arbor.authz
 
 import rego.v1
 
 default allow := false
 
+resource_actions := {"resource.read", "resource.write"}
+
 # The engine's own steps act for every tenant.
 allow if input.principal.kind == "system"
 
-# People and assistants read and write their own tenant's resources, never another's.
+# An assistant of the tenant (its id is its URN) reads and writes the tenant's resources.
 allow if {
-	input.action in {"resource.read", "resource.write"}
+	input.action in resource_actions
+	input.principal.kind == "agent"
 	same_tenant
+	startswith(input.principal.id, "cld:")
+}
+
+# A person with the admin role reads and writes anything of their tenant.
+allow if {
+	input.action in resource_actions
+	admin
+}
+
+# People and remote agents read and write in the conversations they started, never in another's.
+allow if {
+	input.action in resource_actions
+	same_tenant
+	owner
+}
+
+# People and remote agents start conversations in their tenant (a write on the tenant itself).
+allow if {
+	input.action == "resource.write"
+	same_tenant
+	input.resource.type == "common.Tenant"
 }
 
 # An assistant calls the tools it is configured with, for its own tenant.
@@ -23,14 +49,33 @@ allow if {
 	input.resource.tool in input.context.allowedTools
 }
 
-# A person of the tenant answers its interactions, approvals of risky actions included.
+# A person answers the interactions of the conversations they started, approvals of risky
+# actions included; a person with the admin role answers any of their tenant's. (An agent never
+# answers one, not even in what it started: no rule allows it.)
+allow if {
+	input.action == "interaction.answer"
+	admin
+}
+
 allow if {
 	input.action == "interaction.answer"
 	input.principal.kind == "human"
 	same_tenant
+	owner
 }
 
 same_tenant if {
 	input.principal.tenant
 	input.principal.tenant == input.resource.tenant
+}
+
+admin if {
+	input.principal.kind == "human"
+	same_tenant
+	"admin" in input.principal.roles
+}
+
+owner if {
+	input.resource.owner
+	input.resource.owner == input.principal.id
 }

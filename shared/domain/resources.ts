@@ -117,6 +117,12 @@ export const ChannelKindSchema = z.enum(["cli", "http", "slack", "teams", "a2a"]
 export const ConversationSchema = resource("common.Conversation", {
   channel: z.object({ kind: ChannelKindSchema, ref: z.string().max(500).optional() }).optional(),
   title: z.string().max(500).optional(),
+  /**
+   * The id of the actor who started it (a person's or a remote agent's key id), set by the engine
+   * from the authenticated caller, never from the request: the policy gives it, and everything
+   * below it (messages, tasks, interactions), to them. Absent on conversations older than it.
+   */
+  startedBy: z.string().min(1).max(1000).optional(),
 });
 
 export const ToolCallSchema = z.object({

@@ -208,3 +208,17 @@ export function tenantOf(urn: string): string | undefined {
   const [first] = elementsOf(urn);
   return first && first.pkg === TENANT_TYPE.pkg && first.type === TENANT_TYPE.type ? first.id : undefined;
 }
+
+/**
+ * The conversation a tenant's URN lies in (the URN itself when it is one): its second element, as
+ * every conversation is stored right under its tenant. Undefined for what lies in none (the tenant,
+ * its assistants).
+ */
+export function conversationOf(urn: string): Urn | undefined {
+  const elements = elementsOf(urn);
+  const second = elements[1];
+  if (second?.pkg !== "common" || second.type !== "Conversation" || tenantOf(urn) === undefined)
+    return undefined;
+  const cut = urn.indexOf("/", urn.indexOf("/") + 1);
+  return (cut === -1 ? urn : urn.slice(0, cut)) as Urn;
+}

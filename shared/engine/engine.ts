@@ -167,7 +167,8 @@ export class Engine {
     let conversationUrn = req.conversationUrn as Urn | undefined;
     if (!conversationUrn) {
       const meta = withMeta({ type: "common.Conversation", name: d.newId(), parent: tenant });
-      await d.resources.put({ meta, ...(req.title ? { title: req.title } : {}) });
+      // Whose it is comes from the authenticated caller, never from the request.
+      await d.resources.put({ meta, startedBy: req.actor.id, ...(req.title ? { title: req.title } : {}) });
       conversationUrn = meta.id;
     }
     const message = withMeta({ type: "common.Message", name: d.newId(), parent: conversationUrn });

@@ -11,7 +11,7 @@ import {
 } from "../domain/resources.ts";
 import { parentUrn, tenantOf, type Urn } from "../domain/urn.ts";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
-import { type Caller, holdTenantBoundary, principalOf } from "../use-cases/resource-access.ts";
+import { type Caller, holdTenantBoundary, ownerOf, principalOf } from "../use-cases/resource-access.ts";
 import { COMMANDS, ENGINE, type EngineDeps, recordTask, send } from "./context.ts";
 
 /**
@@ -112,7 +112,10 @@ export async function respond(
 /** Who answers, as a channel vouches for them (see Caller and principalOf). */
 export type AnswerPrincipal = Caller;
 
-/** Policy decides who may answer (interaction.answer); default deny. */
+/**
+ * Policy decides who may answer (interaction.answer); default deny. It is told who owns the
+ * interaction: whoever started the conversation it lies in.
+ */
 async function mayAnswer(
   deps: EngineDeps,
   interaction: InteractionResource,
@@ -122,10 +125,17 @@ async function mayAnswer(
   const tenant = tenantOf(interaction.meta.id) ?? "(none)";
   const { roles, ...who } = principalOf(actor, principal, tenant);
   holdTenantBoundary(who, tenant, `answer "${interaction.display.title}"`);
+  const owner = who.kind === "system" ? undefined : await ownerOf(deps.resources, interaction.meta.id);
   const decision = await deps.policy.decide({
     principal: { ...who, roles: [...(roles ?? [])] },
     action: "interaction.answer",
-    resource: { id: interaction.meta.id, tenant, type: "uip.Interaction", purpose: interaction.purpose },
+    resource: {
+      id: interaction.meta.id,
+      tenant,
+      type: "uip.Interaction",
+      purpose: interaction.purpose,
+      ...(owner ? { owner } : {}),
+    },
   });
   if (!decision.allow)
     throw new ForbiddenError(

@@ -16,6 +16,7 @@ export const PolicyInputSchema = z.object({
     kind: z.enum(["human", "agent", "system"]),
     /** The tenant the principal belongs to (a system principal has none). */
     tenant: z.string().min(1).max(64).optional(),
+    /** `admin`: a person who may act on anything of their tenant (see policies/README.md). */
     roles: z.array(z.string().min(1).max(64)).max(50).default([]),
   }),
   action: z.enum(POLICY_ACTIONS),
@@ -31,6 +32,13 @@ export const PolicyInputSchema = z.object({
     risky: z.boolean().optional(),
     /** interaction.answer: the interaction's purpose (`confirm_risky_action`, ...). */
     purpose: z.string().min(1).max(100).optional(),
+    /**
+     * resource.read / resource.write / interaction.answer: who started the conversation the
+     * resource lies in (its `startedBy`, an actor id): they own it and everything below it. Absent
+     * for what lies in no conversation (the tenant, its assistants) and for conversations recorded
+     * before owners were.
+     */
+    owner: z.string().min(1).max(1000).optional(),
   }),
   context: z
     .object({

@@ -1,5 +1,5 @@
 import type { AnyResource } from "../domain/resources.ts";
-import { lastElement, qualifiedType, tenantOf, type Urn } from "../domain/urn.ts";
+import { conversationOf, lastElement, qualifiedType, tenantOf, type Urn } from "../domain/urn.ts";
 import { ForbiddenError, ValidationError } from "../errors.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { PutResult, ResourceStore } from "./resource-store.ts";
@@ -23,7 +23,9 @@ export type ResourceAction = "resource.read" | "resource.write";
  *      is checked here, before any policy, so no policy (however written, or however its bundle
  *      was built) can open one tenant's resources to another;
  *   2. the policy (`resource.read` / `resource.write`), when there is one: default deny, and the
- *      decision's id goes into the error, so a refusal can be traced to its log line.
+ *      decision's id goes into the error, so a refusal can be traced to its log line. The policy
+ *      is told who owns the resource: whoever started the conversation it lies in (read from
+ *      that conversation, whose URN is the URN's first two elements; see ownerOf).
  * The engine's own steps use the resource store directly: they act for every tenant.
  */
 export class ResourceAccess {
@@ -36,7 +38,13 @@ export class ResourceAccess {
   }
 
   /** Throws ForbiddenError unless `principal` may do `action` to `urn` (InvalidUrnError if it is no URN). */
-  async authorize(principal: Principal, action: ResourceAction, urn: string): Promise<void> {
+  async authorize(
+    principal: Principal,
+    action: ResourceAction,
+    urn: string,
+    /** Owners already read, by conversation URN (several checks of one call share them). */
+    owners?: Map<string, string | undefined>,
+  ): Promise<void> {
     const last = lastElement(urn); // parses: a malformed URN is refused as such
     const tenant = tenantOf(urn);
     const verb = action === "resource.read" ? "read" : "write";
@@ -44,6 +52,8 @@ export class ResourceAccess {
       throw new ForbiddenError(`${urn} belongs to no tenant: only the engine may ${verb} it`);
     holdTenantBoundary(principal, tenant ?? "", `${verb} ${urn}`);
     if (!this.#policy) return;
+    // The engine acts for everyone: whose the resource is does not matter, and is not read.
+    const owner = principal.kind === "system" ? undefined : await this.#ownerOf(urn, owners);
     const decision = await this.#policy.decide({
       principal: {
         id: principal.id,
@@ -52,12 +62,26 @@ export class ResourceAccess {
         roles: [...(principal.roles ?? [])],
       },
       action,
-      resource: { id: urn, tenant: tenant ?? "(none)", type: qualifiedType(last) },
+      resource: {
+        id: urn,
+        tenant: tenant ?? "(none)",
+        type: qualifiedType(last),
+        ...(owner ? { owner } : {}),
+      },
     });
     if (!decision.allow)
       throw new ForbiddenError(`${principal.id} may not ${verb} ${urn} (policy decision ${decision.id})`, {
         decisionId: decision.id,
       });
+  }
+
+  async #ownerOf(urn: string, owners: Map<string, string | undefined> | undefined) {
+    const conversation = conversationOf(urn);
+    if (!conversation) return undefined;
+    if (owners?.has(conversation)) return owners.get(conversation);
+    const owner = await ownerOf(this.#resources, urn);
+    owners?.set(conversation, owner);
+    return owner;
   }
 
   async read(principal: Principal, urn: string): Promise<AnyResource | undefined> {
@@ -67,7 +91,8 @@ export class ResourceAccess {
 
   /** Reads several; refuses all of them if any one may not be read. */
   async readMany(principal: Principal, urns: readonly string[]): Promise<(AnyResource | undefined)[]> {
-    for (const urn of new Set(urns)) await this.authorize(principal, "resource.read", urn);
+    const owners = new Map<string, string | undefined>();
+    for (const urn of new Set(urns)) await this.authorize(principal, "resource.read", urn, owners);
     return this.#resources.getMany(urns);
   }
 
@@ -84,6 +109,18 @@ export class ResourceAccess {
     await this.authorize(principal, "resource.write", id);
     return this.#resources.put(resource);
   }
+}
+
+/**
+ * Who owns `urn` for the policy: the actor who started the conversation it lies in (recorded on
+ * the conversation by the engine, from the authenticated caller). Undefined when it lies in no
+ * conversation, when the conversation does not exist, or when it was recorded before owners were:
+ * then only those the policy lets act on the whole tenant may (admins, assistants, the engine).
+ */
+export async function ownerOf(resources: ResourceStore, urn: string): Promise<string | undefined> {
+  const conversation = conversationOf(urn);
+  if (!conversation) return undefined;
+  return (await resources.getAs("common.Conversation", conversation))?.startedBy;
 }
 
 /**

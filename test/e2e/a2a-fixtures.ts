@@ -13,7 +13,8 @@ import { firstUser, isEvaluation, isPlan, pass, planOf, taskName } from "./scena
 
 /**
  * What the A2A endpoint's tests share: the team and the scripted model, the keys of two tenants
- * (acme: a person, ada, and a remote agent, partner; beta: a remote agent, intruder), the endpoint
+ * (acme: two people, ada and root, an admin, and a remote agent, partner; beta: a remote agent,
+ * intruder), the endpoint
  * on an ephemeral port, and the client side as any A2A caller has it (the SDK's client).
  */
 export const ANSWER = "The cost per person is 100 EUR.";
@@ -46,9 +47,11 @@ export const a2aScript =
   };
 
 export const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
+/** A person of acme who may act on anything of the tenant (the admin role). */
+export const root = newApiKey({ id: "user_root", kind: "human", tenant: "acme", roles: ["admin"] });
 export const partner = newApiKey({ id: "agent_partner", kind: "agent", tenant: "acme", roles: [] });
 export const intruder = newApiKey({ id: "agent_intruder", kind: "agent", tenant: "beta", roles: [] });
-export const keys = new ApiKeys({ keys: [ada.entry, partner.entry, intruder.entry] });
+export const keys = new ApiKeys({ keys: [ada.entry, root.entry, partner.entry, intruder.entry] });
 
 /** The A2A sub-app for `engine` on @hono/node-server on an ephemeral port (its card names that URL). */
 export async function serveA2a(

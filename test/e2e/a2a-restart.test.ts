@@ -119,9 +119,12 @@ describe("after the restart", () => {
 
   it("ListTasks lists the tasks from before the restart, with the SDK's filters and pages", async () => {
     const c = await client(partner.key, served.url);
-    const before = [completed, waiting, asked, threaded, slow].map((t) => t.id);
+    // The partner's own: the task ada started is hers, not the partner's to see.
+    const before = [completed, asked, threaded, slow].map((t) => t.id);
     const all = await list(c);
     expect(all.tasks.map((t) => t.id)).toEqual(expect.arrayContaining(before));
+    expect(all.tasks.map((t) => t.id)).not.toContain(waiting.id);
+    expect((await list(await client(ada.key, served.url))).tasks.map((t) => t.id)).toEqual([waiting.id]);
     // Without includeArtifacts, no artifacts; historyLength 0, no history.
     expect(all.tasks.every((t) => t.artifacts.length === 0)).toBe(true);
     const withArtifacts = await list(c, { includeArtifacts: true, historyLength: 0 });

@@ -19,6 +19,7 @@ import {
   list,
   partner,
   partsText,
+  root,
   rootOf,
   send,
   serveA2a,
@@ -262,7 +263,7 @@ describe("input-required", () => {
     expect(interaction?.response).toMatchObject({ selectedOptionId: "approve", actor: "user_ada" });
   });
 
-  it("a remote agent may not approve (the policy refuses, 403), the task still waits, and a person of the tenant can", async () => {
+  it("a remote agent may not approve (the policy refuses, 403), the task still waits, another person does not see it, and an admin of the tenant can", async () => {
     const agent = await client(partner.key);
     const waiting = await send(agent, userMessage("Email the team about the offsite"));
     expect(waiting.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
@@ -297,8 +298,14 @@ describe("input-required", () => {
     expect((await h.engine.result(rootOf(waiting))).view?.status).toBe("awaiting_user");
     expect(await h.pending(rootOf(waiting))).toHaveLength(1);
 
+    // A person who did not start it (and is no admin) does not see the task at all.
+    await expect(send(await client(ada.key), userMessage("approve", { taskId: waiting.id }))).rejects.toThrow(
+      /Task not found/,
+    );
+    expect(await h.pending(rootOf(waiting))).toHaveLength(1);
+
     // An answer that fits no option is refused too, and changes nothing.
-    const person = await client(ada.key);
+    const person = await client(root.key);
     await expect(send(person, userMessage("maybe", { taskId: waiting.id }))).rejects.toThrow(
       /That answer does not fit "Allow send_email\?": answer with one of approve \(Allow\), deny \(Deny\)/,
     );
@@ -314,7 +321,10 @@ describe("input-required", () => {
     const waiting = await send(c, userMessage("Email the team about the offsite"));
     expect(waiting.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
     const [pending] = await h.pending(rootOf(waiting));
-    await h.engine.respond(pending?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
+    // A person with the admin role: the request is the partner's, and an agent never answers.
+    await h.engine.respond(pending?.meta.id as string, { selectedOptionId: "approve" }, PERSON, {
+      roles: ["admin"],
+    });
     await h.idle();
     const seen = await c.getTask({ tenant: "", id: waiting.id, historyLength: undefined });
     expect(seen.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);

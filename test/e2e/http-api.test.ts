@@ -258,6 +258,9 @@ describe("HTTP API: tenants", () => {
 
 describe("HTTP API: bad input changes nothing", () => {
   it("refuses malformed JSON, unknown or invalid fields, oversized bodies, bad URNs and unknown tasks and routes", async () => {
+    // A conversation of ada's own: what is unknown in it is a 404 to her.
+    const mine = (await submit(acme.key, { text: "Where is the offsite?" })).json;
+    await pollTask(acme.key, mine.rootTaskId, (s) => s === "done");
     const before = await snapshot("acme");
     const post = (raw: NonNullable<RequestInit["body"]>) =>
       api("POST", "/v1/messages", { key: acme.key, raw });
@@ -292,7 +295,7 @@ describe("HTTP API: bad input changes nothing", () => {
     });
     expect((await post(stream)).status).toBe(413);
 
-    const missing = `${tenantUrn("acme")}/common.Conversation.c/common.Message.m/plan.Task.nope`;
+    const missing = `${mine.conversationUrn}/common.Message.m/plan.Task.nope`;
     expect(await getTask(acme.key, missing)).toMatchObject({
       status: 404,
       json: { error: { code: "NOT_FOUND" } },
@@ -311,12 +314,13 @@ describe("HTTP API: bad input changes nothing", () => {
       status: 400,
       json: { error: { code: "INVALID_URN" } },
     });
+    // A conversation she did not start (here: none at all) is refused whether or not it exists.
     expect(
       await submit(acme.key, {
         text: "hi",
         conversationUrn: `${tenantUrn("acme")}/common.Conversation.nope`,
       }),
-    ).toMatchObject({ status: 404 });
+    ).toMatchObject({ status: 403, json: { error: { code: "FORBIDDEN" } } });
 
     for (const [method, path] of [
       ["GET", "/v1/nowhere"],
@@ -486,11 +490,12 @@ describe("arbor keys add / arbor serve", () => {
       ARBOR_API_KEYS_FILE: keysFile,
     });
     const laterKey = /^ {2}(arbor_\S+)$/m.exec(later.stdout)?.[1] as string;
-    expect(await until(laterKey, 404)).toBe(404); // known now: a task of its tenant that does not exist
+    // Known now: let in, and refused by the policy (no task of its tenant that it started).
+    expect(await until(laterKey, 403)).toBe(403);
     const kept = ApiKeysSchema.parse(JSON.parse(await readFile(keysFile, "utf8")));
     await writeFile(keysFile, JSON.stringify({ keys: kept.keys.filter((k) => k.id !== "user_cy") }));
     expect(await until(key, 401)).toBe(401); // removed from the file: no longer let in
-    expect(await status(laterKey)).toBe(404);
+    expect(await status(laterKey)).toBe(403);
     started.kill("SIGTERM");
     expect(await exited).toBe(0);
     expect(out).toMatch(/SIGTERM: stopping/);

@@ -120,13 +120,15 @@ describe("tenant isolation at the entry points", () => {
     await expect(
       h.engine.submit({ tenant: "acme", text: "x", actor: PERSON, conversationUrn: first.rootTaskId }),
     ).rejects.toBeInstanceOf(ValidationError);
+    const nope = "cld:common.Tenant.acme/common.Conversation.nope";
+    // One the person did not start (here: none at all) is refused before anything is read, so
+    // the refusal says nothing of what exists; an admin, who may write anywhere in the tenant,
+    // learns that there is none.
     await expect(
-      h.engine.submit({
-        tenant: "acme",
-        text: "x",
-        actor: PERSON,
-        conversationUrn: "cld:common.Tenant.acme/common.Conversation.nope",
-      }),
+      h.engine.submit({ tenant: "acme", text: "x", actor: PERSON, conversationUrn: nope }),
+    ).rejects.toBeInstanceOf(ForbiddenError);
+    await expect(
+      h.engine.submit({ tenant: "acme", text: "x", actor: PERSON, roles: ["admin"], conversationUrn: nope }),
     ).rejects.toBeInstanceOf(NotFoundError);
     const again = await h.engine.submit({
       tenant: "acme",
@@ -183,9 +185,10 @@ describe("ResourceAccess", () => {
   const path = fc.array(element, { minLength: 0, maxLength: 4 });
   const urnIn = (tenant: string, elements: [string, string][]) =>
     [tenantUrn(tenant), ...elements.map(([type, id]) => `${type}.${id}`)].join("/");
+  // A person with the admin role, or an assistant: both may act on anything of their own tenant.
   const principal = (tenant: string, kind: "human" | "agent"): Principal =>
     kind === "human"
-      ? { id: "user_x", kind, tenant }
+      ? { id: "user_x", kind, tenant, roles: ["admin"] }
       : { id: `cld:common.Tenant.${tenant}/common.Assistant.a`, kind, tenant };
 
   it("refuses every read, listing and write of another tenant's URNs, under the default policy and one that allows all", async () => {

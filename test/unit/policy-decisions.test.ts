@@ -53,16 +53,25 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
     await expect(cedar.decide({ ...first, action: "deploy" as never })).rejects.toThrow();
   });
 
-  it("never allows by accident (fuzzed inputs): no cross-tenant access, no tool outside the list, no agent approving", async () => {
+  it("never allows by accident (fuzzed inputs): no cross-tenant access, no tool outside the list, no agent approving, nobody in another's conversation", async () => {
     const tenant = fc.constantFrom("acme", "beta", "gamma");
     const name = fc.constantFrom("sha256", "send_email", "http_request", "x");
+    const who = fc.constantFrom(
+      "user_ada",
+      "user_bob",
+      "agent_partner",
+      "cld:common.Tenant.acme/common.Assistant.a",
+    );
     await fc.assert(
       fc.asyncProperty(
         fc.record({
           kind: fc.constantFrom("human", "agent", "system" as const),
+          id: who,
           pTenant: fc.option(tenant, { nil: undefined }),
           rTenant: tenant,
           action: fc.constantFrom(...POLICY_ACTIONS),
+          type: fc.constantFrom("uip.Interaction", "plan.Task", "common.Conversation", "common.Tenant"),
+          owner: fc.option(who, { nil: undefined }),
           tool: fc.option(name, { nil: undefined }),
           allowed: fc.option(fc.array(name, { maxLength: 3 }), { nil: undefined }),
           purpose: fc.option(fc.constantFrom("confirm_risky_action", "request_info"), { nil: undefined }),
@@ -70,28 +79,44 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
         }),
         async (f) => {
           const input: PolicyInput = {
-            principal: { id: "p", kind: f.kind, roles: f.roles, ...(f.pTenant ? { tenant: f.pTenant } : {}) },
+            principal: {
+              id: f.id,
+              kind: f.kind,
+              roles: f.roles,
+              ...(f.pTenant ? { tenant: f.pTenant } : {}),
+            },
             action: f.action,
             resource: {
               id: f.tool ? `tool:${f.tool}` : "cld:x",
               tenant: f.rTenant,
-              type: f.tool ? "tool" : "uip.Interaction",
+              type: f.tool ? "tool" : f.type,
               ...(f.tool ? { tool: f.tool } : {}),
               ...(f.purpose ? { purpose: f.purpose } : {}),
+              ...(f.owner ? { owner: f.owner } : {}),
             },
             context: f.allowed ? { allowedTools: f.allowed } : {},
           };
           const { allow } = await cedar.decide(input);
           if (!allow || f.kind === "system") return;
           expect(f.pTenant).toBe(f.rTenant);
+          const admin = f.kind === "human" && f.roles.includes("admin");
+          const owns = f.owner === f.id;
           if (f.action === "tool.call") {
             expect(f.kind).toBe("agent");
             expect(f.allowed).toContain(f.tool);
           }
-          if (f.action === "interaction.answer") expect(f.kind).toBe("human");
+          if (f.action === "interaction.answer") {
+            expect(f.kind).toBe("human");
+            expect(admin || owns).toBe(true);
+          }
+          if (f.action === "resource.read" || f.action === "resource.write") {
+            const assistant = f.kind === "agent" && f.id.startsWith("cld:");
+            const starts = f.action === "resource.write" && !f.tool && f.type === "common.Tenant";
+            expect(assistant || admin || owns || starts).toBe(true);
+          }
         },
       ),
-      { numRuns: 500 },
+      { numRuns: 1000 },
     );
   });
 });

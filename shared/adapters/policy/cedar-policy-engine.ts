@@ -9,9 +9,11 @@ import { type Answer, Decisions, type ParsedPolicyInput } from "./decisions.ts";
  * Policies in Cedar (`@cedar-policy/cedar-wasm`): the local default, as it needs no compiler. The
  * policy text is parsed once (a bad one fails at start-up, saying where); each decision maps the
  * input to Cedar entities:
- *   principal  Arbor::Human | Arbor::Agent | Arbor::System, with `tenant` and `roles`
+ *   principal  Arbor::Human | Arbor::Agent | Arbor::System, with `id` (the entity's own id, so that
+ *              a policy can compare it with an owner), `tenant` and `roles`
  *   action     Arbor::Action::"tool.call" (and the other POLICY_ACTIONS)
- *   resource   Arbor::Resource, with `tenant`, `type` and, when known, `tool`, `risky`, `purpose`
+ *   resource   Arbor::Resource, with `tenant`, `type` and, when known, `tool`, `risky`, `purpose`,
+ *              `owner`
  *   context    `allowedTools`
  * The same input always gets the same answer from the same policies, so answers are remembered
  * (see Decisions); each decision still gets its own id.
@@ -70,6 +72,7 @@ export class CedarPolicyEngine implements PolicyEngine {
         {
           uid: principal,
           attrs: {
+            id: input.principal.id,
             ...(input.principal.tenant ? { tenant: input.principal.tenant } : {}),
             roles: input.principal.roles,
           },

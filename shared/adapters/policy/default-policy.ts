@@ -4,17 +4,52 @@
  */
 export const DEFAULT_CEDAR_POLICY = `// Arbor's default policy, in Cedar (the local engine). Anything not permitted here is denied.
 // It must decide exactly as arbor.rego does: decisions.json is run against both.
+// A resource's owner is whoever started the conversation it lies in (absent outside one, and on
+// conversations recorded before owners were); the tenant boundary is also held before any policy.
 
 // The engine's own steps act for every tenant.
 permit (principal is Arbor::System, action, resource);
 
-// People and assistants read and write their own tenant's resources, never another's.
+// An assistant of the tenant (its id is its URN) reads and writes the tenant's resources.
+permit (
+  principal is Arbor::Agent,
+  action in [Arbor::Action::"resource.read", Arbor::Action::"resource.write"],
+  resource
+)
+when { principal has tenant && principal.tenant == resource.tenant && principal.id like "cld:*" };
+
+// A person with the admin role reads and writes anything of their tenant.
+permit (
+  principal is Arbor::Human,
+  action in [Arbor::Action::"resource.read", Arbor::Action::"resource.write"],
+  resource
+)
+when {
+  principal has tenant &&
+  principal.tenant == resource.tenant &&
+  principal.roles.contains("admin")
+};
+
+// People and remote agents read and write in the conversations they started, never in another's.
 permit (
   principal,
   action in [Arbor::Action::"resource.read", Arbor::Action::"resource.write"],
   resource
 )
-when { principal has tenant && principal.tenant == resource.tenant };
+when {
+  principal has tenant &&
+  principal.tenant == resource.tenant &&
+  resource has owner &&
+  resource.owner == principal.id
+};
+
+// People and remote agents start conversations in their tenant (a write on the tenant itself).
+permit (principal, action == Arbor::Action::"resource.write", resource)
+when {
+  principal has tenant &&
+  principal.tenant == resource.tenant &&
+  resource.type == "common.Tenant"
+};
 
 // An assistant calls the tools it is configured with, for its own tenant.
 permit (principal is Arbor::Agent, action == Arbor::Action::"tool.call", resource)
@@ -25,8 +60,13 @@ when {
   context.allowedTools.contains(resource.tool)
 };
 
-// A person of the tenant answers its interactions, approvals of risky actions included.
-// (An assistant never answers one: no rule permits it.)
+// A person answers the interactions of the conversations they started, approvals of risky
+// actions included; a person with the admin role answers any of their tenant's. (An agent never
+// answers one, not even in what it started: no rule permits it.)
 permit (principal is Arbor::Human, action == Arbor::Action::"interaction.answer", resource)
-when { principal has tenant && principal.tenant == resource.tenant };
+when {
+  principal has tenant &&
+  principal.tenant == resource.tenant &&
+  (principal.roles.contains("admin") || (resource has owner && resource.owner == principal.id))
+};
 `;
