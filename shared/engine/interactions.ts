@@ -87,8 +87,21 @@ export async function respond(
   check?: (interaction: InteractionResource) => void,
 ): Promise<void> {
   const interaction = await deps.resources.getAs("uip.Interaction", interactionUrn);
-  if (!interaction) throw new NotFoundError("Interaction", interactionUrn);
-  await mayAnswer(deps, interaction, actor, principal);
+  if (!interaction) {
+    // Within the caller's tenant, that there is nothing to answer is told only to whoever could
+    // answer there (the owner of the conversation, an admin): anyone else is refused as for an
+    // interaction that exists. Outside it, nothing is told either way (not found).
+    const tenant = tenantOf(interactionUrn);
+    if (tenant !== undefined && principalOf(actor, principal, tenant).tenant === tenant)
+      await mayAnswer(deps, { urn: interactionUrn, title: interactionUrn }, actor, principal);
+    throw new NotFoundError("Interaction", interactionUrn);
+  }
+  await mayAnswer(
+    deps,
+    { urn: interactionUrn, title: `"${interaction.display.title}"`, purpose: interaction.purpose },
+    actor,
+    principal,
+  );
   if (interaction.status !== "pending")
     throw new ConflictError(`Interaction ${interactionUrn} was already answered`);
   checkAnswer(interaction, response);
@@ -118,28 +131,28 @@ export type AnswerPrincipal = Caller;
  */
 async function mayAnswer(
   deps: EngineDeps,
-  interaction: InteractionResource,
+  interaction: { urn: string; title: string; purpose?: string },
   actor: Actor,
   principal: AnswerPrincipal,
 ): Promise<void> {
-  const tenant = tenantOf(interaction.meta.id) ?? "(none)";
+  const tenant = tenantOf(interaction.urn) ?? "(none)";
   const { roles, ...who } = principalOf(actor, principal, tenant);
-  holdTenantBoundary(who, tenant, `answer "${interaction.display.title}"`);
-  const owner = who.kind === "system" ? undefined : await ownerOf(deps.resources, interaction.meta.id);
+  holdTenantBoundary(who, tenant, `answer ${interaction.title}`);
+  const owner = who.kind === "system" ? undefined : await ownerOf(deps.resources, interaction.urn);
   const decision = await deps.policy.decide({
     principal: { ...who, roles: [...(roles ?? [])] },
     action: "interaction.answer",
     resource: {
-      id: interaction.meta.id,
+      id: interaction.urn,
       tenant,
       type: "uip.Interaction",
-      purpose: interaction.purpose,
+      ...(interaction.purpose ? { purpose: interaction.purpose } : {}),
       ...(owner ? { owner } : {}),
     },
   });
   if (!decision.allow)
     throw new ForbiddenError(
-      `${actor.id} may not answer "${interaction.display.title}" (policy decision ${decision.id})`,
+      `${actor.id} may not answer ${interaction.title} (policy decision ${decision.id})`,
       { decisionId: decision.id },
     );
 }

@@ -137,6 +137,20 @@ describe("over the HTTP API", () => {
       expectRefused(await cancel(key, req.rootTaskId), who);
       expectRefused(await answer(key, req.approval.urn, "approve"), who);
     }
+    // What does not exist in ada's conversation is refused alike to them (a 403 tells nothing of
+    // what is there); ada and an admin learn that it is not there.
+    const made = `${req.conversationUrn}/common.Message.m/plan.Task.none`;
+    for (const [key, who] of [
+      [bob.key, "user_bob"],
+      [partner.key, "agent_partner"],
+    ] as const) {
+      expectRefused(await getTask(key, made), who);
+      expectRefused(await answer(key, `${made}/uip.Interaction.none`, "approve"), who);
+    }
+    for (const key of [ada.key, root.key]) {
+      expect((await getTask(key, made)).status).toBe(404);
+      expect((await answer(key, `${made}/uip.Interaction.none`, "approve")).status).toBe(404);
+    }
     expect(await snapshot()).toEqual(before);
     // Ada's request is as it was, and still hers to answer.
     expect((await getTask(ada.key, req.rootTaskId)).json).toEqual(view);
