@@ -78,14 +78,14 @@ task := "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m1/plan.Ta
 
 interaction := "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m1/plan.Task.t1/uip.Interaction.confirm"
 
-ask(principal, action, id, type, owner) := {
+ask(principal, action, id, rtype, owner) := {
 	"principal": principal,
 	"action": action,
-	"resource": {"id": id, "tenant": "acme", "type": type, "owner": owner, "purpose": "confirm_risky_action"},
+	"resource": {"id": id, "tenant": "acme", "type": rtype, "owner": owner, "purpose": "confirm_risky_action"},
 	"context": {},
 }
 
-unowned(principal, action, id, type) := {
+unowned(principal, action, id, rtype) := {
 	"principal": principal,
 	"action": action,
 	"resource": {"id": id, "tenant": "acme", "type": type},
@@ -93,24 +93,36 @@ unowned(principal, action, id, type) := {
 }
 
 test_owner_reads_posts_cancels_and_answers if {
-	authz.allow with input as ask(ada, "resource.read", task, "plan.Task", "user_ada")
-	authz.allow with input as ask(ada, "resource.write", conversation, "common.Conversation", "user_ada")
-	authz.allow with input as ask(ada, "resource.write", task, "plan.Task", "user_ada")
-	authz.allow with input as ask(ada, "interaction.answer", interaction, "uip.Interaction", "user_ada")
+	req1 := ask(ada, "resource.read", task, "plan.Task", "user_ada")
+	authz.allow with input as req1
+	req2 := ask(ada, "resource.write", conversation, "common.Conversation", "user_ada")
+	authz.allow with input as req2
+	req3 := ask(ada, "resource.write", task, "plan.Task", "user_ada")
+	authz.allow with input as req3
+	req4 := ask(ada, "interaction.answer", interaction, "uip.Interaction", "user_ada")
+	authz.allow with input as req4
 }
 
 test_another_person_without_roles_does_nothing if {
-	not authz.allow with input as ask(bob, "resource.read", task, "plan.Task", "user_ada")
-	not authz.allow with input as ask(bob, "resource.write", conversation, "common.Conversation", "user_ada")
-	not authz.allow with input as ask(bob, "resource.write", task, "plan.Task", "user_ada")
-	not authz.allow with input as ask(bob, "interaction.answer", interaction, "uip.Interaction", "user_ada")
+	req5 := ask(bob, "resource.read", task, "plan.Task", "user_ada")
+	not authz.allow with input as req5
+	req6 := ask(bob, "resource.write", conversation, "common.Conversation", "user_ada")
+	not authz.allow with input as req6
+	req7 := ask(bob, "resource.write", task, "plan.Task", "user_ada")
+	not authz.allow with input as req7
+	req8 := ask(bob, "interaction.answer", interaction, "uip.Interaction", "user_ada")
+	not authz.allow with input as req8
 }
 
 test_admin_does_anything_in_the_tenant if {
-	authz.allow with input as ask(admin, "resource.read", task, "plan.Task", "user_ada")
-	authz.allow with input as ask(admin, "resource.write", conversation, "common.Conversation", "user_ada")
-	authz.allow with input as ask(admin, "resource.write", task, "plan.Task", "agent_partner")
-	authz.allow with input as ask(admin, "interaction.answer", interaction, "uip.Interaction", "agent_partner")
+	req9 := ask(admin, "resource.read", task, "plan.Task", "user_ada")
+	authz.allow with input as req9
+	req10 := ask(admin, "resource.write", conversation, "common.Conversation", "user_ada")
+	authz.allow with input as req10
+	req11 := ask(admin, "resource.write", task, "plan.Task", "agent_partner")
+	authz.allow with input as req11
+	req12 := ask(admin, "interaction.answer", interaction, "uip.Interaction", "agent_partner")
+	authz.allow with input as req12
 }
 
 test_admin_of_one_tenant_nothing_in_another if {
@@ -123,37 +135,56 @@ test_admin_of_one_tenant_nothing_in_another if {
 }
 
 test_agent_acts_on_what_it_started_only if {
-	authz.allow with input as ask(partner, "resource.read", task, "plan.Task", "agent_partner")
-	authz.allow with input as ask(partner, "resource.write", task, "plan.Task", "agent_partner")
-	not authz.allow with input as ask(partner, "resource.read", task, "plan.Task", "user_ada")
-	not authz.allow with input as ask(partner, "resource.write", conversation, "common.Conversation", "user_ada")
-	not authz.allow with input as ask(partner, "resource.write", task, "plan.Task", "user_ada")
+	req13 := ask(partner, "resource.read", task, "plan.Task", "agent_partner")
+	authz.allow with input as req13
+	req14 := ask(partner, "resource.write", task, "plan.Task", "agent_partner")
+	authz.allow with input as req14
+	req15 := ask(partner, "resource.read", task, "plan.Task", "user_ada")
+	not authz.allow with input as req15
+	req16 := ask(partner, "resource.write", conversation, "common.Conversation", "user_ada")
+	not authz.allow with input as req16
+	req17 := ask(partner, "resource.write", task, "plan.Task", "user_ada")
+	not authz.allow with input as req17
 }
 
 test_agent_never_answers_not_even_its_own if {
-	not authz.allow with input as ask(partner, "interaction.answer", interaction, "uip.Interaction", "agent_partner")
-	not authz.allow with input as ask(object.union(partner, {"roles": ["admin"]}), "interaction.answer", interaction, "uip.Interaction", "user_ada")
+	req18 := ask(partner, "interaction.answer", interaction, "uip.Interaction", "agent_partner")
+	not authz.allow with input as req18
+	req19 := ask(object.union(partner, {"roles": ["admin"]}), "interaction.answer", interaction, "uip.Interaction", "user_ada")
+	not authz.allow with input as req19
 }
 
 test_admin_role_gives_an_agent_nothing_more if {
-	not authz.allow with input as ask(object.union(partner, {"roles": ["admin"]}), "resource.read", task, "plan.Task", "user_ada")
+	req20 := ask(object.union(partner, {"roles": ["admin"]}), "resource.read", task, "plan.Task", "user_ada")
+	not authz.allow with input as req20
 }
 
 test_old_conversations_without_an_owner_are_for_admins if {
-	not authz.allow with input as unowned(ada, "resource.read", task, "plan.Task")
-	not authz.allow with input as unowned(ada, "interaction.answer", interaction, "uip.Interaction")
-	authz.allow with input as unowned(admin, "resource.read", task, "plan.Task")
-	authz.allow with input as unowned(admin, "interaction.answer", interaction, "uip.Interaction")
+	req21 := unowned(ada, "resource.read", task, "plan.Task")
+	not authz.allow with input as req21
+	req22 := unowned(ada, "interaction.answer", interaction, "uip.Interaction")
+	not authz.allow with input as req22
+	req23 := unowned(admin, "resource.read", task, "plan.Task")
+	authz.allow with input as req23
+	req24 := unowned(admin, "interaction.answer", interaction, "uip.Interaction")
+	authz.allow with input as req24
 }
 
 test_anyone_of_the_tenant_starts_a_conversation_only_admins_list_it if {
-	authz.allow with input as unowned(bob, "resource.write", "cld:common.Tenant.acme", "common.Tenant")
-	authz.allow with input as unowned(partner, "resource.write", "cld:common.Tenant.acme", "common.Tenant")
-	not authz.allow with input as unowned(bob, "resource.read", "cld:common.Tenant.acme", "common.Tenant")
-	authz.allow with input as unowned(admin, "resource.read", "cld:common.Tenant.acme", "common.Tenant")
+	req25 := unowned(bob, "resource.write", "cld:common.Tenant.acme", "common.Tenant")
+	authz.allow with input as req25
+	req26 := unowned(partner, "resource.write", "cld:common.Tenant.acme", "common.Tenant")
+	authz.allow with input as req26
+	req27 := unowned(bob, "resource.read", "cld:common.Tenant.acme", "common.Tenant")
+	not authz.allow with input as req27
+	req28 := unowned(admin, "resource.read", "cld:common.Tenant.acme", "common.Tenant")
+	authz.allow with input as req28
 }
 
 test_assistant_reads_the_tenant_a_remote_agent_does_not if {
-	authz.allow with input as ask(agent, "resource.read", task, "plan.Task", "user_ada")
-	not authz.allow with input as unowned(partner, "resource.read", "cld:common.Tenant.acme/common.Assistant.a", "common.Assistant")
+	req29 := ask(agent, "resource.read", task, "plan.Task", "user_ada")
+	authz.allow with input as req29
+	req30 := unowned(partner, "resource.read", "cld:common.Tenant.acme/common.Assistant.a", "common.Assistant")
+	not authz.allow with input as req30
 }
+
