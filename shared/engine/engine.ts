@@ -64,8 +64,10 @@ export interface Submitted {
 /**
  * Who asks, at an entry point: the actor, and what the channel vouches for (tenant, roles). Every
  * entry point below checks it against the tenant boundary and the policy before it reads or
- * writes anything (see ResourceAccess); a person the channel names no tenant for is taken to be
- * of the tenant they address (the local CLI: one person, one tenant).
+ * writes anything (see ResourceAccess; the policy is told who started the conversation the URN
+ * lies in, so that people get their own conversations, admins the tenant, agents what they
+ * started); a person the channel names no tenant for is taken to be of the tenant they address
+ * (the local CLI: one person, one tenant).
  */
 export interface Asker {
   actor: Actor;
@@ -142,7 +144,10 @@ export class Engine {
     return written.map((a) => a.meta.id);
   }
 
-  /** A person's (or agent's) message: stored, then planned. Returns at once; progress arrives on the bus. */
+  /**
+   * A person's (or agent's) message: stored, then planned. Returns at once; progress arrives on the
+   * bus. A new conversation records its actor as the one who started it (`startedBy`).
+   */
   async submit(req: SubmitRequest): Promise<Submitted> {
     const d = this.deps;
     const tenant = tenantUrn(req.tenant);

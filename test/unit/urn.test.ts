@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import {
   ancestors,
   childUrn,
+  conversationOf,
   descendantPrefix,
   deterministicId,
   isWithin,
@@ -44,6 +45,16 @@ describe("URNs", () => {
     expect(tenantOf(deep)).toBe("acme");
     expect(tenantOf("cld:common.Conversation.c1")).toBeUndefined();
     expect(tenantUrn("acme")).toBe("cld:common.Tenant.acme");
+  });
+
+  it("names the conversation a tenant's URN lies in (itself when it is one), from the URN alone", () => {
+    const conversation = "cld:common.Tenant.acme/common.Conversation.c1";
+    expect(conversationOf(deep)).toBe(conversation);
+    expect(conversationOf(conversation)).toBe(conversation);
+    expect(conversationOf("cld:common.Tenant.acme")).toBeUndefined();
+    expect(conversationOf("cld:common.Tenant.acme/common.Assistant.a")).toBeUndefined();
+    expect(conversationOf("cld:common.Conversation.c1/common.Conversation.c2")).toBeUndefined();
+    expect(() => conversationOf("cld:common.Tenant.acme/../x")).toThrow(InvalidUrnError);
   });
 
   it("compares whole elements, so one tenant's prefix never covers another's", () => {
