@@ -97,7 +97,7 @@ export function outboundPolicy(settings: OutboundSettings = DEFAULT_OUTBOUND): O
 }
 
 function hostListed(policy: OutboundPolicy, host: string): boolean {
-  const h = host.toLowerCase();
+  const h = host.toLowerCase().replace(/\.$/, ""); // localhost. is localhost
   return policy.hosts.some((p) => (p.startsWith(".") ? h.endsWith(p) : h === p));
 }
 

@@ -54,6 +54,10 @@ async function startPeer(host: string, port = 0): Promise<Peer> {
       write();
       return;
     }
+    if (req.url === "/declared") {
+      res.end(Buffer.alloc(2 * 1024 * 1024, 120)); // with its Content-Length
+      return;
+    }
     // Each answer closes its connection: the next request connects (and resolves) anew.
     res.writeHead(200, { "content-type": "text/plain", connection: "close" });
     res.end(`hello from ${host}`);
@@ -196,6 +200,20 @@ describe("the outbound guard", () => {
     );
     await expect(httpsOnly(`http://api.example.com:${a.port}/`)).rejects.toThrow(/plain http is refused/);
     expect(a.got.length).toBe(before);
+  });
+
+  it("refuses a response whose declared length is over the bound before reading it; one at the bound is read whole", async () => {
+    const over = createGuardedFetch(
+      outboundPolicy(settings({ allow: ["127.0.0.1"], maxResponseBytes: 1024 * 1024 })),
+    );
+    const response = await over(`http://127.0.0.1:${a.port}/declared`);
+    await expect(response.text()).rejects.toThrow(/response larger than 1048576 bytes/);
+    const exact = createGuardedFetch(
+      outboundPolicy(settings({ allow: ["127.0.0.1"], maxResponseBytes: 2 * 1024 * 1024 })),
+    );
+    expect((await (await exact(`http://127.0.0.1:${a.port}/declared`)).arrayBuffer()).byteLength).toBe(
+      2 * 1024 * 1024,
+    );
   });
 
   it("cuts a 64 MB response at the bound, closes the connection, and says so", {
