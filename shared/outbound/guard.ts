@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from "node:dns/promises";
 import type { LookupFunction } from "node:net";
-import { Agent, fetch as undiciFetch } from "undici";
+import type { Dispatcher, fetch as UndiciFetch } from "undici";
 import { parseIp } from "./addresses.ts";
 import { boundedBody } from "./bounded-body.ts";
 import { OutboundRefusedError, ResponseTooLargeError } from "./errors.ts";
@@ -91,9 +91,17 @@ export function guardedLookup(policy: OutboundPolicy, resolve: Resolver): Lookup
 
 /** A `fetch` that passes every request through the guard of `policy`. */
 export function createGuardedFetch(policy: OutboundPolicy, options: GuardOptions = {}): typeof fetch {
-  const dispatcher = new Agent({
-    connect: { lookup: guardedLookup(policy, options.resolve ?? systemResolver) },
-  });
+  // undici is loaded on the first call: most runs call nothing out, and its weight stays out of them.
+  let client: Promise<{ fetch: typeof UndiciFetch; dispatcher: Dispatcher }> | undefined;
+  const connect = () => {
+    client ??= import("undici").then((undici) => ({
+      fetch: undici.fetch,
+      dispatcher: new undici.Agent({
+        connect: { lookup: guardedLookup(policy, options.resolve ?? systemResolver) },
+      }),
+    }));
+    return client;
+  };
   const guarded = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const request = input instanceof Request ? input : undefined;
     const url = new URL(request ? request.url : String(input));
@@ -107,7 +115,8 @@ export function createGuardedFetch(policy: OutboundPolicy, options: GuardOptions
     const signal = callerSignal ? AbortSignal.any([callerSignal, abort.signal]) : abort.signal;
     const body = init?.body ?? request?.body ?? null;
     const headers = init?.headers ?? request?.headers;
-    let response: Awaited<ReturnType<typeof undiciFetch>>;
+    const { fetch: undiciFetch, dispatcher } = await connect();
+    let response: Awaited<ReturnType<typeof UndiciFetch>>;
     try {
       response = await undiciFetch(url, {
         method: init?.method ?? request?.method ?? "GET",
