@@ -21,7 +21,8 @@ import { addressRefusal, type OutboundPolicy, portAllowed } from "./policy.ts";
  *      and the TLS server name stay the URL's name. An address in the URL is checked before the
  *      request (a literal is never looked up). Loopback, link-local, private, CGNAT, unique-local,
  *      multicast, reserved and metadata addresses, and IPv6 forms that carry one of them, are
- *      refused unless the operator allows them (policy.ts);
+ *      refused unless the operator allows them (policy.ts). A name with several addresses is
+ *      connected only to those allowed; with none allowed, the call is refused;
  *   3. follows no redirect: a 3xx with a Location is a refusal naming where it pointed. Following
  *      hop by hop would re-check each address, but would also carry the caller's headers (an API
  *      key) to wherever the first host sends them; the operator configures the final URL instead;
@@ -173,4 +174,37 @@ function refusalIn(error: unknown, url: string): Error | undefined {
     e = e.cause;
   }
   return undefined;
+}
+
+/**
+ * Why a URL would be refused now, or undefined: its scheme, port, and the addresses its name
+ * resolves to, checked ahead of any call. For URLs that are registered to be called later (a
+ * webhook or push URL), so a bad one is refused when it is given; the check at connect time still
+ * decides each call (a name may resolve elsewhere by then).
+ */
+export async function outboundRefusal(
+  policy: OutboundPolicy,
+  url: string | URL,
+  options: GuardOptions = {},
+): Promise<string | undefined> {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return `${String(url)} is not a URL`;
+  }
+  const early = urlRefusal(policy, u);
+  if (early || parseIp(u.hostname)) return early;
+  let found: readonly { address: string }[];
+  try {
+    found = await (options.resolve ?? systemResolver)(u.hostname);
+  } catch (error) {
+    return `${u.hostname} does not resolve (${(error as Error).message})`;
+  }
+  const refusals = found.map((a) => {
+    const ip = parseIp(a.address);
+    return ip ? addressRefusal(policy, u.hostname, ip) : `${a.address} is not an address`;
+  });
+  const allowed = refusals.some((r) => r === undefined);
+  return allowed ? undefined : (refusals[0] ?? `${u.hostname} resolves to no address`);
 }

@@ -2,7 +2,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OutboundRefusedError, ResponseTooLargeError } from "../../shared/outbound/errors.ts";
-import { createGuardedFetch, type Resolver } from "../../shared/outbound/guard.ts";
+import { createGuardedFetch, outboundRefusal, type Resolver } from "../../shared/outbound/guard.ts";
 import { type OutboundSettings, outboundPolicy } from "../../shared/outbound/policy.ts";
 
 /**
@@ -200,6 +200,23 @@ describe("the outbound guard", () => {
     );
     await expect(httpsOnly(`http://api.example.com:${a.port}/`)).rejects.toThrow(/plain http is refused/);
     expect(a.got.length).toBe(before);
+  });
+
+  it("checks a URL ahead of time, for URLs registered to be called later (webhooks, push)", async () => {
+    const { resolve } = dns({ "hooks.example.com": "93.184.215.14", "internal.example.com": "10.0.0.7" });
+    const policy = outboundPolicy(settings({ ports: [] }));
+    expect(await outboundRefusal(policy, "https://hooks.example.com/arbor", { resolve })).toBeUndefined();
+    expect(await outboundRefusal(policy, "https://internal.example.com/x", { resolve })).toMatch(
+      /internal\.example\.com resolves to 10\.0\.0\.7, a private \(RFC 1918\) address/,
+    );
+    expect(await outboundRefusal(policy, "http://[fd00:ec2::254]/", { resolve })).toMatch(/cloud metadata/);
+    expect(await outboundRefusal(policy, "https://hooks.example.com:8443/", { resolve })).toMatch(
+      /port 8443/,
+    );
+    expect(await outboundRefusal(policy, "https://nowhere.example.com/", { resolve })).toMatch(
+      /does not resolve/,
+    );
+    expect(await outboundRefusal(policy, "not a url")).toMatch(/is not a URL/);
   });
 
   it("refuses a response whose declared length is over the bound before reading it; one at the bound is read whole", async () => {
