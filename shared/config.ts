@@ -1,6 +1,12 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { ConfigError } from "./errors.ts";
+import {
+  allowEntryProblem,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  type OutboundSettings,
+  portEntryProblem,
+} from "./outbound/policy.ts";
 
 /**
  * The one place that reads the environment. Parsed with zod; a bad or missing setting fails at
@@ -8,6 +14,22 @@ import { ConfigError } from "./errors.ts";
  */
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 const name = z.string().regex(/^[a-zA-Z0-9._-]+$/);
+/** A comma-separated list whose every entry `problem` accepts (it says why not). */
+const list = (problem: (entry: string) => string | undefined) =>
+  z
+    .string()
+    .transform((v) =>
+      v
+        .split(",")
+        .map((e) => e.trim())
+        .filter(Boolean),
+    )
+    .superRefine((entries, ctx) => {
+      for (const e of entries) {
+        const why = problem(e);
+        if (why) ctx.addIssue({ code: "custom", message: why });
+      }
+    });
 
 const EnvSchema = z.object({
   ARBOR_MODE: z.enum(["local", "aws"]).default("local"),
@@ -54,6 +76,19 @@ const EnvSchema = z.object({
     .int("whole milliseconds")
     .min(60_000, "at least 60000 (a minute); keep it above the longest step timeout, e.g. 600000")
     .default(600_000),
+  /**
+   * The outbound guard (shared/outbound/): every URL Arbor calls out to. Addresses and names it may
+   * reach although they are not public (CIDRs, addresses, host names, comma-separated), ports
+   * besides 80 and 443, https only, and the longest response body it reads.
+   */
+  ARBOR_OUTBOUND_ALLOW: list(allowEntryProblem).optional(),
+  ARBOR_OUTBOUND_PORTS: list(portEntryProblem).optional(),
+  ARBOR_OUTBOUND_HTTPS_ONLY: bool.default(false),
+  ARBOR_OUTBOUND_MAX_RESPONSE_BYTES: z.coerce
+    .number()
+    .int("whole bytes")
+    .min(1024, "at least 1024 bytes")
+    .default(DEFAULT_MAX_RESPONSE_BYTES),
   // the model
   ARBOR_MODEL_PROVIDER: z.enum(["bedrock", "openai"]).optional(),
   ARBOR_MODEL: z.string().min(1).optional(),
@@ -102,6 +137,8 @@ export interface LocalConfig {
   apiKeysFile?: string;
   /** Who decides: the built-in Cedar policy, or an OPA bundle from a folder. */
   policy?: { engine: "cedar" } | { engine: "opa"; dir: string };
+  /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
+  outbound?: OutboundSettings;
 }
 
 export interface AwsConfig {
@@ -123,6 +160,8 @@ export interface AwsConfig {
   toolsFile?: string;
   /** Who decides: an OPA bundle from the policies bucket (the default), or the built-in Cedar policy. */
   policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string };
+  /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
+  outbound?: OutboundSettings;
 }
 
 export type Config = LocalConfig | AwsConfig;
@@ -148,6 +187,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
       apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
       policy: localPolicy(e),
+      outbound: outboundSettings(e),
     };
   }
   const missing = (
@@ -204,6 +244,16 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         ? { engine: "opa", bucket: e.ARBOR_POLICIES_BUCKET as string, prefix: e.ARBOR_POLICIES_PREFIX ?? "" }
         : { engine: "cedar" },
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
+    outbound: outboundSettings(e),
+  };
+}
+
+function outboundSettings(e: z.output<typeof EnvSchema>): OutboundSettings {
+  return {
+    allow: e.ARBOR_OUTBOUND_ALLOW ?? [],
+    ports: e.ARBOR_OUTBOUND_PORTS ?? [],
+    httpsOnly: e.ARBOR_OUTBOUND_HTTPS_ONLY,
+    maxResponseBytes: e.ARBOR_OUTBOUND_MAX_RESPONSE_BYTES,
   };
 }
 

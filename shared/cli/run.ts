@@ -44,6 +44,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     llm: setup.llm,
     settings: { fallbackAssistant: fallback },
     toolsConfig: loadToolsConfig(config.toolsFile),
+    ...(config.outbound ? { outbound: config.outbound } : {}),
     ...(config.policy?.engine === "opa"
       ? { policy: await OpaPolicyEngine.fromFolder(config.policy.dir) }
       : {}),

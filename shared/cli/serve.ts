@@ -76,6 +76,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
         ? { fallbackAssistant: `${tenantUrn(tenants[0] as string)}/common.Assistant.${FALLBACK_ID}` }
         : {},
     toolsConfig: loadToolsConfig(config.toolsFile),
+    ...(config.outbound ? { outbound: config.outbound } : {}),
     ...(config.policy?.engine === "opa"
       ? { policy: await OpaPolicyEngine.fromFolder(config.policy.dir) }
       : {}),

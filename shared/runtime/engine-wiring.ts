@@ -5,6 +5,8 @@ import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import type { EngineSettings, FaultInjector } from "../engine/context.ts";
 import { Engine } from "../engine/engine.ts";
 import { componentLogger } from "../observability/logger.ts";
+import { createGuardedFetch } from "../outbound/guard.ts";
+import { type OutboundSettings, outboundPolicy } from "../outbound/policy.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
@@ -30,8 +32,13 @@ export interface EngineOptions {
   tools?: ToolPort;
   /** The tool registry's configuration (default: DEFAULT_TOOLS, the built-ins that need no settings). */
   toolsConfig?: unknown;
-  /** Outbound HTTP for the tools (injected in tests). */
+  /**
+   * Outbound HTTP for the tools (default: the outbound guard of `outbound`, shared/outbound/guard.ts).
+   * A fetch given here replaces the guard: tests inject fakes; production code never does.
+   */
   fetch?: typeof fetch;
+  /** What the outbound guard lets through (config: ARBOR_OUTBOUND_*); default public addresses, ports 80/443. */
+  outbound?: OutboundSettings;
   /** Who may do what (default: the default Cedar policy, policies/arbor.cedar). */
   policy?: PolicyEngine;
   settings?: Partial<EngineSettings>;
@@ -61,7 +68,7 @@ export async function openTools(
     clock: options.clock ?? (() => new Date()),
     embedder: models.embedder,
     index: models.index,
-    fetch: options.fetch ?? fetch,
+    fetch: options.fetch ?? createGuardedFetch(outboundPolicy(options.outbound)),
   });
 }
 

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import {
   AGENT_CARD_PATH,
   type AgentCard,
+  type AgentInterface,
   type Message,
   type Part,
   Role,
@@ -17,7 +18,7 @@ import {
   JsonRpcTransportFactory,
   RestTransportFactory,
 } from "@a2a-js/sdk/client";
-import { ConfigError } from "../errors.ts";
+import { ConfigError, ForbiddenError } from "../errors.ts";
 import type { ToolBinding, ToolContext } from "../ports/tools.ts";
 import { outsideTool } from "./json-schema.ts";
 
@@ -31,6 +32,13 @@ import { outsideTool } from "./json-schema.ts";
  * back still submitted or working is polled until it settles or the call's signal fires (the tool
  * service's timeout). A task that ends failed, rejected or canceled, or that stops to ask for
  * input or authentication, is the tool failing: Arbor cannot answer for a person here.
+ *
+ * The configured headers are credentials: they, and the model's messages, go only to the origin
+ * of the configured URL. The card names where the agent's interfaces are; an interface on another
+ * origin is never used, a card that offers Arbor's transports only elsewhere is refused at start
+ * (a ConfigError naming the tool, the configured origin and the card's URLs), and every request
+ * is checked against the origin once more before it leaves (onlyTo). All of it goes through the
+ * fetch the tool service is given: in production, the outbound guard (shared/outbound/guard.ts).
  */
 export interface A2aAgentSettings {
   /** The agent's base URL (its card is at `<url>/.well-known/agent-card.json`) or its card's URL. */
@@ -72,7 +80,8 @@ export async function a2aAgentBinding(
   fetchFn: typeof fetch,
 ): Promise<ToolBinding> {
   const cardUrl = agentCardUrl(options.settings.url);
-  const send = withHeaders(fetchFn, options.settings.headers);
+  const origin = new URL(cardUrl).origin;
+  const send = onlyTo(origin, name, withHeaders(fetchFn, options.settings.headers));
   const where = `tools.${name}: the A2A agent card at ${cardUrl}`;
 
   let card: AgentCard;
@@ -97,6 +106,21 @@ export async function a2aAgentBinding(
     );
   }
 
+  // The credentials (and the model's messages) go only to the origin the operator configured: an
+  // interface the card puts elsewhere is never used, and a card that offers Arbor's transports
+  // only elsewhere is refused.
+  const spoken = (i: AgentInterface) => SPOKEN.has(i.protocolBinding);
+  const away = (i: AgentInterface) => spoken(i) && originOf(i.url) !== origin;
+  const elsewhere = card.supportedInterfaces.filter(away);
+  const home: AgentCard = { ...card, supportedInterfaces: card.supportedInterfaces.filter((i) => !away(i)) };
+  if (elsewhere.length > 0 && !home.supportedInterfaces.some(spoken)) {
+    throw new ConfigError(
+      `${where} names ${elsewhere.map((i) => i.url).join(", ")} for its interface, not the configured origin ` +
+        `${origin}: Arbor sends this tool's headers and messages only to ${origin}, so it does not call the agent. ` +
+        "Configure the agent's own URL, or have its card name interfaces on that origin",
+    );
+  }
+
   let client: Client;
   try {
     client = await new ClientFactory({
@@ -105,7 +129,7 @@ export async function a2aAgentBinding(
         new RestTransportFactory({ fetchImpl: send }),
       ],
       clientConfig: { polling: false },
-    }).createFromAgentCard(card);
+    }).createFromAgentCard(home);
   } catch (cause) {
     const offered = card.supportedInterfaces.map((i) => `${i.protocolBinding} ${i.protocolVersion}`.trim());
     throw new ConfigError(
@@ -276,6 +300,35 @@ function reason(e: unknown): string {
   const message = e instanceof Error ? e.message : String(e);
   const cause = e instanceof Error ? e.cause : undefined;
   return cause instanceof Error ? `${message}: ${cause.message}` : message;
+}
+
+/** The protocol bindings Arbor's client speaks (its transports below). */
+const SPOKEN = new Set(["JSONRPC", "HTTP+JSON"]);
+
+/** A URL's origin, or undefined when it is not a URL. */
+function originOf(url: string): string | undefined {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Requests only to `origin` (what the operator configured): whatever the card or the SDK asks for,
+ * the configured headers and the model's messages never leave for another origin.
+ */
+function onlyTo(origin: string, name: string, fetchFn: typeof fetch): typeof fetch {
+  return (input, init) => {
+    const url = input instanceof Request ? input.url : String(input);
+    if (originOf(url) !== origin)
+      return Promise.reject(
+        new ForbiddenError(
+          `tools.${name}: a request to ${url} refused: this A2A tool speaks only to its configured origin ${origin}`,
+        ),
+      );
+    return fetchFn(input, init);
+  };
 }
 
 /** The configured headers on every request; the SDK's own (content type, A2A-Version) win. */

@@ -28,6 +28,7 @@ import {
 } from "./a2a-fixtures.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+import { LOOPBACK_ALLOWED } from "./tool-world.ts";
 
 /**
  * Arbor as an A2A 1.0 agent, driven by the SDK's own client (ClientFactory + JsonRpcTransportFactory,
@@ -512,6 +513,7 @@ describe("Arbor calling Arbor", () => {
       script: delegate,
       assistants: [{ name: "Delegator", id: "delegator", purpose: "Ask the remote Arbor", tools: ["arbor"] }],
       settings: { electionThreshold: -1 },
+      outbound: LOOPBACK_ALLOWED, // the served Arbor is on 127.0.0.1
       toolsConfig: {
         tools: { arbor: { kind: "a2a", url, headers: { authorization: `Bearer ${partner.key}` } } },
       },

@@ -8,6 +8,7 @@ import type { TaskView } from "../../shared/domain/task-view.ts";
 import type { EngineSettings, FaultInjector } from "../../shared/engine/context.ts";
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
 import { pendingInteractions } from "../../shared/engine/interactions.ts";
+import type { OutboundSettings } from "../../shared/outbound/policy.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
 
@@ -24,8 +25,10 @@ export interface HarnessOptions {
   settings?: Partial<EngineSettings>;
   /** The tool registry (default: the built-in tools). */
   toolsConfig?: unknown;
-  /** Outbound HTTP for the tools. */
+  /** Outbound HTTP for the tools (default: the outbound guard of `outbound`). */
   fetch?: typeof fetch;
+  /** What the outbound guard lets through (default: public addresses only; peers on 127.0.0.1 need LOOPBACK_ALLOWED). */
+  outbound?: OutboundSettings;
   bus?: InProcessEventBusOptions;
   faults?: FaultInjector;
   /** Where resources live (default: the local default, SQLite). */
@@ -71,6 +74,7 @@ export class Harness {
       ...(this.options.settings ? { settings: this.options.settings } : {}),
       ...(this.options.toolsConfig ? { toolsConfig: this.options.toolsConfig } : {}),
       ...(this.options.fetch ? { fetch: this.options.fetch } : {}),
+      ...(this.options.outbound ? { outbound: this.options.outbound } : {}),
       ...(faults ? { faults } : {}),
     });
     this.#stop = this.engine.start();

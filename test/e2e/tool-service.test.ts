@@ -15,7 +15,7 @@ import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import type { LocalRuntime } from "../../shared/runtime/local.ts";
 import { DEFAULT_TOOLS, loadToolsConfig, parseToolsConfig } from "../../shared/tools/config.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
-import { embedder, openToolWorld, type ToolWorld } from "./tool-world.ts";
+import { embedder, guardedFetch, openToolWorld, type ToolWorld } from "./tool-world.ts";
 
 /**
  * The tool service on the local runtime: real stores, a real HTTP server for the HTTP tools, the
@@ -326,7 +326,7 @@ describe("ListTools and ExecuteTool", () => {
     const asked: string[] = [];
     const spy: typeof fetch = async (input, init) => {
       asked.push(String(input));
-      return fetch(input, init);
+      return guardedFetch(input, init);
     };
     const tools = await service(
       {
@@ -353,10 +353,14 @@ describe("ListTools and ExecuteTool", () => {
         content: expect.stringMatching(/is not an allowed host/),
       });
     }
+    // The outbound guard follows no redirect: the call fails, saying where it pointed.
     const moved = await tools.execute("fetch_page", { url: `${base}/redirect` }, ctx());
-    expect(moved.content).toMatch(
-      /^HTTP 302\n[\s\S]*redirects to http:\/\/evil\.example\/steal: not followed/,
-    );
+    expect(moved).toMatchObject({
+      isError: true,
+      content: expect.stringMatching(
+        /answered HTTP 302, a redirect to http:\/\/evil\.example\/steal, and Arbor follows no redirects/,
+      ),
+    });
     // The others were never requested, and the redirect was not followed.
     expect(asked).toEqual([`${base}/echo?x=1`, `${base}/redirect`]);
     expect((await tools.execute("fetch_page", { url: "file:///etc/passwd" }, ctx())).isError).toBe(true);

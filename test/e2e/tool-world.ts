@@ -3,6 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LocalEmbedder } from "../../shared/adapters/embeddings/local-embedder.ts";
 import { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
+import { loadConfig } from "../../shared/config.ts";
+import { createGuardedFetch } from "../../shared/outbound/guard.ts";
+import { type OutboundSettings, outboundPolicy } from "../../shared/outbound/policy.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
 import type { ToolService } from "../../shared/tools/tool-service.ts";
 
@@ -13,9 +16,23 @@ export type ToolServiceOpenOptions = Parameters<typeof ToolService.open>[1];
 export const embedder = new LocalEmbedder();
 
 /**
+ * The tests' peers listen on 127.0.0.1: the operator's setting that lets Arbor reach them (loopback,
+ * on the ports above 1023), read the way `arbor serve` reads it. The tool tests call out through the
+ * outbound guard with it, as production does, so the guard is in the path of every tool test.
+ */
+export const LOOPBACK_ALLOWED: OutboundSettings = (() => {
+  const { outbound } = loadConfig({ ARBOR_OUTBOUND_ALLOW: "127.0.0.1", ARBOR_OUTBOUND_PORTS: "1024-65535" });
+  if (!outbound) throw new Error("loadConfig gave no outbound settings");
+  return outbound;
+})();
+
+/** The outbound guard with loopback allowed (what the tool tests call out with). */
+export const guardedFetch = createGuardedFetch(outboundPolicy(LOOPBACK_ALLOWED));
+
+/**
  * A tool service's surroundings for the tool tests: a local runtime (resources, audit log) and a
  * vector index in a fresh folder, and the options that open a tool service on them (a fixed clock,
- * the real fetch), with a test's own on top.
+ * the outbound guard with loopback allowed), with a test's own on top.
  */
 export interface ToolWorld {
   dir: string;
@@ -42,7 +59,7 @@ export async function openToolWorld(prefix: string): Promise<ToolWorld> {
       clock: () => new Date("2026-06-01T09:00:00.000Z"),
       embedder,
       index,
-      fetch,
+      fetch: guardedFetch,
       ...extra,
     }),
     close: async () => {

@@ -13,7 +13,7 @@ import { ToolService } from "../../shared/tools/tool-service.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
-import { openToolWorld, type ToolWorld } from "./tool-world.ts";
+import { LOOPBACK_ALLOWED, openToolWorld, type ToolWorld } from "./tool-world.ts";
 
 /**
  * A2A tools end to end: a remote agent written with the SDK's server side (test/peers/a2a-agent.ts)
@@ -351,6 +351,7 @@ describe("delegating in a local run", () => {
     h = await Harness.create({
       script,
       assistants: ORGANISER,
+      outbound: LOOPBACK_ALLOWED,
       toolsConfig: desk(),
     });
     const { rootTaskId } = await h.submit("Find a venue in Lisbon for 12 people");

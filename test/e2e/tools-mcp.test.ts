@@ -9,6 +9,7 @@ import type { LlmRequest } from "../../shared/ports/llm.ts";
 import { venuesServer } from "../peers/mcp-venues.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+import { LOOPBACK_ALLOWED } from "./tool-world.ts";
 
 /**
  * MCP end to end: an MCP server written with the SDK (test/peers/mcp-venues.ts), its tools
@@ -87,6 +88,7 @@ describe.each([
     h = await Harness.create({
       script,
       assistants: SCOUT,
+      outbound: LOOPBACK_ALLOWED,
       toolsConfig: { tools: { lookup_venue: server(), book_venue: { ...server(), risky: false } } },
     });
     // The model sees the server's own description and schema.
@@ -117,6 +119,7 @@ describe.each([
     h = await Harness.create({
       script,
       assistants: SCOUT,
+      outbound: LOOPBACK_ALLOWED,
       toolsConfig: { tools: { lookup_venue: server() } },
     });
     const result = await h.engine.deps.tools.execute(

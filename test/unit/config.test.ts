@@ -52,6 +52,7 @@ describe("config", () => {
       watchdogStaleMs: 600_000,
       endpoints: {},
       policy: { engine: "opa", bucket: "p", prefix: "" },
+      outbound: { allow: [], ports: [], httpsOnly: false, maxResponseBytes: 10 * 1024 * 1024 },
     });
   });
 
