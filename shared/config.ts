@@ -24,6 +24,21 @@ const EnvSchema = z.object({
   /** The API keys `arbor serve` accepts (see shared/channels/api-keys.ts); default <dataDir>/api-keys.json. */
   ARBOR_API_KEYS_FILE: z.string().min(1).optional(),
   /**
+   * Where callers reach `arbor serve` from outside (the A2A agent card names it): an absolute
+   * http(s) URL, optionally with a path prefix; default the address it listens on.
+   */
+  ARBOR_PUBLIC_URL: z
+    .string()
+    .transform((v, ctx) => {
+      try {
+        return parsePublicUrl(v);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
+        return z.NEVER;
+      }
+    })
+    .optional(),
+  /**
    * Which policy engine decides: Cedar (the default policy, built in; the local default) or OPA (a
    * bundle, see policies/README.md; the AWS default).
    */
@@ -100,6 +115,8 @@ export interface LocalConfig {
   toolsFile?: string;
   /** The API keys `arbor serve` accepts (ARBOR_API_KEYS_FILE); loadConfig sets <dataDir>/api-keys.json by default. */
   apiKeysFile?: string;
+  /** Where callers reach `arbor serve` (ARBOR_PUBLIC_URL, see parsePublicUrl); absent: where it listens. */
+  publicUrl?: string;
   /** Who decides: the built-in Cedar policy, or an OPA bundle from a folder. */
   policy?: { engine: "cedar" } | { engine: "opa"; dir: string };
 }
@@ -147,6 +164,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       objectStore: e.ARBOR_OBJECT_STORE,
       ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
       apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
+      ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
       policy: localPolicy(e),
     };
   }
@@ -205,6 +223,34 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         : { engine: "cedar" },
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
   };
+}
+
+/**
+ * A public base URL (ARBOR_PUBLIC_URL, `arbor serve --public-url`): absolute http(s), no
+ * credentials, query or fragment, a path only as a clean prefix (a proxy's /arbor, say). Returns
+ * it without a trailing slash; throws ConfigError saying what is wrong.
+ */
+export function parsePublicUrl(value: string): string {
+  const bad = (why: string) =>
+    new ConfigError(
+      `The public URL ${JSON.stringify(value)} ${why}: give an absolute http(s) URL such as https://arbor.example.com`,
+    );
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw bad("is not a URL");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw bad("is not http or https");
+  if (url.username || url.password) throw bad("has credentials in it");
+  if (url.search || value.includes("?")) throw bad("has a query");
+  if (url.hash || value.includes("#")) throw bad("has a fragment");
+  const path = url.pathname.replace(/\/+$/, "");
+  if (path !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(path))
+    throw bad("has a path that is not a plain prefix");
+  // The URL parser folds "." and ".." segments and backslashes away: look at what was given.
+  if (/\\|\/\.{1,2}(\/|$)/.test(value)) throw bad("has a path that is not a plain prefix");
+  return `${url.origin}${path}`;
 }
 
 function localPolicy(e: z.output<typeof EnvSchema>): NonNullable<LocalConfig["policy"]> {

@@ -15,6 +15,7 @@ import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import pkg from "../../package.json" with { type: "json" };
 import type { Engine } from "../engine/engine.ts";
+import { UnavailableError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import { AUTH_ERROR_CODE } from "./a2a-mapping.ts";
 import { ArborCaller } from "./a2a-store.ts";
@@ -41,11 +42,12 @@ export interface A2aAppOptions {
   engine: Engine;
   keys: ApiKeys;
   /**
-   * Where the app is reachable from outside: the card's interface URL is `<baseUrl>/a2a`. Without
-   * it, the card names the origin its own request came to (right for callers that reach the server
-   * directly; behind a proxy or a load balancer, set it).
+   * Where the app is reachable from outside: the card's interface URL is `<baseUrl>/a2a`. It is
+   * configuration (`arbor serve --public-url`, ARBOR_PUBLIC_URL, else the address the server
+   * listens on: a function, read when the card is asked for), never anything a request says: the
+   * card is cached publicly, so a forged Host header must not end up in it.
    */
-  baseUrl?: string;
+  baseUrl: string | (() => string);
   log?: ArborLogger;
   /** How long a blocking SendMessage waits before it answers with the task still working (default 4 min). */
   waitMs?: number;
@@ -110,10 +112,17 @@ type Env = { Variables: { who: Authenticated } };
 
 export function createA2aApp(options: A2aAppOptions): Hono<Env> {
   const log = options.log ?? componentLogger("a2a-server");
+  const baseUrl = options.baseUrl;
+  const base = typeof baseUrl === "string" ? () => baseUrl : baseUrl;
   // The JSON-RPC side reads only the card's protocol bindings and versions, never its URL.
-  const card = arborAgentCard(options.baseUrl ?? "http://localhost");
-  const cardJson = (base: string) => AgentCard.toJSON(arborAgentCard(base)) as Record<string, unknown>;
-  const fixedCard = options.baseUrl === undefined ? undefined : cardJson(options.baseUrl);
+  const card = arborAgentCard("http://localhost");
+  let cached: { base: string; json: Record<string, unknown> } | undefined;
+  const cardJson = () => {
+    const at = base();
+    if (cached?.base !== at)
+      cached = { base: at, json: AgentCard.toJSON(arborAgentCard(at)) as Record<string, unknown> };
+    return cached.json;
+  };
   const tasks = new ArborA2aTasks({
     engine: options.engine,
     card,
@@ -126,7 +135,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
 
   app.get(`/${AGENT_CARD_PATH}`, (c) => {
     c.header("Cache-Control", "public, max-age=300");
-    return c.json(fixedCard ?? cardJson(new URL(c.req.url).origin));
+    return c.json(cardJson());
   });
 
   app.post(
@@ -134,7 +143,15 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
     // Who calls, before anything is read: no body is parsed for a caller without a key.
     async (c, next) => {
       const authorization = c.req.header("authorization");
-      const who = options.keys.authenticate(authorization);
+      let who: Authenticated | undefined;
+      try {
+        who = options.keys.authenticate(authorization);
+      } catch (error) {
+        // The keys file is not valid: nobody is let in until it is (see ApiKeys.refuseAll).
+        if (!(error instanceof UnavailableError)) throw error;
+        c.header("Connection", "close");
+        return c.json(rpcError(null, AUTH_ERROR_CODE, error.message), 503);
+      }
       if (!who) {
         // RFC 6750: a presented key that is not known is an invalid_token; no key says only the scheme.
         c.header("WWW-Authenticate", `Bearer realm="arbor"${authorization ? ', error="invalid_token"' : ""}`);

@@ -46,7 +46,10 @@ beforeAll(async () => {
   h = await Harness.create({ script, assistants: GENERALIST, settings: { electionThreshold: -1 } });
   await h.engine.registerAssistants("beta", GENERALIST);
   const keys = new ApiKeys({ keys: [acme.entry, beta.entry] });
-  server = await startServer(createServerApp({ engine: h.engine, keys }), { port: 0, host: "127.0.0.1" });
+  server = await startServer(createServerApp({ engine: h.engine, keys, publicUrl: () => server.url }), {
+    port: 0,
+    host: "127.0.0.1",
+  });
 });
 afterAll(async () => {
   await server?.close();
