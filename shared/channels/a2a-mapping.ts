@@ -285,10 +285,11 @@ export function toA2aError(
   missing: { urn: string; error: () => Error },
 ): unknown {
   if (!(error instanceof ArborError)) return error;
-  const foreign = !isUrn(missing.urn) || tenantOf(missing.urn) !== who.caller.tenant;
+  // Anything about another tenant's URN (refused, not found, malformed) is the one "not found".
+  if (!isUrn(missing.urn) || tenantOf(missing.urn) !== who.caller.tenant) return missing.error();
   switch (error.code) {
     case "FORBIDDEN":
-      return foreign ? missing.error() : permissionDenied(error.message);
+      return permissionDenied(error.message);
     case "NOT_FOUND":
       return missing.error();
     case "INVALID_URN":

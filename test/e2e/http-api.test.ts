@@ -219,7 +219,7 @@ describe("HTTP API: a request from message to answer", () => {
 });
 
 describe("HTTP API: tenants", () => {
-  it("a beta key gets 403 on acme's task (read, interactions, answer, cancel) and conversation, and acme's work is unchanged", async () => {
+  it("a beta key gets 404 on acme's task (read, interactions, answer, cancel) and conversation, and acme's work is unchanged", async () => {
     const { json } = await submit(acme.key, { text: "Our secret plan", mode: "lazy" });
     const { rootTaskId, conversationUrn } = json;
     await pollTask(acme.key, rootTaskId, (s) => s === "awaiting_user");
@@ -234,10 +234,11 @@ describe("HTTP API: tenants", () => {
       await api("POST", `/v1/tasks/${enc(rootTaskId)}/cancel`, { key: beta.key, body: { reason: "mine" } }),
       await submit(beta.key, { text: "I am acme now", conversationUrn }),
     ];
+    // Another tenant's work is answered as work that does not exist (see tenant-oracle.test.ts).
     for (const res of refused) {
-      expect(res.status).toBe(403);
-      expect(res.json.error.code).toBe("FORBIDDEN");
-      expect(res.json.error.message).toMatch(/^user_bea may not /);
+      expect(res.status).toBe(404);
+      expect(res.json.error.code).toBe("NOT_FOUND");
+      expect(res.json.error.message).toMatch(/^(Task|Interaction|Conversation) not found: cld:/);
       expect(JSON.stringify(res.json)).not.toContain("secret");
     }
     // The request cannot choose its tenant: a tenant field is refused as unknown.
@@ -310,7 +311,12 @@ describe("HTTP API: bad input changes nothing", () => {
         })
       ).status,
     ).toBe(404);
+    // No URN at all is outside the tenant too: not found; a malformed one of the tenant is a 400.
     expect(await getTask(acme.key, "not-a-urn")).toMatchObject({
+      status: 404,
+      json: { error: { code: "NOT_FOUND" } },
+    });
+    expect(await getTask(acme.key, `${tenantUrn("acme")}/not an element`)).toMatchObject({
       status: 400,
       json: { error: { code: "INVALID_URN" } },
     });
