@@ -17,6 +17,7 @@ import pkg from "../../package.json" with { type: "json" };
 import type { Engine } from "../engine/engine.ts";
 import { UnavailableError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
+import { checkA2aRequest } from "./a2a-input.ts";
 import { AUTH_ERROR_CODE } from "./a2a-mapping.ts";
 import { ArborCaller } from "./a2a-store.ts";
 import { ArborA2aTasks } from "./a2a-tasks.ts";
@@ -32,8 +33,10 @@ import type { ApiKeys, Authenticated } from "./api-keys.ts";
  *
  * Every JSON-RPC request names an API key (`Authorization: Bearer <key>`, see api-keys.ts) and is
  * refused with 401 before anything else without a known one; the key's tenant and roles are what
- * the engine then checks every read and write against. Bodies over 256 KB are refused (413), and
- * malformed JSON-RPC gets the standard errors (-32700, -32600, -32601, -32602).
+ * the engine then checks every read and write against. Bodies over 256 KB are refused (413),
+ * malformed JSON-RPC gets the standard errors (-32700, -32600, -32601, -32602), and a message
+ * over the limits every channel keeps (a2a-input.ts) is invalid params (-32602), refused before
+ * anything is written.
  */
 export const A2A_PATH = "/a2a";
 export const MAX_A2A_BODY_BYTES = 256 * 1024;
@@ -207,6 +210,14 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
       if (problem)
         return reply(c, rpcError(idOf(body), A2A_ERROR_CODE.INVALID_REQUEST, `Invalid request: ${problem}`));
       const request = body as { id?: string | number | null; method: string };
+      // The limits every channel keeps, on the request as sent, before the SDK decodes it.
+      const refused = checkA2aRequest(body as Record<string, unknown>, who.caller.tenant);
+      if (refused)
+        return reply(c, {
+          jsonrpc: "2.0",
+          id: request.id ?? null,
+          error: JsonRpcTransportHandler.mapToJSONRPCError(refused),
+        });
 
       const version = c.req.header(A2A_VERSION_HEADER);
       const headers: Record<string, string> = {};

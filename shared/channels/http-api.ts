@@ -4,6 +4,7 @@ import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import { MAX_JSON_DEPTH, MAX_REQUEST_CHARS, nestsDeeperThan } from "../domain/input-limits.ts";
 import { formatIssues, type InteractionResource, InteractionResponseSchema } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import { isWithin, parentUrn, tenantUrn } from "../domain/urn.ts";
@@ -44,7 +45,7 @@ type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
 
 const MessageSchema = z
   .object({
-    text: z.string().min(1).max(100_000),
+    text: z.string().min(1).max(MAX_REQUEST_CHARS),
     conversationUrn: z.string().min(1).max(1000).optional(),
     mode: z.enum(["eager", "lazy"]).optional(),
     title: z.string().min(1).max(200).optional(),
@@ -214,6 +215,8 @@ async function readJson<S extends z.ZodType>(
       throw new ValidationError(`The request body is not valid JSON (${(cause as Error).message})`);
     }
   }
+  if (nestsDeeperThan(raw, MAX_JSON_DEPTH))
+    throw new ValidationError(`The request body nests deeper than ${MAX_JSON_DEPTH} levels`);
   first?.(raw);
   const parsed = schema.safeParse(raw);
   if (!parsed.success) throw new ValidationError("The request body is not valid", formatIssues(parsed.error));

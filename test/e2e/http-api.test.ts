@@ -281,6 +281,11 @@ describe("HTTP API: bad input changes nothing", () => {
       expect(res.json.error.code).toBe("VALIDATION");
     }
 
+    // JSON nested deeper than every channel takes (shared/domain/input-limits.ts): a 400, not a crash.
+    const deep = await post(`{"text":"hi","title":${"[".repeat(5000)}${"]".repeat(5000)}}`);
+    expect(deep).toMatchObject({ status: 400, json: { error: { code: "VALIDATION" } } });
+    expect(deep.json.error.message).toMatch(/nests deeper than 64 levels/);
+
     const big = JSON.stringify({ text: "x".repeat(300_000) });
     const tooLarge = await post(big);
     expect(tooLarge).toMatchObject({ status: 413, json: { error: { code: "TOO_LARGE" } } });
