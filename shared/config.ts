@@ -9,6 +9,21 @@ import { ConfigError } from "./errors.ts";
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 const name = z.string().regex(/^[a-zA-Z0-9._-]+$/);
 
+const rateLimit = (fallback: string) =>
+  z
+    .string()
+    .regex(
+      /^(off|0|\d+(\.\d+)?(,\d+)?)$/,
+      'requests per second and an optional burst, e.g. "20" or "20,200"; "off" for no limit',
+    )
+    .default(fallback)
+    .transform((v): RateLimit | undefined => {
+      if (v === "off" || v === "0") return undefined;
+      const [rate, burst] = v.split(",").map(Number) as [number, number | undefined];
+      if (rate <= 0) return undefined;
+      return { perSecond: rate, burst: Math.max(1, burst ?? Math.ceil(rate * 10)) };
+    });
+
 const EnvSchema = z.object({
   ARBOR_MODE: z.enum(["local", "aws"]).default("local"),
   ARBOR_TENANT: z
@@ -63,6 +78,12 @@ const EnvSchema = z.object({
     .string()
     .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, "3-63 lower-case letters, digits, dots and hyphens")
     .optional(),
+  /**
+   * How many requests `arbor serve` takes from one API key, and from all keys of one tenant:
+   * "<per second>" or "<per second>,<burst>" (burst default: ten seconds' worth), or "off".
+   */
+  ARBOR_RATE_LIMIT_PER_KEY: rateLimit("20,200"),
+  ARBOR_RATE_LIMIT_PER_TENANT: rateLimit("50,500"),
   /** The watchdog re-drives work that has not moved for this long; longer than any step may run. */
   ARBOR_WATCHDOG_STALE_MS: z.coerce
     .number()
@@ -100,6 +121,17 @@ export const MODEL_HELP = `No model is configured. Arbor talks to Amazon Bedrock
 
 Or try it offline with the scripted example:  npx arbor run --example offsite`;
 
+/** A token bucket: `burst` requests at once, refilled at `perSecond` (see channels/rate-limit.ts). */
+export interface RateLimit {
+  perSecond: number;
+  burst: number;
+}
+/** Per API key and per tenant; an absent one is no limit. */
+export interface RateLimits {
+  perKey?: RateLimit;
+  perTenant?: RateLimit;
+}
+
 export interface LocalConfig {
   mode: "local";
   model?: ModelConfig;
@@ -117,6 +149,8 @@ export interface LocalConfig {
   apiKeysFile?: string;
   /** Where callers reach `arbor serve` (ARBOR_PUBLIC_URL, see parsePublicUrl); absent: where it listens. */
   publicUrl?: string;
+  /** How many requests `arbor serve` takes per key and per tenant (ARBOR_RATE_LIMIT_PER_KEY / _PER_TENANT). */
+  rateLimits?: RateLimits;
   /** Who decides: the built-in Cedar policy, or an OPA bundle from a folder. */
   policy?: { engine: "cedar" } | { engine: "opa"; dir: string };
 }
@@ -165,6 +199,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
       apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
       ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
+      rateLimits: {
+        ...(e.ARBOR_RATE_LIMIT_PER_KEY ? { perKey: e.ARBOR_RATE_LIMIT_PER_KEY } : {}),
+        ...(e.ARBOR_RATE_LIMIT_PER_TENANT ? { perTenant: e.ARBOR_RATE_LIMIT_PER_TENANT } : {}),
+      },
       policy: localPolicy(e),
     };
   }

@@ -22,6 +22,7 @@ import { AUTH_ERROR_CODE } from "./a2a-mapping.ts";
 import { ArborCaller } from "./a2a-store.ts";
 import { ArborA2aTasks } from "./a2a-tasks.ts";
 import type { ApiKeys, Authenticated } from "./api-keys.ts";
+import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
 /**
  * Arbor as an A2A 1.0 agent: another agent (or a person's A2A client) sends it a message, Arbor
@@ -52,6 +53,8 @@ export interface A2aAppOptions {
    */
   baseUrl: string | (() => string);
   log?: ArborLogger;
+  /** Requests per key and per tenant, shared with the HTTP API (see rate-limit.ts); absent: none counted. */
+  limiter?: RateLimiter;
   /** How long a blocking SendMessage waits before it answers with the task still working (default 4 min). */
   waitMs?: number;
   /** How often a waiting send reads the state without a wake-up (default 5 s). */
@@ -170,6 +173,14 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
         );
       }
       c.set("who", who);
+      // Over the key's or the tenant's rate: HTTP 429 with Retry-After, as on the HTTP API, so that
+      // any client or proxy knows to wait; the body is a JSON-RPC error (-32000) saying so.
+      const throttled = options.limiter?.take(who);
+      if (throttled) {
+        c.header("Retry-After", String(throttled.retryAfterSeconds));
+        c.header("Connection", "close"); // the body is not read
+        return c.json(rpcError(null, AUTH_ERROR_CODE, throttledMessage(throttled)), 429);
+      }
       await next();
     },
     bodyLimit({

@@ -12,6 +12,7 @@ import type { Asker, Engine } from "../engine/engine.ts";
 import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { ApiKeys, Authenticated } from "./api-keys.ts";
+import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
 /**
  * Arbor's HTTP API (local mode: `arbor serve`). Every route under /v1 needs an API key
@@ -39,6 +40,8 @@ export interface HttpApiParts {
   engine: Engine;
   keys: ApiKeys;
   log?: HttpApiLog;
+  /** Requests per key and per tenant (see rate-limit.ts); absent: none counted. `arbor serve` always sets it. */
+  limiter?: RateLimiter;
 }
 
 type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
@@ -82,6 +85,7 @@ export function createHttpApi({
   engine,
   keys,
   log = componentLogger("http-api"),
+  limiter,
 }: HttpApiParts): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
@@ -101,6 +105,12 @@ export function createHttpApi({
       return c.json(errorBody("UNAUTHENTICATED", `${problem} ${KEY_HELP}`), 401);
     }
     c.set("who", who);
+    // How much: a key over its rate, or its tenant over its own, waits (before the body is read).
+    const throttled = limiter?.take(who);
+    if (throttled) {
+      c.header("Retry-After", String(throttled.retryAfterSeconds));
+      return c.json(errorBody("THROTTLED", throttledMessage(throttled), { scope: throttled.scope }), 429);
+    }
     await next();
   });
   app.use(

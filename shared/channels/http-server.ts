@@ -26,7 +26,16 @@ export function createServerApp(parts: ServerAppParts): Hono {
   const log = parts.log ?? componentLogger("http-server");
   const app = new Hono();
   app.route("/", createHttpApi({ ...api, log }));
-  app.route("/", createA2aApp({ engine: parts.engine, keys: parts.keys, baseUrl: publicUrl }));
+  // One limiter for both: a key's requests count the same on every channel.
+  app.route(
+    "/",
+    createA2aApp({
+      engine: parts.engine,
+      keys: parts.keys,
+      baseUrl: publicUrl,
+      ...(parts.limiter ? { limiter: parts.limiter } : {}),
+    }),
+  );
   // Mount further channels here (see above).
   app.notFound(notFoundJson);
   app.onError(errorHandler(log));

@@ -3,6 +3,7 @@ import { ScriptedLlm } from "../adapters/llm/scripted-llm.ts";
 import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
 import { ApiKeys, readApiKeysFile, watchApiKeysFile } from "../channels/api-keys.ts";
 import { createServerApp, type RunningServer, startServer } from "../channels/http-server.ts";
+import { RateLimiter } from "../channels/rate-limit.ts";
 import { type LocalConfig, MODEL_HELP, parsePublicUrl } from "../config.ts";
 import { tenantUrn } from "../domain/urn.ts";
 import { DEFAULT_TEAM, FALLBACK_ID } from "../engine/default-team.ts";
@@ -108,7 +109,12 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
         }
       },
     });
-    const app = createServerApp({ engine, keys, publicUrl: publicUrl ?? (() => server?.url ?? "") });
+    const app = createServerApp({
+      engine,
+      keys,
+      publicUrl: publicUrl ?? (() => server?.url ?? ""),
+      limiter: new RateLimiter(config.rateLimits ?? {}),
+    });
     server = await startServer(app, { port, host }).catch((error: NodeJS.ErrnoException) => {
       throw error.code === "EADDRINUSE"
         ? new Error(`Port ${port} on ${host} is taken: choose another with --port`)
