@@ -85,6 +85,15 @@ describe("A2A input over the limits", () => {
         /characters long/,
       ],
       [
+        // More than a stored message holds: the old path wrote the conversation, then failed on the message.
+        "a 17 KB data part that renders past a million characters",
+        sendWith({ parts: [] }).replace(
+          '"parts":[]',
+          `"parts":[{"text":"Plan this"},{"data":${nested(59, Array(8500).fill(0).join(","))}}]`,
+        ),
+        /characters long/,
+      ],
+      [
         "text over the cap",
         sendWith({ parts: [{ text: "x".repeat(MAX_REQUEST_CHARS + 1) }] }),
         /characters long/,
