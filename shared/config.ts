@@ -31,6 +31,21 @@ const list = (problem: (entry: string) => string | undefined) =>
       }
     });
 
+const rateLimit = (fallback: string) =>
+  z
+    .string()
+    .regex(
+      /^(off|0|\d+(\.\d+)?(,\d+)?)$/,
+      'requests per second and an optional burst, e.g. "20" or "20,200"; "off" for no limit',
+    )
+    .default(fallback)
+    .transform((v): RateLimit | undefined => {
+      if (v === "off" || v === "0") return undefined;
+      const [rate, burst] = v.split(",").map(Number) as [number, number | undefined];
+      if (rate <= 0) return undefined;
+      return { perSecond: rate, burst: Math.max(1, burst ?? Math.ceil(rate * 10)) };
+    });
+
 const EnvSchema = z.object({
   ARBOR_MODE: z.enum(["local", "aws"]).default("local"),
   ARBOR_TENANT: z
@@ -45,6 +60,21 @@ const EnvSchema = z.object({
   ARBOR_TOOLS_FILE: z.string().min(1).optional(),
   /** The API keys `arbor serve` accepts (see shared/channels/api-keys.ts); default <dataDir>/api-keys.json. */
   ARBOR_API_KEYS_FILE: z.string().min(1).optional(),
+  /**
+   * Where callers reach `arbor serve` from outside (the A2A agent card names it): an absolute
+   * http(s) URL, optionally with a path prefix; default the address it listens on.
+   */
+  ARBOR_PUBLIC_URL: z
+    .string()
+    .transform((v, ctx) => {
+      try {
+        return parsePublicUrl(v);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
+        return z.NEVER;
+      }
+    })
+    .optional(),
   /**
    * Which policy engine decides: Cedar (the default policy, built in; the local default) or OPA (a
    * bundle, see policies/README.md; the AWS default).
@@ -70,6 +100,12 @@ const EnvSchema = z.object({
     .string()
     .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, "3-63 lower-case letters, digits, dots and hyphens")
     .optional(),
+  /**
+   * How many requests `arbor serve` takes from one API key, and from all keys of one tenant:
+   * "<per second>" or "<per second>,<burst>" (burst default: ten seconds' worth), or "off".
+   */
+  ARBOR_RATE_LIMIT_PER_KEY: rateLimit("20,200"),
+  ARBOR_RATE_LIMIT_PER_TENANT: rateLimit("50,500"),
   /** The watchdog re-drives work that has not moved for this long; longer than any step may run. */
   ARBOR_WATCHDOG_STALE_MS: z.coerce
     .number()
@@ -120,6 +156,17 @@ export const MODEL_HELP = `No model is configured. Arbor talks to Amazon Bedrock
 
 Or try it offline with the scripted example:  npx arbor run --example offsite`;
 
+/** A token bucket: `burst` requests at once, refilled at `perSecond` (see channels/rate-limit.ts). */
+export interface RateLimit {
+  perSecond: number;
+  burst: number;
+}
+/** Per API key and per tenant; an absent one is no limit. */
+export interface RateLimits {
+  perKey?: RateLimit;
+  perTenant?: RateLimit;
+}
+
 export interface LocalConfig {
   mode: "local";
   model?: ModelConfig;
@@ -135,6 +182,10 @@ export interface LocalConfig {
   toolsFile?: string;
   /** The API keys `arbor serve` accepts (ARBOR_API_KEYS_FILE); loadConfig sets <dataDir>/api-keys.json by default. */
   apiKeysFile?: string;
+  /** Where callers reach `arbor serve` (ARBOR_PUBLIC_URL, see parsePublicUrl); absent: where it listens. */
+  publicUrl?: string;
+  /** How many requests `arbor serve` takes per key and per tenant (ARBOR_RATE_LIMIT_PER_KEY / _PER_TENANT). */
+  rateLimits?: RateLimits;
   /** Who decides: the built-in Cedar policy, or an OPA bundle from a folder. */
   policy?: { engine: "cedar" } | { engine: "opa"; dir: string };
   /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
@@ -186,6 +237,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       objectStore: e.ARBOR_OBJECT_STORE,
       ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
       apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
+      ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
+      rateLimits: {
+        ...(e.ARBOR_RATE_LIMIT_PER_KEY ? { perKey: e.ARBOR_RATE_LIMIT_PER_KEY } : {}),
+        ...(e.ARBOR_RATE_LIMIT_PER_TENANT ? { perTenant: e.ARBOR_RATE_LIMIT_PER_TENANT } : {}),
+      },
       policy: localPolicy(e),
       outbound: outboundSettings(e),
     };
@@ -255,6 +311,34 @@ function outboundSettings(e: z.output<typeof EnvSchema>): OutboundSettings {
     httpsOnly: e.ARBOR_OUTBOUND_HTTPS_ONLY,
     maxResponseBytes: e.ARBOR_OUTBOUND_MAX_RESPONSE_BYTES,
   };
+}
+
+/**
+ * A public base URL (ARBOR_PUBLIC_URL, `arbor serve --public-url`): absolute http(s), no
+ * credentials, query or fragment, a path only as a clean prefix (a proxy's /arbor, say). Returns
+ * it without a trailing slash; throws ConfigError saying what is wrong.
+ */
+export function parsePublicUrl(value: string): string {
+  const bad = (why: string) =>
+    new ConfigError(
+      `The public URL ${JSON.stringify(value)} ${why}: give an absolute http(s) URL such as https://arbor.example.com`,
+    );
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw bad("is not a URL");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw bad("is not http or https");
+  if (url.username || url.password) throw bad("has credentials in it");
+  if (url.search || value.includes("?")) throw bad("has a query");
+  if (url.hash || value.includes("#")) throw bad("has a fragment");
+  const path = url.pathname.replace(/\/+$/, "");
+  if (path !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(path))
+    throw bad("has a path that is not a plain prefix");
+  // The URL parser folds "." and ".." segments and backslashes away: look at what was given.
+  if (/\\|\/\.{1,2}(\/|$)/.test(value)) throw bad("has a path that is not a plain prefix");
+  return `${url.origin}${path}`;
 }
 
 function localPolicy(e: z.output<typeof EnvSchema>): NonNullable<LocalConfig["policy"]> {

@@ -7,6 +7,7 @@ import {
   UnsupportedOperationError,
 } from "@a2a-js/sdk/errors";
 import { AgentEvent, type AgentExecutionEvent } from "@a2a-js/sdk/server";
+import { requestTextProblem } from "../domain/input-limits.ts";
 import type { InteractionResource } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import { isUrn, tenantOf } from "../domain/urn.ts";
@@ -126,7 +127,10 @@ export function interactionParts(interaction: InteractionResource): Part[] {
   ];
 }
 
-/** A request's text: its text parts, and any data parts as JSON. Files are refused. */
+/**
+ * A request's text: its text parts, and any data parts as JSON. Files are refused, and so is a
+ * text over MAX_REQUEST_CHARS once rendered (pretty-printed JSON can be far longer than it was sent).
+ */
 export function requestText(message: Message): string {
   const texts: string[] = [];
   for (const part of message.parts) {
@@ -140,6 +144,9 @@ export function requestText(message: Message): string {
   }
   const text = texts.join("\n\n").trim();
   if (!text) throw new RequestMalformedError("The message has no text: send the request as a text part");
+  // The limit every channel keeps, on the text as the planner will read it (data parts rendered).
+  const problem = requestTextProblem(text);
+  if (problem) throw new RequestMalformedError(problem);
   return text;
 }
 
@@ -285,10 +292,11 @@ export function toA2aError(
   missing: { urn: string; error: () => Error },
 ): unknown {
   if (!(error instanceof ArborError)) return error;
-  const foreign = !isUrn(missing.urn) || tenantOf(missing.urn) !== who.caller.tenant;
+  // Anything about another tenant's URN (refused, not found, malformed) is the one "not found".
+  if (!isUrn(missing.urn) || tenantOf(missing.urn) !== who.caller.tenant) return missing.error();
   switch (error.code) {
     case "FORBIDDEN":
-      return foreign ? missing.error() : permissionDenied(error.message);
+      return permissionDenied(error.message);
     case "NOT_FOUND":
       return missing.error();
     case "INVALID_URN":

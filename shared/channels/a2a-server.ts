@@ -15,11 +15,14 @@ import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import pkg from "../../package.json" with { type: "json" };
 import type { Engine } from "../engine/engine.ts";
+import { UnavailableError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
+import { checkA2aRequest } from "./a2a-input.ts";
 import { AUTH_ERROR_CODE } from "./a2a-mapping.ts";
 import { ArborCaller } from "./a2a-store.ts";
 import { ArborA2aTasks } from "./a2a-tasks.ts";
 import type { ApiKeys, Authenticated } from "./api-keys.ts";
+import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
 /**
  * Arbor as an A2A 1.0 agent: another agent (or a person's A2A client) sends it a message, Arbor
@@ -31,8 +34,10 @@ import type { ApiKeys, Authenticated } from "./api-keys.ts";
  *
  * Every JSON-RPC request names an API key (`Authorization: Bearer <key>`, see api-keys.ts) and is
  * refused with 401 before anything else without a known one; the key's tenant and roles are what
- * the engine then checks every read and write against. Bodies over 256 KB are refused (413), and
- * malformed JSON-RPC gets the standard errors (-32700, -32600, -32601, -32602).
+ * the engine then checks every read and write against. Bodies over 256 KB are refused (413),
+ * malformed JSON-RPC gets the standard errors (-32700, -32600, -32601, -32602), and a message
+ * over the limits every channel keeps (a2a-input.ts) is invalid params (-32602), refused before
+ * anything is written.
  */
 export const A2A_PATH = "/a2a";
 export const MAX_A2A_BODY_BYTES = 256 * 1024;
@@ -41,12 +46,15 @@ export interface A2aAppOptions {
   engine: Engine;
   keys: ApiKeys;
   /**
-   * Where the app is reachable from outside: the card's interface URL is `<baseUrl>/a2a`. Without
-   * it, the card names the origin its own request came to (right for callers that reach the server
-   * directly; behind a proxy or a load balancer, set it).
+   * Where the app is reachable from outside: the card's interface URL is `<baseUrl>/a2a`. It is
+   * configuration (`arbor serve --public-url`, ARBOR_PUBLIC_URL, else the address the server
+   * listens on: a function, read when the card is asked for), never anything a request says: the
+   * card is cached publicly, so a forged Host header must not end up in it.
    */
-  baseUrl?: string;
+  baseUrl: string | (() => string);
   log?: ArborLogger;
+  /** Requests per key and per tenant, shared with the HTTP API (see rate-limit.ts); absent: none counted. */
+  limiter?: RateLimiter;
   /** How long a blocking SendMessage waits before it answers with the task still working (default 4 min). */
   waitMs?: number;
   /** How often a waiting send reads the state without a wake-up (default 5 s). */
@@ -110,10 +118,17 @@ type Env = { Variables: { who: Authenticated } };
 
 export function createA2aApp(options: A2aAppOptions): Hono<Env> {
   const log = options.log ?? componentLogger("a2a-server");
+  const baseUrl = options.baseUrl;
+  const base = typeof baseUrl === "string" ? () => baseUrl : baseUrl;
   // The JSON-RPC side reads only the card's protocol bindings and versions, never its URL.
-  const card = arborAgentCard(options.baseUrl ?? "http://localhost");
-  const cardJson = (base: string) => AgentCard.toJSON(arborAgentCard(base)) as Record<string, unknown>;
-  const fixedCard = options.baseUrl === undefined ? undefined : cardJson(options.baseUrl);
+  const card = arborAgentCard("http://localhost");
+  let cached: { base: string; json: Record<string, unknown> } | undefined;
+  const cardJson = () => {
+    const at = base();
+    if (cached?.base !== at)
+      cached = { base: at, json: AgentCard.toJSON(arborAgentCard(at)) as Record<string, unknown> };
+    return cached.json;
+  };
   const tasks = new ArborA2aTasks({
     engine: options.engine,
     card,
@@ -126,7 +141,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
 
   app.get(`/${AGENT_CARD_PATH}`, (c) => {
     c.header("Cache-Control", "public, max-age=300");
-    return c.json(fixedCard ?? cardJson(new URL(c.req.url).origin));
+    return c.json(cardJson());
   });
 
   app.post(
@@ -134,7 +149,15 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
     // Who calls, before anything is read: no body is parsed for a caller without a key.
     async (c, next) => {
       const authorization = c.req.header("authorization");
-      const who = options.keys.authenticate(authorization);
+      let who: Authenticated | undefined;
+      try {
+        who = options.keys.authenticate(authorization);
+      } catch (error) {
+        // The keys file is not valid: nobody is let in until it is (see ApiKeys.refuseAll).
+        if (!(error instanceof UnavailableError)) throw error;
+        c.header("Connection", "close");
+        return c.json(rpcError(null, AUTH_ERROR_CODE, error.message), 503);
+      }
       if (!who) {
         // RFC 6750: a presented key that is not known is an invalid_token; no key says only the scheme.
         c.header("WWW-Authenticate", `Bearer realm="arbor"${authorization ? ', error="invalid_token"' : ""}`);
@@ -150,6 +173,14 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
         );
       }
       c.set("who", who);
+      // Over the key's or the tenant's rate: HTTP 429 with Retry-After, as on the HTTP API, so that
+      // any client or proxy knows to wait; the body is a JSON-RPC error (-32000) saying so.
+      const throttled = options.limiter?.take(who);
+      if (throttled) {
+        c.header("Retry-After", String(throttled.retryAfterSeconds));
+        c.header("Connection", "close"); // the body is not read
+        return c.json(rpcError(null, AUTH_ERROR_CODE, throttledMessage(throttled)), 429);
+      }
       await next();
     },
     bodyLimit({
@@ -190,6 +221,14 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
       if (problem)
         return reply(c, rpcError(idOf(body), A2A_ERROR_CODE.INVALID_REQUEST, `Invalid request: ${problem}`));
       const request = body as { id?: string | number | null; method: string };
+      // The limits every channel keeps, on the request as sent, before the SDK decodes it.
+      const refused = checkA2aRequest(body as Record<string, unknown>, who.caller.tenant);
+      if (refused)
+        return reply(c, {
+          jsonrpc: "2.0",
+          id: request.id ?? null,
+          error: JsonRpcTransportHandler.mapToJSONRPCError(refused),
+        });
 
       const version = c.req.header(A2A_VERSION_HEADER);
       const headers: Record<string, string> = {};

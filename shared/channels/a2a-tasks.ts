@@ -35,7 +35,7 @@ import {
   type ServerCallContext,
 } from "@a2a-js/sdk/server";
 import { isTerminal } from "../domain/task-state.ts";
-import { tenantUrn } from "../domain/urn.ts";
+import { isWithin, tenantUrn } from "../domain/urn.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { ArborLogger } from "../observability/logger.ts";
 import {
@@ -141,6 +141,12 @@ export class ArborA2aTasks implements A2ARequestHandler {
     const text = requestText(message);
     const { contextId } = message;
     const tenant = who.caller.tenant;
+    const noConversation = () =>
+      new RequestMalformedError(
+        `No conversation ${contextId} for this caller: omit contextId to start a new one`,
+      );
+    // Another tenant's conversation is one that does not exist, found so before anything is read.
+    if (contextId?.startsWith("cld:") && !isWithin(contextId, tenantUrn(tenant))) throw noConversation();
     // A conversation URN continues that conversation; another contextId is the caller's own name for one.
     const conversationUrn = !contextId
       ? undefined
@@ -160,10 +166,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
     } catch (e) {
       throw toA2aError(e, who, {
         urn: conversationUrn ?? tenantUrn(tenant),
-        error: () =>
-          new RequestMalformedError(
-            `No conversation ${contextId} for this caller: omit contextId to start a new one`,
-          ),
+        error: noConversation,
       });
     }
     if (contextId && !conversationUrn) {

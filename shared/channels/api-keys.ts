@@ -1,9 +1,10 @@
 import { hash, randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, unwatchFile, watchFile } from "node:fs";
 import { z } from "zod";
 import type { Actor } from "../domain/events.ts";
 import { formatIssues } from "../domain/resources.ts";
-import { ConfigError } from "../errors.ts";
+import { ConfigError, UnavailableError } from "../errors.ts";
+import type { ArborLogger } from "../observability/logger.ts";
 import type { Caller } from "../use-cases/resource-access.ts";
 
 /**
@@ -45,6 +46,8 @@ export interface Authenticated {
 
 export class ApiKeys {
   #byHash: Map<string, Authenticated>;
+  /** Why no request is let in (the keys file is not valid), or undefined when the keys are good. */
+  #unusable: string | undefined;
 
   constructor(file: ApiKeysFile) {
     this.#byHash = byHash(file);
@@ -53,6 +56,17 @@ export class ApiKeys {
   /** Takes the keys of a changed file: new keys work, removed ones stop, from the next request on. */
   replace(file: ApiKeysFile): void {
     this.#byHash = byHash(file);
+    this.#unusable = undefined;
+  }
+
+  /**
+   * Fails closed: no key works, and every authentication says why (UnavailableError), until the
+   * next `replace`. For a keys file that cannot be read or is not valid: the keys it held before
+   * may be the very ones its editor meant to revoke.
+   */
+  refuseAll(reason: string): void {
+    this.#byHash = new Map();
+    this.#unusable = reason;
   }
 
   /** Parses the keys; throws ConfigError naming each bad field and `source`. */
@@ -76,6 +90,10 @@ export class ApiKeys {
    * key). Keys are looked up by their sha256: how long a lookup takes says nothing about a key.
    */
   authenticate(authorization: string | undefined | null): Authenticated | undefined {
+    if (this.#unusable !== undefined)
+      throw new UnavailableError(
+        `Arbor's API keys file is not valid (${this.#unusable}), so no key is accepted until it is fixed: ask the operator`,
+      );
     const match = /^Bearer\s+(\S{16,512})\s*$/i.exec(authorization ?? "");
     return match ? this.#byHash.get(hash("sha256", match[1] as string)) : undefined;
   }
@@ -89,27 +107,114 @@ export function parseApiKeys(raw: unknown, source: string): ApiKeysFile {
   return parsed.data;
 }
 
-/** The keys file, validated; undefined when there is none. */
-export function readApiKeysFile(file: string): ApiKeysFile | undefined {
+/** What a keys file holds: its keys, nothing (no file), or why it cannot be used (never its path). */
+type KeysFileRead =
+  | { kind: "keys"; file: ApiKeysFile }
+  | { kind: "missing" }
+  | { kind: "invalid"; reason: string };
+
+function readKeys(file: string): KeysFileRead {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
   } catch (cause) {
-    if ((cause as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new ConfigError(`The API keys file ${file} cannot be read: ${(cause as Error).message}`, { cause });
+    if ((cause as NodeJS.ErrnoException).code === "ENOENT") return { kind: "missing" };
+    return {
+      kind: "invalid",
+      reason: `it cannot be read: ${(cause as NodeJS.ErrnoException).code ?? "error"}`,
+    };
   }
+  if (text.trim() === "") return { kind: "keys", file: { keys: [] } }; // emptied: no keys
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch (cause) {
-    throw new ConfigError(
-      `The API keys file ${file} is not JSON (${(cause as Error).message}): fix or remove it`,
-      {
-        cause,
-      },
-    );
+    return { kind: "invalid", reason: `it is not JSON: ${(cause as Error).message}` };
   }
-  return parseApiKeys(raw, `The API keys in ${file}`);
+  const parsed = ApiKeysSchema.safeParse(raw);
+  return parsed.success
+    ? { kind: "keys", file: parsed.data }
+    : { kind: "invalid", reason: formatIssues(parsed.error).join("; ") };
+}
+
+/** The keys file, validated; undefined when there is none, no keys when it is empty. */
+export function readApiKeysFile(file: string): ApiKeysFile | undefined {
+  const read = readKeys(file);
+  if (read.kind === "invalid")
+    throw new ConfigError(`The API keys file ${file} is not valid (${read.reason}): fix or remove it`);
+  return read.kind === "keys" ? read.file : undefined;
+}
+
+/** What a reload of the keys file found. */
+export type KeysReload =
+  | { state: "keys"; count: number }
+  | { state: "none"; why: "gone" | "empty" }
+  | { state: "invalid"; reason: string };
+
+/**
+ * Reads the keys file again and makes `keys` what it says, from the next request on:
+ *   - valid with keys: those keys (a new tenant's `newTenants` hook runs first: its assistants);
+ *   - gone, empty, or `{"keys": []}`: no key works (every request is 401);
+ *   - not readable or not valid: fails closed (every request is 503 saying the file is not valid
+ *     and why) until the file is valid again: no key the file may have meant to revoke works on.
+ */
+export async function reloadApiKeys(
+  file: string,
+  keys: ApiKeys,
+  newTenants?: (tenants: readonly string[]) => Promise<void>,
+): Promise<KeysReload> {
+  const read = readKeys(file);
+  if (read.kind === "invalid") {
+    keys.refuseAll(read.reason);
+    return { state: "invalid", reason: read.reason };
+  }
+  if (read.kind === "missing" || read.file.keys.length === 0) {
+    keys.replace({ keys: [] });
+    return { state: "none", why: read.kind === "missing" ? "gone" : "empty" };
+  }
+  try {
+    await newTenants?.([...new Set(read.file.keys.map((k) => k.tenant))]);
+  } finally {
+    keys.replace(read.file); // removed keys stop even if a new tenant could not be set up
+  }
+  return { state: "keys", count: read.file.keys.length };
+}
+
+/**
+ * Watches the keys file (a stat poll every `intervalMs`, default 1 s: it sees a file replaced by
+ * rename, as `arbor keys add` writes it) and reloads it on every change (see reloadApiKeys),
+ * saying in the log what it found. Returns the function that stops watching.
+ */
+export function watchApiKeysFile(
+  file: string,
+  keys: ApiKeys,
+  options: {
+    log: Pick<ArborLogger, "info" | "warn" | "error">;
+    newTenants?: (tenants: readonly string[]) => Promise<void>;
+    intervalMs?: number;
+  },
+): () => void {
+  const { log } = options;
+  let reloads = Promise.resolve();
+  const reload = () => {
+    reloads = reloads
+      .then(() => reloadApiKeys(file, keys, options.newTenants))
+      .then((found) => {
+        if (found.state === "keys") log.info("API keys reloaded", { file, keys: found.count });
+        else if (found.state === "none")
+          log.warn(`The API keys file is ${found.why}: no key is accepted until it has some`, { file });
+        else
+          log.error("The API keys file is not valid: every request is refused until it is fixed", {
+            file,
+            reason: found.reason,
+          });
+      })
+      .catch((error: unknown) =>
+        log.error("The API keys file changed but its tenants cannot be set up", { file, error }),
+      );
+  };
+  watchFile(file, { interval: options.intervalMs ?? 1000 }, reload);
+  return () => unwatchFile(file, reload);
 }
 
 function byHash(file: ApiKeysFile): Map<string, Authenticated> {

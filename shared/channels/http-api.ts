@@ -4,13 +4,15 @@ import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import { MAX_JSON_DEPTH, MAX_REQUEST_CHARS, nestsDeeperThan } from "../domain/input-limits.ts";
 import { formatIssues, type InteractionResource, InteractionResponseSchema } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
-import { parentUrn } from "../domain/urn.ts";
+import { isWithin, parentUrn, tenantUrn } from "../domain/urn.ts";
 import type { Asker, Engine } from "../engine/engine.ts";
 import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { ApiKeys, Authenticated } from "./api-keys.ts";
+import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
 /**
  * Arbor's HTTP API (local mode: `arbor serve`). Every route under /v1 needs an API key
@@ -26,7 +28,8 @@ import type { ApiKeys, Authenticated } from "./api-keys.ts";
  *   POST /v1/interactions/:urn/answer      {selectedOptionId?, inputValue?, comment?} -> 204
  *   GET  /healthz                          no key needed                            -> 200
  *
- * URNs are single path segments, URL-encoded (encodeURIComponent).
+ * URNs are single path segments, URL-encoded (encodeURIComponent). A URN outside the caller's
+ * tenant is answered as one that does not exist (404), whatever is there and whatever the body.
  */
 export const MAX_BODY_BYTES = 256 * 1024;
 
@@ -37,13 +40,15 @@ export interface HttpApiParts {
   engine: Engine;
   keys: ApiKeys;
   log?: HttpApiLog;
+  /** Requests per key and per tenant (see rate-limit.ts); absent: none counted. `arbor serve` always sets it. */
+  limiter?: RateLimiter;
 }
 
 type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
 
 const MessageSchema = z
   .object({
-    text: z.string().min(1).max(100_000),
+    text: z.string().min(1).max(MAX_REQUEST_CHARS),
     conversationUrn: z.string().min(1).max(1000).optional(),
     mode: z.enum(["eager", "lazy"]).optional(),
     title: z.string().min(1).max(200).optional(),
@@ -80,6 +85,7 @@ export function createHttpApi({
   engine,
   keys,
   log = componentLogger("http-api"),
+  limiter,
 }: HttpApiParts): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
@@ -99,6 +105,12 @@ export function createHttpApi({
       return c.json(errorBody("UNAUTHENTICATED", `${problem} ${KEY_HELP}`), 401);
     }
     c.set("who", who);
+    // How much: a key over its rate, or its tenant over its own, waits (before the body is read).
+    const throttled = limiter?.take(who);
+    if (throttled) {
+      c.header("Retry-After", String(throttled.retryAfterSeconds));
+      return c.json(errorBody("THROTTLED", throttledMessage(throttled), { scope: throttled.scope }), 429);
+    }
     await next();
   });
   app.use(
@@ -115,7 +127,11 @@ export function createHttpApi({
 
   app.post("/v1/messages", async (c) => {
     const { actor, caller } = c.get("who");
-    const req = await readJson(c, MessageSchema);
+    // A conversation outside the caller's tenant is not found, before the rest of the body is checked.
+    const req = await readJson(c, MessageSchema, (raw) => {
+      const urn = (raw as { conversationUrn?: unknown } | null)?.conversationUrn;
+      if (typeof urn === "string") ownUrn(c, "Conversation", urn);
+    });
     const submitted = await engine.submit({
       tenant: caller.tenant,
       roles: caller.roles,
@@ -131,21 +147,21 @@ export function createHttpApi({
   });
 
   app.get("/v1/tasks/:urn", async (c) => {
-    const urn = c.req.param("urn");
+    const urn = ownUrn(c, "Task", c.req.param("urn"));
     const { view, output } = await engine.result(urn, asker(c));
     if (!view) throw new NotFoundError("Task", urn);
     return c.json({ task: view, output: output ?? null });
   });
 
   app.get("/v1/tasks/:urn/interactions", async (c) => {
-    const urn = c.req.param("urn");
+    const urn = ownUrn(c, "Task", c.req.param("urn"));
     const pending = await engine.pendingInteractions(urn, asker(c));
     if (!pending) throw new NotFoundError("Task", urn);
     return c.json({ interactions: pending.map(interactionView) });
   });
 
   app.post("/v1/tasks/:urn/cancel", async (c) => {
-    const urn = c.req.param("urn");
+    const urn = ownUrn(c, "Task", c.req.param("urn"));
     const { reason } = await readJson(c, CancelSchema);
     const who = asker(c);
     // Checked read first: an unknown task is a 404, and a finished one keeps its output.
@@ -163,8 +179,9 @@ export function createHttpApi({
 
   app.post("/v1/interactions/:urn/answer", async (c) => {
     const { actor, caller } = c.get("who");
+    const urn = ownUrn(c, "Interaction", c.req.param("urn"));
     const answer = await readJson(c, AnswerSchema);
-    await engine.respond(c.req.param("urn"), answer, actor, caller);
+    await engine.respond(urn, answer, actor, caller);
     return c.body(null, 204);
   });
 
@@ -179,8 +196,26 @@ const asker = (c: Context<ApiEnv>): Required<Asker> => {
   return { actor, caller };
 };
 
-/** The JSON body (empty counts as `{}`), parsed with `schema`; ValidationError names each bad field. */
-async function readJson<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
+/**
+ * `urn` when it lies in the caller's tenant. Anything else (another tenant's, whether it exists
+ * there or not, well-formed or not; no URN at all) gets the one answer a made-up URN gets: 404
+ * `<what> not found`, before anything is read and before the body is looked at, so that neither
+ * the status nor the message tells a caller what another tenant has.
+ */
+function ownUrn(c: Context<ApiEnv>, what: string, urn: string): string {
+  if (!isWithin(urn, tenantUrn(c.get("who").caller.tenant))) throw new NotFoundError(what, urn);
+  return urn;
+}
+
+/**
+ * The JSON body (empty counts as `{}`), parsed with `schema`; ValidationError names each bad field.
+ * `first` looks at the parsed JSON before the schema does (the tenant of a URN in it, say).
+ */
+async function readJson<S extends z.ZodType>(
+  c: Context,
+  schema: S,
+  first?: (raw: unknown) => void,
+): Promise<z.output<S>> {
   const text = await c.req.text();
   let raw: unknown = {};
   if (text.trim() !== "") {
@@ -190,6 +225,9 @@ async function readJson<S extends z.ZodType>(c: Context, schema: S): Promise<z.o
       throw new ValidationError(`The request body is not valid JSON (${(cause as Error).message})`);
     }
   }
+  if (nestsDeeperThan(raw, MAX_JSON_DEPTH))
+    throw new ValidationError(`The request body nests deeper than ${MAX_JSON_DEPTH} levels`);
+  first?.(raw);
   const parsed = schema.safeParse(raw);
   if (!parsed.success) throw new ValidationError("The request body is not valid", formatIssues(parsed.error));
   return parsed.data;

@@ -16,11 +16,26 @@ import { createHttpApi, errorHandler, type HttpApiParts, notFoundJson } from "./
  * reaches another channel's paths) and keeps its own error mapping (Hono applies a sub-app's
  * onError to the routes it mounts); unknown paths get this app's JSON 404.
  */
-export function createServerApp(parts: HttpApiParts): Hono {
+export interface ServerAppParts extends HttpApiParts {
+  /** Where callers reach the server from outside (see A2aAppOptions.baseUrl). */
+  publicUrl: string | (() => string);
+}
+
+export function createServerApp(parts: ServerAppParts): Hono {
+  const { publicUrl, ...api } = parts;
   const log = parts.log ?? componentLogger("http-server");
   const app = new Hono();
-  app.route("/", createHttpApi({ ...parts, log }));
-  app.route("/", createA2aApp({ engine: parts.engine, keys: parts.keys }));
+  app.route("/", createHttpApi({ ...api, log }));
+  // One limiter for both: a key's requests count the same on every channel.
+  app.route(
+    "/",
+    createA2aApp({
+      engine: parts.engine,
+      keys: parts.keys,
+      baseUrl: publicUrl,
+      ...(parts.limiter ? { limiter: parts.limiter } : {}),
+    }),
+  );
   // Mount further channels here (see above).
   app.notFound(notFoundJson);
   app.onError(errorHandler(log));

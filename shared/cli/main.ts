@@ -22,6 +22,7 @@ Commands
   serve                the HTTP API on the local runtime, for callers with an API key (Ctrl-C stops it)
       --port 8787        the port (0: any free one)
       --host 127.0.0.1   the address to listen on
+      --public-url <url> where callers reach it, for the A2A agent card (default ARBOR_PUBLIC_URL, else where it listens)
       --example offsite  answer with the offline scripted model (no model needed)
   keys add --id user_<name>   a new API key for serve, printed once (agent_<name> for a remote agent)
       --kind human|agent  (default: from the id)
@@ -39,6 +40,7 @@ Settings (environment)
   ARBOR_TENANT         the tenant your URNs live under (default local)
   ARBOR_DURABLE        fsync commits before answers and effects (default true)
   ARBOR_API_KEYS_FILE  the API keys serve accepts (default <ARBOR_DATA_DIR>/api-keys.json)
+  ARBOR_PUBLIC_URL     where callers reach serve, e.g. https://arbor.example.com (the agent card names it)
   ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
   POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
 `;
@@ -69,6 +71,7 @@ async function main(argv: string[]): Promise<void> {
       yes: { type: "boolean", short: "y", default: false },
       port: { type: "string" },
       host: { type: "string" },
+      "public-url": { type: "string" },
       id: { type: "string" },
       kind: { type: "string" },
       tenant: { type: "string" },
@@ -99,6 +102,7 @@ async function main(argv: string[]): Promise<void> {
         port: values.port,
         host: values.host,
         example: values.example,
+        publicUrl: values["public-url"],
       });
       return;
     }

@@ -1,10 +1,10 @@
-import { unwatchFile, watchFile } from "node:fs";
 import { ASSISTANTS, script } from "../../examples/offsite/scenario.ts";
 import { ScriptedLlm } from "../adapters/llm/scripted-llm.ts";
 import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
-import { ApiKeys, readApiKeysFile } from "../channels/api-keys.ts";
+import { ApiKeys, readApiKeysFile, watchApiKeysFile } from "../channels/api-keys.ts";
 import { createServerApp, type RunningServer, startServer } from "../channels/http-server.ts";
-import { type LocalConfig, MODEL_HELP } from "../config.ts";
+import { RateLimiter } from "../channels/rate-limit.ts";
+import { type LocalConfig, MODEL_HELP, parsePublicUrl } from "../config.ts";
 import { tenantUrn } from "../domain/urn.ts";
 import { DEFAULT_TEAM, FALLBACK_ID } from "../engine/default-team.ts";
 import type { AssistantDefinition } from "../engine/engine.ts";
@@ -27,6 +27,8 @@ export interface ServeOptions {
   port: string | undefined;
   host: string | undefined;
   example: string | undefined;
+  /** `--public-url`: where callers reach the server (overrides ARBOR_PUBLIC_URL). */
+  publicUrl?: string | undefined;
 }
 
 const WATCHDOG_EVERY_MS = 60_000;
@@ -47,6 +49,8 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   if (!/^\d{1,5}$/.test(options.port ?? "8787") || port > 65_535)
     throw new Error(`--port is a port number (0-65535, 0 for any free port), not "${options.port}"`);
   const host = options.host ?? "127.0.0.1";
+  // The agent card names the configured public URL, else where the server listens; never a request's Host.
+  const publicUrl = options.publicUrl ? parsePublicUrl(options.publicUrl) : config.publicUrl;
   const keysFile = keysFileOf(config);
   const file = readApiKeysFile(keysFile);
   if (!file || file.keys.length === 0) {
@@ -94,28 +98,29 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     drive();
     watchdog = setInterval(drive, WATCHDOG_EVERY_MS).unref();
     const keys = new ApiKeys(file);
-    // A key added (`arbor keys add`) or removed while serving counts from the next request on.
+    // A key added (`arbor keys add`) or removed while serving counts from the next request on; an
+    // emptied or deleted file lets nobody in, an invalid one fails closed (see api-keys.ts).
     const known = new Set(tenants);
-    watchFile(
-      keysFile,
-      { interval: KEYS_POLL_MS },
-      () =>
-        void reloadKeys(keysFile, keys, async (tenant) => {
-          if (known.has(tenant)) return;
-          known.add(tenant);
+    stopWatching = watchApiKeysFile(keysFile, keys, {
+      log,
+      newTenants: async (now) => {
+        for (const tenant of now.filter((t) => !known.has(t))) {
           await engine.registerAssistants(tenant, setup.assistants);
-        })
-          .then((count) => log.info("API keys reloaded", { file: keysFile, keys: count }))
-          .catch((error: Error) => log.error("the API keys file changed but cannot be used", { error })),
-    );
-    stopWatching = () => unwatchFile(keysFile);
-    server = await startServer(createServerApp({ engine, keys }), { port, host }).catch(
-      (error: NodeJS.ErrnoException) => {
-        throw error.code === "EADDRINUSE"
-          ? new Error(`Port ${port} on ${host} is taken: choose another with --port`)
-          : error;
+          known.add(tenant);
+        }
       },
-    );
+    });
+    const app = createServerApp({
+      engine,
+      keys,
+      publicUrl: publicUrl ?? (() => server?.url ?? ""),
+      limiter: new RateLimiter(config.rateLimits ?? {}),
+    });
+    server = await startServer(app, { port, host }).catch((error: NodeJS.ErrnoException) => {
+      throw error.code === "EADDRINUSE"
+        ? new Error(`Port ${port} on ${host} is taken: choose another with --port`)
+        : error;
+    });
     process.stdout.write(
       `${heading("Arbor's HTTP API")} on ${server.url} (model ${setup.llm.id}; ${file.keys.length} key${file.keys.length === 1 ? "" : "s"}, tenants ${tenants.join(", ")})\n` +
         `${note(`Try: curl -H "Authorization: Bearer <key>" -H "content-type: application/json" -d '{"text":"..."}' ${server.url}/v1/messages`)}\n` +
@@ -132,27 +137,6 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     await engine.close();
     await rt.close();
   }
-}
-
-/** How often `serve` looks at the keys file for changes. */
-const KEYS_POLL_MS = 1000;
-
-/**
- * Reads the keys file again and gives its keys to `keys`; a new tenant gets its assistants first.
- * A file that is gone, empty or invalid changes nothing (the error says why): the keys in use stay.
- * Returns how many keys there are now.
- */
-async function reloadKeys(
-  file: string,
-  keys: ApiKeys,
-  newTenant: (tenant: string) => Promise<void>,
-): Promise<number> {
-  const read = readApiKeysFile(file);
-  if (!read || read.keys.length === 0)
-    throw new Error(`${file} is gone or has no keys: the keys in use stay until it has some`);
-  for (const tenant of new Set(read.keys.map((k) => k.tenant))) await newTenant(tenant);
-  keys.replace(read);
-  return read.keys.length;
 }
 
 function chooseModel(

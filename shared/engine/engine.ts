@@ -1,4 +1,5 @@
 import type { Actor } from "../domain/events.ts";
+import { checkRequestText } from "../domain/input-limits.ts";
 import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
@@ -150,6 +151,8 @@ export class Engine {
    */
   async submit(req: SubmitRequest): Promise<Submitted> {
     const d = this.deps;
+    // The limits every channel keeps (domain/input-limits.ts), checked again before the first write.
+    checkRequestText(req.text);
     const tenant = tenantUrn(req.tenant);
     const principal = principalOf(
       req.actor,

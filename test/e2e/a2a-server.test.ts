@@ -119,11 +119,16 @@ describe("the agent card", () => {
     expect(card.supportedInterfaces[0]?.url).toBe(`${url}/a2a`);
   });
 
-  it("without a baseUrl, names the origin it was asked at", async () => {
-    const app = createA2aApp({ engine: h.engine, keys });
-    const res = await app.request("http://arbor.example:9999/.well-known/agent-card.json");
-    expect(((await res.json()) as { supportedInterfaces: unknown }).supportedInterfaces).toEqual([
-      { url: "http://arbor.example:9999/a2a", protocolBinding: "JSONRPC", protocolVersion: "1.0" },
+  it("names its configured URL, never the Host a request names (the card is cached publicly)", async () => {
+    const app = createA2aApp({ engine: h.engine, keys, baseUrl: "https://arbor.example.com/agents" });
+    const res = await app.request("http://attacker.example:9999/.well-known/agent-card.json", {
+      headers: { host: "attacker.example:9999", "x-forwarded-host": "attacker.example" },
+    });
+    expect(res.headers.get("cache-control")).toBe("public, max-age=300");
+    const text = await res.text();
+    expect(text).not.toContain("attacker");
+    expect((JSON.parse(text) as { supportedInterfaces: unknown }).supportedInterfaces).toEqual([
+      { url: "https://arbor.example.com/agents/a2a", protocolBinding: "JSONRPC", protocolVersion: "1.0" },
     ]);
   });
 });

@@ -46,7 +46,10 @@ beforeAll(async () => {
   h = await Harness.create({ script, assistants: GENERALIST, settings: { electionThreshold: -1 } });
   await h.engine.registerAssistants("beta", GENERALIST);
   const keys = new ApiKeys({ keys: [acme.entry, beta.entry] });
-  server = await startServer(createServerApp({ engine: h.engine, keys }), { port: 0, host: "127.0.0.1" });
+  server = await startServer(createServerApp({ engine: h.engine, keys, publicUrl: () => server.url }), {
+    port: 0,
+    host: "127.0.0.1",
+  });
 });
 afterAll(async () => {
   await server?.close();
@@ -216,7 +219,7 @@ describe("HTTP API: a request from message to answer", () => {
 });
 
 describe("HTTP API: tenants", () => {
-  it("a beta key gets 403 on acme's task (read, interactions, answer, cancel) and conversation, and acme's work is unchanged", async () => {
+  it("a beta key gets 404 on acme's task (read, interactions, answer, cancel) and conversation, and acme's work is unchanged", async () => {
     const { json } = await submit(acme.key, { text: "Our secret plan", mode: "lazy" });
     const { rootTaskId, conversationUrn } = json;
     await pollTask(acme.key, rootTaskId, (s) => s === "awaiting_user");
@@ -231,10 +234,11 @@ describe("HTTP API: tenants", () => {
       await api("POST", `/v1/tasks/${enc(rootTaskId)}/cancel`, { key: beta.key, body: { reason: "mine" } }),
       await submit(beta.key, { text: "I am acme now", conversationUrn }),
     ];
+    // Another tenant's work is answered as work that does not exist (see tenant-oracle.test.ts).
     for (const res of refused) {
-      expect(res.status).toBe(403);
-      expect(res.json.error.code).toBe("FORBIDDEN");
-      expect(res.json.error.message).toMatch(/^user_bea may not /);
+      expect(res.status).toBe(404);
+      expect(res.json.error.code).toBe("NOT_FOUND");
+      expect(res.json.error.message).toMatch(/^(Task|Interaction|Conversation) not found: cld:/);
       expect(JSON.stringify(res.json)).not.toContain("secret");
     }
     // The request cannot choose its tenant: a tenant field is refused as unknown.
@@ -280,6 +284,11 @@ describe("HTTP API: bad input changes nothing", () => {
       expect(res.json.error.code).toBe("VALIDATION");
     }
 
+    // JSON nested deeper than every channel takes (shared/domain/input-limits.ts): a 400, not a crash.
+    const deep = await post(`{"text":"hi","title":${"[".repeat(5000)}${"]".repeat(5000)}}`);
+    expect(deep).toMatchObject({ status: 400, json: { error: { code: "VALIDATION" } } });
+    expect(deep.json.error.message).toMatch(/nests deeper than 64 levels/);
+
     const big = JSON.stringify({ text: "x".repeat(300_000) });
     const tooLarge = await post(big);
     expect(tooLarge).toMatchObject({ status: 413, json: { error: { code: "TOO_LARGE" } } });
@@ -310,7 +319,12 @@ describe("HTTP API: bad input changes nothing", () => {
         })
       ).status,
     ).toBe(404);
+    // No URN at all is outside the tenant too: not found; a malformed one of the tenant is a 400.
     expect(await getTask(acme.key, "not-a-urn")).toMatchObject({
+      status: 404,
+      json: { error: { code: "NOT_FOUND" } },
+    });
+    expect(await getTask(acme.key, `${tenantUrn("acme")}/not an element`)).toMatchObject({
       status: 400,
       json: { error: { code: "INVALID_URN" } },
     });

@@ -1,6 +1,9 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import { ConfigError } from "../../shared/errors.ts";
+import { ApiKeys, newApiKey, reloadApiKeys } from "../../shared/channels/api-keys.ts";
+import { ConfigError, UnavailableError } from "../../shared/errors.ts";
 
 describe("API keys", () => {
   it("stand for their person or agent, tenant and roles; anything else is nobody", () => {
@@ -33,5 +36,46 @@ describe("API keys", () => {
     expect(bad({ sha256: "abc" })).toThrow(/keys\.0\.sha256/);
     expect(bad({ kind: "agent" })).toThrow(/keys\.0\.id: a person's id starts with user_/);
     expect(bad({ extra: 1 })).toThrow(ConfigError);
+  });
+
+  it("reload from the file: gone or empty lets nobody in, invalid fails closed saying why, valid takes its keys", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-keys-"));
+    try {
+      const file = join(dir, "keys.json");
+      const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
+      const bea = newApiKey({ id: "user_bea", kind: "human", tenant: "beta", roles: [] });
+      const keys = new ApiKeys({ keys: [ada.entry] });
+      const who = () => keys.authenticate(`Bearer ${ada.key}`)?.actor.id;
+      const tenantsSeen: string[][] = [];
+      const reload = () => reloadApiKeys(file, keys, async (t) => void tenantsSeen.push([...t]));
+
+      expect(await reload()).toEqual({ state: "none", why: "gone" });
+      expect(who()).toBeUndefined();
+      await writeFile(file, JSON.stringify({ keys: [ada.entry, bea.entry] }));
+      expect(await reload()).toEqual({ state: "keys", count: 2 });
+      expect(who()).toBe("user_ada");
+      expect(tenantsSeen).toEqual([["acme", "beta"]]);
+      for (const empty of ["", "  \n", '{"keys":[]}']) {
+        await writeFile(file, empty);
+        expect(await reload()).toEqual({ state: "none", why: "empty" });
+        expect(who()).toBeUndefined();
+      }
+      await writeFile(file, JSON.stringify({ keys: [ada.entry] }));
+      await reload();
+      await writeFile(file, JSON.stringify({ keys: [{ ...ada.entry, tenant: "a b" }] }));
+      expect(await reload()).toMatchObject({
+        state: "invalid",
+        reason: expect.stringMatching(/keys\.0\.tenant/),
+      });
+      expect(who).toThrow(UnavailableError);
+      expect(() => keys.authenticate(undefined)).toThrow(/API keys file is not valid \(keys\.0\.tenant/);
+      // What callers read never names the file's path (the log does).
+      expect(() => keys.authenticate(undefined)).not.toThrow(dir);
+      await writeFile(file, JSON.stringify({ keys: [ada.entry] }));
+      expect(await reload()).toEqual({ state: "keys", count: 1 });
+      expect(who()).toBe("user_ada");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "../../shared/config.ts";
+import { loadConfig, parsePublicUrl } from "../../shared/config.ts";
 import { ConfigError } from "../../shared/errors.ts";
 
 describe("config", () => {
@@ -133,5 +133,27 @@ describe("the policy engine in AWS mode", () => {
     expect(loadConfig({ ...base, ARBOR_POLICY_ENGINE: "cedar" })).toMatchObject({
       policy: { engine: "cedar" },
     });
+  });
+
+  it("takes the public URL as an absolute http(s) URL with at most a plain path prefix", () => {
+    expect(loadConfig({ ARBOR_PUBLIC_URL: "https://arbor.example.com/" })).toMatchObject({
+      publicUrl: "https://arbor.example.com",
+    });
+    expect(loadConfig({})).not.toHaveProperty("publicUrl");
+    expect(parsePublicUrl("http://127.0.0.1:8787")).toBe("http://127.0.0.1:8787");
+    expect(parsePublicUrl("https://example.com/arbor/")).toBe("https://example.com/arbor");
+    for (const bad of [
+      "arbor.example.com",
+      "/a2a",
+      "ftp://example.com",
+      "https://user:pw@example.com",
+      "https://example.com/?x=1",
+      "https://example.com/#top",
+      "https://example.com/a/../b",
+      "https://example.com/a b",
+      "https://example.com\\evil",
+      "javascript:alert(1)",
+    ])
+      expect(() => loadConfig({ ARBOR_PUBLIC_URL: bad }), bad).toThrow(/ARBOR_PUBLIC_URL: The public URL/);
   });
 });
