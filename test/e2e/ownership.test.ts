@@ -37,7 +37,10 @@ let server: RunningServer;
 beforeAll(async () => {
   h = await Harness.create({ script: a2aScript(0), assistants: TEAM, settings: { electionThreshold: -1 } });
   const keys = new ApiKeys({ keys: [ada, bob, root, partner, bot].map((k) => k.entry) });
-  server = await startServer(createServerApp({ engine: h.engine, keys }), { port: 0, host: "127.0.0.1" });
+  server = await startServer(createServerApp({ engine: h.engine, keys, publicUrl: () => server.url }), {
+    port: 0,
+    host: "127.0.0.1",
+  });
 });
 afterAll(async () => {
   await server?.close();

@@ -45,7 +45,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-/** A cheap request of the key's own tenant: a task that does not exist (404 when let through). */
+/** A cheap request of the key's own tenant: a task in a conversation nobody started (403 from the policy when let through). */
 const probe = (key: string, tenant: string) =>
   fetch(`${server.url}/v1/tasks/${encodeURIComponent(`${tenantUrn(tenant)}/common.Conversation.none`)}`, {
     headers: { authorization: `Bearer ${key}` },
@@ -59,7 +59,7 @@ const a2a = (key: string) =>
 
 describe("rate limits", () => {
   it("a key past its limit gets 429 with Retry-After on every channel; another tenant's key still gets through; time lets it back", async () => {
-    for (let i = 0; i < 3; i++) expect((await probe(ada.key, "acme")).status).toBe(404);
+    for (let i = 0; i < 3; i++) expect((await probe(ada.key, "acme")).status).toBe(403);
     const refused = await probe(ada.key, "acme");
     expect(refused.status).toBe(429);
     expect(refused.headers.get("retry-after")).toBe("1");
@@ -77,22 +77,22 @@ describe("rate limits", () => {
     expect(await rpc.json()).toMatchObject({ jsonrpc: "2.0", error: { message: /Too many requests/ } });
 
     // Another tenant's key is not held up by acme's traffic.
-    for (let i = 0; i < 2; i++) expect((await probe(bea.key, "beta")).status).toBe(404);
+    for (let i = 0; i < 2; i++) expect((await probe(bea.key, "beta")).status).toBe(403);
     expect((await a2a(bea.key)).status).toBe(200);
 
     // Another key of acme shares acme's tenant limit: 5, of which ada took 3 (refusals cost nothing).
-    for (let i = 0; i < 2; i++) expect((await probe(cy.key, "acme")).status).toBe(404);
+    for (let i = 0; i < 2; i++) expect((await probe(cy.key, "acme")).status).toBe(403);
     const tenantFull = await probe(cy.key, "acme");
     expect(tenantFull.status).toBe(429);
     expect((await tenantFull.json()) as unknown).toMatchObject({ error: { details: { scope: "tenant" } } });
 
     // A second later, ada has a request again (one per second), and not two.
     now += 1000;
-    expect((await probe(ada.key, "acme")).status).toBe(404);
+    expect((await probe(ada.key, "acme")).status).toBe(403);
     expect((await probe(ada.key, "acme")).status).toBe(429);
     // Long idle: back to the full burst, and no more.
     now += 60_000;
-    for (let i = 0; i < 3; i++) expect((await probe(ada.key, "acme")).status).toBe(404);
+    for (let i = 0; i < 3; i++) expect((await probe(ada.key, "acme")).status).toBe(403);
     expect((await probe(ada.key, "acme")).status).toBe(429);
     // Requests without a key are refused as such (401), before any limit.
     expect((await fetch(`${server.url}/v1/messages`, { method: "POST", body: "{}" })).status).toBe(401);

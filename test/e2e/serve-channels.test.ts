@@ -88,14 +88,14 @@ describe("the keys file, changed while arbor serve runs", () => {
     const becomes = async (want: { ada: number; bea: number; adaA2a: number }) =>
       expect(await eventually(statuses, (s) => JSON.stringify(s) === JSON.stringify(want))).toEqual(want);
 
-    // Both keys work: an unknown task of one's own tenant is a 404, and A2A lists.
-    await becomes({ ada: 404, bea: 404, adaA2a: 200 });
+    // Both keys work: a task of one's own tenant in a conversation nobody started is the policy's 403, and A2A lists.
+    await becomes({ ada: 403, bea: 403, adaA2a: 200 });
 
     await writeFile(keysFile, ""); // emptied
     await becomes({ ada: 401, bea: 401, adaA2a: 401 });
 
     await writeFile(keysFile, fileOf(ada.entry, bea.entry));
-    await becomes({ ada: 404, bea: 404, adaA2a: 200 });
+    await becomes({ ada: 403, bea: 403, adaA2a: 200 });
 
     await writeFile(keysFile, '{"keys": [');
     await becomes({ ada: 503, bea: 503, adaA2a: 503 });
@@ -125,7 +125,7 @@ describe("the keys file, changed while arbor serve runs", () => {
 
     // Valid again, with bea only: bea is back in, ada's key is revoked.
     await writeFile(keysFile, fileOf(bea.entry));
-    await becomes({ ada: 401, bea: 404, adaA2a: 401 });
+    await becomes({ ada: 401, bea: 403, adaA2a: 401 });
 
     await unlink(keysFile); // deleted
     await becomes({ ada: 401, bea: 401, adaA2a: 401 });

@@ -123,11 +123,12 @@ describe("another tenant's URNs", () => {
         },
       });
     }
-    // ... the answer a made-up URN of the caller's own tenant gets.
-    const ownMadeUp = `${tenantUrn("beta")}/common.Conversation.c/common.Message.m/plan.Task.t/uip.Interaction.i`;
+    // ... the answer a made-up URN of another tenant gets (inside its own tenant, the policy answers
+    // first: 403 for a conversation the caller did not start, whether or not anything is there).
+    const madeUp = `${tenantUrn("acme")}/common.Conversation.c/common.Message.m/plan.Task.t/uip.Interaction.i`;
     const own = await call(
       "POST",
-      `/v1/interactions/${enc(ownMadeUp)}/answer`,
+      `/v1/interactions/${enc(madeUp)}/answer`,
       beta.key,
       '{"selectedOptionId":"approve"}',
     );
@@ -137,7 +138,7 @@ describe("another tenant's URNs", () => {
       beta.key,
       '{"selectedOptionId":"approve"}',
     );
-    expect(shape(foreign, acmeUrns.interaction)).toEqual(shape(own, ownMadeUp));
+    expect(shape(foreign, acmeUrns.interaction)).toEqual(shape(own, madeUp));
 
     expect(await snapshot()).toEqual(before);
     expect(await h.pending(rootTaskId)).toHaveLength(1);
