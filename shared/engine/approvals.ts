@@ -14,7 +14,8 @@ import { interactionMeta, requestInteraction } from "./interactions.ts";
  * new approval runs it. Each further attempt needs its own (`<name>-attempt-<n>`).
  *
  * A call that is not risky is run again after a crash without asking, with the same idempotency
- * key: a tool that honours the key recognises the repeat.
+ * key: a tool that honours the key recognises the repeat. A call still running in this process
+ * (its step was driven again while the call is out) is not a repeat: the tool service joins it.
  */
 export type Approval = "approved" | "waiting" | ToolResult;
 
@@ -33,7 +34,8 @@ export async function approval(
           isError: true,
         };
   const history = await deps.tools.history(taskId, call.id);
-  if (history.attempts === 0) return "approved";
+  // Never run before; or running now in this process, where running it again joins that attempt.
+  if (history.attempts === 0 || history.running) return "approved";
   const again = await confirmation(deps, taskId, `${name}-attempt-${history.attempts + 1}`, call, history);
   if (again !== "denied") return again;
   return {

@@ -39,6 +39,11 @@ export interface CallHistory {
   lastAt?: string;
   /** The key every attempt of the call gets. */
   idempotencyKey: string;
+  /**
+   * An attempt is running now, in this process (the step that runs it was driven again while the
+   * call is out): running the call again joins it instead of starting another.
+   */
+  running?: boolean;
 }
 
 export interface ToolResult {

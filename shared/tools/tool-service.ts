@@ -74,6 +74,8 @@ export class ToolService implements ToolPort {
   readonly #tools = new Map<string, Entry>();
   readonly #options: ToolServiceOptions;
   readonly #maxInline: number;
+  /** The calls running now, by task and call id, each with its outcome to come. */
+  readonly #running = new Map<string, Promise<ToolResult>>();
   /** What the tools hold open (MCP connections and servers, Lambda clients): closed by close(). */
   readonly #held: readonly Closable[];
 
@@ -181,6 +183,20 @@ export class ToolService implements ToolPort {
   }
 
   async execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
+    // A call already running here (its step was driven again while it is out) is joined, not repeated.
+    const key = runningKey(context.taskId, context.callId);
+    const running = this.#running.get(key);
+    if (running) return running;
+    const attempt = this.#attempt(name, args, context);
+    this.#running.set(key, attempt);
+    try {
+      return await attempt;
+    } finally {
+      this.#running.delete(key);
+    }
+  }
+
+  async #attempt(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
     // A new attempt, numbered after those on record (a re-driven step runs a call again).
     const { attempts, idempotencyKey } = await this.history(context.taskId, context.callId);
     const attempt = attempts + 1;
@@ -232,7 +248,8 @@ export class ToolService implements ToolPort {
 
   /** What the audit log says of a call's attempts so far (ToolPort.history). */
   async history(taskId: string, callId: string): Promise<CallHistory> {
-    return historyOf(await this.#options.audit.forTask(taskId), taskId, callId);
+    const history = historyOf(await this.#options.audit.forTask(taskId), taskId, callId);
+    return this.#running.has(runningKey(taskId, callId)) ? { ...history, running: true } : history;
   }
 
   /**
@@ -313,6 +330,8 @@ function mcpBinding(name: string, entry: Extract<ToolEntry, { kind: "mcp" }>, mc
     risky: entry.risky ?? false,
   });
 }
+
+const runningKey = (taskId: string, callId: string) => `${taskId}\u0000${callId}`;
 
 interface Closable {
   close(): void | Promise<void>;

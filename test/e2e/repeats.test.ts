@@ -88,7 +88,7 @@ function dieIn(tools: ToolPort, when: "in-flight" | "after") {
   };
 }
 
-async function start(tool: string, before?: (harness: Harness) => void) {
+async function start(tool: string, before?: (harness: Harness) => void, settle = true) {
   h = await Harness.create({
     script: scriptFor(tool),
     assistants: WORKER,
@@ -97,7 +97,7 @@ async function start(tool: string, before?: (harness: Harness) => void) {
   });
   before?.(h);
   const { rootTaskId } = await h.submit("Invite the team");
-  await h.idle();
+  if (settle) await h.idle();
   return rootTaskId;
 }
 
@@ -134,7 +134,7 @@ describe("a call that a crash interrupted", () => {
       /^noted: A person declined to run send_email again\. Its earlier attempt may or may not have taken effect/,
     );
     expect(posts).toHaveLength(1);
-  });
+  }, 60_000);
 
   it("risky, completed but its result lost: asked again, saying so; approved, it runs with the same key", async () => {
     const root = await start("send_email");
@@ -154,7 +154,7 @@ describe("a call that a crash interrupted", () => {
     expect((await harness.engine.result(root)).output).toBe("noted: ok, done");
     expect(posts.map((p) => p.headers["arbor-attempt"])).toEqual(["1", "2"]);
     expect(posts[1]?.headers["idempotency-key"]).toBe(posts[0]?.headers["idempotency-key"]);
-  });
+  }, 60_000);
 
   it("not risky: runs again by itself, with the same Idempotency-Key and the next attempt, both on record", async () => {
     const root = await start("notify", (harness) => dieIn(harness.engine.deps.tools, "after"));
@@ -176,5 +176,51 @@ describe("a call that a crash interrupted", () => {
       "completed:2",
     ]);
     expect(await harness.pending(root)).toEqual([]);
-  });
+  }, 60_000);
+
+  for (const tool of ["notify", "send_email"])
+    it(`${tool}: still running when a watchdog pass drives its turn again, it is joined, not run twice`, async () => {
+      hold = true;
+      let executions = 0;
+      const root = await start(
+        tool,
+        (harness) => {
+          const tools = harness.engine.deps.tools;
+          const execute = tools.execute.bind(tools);
+          tools.execute = (name, args, context) => {
+            executions++;
+            return execute(name, args, context);
+          };
+        },
+        tool === "send_email",
+      ); // a call that is not risky goes out at once, and is held: nothing settles
+      const harness = h as Harness;
+      if (tool === "send_email") {
+        const [ask] = await harness.pending(root);
+        expect(ask).toBeDefined();
+        void harness.engine.respond(ask?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
+      }
+      await until(() => posts.length === 1);
+      // The call is out (the endpoint holds it); a watchdog pass finds the task quiet and drives it again.
+      harness.advance(10 * 60_000);
+      await harness.engine.watchdog(60_000);
+      await until(() => executions === 2);
+      for (const res of held.splice(0)) res.writeHead(200).end("ok, done");
+      await harness.idle();
+      expect(posts).toHaveLength(1);
+      expect((await harness.engine.result(root)).output).toBe("noted: ok, done");
+      expect(await harness.pending(root)).toEqual([]);
+      const leaf = [...(await harness.tree(root)).values()].find((v) => v.title === "Invite");
+      const audit = await harness.rt.audit.forTask(leaf?.taskId as string);
+      expect(audit.map((r) => `${r.stage}:${r.attempt ?? 1}`)).toEqual(["requested:1", "completed:1"]);
+    }, 60_000);
 });
+
+/** Polls (a generous deadline: the machine may be busy) until `done` holds. */
+async function until(done: () => boolean, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > end) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
