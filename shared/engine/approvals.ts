@@ -101,7 +101,9 @@ function askAgain(call: ToolCall, earlier: CallHistory) {
       `${before} It got exactly these arguments and the idempotency key ${earlier.idempotencyKey} ` +
       "(an HTTP tool as its Idempotency-Key header); attempt " +
       `${n + 1} would get the same, and a tool that honours the key does not act twice. ` +
-      "Run it again only if you know it did not happen, or that the tool honours the key.",
+      (earlier.last === "completed"
+        ? "Run it again only if doing it twice is what you want, or the tool honours the key."
+        : "Run it again only if you know it did not happen, or that the tool honours the key."),
     content: {
       arguments: call.arguments,
       idempotencyKey: earlier.idempotencyKey,
