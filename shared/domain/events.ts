@@ -139,6 +139,8 @@ const toolCall = {
   tool: z.string().min(1).max(64),
   /** sha256 of the arguments as the model sent them (see argumentsHash). */
   argumentsHash: z.string().regex(/^[0-9a-f]{64}$/),
+  /** Which run of the call (absent: 1, as in events written before attempts were counted). */
+  attempt: z.number().int().min(1).max(1000).optional(),
 };
 export const ToolCallRequestedSchema = z.object({
   ...envelope,
@@ -153,6 +155,8 @@ export const ToolCallCompletedSchema = z.object({
     durationMs: z.number().min(0),
     /** A result too large to pass inline, stored as a resource. */
     resultUrn: UrnSchema.optional(),
+    /** The result's length in characters, as the tool gave it (with resultUrn). */
+    resultChars: z.number().int().min(0).optional(),
   }),
 });
 export const ToolCallFailedSchema = z.object({

@@ -1,5 +1,4 @@
 import { exceeded } from "../domain/budgets.ts";
-import { argumentsHash } from "../domain/events.ts";
 import {
   type Assistant,
   type Message,
@@ -12,9 +11,9 @@ import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn
 import type { LlmMessage } from "../ports/llm.ts";
 import type { ToolDescriptor } from "../ports/tools.ts";
 import type { PutResult } from "../use-cases/resource-store.ts";
+import { approval } from "./approvals.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
-import { requestInteraction } from "./interactions.ts";
 import { completed, completeTask, failTask } from "./outcome.ts";
 import { recordUsage, usageOf } from "./usage.ts";
 
@@ -188,21 +187,10 @@ async function runTools(
     } else if (problems.length > 0) {
       result = { content: `Invalid arguments for ${call.name}: ${problems.join("; ")}`, isError: true };
     } else if (descriptor.risky) {
-      const decision = await confirmation(
-        deps,
-        taskId,
-        `confirm-${turnName(turn.n)}-${k}`,
-        call.name,
-        call.arguments,
-      );
-      if (decision === "waiting") return true;
-      result =
-        decision === "approved"
-          ? await execute(deps, descriptor, call, taskId, assistant)
-          : {
-              content: `A person declined to run ${call.name} with these arguments. Do not retry it; finish without it.`,
-              isError: true,
-            };
+      // An approval covers one execution: a call started before (a crash) needs a new one (approvals.ts).
+      const approved = await approval(deps, taskId, `confirm-${turnName(turn.n)}-${k}`, call);
+      if (approved === "waiting") return true;
+      result = approved === "approved" ? await execute(deps, descriptor, call, taskId, assistant) : approved;
     } else {
       result = await execute(deps, descriptor, call, taskId, assistant);
     }
@@ -234,42 +222,6 @@ async function execute(
     callId: call.id,
     allowedTools: assistant.tools,
   });
-}
-
-/** A risky call runs only after a person approves these exact arguments (bound by their hash). */
-async function confirmation(
-  deps: EngineDeps,
-  taskId: string,
-  name: string,
-  tool: string,
-  args: Record<string, unknown>,
-) {
-  const boundTo = argumentsHash(args);
-  const meta = withMeta({ type: "uip.Interaction", name, parent: taskId });
-  const existing = await deps.resources.getAs("uip.Interaction", meta.id);
-  if (!existing) {
-    await requestInteraction(deps, taskId, name, {
-      kind: "confirm",
-      purpose: "confirm_risky_action",
-      display: {
-        title: `Allow ${tool}?`,
-        description: "The assistant wants to run this tool with exactly these arguments.",
-        content: args,
-        contentKind: "Json",
-      },
-      options: [
-        { id: "approve", label: "Allow", style: "primary" },
-        { id: "deny", label: "Deny", style: "danger" },
-      ],
-      binding: { tool, argumentsHash: boundTo },
-    });
-    return "waiting" as const;
-  }
-  if (existing.status !== "answered") return "waiting" as const;
-  const bound = existing.binding?.tool === tool && existing.binding.argumentsHash === boundTo;
-  return bound && existing.response?.selectedOptionId === "approve"
-    ? ("approved" as const)
-    : ("denied" as const);
 }
 
 async function budgetProblem(

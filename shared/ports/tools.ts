@@ -15,6 +15,35 @@ export interface ToolContext {
   /** The tools the acting assistant is configured with (what policy lets it call). */
   allowedTools?: readonly string[];
   signal?: AbortSignal;
+  /**
+   * Set by the tool service for the binding (a caller's own value is ignored): the call's
+   * idempotency key, the same for every attempt of one call (see idempotencyKeyOf), which each kind
+   * of tool passes on (HTTP: the `Idempotency-Key` header; Lambda: the client context; MCP: `_meta`;
+   * A2A: the message id and metadata), so that a tool can recognise a repeat and not act twice.
+   */
+  idempotencyKey?: string;
+  /** Set by the tool service: which run of the call this is, from 1. */
+  attempt?: number;
+}
+
+/** What earlier attempts of one call left in the audit log. */
+export interface CallHistory {
+  /** Runs of the call started so far (0: it never ran). */
+  attempts: number;
+  /**
+   * How the last attempt ended: `unknown` when it was started (recorded as requested) and has no
+   * recorded outcome, as after a crash during it; absent when there was none.
+   */
+  last?: "completed" | "failed" | "unknown";
+  /** When the last attempt was recorded (its request, or its outcome). */
+  lastAt?: string;
+  /** The key every attempt of the call gets. */
+  idempotencyKey: string;
+  /**
+   * An attempt is running now, in this process (the step that runs it was driven again while the
+   * call is out): running the call again joins it instead of starting another.
+   */
+  running?: boolean;
 }
 
 export interface ToolResult {
@@ -47,8 +76,16 @@ export interface ToolPort {
    * person to confirm it.
    */
   check(name: string, args: Record<string, unknown>): string[];
-  /** Runs one call (ExecuteTool). Never throws for the call's own failures: they are results. */
+  /**
+   * Runs one call (ExecuteTool): a new attempt of it, numbered after those the audit log holds.
+   * Never throws for the call's own failures, whatever the tool does or returns: they are results.
+   */
   execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult>;
+  /**
+   * What the audit log says of a call's attempts so far: lets a caller see that a call with effects
+   * was started and never ended (a crash), so as not to repeat it without asking.
+   */
+  history(taskId: string, callId: string): Promise<CallHistory>;
   /** Lets go of connections (MCP servers). */
   close?(): Promise<void>;
 }

@@ -64,6 +64,7 @@ export async function openTools(
   return ToolService.open(options.toolsConfig ?? DEFAULT_TOOLS, {
     resources: rt.resources,
     audit: rt.audit,
+    untilDurable: () => rt.untilDurable(),
     policy: options.policy ?? defaultPolicy(),
     clock: options.clock ?? (() => new Date()),
     embedder: models.embedder,

@@ -149,18 +149,23 @@ export async function a2aAgentBinding(
       risky: options.risky,
     },
     (args: Record<string, unknown>, context: ToolContext) =>
-      ask(client, args as { message: string; contextId?: string }, context.signal),
+      ask(client, args as { message: string; contextId?: string }, context),
   );
 }
 
-/** Sends the message and waits for the agent's answer; throws when the agent does not give one. */
+/**
+ * Sends the message and waits for the agent's answer; throws when the agent does not give one. The
+ * message's metadata carries the call's idempotency key and attempt (`arbor.idempotencyKey`,
+ * `arbor.attempt`): the same key on a repeat of the call, for an agent that deduplicates.
+ */
 async function ask(
   client: Client,
   args: { message: string; contextId?: string },
-  callSignal: AbortSignal | undefined,
+  context: ToolContext,
 ): Promise<string> {
   // The tool service always gives a signal (its timeout); without one, stop at the longest timeoutMs.
-  const signal = callSignal ?? AbortSignal.timeout(900_000);
+  const signal = context.signal ?? AbortSignal.timeout(900_000);
+  const { idempotencyKey, attempt } = context;
   const message: Message = {
     messageId: randomUUID(),
     contextId: args.contextId ?? "",
@@ -174,7 +179,7 @@ async function ask(
         mediaType: "text/plain",
       },
     ],
-    metadata: undefined,
+    metadata: idempotencyKey ? { arbor: { idempotencyKey, attempt: attempt ?? 1 } } : undefined,
     extensions: [],
     referenceTaskIds: [],
   };

@@ -4,7 +4,9 @@ import { outsideTool } from "./json-schema.ts";
 /**
  * A tool bound to an HTTP endpoint of an existing service: the arguments go as a JSON body (POST,
  * PUT, PATCH) or as query parameters (GET), and the response body comes back to the model. A
- * status outside 2xx is the tool failing, with the status and the start of the body.
+ * status outside 2xx is the tool failing, with the status and the start of the body. Every request
+ * carries the call's `Idempotency-Key` (the same for each attempt of one call; `Arbor-Attempt` says
+ * which attempt it is), so a service that honours the header does not act twice on a repeat.
  */
 export interface HttpEndpointSettings {
   url: string;
@@ -44,6 +46,8 @@ export function httpEndpointBinding(
           accept: "application/json, text/plain;q=0.9, */*;q=0.1",
           ...(method === "GET" ? {} : { "content-type": "application/json" }),
           ...headers,
+          ...(context.idempotencyKey ? { "idempotency-key": context.idempotencyKey } : {}),
+          ...(context.attempt ? { "arbor-attempt": String(context.attempt) } : {}),
         },
         ...(method === "GET" ? {} : { body: JSON.stringify(args) }),
         ...(context.signal ? { signal: context.signal } : {}),

@@ -8,7 +8,9 @@ import { outsideTool } from "./json-schema.ts";
  * Invoke (RequestResponse) with the arguments as the event, and the function's result, as the
  * text of its JSON payload, comes back to the model. A function that throws is the tool failing,
  * with its errorType and errorMessage; an Invoke that fails (no such function, no permission) is
- * too, with what to check.
+ * too, with what to check. The call's idempotency key and attempt go in the Invoke's client
+ * context (`context.clientContext.custom.idempotencyKey` and `.attempt` in a Node.js function), not
+ * in the event, which stays the model's arguments.
  */
 export interface LambdaFunctionSettings {
   /** A function name, `name:version-or-alias`, or the function's ARN. */
@@ -48,6 +50,7 @@ export function lambdaFunctionBinding(
         InvocationType: "RequestResponse",
         Payload: JSON.stringify(args),
         ...(qualifier ? { Qualifier: qualifier } : {}),
+        ...(context.idempotencyKey ? { ClientContext: clientContext(context) } : {}),
       });
       let response: InvokeCommandOutput;
       try {
@@ -61,6 +64,12 @@ export function lambdaFunctionBinding(
       return payload;
     },
   );
+}
+
+/** The client context a function reads as `context.clientContext` (base64 JSON; `custom` is ours). */
+function clientContext(context: ToolContext): string {
+  const custom = { idempotencyKey: context.idempotencyKey, attempt: context.attempt ?? 1 };
+  return Buffer.from(JSON.stringify({ custom })).toString("base64");
 }
 
 /** What the function threw: the runtime's `{"errorType", "errorMessage", "trace"}`, trace left out. */

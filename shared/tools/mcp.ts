@@ -22,6 +22,10 @@ interface ServerTool {
   inputSchema: Record<string, unknown>;
 }
 
+/** The `_meta` keys of tools/call that carry the call's idempotency key and attempt number. */
+export const MCP_IDEMPOTENCY_KEY = "arbor/idempotency-key";
+export const MCP_ATTEMPT = "arbor/attempt";
+
 /** The connections to the MCP servers a configuration names, one per distinct server. */
 export class McpConnections {
   readonly #clients = new Map<string, Promise<{ client: Client; tools: Map<string, ServerTool> }>>();
@@ -55,8 +59,12 @@ export class McpConnections {
         risky: options.risky,
       },
       async (args: Record<string, unknown>, context: ToolContext) => {
+        // The call's idempotency key and attempt go in the request's _meta, for a server that deduplicates.
+        const meta = context.idempotencyKey
+          ? { _meta: { [MCP_IDEMPOTENCY_KEY]: context.idempotencyKey, [MCP_ATTEMPT]: context.attempt ?? 1 } }
+          : {};
         const result = await client.callTool(
-          { name: serverTool, arguments: args },
+          { name: serverTool, arguments: args, ...meta },
           undefined,
           context.signal ? { signal: context.signal } : {},
         );

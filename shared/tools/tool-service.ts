@@ -1,17 +1,27 @@
-import { argumentsHash, type ToolFailureReason } from "../domain/events.ts";
 import { deepFreeze } from "../domain/immutable.ts";
 import { withMeta } from "../domain/resources.ts";
 import { tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
-import type { AuditLog, ToolCallRecord } from "../ports/audit-log.ts";
+import type { AuditLog } from "../ports/audit-log.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
-import type { ToolBinding, ToolContext, ToolDescriptor, ToolPort, ToolResult } from "../ports/tools.ts";
+import type {
+  CallHistory,
+  ToolBinding,
+  ToolContext,
+  ToolDescriptor,
+  ToolPort,
+  ToolResult,
+} from "../ports/tools.ts";
 import type { ResourceStore } from "../use-cases/resource-store.ts";
 import type { a2aAgentBinding } from "./a2a-agent.ts";
 import { type BuiltinDeps, builtinBinding } from "./builtins.ts";
+import { CallRecord, describeValue, historyOf, raceAbort, resultText, thrownMessage } from "./call-record.ts";
 import { parseToolsConfig, type ToolEntry } from "./config.ts";
 import { httpEndpointBinding } from "./http-endpoint.ts";
 import type { LambdaClientFor, LambdaFunctions } from "./lambda-function.ts";
 import type { McpConnections, McpServer } from "./mcp.ts";
+
+/** The most of a result that is kept: a Message's content holds 1,000,000 characters at most. */
+export const MAX_STORED_RESULT_CHARS = 1_000_000;
 
 /**
  * The tool service (seeds/001's ListTools and ExecuteTool): the configured tools, each bound to
@@ -20,11 +30,16 @@ import type { McpConnections, McpServer } from "./mcp.ts";
  *     an error the model can read, and the tool does not run;
  *   - a call runs under a timeout;
  *   - a result longer than `maxInlineChars` is stored as a resource under the task, and the model
- *     gets its URN and a preview (it reads on with `read_resource`);
- *   - the audit log records every call, completed or failed, with the actor, a hash of the
- *     arguments and the duration; a call that can change something outside (not `pure`) is
- *     recorded as requested before it runs, so a crash during it leaves a trace.
+ *     gets its URN and a preview (it reads on with `read_resource`); a result of any size, or of
+ *     any kind, ends as a completed or a failed call, never as an exception;
+ *   - the audit log records every attempt of every call, completed or failed, with the actor, a
+ *     hash of the arguments, the attempt number and the duration; a call that can change something
+ *     outside (not `pure`) is recorded as requested, on disk, before it runs, so a crash during it
+ *     leaves a trace (and `history` shows it, for the engine to ask before running it again);
+ *   - each attempt of a call gets the call's idempotency key (the same for every attempt, see
+ *     call-record.ts), which the bindings pass on to the tool.
  */
+
 export interface ToolServiceOptions {
   resources: ResourceStore;
   audit: AuditLog;
@@ -33,8 +48,16 @@ export interface ToolServiceOptions {
   clock: () => Date;
   /** Calls longer than this fail (per tool: `timeoutMs` in its configuration). Default 30 s. */
   defaultTimeoutMs?: number;
-  /** Results longer than this are stored as resources and passed by URN. Default 16,000 characters. */
+  /**
+   * Results longer than this are stored as resources and passed by URN. Default 16,000 characters;
+   * at most MAX_STORED_RESULT_CHARS.
+   */
   maxInlineChars?: number;
+  /**
+   * Resolves once everything written so far is on disk (Runtime.untilDurable): a call with effects
+   * runs only once its "requested" record is, so a crash during it cannot hide that it started.
+   */
+  untilDurable?: () => Promise<void>;
   /**
    * The Lambda client of a region, for the lambda tools (tests point it at a local peer). Default:
    * the SDK's `new LambdaClient({ region })`, one per region, made only when a lambda tool exists.
@@ -51,6 +74,8 @@ export class ToolService implements ToolPort {
   readonly #tools = new Map<string, Entry>();
   readonly #options: ToolServiceOptions;
   readonly #maxInline: number;
+  /** The calls running now, by task and call id, each with its outcome to come. */
+  readonly #running = new Map<string, Promise<ToolResult>>();
   /** What the tools hold open (MCP connections and servers, Lambda clients): closed by close(). */
   readonly #held: readonly Closable[];
 
@@ -61,7 +86,7 @@ export class ToolService implements ToolPort {
   ) {
     this.#options = options;
     this.#held = held;
-    this.#maxInline = options.maxInlineChars ?? 16_000;
+    this.#maxInline = Math.min(options.maxInlineChars ?? 16_000, MAX_STORED_RESULT_CHARS);
     for (const b of bindings) {
       deepFreeze(b.descriptor); // shared with every caller
       this.#tools.set(b.descriptor.name, {
@@ -158,7 +183,24 @@ export class ToolService implements ToolPort {
   }
 
   async execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
-    const call = new CallRecord(name, args, context, this.#options);
+    // A call already running here (its step was driven again while it is out) is joined, not repeated.
+    const key = runningKey(context.taskId, context.callId);
+    const running = this.#running.get(key);
+    if (running) return running;
+    const attempt = this.#attempt(name, args, context);
+    this.#running.set(key, attempt);
+    try {
+      return await attempt;
+    } finally {
+      this.#running.delete(key);
+    }
+  }
+
+  async #attempt(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
+    // A new attempt, numbered after those on record (a re-driven step runs a call again).
+    const { attempts, idempotencyKey } = await this.history(context.taskId, context.callId);
+    const attempt = attempts + 1;
+    const call = new CallRecord(name, args, context, attempt, this.#options);
     const tool = this.#tools.get(name);
     if (!tool)
       return call.failed(
@@ -170,40 +212,78 @@ export class ToolService implements ToolPort {
       return call.failed("invalid_arguments", `Invalid arguments for ${name}: ${problems.join("; ")}`);
     const denied = await this.#denied(tool.binding.descriptor, context);
     if (denied) return call.failed("denied", denied);
-    // A call that can change something outside is on record ("requested") before it runs; a pure
-    // one, or one that never starts, has only its outcome recorded (it changed nothing).
+    // A call that can change something outside is on record ("requested"), on disk, before it
+    // runs; a pure one, or one that never starts, has only its outcome recorded (it changed nothing).
     const { pure, kind } = tool.binding.descriptor;
-    if (!pure) await call.requested();
+    if (!pure) {
+      await call.requested();
+      await this.#options.untilDurable?.();
+    }
 
     // A pure built-in runs inside Arbor, on its arguments alone: no timer for it.
     const timeout = pure && kind === "builtin" ? undefined : AbortSignal.timeout(tool.timeoutMs);
     const signal =
       timeout && context.signal ? AbortSignal.any([context.signal, timeout]) : (timeout ?? context.signal);
-    let content: string;
+    const runContext: ToolContext = { ...context, idempotencyKey, attempt, ...(signal ? { signal } : {}) };
+    // From here on every way the call can go ends as a recorded outcome, never as a throw: a throw
+    // would leave the call "requested" for ever and the step would run it again on every re-drive.
+    let value: unknown;
     try {
-      const run = tool.binding.run(args, signal ? { ...context, signal } : context);
-      content = await (signal ? raceAbort(run, signal) : run);
+      const run = tool.binding.run(args, runContext);
+      value = await (signal ? raceAbort(run, signal) : run);
     } catch (e) {
       if (timeout?.aborted)
         return call.failed("timeout", `${name} did not finish within ${tool.timeoutMs} ms`);
-      return call.failed("error", `${name} failed: ${(e as Error).message ?? String(e)}`);
+      return call.failed("error", `${name} failed: ${thrownMessage(e)}`);
     }
-
+    const content = resultText(value);
+    if (content === undefined)
+      return call.failed(
+        "error",
+        `${name} returned no text (${describeValue(value)}): it gave the model nothing`,
+      );
     if (content.length <= this.#maxInline) return call.completed(content);
-    const { urn } = await this.#options.resources.put({
-      meta: withMeta({
-        type: "common.Message",
-        name: `tool-result-${context.callId}`,
-        parent: context.taskId,
-      }),
-      role: "tool",
-      toolCallId: context.callId,
-      content,
-    });
+    return this.#storeResult(name, call, content, context);
+  }
+
+  /** What the audit log says of a call's attempts so far (ToolPort.history). */
+  async history(taskId: string, callId: string): Promise<CallHistory> {
+    const history = historyOf(await this.#options.audit.forTask(taskId), taskId, callId);
+    return this.#running.has(runningKey(taskId, callId)) ? { ...history, running: true } : history;
+  }
+
+  /**
+   * A result too long to pass inline: stored as a resource under the task (its first
+   * MAX_STORED_RESULT_CHARS characters, the most a Message holds), and the model gets the URN and
+   * the start. A result that cannot be stored is a failed call: the tool ran, but nobody can read
+   * what it returned.
+   */
+  async #storeResult(name: string, call: CallRecord, content: string, context: ToolContext) {
+    const cut = content.length > MAX_STORED_RESULT_CHARS;
+    let urn: string;
+    try {
+      ({ urn } = await this.#options.resources.put({
+        meta: withMeta({
+          type: "common.Message",
+          name: `tool-result-${context.callId}`,
+          parent: context.taskId,
+        }),
+        role: "tool",
+        toolCallId: context.callId,
+        content: cut ? content.slice(0, MAX_STORED_RESULT_CHARS) : content,
+      }));
+    } catch (e) {
+      return call.failed(
+        "error",
+        `${name} ran, but its result (${content.length} characters) could not be stored: ${thrownMessage(e)}`,
+      );
+    }
+    const stored = cut
+      ? `The result is ${content.length} characters long, more than the ${MAX_STORED_RESULT_CHARS} a result may keep: its first ${MAX_STORED_RESULT_CHARS} are stored as ${urn} and the rest was dropped.`
+      : `The result is ${content.length} characters long, stored as ${urn}.`;
     return call.completed(
-      `The result is ${content.length} characters long, stored as ${urn}. Its start:\n` +
-        `${content.slice(0, 2000)}\n[read the rest with read_resource, urn ${urn}, offset 2000]`,
-      urn,
+      `${stored} Its start:\n${content.slice(0, 2000)}\n[read the rest with read_resource, urn ${urn}, offset 2000]`,
+      { resultUrn: urn, resultChars: content.length },
     );
   }
 
@@ -234,65 +314,6 @@ export class ToolService implements ToolPort {
   }
 }
 
-/** One call's audit records: its identity once, then "requested" (maybe) and its outcome. */
-class CallRecord {
-  readonly #base: Omit<ToolCallRecord, "at" | "stage">;
-  readonly #options: ToolServiceOptions;
-  readonly #started = performance.now();
-
-  constructor(
-    tool: string,
-    args: Record<string, unknown>,
-    context: ToolContext,
-    options: ToolServiceOptions,
-  ) {
-    this.#options = options;
-    this.#base = {
-      taskId: context.taskId,
-      callId: context.callId,
-      tool,
-      actor: context.actor,
-      argumentsHash: argumentsHash(args),
-    };
-  }
-
-  requested(): Promise<void> {
-    return this.#write("requested", {});
-  }
-
-  async completed(content: string, resultUrn?: string): Promise<ToolResult> {
-    await this.#write("completed", {
-      durationMs: performance.now() - this.#started,
-      ...(resultUrn ? { resultUrn } : {}),
-    });
-    return { content };
-  }
-
-  async failed(reason: ToolFailureReason, error: string): Promise<ToolResult> {
-    await this.#write("failed", {
-      durationMs: performance.now() - this.#started,
-      reason,
-      error: error.slice(0, 8000),
-    });
-    return { content: error, isError: true };
-  }
-
-  #write(stage: Stage, extra: Partial<ToolCallRecord>): Promise<void> {
-    const { taskId } = this.#base;
-    return this.#options.audit.record([
-      {
-        at: this.#options.clock().toISOString(),
-        ...this.#base,
-        taskId,
-        stage,
-        ...extra,
-      },
-    ]);
-  }
-}
-
-type Stage = ToolCallRecord["stage"];
-
 function mcpBinding(name: string, entry: Extract<ToolEntry, { kind: "mcp" }>, mcp: McpConnections) {
   const server: McpServer =
     entry.transport === "stdio"
@@ -309,6 +330,8 @@ function mcpBinding(name: string, entry: Extract<ToolEntry, { kind: "mcp" }>, mc
     risky: entry.risky ?? false,
   });
 }
+
+const runningKey = (taskId: string, callId: string) => `${taskId}\u0000${callId}`;
 
 interface Closable {
   close(): void | Promise<void>;
@@ -378,23 +401,4 @@ function bindingFor(
         },
       });
   }
-}
-
-/** A tool that ignores its signal still ends the call when the signal fires. */
-function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
 }

@@ -56,6 +56,43 @@ export function auditLogContract(
       expect((await audit.forTask(task)).map((r) => r.stage)).toEqual(["requested", "completed"]);
     });
 
+    it("records every attempt of a call, each with its number; a rewrite of one attempt stays one record", async () => {
+      // Attempt 1 started and never ended (a crash); attempt 2 ran it again, and its records were
+      // written twice (the same write retried).
+      await audit.record([record("c1", "requested")]);
+      await audit.record([record("c1", "requested", { attempt: 2 })]);
+      await audit.record([
+        record("c1", "requested", { attempt: 2 }),
+        record("c1", "completed", { attempt: 2, durationMs: 5 }),
+      ]);
+      await audit.record([record("c1", "completed", { attempt: 2, durationMs: 5 })]);
+      // A third attempt that failed: a record of its own, not hidden by attempt 2's.
+      await audit.record([
+        record("c1", "requested", { attempt: 3 }),
+        record("c1", "failed", { attempt: 3, durationMs: 1, reason: "error", error: "boom" }),
+      ]);
+      const got = await audit.forTask(task);
+      expect(got.map((r) => `${r.stage}:${r.attempt ?? 1}`)).toEqual([
+        "requested:1",
+        "requested:2",
+        "completed:2",
+        "requested:3",
+        "failed:3",
+      ]);
+      expect(got[2]).toEqual(record("c1", "completed", { attempt: 2, durationMs: 5 }));
+      // Attempt 1 written again with its number spelled out is still attempt 1's one record.
+      await audit.record([record("c1", "requested", { attempt: 1 })]);
+      expect(await audit.forTask(task)).toHaveLength(5);
+    });
+
+    it("keeps a stored result's URN and length", async () => {
+      const resultUrn = `${task}/common.Message.r`;
+      await audit.record([record("c1", "completed", { durationMs: 2, resultUrn, resultChars: 5_000_000 })]);
+      expect(await audit.forTask(task)).toEqual([
+        record("c1", "completed", { durationMs: 2, resultUrn, resultChars: 5_000_000 }),
+      ]);
+    });
+
     it("keeps tasks apart, and knows nothing of a task without calls", async () => {
       const other = `${task}x`;
       await audit.record([

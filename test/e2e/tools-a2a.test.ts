@@ -8,6 +8,7 @@ import { ConfigError, ValidationError } from "../../shared/errors.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
 import type { LocalRuntime } from "../../shared/runtime/local.ts";
+import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
 import { parseToolsConfig } from "../../shared/tools/config.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
@@ -92,20 +93,23 @@ describe("A2A tools", () => {
     expect(JSON.stringify(tools.list())).not.toContain(TOKEN);
 
     const asked = "Find a venue for 12 people in Lisbon on 12 June";
-    const result = await tools.execute("venue_desk", { message: asked }, ctx());
+    const context = ctx();
+    const result = await tools.execute("venue_desk", { message: asked }, context);
     expect(result.isError).toBeUndefined();
     expect(result.content).toMatch(
       /^Answer to "Find a venue for 12 people in Lisbon on 12 June": Casa do Rio, seats 40\.\n\n\[A2A message; contextId [0-9a-f-]{36}\]$/,
     );
 
     // On the wire: exactly what the model said, as one text part of a user message with a fresh id,
-    // sent blocking (returnImmediately at its default, false: the call waits for the answer).
+    // sent blocking (returnImmediately at its default, false: the call waits for the answer); the
+    // metadata carries the call's idempotency key (the same on a repeat of the call) and attempt.
     const params = peer.requests.find((r) => r.rpcMethod === "SendMessage")?.params;
     expect(params).toEqual({
       message: {
         messageId: expect.stringMatching(UUID),
         role: "ROLE_USER",
         parts: [{ text: asked, mediaType: "text/plain" }],
+        metadata: { arbor: { idempotencyKey: idempotencyKeyOf(TASK, context.callId), attempt: 1 } },
       },
       configuration: { historyLength: 0 },
     });

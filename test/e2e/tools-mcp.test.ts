@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
+import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
 import { venuesServer } from "../peers/mcp-venues.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
@@ -135,6 +136,22 @@ describe.each([
     expect(result.content).toMatch(
       /Invalid arguments for lookup_venue: city: must NOT have fewer than 1 characters; people: must be >= 1/,
     );
+  });
+
+  it("passes the call's idempotency key and attempt in the request's _meta", async () => {
+    h = await Harness.create({ script, assistants: SCOUT, toolsConfig: { tools: { hold_venue: server() } } });
+    const context = {
+      taskId: "cld:common.Tenant.acme/plan.Task.t",
+      actor: "cld:common.Tenant.acme/common.Assistant.scout",
+      callId: "c1",
+      allowedTools: ["hold_venue"],
+    };
+    const key = idempotencyKeyOf(context.taskId, context.callId);
+    const first = await h.engine.deps.tools.execute("hold_venue", { venue: "Casa do Rio" }, context);
+    expect(first).toEqual({ content: `Casa do Rio held (key ${key}, attempt 1)` });
+    // The same call run again (as after a crash): the same key, the next attempt.
+    const again = await h.engine.deps.tools.execute("hold_venue", { venue: "Casa do Rio" }, context);
+    expect(again).toEqual({ content: `Casa do Rio held (key ${key}, attempt 2)` });
   });
 });
 

@@ -7,6 +7,7 @@ import { ValidationError } from "../../shared/errors.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
 import type { LocalRuntime } from "../../shared/runtime/local.ts";
+import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
 import { parseToolsConfig } from "../../shared/tools/config.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
 import { Harness } from "../e2e/engine-harness.ts";
@@ -118,8 +119,10 @@ describe("a tool bound to a Lambda function", () => {
       pure: false,
     });
 
-    const result = await tools.execute("find_venue", { city: "Lisbon", people: 12 }, ctx());
+    const context = ctx();
+    const result = await tools.execute("find_venue", { city: "Lisbon", people: 12 }, context);
     expect(result).toEqual({ content: '{"venue":"Casa do Rio","city":"Lisbon","seats":40}' });
+    // The event is the arguments alone; the call's idempotency key and attempt are in the client context.
     expect(peer.invocations).toEqual([
       {
         functionName: "find-venue",
@@ -128,6 +131,7 @@ describe("a tool bound to a Lambda function", () => {
         region: "eu-west-1",
         invocationType: "RequestResponse",
         payload: { city: "Lisbon", people: 12 },
+        clientContext: { custom: { idempotencyKey: idempotencyKeyOf(TASK, context.callId), attempt: 1 } },
       },
     ]);
     // Not pure: on record as requested before it ran, then completed.
@@ -357,6 +361,7 @@ describe("an assistant calling a Lambda function in a local run", () => {
         region: "eu-west-1",
         invocationType: "RequestResponse",
         payload: { city: "Lisbon", people: 12 },
+        clientContext: { custom: { idempotencyKey: expect.stringMatching(/^arbor-/), attempt: 1 } },
       },
     ]);
     const audit = await h.rt.audit.forTask(rootTaskId);

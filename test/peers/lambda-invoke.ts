@@ -39,6 +39,8 @@ export interface LambdaInvocation {
   invocationType: string;
   /** The event, parsed from JSON. */
   payload: unknown;
+  /** The client context (X-Amz-Client-Context, base64 JSON), decoded, when the client sent one. */
+  clientContext?: unknown;
 }
 
 export interface LambdaPeerOptions {
@@ -169,6 +171,7 @@ export class LambdaInvokePeer {
       region,
       invocationType: String(req.headers["x-amz-invocation-type"] ?? "RequestResponse"),
       payload,
+      ...clientContextOf(req.headers["x-amz-client-context"]),
     });
     res.once("close", () => {
       if (!res.writableEnded) this.abandoned.push(name);
@@ -193,6 +196,12 @@ export class LambdaInvokePeer {
     }
     send(res, 200, executed, result ?? null);
   }
+}
+
+/** The client context header decoded, as Lambda hands it to a function (`context.clientContext`). */
+function clientContextOf(header: string | string[] | undefined): { clientContext?: unknown } {
+  if (typeof header !== "string") return {};
+  return { clientContext: JSON.parse(Buffer.from(header, "base64").toString("utf8")) };
 }
 
 function send(res: ServerResponse, status: number, headers: Record<string, string>, body: unknown): void {

@@ -25,6 +25,21 @@ export function venuesServer(): McpServer {
       isError: true,
     }),
   );
+  server.registerTool(
+    "hold_venue",
+    {
+      description: "Holds a venue for a day; says which idempotency key and attempt the call carried.",
+      inputSchema: { venue: z.string() },
+    },
+    async ({ venue }, extra) => ({
+      content: [
+        {
+          type: "text",
+          text: `${venue} held (key ${String(extra._meta?.["arbor/idempotency-key"])}, attempt ${String(extra._meta?.["arbor/attempt"])})`,
+        },
+      ],
+    }),
+  );
   return server;
 }
 

@@ -1,17 +1,22 @@
-import { type AuditLog, type ToolCallRecord, ToolCallRecordSchema } from "../../ports/audit-log.ts";
+import {
+  type AuditLog,
+  recordIdOf,
+  type ToolCallRecord,
+  ToolCallRecordSchema,
+} from "../../ports/audit-log.ts";
 import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite-database.ts";
 
 /**
  * The audit log in SQLite: one row per record in its own table, written in the database's group
  * commit like everything else (so a record is durable when the writes around it are). The records
- * of a group are inserted together just before it commits; a record written again (same id) is
- * ignored.
+ * of a group are inserted together just before it commits; a record written again (same task, call,
+ * attempt and stage) is ignored, while another attempt of the same call is a row of its own.
  */
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS audit (
   seq INTEGER PRIMARY KEY,
   task_id TEXT NOT NULL,
-  id TEXT NOT NULL, -- <call id>:<stage>
+  id TEXT NOT NULL, -- <call id>:<stage>, and :<attempt> from the second attempt on (recordIdOf)
   body TEXT NOT NULL,
   UNIQUE (task_id, id)
 );
@@ -48,7 +53,7 @@ export class SqliteAuditLog implements AuditLog {
     const records = this.#pending;
     this.#pending = [];
     const insert = this.#db.sql("INSERT OR IGNORE INTO audit (id, task_id, body) VALUES (?, ?, ?)");
-    for (const r of records) insert.run(`${r.callId}:${r.stage}`, r.taskId, JSON.stringify(r));
+    for (const r of records) insert.run(recordIdOf(r), r.taskId, JSON.stringify(r));
   }
 
   async forTask(taskId: string): Promise<ToolCallRecord[]> {

@@ -1,12 +1,13 @@
 import { auditStreamOf, type DomainEvent, EVENT_SCHEMA_VERSION, eventIdFor } from "../../domain/events.ts";
 import { ConflictError } from "../../errors.ts";
-import type { AuditLog, ToolCallRecord } from "../../ports/audit-log.ts";
+import { type AuditLog, attemptOf, type ToolCallRecord } from "../../ports/audit-log.ts";
 import type { StateStore } from "../../ports/state-store.ts";
 
 /**
  * The audit log as domain events in a state store's event log, one stream per task
  * (`audit#<task URN>`): what the AWS runtime uses (DynamoDB), and any store that has no audit
- * table of its own. The event id is the record's id, so a record written twice is recorded once.
+ * table of its own. The event id is the record's id (task, call, attempt, stage), so a record
+ * written twice is recorded once, and another attempt of a call is another event.
  */
 const TYPES = {
   requested: "ToolCallRequested",
@@ -60,7 +61,11 @@ export class EventLogAudit implements AuditLog {
 function toEvent(r: ToolCallRecord): DomainEvent {
   const { at, actor, stage, taskId, ...payload } = r;
   return {
-    id: eventIdFor(taskId, r.callId, stage), // a record is one task, call and stage
+    // A record is one task, call, attempt and stage (attempt 1 keeps the id it had before attempts were counted).
+    id:
+      attemptOf(r) === 1
+        ? eventIdFor(taskId, r.callId, stage)
+        : eventIdFor(taskId, r.callId, stage, String(r.attempt)),
     v: EVENT_SCHEMA_VERSION,
     at,
     actor: { id: actor, kind: "agent" },
