@@ -15,6 +15,7 @@ import type { Engine } from "../../shared/engine/engine.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
 import { PERSON } from "./engine-harness.ts";
+import { LOOPBACK_ALLOWED } from "./tool-world.ts";
 
 /**
  * An approval covers one execution. `arbor serve --example offsite` with `send_email` bound to a
@@ -79,6 +80,9 @@ const env = (extra: Record<string, string> = {}) => ({
   ARBOR_DATA_DIR: join(dir, "data"),
   ARBOR_TENANT: "acme",
   ARBOR_TOOLS_FILE: join(dir, "tools.json"),
+  // The email endpoint listens on 127.0.0.1: the operator lets Arbor reach it (the outbound guard).
+  ARBOR_OUTBOUND_ALLOW: "127.0.0.1",
+  ARBOR_OUTBOUND_PORTS: "1024-65535",
   POWERTOOLS_LOG_LEVEL: "SILENT",
   ...extra,
 });
@@ -185,6 +189,7 @@ describe("a risky call in flight at kill -9", () => {
     engine = await createLocalEngine(rt, {
       llm: new ScriptedLlm(script),
       toolsConfig: JSON.parse(await readFile(join(dir, "tools.json"), "utf8")),
+      outbound: LOOPBACK_ALLOWED,
     });
     stopSteps = engine.start();
     const live = engine;

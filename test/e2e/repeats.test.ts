@@ -7,6 +7,7 @@ import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import type { ToolPort } from "../../shared/ports/tools.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+import { LOOPBACK_ALLOWED } from "./tool-world.ts";
 
 /**
  * A call whose process died during it or just after it, run by the same data folder's next
@@ -93,6 +94,7 @@ async function start(tool: string, before?: (harness: Harness) => void, settle =
     script: scriptFor(tool),
     assistants: WORKER,
     toolsConfig: tools(),
+    outbound: LOOPBACK_ALLOWED,
     bus: { maxAttempts: 1 },
   });
   before?.(h);

@@ -8,7 +8,7 @@ import type { ToolBinding, ToolContext } from "../../shared/ports/tools.ts";
 import { MAX_STORED_RESULT_CHARS, ToolService } from "../../shared/tools/tool-service.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
-import { openToolWorld, type ToolWorld } from "./tool-world.ts";
+import { LOOPBACK_ALLOWED, openToolWorld, type ToolWorld } from "./tool-world.ts";
 
 /**
  * Whatever a tool returns or throws, and however large, a call ends as a recorded outcome (a stored
@@ -188,6 +188,7 @@ describe("a large result in a running task", () => {
       script,
       assistants: READER,
       toolsConfig: { tools: { big: sized(1_000_001) } },
+      outbound: LOOPBACK_ALLOWED,
     });
     const { rootTaskId } = await h.submit("Summarise the big report");
     await h.idle();

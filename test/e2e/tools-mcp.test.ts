@@ -139,7 +139,12 @@ describe.each([
   });
 
   it("passes the call's idempotency key and attempt in the request's _meta", async () => {
-    h = await Harness.create({ script, assistants: SCOUT, toolsConfig: { tools: { hold_venue: server() } } });
+    h = await Harness.create({
+      script,
+      assistants: SCOUT,
+      outbound: LOOPBACK_ALLOWED,
+      toolsConfig: { tools: { hold_venue: server() } },
+    });
     const context = {
       taskId: "cld:common.Tenant.acme/plan.Task.t",
       actor: "cld:common.Tenant.acme/common.Assistant.scout",
