@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import type { InProcessEventBusOptions } from "../adapters/local/in-process-event-bus.ts";
 import { loadConfig } from "../config.ts";
 import { parseUrn, tenantUrn } from "../domain/urn.ts";
 import { isArborError } from "../errors.ts";
@@ -45,11 +46,18 @@ Settings (environment)
 
 const write = (line: string) => process.stdout.write(`${line}\n`);
 
-async function withRuntime(fn: (rt: LocalRuntime) => Promise<void>, bus = {}): Promise<void> {
+/**
+ * Runs `fn` on the local runtime. A command that writes (`demo`) holds the data folder's lock as
+ * `lockAs`; one that only reads takes none, so it works beside a running `arbor serve`.
+ */
+async function withRuntime(
+  fn: (rt: LocalRuntime) => Promise<void>,
+  options: { bus?: InProcessEventBusOptions; lockAs?: string } = {},
+): Promise<void> {
   const config = loadConfig();
   if (config.mode !== "local")
     throw new Error("The arbor CLI runs in local mode; unset ARBOR_MODE or set it to local");
-  const rt = createLocalRuntime(config, { bus });
+  const rt = createLocalRuntime(config, options);
   try {
     await fn(rt);
   } finally {
@@ -119,7 +127,7 @@ async function main(argv: string[]): Promise<void> {
       );
     }
     case "demo":
-      return withRuntime((rt) => runDemo(rt, write), { deliveries: 2 });
+      return withRuntime((rt) => runDemo(rt, write), { bus: { deliveries: 2 }, lockAs: "arbor demo" });
     case "ls":
       return withRuntime(async (rt) => {
         const urn = arg ?? tenantUrn(rt.tenant);
