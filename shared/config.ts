@@ -102,6 +102,8 @@ export interface LocalConfig {
   apiKeysFile?: string;
   /** Who decides: the built-in Cedar policy, or an OPA bundle from a folder. */
   policy?: { engine: "cedar" } | { engine: "opa"; dir: string };
+  /** `arbor serve`'s watchdog re-drives work that has not moved for this long (ARBOR_WATCHDOG_STALE_MS). */
+  watchdogStaleMs?: number;
 }
 
 export interface AwsConfig {
@@ -148,6 +150,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
       apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
       policy: localPolicy(e),
+      watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
     };
   }
   const missing = (

@@ -30,6 +30,7 @@ export interface ServeOptions {
 }
 
 const WATCHDOG_EVERY_MS = 60_000;
+/** ARBOR_WATCHDOG_STALE_MS's default (shared/config.ts), for a config built without it. */
 const WATCHDOG_STALE_MS = 600_000;
 
 export const noKeysHelp = (
@@ -62,7 +63,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   }
   const log = componentLogger("serve");
   const tenants = [...new Set(file.keys.map((k) => k.tenant))];
-  const rt = createLocalRuntime(config);
+  const rt = createLocalRuntime(config, { lockAs: "arbor serve" });
   let server: RunningServer | undefined;
   let stopSteps: (() => void) | undefined;
   let watchdog: NodeJS.Timeout | undefined;
@@ -86,12 +87,14 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   try {
     stopSteps = engine.start();
     for (const tenant of tenants) await engine.registerAssistants(tenant, setup.assistants);
-    const drive = () =>
-      void engine
-        .watchdog(WATCHDOG_STALE_MS)
-        .catch((error: Error) => log.error("watchdog failed", { error }));
-    drive();
-    watchdog = setInterval(drive, WATCHDOG_EVERY_MS).unref();
+    const drive = (staleMs: number) =>
+      void engine.watchdog(staleMs).catch((error: Error) => log.error("watchdog failed", { error }));
+    // This process holds the data folder's lock, so whatever was in flight when it opened the folder
+    // was left by a process that is gone (a crash, kill -9): it is driven again now, not once it
+    // has been still for the stale time. Every step is idempotent, so this repeats nothing done.
+    drive(0);
+    const staleMs = config.watchdogStaleMs ?? WATCHDOG_STALE_MS;
+    watchdog = setInterval(() => drive(staleMs), WATCHDOG_EVERY_MS).unref();
     const keys = new ApiKeys(file);
     // A key added (`arbor keys add`) or removed while serving counts from the next request on.
     const known = new Set(tenants);
@@ -108,13 +111,14 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
           .catch((error: Error) => log.error("the API keys file changed but cannot be used", { error })),
     );
     stopWatching = () => unwatchFile(keysFile);
-    server = await startServer(createServerApp({ engine, keys }), { port, host }).catch(
-      (error: NodeJS.ErrnoException) => {
-        throw error.code === "EADDRINUSE"
-          ? new Error(`Port ${port} on ${host} is taken: choose another with --port`)
-          : error;
-      },
-    );
+    server = await startServer(createServerApp({ engine, keys, unwritable: () => rt.unwritable() }), {
+      port,
+      host,
+    }).catch((error: NodeJS.ErrnoException) => {
+      throw error.code === "EADDRINUSE"
+        ? new Error(`Port ${port} on ${host} is taken: choose another with --port`)
+        : error;
+    });
     process.stdout.write(
       `${heading("Arbor's HTTP API")} on ${server.url} (model ${setup.llm.id}; ${file.keys.length} key${file.keys.length === 1 ? "" : "s"}, tenants ${tenants.join(", ")})\n` +
         `${note(`Try: curl -H "Authorization: Bearer <key>" -H "content-type: application/json" -d '{"text":"..."}' ${server.url}/v1/messages`)}\n` +
