@@ -26,7 +26,8 @@ export interface Finished {
 /** Runs `arbor <args>` to its end. */
 export function arborCli(args: string[], env: NodeJS.ProcessEnv, input?: string): Promise<Finished> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [BIN, ...args], { env }, (error, stdout, stderr) =>
+    const options = { env, timeout: 60_000, killSignal: "SIGKILL" as const }; // a command that never ends fails
+    const child = execFile(process.execPath, [BIN, ...args], options, (error, stdout, stderr) =>
       resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
     child.stdin?.end(input ?? "");
