@@ -36,10 +36,11 @@ Commands
   help                 this text
 
 Settings (environment)
-  ARBOR_DATA_DIR       where local mode keeps its data (default .arbor)
+  ARBOR_DATA_DIR       where local mode keeps its data (default .arbor; 0700, one process at a time)
   ARBOR_TENANT         the tenant your URNs live under (default local)
   ARBOR_DURABLE        fsync commits before answers and effects (default true)
   ARBOR_API_KEYS_FILE  the API keys serve accepts (default <ARBOR_DATA_DIR>/api-keys.json)
+  ARBOR_WATCHDOG_STALE_MS  serve drives again work that has not moved this long (default 600000)
   ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
   POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
 `;

@@ -20,8 +20,9 @@ import { heading, note } from "./render.ts";
 /**
  * `arbor serve`: the local runtime and engine (built as `arbor run` builds them) behind the HTTP
  * API (shared/channels/http-server.ts), until SIGINT or SIGTERM. Only callers with a key from the
- * keys file get in; each tenant named there gets the assistants, and the watchdog drives work
- * that stopped moving (a previous run's included).
+ * keys file get in; each tenant named there gets the assistants. It holds the data folder's lock
+ * (one process per folder), so what a previous process left in flight is driven again at once;
+ * from then on the watchdog drives work that has not moved for ARBOR_WATCHDOG_STALE_MS.
  */
 export interface ServeOptions {
   port: string | undefined;
