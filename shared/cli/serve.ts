@@ -112,14 +112,14 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
           .catch((error: Error) => log.error("the API keys file changed but cannot be used", { error })),
     );
     stopWatching = () => unwatchFile(keysFile);
-    server = await startServer(createServerApp({ engine, keys, unwritable: () => rt.unwritable() }), {
-      port,
-      host,
-    }).catch((error: NodeJS.ErrnoException) => {
-      throw error.code === "EADDRINUSE"
-        ? new Error(`Port ${port} on ${host} is taken: choose another with --port`)
-        : error;
-    });
+    const unwritable = () => rt.unwritable(); // what /healthz reports
+    server = await startServer(createServerApp({ engine, keys, unwritable }), { port, host }).catch(
+      (error: NodeJS.ErrnoException) => {
+        throw error.code === "EADDRINUSE"
+          ? new Error(`Port ${port} on ${host} is taken: choose another with --port`)
+          : error;
+      },
+    );
     process.stdout.write(
       `${heading("Arbor's HTTP API")} on ${server.url} (model ${setup.llm.id}; ${file.keys.length} key${file.keys.length === 1 ? "" : "s"}, tenants ${tenants.join(", ")})\n` +
         `${note(`Try: curl -H "Authorization: Bearer <key>" -H "content-type: application/json" -d '{"text":"..."}' ${server.url}/v1/messages`)}\n` +
