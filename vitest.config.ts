@@ -2,6 +2,9 @@ import { defineConfig } from "vitest/config";
 
 // Two projects: `unit` needs nothing but Node; `integration` starts the local AWS peers
 // (DynamoDB Local, s3rver, the EventBridge PutEvents peer) once in its global setup.
+// Timeouts hold on a loaded machine (CI, or 2 cores shared with other work): a CDK synthesis or a
+// child process can take ten times what it takes alone, and vitest's 5 s / 10 s defaults failed
+// tests that pass. A test that truly hangs still fails, later.
 export default defineConfig({
   test: {
     // Structured logs stay quiet in tests; set POWERTOOLS_LOG_LEVEL=DEBUG to see them.
@@ -14,6 +17,8 @@ export default defineConfig({
           name: "unit",
           include: ["test/**/*.test.ts", "policies/**/*.test.ts"],
           exclude: ["**/*.int.test.ts", "**/node_modules/**"],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
         },
       },
       {

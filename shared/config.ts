@@ -190,6 +190,8 @@ export interface LocalConfig {
   policy?: { engine: "cedar" } | { engine: "opa"; dir: string };
   /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
   outbound?: OutboundSettings;
+  /** `arbor serve`'s watchdog re-drives work that has not moved for this long (ARBOR_WATCHDOG_STALE_MS). */
+  watchdogStaleMs?: number;
 }
 
 export interface AwsConfig {
@@ -244,6 +246,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       },
       policy: localPolicy(e),
       outbound: outboundSettings(e),
+      watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
     };
   }
   const missing = (

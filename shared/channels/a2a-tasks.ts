@@ -134,7 +134,10 @@ export class ArborA2aTasks implements A2ARequestHandler {
       if (started) context.state.set(STARTED, started);
     }
     // The SDK checks the rest (a message id, a task it can continue) and runs the execution.
-    return this.#inner.sendMessage(params, context);
+    const answer = await this.#inner.sendMessage(params, context);
+    // Whatever the caller is told (an ACK with returnImmediately, or how the task stands) is on disk.
+    await this.#engine.deps.untilDurable();
+    return answer;
   }
 
   async #submit(message: Message, who: Authenticated): Promise<Started> {
@@ -315,7 +318,9 @@ export class ArborA2aTasks implements A2ARequestHandler {
       }
     }
     try {
-      return await this.#inner.cancelTask(params, context);
+      const canceled = await this.#inner.cancelTask(params, context);
+      await this.#engine.deps.untilDurable(); // a cancel acknowledged is a cancel on disk
+      return canceled;
     } finally {
       this.#cancels.delete(params.id);
     }

@@ -26,7 +26,7 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *   GET  /v1/tasks/:urn/interactions       questions waiting below the task         -> 200
  *   POST /v1/tasks/:urn/cancel             {reason?}                                -> 202
  *   POST /v1/interactions/:urn/answer      {selectedOptionId?, inputValue?, comment?} -> 204
- *   GET  /healthz                          no key needed                            -> 200
+ *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
  *
  * URNs are single path segments, URL-encoded (encodeURIComponent). A URN outside the caller's
  * tenant is answered as one that does not exist (404), whatever is there and whatever the body.
@@ -42,6 +42,8 @@ export interface HttpApiParts {
   log?: HttpApiLog;
   /** Requests per key and per tenant (see rate-limit.ts); absent: none counted. `arbor serve` always sets it. */
   limiter?: RateLimiter;
+  /** Why Arbor cannot write now, or undefined when it can (Runtime.unwritable): /healthz says so. */
+  unwritable?: () => Promise<string | undefined>;
 }
 
 type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
@@ -86,10 +88,17 @@ export function createHttpApi({
   keys,
   log = componentLogger("http-api"),
   limiter,
+  unwritable,
 }: HttpApiParts): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
-  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  // Healthy means able to take work: a server whose every write fails is not.
+  app.get("/healthz", async (c) => {
+    const reason = await unwritable?.();
+    if (reason === undefined) return c.json({ status: "ok" });
+    c.header("Retry-After", "30");
+    return c.json({ status: "unavailable", ...errorBody("UNAVAILABLE", reason) }, 503);
+  });
 
   app.use("/v1/*", requestId());
   // Who calls: before anything is read, parsed or written.
@@ -259,6 +268,8 @@ export function errorHandler(log: HttpApiLog) {
   return (error: Error, c: Context): Response => {
     if (isArborError(error)) {
       const status = STATUS[error.code];
+      // Unavailable (the database locked by another process, say): worth trying again shortly.
+      if (status === 503) c.header("Retry-After", String(error.details.retryAfterSeconds ?? 1));
       if (status) return c.json(errorBody(error.code, error.message, error.details), status);
     }
     if (error instanceof HTTPException && error.status < 500) {

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import type { InProcessEventBusOptions } from "../adapters/local/in-process-event-bus.ts";
 import { loadConfig } from "../config.ts";
 import { parseUrn, tenantUrn } from "../domain/urn.ts";
 import { isArborError } from "../errors.ts";
@@ -36,22 +37,30 @@ Commands
   help                 this text
 
 Settings (environment)
-  ARBOR_DATA_DIR       where local mode keeps its data (default .arbor)
+  ARBOR_DATA_DIR       where local mode keeps its data (default .arbor; 0700, one process at a time)
   ARBOR_TENANT         the tenant your URNs live under (default local)
   ARBOR_DURABLE        fsync commits before answers and effects (default true)
   ARBOR_API_KEYS_FILE  the API keys serve accepts (default <ARBOR_DATA_DIR>/api-keys.json)
   ARBOR_PUBLIC_URL     where callers reach serve, e.g. https://arbor.example.com (the agent card names it)
+  ARBOR_WATCHDOG_STALE_MS  serve drives again work that has not moved this long (default 600000)
   ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
   POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
 `;
 
 const write = (line: string) => process.stdout.write(`${line}\n`);
 
-async function withRuntime(fn: (rt: LocalRuntime) => Promise<void>, bus = {}): Promise<void> {
+/**
+ * Runs `fn` on the local runtime. A command that writes (`demo`) holds the data folder's lock as
+ * `lockAs`; one that only reads takes none, so it works beside a running `arbor serve`.
+ */
+async function withRuntime(
+  fn: (rt: LocalRuntime) => Promise<void>,
+  options: { bus?: InProcessEventBusOptions; lockAs?: string } = {},
+): Promise<void> {
   const config = loadConfig();
   if (config.mode !== "local")
     throw new Error("The arbor CLI runs in local mode; unset ARBOR_MODE or set it to local");
-  const rt = createLocalRuntime(config, { bus });
+  const rt = createLocalRuntime(config, options);
   try {
     await fn(rt);
   } finally {
@@ -123,7 +132,7 @@ async function main(argv: string[]): Promise<void> {
       );
     }
     case "demo":
-      return withRuntime((rt) => runDemo(rt, write), { deliveries: 2 });
+      return withRuntime((rt) => runDemo(rt, write), { bus: { deliveries: 2 }, lockAs: "arbor demo" });
     case "ls":
       return withRuntime(async (rt) => {
         const urn = arg ?? tenantUrn(rt.tenant);

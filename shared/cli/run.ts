@@ -38,7 +38,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     process.stderr.write(`${MODEL_HELP}\n`);
     return 2;
   }
-  const rt = createLocalRuntime(config);
+  const rt = createLocalRuntime(config, { lockAs: "arbor run" });
   const fallback = `${tenantUrn(config.tenant)}/common.Assistant.${FALLBACK_ID}`;
   const engine = await createLocalEngine(rt, {
     llm: setup.llm,

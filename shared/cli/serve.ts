@@ -20,8 +20,9 @@ import { heading, note } from "./render.ts";
 /**
  * `arbor serve`: the local runtime and engine (built as `arbor run` builds them) behind the HTTP
  * API (shared/channels/http-server.ts), until SIGINT or SIGTERM. Only callers with a key from the
- * keys file get in; each tenant named there gets the assistants, and the watchdog drives work
- * that stopped moving (a previous run's included).
+ * keys file get in; each tenant named there gets the assistants. It holds the data folder's lock
+ * (one process per folder), so what a previous process left in flight is driven again at once;
+ * from then on the watchdog drives work that has not moved for ARBOR_WATCHDOG_STALE_MS.
  */
 export interface ServeOptions {
   port: string | undefined;
@@ -32,6 +33,7 @@ export interface ServeOptions {
 }
 
 const WATCHDOG_EVERY_MS = 60_000;
+/** ARBOR_WATCHDOG_STALE_MS's default (shared/config.ts), for a config built without it. */
 const WATCHDOG_STALE_MS = 600_000;
 
 export const noKeysHelp = (
@@ -66,7 +68,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   }
   const log = componentLogger("serve");
   const tenants = [...new Set(file.keys.map((k) => k.tenant))];
-  const rt = createLocalRuntime(config);
+  const rt = createLocalRuntime(config, { lockAs: "arbor serve" });
   let server: RunningServer | undefined;
   let stopSteps: (() => void) | undefined;
   let watchdog: NodeJS.Timeout | undefined;
@@ -91,12 +93,14 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   try {
     stopSteps = engine.start();
     for (const tenant of tenants) await engine.registerAssistants(tenant, setup.assistants);
-    const drive = () =>
-      void engine
-        .watchdog(WATCHDOG_STALE_MS)
-        .catch((error: Error) => log.error("watchdog failed", { error }));
-    drive();
-    watchdog = setInterval(drive, WATCHDOG_EVERY_MS).unref();
+    const drive = (staleMs: number) =>
+      void engine.watchdog(staleMs).catch((error: Error) => log.error("watchdog failed", { error }));
+    // This process holds the data folder's lock, so whatever was in flight when it opened the folder
+    // was left by a process that is gone (a crash, kill -9): it is driven again now, not once it
+    // has been still for the stale time. Every step is idempotent, so this repeats nothing done.
+    drive(0);
+    const staleMs = config.watchdogStaleMs ?? WATCHDOG_STALE_MS;
+    watchdog = setInterval(() => drive(staleMs), WATCHDOG_EVERY_MS).unref();
     const keys = new ApiKeys(file);
     // A key added (`arbor keys add`) or removed while serving counts from the next request on; an
     // emptied or deleted file lets nobody in, an invalid one fails closed (see api-keys.ts).
@@ -115,6 +119,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
       keys,
       publicUrl: publicUrl ?? (() => server?.url ?? ""),
       limiter: new RateLimiter(config.rateLimits ?? {}),
+      unwritable: () => rt.unwritable(), // what /healthz reports
     });
     server = await startServer(app, { port, host }).catch((error: NodeJS.ErrnoException) => {
       throw error.code === "EADDRINUSE"

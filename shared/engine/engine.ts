@@ -197,6 +197,8 @@ export class Engine {
       },
     ]);
     await send(d, COMMANDS.plan, command, message.id);
+    // The caller's answer (a 202, an A2A ACK) says the request is kept: on disk before it leaves.
+    await d.untilDurable();
     return { conversationUrn, messageUrn: message.id, rootTaskId: rootTaskUrn(message.id) };
   }
 
@@ -220,6 +222,7 @@ export class Engine {
       if (!check.ok) throw new ValidationError("The edited plan is not valid", check.errors);
     };
     await respond(this.deps, interactionUrn, response, actor, principal, editedPlan);
+    await this.deps.untilDurable(); // an answer acknowledged is an answer on disk
   }
 
   /** Cancels a task and its subtree; `caller` as for respond. */
@@ -230,7 +233,8 @@ export class Engine {
     caller: Caller = {},
   ): Promise<void> {
     await this.#check({ actor, caller }, "resource.write", taskId);
-    return cancelTask(this.deps, taskId, actor, reason);
+    await cancelTask(this.deps, taskId, actor, reason);
+    await this.deps.untilDurable(); // a cancel acknowledged is a cancel on disk
   }
 
   /** Lets go of what the engine holds open (the tools' MCP connections). The runtime closes apart. */

@@ -21,6 +21,11 @@ export interface Runtime {
    * those writes leaves the process: an answer to a person or an agent, a tool call with effects.
    */
   untilDurable(): Promise<void>;
+  /**
+   * Why Arbor cannot write now (a failed disk, a full one, a folder it may not write), or
+   * undefined when it can. Cheap enough for every health check; absent where a platform checks.
+   */
+  unwritable?(): Promise<string | undefined>;
   /** Waits for in-flight work (local deliveries) and releases files and connections. */
   close(): Promise<void>;
 }

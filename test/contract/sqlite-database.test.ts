@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "libsql";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteDatabase } from "../../shared/adapters/local/sqlite-database.ts";
 import { UnavailableError } from "../../shared/errors.ts";
@@ -155,6 +156,57 @@ describe("SqliteDatabase durability (output commit)", () => {
     );
     await expect(db.untilDurable()).rejects.toBeInstanceOf(UnavailableError);
     await expect(db.write(insert(db, "b"))).rejects.toBeInstanceOf(UnavailableError);
+    await db.close();
+  });
+});
+
+describe("SqliteDatabase and another process holding the write lock", () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "arbor-db-busy-"));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+  const insert = (db: SqliteDatabase, v: string) => () => () => db.sql("INSERT INTO t (v) VALUES (?)").run(v);
+  const rows = (db: SqliteDatabase) =>
+    (db.sql("SELECT v FROM t ORDER BY v").all() as { v: string }[]).map((r) => r.v);
+
+  it("a write that finds the database locked fails alone, at once, with UnavailableError, and poisons nothing", async () => {
+    const db = new SqliteDatabase({ path: join(dir, "a.db"), fsync: async () => {} });
+    db.exec("CREATE TABLE t (v TEXT PRIMARY KEY)");
+    await db.write(insert(db, "before"));
+    await db.untilDurable();
+    const other = new Database(join(dir, "a.db"));
+    other.exec("BEGIN IMMEDIATE");
+    const started = Date.now();
+    const refused = await db.write(insert(db, "a")).catch((e: unknown) => e);
+    expect(Date.now() - started).toBeLessThan(2500); // not SQLite's old 5 s wait on the event loop
+    expect(refused).toBeInstanceOf(UnavailableError);
+    expect((refused as UnavailableError).message).toMatch(/locked by another process; try again/);
+    expect(db.unwritable).toBeUndefined();
+    other.exec("ROLLBACK");
+    other.close();
+    await db.write(insert(db, "b"));
+    await db.untilDurable();
+    expect(rows(db)).toEqual(["b", "before"]);
+    await db.close();
+  });
+
+  it("a COMMIT that finds the database busy is tried again, not taken for a lost turn", async () => {
+    const db = new SqliteDatabase({ path: join(dir, "b.db"), fsync: async () => {} });
+    db.exec("CREATE TABLE t (v TEXT PRIMARY KEY)");
+    let busy = 2;
+    db.beforeCommit(() => {
+      if (busy-- > 0) throw Object.assign(new Error("database is locked"), { code: "SQLITE_BUSY" });
+    });
+    await db.write(insert(db, "a"));
+    await db.untilDurable(); // committed on the third try
+    expect(busy).toBe(-1);
+    expect(db.unwritable).toBeUndefined();
+    await db.write(insert(db, "b"));
+    await db.untilDurable();
+    expect(rows(db)).toEqual(["a", "b"]);
     await db.close();
   });
 });

@@ -60,7 +60,12 @@ describe.each(["sqlite", "files"] as const)(
       h = await Harness.create({ script, assistants: ASSISTANTS, objectStore });
       const order: string[] = [];
       const deps = h.engine.deps;
-      deps.untilDurable = async () => void order.push("on disk");
+      // The entry points wait too, before they answer their caller (Engine.submit, Engine.respond):
+      // told apart by who calls, as only the tools' barriers matter here.
+      deps.untilDurable = async () =>
+        void order.push(
+          /Engine\.(submit|respond|cancel)/.test(new Error().stack ?? "") ? "answered" : "on disk",
+        );
       const execute = deps.tools.execute.bind(deps.tools);
       deps.tools.execute = (name, args, context) => {
         order.push(`run ${name}`);
@@ -75,6 +80,7 @@ describe.each(["sqlite", "files"] as const)(
       expect(order.filter((o) => o === "run send_email")).toHaveLength(1);
       expect(order[order.indexOf("run send_email") - 1]).toBe("on disk");
       expect(order.filter((o) => o === "on disk")).toHaveLength(1); // the others are pure
+      expect(order.filter((o) => o === "answered")).toHaveLength(2); // the request, the approval
       expect(order.filter((o) => o.startsWith("run ")).length).toBeGreaterThan(1);
     });
   },

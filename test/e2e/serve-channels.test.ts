@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newApiKey } from "../../shared/channels/api-keys.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { eventually, getWithHost, type ServeProcess, startServe } from "./serve-process.ts";
+import { eventually, getWithHost, type ServeProcess, startServe } from "./serve-child.ts";
 
 /**
  * `arbor serve` as a real process: the agent card's URL comes from configuration, never from the

@@ -8,6 +8,15 @@ describe("config", () => {
     expect(loadConfig({ ARBOR_DURABLE: "false" })).toMatchObject({ durable: false });
   });
 
+  it("gives local mode the watchdog's stale time too (arbor serve's watchdog uses it)", () => {
+    expect(loadConfig({})).toMatchObject({ mode: "local", watchdogStaleMs: 600_000 });
+    expect(loadConfig({ ARBOR_WATCHDOG_STALE_MS: "120000" })).toMatchObject({
+      mode: "local",
+      watchdogStaleMs: 120_000,
+    });
+    expect(() => loadConfig({ ARBOR_WATCHDOG_STALE_MS: "5000" })).toThrow(/ARBOR_WATCHDOG_STALE_MS/);
+  });
+
   it("names every missing AWS setting and where to find it", () => {
     const err = (() => {
       try {

@@ -106,8 +106,9 @@ export class FileObjectStore implements ObjectStore {
     let fd: number | undefined;
     try {
       const dir = dirname(path);
-      if (!this.#cache?.hasDir(dir)) mkdirSync(dir, { recursive: true });
-      fd = openSync(tmp, "w");
+      // Only the owner reads the data: folders 0700, files 0600.
+      if (!this.#cache?.hasDir(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+      fd = openSync(tmp, "w", 0o600);
       writeFileSync(fd, body);
       if (this.#durable) await fsyncOnPool(fd);
       closeSync(fd);

@@ -3,6 +3,7 @@ import { type FileHandle, open } from "node:fs/promises";
 import { dirname } from "node:path";
 import Database from "libsql";
 import { UnavailableError } from "../../errors.ts";
+import { PRIVATE_DIR, privateFile } from "./private-files.ts";
 
 /**
  * One SQLite file (libsql) shared by the local adapters that keep data in it (the state store and
@@ -61,6 +62,22 @@ export function openLocation(location: SqliteLocation): { db: SqliteDatabase; ow
   return { db: new SqliteDatabase(location), owned: true };
 }
 
+/**
+ * How long SQLite itself waits for another connection's lock. It waits synchronously, blocking the
+ * event loop, so only briefly: a write that still finds the database locked fails alone with an
+ * UnavailableError (503 at the HTTP edge; a step is retried by the bus and the watchdog), and
+ * nothing else stalls behind it.
+ */
+const BUSY_TIMEOUT_MS = 20;
+/** A busy COMMIT is tried again this often, this many times (about 5 s), before the turn is lost. */
+const COMMIT_RETRY_MS = 50;
+const COMMIT_RETRIES = 100;
+
+/** SQLite's "database is locked" (SQLITE_BUSY, also its extended codes). */
+export const isBusy = (e: unknown): boolean =>
+  typeof (e as { code?: unknown })?.code === "string" &&
+  (e as { code: string }).code.startsWith("SQLITE_BUSY");
+
 interface PendingCommit {
   done: (() => void)[];
   failed: ((e: unknown) => void)[];
@@ -86,11 +103,16 @@ export class SqliteDatabase {
 
   constructor(options: SqliteDatabaseOptions) {
     this.path = options.path;
-    if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
+    if (options.path !== ":memory:") {
+      // Only the owner reads the data: a new folder 0700, the file 0600 (its -wal and -shm follow it).
+      mkdirSync(dirname(options.path), { recursive: true, mode: PRIVATE_DIR });
+      privateFile(options.path);
+    }
     this.#db = new Database(options.path);
     this.#db.exec("PRAGMA journal_mode = WAL");
     this.#db.exec("PRAGMA synchronous = NORMAL");
-    this.#db.exec("PRAGMA busy_timeout = 5000");
+    // SQLite waits for a lock synchronously, on the event loop: only briefly (see isBusy).
+    this.#db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
     if (options.durable !== false && options.path !== ":memory:")
       this.#wal = new WalSync(`${options.path}-wal`, options.fsync);
     this.#syncEachWrite = this.#wal !== undefined && options.syncEachWrite === true;
@@ -123,7 +145,12 @@ export class SqliteDatabase {
     if (this.#closed) return Promise.reject(new UnavailableError(`${this.path} is closed`));
     const failure = this.#failure ?? this.#wal?.failure;
     if (failure) return Promise.reject(failure);
-    const group = this.#openGroup();
+    let group: PendingCommit;
+    try {
+      group = this.#openGroup();
+    } catch (e) {
+      return Promise.reject(isBusy(e) ? this.#busy(e) : e);
+    }
     let result: T;
     try {
       const apply = check();
@@ -179,6 +206,15 @@ export class SqliteDatabase {
     this.#rollbackListeners.push(listener);
   }
 
+  /**
+   * Why this database cannot take writes now, or undefined when it can: a lost turn or a failed
+   * flush (both final until a restart), or closed. Cheap: no I/O.
+   */
+  get unwritable(): string | undefined {
+    if (this.#closed) return `${this.path} is closed`;
+    return (this.#failure ?? this.#wal?.failure)?.message;
+  }
+
   /** Commits what is pending, waits until it is durable, and closes the file. Idempotent. */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -225,7 +261,15 @@ export class SqliteDatabase {
     return e;
   }
 
-  #commit(): Promise<void> {
+  /** Another connection holds the lock: this write fails alone, and may be tried again shortly. */
+  #busy(cause: unknown): UnavailableError {
+    return new UnavailableError("The database is locked by another process; try again in a moment", {
+      cause,
+      details: { retryAfterSeconds: 1 },
+    });
+  }
+
+  #commit(attempt = 0): Promise<void> {
     const group = this.#group;
     if (!group) return Promise.resolve();
     this.#group = undefined;
@@ -234,6 +278,14 @@ export class SqliteDatabase {
       for (const listener of this.#commitListeners) listener();
       this.#db.exec("COMMIT");
     } catch (e) {
+      // A COMMIT that found the database busy leaves the transaction open, to be tried again; the
+      // group stays open meanwhile (later writes join it). Only a lasting lock loses the turn.
+      if (isBusy(e) && this.#db.inTransaction && !this.#closed && attempt < COMMIT_RETRIES) {
+        this.#group = group;
+        return new Promise((resolve) => {
+          setTimeout(() => resolve(this.#commit(attempt + 1)), COMMIT_RETRY_MS);
+        });
+      }
       this.#lose(group, "A commit failed", e);
       return Promise.resolve();
     }

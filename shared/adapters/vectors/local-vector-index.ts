@@ -114,8 +114,8 @@ export class LocalVectorIndex implements VectorIndex {
       if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
         throw new UnavailableError(`Cannot read vector index ${dir}`, { cause: e });
       }
-      await mkdir(dir, { recursive: true });
-      await writeFile(join(dir, LOG), "", { flush: durable });
+      await mkdir(dir, { recursive: true, mode: 0o700 }); // only the owner reads the data
+      await writeFile(join(dir, LOG), "", { flush: durable, mode: 0o600 });
       const header = { format: FORMAT, version: 2, space: { ...space } };
       await atomicWrite(join(dir, HEADER), JSON.stringify(header), durable);
       return new LocalVectorIndex(dir, space, durable, 0);
@@ -441,7 +441,7 @@ function littleEndian(vector: Float32Array): Uint8Array {
 
 async function atomicWrite(path: string, data: string, durable: boolean): Promise<void> {
   const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
-  await writeFile(tmp, data, { flush: durable });
+  await writeFile(tmp, data, { flush: durable, mode: 0o600 });
   await rename(tmp, path);
 }
 
