@@ -117,6 +117,8 @@ interface Line {
   peakRssMb: number;
   /** Of the run that stands for the line. */
   cpuPerWall: number;
+  /** Process CPU time (all threads) per task of that run: steadier than wall time on a shared machine. */
+  cpuMsPerTask: number;
   elu: number;
   calls: CallCounts;
   boundCalls: CallCounts;
@@ -188,6 +190,7 @@ function line(
     boundP99Ms: percentile(run.bound.latenciesMs, 99),
     peakRssMb: Math.max(...runs.map((r) => r.peakRssMb)),
     cpuPerWall: run.cpuPerWall,
+    cpuMsPerTask: (run.cpuPerWall * run.wallMs) / base.tasks,
     elu: run.elu,
     calls: run.calls,
     boundCalls: run.bound.calls,
@@ -388,6 +391,7 @@ async function main(): Promise<void> {
       "bound p50/p99 ms",
       "peak RSS MB",
       "CPU/wall",
+      "CPU ms/task",
       "ELU",
       "tasks done",
       "disk B/task",
@@ -405,6 +409,7 @@ async function main(): Promise<void> {
       `${f(l.boundP50Ms)} / ${f(l.boundP99Ms)}`,
       f(l.peakRssMb, 0),
       f(l.cpuPerWall, 2),
+      f(l.cpuMsPerTask, 2),
       f(l.elu, 2),
       `${l.done}/${l.tasks}`,
       f(l.diskBytesPerTask, 0),
@@ -462,7 +467,8 @@ async function main(): Promise<void> {
     const r = l.overheadPerTaskMs / small.overheadPerTaskMs;
     out(
       `Scale, ${l.name}: ${f(l.overheadPerTaskMs, 2)} ms/task = ${f(r, 2)}x the 111-task tree's ` +
-        `${f(small.overheadPerTaskMs, 2)} (target within 1.5x: ${r <= 1.5 ? "met" : "NOT met"})`,
+        `${f(small.overheadPerTaskMs, 2)} (target within 1.5x: ${r <= 1.5 ? "met" : "NOT met"}); CPU ` +
+        `${f(l.cpuMsPerTask, 2)} ms/task = ${f(l.cpuMsPerTask / small.cpuMsPerTask, 2)}x the 111-task tree's`,
     );
   }
   for (const l of lines.filter((x) => x.windows)) {
