@@ -169,11 +169,16 @@ export interface ArborOptions {
   timeoutMs: number;
 }
 
-/** Bytes of every file under `dir` (the data folder's size on disk, as its files' lengths). */
+/**
+ * Bytes of the files under `dir` (their lengths), without SQLite's `-wal` and `-shm` files: the
+ * WAL is scratch space that checkpoints reuse (it stays at a few MB however long Arbor runs, and
+ * is left at its largest size on close), so counting it would charge a small run for it.
+ */
 async function dirBytes(dir: string): Promise<number> {
   let total = 0;
   for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) total += (await stat(join(entry.parentPath, entry.name))).size;
+    if (entry.isFile() && !/-(wal|shm)$/.test(entry.name))
+      total += (await stat(join(entry.parentPath, entry.name))).size;
   }
   return total;
 }
