@@ -1,5 +1,6 @@
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import Database from "libsql";
 import { type RecordedRequest, ScriptedLlm, type ScriptedTurn } from "../shared/adapters/llm/scripted-llm.ts";
 import { DEFAULT_BUDGETS } from "../shared/domain/budgets.ts";
 import type { Actor } from "../shared/domain/events.ts";
@@ -170,15 +171,24 @@ export interface ArborOptions {
 }
 
 /**
- * Bytes of the files under `dir` (their lengths), without SQLite's `-wal` and `-shm` files: the
- * WAL is scratch space that checkpoints reuse (it stays at a few MB however long Arbor runs, and
- * is left at its largest size on close), so counting it would charge a small run for it.
+ * Bytes of the files under `dir` (their lengths), once everything in SQLite's WAL is copied into
+ * the database and the WAL emptied: the WAL is scratch space that checkpoints reuse (a few MB
+ * however long Arbor runs, left at its largest size on close), and what a small run wrote may
+ * still be only there. Checkpoint only with the runtime closed; without, the WAL is counted as
+ * it is (at the start of a run: the assistants just registered, about 0.1 MB).
  */
-async function dirBytes(dir: string): Promise<number> {
+async function dirBytes(dir: string, checkpoint: boolean): Promise<number> {
+  if (checkpoint) {
+    const db = new Database(join(dir, "arbor.db"));
+    try {
+      db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    } finally {
+      db.close();
+    }
+  }
   let total = 0;
   for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile() && !/-(wal|shm)$/.test(entry.name))
-      total += (await stat(join(entry.parentPath, entry.name))).size;
+    if (entry.isFile()) total += (await stat(join(entry.parentPath, entry.name))).size;
   }
   return total;
 }
@@ -223,7 +233,7 @@ async function openArbor(plan: TaskSpec, options: ArborOptions, shape?: TreeShap
   const stop = engine.start();
   await engine.registerAssistants(TENANT, ASSISTANTS);
   await rt.untilDurable();
-  const bytesAtOpen = await dirBytes(dataDir);
+  const bytesAtOpen = await dirBytes(dataDir, false);
 
   // Every ending (done, failed, canceled) announces the task's output Message: that is the signal.
   // It counts once it is on disk, as an answer does before a channel may send it. Call finished()
@@ -268,7 +278,7 @@ async function openArbor(plan: TaskSpec, options: ArborOptions, shape?: TreeShap
       stop();
       await engine.close();
       await rt.close();
-      const grew = (await dirBytes(dataDir)) - bytesAtOpen;
+      const grew = (await dirBytes(dataDir, true)) - bytesAtOpen;
       await rm(dataDir, { recursive: true, force: true });
       return grew;
     },
