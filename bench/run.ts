@@ -7,9 +7,12 @@ import {
   type MemoryRun,
   requestsInMemory,
   requestsOnArbor,
+  type TreeShape,
   treeInMemory,
   treeOnArbor,
   treeSize,
+  W1_1K_SHAPE,
+  W1_10K_SHAPE,
   W1_SHAPE,
 } from "./workloads.ts";
 
@@ -17,7 +20,8 @@ import {
  * `npm run bench`: orchestration overhead of the local runtime with durable writes, against an
  * in-memory `Promise.all` lower bound measured in the same process. See bench/README.md.
  *
- *   --only w1|w2     run one workload family (for profiling)
+ *   --only w1|w2|scale  run one workload family (for profiling); scale: the 1,000- and 10,000-task
+ *                       trees and W2 with 10,000 requests
  *   --dir <path>     where the temporary data folders go (default: the OS temp dir)
  *   --repeat <n>     measure each W1 line n times and keep the median (default 9; W2 runs once)
  */
@@ -29,7 +33,7 @@ const progress = (line: string): void => {
 };
 
 interface Args {
-  only: "w1" | "w2" | undefined;
+  only: "w1" | "w2" | "scale" | undefined;
   dir: string;
   repeat: number;
 }
@@ -39,10 +43,11 @@ function parseArgs(argv: readonly string[]): Args {
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const value = argv[i + 1];
-    if (flag === "--only" && (value === "w1" || value === "w2")) args.only = value;
+    if (flag === "--only" && (value === "w1" || value === "w2" || value === "scale")) args.only = value;
     else if (flag === "--dir" && value) args.dir = resolve(value);
     else if (flag === "--repeat" && value && /^[1-9]$/.test(value)) args.repeat = Number(value);
-    else throw new Error(`Unknown argument ${flag ?? ""}: use --only w1|w2, --dir <path>, --repeat <1-9>`);
+    else
+      throw new Error(`Unknown argument ${flag ?? ""}: use --only w1|w2|scale, --dir <path>, --repeat <1-9>`);
     i++;
   }
   return args;
@@ -112,6 +117,8 @@ interface Line {
   peakRssMb: number;
   /** Of the run that stands for the line. */
   cpuPerWall: number;
+  /** Process CPU time (all threads) per task of that run: steadier than wall time on a shared machine. */
+  cpuMsPerTask: number;
   elu: number;
   calls: CallCounts;
   boundCalls: CallCounts;
@@ -119,6 +126,33 @@ interface Line {
   elected?: Record<string, number>;
   /** W2: does a request get slower as the data folder fills up? (by submission order) */
   growth?: { firstP50Ms: number; lastP50Ms: number };
+  /** Growth of the data folder (closed) per task, of the run that stands for the line. */
+  diskBytesPerTask: number;
+  /** W2 with many requests: throughput and p50 over the first and the last thousand. */
+  windows?: { first: Window; last: Window };
+}
+
+interface Window {
+  /** Requests per second: 1,000 over the time from the window's first submit to its last output. */
+  requestsPerSecond: number;
+  p50Ms: number;
+}
+
+const WINDOW = 1000;
+
+/** The first and the last thousand requests by submission order: throughput and p50 of each. */
+function windows(
+  latencies: readonly number[],
+  finishedAt: readonly number[],
+): { first: Window; last: Window } {
+  const window = (from: number): Window => {
+    const lat = latencies.slice(from, from + WINDOW);
+    const ends = finishedAt.slice(from, from + WINDOW);
+    const starts = ends.map((end, i) => end - (lat[i] ?? 0));
+    const spanMs = Math.max(...ends) - Math.min(...starts);
+    return { requestsPerSecond: (WINDOW * 1000) / spanMs, p50Ms: percentile(lat, 50) };
+  };
+  return { first: window(0), last: window(latencies.length - WINDOW) };
 }
 
 function line(
@@ -134,6 +168,8 @@ function line(
     cpuPerWall: number;
     elu: number;
     elected?: Record<string, number>;
+    diskBytes: number;
+    finishedAtMs?: number[];
   }[],
 ): Line {
   // The median run by wall time stands for the line; its bound is the one measured beside it.
@@ -154,10 +190,12 @@ function line(
     boundP99Ms: percentile(run.bound.latenciesMs, 99),
     peakRssMb: Math.max(...runs.map((r) => r.peakRssMb)),
     cpuPerWall: run.cpuPerWall,
+    cpuMsPerTask: (run.cpuPerWall * run.wallMs) / base.tasks,
     elu: run.elu,
     calls: run.calls,
     boundCalls: run.bound.calls,
     deadLetters: run.deadLetters,
+    diskBytesPerTask: run.diskBytes / base.tasks,
     ...(run.elected ? { elected: run.elected } : {}),
     ...(base.workload === "W2" && run.latencies.length >= 200
       ? {
@@ -167,14 +205,17 @@ function line(
           },
         }
       : {}),
+    ...(run.finishedAtMs && run.latencies.length >= 2 * WINDOW
+      ? { windows: windows(run.latencies, run.finishedAtMs) }
+      : {}),
   };
 }
 
 /** W1 trees run before anything is measured. */
 const WARM_UP_TREES = 30;
 
-/** Everything must be over well within 5 minutes: later runs get what is left of this. */
-const BUDGET_MS = 240_000;
+/** Everything must be over within 7 minutes (the 10,000-task lines take most): later runs get what is left of this. */
+const BUDGET_MS = 420_000;
 /** W1 repeats stop early past this point, to leave W2 its time. */
 const W1_REPEATS_UNTIL_MS = 100_000;
 
@@ -192,28 +233,27 @@ async function measureW1(
   durable: Durability,
   args: Args,
   clock: Clock,
+  shape: TreeShape = W1_SHAPE,
+  repeat = args.repeat,
 ): Promise<Line> {
   const runs = [];
-  for (let r = 0; r < args.repeat; r++) {
+  for (let r = 0; r < repeat; r++) {
     if (r > 0 && performance.now() - clock.started > W1_REPEATS_UNTIL_MS) break;
-    const bound = await treeInMemory(W1_SHAPE, latencyMs);
+    const bound = await treeInMemory(shape, latencyMs);
     const options: ArborOptions = {
       baseDir: args.dir,
       durable: durable !== "off",
       syncEachWrite: durable === "each write",
       latencyMs,
-      timeoutMs: clock.timeout(60_000),
+      timeoutMs: clock.timeout(60_000 + treeSize(shape) * 20),
     };
-    const { value, ...usage } = await observed(() => treeOnArbor(W1_SHAPE, options));
+    const { value, ...usage } = await observed(() => treeOnArbor(shape, options));
     runs.push({ ...value, latencies: value.leafLatenciesMs, bound, ...usage });
     progress(
-      `${name}: run ${r + 1}/${args.repeat} ${value.wallMs.toFixed(0)} ms (bound ${bound.wallMs.toFixed(1)} ms)`,
+      `${name}: run ${r + 1}/${repeat} ${value.wallMs.toFixed(0)} ms (bound ${bound.wallMs.toFixed(1)} ms)`,
     );
   }
-  return line(
-    { name, workload: "W1", durable, latencyMs, tasks: treeSize(W1_SHAPE), latencyOf: "leaf" },
-    runs,
-  );
+  return line({ name, workload: "W1", durable, latencyMs, tasks: treeSize(shape), latencyOf: "leaf" }, runs);
 }
 
 async function measureW2(requests: number, inFlight: number, args: Args, clock: Clock): Promise<Line> {
@@ -222,7 +262,7 @@ async function measureW2(requests: number, inFlight: number, args: Args, clock: 
     baseDir: args.dir,
     durable: true,
     latencyMs: 0,
-    timeoutMs: clock.timeout(180_000),
+    timeoutMs: clock.timeout(180_000 + requests * 30),
   };
   const { value, ...usage } = await observed(() => requestsOnArbor(requests, inFlight, options));
   progress(`W2: ${value.wallMs.toFixed(0)} ms (bound ${bound.wallMs.toFixed(1)} ms)`);
@@ -306,8 +346,9 @@ async function main(): Promise<void> {
       failures.push(`${name}: ${error instanceof Error ? error.message : String(error)}`);
     }
   };
-  if (args.only !== "w2") {
+  if (args.only !== "w2")
     await attempt("W1 0 ms", () => measureW1("W1 111 tasks, 0 ms", 0, "on", args, clock));
+  if (args.only !== "w2" && args.only !== "scale") {
     await attempt("W1 0 ms fsync each write", () =>
       measureW1("W1 111 tasks, 0 ms, fsync each write", 0, "each write", args, clock),
     );
@@ -316,7 +357,17 @@ async function main(): Promise<void> {
     );
     await attempt("W1 50 ms", () => measureW1("W1 111 tasks, 50 ms", 50, "on", args, clock));
   }
-  if (args.only !== "w1") await attempt("W2", () => measureW2(1000, 50, args, clock));
+  if (args.only !== "w1" && args.only !== "scale")
+    await attempt("W2", () => measureW2(1000, 50, args, clock));
+  // Does a task cost more in a bigger tree, or a request after a longer history? (issue 11, item 18)
+  if (args.only !== "w1" && args.only !== "w2") {
+    for (const shape of [W1_1K_SHAPE, W1_10K_SHAPE]) {
+      const name = `W1 ${treeSize(shape)} tasks (${shape.children} x ${shape.leavesPerChild}), 0 ms`;
+      const repeat = shape === W1_1K_SHAPE ? Math.min(3, args.repeat) : 1;
+      await attempt(name, () => measureW1(name, 0, "on", args, clock, shape, repeat));
+    }
+    await attempt("W2 10000", () => measureW2(10_000, 50, args, clock));
+  }
 
   out();
   out("wall: Arbor, from submit to the root's output announced. bound: the same model calls, tool runs and");
@@ -340,8 +391,10 @@ async function main(): Promise<void> {
       "bound p50/p99 ms",
       "peak RSS MB",
       "CPU/wall",
+      "CPU ms/task",
       "ELU",
       "tasks done",
+      "disk B/task",
     ],
     ...lines.map((l) => [
       l.name,
@@ -356,8 +409,10 @@ async function main(): Promise<void> {
       `${f(l.boundP50Ms)} / ${f(l.boundP99Ms)}`,
       f(l.peakRssMb, 0),
       f(l.cpuPerWall, 2),
+      f(l.cpuMsPerTask, 2),
       f(l.elu, 2),
       `${l.done}/${l.tasks}`,
+      f(l.diskBytesPerTask, 0),
     ]),
   ]))
     out(row);
@@ -405,11 +460,31 @@ async function main(): Promise<void> {
         : `Overhead at 0 ms, ${l.name}: ${f(l.overheadPerTaskMs, 2)} ms/request (no target)`,
     );
   }
+  // Item 18 of issue 11: the cost per task must not grow with the tree's size or the history.
+  const small = lines.find((l) => l.workload === "W1" && l.latencyMs === 0 && l.durable === "on");
+  for (const l of lines.filter((x) => x.workload === "W1" && x.tasks > treeSize(W1_SHAPE))) {
+    if (!small) break;
+    const r = l.overheadPerTaskMs / small.overheadPerTaskMs;
+    out(
+      `Scale, ${l.name}: ${f(l.overheadPerTaskMs, 2)} ms/task = ${f(r, 2)}x the 111-task tree's ` +
+        `${f(small.overheadPerTaskMs, 2)} (target within 1.5x: ${r <= 1.5 ? "met" : "NOT met"}); CPU ` +
+        `${f(l.cpuMsPerTask, 2)} ms/task = ${f(l.cpuMsPerTask / small.cpuMsPerTask, 2)}x the 111-task tree's`,
+    );
+  }
+  for (const l of lines.filter((x) => x.windows)) {
+    const w = l.windows;
+    if (!w) continue;
+    out(
+      `Scale, ${l.name}: first ${WINDOW} requests ${f(w.first.requestsPerSecond, 0)} requests/s, p50 ` +
+        `${f(w.first.p50Ms, 0)} ms; last ${WINDOW} ${f(w.last.requestsPerSecond, 0)} requests/s, p50 ` +
+        `${f(w.last.p50Ms, 0)} ms (last/first throughput ${f(w.last.requestsPerSecond / w.first.requestsPerSecond, 2)})`,
+    );
+  }
   out(
     `Warm-up: W1 at 0 ms took ${f(warmUpMs[0] ?? Number.NaN, 0)} ms as the process's first tree (cold), ` +
       `${f(warmUpMs.at(-1) ?? Number.NaN, 0)} ms as its ${WARM_UP_TREES}th; the lines above come after.`,
   );
-  const w2 = lines.find((l) => l.workload === "W2");
+  const w2 = lines.find((l) => l.workload === "W2" && l.tasks === 1000);
   if (w2?.growth)
     out(
       `W2 latency by submission order: p50 of the first 100 requests ${f(w2.growth.firstP50Ms, 0)} ms, ` +

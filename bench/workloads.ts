@@ -1,6 +1,8 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import Database from "libsql";
 import { type RecordedRequest, ScriptedLlm, type ScriptedTurn } from "../shared/adapters/llm/scripted-llm.ts";
+import { DEFAULT_BUDGETS } from "../shared/domain/budgets.ts";
 import type { Actor } from "../shared/domain/events.ts";
 import type { TaskSpec } from "../shared/domain/resources.ts";
 import type { TaskView } from "../shared/domain/task-view.ts";
@@ -61,6 +63,10 @@ export interface TreeShape {
 
 /** W1: 1 root, 10 children, 10 leaves each = 111 tasks. */
 export const W1_SHAPE: TreeShape = { children: 10, leavesPerChild: 10 };
+/** W1-shaped, wider: 1 root, 10 children, 100 leaves each = 1,011 tasks. */
+export const W1_1K_SHAPE: TreeShape = { children: 10, leavesPerChild: 100 };
+/** W1-shaped, wider still: 1 root, 99 children, 100 leaves each = 10,000 tasks (the most a plan may have). */
+export const W1_10K_SHAPE: TreeShape = { children: 99, leavesPerChild: 100 };
 
 export const treeSize = (s: TreeShape): number => 1 + s.children * (1 + s.leavesPerChild);
 
@@ -164,16 +170,53 @@ export interface ArborOptions {
   timeoutMs: number;
 }
 
+/**
+ * Bytes of the files under `dir` (their lengths), once everything in SQLite's WAL is copied into
+ * the database and the WAL emptied: the WAL is scratch space that checkpoints reuse (a few MB
+ * however long Arbor runs, left at its largest size on close), and what a small run wrote may
+ * still be only there. Checkpoint only with the runtime closed; without, the WAL is counted as
+ * it is (at the start of a run: the assistants just registered, about 0.1 MB).
+ */
+async function dirBytes(dir: string, checkpoint: boolean): Promise<number> {
+  if (checkpoint) {
+    const db = new Database(join(dir, "arbor.db"));
+    try {
+      db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    } finally {
+      db.close();
+    }
+  }
+  let total = 0;
+  for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) total += (await stat(join(entry.parentPath, entry.name))).size;
+  }
+  return total;
+}
+
+/** Budgets that let a plan of this shape through (the defaults stop at 200 tasks and 12 children per parent). */
+const budgetsFor = (shape: TreeShape) => {
+  // Tokens and cost grow with the tree: the default's share per task of a 111-task tree, for each task.
+  const scale = Math.max(1, Math.ceil(treeSize(shape) / treeSize(W1_SHAPE)));
+  return {
+    ...DEFAULT_BUDGETS,
+    maxFanOut: Math.max(DEFAULT_BUDGETS.maxFanOut, shape.children, shape.leavesPerChild),
+    maxTasks: Math.max(DEFAULT_BUDGETS.maxTasks, treeSize(shape)),
+    maxTokens: DEFAULT_BUDGETS.maxTokens * scale,
+    maxCostUsd: DEFAULT_BUDGETS.maxCostUsd * scale,
+  };
+};
+
 interface Arbor {
   rt: LocalRuntime;
   engine: Engine;
   llm: ScriptedLlm;
   /** Resolves with performance.now() when the task's output was announced; rejects past the deadline. */
   finished(taskId: string, deadline: number): Promise<number>;
-  close(): Promise<void>;
+  /** Closes everything; returns how many bytes the data folder grew by since it was opened. */
+  close(): Promise<number>;
 }
 
-async function openArbor(plan: TaskSpec, options: ArborOptions): Promise<Arbor> {
+async function openArbor(plan: TaskSpec, options: ArborOptions, shape?: TreeShape): Promise<Arbor> {
   const dataDir = await mkdtemp(join(options.baseDir, "arbor-bench-"));
   const rt = createLocalRuntime({
     mode: "local",
@@ -183,9 +226,14 @@ async function openArbor(plan: TaskSpec, options: ArborOptions): Promise<Arbor> 
     syncEachWrite: options.syncEachWrite === true,
   });
   const llm = new ScriptedLlm(benchScript(plan), { latencyMs: options.latencyMs, copyRequests: false });
-  const engine = await createLocalEngine(rt, { llm });
+  const engine = await createLocalEngine(rt, {
+    llm,
+    ...(shape ? { settings: { defaultBudgets: budgetsFor(shape) } } : {}),
+  });
   const stop = engine.start();
   await engine.registerAssistants(TENANT, ASSISTANTS);
+  await rt.untilDurable();
+  const bytesAtOpen = await dirBytes(dataDir, false);
 
   // Every ending (done, failed, canceled) announces the task's output Message: that is the signal.
   // It counts once it is on disk, as an answer does before a channel may send it. Call finished()
@@ -230,7 +278,9 @@ async function openArbor(plan: TaskSpec, options: ArborOptions): Promise<Arbor> 
       stop();
       await engine.close();
       await rt.close();
+      const grew = (await dirBytes(dataDir, true)) - bytesAtOpen;
       await rm(dataDir, { recursive: true, force: true });
+      return grew;
     },
   };
 }
@@ -246,11 +296,14 @@ export interface TreeRun {
   deadLetters: number;
   /** Tasks per elected assistant (by name). */
   elected: Record<string, number>;
+  /** How many bytes the data folder grew by (closed, so the WAL is checkpointed as on a clean stop). */
+  diskBytes: number;
 }
 
 /** W1 on Arbor: one request whose plan is the whole tree; wall time from submit to the root's output. */
 export async function treeOnArbor(shape: TreeShape, options: ArborOptions): Promise<TreeRun> {
-  const a = await openArbor(treePlan(shape), options);
+  const a = await openArbor(treePlan(shape), options, shape);
+  let closed = false;
   try {
     const t0 = performance.now();
     const { rootTaskId } = await a.engine.submit({
@@ -286,7 +339,7 @@ export async function treeOnArbor(shape: TreeShape, options: ArborOptions): Prom
       const name = names.get(v.assistant?.split(".").pop() ?? "") ?? "(none)";
       elected[name] = (elected[name] ?? 0) + 1;
     }
-    return {
+    const run = {
       wallMs,
       tasks: views.length,
       done: views.filter((v) => v.status === "done").length,
@@ -295,8 +348,10 @@ export async function treeOnArbor(shape: TreeShape, options: ArborOptions): Prom
       deadLetters: a.rt.bus.deadLetters.length,
       elected,
     };
+    closed = true;
+    return { ...run, diskBytes: await a.close() };
   } finally {
-    await a.close();
+    if (!closed) await a.close();
   }
 }
 
@@ -306,8 +361,11 @@ export interface RequestsRun {
   done: number;
   /** Per request, in submission order: submit -> the root's output announced. */
   latenciesMs: number[];
+  /** Per request, in submission order: ms after the first submit when its output was announced. */
+  finishedAtMs: number[];
   calls: CallCounts;
   deadLetters: number;
+  diskBytes: number;
 }
 
 /** W2 on Arbor: `requests` single-leaf requests, `inFlight` at once (a new one when one finishes). */
@@ -317,8 +375,10 @@ export async function requestsOnArbor(
   options: ArborOptions,
 ): Promise<RequestsRun> {
   const a = await openArbor(SINGLE_PLAN, options);
+  let closed = false;
   try {
     const latenciesMs: number[] = new Array(requests).fill(Number.NaN);
+    const finishedAtMs: number[] = new Array(requests).fill(Number.NaN);
     const roots: string[] = [];
     const t0 = performance.now();
     const deadline = t0 + options.timeoutMs;
@@ -329,7 +389,9 @@ export async function requestsOnArbor(
         const start = performance.now();
         const { rootTaskId } = await a.engine.submit({ tenant: TENANT, text: `Request ${i}`, actor: ACTOR });
         roots.push(rootTaskId);
-        latenciesMs[i] = (await a.finished(rootTaskId, deadline)) - start;
+        const end = await a.finished(rootTaskId, deadline);
+        latenciesMs[i] = end - start;
+        finishedAtMs[i] = end - t0;
       }
     };
     await Promise.all(Array.from({ length: Math.min(inFlight, requests) }, worker));
@@ -337,16 +399,19 @@ export async function requestsOnArbor(
     await a.rt.bus.idle();
     let done = 0;
     for (const id of roots) if ((await a.rt.tasks.view(id))?.status === "done") done++;
-    return {
+    const run = {
       wallMs,
       requests,
       done,
       latenciesMs,
+      finishedAtMs,
       calls: countCalls(a.llm.calls),
       deadLetters: a.rt.bus.deadLetters.length,
     };
+    closed = true;
+    return { ...run, diskBytes: await a.close() };
   } finally {
-    await a.close();
+    if (!closed) await a.close();
   }
 }
 

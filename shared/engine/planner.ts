@@ -12,6 +12,7 @@ import {
 import type { Urn } from "../domain/urn.ts";
 import { ConflictError } from "../errors.ts";
 import type { LlmMessage, LlmResponse, LlmToolSpec } from "../ports/llm.ts";
+import { RECORD_MANY_LIMIT } from "../use-cases/task-log.ts";
 import {
   COMMANDS,
   ENGINE,
@@ -285,7 +286,8 @@ export async function materialise(
     );
   });
   // Each batch of TaskCreated commits atomically: a crash never leaves half a batch.
-  for (let i = 0; i < events.length; i += 30) await deps.tasks.recordMany(events.slice(i, i + 30));
+  for (let i = 0; i < events.length; i += RECORD_MANY_LIMIT)
+    await deps.tasks.recordMany(events.slice(i, i + RECORD_MANY_LIMIT));
   deps.faults?.hit("after-record", "TaskCreated");
   return nodes[0]?.id as Urn;
 }

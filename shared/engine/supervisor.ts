@@ -61,6 +61,8 @@ export async function onResourcePut(
 export async function supervise(deps: EngineDeps, parentId: string): Promise<void> {
   const view = await deps.tasks.view(parentId);
   if (view?.status !== "in_progress") return;
+  // Most completions find siblings still running: the counts say so without listing them all.
+  if (!(await deps.tasks.childrenMayAllHaveEnded(parentId))) return;
   const children = await deps.tasks.children(parentId);
   if (children.length === 0 || !children.every((c) => isTerminal(c.status))) return;
 

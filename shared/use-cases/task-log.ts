@@ -1,7 +1,9 @@
 import { isTaskEvent, type StoredEvent, type TaskEvent, validateEvent } from "../domain/events.ts";
+import { isTerminal } from "../domain/task-state.ts";
 import { reduceTaskView, type TaskView } from "../domain/task-view.ts";
 import { ConflictError, InvalidTransitionError, ValidationError } from "../errors.ts";
 import {
+  type AddOp,
   collectPages,
   readAllEvents,
   type StateRecord,
@@ -15,6 +17,49 @@ import {
  * the event and the new view commit in one transaction, so the view never disagrees with the log.
  */
 export const TASK_RECORD_KIND = "task";
+
+/** At most this many events in one recordMany: 4 items each (event, id guard, view, child count) <= 100. */
+export const RECORD_MANY_LIMIT = 25;
+
+/**
+ * Per parent task, a counter record of its children: `created` (TaskCreated recorded) and `ended`
+ * (a terminal event recorded). Each is added in the transaction of the event itself, so a
+ * redelivered event, which writes nothing, is never counted twice, and siblings ending at the same
+ * moment never conflict (adds do not). A supervisor reads it to skip listing the children while
+ * some are still running: without it, a parent with n children listed them all on each of their n
+ * completions.
+ */
+export const CHILD_COUNT_KIND = "task-children";
+export const childCountKey = (parentTaskId: string) => `children#${parentTaskId}`;
+export interface ChildCounts {
+  created: number;
+  ended: number;
+}
+
+/** What an event changes in its parent's child counts: the view before and after it. */
+function childCountChange(before: TaskView | undefined, after: TaskView): Partial<ChildCounts> | undefined {
+  if (!after.parentTaskId) return undefined;
+  if (!before) return { created: 1 };
+  if (!isTerminal(before.status) && isTerminal(after.status)) return { ended: 1 };
+  return undefined;
+}
+
+function childCountOps(changes: Map<string, Partial<ChildCounts>>, updatedAt: string): AddOp[] {
+  return [...changes].map(([parent, amounts]) => ({
+    op: "add",
+    key: childCountKey(parent),
+    kind: CHILD_COUNT_KIND,
+    updatedAt,
+    amounts,
+  }));
+}
+
+function addChange(into: Map<string, Partial<ChildCounts>>, view: TaskView, change: Partial<ChildCounts>) {
+  const parent = view.parentTaskId as string;
+  const sum = into.get(parent) ?? {};
+  for (const [k, v] of Object.entries(change) as [keyof ChildCounts, number][]) sum[k] = (sum[k] ?? 0) + v;
+  into.set(parent, sum);
+}
 
 export interface RecordResult {
   view: TaskView;
@@ -57,10 +102,14 @@ export class TaskLog {
         throw e;
       }
       // A redelivered event that still fits is found by the transaction, which then writes nothing.
+      const counted = childCountChange(current?.data, view);
       try {
         const result = await this.#state.transact([
           { op: "append", streamId: taskId, events: [event], expectedVersion: version },
           { op: "put", record: toRecord(view), expectedVersion: current?.version ?? 0 },
+          ...(counted
+            ? childCountOps(new Map([[view.parentTaskId as string, counted]]), view.updatedAt)
+            : []),
         ]);
         return result.duplicate
           ? { view: await this.#mustView(taskId), duplicate: true }
@@ -74,12 +123,13 @@ export class TaskLog {
 
   /**
    * Records several events of different tasks in ONE transaction (all or nothing), e.g. a batch of
-   * TaskCreated: a crash never leaves half a batch. At most 30 events (the 100-item limit: an event,
-   * its id guard and its view), one per task. Events already recorded (by id) are skipped.
+   * TaskCreated: a crash never leaves half a batch. At most RECORD_MANY_LIMIT events (the 100-item
+   * limit: an event, its id guard, its view and at most one child count per event), one per task.
+   * Events already recorded (by id) are skipped.
    */
   async recordMany(inputs: readonly TaskEvent[]): Promise<TaskView[]> {
-    if (inputs.length > 30)
-      throw new ValidationError(`recordMany takes at most 30 events, not ${inputs.length}`);
+    if (inputs.length > RECORD_MANY_LIMIT)
+      throw new ValidationError(`recordMany takes at most ${RECORD_MANY_LIMIT} events, not ${inputs.length}`);
     for (let attempt = 1; ; attempt++) {
       const events: TaskEvent[] = [];
       for (const input of inputs) {
@@ -93,6 +143,7 @@ export class TaskLog {
         string,
         { record: StateRecord<TaskView> | undefined; view: TaskView | undefined }
       >();
+      const counts = new Map<string, Partial<ChildCounts>>();
       for (const event of events) {
         const taskId = event.payload.taskId;
         // One event per task: DynamoDB lets a transaction touch an item only once.
@@ -103,7 +154,10 @@ export class TaskLog {
         pending.set(taskId, p);
         const version = p.view?.version ?? 0;
         const stored: StoredEvent = { ...event, streamId: taskId, seq: version + 1, recordedAt: event.at };
+        const before = p.view;
         p.view = reduceTaskView(p.view, stored) as TaskView;
+        const counted = childCountChange(before, p.view);
+        if (counted) addChange(counts, p.view, counted);
         ops.push({ op: "append", streamId: taskId, events: [event], expectedVersion: version });
       }
       for (const [, p] of pending) {
@@ -115,6 +169,7 @@ export class TaskLog {
         views.push(p.view as TaskView);
       }
       if (ops.length === 0) return [];
+      ops.push(...childCountOps(counts, views.at(-1)?.updatedAt ?? new Date(0).toISOString()));
       try {
         await this.#state.transact(ops);
         return views;
@@ -122,6 +177,17 @@ export class TaskLog {
         if (!(e instanceof ConflictError) || attempt >= this.#maxAttempts) throw e;
       }
     }
+  }
+
+  /**
+   * False when some child of the task is certainly still running (fewer of its children have ended
+   * than were created), without listing them. True means: list the children to know. Counts start
+   * with this version: a parent whose children were created before it has no count of them (or
+   * fewer `created` than `ended`), and gets true.
+   */
+  async childrenMayAllHaveEnded(taskId: string): Promise<boolean> {
+    const counts = (await this.#state.get<Partial<ChildCounts>>(childCountKey(taskId)))?.data;
+    return !counts || (counts.ended ?? 0) >= (counts.created ?? 0);
   }
 
   /** Direct children of a task, in URN order. */

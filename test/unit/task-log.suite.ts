@@ -1,13 +1,16 @@
 import { afterEach, beforeEach, expect, it } from "vitest";
+import type { Urn } from "../../shared/domain/urn.ts";
 import { InvalidTransitionError } from "../../shared/errors.ts";
 import type { StateStore } from "../../shared/ports/state-store.ts";
-import { TaskLog } from "../../shared/use-cases/task-log.ts";
+import { childCountKey, RECORD_MANY_LIMIT, TaskLog } from "../../shared/use-cases/task-log.ts";
 import {
   interactionRequested,
   interactionResponded,
   many,
+  taskCanceled,
   taskCompleted,
   taskCreated,
+  taskFailed,
   taskStarted,
   taskUrn,
 } from "../fixtures/event-builders.ts";
@@ -62,6 +65,41 @@ export function taskLogSuite(setup: () => Promise<{ store: StateStore; cleanup()
     for (const r of results)
       if (r.status === "rejected") expect(r.reason).toBeInstanceOf(InvalidTransitionError);
     expect(await store.streamVersion(t)).toBe(3);
+  });
+
+  it("counts a parent's children as they are created and end, once each, however often events arrive", async () => {
+    const parent = taskUrn("counted");
+    const kids = many(4, (i) => taskUrn("counted", `k${i}`));
+    await log.record(taskCreated(parent));
+    expect(await log.childrenMayAllHaveEnded(parent)).toBe(true); // no children yet: list to know
+    const created = kids.map((k) => taskCreated(k, { parentTaskId: parent }));
+    await log.recordMany(created.slice(0, 3));
+    await log.recordMany(created); // the first three again: skipped, not counted
+    await log.record(created[3] as (typeof created)[number]); // redelivered alone
+    const counts = async () => (await store.get(childCountKey(parent)))?.data;
+    expect(await counts()).toEqual({ created: 4 });
+
+    const [a, b, c, d] = kids as [Urn, Urn, Urn, Urn];
+    for (const k of [a, b, c]) await log.record(taskStarted(k));
+    const done = taskCompleted(a);
+    await log.record(done);
+    await log.record(done);
+    await Promise.allSettled(many(5, () => log.record(taskCompleted(b)))); // racing: one wins
+    await log.record(taskFailed(c));
+    expect(await counts()).toEqual({ created: 4, ended: 3 });
+    expect(await log.childrenMayAllHaveEnded(parent)).toBe(false);
+    await log.record(taskCanceled(d));
+    expect(await counts()).toEqual({ created: 4, ended: 4 });
+    expect(await log.childrenMayAllHaveEnded(parent)).toBe(true);
+    // Tasks without a parent task count nowhere; a batch stays within the transaction's item limit.
+    const wide = taskUrn("wide");
+    await log.recordMany(
+      many(RECORD_MANY_LIMIT, (i) =>
+        taskCreated(taskUrn("wide", `w${i}`), { parentTaskId: taskUrn(`p${i}`) }),
+      ),
+    );
+    expect((await store.get(childCountKey(taskUrn("p0"))))?.data).toEqual({ created: 1 });
+    expect(await store.get(childCountKey(wide))).toBeUndefined();
   });
 
   it("finds children by parent and stale tasks by age", async () => {

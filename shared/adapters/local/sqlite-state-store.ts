@@ -12,6 +12,7 @@ import type {
   TransactResult,
   WriteOp,
 } from "../../ports/state-store.ts";
+import { trimOldest } from "../shared/bounded-map.ts";
 import {
   addAmounts,
   classifyDuplicates,
@@ -33,7 +34,11 @@ import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite
  * runs at once (its conditions checked under BEGIN IMMEDIATE), a failed one throws alone, and it
  * resolves once made; it is durable once the group commits (`untilDurable()` waits for that).
  */
-export type SqliteStateStoreOptions = SqliteLocation & { clock?: () => Date };
+export type SqliteStateStoreOptions = SqliteLocation & {
+  clock?: () => Date;
+  /** Records (and stream versions) held in memory at most. Default 100,000. */
+  cacheRecords?: number;
+};
 
 type Row = Record<string, unknown>;
 
@@ -89,11 +94,13 @@ export class SqliteStateStore implements StateStore {
   readonly #streams = new Map<string, number>();
   /** How many of the pending adds are to a counter with a parent (listings by parent must see them). */
   #parentedAdds = 0;
+  readonly #maxCached: number;
 
   constructor(options: SqliteStateStoreOptions) {
     ({ db: this.#db, owned: this.#owned } = openLocation(options));
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
+    this.#maxCached = options.cacheRecords ?? MAX_CACHED_RECORDS;
     this.#db.beforeCommit(() => this.#writeAdds());
     this.#db.onExternalChange(() => {
       this.#cache.clear();
@@ -138,7 +145,7 @@ export class SqliteStateStore implements StateStore {
   #remember(key: string, record: StateRecord | null): void {
     this.#cache.delete(key);
     this.#cache.set(key, record);
-    if (this.#cache.size > MAX_CACHED_RECORDS) this.#cache.delete(this.#cache.keys().next().value as string);
+    trimOldest(this.#cache, this.#maxCached);
   }
 
   /**
@@ -307,8 +314,7 @@ export class SqliteStateStore implements StateStore {
   #rememberStream(streamId: string, version: number): void {
     this.#streams.delete(streamId);
     this.#streams.set(streamId, version);
-    if (this.#streams.size > MAX_CACHED_RECORDS)
-      this.#streams.delete(this.#streams.keys().next().value as string);
+    trimOldest(this.#streams, this.#maxCached);
   }
 
   #streamVersion(streamId: string): number {
