@@ -1,6 +1,7 @@
 import { statfs, writeFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { printSimilarity, type SimilarityLine } from "./similarity.ts";
 import {
   type ArborOptions,
   type CallCounts,
@@ -17,7 +18,8 @@ import {
  * `npm run bench`: orchestration overhead of the local runtime with durable writes, against an
  * in-memory `Promise.all` lower bound measured in the same process. See bench/README.md.
  *
- *   --only w1|w2     run one workload family (for profiling)
+ *   --only w1|w2|similarity   run one workload family (for profiling)
+ *   --similarity <n,n>        indexed outputs for the similarity lines (default 10000,100000)
  *   --dir <path>     where the temporary data folders go (default: the OS temp dir)
  *   --repeat <n>     measure each W1 line n times and keep the median (default 9; W2 runs once)
  */
@@ -29,20 +31,26 @@ const progress = (line: string): void => {
 };
 
 interface Args {
-  only: "w1" | "w2" | undefined;
+  only: "w1" | "w2" | "similarity" | undefined;
+  similarity: number[];
   dir: string;
   repeat: number;
 }
 
 function parseArgs(argv: readonly string[]): Args {
-  const args: Args = { only: undefined, dir: tmpdir(), repeat: 9 };
+  const args: Args = { only: undefined, similarity: [10_000, 100_000], dir: tmpdir(), repeat: 9 };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const value = argv[i + 1];
-    if (flag === "--only" && (value === "w1" || value === "w2")) args.only = value;
+    if (flag === "--only" && (value === "w1" || value === "w2" || value === "similarity")) args.only = value;
+    else if (flag === "--similarity" && value && /^\d+(,\d+)*$/.test(value))
+      args.similarity = value.split(",").map(Number);
     else if (flag === "--dir" && value) args.dir = resolve(value);
     else if (flag === "--repeat" && value && /^[1-9]$/.test(value)) args.repeat = Number(value);
-    else throw new Error(`Unknown argument ${flag ?? ""}: use --only w1|w2, --dir <path>, --repeat <1-9>`);
+    else
+      throw new Error(
+        `Unknown argument ${flag ?? ""}: use --only w1|w2|similarity, --similarity <n,n>, --dir <path>, --repeat <1-9>`,
+      );
     i++;
   }
   return args;
@@ -306,7 +314,7 @@ async function main(): Promise<void> {
       failures.push(`${name}: ${error instanceof Error ? error.message : String(error)}`);
     }
   };
-  if (args.only !== "w2") {
+  if (args.only === undefined || args.only === "w1") {
     await attempt("W1 0 ms", () => measureW1("W1 111 tasks, 0 ms", 0, "on", args, clock));
     await attempt("W1 0 ms fsync each write", () =>
       measureW1("W1 111 tasks, 0 ms, fsync each write", 0, "each write", args, clock),
@@ -316,7 +324,8 @@ async function main(): Promise<void> {
     );
     await attempt("W1 50 ms", () => measureW1("W1 111 tasks, 50 ms", 50, "on", args, clock));
   }
-  if (args.only !== "w1") await attempt("W2", () => measureW2(1000, 50, args, clock));
+  if (args.only === undefined || args.only === "w2")
+    await attempt("W2", () => measureW2(1000, 50, args, clock));
 
   out();
   out("wall: Arbor, from submit to the root's output announced. bound: the same model calls, tool runs and");
@@ -424,6 +433,17 @@ async function main(): Promise<void> {
   for (const failure of failures) out(`FAILED ${failure}`);
   if (failures.length) process.exitCode = 1;
 
+  // Outside the time budget: building a DiskANN index of 100,000 records alone takes minutes.
+  let similarity: SimilarityLine[] = [];
+  if (args.only === undefined || args.only === "similarity") {
+    try {
+      similarity = await printSimilarity(args.similarity, args.dir, out, progress);
+    } catch (error) {
+      out(`FAILED similarity: ${error instanceof Error ? error.message : String(error)}`);
+      process.exitCode = 1;
+    }
+  }
+
   const file = join(tmpdir(), "arbor-bench-results.json");
   const results = {
     at: new Date().toISOString(),
@@ -436,6 +456,7 @@ async function main(): Promise<void> {
     processMaxRssMb: process.resourceUsage().maxRSS / 1024,
     totalMs: performance.now() - started,
     lines,
+    similarity,
     failures,
     ...(critical ? { w1CriticalPath: critical } : {}),
   };
