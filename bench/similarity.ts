@@ -203,7 +203,7 @@ export async function printSimilarity(
   for (const r of rows) out(`  ${r.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join("  ")}`);
   out(
     "  max stall: the longest event-loop delay while 200 single-record upserts stream in (the DiskANN " +
-      "index writes 16 per transaction, then yields).",
+      "index writes 4 records per transaction, then yields).",
   );
   return lines;
 }
