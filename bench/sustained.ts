@@ -150,9 +150,15 @@ async function main(): Promise<void> {
         if (done.length % 1000 === 0) process.stderr.write(`  ${done.length} requests settled\n`);
       }
     };
-    await Promise.all(Array.from({ length: args.concurrency }, client)).finally(() => {
-      stop = true;
-    });
+    await Promise.all(Array.from({ length: args.concurrency }, client))
+      .catch((e: unknown) => {
+        throw new Error(
+          `after ${done.length} requests: ${String(e)}; the server ${server.exitCode === null ? "runs" : `exited (${server.exitCode ?? server.signalCode})`}; its stderr ends:\n${log}`,
+        );
+      })
+      .finally(() => {
+        stop = true;
+      });
     await prober;
     const wallMs = performance.now() - started;
     const peakRssMb = (await vm(pid, "VmHWM")) / 1024;

@@ -10,7 +10,11 @@ import type { LocalRuntime } from "./local.ts";
 /**
  * The orchestration engine on the local runtime: the local embedder (offline), a libSQL vector
  * index (DiskANN) in its own file under the data folder (migrated from the flat index an older
- * version left there), the built-in tools, and whatever model the caller chose.
+ * version left there), the built-in tools, and whatever model the caller chose. The index runs on
+ * this thread: ThreadedVectorIndex (the same index on a worker thread) passes the contract too, but
+ * then a root task appears later after its 202, and GET /v1/tasks right after the 202 answered 404
+ * more often (the plan's election waits for the thread); it can become the default once the 202
+ * itself records the root task.
  */
 export interface LocalEngineOptions extends EngineOptions {
   llm: Llm;

@@ -20,7 +20,7 @@ import { assertValidSpace, checkQuery, checkRecords, sameSpace, spaceMismatch } 
  * topK; so a query first counts, through the (type, key) B-tree, up to `exactBelow` records that
  * pass the filters. When that many or fewer do (a small tenant, a conversation, an assistant
  * list, every test), it scores them all, exactly, in SQL. Otherwise it asks the graph for more
- * neighbours than it needs (4 x topK, at least 40) and, while fewer than topK pass the filters and
+ * neighbours than it needs (4 x topK, at least 100) and, while fewer than topK pass the filters and
  * the graph still had more to give, asks again for four times as many, up to `annMax`; past that
  * it scores the filtered range exactly (the filter then keeps a small share of a large index,
  * which the graph cannot find cheaply and the range scan is bounded by).
@@ -192,7 +192,7 @@ export class SqliteVectorIndex implements VectorIndex {
     const keep = (r: Row) =>
       (query.type === undefined || r.type === query.type) &&
       (query.keyPrefix === undefined || r.key.startsWith(query.keyPrefix));
-    for (let fetch = Math.max(4 * query.topK, 40); fetch <= this.#annMax; fetch *= 4) {
+    for (let fetch = Math.max(4 * query.topK, 100); fetch <= this.#annMax; fetch *= 4) {
       const rows = this.#sql(
         `SELECT v.key AS key, v.type AS type, v.metadata AS metadata,
                 vector_distance_cos(v.e, vector32(unhex(?))) AS d
