@@ -14,7 +14,8 @@ import type { Runtime } from "./runtime.ts";
  * The local composition root: one process, one data folder.
  *   <dataDir>/arbor.db     SQLite: the state store, the event log and (by default) the resources
  *   <dataDir>/objects/     the resources as files, the URN as the path (ARBOR_OBJECT_STORE=files)
- *   <dataDir>/vectors/     the vector index
+ *   <dataDir>/vectors/     the vector index: <embedder>.db (libSQL DiskANN; a flat index an older
+ *                          version left in <embedder>/ is migrated, then renamed <embedder>.migrated)
  * and an in-process event bus with EventBridge's semantics.
  *
  * Resources default to the database rather than files: a durable file write needs a new file, an
