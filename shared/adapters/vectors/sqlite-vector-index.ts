@@ -156,12 +156,13 @@ export class SqliteVectorIndex implements VectorIndex {
   async upsert(records: readonly VectorRecord[]): Promise<void> {
     checkRecords(records, this.space.dimension);
     if (records.length === 0) return;
+    // Queued as float32 copies (half the size of their hex), encoded when written.
     const rows = records.map(
-      (r) => [r.key, r.type, JSON.stringify(r.metadata ?? {}), hex(r.vector)] as const,
+      (r) => [r.key, r.type, JSON.stringify(r.metadata ?? {}), r.vector.slice()] as const,
     );
     return this.#enqueue(rows.length, () => {
       const put = this.#sql(UPSERT);
-      for (const row of rows) put.run(...row);
+      for (const [key, type, metadata, vector] of rows) put.run(key, type, metadata, hex(vector));
     });
   }
 
