@@ -1,6 +1,7 @@
 import { statfs, writeFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { printSimilarity, type SimilarityLine } from "./similarity.ts";
 import {
   type ArborOptions,
   type CallCounts,
@@ -20,8 +21,9 @@ import {
  * `npm run bench`: orchestration overhead of the local runtime with durable writes, against an
  * in-memory `Promise.all` lower bound measured in the same process. See bench/README.md.
  *
- *   --only w1|w2|scale  run one workload family (for profiling); scale: the 1,000- and 10,000-task
- *                       trees and W2 with 10,000 requests
+ *   --only w1|w2|scale|similarity  run one workload family (for profiling); scale: the 1,000- and
+ *                       10,000-task trees and W2 with 10,000 requests
+ *   --similarity <n,n>  indexed outputs for the similarity lines (default 10000,100000)
  *   --dir <path>     where the temporary data folders go (default: the OS temp dir)
  *   --repeat <n>     measure each W1 line n times and keep the median (default 9; W2 runs once)
  */
@@ -33,21 +35,30 @@ const progress = (line: string): void => {
 };
 
 interface Args {
-  only: "w1" | "w2" | "scale" | undefined;
+  only: "w1" | "w2" | "scale" | "similarity" | undefined;
+  similarity: number[];
   dir: string;
   repeat: number;
 }
 
 function parseArgs(argv: readonly string[]): Args {
-  const args: Args = { only: undefined, dir: tmpdir(), repeat: 9 };
+  const args: Args = { only: undefined, similarity: [10_000, 100_000], dir: tmpdir(), repeat: 9 };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const value = argv[i + 1];
-    if (flag === "--only" && (value === "w1" || value === "w2" || value === "scale")) args.only = value;
+    if (
+      flag === "--only" &&
+      (value === "w1" || value === "w2" || value === "scale" || value === "similarity")
+    )
+      args.only = value;
+    else if (flag === "--similarity" && value && /^\d+(,\d+)*$/.test(value))
+      args.similarity = value.split(",").map(Number);
     else if (flag === "--dir" && value) args.dir = resolve(value);
     else if (flag === "--repeat" && value && /^[1-9]$/.test(value)) args.repeat = Number(value);
     else
-      throw new Error(`Unknown argument ${flag ?? ""}: use --only w1|w2|scale, --dir <path>, --repeat <1-9>`);
+      throw new Error(
+        `Unknown argument ${flag ?? ""}: use --only w1|w2|scale|similarity, --similarity <n,n>, --dir <path>, --repeat <1-9>`,
+      );
     i++;
   }
   return args;
@@ -346,9 +357,10 @@ async function main(): Promise<void> {
       failures.push(`${name}: ${error instanceof Error ? error.message : String(error)}`);
     }
   };
-  if (args.only !== "w2")
+  // The 111-task line is also the yardstick of the scale lines.
+  if (args.only === undefined || args.only === "w1" || args.only === "scale")
     await attempt("W1 0 ms", () => measureW1("W1 111 tasks, 0 ms", 0, "on", args, clock));
-  if (args.only !== "w2" && args.only !== "scale") {
+  if (args.only === undefined || args.only === "w1") {
     await attempt("W1 0 ms fsync each write", () =>
       measureW1("W1 111 tasks, 0 ms, fsync each write", 0, "each write", args, clock),
     );
@@ -357,10 +369,10 @@ async function main(): Promise<void> {
     );
     await attempt("W1 50 ms", () => measureW1("W1 111 tasks, 50 ms", 50, "on", args, clock));
   }
-  if (args.only !== "w1" && args.only !== "scale")
+  if (args.only === undefined || args.only === "w2")
     await attempt("W2", () => measureW2(1000, 50, args, clock));
   // Does a task cost more in a bigger tree, or a request after a longer history? (issue 11, item 18)
-  if (args.only !== "w1" && args.only !== "w2") {
+  if (args.only === undefined || args.only === "scale") {
     for (const shape of [W1_1K_SHAPE, W1_10K_SHAPE]) {
       const name = `W1 ${treeSize(shape)} tasks (${shape.children} x ${shape.leavesPerChild}), 0 ms`;
       const repeat = shape === W1_1K_SHAPE ? Math.min(3, args.repeat) : 1;
@@ -499,6 +511,17 @@ async function main(): Promise<void> {
   for (const failure of failures) out(`FAILED ${failure}`);
   if (failures.length) process.exitCode = 1;
 
+  // Outside the time budget: building a DiskANN index of 100,000 records alone takes minutes.
+  let similarity: SimilarityLine[] = [];
+  if (args.only === undefined || args.only === "similarity") {
+    try {
+      similarity = await printSimilarity(args.similarity, args.dir, out, progress);
+    } catch (error) {
+      out(`FAILED similarity: ${error instanceof Error ? error.message : String(error)}`);
+      process.exitCode = 1;
+    }
+  }
+
   const file = join(tmpdir(), "arbor-bench-results.json");
   const results = {
     at: new Date().toISOString(),
@@ -511,6 +534,7 @@ async function main(): Promise<void> {
     processMaxRssMb: process.resourceUsage().maxRSS / 1024,
     totalMs: performance.now() - started,
     lines,
+    similarity,
     failures,
     ...(critical ? { w1CriticalPath: critical } : {}),
   };

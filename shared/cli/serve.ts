@@ -144,13 +144,13 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   }
 }
 
-function chooseModel(
+export function chooseModel(
   config: LocalConfig,
   example: string | undefined,
 ): { llm: Llm; assistants: AssistantDefinition[] } | undefined {
   if (example) {
     if (example !== "offsite") throw new Error(`Unknown example "${example}". Try: --example offsite`);
-    return { llm: new ScriptedLlm(script), assistants: ASSISTANTS };
+    return { llm: new ScriptedLlm(script, { keepCalls: 0 }), assistants: ASSISTANTS };
   }
   return config.model ? { llm: createModel(config.model), assistants: DEFAULT_TEAM } : undefined;
 }

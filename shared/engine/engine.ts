@@ -237,9 +237,10 @@ export class Engine {
     await this.deps.untilDurable(); // a cancel acknowledged is a cancel on disk
   }
 
-  /** Lets go of what the engine holds open (the tools' MCP connections). The runtime closes apart. */
+  /** Lets go of what the engine holds open (MCP connections, the vector index). The runtime closes apart. */
   async close(): Promise<void> {
     await this.deps.tools.close?.();
+    await this.deps.index.close?.();
   }
 
   watchdog(staleMs: number): Promise<{ redriven: number }> {

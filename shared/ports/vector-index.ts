@@ -2,7 +2,8 @@
  * Vector index port: nearest neighbours by cosine similarity, filtered by resource type and URN
  * prefix. An index belongs to one embedding space (embedder id + dimension), fixed when it is
  * created; writing or querying with another space is an error.
- * Adapters: Amazon S3 Vectors, a local flat index persisted to disk.
+ * Adapters: Amazon S3 Vectors, libSQL's DiskANN index in a local file, a local flat index persisted
+ * to disk.
  */
 export interface EmbeddingSpace {
   embedderId: string;
@@ -42,4 +43,6 @@ export interface VectorIndex {
   upsert(records: readonly VectorRecord[]): Promise<void>;
   query(query: VectorQuery): Promise<VectorMatch[]>;
   delete(keys: readonly string[]): Promise<void>;
+  /** Lets go of files or connections the adapter holds open (writing what it queued first). */
+  close?(): Promise<void>;
 }

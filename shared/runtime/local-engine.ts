@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { LocalEmbedder } from "../adapters/embeddings/local-embedder.ts";
-import { LocalVectorIndex } from "../adapters/vectors/local-vector-index.ts";
+import { openLocalVectorIndex } from "../adapters/vectors/open-local-index.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
@@ -8,8 +8,13 @@ import { type EngineOptions, engineOn, openTools } from "./engine-wiring.ts";
 import type { LocalRuntime } from "./local.ts";
 
 /**
- * The orchestration engine on the local runtime: the local embedder (offline), a flat vector index
- * under the data folder, the built-in tools, and whatever model the caller chose.
+ * The orchestration engine on the local runtime: the local embedder (offline), a libSQL vector
+ * index (DiskANN) in its own file under the data folder (migrated from the flat index an older
+ * version left there), the built-in tools, and whatever model the caller chose. The index runs on
+ * this thread: ThreadedVectorIndex (the same index on a worker thread) passes the contract too, but
+ * then a root task appears later after its 202, and GET /v1/tasks right after the 202 answered 404
+ * more often (the plan's election waits for the thread); it can become the default once the 202
+ * itself records the root task.
  */
 export interface LocalEngineOptions extends EngineOptions {
   llm: Llm;
@@ -18,10 +23,10 @@ export interface LocalEngineOptions extends EngineOptions {
 
 export async function createLocalEngine(rt: LocalRuntime, options: LocalEngineOptions): Promise<Engine> {
   const embedder = options.embedder ?? new LocalEmbedder();
-  const index = await LocalVectorIndex.open(
-    join(rt.dataDir, "vectors", embedder.id.replace(/[^A-Za-z0-9._-]/g, "_")),
+  const index = await openLocalVectorIndex(
+    join(rt.dataDir, "vectors"),
+    embedder.id.replace(/[^A-Za-z0-9._-]/g, "_"),
     { embedderId: embedder.id, dimension: embedder.dimension },
-    { durable: rt.durable },
   );
   const tools = await openTools(rt, { embedder, index }, options);
   return engineOn(rt, { llm: options.llm, embedder, index, tools }, options);

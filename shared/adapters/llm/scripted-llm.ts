@@ -55,6 +55,11 @@ export interface ScriptedLlmOptions {
    * names, and copying every prompt is the test double's cost, not the engine's.
    */
   copyRequests?: boolean;
+  /**
+   * How many of the latest requests `calls` keeps (default: every one). A long-running process
+   * (`arbor serve --example`) keeps none: every prompt kept is memory never given back.
+   */
+  keepCalls?: number;
 }
 
 /** A scripted tool call, for scripts: `{ toolCalls: [toolCall("search", { q: "x" })] }`. */
@@ -67,13 +72,19 @@ export type RecordedRequest = Omit<LlmRequest, "signal">;
 
 export class ScriptedLlm implements Llm {
   readonly id = "scripted";
-  /** Every request received, in order, deep-copied when it arrived (unless `copyRequests` is false). */
+  /**
+   * Every request received (or the latest `keepCalls`), in order, deep-copied when it arrived
+   * (unless `copyRequests` is false).
+   */
   readonly calls: RecordedRequest[] = [];
   readonly #script: Script;
   readonly #latencyMs: number;
   readonly #model: string;
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   readonly #copyRequests: boolean;
+  readonly #keepCalls: number;
+  /** Requests received, kept or not. */
+  #received = 0;
   #toolCallCounter = 0;
 
   constructor(script: Script, options: ScriptedLlmOptions = {}) {
@@ -82,11 +93,12 @@ export class ScriptedLlm implements Llm {
     this.#model = options.model ?? "scripted";
     this.#sleep = options.sleep ?? sleepFor;
     this.#copyRequests = options.copyRequests ?? true;
+    this.#keepCalls = options.keepCalls ?? Number.POSITIVE_INFINITY;
   }
 
   /** Turns of an array script that no call has used yet (0 for a function script). */
   get remaining(): number {
-    return typeof this.#script === "function" ? 0 : Math.max(0, this.#script.length - this.calls.length);
+    return typeof this.#script === "function" ? 0 : Math.max(0, this.#script.length - this.#received);
   }
 
   async complete(request: LlmRequest): Promise<LlmResponse> {
@@ -105,8 +117,11 @@ export class ScriptedLlm implements Llm {
     request.signal?.throwIfAborted();
     const { signal, ...rest } = request;
     const recorded: RecordedRequest = this.#copyRequests ? structuredClone(rest) : rest;
-    const callIndex = this.calls.length;
-    this.calls.push(recorded);
+    const callIndex = this.#received++;
+    if (this.#keepCalls > 0) {
+      this.calls.push(recorded);
+      if (this.calls.length > this.#keepCalls) this.calls.shift();
+    }
     const turn = await this.#turn(recorded, callIndex);
     const wait = this.#latencyMs + (turn.delayMs ?? 0);
     if (wait > 0) await this.#sleep(wait, signal);

@@ -421,7 +421,11 @@ export class SqliteStateStore implements StateStore {
   }
 }
 
-const MAX_CACHED_RECORDS = 100_000;
+/**
+ * Records held in memory at most: the hot ones (open tasks, their parents and counters). 100,000
+ * held a long-running server's every record of its last hours, hundreds of MB it never gave back.
+ */
+const MAX_CACHED_RECORDS = 10_000;
 
 type Counter = Pick<StateRecord, "version" | "data">;
 

@@ -139,6 +139,17 @@ export class LocalVectorIndex implements VectorIndex {
     return this.#byKey.size;
   }
 
+  /** Every record, its vector whole (to move the index elsewhere). */
+  *records(): Generator<VectorRecord> {
+    for (const s of this.#byKey.values())
+      yield {
+        key: s.key,
+        type: s.type,
+        metadata: { ...s.metadata },
+        vector: denseVector(s, this.space.dimension).slice(),
+      };
+  }
+
   async upsert(records: readonly VectorRecord[]): Promise<void> {
     checkRecords(records, this.space.dimension);
     if (records.length === 0) return;
