@@ -1,4 +1,3 @@
-import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "libsql";
 import { ConfigError, UnavailableError } from "../../errors.ts";
@@ -9,6 +8,7 @@ import type {
   VectorQuery,
   VectorRecord,
 } from "../../ports/vector-index.ts";
+import { privateDir, privateFile } from "../local/private-files.ts";
 import { assertValidSpace, checkQuery, checkRecords, sameSpace, spaceMismatch } from "./vector-checks.ts";
 
 /**
@@ -115,7 +115,11 @@ export class SqliteVectorIndex implements VectorIndex {
     assertValidSpace(space);
     let db: Database.Database;
     try {
-      if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+      if (path !== ":memory:") {
+        // Every tenant's outputs are in it: only the owner reads it (SQLite's -wal and -shm follow).
+        privateDir(dirname(path));
+        privateFile(path);
+      }
       db = new Database(path);
       db.exec("PRAGMA journal_mode = WAL");
       db.exec("PRAGMA synchronous = NORMAL");
