@@ -3,7 +3,7 @@ import { checkRequestText } from "../domain/input-limits.ts";
 import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
-import { NotFoundError, ValidationError } from "../errors.ts";
+import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import {
   type Caller,
@@ -25,7 +25,7 @@ import { indexAssistants } from "./election.ts";
 import { type AnswerPrincipal, type InteractionResponse, respond } from "./interactions.ts";
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
 import { indexOutput, outputOf } from "./outcome.ts";
-import { checkPlan, plan, rootTaskUrn } from "./planner.ts";
+import { acceptedView, checkPlan, plan, rootTaskUrn } from "./planner.ts";
 import { ROUTES, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
 import { onResourcePut } from "./supervisor.ts";
@@ -233,6 +233,8 @@ export class Engine {
     caller: Caller = {},
   ): Promise<void> {
     await this.#check({ actor, caller }, "resource.write", taskId);
+    if (!(await this.deps.tasks.view(taskId)) && (await acceptedView(this.deps, taskId)))
+      throw new ConflictError(`Task ${taskId} is accepted and not planned yet: cancel it again in a moment`);
     await cancelTask(this.deps, taskId, actor, reason);
     await this.deps.untilDurable(); // a cancel acknowledged is a cancel on disk
   }
@@ -256,7 +258,8 @@ export class Engine {
     asker?: Asker,
   ): Promise<{ view: TaskView | undefined; output: string | undefined }> {
     if (asker) await this.#check(asker, "resource.read", rootTaskId);
-    return { view: await this.deps.tasks.view(rootTaskId), output: await outputOf(this.deps, rootTaskId) };
+    const view = (await this.deps.tasks.view(rootTaskId)) ?? (await acceptedView(this.deps, rootTaskId));
+    return { view, output: await outputOf(this.deps, rootTaskId) };
   }
 
   /**
@@ -265,7 +268,8 @@ export class Engine {
    */
   async pendingInteractions(taskId: string, asker: Asker): Promise<InteractionResource[] | undefined> {
     await this.#check(asker, "resource.read", taskId);
-    if (!(await this.deps.tasks.view(taskId))) return undefined;
+    if (!(await this.deps.tasks.view(taskId)))
+      return (await acceptedView(this.deps, taskId)) ? [] : undefined; // accepted, not yet planned
     const urns = await this.deps.resources.descendantUrns(taskId, "uip.Interaction");
     return (await this.deps.resources.getMany(urns)).filter(
       (r): r is InteractionResource =>

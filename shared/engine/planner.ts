@@ -9,7 +9,8 @@ import {
   toDescription,
   withMeta,
 } from "../domain/resources.ts";
-import type { Urn } from "../domain/urn.ts";
+import type { TaskView } from "../domain/task-view.ts";
+import { parentUrn, type Urn } from "../domain/urn.ts";
 import { ConflictError } from "../errors.ts";
 import type { LlmMessage, LlmResponse, LlmToolSpec } from "../ports/llm.ts";
 import { RECORD_MANY_LIMIT } from "../use-cases/task-log.ts";
@@ -300,3 +301,33 @@ const descriptors = (s: TaskSpec) => ({
 });
 
 const firstLine = (text: string) => (text.split("\n")[0] ?? "request").slice(0, 120) || "request";
+
+/**
+ * The view of a request's root task between its 202 and its plan: the message and its "to plan"
+ * mark are on disk, the root task is not yet in the log (the planner writes it, after the model's
+ * plan call, which takes seconds with a real model). Without it the link a 202 hands out would be
+ * a 404 until then. Undefined for anything else: a task that exists, or no accepted request.
+ */
+export async function acceptedView(deps: EngineDeps, taskId: string): Promise<TaskView | undefined> {
+  const messageUrn = parentUrn(taskId);
+  if (!messageUrn || rootTaskUrn(messageUrn) !== taskId) return undefined;
+  const marker = await deps.state.get(planMarkerKey(messageUrn));
+  if (!marker) return undefined;
+  const message = await deps.resources.getAs("common.Message", messageUrn);
+  if (!message) return undefined;
+  const conversation = parentUrn(messageUrn);
+  const owner = conversation ? await deps.resources.get(conversation) : undefined;
+  const text = message.content ?? "request";
+  return {
+    taskId,
+    title: firstLine(text),
+    intent: text.slice(0, 1000),
+    createdBy: String((owner as { startedBy?: unknown } | undefined)?.startedBy ?? "unknown"),
+    priority: "normal",
+    status: "open",
+    summary: "Accepted: waiting to be planned",
+    createdAt: message.meta.createdAt ?? marker.updatedAt,
+    updatedAt: marker.updatedAt,
+    version: 0,
+  };
+}
