@@ -323,7 +323,9 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
     // The plan command never reaches its rule: EventBridge accepted it, nobody runs it.
     for (const e of peer.eventsOn(BUS)) delivered.add(e.id);
     expect(await drain()).toBe(0);
-    expect((await engine.result(second.rootTaskId)).view).toBeUndefined();
+    // Accepted, not planned: the root task is not in the log, and its view says it waits to be planned.
+    expect(await engine.deps.tasks.view(second.rootTaskId)).toBeUndefined();
+    expect((await engine.result(second.rootTaskId)).view).toMatchObject({ status: "open", version: 0 });
 
     // Ten minutes on, the scheduled watchdog finds the request still waiting to be planned.
     const later = () => new Date(Date.now() + config.watchdogStaleMs + 60_000);
