@@ -9,8 +9,15 @@ import {
   type InteractionResponseSchema,
   withMeta,
 } from "../domain/resources.ts";
+import { isTerminal } from "../domain/task-state.ts";
 import { parentUrn, tenantOf, type Urn } from "../domain/urn.ts";
-import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
+import {
+  ConflictError,
+  ForbiddenError,
+  InvalidTransitionError,
+  NotFoundError,
+  ValidationError,
+} from "../errors.ts";
 import { type Caller, holdTenantBoundary, ownerOf, principalOf } from "../use-cases/resource-access.ts";
 import { COMMANDS, ENGINE, type EngineDeps, recordTask, send } from "./context.ts";
 
@@ -107,20 +114,33 @@ export async function respond(
   checkAnswer(interaction, response);
   check?.(interaction);
   const taskId = parentUrn(interactionUrn) as Urn;
+  // A task that ended (canceled, failed: its wait is over) takes no answer: refused before anything is written.
+  const ended = (await deps.tasks.view(taskId))?.status;
+  if (ended !== undefined && isTerminal(ended)) throw noLongerWaiting(interactionUrn, ended);
   await deps.resources.put({
     ...interaction,
     status: "answered",
     response: { ...response, actor: actor.id },
   });
-  await recordTask(
-    deps,
-    "UserInteractionResponded",
-    { taskId, interactionId: interaction.meta.id, ...response },
-    actor,
-    interaction.meta.name,
-  );
+  try {
+    await recordTask(
+      deps,
+      "UserInteractionResponded",
+      { taskId, interactionId: interaction.meta.id, ...response },
+      actor,
+      interaction.meta.name,
+    );
+  } catch (error) {
+    // The task ended while the answer was on its way (a cancel in between): the answer is not kept.
+    if (!(error instanceof InvalidTransitionError)) throw error;
+    await deps.resources.put(interaction);
+    throw noLongerWaiting(interactionUrn, error.details.from);
+  }
   await send(deps, COMMANDS.resume, { interactionUrn }, interactionUrn);
 }
+
+const noLongerWaiting = (interactionUrn: string, status: unknown) =>
+  new ConflictError(`Interaction ${interactionUrn} can no longer be answered: its task is ${String(status)}`);
 
 /** Who answers, as a channel vouches for them (see Caller and principalOf). */
 export type AnswerPrincipal = Caller;
