@@ -1,8 +1,9 @@
 import type { Actor } from "../domain/events.ts";
 import { checkRequestText } from "../domain/input-limits.ts";
 import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
+import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
-import { lastElement, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
+import { lastElement, parentUrn, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
 import { NotFoundError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import {
@@ -266,10 +267,17 @@ export class Engine {
     await this.#check(asker, "resource.read", taskId);
     if (!(await this.deps.tasks.view(taskId))) return undefined;
     const urns = await this.deps.resources.descendantUrns(taskId, "uip.Interaction");
-    return (await this.deps.resources.getMany(urns)).filter(
+    const pending = (await this.deps.resources.getMany(urns)).filter(
       (r): r is InteractionResource =>
         r?.meta.type === "uip.Interaction" && (r as InteractionResource).status === "pending",
     );
+    // A question of a task that has ended (canceled, failed) waits for nothing: no answer is taken.
+    const ended = new Set<string>();
+    for (const asking of new Set(pending.map((i) => parentUrn(i.meta.id) as string))) {
+      const status = (await this.deps.tasks.view(asking))?.status;
+      if (status !== undefined && isTerminal(status)) ended.add(asking);
+    }
+    return pending.filter((i) => !ended.has(parentUrn(i.meta.id) as string));
   }
 
   /** Whether whoever an entry point acts for may read or write `urn` (ForbiddenError if not). */

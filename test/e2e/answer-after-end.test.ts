@@ -63,6 +63,9 @@ describe("an answer to a task that has ended", () => {
     expect((await harness.rt.resources.getAs("uip.Interaction", ask))?.status).toBe("pending");
     expect(await responded(harness, ask.slice(0, ask.lastIndexOf("/")))).toEqual([]);
     expect(counter.sent).toBe(0);
+    // Nor is the question listed as waiting any more.
+    const asker = { actor: PERSON, caller: { tenant: "acme", roles: [] } };
+    expect(await harness.engine.pendingInteractions(rootTaskId, asker)).toEqual([]);
   });
 
   it("is a conflict when a cancel lands between the answer's checks and its record", async () => {
