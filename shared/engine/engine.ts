@@ -4,7 +4,7 @@ import { type Assistant, type Descriptors, type InteractionResource, withMeta } 
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, parentUrn, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
-import { NotFoundError, ValidationError } from "../errors.ts";
+import { ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import {
   type Caller,
@@ -278,6 +278,17 @@ export class Engine {
       if (status !== undefined && isTerminal(status)) ended.add(asking);
     }
     return pending.filter((i) => !ended.has(parentUrn(i.meta.id) as string));
+  }
+
+  /** Whether `asker` may read `urn`, as `result` checks it, without reading anything else. */
+  async mayRead(urn: string, asker: Asker): Promise<boolean> {
+    try {
+      await this.#check(asker, "resource.read", urn);
+      return true;
+    } catch (e) {
+      if (e instanceof ForbiddenError) return false;
+      throw e;
+    }
   }
 
   /** Whether whoever an entry point acts for may read or write `urn` (ForbiddenError if not). */

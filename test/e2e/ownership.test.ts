@@ -220,6 +220,14 @@ describe("over A2A", () => {
     expect(personSees).toContain(hers.id);
     expect(personSees).not.toContain(own.id);
 
+    // Another's tasks are not counted either, nor do they leave a page short: a person whose one
+    // task is older than others' still finds it on the first page of one, and the count is theirs.
+    const bobs = await client(bob.key);
+    const his = await send(bobs, userMessage("Where do we stay?"));
+    for (const text of ["Which hotel?", "Which flights?"]) await send(person, userMessage(text));
+    const page = await list(bobs, { pageSize: 1 });
+    expect([page.tasks.map((t) => t.id), page.totalSize, page.nextPageToken]).toEqual([[his.id], 1, ""]);
+
     // GetTask and CancelTask of the other's: not found (a task one may not read is not found).
     const get = (c: typeof agent, id: string) => c.getTask({ tenant: "", id, historyLength: undefined });
     await expect(get(agent, hers.id)).rejects.toThrow(/Task not found/);
