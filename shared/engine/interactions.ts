@@ -10,7 +10,7 @@ import {
   withMeta,
 } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
-import { parentUrn, tenantOf, type Urn } from "../domain/urn.ts";
+import { lastElement, parentUrn, qualifiedType, tenantOf, type Urn } from "../domain/urn.ts";
 import {
   ConflictError,
   ForbiddenError,
@@ -93,7 +93,9 @@ export async function respond(
   /** Checks the answer further, once the answerer is known to be allowed (an edited plan, say). */
   check?: (interaction: InteractionResource) => void,
 ): Promise<void> {
-  const interaction = await deps.resources.getAs("uip.Interaction", interactionUrn);
+  // What is not a question (a task, a conversation) is answered as one that is not there.
+  const isQuestion = qualifiedType(lastElement(interactionUrn)) === "uip.Interaction";
+  const interaction = isQuestion ? await deps.resources.getAs("uip.Interaction", interactionUrn) : undefined;
   if (!interaction) {
     // Within the caller's tenant, that there is nothing to answer is told only to whoever could
     // answer there (the owner of the conversation, an admin): anyone else is refused as for an

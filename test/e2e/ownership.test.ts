@@ -149,10 +149,14 @@ describe("over the HTTP API", () => {
     ] as const) {
       expectRefused(await getTask(key, made), who);
       expectRefused(await answer(key, `${made}/uip.Interaction.none`, "approve"), who);
+      // Nor does answering what is there but is no question (a task, the conversation) tell them more.
+      expectRefused(await answer(key, req.rootTaskId, "approve"), who);
+      expectRefused(await answer(key, req.conversationUrn, "approve"), who);
     }
     for (const key of [ada.key, root.key]) {
       expect((await getTask(key, made)).status).toBe(404);
       expect((await answer(key, `${made}/uip.Interaction.none`, "approve")).status).toBe(404);
+      expect((await answer(key, req.rootTaskId, "approve")).status).toBe(404);
     }
     expect(await snapshot()).toEqual(before);
     // Ada's request is as it was, and still hers to answer.
