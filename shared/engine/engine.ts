@@ -80,6 +80,12 @@ export class Engine {
   readonly deps: EngineDeps;
   readonly #queue: StepQueue;
   readonly #access: ResourceAccess;
+  /**
+   * Answers being taken, by interaction: the answers to one question are taken one after the
+   * other, so that the second finds the first (already answered: a conflict). Within one process,
+   * which a local data folder has (its lock); across processes see respond in interactions.ts.
+   */
+  readonly #answering = new Map<string, Promise<unknown>>();
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
@@ -222,7 +228,17 @@ export class Engine {
       const check = checkPlan(parsed, this.deps.settings.defaultBudgets);
       if (!check.ok) throw new ValidationError("The edited plan is not valid", check.errors);
     };
-    await respond(this.deps, interactionUrn, response, actor, principal, editedPlan);
+    const before = this.#answering.get(interactionUrn) ?? Promise.resolve();
+    const taken = before.then(() =>
+      respond(this.deps, interactionUrn, response, actor, principal, editedPlan),
+    );
+    const settled = taken.catch(() => undefined);
+    this.#answering.set(interactionUrn, settled);
+    try {
+      await taken;
+    } finally {
+      if (this.#answering.get(interactionUrn) === settled) this.#answering.delete(interactionUrn);
+    }
     await this.deps.untilDurable(); // an answer acknowledged is an answer on disk
   }
 

@@ -83,6 +83,11 @@ export async function requestInteraction(
 /**
  * Records a person's answer. Checks that the interaction is still pending and that the answer
  * fits it (a known option, input matching the regex); then the task resumes.
+ *
+ * Two answers to one question must not both pass the pending check: Engine.respond takes them one
+ * at a time within a process. Processes that share a store (AWS: several function instances) are
+ * not ordered by that; the question's write would have to be conditional (a claim on the answer
+ * before the resource is written) to hold there.
  */
 export async function respond(
   deps: EngineDeps,
