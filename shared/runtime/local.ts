@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { constants } from "node:fs";
 import { access, statfs } from "node:fs/promises";
 import { join } from "node:path";
@@ -94,6 +95,8 @@ export function createLocalRuntime(config: LocalConfig, options: LocalRuntimeOpt
     audit: new SqliteAuditLog({ database }),
     untilDurable: () => database.untilDurable(), // the files layout fsyncs each file as it writes it
     unwritable: () => unwritable(database, config.dataDir),
+    // Holding the folder's lock, this process is the only one at work on it.
+    ...(lock ? { soleWorker: randomUUID() } : {}),
     async close() {
       try {
         await bus.close();
