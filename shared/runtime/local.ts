@@ -114,7 +114,7 @@ export function createLocalRuntime(config: LocalConfig, options: LocalRuntimeOpt
  * no path: /healthz shows them to anyone.
  */
 async function unwritable(database: SqliteDatabase, dataDir: string): Promise<string | undefined> {
-  const gone = await database.detached();
+  const gone = database.detached();
   if (gone) return gone;
   if (database.unwritable)
     return "The database refuses writes since a commit or a flush to disk failed: fix the disk and restart Arbor";
