@@ -8,7 +8,7 @@ import {
   type User,
 } from "@a2a-js/sdk/server";
 import type { Engine } from "../engine/engine.ts";
-import { ConflictError, ForbiddenError } from "../errors.ts";
+import { ConflictError } from "../errors.ts";
 import type { ArborLogger } from "../observability/logger.ts";
 import { collectPages, type StateRecord, type StateStore } from "../ports/state-store.ts";
 import type { Authenticated } from "./api-keys.ts";
@@ -215,24 +215,16 @@ export class ArborTaskStore implements TaskStore {
         this.#log.error("Skipping an A2A task that could not be read", { key: record.key, error });
         continue;
       }
-      await view.save(task, context);
+      // Only what the caller may read is paged and counted: another's tasks are neither shown nor
+      // counted (totalSize), nor do they leave the caller's pages short.
+      if (await this.#mayRead(task, context)) await view.save(task, context);
     }
-    const page = await view.list(params, context);
-    const tasks: Task[] = [];
-    for (const task of page.tasks) if (await this.#mayRead(task, context)) tasks.push(task);
-    return { ...page, tasks };
+    return view.list(params, context);
   }
 
   async #mayRead(task: Task, context: ServerCallContext): Promise<boolean> {
     const link = linkOf(task);
-    if (!link) return false;
-    try {
-      await this.engine.result(link.rootTaskId, callerOf(context));
-      return true;
-    } catch (e) {
-      if (e instanceof ForbiddenError) return false;
-      throw e;
-    }
+    return link !== undefined && (await this.engine.mayRead(link.rootTaskId, callerOf(context)));
   }
 }
 

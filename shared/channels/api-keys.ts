@@ -1,5 +1,5 @@
 import { hash, randomBytes } from "node:crypto";
-import { readFileSync, unwatchFile, watchFile } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readFileSync, unwatchFile, watchFile } from "node:fs";
 import { z } from "zod";
 import type { Actor } from "../domain/events.ts";
 import { formatIssues } from "../domain/resources.ts";
@@ -113,17 +113,42 @@ type KeysFileRead =
   | { kind: "missing" }
   | { kind: "invalid"; reason: string };
 
-function readKeys(file: string): KeysFileRead {
-  let text: string;
+/** Longest keys file read: 10,000 keys take about 2.5 MB. */
+export const MAX_KEYS_FILE_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The text of the keys file, or why it is not one: it must be a regular file (a FIFO or a device
+ * put in its place, by a symlink say, would block the server's only thread on the read, for good),
+ * of a bounded size, that no other local user may write (anyone who can would add a key).
+ * Opened without blocking, then checked on the open descriptor (what is checked is what is read).
+ */
+function readKeysText(file: string): { text: string } | { missing: true } | { invalid: string } {
+  let fd: number;
   try {
-    text = readFileSync(file, "utf8");
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (cause) {
-    if ((cause as NodeJS.ErrnoException).code === "ENOENT") return { kind: "missing" };
-    return {
-      kind: "invalid",
-      reason: `it cannot be read: ${(cause as NodeJS.ErrnoException).code ?? "error"}`,
-    };
+    const code = (cause as NodeJS.ErrnoException).code;
+    return code === "ENOENT" ? { missing: true } : { invalid: `it cannot be read: ${code ?? "error"}` };
   }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) return { invalid: "it is not a regular file" };
+    if (stat.size > MAX_KEYS_FILE_BYTES) return { invalid: `it is larger than ${MAX_KEYS_FILE_BYTES} bytes` };
+    if ((stat.mode & 0o002) !== 0)
+      return { invalid: "any local user may write it: make it 0600 (chmod 600), as `arbor keys add` does" };
+    return { text: readFileSync(fd, "utf8") };
+  } catch (cause) {
+    return { invalid: `it cannot be read: ${(cause as NodeJS.ErrnoException).code ?? "error"}` };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function readKeys(file: string): KeysFileRead {
+  const read = readKeysText(file);
+  if ("missing" in read) return { kind: "missing" };
+  if ("invalid" in read) return { kind: "invalid", reason: read.invalid };
+  const { text } = read;
   if (text.trim() === "") return { kind: "keys", file: { keys: [] } }; // emptied: no keys
   let raw: unknown;
   try {

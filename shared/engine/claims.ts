@@ -6,16 +6,21 @@ import type { EngineDeps } from "./context.ts";
  * to create the record wins. A claim older than `staleMs` whose work never finished may be taken
  * over (its holder crashed); a finished claim is never taken again.
  *
+ * Where one process works alone on a store (`soleWorker`: a local data folder's lock), a claim
+ * held by any other holder was left by a process that is gone (killed while it held it): it is
+ * taken over at once, so work a crash interrupted moves on as soon as it is driven again, not once
+ * the claim has gone stale.
+ *
  * Its state lives in its data, not in the record's status: nothing lists claims by status, and a
  * record without one stays out of the status index (one index write less per claim, on SQLite
  * and on DynamoDB).
  */
 type ClaimState = "held" | "done";
-const claimRecord = (key: string, state: ClaimState, at: Date) => ({
+const claimRecord = (key: string, state: ClaimState, at: Date, holder?: string) => ({
   key,
   kind: "claim",
   updatedAt: at.toISOString(),
-  data: { state },
+  data: holder ? { state, holder } : { state },
 });
 /** Claims written before the state moved to the data carry it as their status. */
 const stateOf = (record: { status?: string; data: unknown }): unknown =>
@@ -23,7 +28,7 @@ const stateOf = (record: { status?: string; data: unknown }): unknown =>
 
 export async function claim(deps: EngineDeps, key: string, staleMs: number): Promise<boolean> {
   const now = deps.clock();
-  const record = claimRecord(key, "held", now);
+  const record = claimRecord(key, "held", now, deps.soleWorker);
   try {
     await deps.state.transact([{ op: "put", record, expectedVersion: 0 }]);
     return true;
@@ -32,7 +37,9 @@ export async function claim(deps: EngineDeps, key: string, staleMs: number): Pro
   }
   const current = await deps.state.get(key);
   if (!current || stateOf(current) !== "held") return false;
-  if (now.getTime() - Date.parse(current.updatedAt) < staleMs) return false;
+  const holder = (current.data as { holder?: unknown } | null)?.holder;
+  const leftByTheGone = deps.soleWorker !== undefined && holder !== deps.soleWorker;
+  if (!leftByTheGone && now.getTime() - Date.parse(current.updatedAt) < staleMs) return false;
   try {
     await deps.state.transact([{ op: "put", record, expectedVersion: current.version }]);
     return true;

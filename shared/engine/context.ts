@@ -62,6 +62,8 @@ export interface EngineDeps {
   settings: EngineSettings;
   /** Test hook: throws at named points to prove that every step resumes after a crash. */
   faults?: FaultInjector;
+  /** Runtime.soleWorker: claims held by anyone else were left by a process that is gone (claims.ts). */
+  soleWorker?: string;
 }
 
 export type FaultPoint = "after-llm" | "after-write" | "before-publish" | "after-record";

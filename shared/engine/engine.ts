@@ -1,9 +1,10 @@
 import type { Actor } from "../domain/events.ts";
 import { checkRequestText } from "../domain/input-limits.ts";
 import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
+import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
-import { lastElement, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
-import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
+import { lastElement, parentUrn, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import {
   type Caller,
@@ -79,6 +80,12 @@ export class Engine {
   readonly deps: EngineDeps;
   readonly #queue: StepQueue;
   readonly #access: ResourceAccess;
+  /**
+   * Answers being taken, by interaction: the answers to one question are taken one after the
+   * other, so that the second finds the first (already answered: a conflict). Within one process,
+   * which a local data folder has (its lock); across processes see respond in interactions.ts.
+   */
+  readonly #answering = new Map<string, Promise<unknown>>();
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
@@ -221,7 +228,17 @@ export class Engine {
       const check = checkPlan(parsed, this.deps.settings.defaultBudgets);
       if (!check.ok) throw new ValidationError("The edited plan is not valid", check.errors);
     };
-    await respond(this.deps, interactionUrn, response, actor, principal, editedPlan);
+    const before = this.#answering.get(interactionUrn) ?? Promise.resolve();
+    const taken = before.then(() =>
+      respond(this.deps, interactionUrn, response, actor, principal, editedPlan),
+    );
+    const settled = taken.catch(() => undefined);
+    this.#answering.set(interactionUrn, settled);
+    try {
+      await taken;
+    } finally {
+      if (this.#answering.get(interactionUrn) === settled) this.#answering.delete(interactionUrn);
+    }
     await this.deps.untilDurable(); // an answer acknowledged is an answer on disk
   }
 
@@ -271,10 +288,28 @@ export class Engine {
     if (!(await this.deps.tasks.view(taskId)))
       return (await acceptedView(this.deps, taskId)) ? [] : undefined; // accepted, not yet planned
     const urns = await this.deps.resources.descendantUrns(taskId, "uip.Interaction");
-    return (await this.deps.resources.getMany(urns)).filter(
+    const pending = (await this.deps.resources.getMany(urns)).filter(
       (r): r is InteractionResource =>
         r?.meta.type === "uip.Interaction" && (r as InteractionResource).status === "pending",
     );
+    // A question of a task that has ended (canceled, failed) waits for nothing: no answer is taken.
+    const ended = new Set<string>();
+    for (const asking of new Set(pending.map((i) => parentUrn(i.meta.id) as string))) {
+      const status = (await this.deps.tasks.view(asking))?.status;
+      if (status !== undefined && isTerminal(status)) ended.add(asking);
+    }
+    return pending.filter((i) => !ended.has(parentUrn(i.meta.id) as string));
+  }
+
+  /** Whether `asker` may read `urn`, as `result` checks it, without reading anything else. */
+  async mayRead(urn: string, asker: Asker): Promise<boolean> {
+    try {
+      await this.#check(asker, "resource.read", urn);
+      return true;
+    } catch (e) {
+      if (e instanceof ForbiddenError) return false;
+      throw e;
+    }
   }
 
   /** Whether whoever an entry point acts for may read or write `urn` (ForbiddenError if not). */

@@ -9,8 +9,15 @@ import {
   type InteractionResponseSchema,
   withMeta,
 } from "../domain/resources.ts";
-import { parentUrn, tenantOf, type Urn } from "../domain/urn.ts";
-import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
+import { isTerminal } from "../domain/task-state.ts";
+import { lastElement, parentUrn, qualifiedType, tenantOf, type Urn } from "../domain/urn.ts";
+import {
+  ConflictError,
+  ForbiddenError,
+  InvalidTransitionError,
+  NotFoundError,
+  ValidationError,
+} from "../errors.ts";
 import { type Caller, holdTenantBoundary, ownerOf, principalOf } from "../use-cases/resource-access.ts";
 import { COMMANDS, ENGINE, type EngineDeps, recordTask, send } from "./context.ts";
 
@@ -76,6 +83,11 @@ export async function requestInteraction(
 /**
  * Records a person's answer. Checks that the interaction is still pending and that the answer
  * fits it (a known option, input matching the regex); then the task resumes.
+ *
+ * Two answers to one question must not both pass the pending check: Engine.respond takes them one
+ * at a time within a process. Processes that share a store (AWS: several function instances) are
+ * not ordered by that; the question's write would have to be conditional (a claim on the answer
+ * before the resource is written) to hold there.
  */
 export async function respond(
   deps: EngineDeps,
@@ -86,7 +98,9 @@ export async function respond(
   /** Checks the answer further, once the answerer is known to be allowed (an edited plan, say). */
   check?: (interaction: InteractionResource) => void,
 ): Promise<void> {
-  const interaction = await deps.resources.getAs("uip.Interaction", interactionUrn);
+  // What is not a question (a task, a conversation) is answered as one that is not there.
+  const isQuestion = qualifiedType(lastElement(interactionUrn)) === "uip.Interaction";
+  const interaction = isQuestion ? await deps.resources.getAs("uip.Interaction", interactionUrn) : undefined;
   if (!interaction) {
     // Within the caller's tenant, that there is nothing to answer is told only to whoever could
     // answer there (the owner of the conversation, an admin): anyone else is refused as for an
@@ -107,20 +121,33 @@ export async function respond(
   checkAnswer(interaction, response);
   check?.(interaction);
   const taskId = parentUrn(interactionUrn) as Urn;
+  // A task that ended (canceled, failed: its wait is over) takes no answer: refused before anything is written.
+  const ended = (await deps.tasks.view(taskId))?.status;
+  if (ended !== undefined && isTerminal(ended)) throw noLongerWaiting(interactionUrn, ended);
   await deps.resources.put({
     ...interaction,
     status: "answered",
     response: { ...response, actor: actor.id },
   });
-  await recordTask(
-    deps,
-    "UserInteractionResponded",
-    { taskId, interactionId: interaction.meta.id, ...response },
-    actor,
-    interaction.meta.name,
-  );
+  try {
+    await recordTask(
+      deps,
+      "UserInteractionResponded",
+      { taskId, interactionId: interaction.meta.id, ...response },
+      actor,
+      interaction.meta.name,
+    );
+  } catch (error) {
+    // The task ended while the answer was on its way (a cancel in between): the answer is not kept.
+    if (!(error instanceof InvalidTransitionError)) throw error;
+    await deps.resources.put(interaction);
+    throw noLongerWaiting(interactionUrn, error.details.from);
+  }
   await send(deps, COMMANDS.resume, { interactionUrn }, interactionUrn);
 }
+
+const noLongerWaiting = (interactionUrn: string, status: unknown) =>
+  new ConflictError(`Interaction ${interactionUrn} can no longer be answered: its task is ${String(status)}`);
 
 /** Who answers, as a channel vouches for them (see Caller and principalOf). */
 export type AnswerPrincipal = Caller;

@@ -94,5 +94,6 @@ export function engineOn(
     log: componentLogger("engine"),
     settings: { ...DEFAULT_SETTINGS, ...options.settings },
     ...(options.faults ? { faults: options.faults } : {}),
+    ...(rt.soleWorker ? { soleWorker: rt.soleWorker } : {}),
   });
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { constants } from "node:fs";
 import { access, statfs } from "node:fs/promises";
 import { join } from "node:path";
@@ -95,6 +96,8 @@ export function createLocalRuntime(config: LocalConfig, options: LocalRuntimeOpt
     audit: new SqliteAuditLog({ database }),
     untilDurable: () => database.untilDurable(), // the files layout fsyncs each file as it writes it
     unwritable: () => unwritable(database, config.dataDir),
+    // Holding the folder's lock, this process is the only one at work on it.
+    ...(lock ? { soleWorker: randomUUID() } : {}),
     async close() {
       try {
         await bus.close();
@@ -112,6 +115,8 @@ export function createLocalRuntime(config: LocalConfig, options: LocalRuntimeOpt
  * no path: /healthz shows them to anyone.
  */
 async function unwritable(database: SqliteDatabase, dataDir: string): Promise<string | undefined> {
+  const gone = database.detached();
+  if (gone) return gone;
   if (database.unwritable)
     return "The database refuses writes since a commit or a flush to disk failed: fix the disk and restart Arbor";
   try {

@@ -26,6 +26,12 @@ export interface Runtime {
    * undefined when it can. Cheap enough for every health check; absent where a platform checks.
    */
   unwritable?(): Promise<string | undefined>;
+  /**
+   * This process's id when it is the only one working on this store (a local data folder's lock
+   * is held): a claim another holder left was left by a process that is gone. Absent where
+   * several processes share the store (AWS).
+   */
+  readonly soleWorker?: string;
   /** Waits for in-flight work (local deliveries) and releases files and connections. */
   close(): Promise<void>;
 }

@@ -33,6 +33,8 @@ export interface HarnessOptions {
   faults?: FaultInjector;
   /** Where resources live (default: the local default, SQLite). */
   objectStore?: "sqlite" | "files";
+  /** Hold the data folder's lock as `arbor serve` does (the runtime is then the folder's sole worker). */
+  lockAs?: string;
 }
 
 export class Harness {
@@ -64,7 +66,11 @@ export class Harness {
         durable: false,
         ...(this.options.objectStore ? { objectStore: this.options.objectStore } : {}),
       },
-      { bus: { retryDelayMs: () => 1, ...this.options.bus }, clock: () => new Date(this.now) },
+      {
+        bus: { retryDelayMs: () => 1, ...this.options.bus },
+        clock: () => new Date(this.now),
+        ...(this.options.lockAs ? { lockAs: this.options.lockAs } : {}),
+      },
     );
     this.llm = new ScriptedLlm(this.options.script);
     this.engine = await createLocalEngine(this.rt, {

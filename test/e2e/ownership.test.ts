@@ -149,10 +149,14 @@ describe("over the HTTP API", () => {
     ] as const) {
       expectRefused(await getTask(key, made), who);
       expectRefused(await answer(key, `${made}/uip.Interaction.none`, "approve"), who);
+      // Nor does answering what is there but is no question (a task, the conversation) tell them more.
+      expectRefused(await answer(key, req.rootTaskId, "approve"), who);
+      expectRefused(await answer(key, req.conversationUrn, "approve"), who);
     }
     for (const key of [ada.key, root.key]) {
       expect((await getTask(key, made)).status).toBe(404);
       expect((await answer(key, `${made}/uip.Interaction.none`, "approve")).status).toBe(404);
+      expect((await answer(key, req.rootTaskId, "approve")).status).toBe(404);
     }
     expect(await snapshot()).toEqual(before);
     // Ada's request is as it was, and still hers to answer.
@@ -219,6 +223,14 @@ describe("over A2A", () => {
     const personSees = (await list(person)).tasks.map((t) => t.id);
     expect(personSees).toContain(hers.id);
     expect(personSees).not.toContain(own.id);
+
+    // Another's tasks are not counted either, nor do they leave a page short: a person whose one
+    // task is older than others' still finds it on the first page of one, and the count is theirs.
+    const bobs = await client(bob.key);
+    const his = await send(bobs, userMessage("Where do we stay?"));
+    for (const text of ["Which hotel?", "Which flights?"]) await send(person, userMessage(text));
+    const page = await list(bobs, { pageSize: 1 });
+    expect([page.tasks.map((t) => t.id), page.totalSize, page.nextPageToken]).toEqual([[his.id], 1, ""]);
 
     // GetTask and CancelTask of the other's: not found (a task one may not read is not found).
     const get = (c: typeof agent, id: string) => c.getTask({ tenant: "", id, historyLength: undefined });

@@ -1,4 +1,4 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, statSync } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { dirname } from "node:path";
 import Database from "libsql";
@@ -95,6 +95,8 @@ export class SqliteDatabase {
   /** SQLite's data_version as last seen: it changes when another connection commits. */
   #dataVersion: number | undefined;
   #group: PendingCommit | undefined;
+  /** The file opened (device and inode): the path must keep naming it (see detached). */
+  readonly #identity: { dev: number; ino: number } | undefined;
   /** Set when a turn was lost after its writes were acknowledged: every later write is refused. */
   #failure: UnavailableError | undefined;
   /** Commits made so far; the WAL holds all of them. */
@@ -113,8 +115,12 @@ export class SqliteDatabase {
     this.#db.exec("PRAGMA synchronous = NORMAL");
     // SQLite waits for a lock synchronously, on the event loop: only briefly (see isBusy).
     this.#db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    if (options.path !== ":memory:") {
+      const { dev, ino } = statSync(options.path);
+      this.#identity = { dev, ino };
+    }
     if (options.durable !== false && options.path !== ":memory:")
-      this.#wal = new WalSync(`${options.path}-wal`, options.fsync);
+      this.#wal = new WalSync(`${options.path}-wal`, options.fsync, () => this.detached());
     this.#syncEachWrite = this.#wal !== undefined && options.syncEachWrite === true;
   }
 
@@ -213,6 +219,25 @@ export class SqliteDatabase {
   get unwritable(): string | undefined {
     if (this.#closed) return `${this.path} is closed`;
     return (this.#failure ?? this.#wal?.failure)?.message;
+  }
+
+  /**
+   * Why the file this database writes is no longer the one its path names (deleted, or replaced,
+   * with its folder or alone, while Arbor runs), or undefined while it is. Writes to a file that is
+   * gone succeed and are lost at the next start: a flush that finds it gone fails, and with it
+   * every later write (503), as for a failing disk.
+   */
+  detached(): string | undefined {
+    const opened = this.#identity;
+    if (!opened || this.#closed) return undefined;
+    try {
+      // A stat, synchronous: microseconds beside the fsync it goes with, and no turn of the loop added.
+      const now = statSync(this.path);
+      if (now.dev === opened.dev && now.ino === opened.ino) return undefined;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") return undefined; // not a sign of removal
+    }
+    return "The database file was deleted or replaced while Arbor was running, so what it writes would be lost: restore the data folder and restart Arbor";
   }
 
   /** Commits what is pending, waits until it is durable, and closes the file. Idempotent. */
@@ -321,9 +346,16 @@ class WalSync {
   #running: Promise<void> | undefined;
   #failure: UnavailableError | undefined;
 
-  constructor(path: string, fsync?: (path: string) => Promise<void>) {
+  readonly #detached: () => string | undefined;
+
+  constructor(
+    path: string,
+    fsync: ((path: string) => Promise<void>) | undefined,
+    detached: () => string | undefined,
+  ) {
     this.#path = path;
     this.#fsync = fsync ?? ((p) => this.#syncHandle(p));
+    this.#detached = detached;
   }
 
   get failure(): UnavailableError | undefined {
@@ -345,6 +377,9 @@ class WalSync {
     const covers = this.#wanted;
     try {
       await this.#fsync(this.#path);
+      // On disk, but in a file nobody will read again, is not durable.
+      const gone = this.#detached();
+      if (gone) throw new Error(gone);
       this.#synced = Math.max(this.#synced, covers);
     } catch (cause) {
       this.#failure = new UnavailableError(

@@ -1,0 +1,78 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import { ConflictError } from "../../shared/errors.ts";
+import { Harness, PERSON } from "./engine-harness.ts";
+import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+
+/**
+ * Approve and deny racing on one question (two people, two channels, a double click): exactly one
+ * answer wins, every other is a conflict (409), the stored question and the event log agree on the
+ * winner, and the risky call runs only when the winner approved. With resources kept as files
+ * (ARBOR_OBJECT_STORE=files), whose reads and writes really wait on the disk, the answers
+ * interleave as they would between requests of a loaded server.
+ */
+const MAILER: AssistantDefinition[] = [
+  {
+    name: "Mailer",
+    id: "mailer",
+    purpose: "Invite the team by email: invitations and announcements",
+    tools: ["send_email"],
+  },
+];
+const script: ScriptFunction = (r) => {
+  if (isPlan(r)) return planOf({ name: "Invite", purpose: "Invite the team by email" });
+  if (isEvaluation(r)) return pass();
+  return r.messages.some((m) => m.role === "tool")
+    ? { content: "done" }
+    : {
+        toolCalls: [{ name: "send_email", arguments: { to: "team@example.com", subject: "Hi", body: "Hi" } }],
+      };
+};
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+describe("answers racing on one question", () => {
+  for (const objectStore of ["files", "sqlite"] as const) {
+    it(`exactly one wins, and only its decision is kept and acted on (${objectStore} store)`, async () => {
+      for (const first of ["approve", "deny"] as const) {
+        h = await Harness.create({ script, assistants: MAILER, objectStore });
+        let sent = 0;
+        const execute = h.engine.deps.tools.execute.bind(h.engine.deps.tools);
+        h.engine.deps.tools.execute = async (name, args, context) => {
+          if (name === "send_email") sent++;
+          return execute(name, args, context);
+        };
+        const { rootTaskId } = await h.submit("Invite the team");
+        await h.idle();
+        const [ask] = await h.pending(rootTaskId);
+        const urn = ask?.meta.id as string;
+        const choices = Array.from({ length: 8 }, (_, i) =>
+          i % 2 === 0 ? first : first === "approve" ? "deny" : "approve",
+        );
+        const outcomes = await Promise.allSettled(
+          choices.map((selectedOptionId) => (h as Harness).engine.respond(urn, { selectedOptionId }, PERSON)),
+        );
+        const won = choices.filter((_, i) => outcomes[i]?.status === "fulfilled");
+        expect(won).toHaveLength(1);
+        for (const o of outcomes) if (o.status === "rejected") expect(o.reason).toBeInstanceOf(ConflictError);
+        await h.idle();
+        const stored = await h.rt.resources.getAs("uip.Interaction", urn);
+        const recorded = (await h.rt.state.readStream(urn.slice(0, urn.lastIndexOf("/")))).filter(
+          (e) => e.type === "UserInteractionResponded",
+        );
+        expect(recorded.map((e) => (e.payload as { selectedOptionId?: string }).selectedOptionId)).toEqual(
+          won,
+        );
+        expect(stored?.response?.selectedOptionId).toBe(won[0]);
+        expect(sent).toBe(won[0] === "approve" ? 1 : 0);
+        await h.close();
+        h = undefined;
+      }
+    });
+  }
+});
