@@ -85,9 +85,8 @@ export async function requestInteraction(
  * fits it (a known option, input matching the regex); then the task resumes.
  *
  * Two answers to one question must not both pass the pending check: Engine.respond takes them one
- * at a time within a process. Processes that share a store (AWS: several function instances) are
- * not ordered by that; the question's write would have to be conditional (a claim on the answer
- * before the resource is written) to hold there.
+ * at a time within a process, and across processes that share a store (AWS: several function
+ * instances) the answer is claimed with a conditional write before anything else is (takeAnswer).
  */
 export async function respond(
   deps: EngineDeps,
@@ -124,6 +123,7 @@ export async function respond(
   // A task that ended (canceled, failed: its wait is over) takes no answer: refused before anything is written.
   const ended = (await deps.tasks.view(taskId))?.status;
   if (ended !== undefined && isTerminal(ended)) throw noLongerWaiting(interactionUrn, ended);
+  await takeAnswer(deps, interactionUrn, response, actor);
   await deps.resources.put({
     ...interaction,
     status: "answered",
@@ -145,6 +145,41 @@ export async function respond(
   }
   await send(deps, COMMANDS.resume, { interactionUrn }, interactionUrn);
 }
+
+/**
+ * The one answer a question takes, claimed with a conditional write before anything else is
+ * written: of answers racing from two processes (two Lambda instances, say), exactly one creates
+ * the claim and every other gets 409, so the stored question, the event log and what runs agree.
+ * The claim keeps who answered what. Locally the claim and the question's write commit together;
+ * on AWS a crash between them leaves the question claimed and unanswered (see the issue notes).
+ */
+async function takeAnswer(
+  deps: EngineDeps,
+  interactionUrn: string,
+  response: InteractionResponse,
+  actor: Actor,
+): Promise<void> {
+  await deps.state
+    .transact([
+      {
+        op: "put",
+        record: {
+          key: answerKey(interactionUrn),
+          kind: "answer",
+          updatedAt: deps.clock().toISOString(),
+          data: { actor: actor.id, response },
+        },
+        expectedVersion: 0,
+      },
+    ])
+    .catch((error: unknown) => {
+      throw error instanceof ConflictError
+        ? new ConflictError(`Interaction ${interactionUrn} was already answered`)
+        : error;
+    });
+}
+
+export const answerKey = (interactionUrn: string) => `answer#${interactionUrn}`;
 
 const noLongerWaiting = (interactionUrn: string, status: unknown) =>
   new ConflictError(`Interaction ${interactionUrn} can no longer be answered: its task is ${String(status)}`);

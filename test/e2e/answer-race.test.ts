@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import { ScriptedLlm, type ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
-import { ConflictError } from "../../shared/errors.ts";
+import { ConflictError, UnavailableError } from "../../shared/errors.ts";
+import { createLocalRuntime } from "../../shared/runtime/local.ts";
+import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
@@ -75,4 +77,50 @@ describe("answers racing on one question", () => {
       }
     });
   }
+});
+
+describe("answers racing from two processes on one store", () => {
+  it("exactly one wins: the answer is claimed with a conditional write first (as on AWS)", async () => {
+    h = await Harness.create({ script, assistants: MAILER });
+    const { rootTaskId } = await h.submit("Invite the team");
+    await h.idle();
+    const [ask] = await h.pending(rootTaskId);
+    const urn = ask?.meta.id as string;
+    // A second engine on the same data folder, as another function instance on the same tables.
+    const rt2 = createLocalRuntime({ mode: "local", tenant: "acme", dataDir: h.dataDir, durable: false });
+    const other = await createLocalEngine(rt2, { llm: new ScriptedLlm(script) });
+    try {
+      // A busy database is a 503 the client sends again (SQLite's lock between the two connections).
+      const answer = async (engine: typeof other, selectedOptionId: string): Promise<void> => {
+        for (;;) {
+          try {
+            return await engine.respond(urn, { selectedOptionId }, PERSON);
+          } catch (error) {
+            if (!(error instanceof UnavailableError)) throw error;
+            await new Promise((r) => setTimeout(r, 5));
+          }
+        }
+      };
+      const outcomes = await Promise.allSettled([
+        answer(h.engine, "approve"),
+        answer(other, "deny"),
+        answer(h.engine, "deny"),
+        answer(other, "approve"),
+      ]);
+      const won = ["approve", "deny", "deny", "approve"].filter(
+        (_, i) => outcomes[i]?.status === "fulfilled",
+      );
+      expect(won).toHaveLength(1);
+      for (const o of outcomes) if (o.status === "rejected") expect(o.reason).toBeInstanceOf(ConflictError);
+      const stored = await h.rt.resources.getAs("uip.Interaction", urn);
+      const recorded = (await h.rt.state.readStream(urn.slice(0, urn.lastIndexOf("/")))).filter(
+        (e) => e.type === "UserInteractionResponded",
+      );
+      expect(recorded.map((e) => (e.payload as { selectedOptionId?: string }).selectedOptionId)).toEqual(won);
+      expect(stored?.response?.selectedOptionId).toBe(won[0]);
+    } finally {
+      await other.close();
+      await rt2.close();
+    }
+  });
 });
