@@ -1,4 +1,5 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { createWriteStream } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -13,6 +14,10 @@ import { promisify } from "node:util";
  * second), the server's peak RSS (VmHWM) and its RSS after 10 s idle at the end.
  *
  *   --requests <n>  --concurrency <n>  --dir <path>
+ *
+ * ARBOR_BENCH_SERVER_NODE_OPTIONS becomes the server's NODE_OPTIONS (V8 flags, e.g.
+ * `--report-on-fatalerror --report-directory=/tmp/r`), and ARBOR_BENCH_SERVER_STDERR names a file
+ * that receives the server's whole stderr (the bench itself keeps only its last 4,000 characters).
  */
 const out = (line = ""): void => {
   process.stdout.write(`${line}\n`);
@@ -71,11 +76,17 @@ async function main(): Promise<void> {
     );
     const key = /^ {2}(arbor_\S+)$/m.exec(added.stdout)?.[1];
     if (!key) throw new Error(`arbor keys add printed no key: ${added.stdout}`);
-    const server = spawn(process.execPath, [BIN, "serve", "--example", "offsite", "--port", "0"], { env });
+    const serverNodeOptions = process.env.ARBOR_BENCH_SERVER_NODE_OPTIONS;
+    const server = spawn(process.execPath, [BIN, "serve", "--example", "offsite", "--port", "0"], {
+      env: serverNodeOptions ? { ...env, NODE_OPTIONS: serverNodeOptions } : env,
+    });
     child = server;
     let log = "";
+    const stderrFile = process.env.ARBOR_BENCH_SERVER_STDERR;
+    const stderrCopy = stderrFile ? createWriteStream(stderrFile) : undefined;
     server.stderr?.on("data", (d) => {
       log = (log + d).slice(-4000);
+      stderrCopy?.write(d);
     });
     const url = await new Promise<string>((ok, fail) => {
       let text = "";
