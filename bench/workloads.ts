@@ -266,6 +266,14 @@ async function openArbor(plan: TaskSpec, options: ArborOptions, shape?: TreeShap
         },
       });
       listening.add(stopListening);
+      // Submit answers once its writes are on disk, and a quick request can end while it waits:
+      // the output may be out before this listens (a channel reads the state after subscribing too).
+      void rt.resources.get(urn).then(async (already) => {
+        if (!already || !listening.has(stopListening)) return;
+        await rt.untilDurable();
+        stopListening();
+        resolve(performance.now());
+      });
     });
   };
   return {
