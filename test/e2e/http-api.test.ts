@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, ApiKeysSchema, newApiKey } from "../../shared/channels/api-keys.ts";
 import { createHttpApi } from "../../shared/channels/http-api.ts";
-import { createServerApp, type RunningServer, startServer } from "../../shared/channels/http-server.ts";
+import type { RunningServer } from "../../shared/channels/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
 import {
@@ -21,6 +21,7 @@ import {
 } from "../../shared/errors.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";
 import { Harness } from "./engine-harness.ts";
+import { serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
@@ -46,10 +47,7 @@ beforeAll(async () => {
   h = await Harness.create({ script, assistants: GENERALIST, settings: { electionThreshold: -1 } });
   await h.engine.registerAssistants("beta", GENERALIST);
   const keys = new ApiKeys({ keys: [acme.entry, beta.entry] });
-  server = await startServer(createServerApp({ engine: h.engine, keys, publicUrl: () => server.url }), {
-    port: 0,
-    host: "127.0.0.1",
-  });
+  server = await serveHttp({ engine: h.engine, keys });
 });
 afterAll(async () => {
   await server?.close();
