@@ -1,4 +1,6 @@
 import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type RequestListener } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LocalEmbedder } from "../../shared/adapters/embeddings/local-embedder.ts";
@@ -65,6 +67,25 @@ export async function openToolWorld(prefix: string): Promise<ToolWorld> {
     close: async () => {
       await rt.close();
       await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A real HTTP server for HTTP tools to call, on an ephemeral port of 127.0.0.1 (`base` is its URL). */
+export interface LocalHttpServer {
+  base: string;
+  /** Drops open connections (a request that never answers, say) and resolves once it is closed. */
+  close(): Promise<void>;
+}
+
+export async function listenLocal(handler: RequestListener): Promise<LocalHttpServer> {
+  const server = createServer(handler);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
     },
   };
 }
