@@ -1,16 +1,17 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
-import type { ToolBinding, ToolContext } from "../../shared/ports/tools.ts";
+import type { ToolBinding } from "../../shared/ports/tools.ts";
 import { MAX_STORED_RESULT_CHARS, ToolService } from "../../shared/tools/tool-service.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 import {
+  ctx,
   LOOPBACK_ALLOWED,
   type LocalHttpServer,
   listenLocal,
   openToolWorld,
+  TASK,
   type ToolWorld,
 } from "./tool-world.ts";
 
@@ -19,10 +20,6 @@ import {
  * result or a failed call the model reads), never as an exception: an exception left the call
  * "requested" for ever, its task in progress, and the tool running again on every re-drive.
  */
-const TASK = `${tenantUrn("acme")}/common.Conversation.c1/common.Message.m1/plan.Task.t1`;
-const ASSISTANT = `${tenantUrn("acme")}/common.Assistant.a1`;
-let calls = 0;
-const ctx = (taskId = TASK): ToolContext => ({ taskId, actor: ASSISTANT, callId: `call_${++calls}` });
 
 /** /size/<n> answers n characters; every request is counted. */
 let server: LocalHttpServer;

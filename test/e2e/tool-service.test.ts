@@ -9,17 +9,19 @@ import { loadConfig } from "../../shared/config.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { ValidationError } from "../../shared/errors.ts";
-import type { ToolContext } from "../../shared/ports/tools.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import type { LocalRuntime } from "../../shared/runtime/local.ts";
 import { DEFAULT_TOOLS, loadToolsConfig, parseToolsConfig } from "../../shared/tools/config.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
 import {
+  ASSISTANT,
+  ctx,
   embedder,
   guardedFetch,
   type LocalHttpServer,
   listenLocal,
   openToolWorld,
+  TASK,
   type ToolWorld,
 } from "./tool-world.ts";
 
@@ -27,10 +29,6 @@ import {
  * The tool service on the local runtime: real stores, a real HTTP server for the HTTP tools, the
  * audit log read back from the event log.
  */
-const TASK = `${tenantUrn("acme")}/common.Conversation.c1/common.Message.m1/plan.Task.t1`;
-const ASSISTANT = `${tenantUrn("acme")}/common.Assistant.a1`;
-let calls = 0;
-const ctx = (): ToolContext => ({ taskId: TASK, actor: ASSISTANT, callId: `call_${++calls}` });
 
 /** A local HTTP server: /echo returns what it got, /slow never answers, /fail answers 503. */
 let server: LocalHttpServer;

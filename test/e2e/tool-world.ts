@@ -6,8 +6,10 @@ import { join } from "node:path";
 import { LocalEmbedder } from "../../shared/adapters/embeddings/local-embedder.ts";
 import { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
 import { loadConfig } from "../../shared/config.ts";
+import { tenantUrn } from "../../shared/domain/urn.ts";
 import { createGuardedFetch } from "../../shared/outbound/guard.ts";
 import { type OutboundSettings, outboundPolicy } from "../../shared/outbound/policy.ts";
+import type { ToolContext } from "../../shared/ports/tools.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
 import type { ToolService } from "../../shared/tools/tool-service.ts";
 
@@ -89,3 +91,9 @@ export async function listenLocal(handler: RequestListener): Promise<LocalHttpSe
     },
   };
 }
+
+/** The task and assistant the tool tests call tools for, and a call's context (each call its own id). */
+export const TASK = `${tenantUrn("acme")}/common.Conversation.c1/common.Message.m1/plan.Task.t1`;
+export const ASSISTANT = `${tenantUrn("acme")}/common.Assistant.a1`;
+let calls = 0;
+export const ctx = (taskId = TASK): ToolContext => ({ taskId, actor: ASSISTANT, callId: `call_${++calls}` });
