@@ -1,9 +1,13 @@
+import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
 import {
   createServerApp,
   type RunningServer,
   type ServerAppParts,
   startServer,
 } from "../../shared/channels/http-server.ts";
+import { Harness } from "./engine-harness.ts";
+import { GENERALIST } from "./scenarios.ts";
 
 /**
  * The real HTTP server (HTTP API and A2A endpoint, as `arbor serve` mounts them) on an ephemeral port of
@@ -17,4 +21,28 @@ export async function serveHttp(parts: Omit<ServerAppParts, "publicUrl">): Promi
   });
   url = server.url;
   return server;
+}
+
+export const acme = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
+export const beta = newApiKey({ id: "user_bea", kind: "human", tenant: "beta", roles: [] });
+
+/**
+ * Two tenants behind one real server: the generalist in acme and in beta (election always finds a
+ * tenant's own assistant, so the only question asked is the plan's approval), and `acme`'s and `beta`'s keys.
+ */
+export async function twoTenantServer(
+  script: ScriptFunction,
+): Promise<{ h: Harness; server: RunningServer }> {
+  const h = await Harness.create({ script, assistants: GENERALIST, settings: { electionThreshold: -1 } });
+  try {
+    await h.engine.registerAssistants("beta", GENERALIST);
+    const server = await serveHttp({
+      engine: h.engine,
+      keys: new ApiKeys({ keys: [acme.entry, beta.entry] }),
+    });
+    return { h, server };
+  } catch (error) {
+    await h.close();
+    throw error;
+  }
 }
