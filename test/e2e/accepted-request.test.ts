@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import { createServerApp, type RunningServer, startServer } from "../../shared/channels/http-server.ts";
+import type { RunningServer } from "../../shared/channels/http-server.ts";
 import { Harness } from "./engine-harness.ts";
+import { serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
@@ -30,10 +31,7 @@ let server: RunningServer;
 beforeAll(async () => {
   h = await Harness.create({ script, assistants: GENERALIST, settings: { electionThreshold: -1 } });
   const keys = new ApiKeys({ keys: [ada.entry] });
-  server = await startServer(createServerApp({ engine: h.engine, keys, publicUrl: () => server.url }), {
-    port: 0,
-    host: "127.0.0.1",
-  });
+  server = await serveHttp({ engine: h.engine, keys });
 });
 afterAll(async () => {
   releasePlan();

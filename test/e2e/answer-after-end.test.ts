@@ -1,33 +1,13 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import { ConflictError } from "../../shared/errors.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
-import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+import { countEmails, MAILER, inviteByEmail as script } from "./scenarios.ts";
 
 /**
  * An answer that arrives after its task ended (canceled while the question waited, or a cancel
  * racing the answer) is refused as a conflict (409 on the HTTP API): not an internal error, the
  * interaction keeps what it had, no answer is recorded and the risky call never runs.
  */
-const MAILER: AssistantDefinition[] = [
-  {
-    name: "Mailer",
-    id: "mailer",
-    purpose: "Invite the team by email: invitations and announcements",
-    tools: ["send_email"],
-  },
-];
-const script: ScriptFunction = (r) => {
-  if (isPlan(r)) return planOf({ name: "Invite", purpose: "Invite the team by email" });
-  if (isEvaluation(r)) return pass();
-  return r.messages.some((m) => m.role === "tool")
-    ? { content: "invited" }
-    : {
-        toolCalls: [{ name: "send_email", arguments: { to: "team@example.com", subject: "Hi", body: "Hi" } }],
-      };
-};
-
 let h: Harness | undefined;
 afterEach(async () => {
   await h?.close();
@@ -36,12 +16,7 @@ afterEach(async () => {
 
 async function askedAndCounted() {
   h = await Harness.create({ script, assistants: MAILER });
-  const counter = { sent: 0 };
-  const execute = h.engine.deps.tools.execute.bind(h.engine.deps.tools);
-  h.engine.deps.tools.execute = async (name, args, context) => {
-    if (name === "send_email") counter.sent++;
-    return execute(name, args, context);
-  };
+  const counter = countEmails(h.engine);
   const { rootTaskId } = await h.submit("Invite the team");
   await h.idle();
   const [ask] = await h.pending(rootTaskId);

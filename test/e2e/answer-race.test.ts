@@ -1,11 +1,10 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { ScriptedLlm, type ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ConflictError, UnavailableError } from "../../shared/errors.ts";
 import { createLocalRuntime } from "../../shared/runtime/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
-import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+import { countEmails, MAILER, inviteByEmail as script } from "./scenarios.ts";
 
 /**
  * Approve and deny racing on one question (two people, two channels, a double click): exactly one
@@ -14,24 +13,6 @@ import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
  * (ARBOR_OBJECT_STORE=files), whose reads and writes really wait on the disk, the answers
  * interleave as they would between requests of a loaded server.
  */
-const MAILER: AssistantDefinition[] = [
-  {
-    name: "Mailer",
-    id: "mailer",
-    purpose: "Invite the team by email: invitations and announcements",
-    tools: ["send_email"],
-  },
-];
-const script: ScriptFunction = (r) => {
-  if (isPlan(r)) return planOf({ name: "Invite", purpose: "Invite the team by email" });
-  if (isEvaluation(r)) return pass();
-  return r.messages.some((m) => m.role === "tool")
-    ? { content: "done" }
-    : {
-        toolCalls: [{ name: "send_email", arguments: { to: "team@example.com", subject: "Hi", body: "Hi" } }],
-      };
-};
-
 let h: Harness | undefined;
 afterEach(async () => {
   await h?.close();
@@ -43,12 +24,7 @@ describe("answers racing on one question", () => {
     it(`exactly one wins, and only its decision is kept and acted on (${objectStore} store)`, async () => {
       for (const first of ["approve", "deny"] as const) {
         h = await Harness.create({ script, assistants: MAILER, objectStore });
-        let sent = 0;
-        const execute = h.engine.deps.tools.execute.bind(h.engine.deps.tools);
-        h.engine.deps.tools.execute = async (name, args, context) => {
-          if (name === "send_email") sent++;
-          return execute(name, args, context);
-        };
+        const emails = countEmails(h.engine);
         const { rootTaskId } = await h.submit("Invite the team");
         await h.idle();
         const [ask] = await h.pending(rootTaskId);
@@ -71,7 +47,7 @@ describe("answers racing on one question", () => {
           won,
         );
         expect(stored?.response?.selectedOptionId).toBe(won[0]);
-        expect(sent).toBe(won[0] === "approve" ? 1 : 0);
+        expect(emails.sent).toBe(won[0] === "approve" ? 1 : 0);
         await h.close();
         h = undefined;
       }

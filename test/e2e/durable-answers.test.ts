@@ -5,11 +5,12 @@ import Database from "libsql";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ScriptedLlm, type ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys } from "../../shared/channels/api-keys.ts";
-import { createServerApp, type RunningServer, startServer } from "../../shared/channels/http-server.ts";
+import type { RunningServer } from "../../shared/channels/http-server.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
 import { a2aClient, ada, send, serveA2a, userMessage } from "./a2a-fixtures.ts";
+import { serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
@@ -133,15 +134,11 @@ describe("an answer to a caller waits until what it acknowledges is on disk", ()
 describe("the HTTP API when Arbor cannot write", () => {
   let server: RunningServer;
   beforeAll(async () => {
-    server = await startServer(
-      createServerApp({
-        engine,
-        keys: new ApiKeys({ keys: [ada.entry] }),
-        publicUrl: () => server.url,
-        unwritable: () => rt.unwritable(),
-      }),
-      { port: 0, host: "127.0.0.1" },
-    );
+    server = await serveHttp({
+      engine,
+      keys: new ApiKeys({ keys: [ada.entry] }),
+      unwritable: () => rt.unwritable(),
+    });
   });
   afterAll(async () => {
     await server?.close();

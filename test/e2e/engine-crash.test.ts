@@ -1,32 +1,13 @@
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
-import {
-  type EngineSettings,
-  type FaultInjector,
-  type FaultPoint,
-  SimulatedCrash,
-} from "../../shared/engine/context.ts";
-import { Harness, PERSON } from "./engine-harness.ts";
+import type { EngineSettings, FaultPoint } from "../../shared/engine/context.ts";
+import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
 
 /**
  * A crash injected after each kind of step: the process "dies" at the first hit of the point (and
  * every later hit, as a dead process does nothing more), then a new process opens the same data
  * folder and the watchdog re-drives what stopped. The run must end exactly as a run without a crash.
  */
-class CrashAt implements FaultInjector {
-  fired = false;
-  constructor(
-    readonly point: FaultPoint,
-    readonly step: string,
-  ) {}
-  hit(point: FaultPoint, step: string): void {
-    if (this.fired || (point === this.point && step === this.step)) {
-      this.fired = true;
-      throw new SimulatedCrash(point, step);
-    }
-  }
-}
-
 type Outcome = { statuses: string[]; output: string | undefined };
 
 async function runToEnd(h: Harness, rootId: string): Promise<Outcome> {

@@ -5,7 +5,12 @@ import { type Script, ScriptedLlm } from "../../shared/adapters/llm/scripted-llm
 import type { InProcessEventBusOptions } from "../../shared/adapters/local/in-process-event-bus.ts";
 import type { Actor } from "../../shared/domain/events.ts";
 import type { TaskView } from "../../shared/domain/task-view.ts";
-import type { EngineSettings, FaultInjector } from "../../shared/engine/context.ts";
+import {
+  type EngineSettings,
+  type FaultInjector,
+  type FaultPoint,
+  SimulatedCrash,
+} from "../../shared/engine/context.ts";
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
 import { pendingInteractions } from "../../shared/engine/interactions.ts";
 import type { OutboundSettings } from "../../shared/outbound/policy.ts";
@@ -130,5 +135,23 @@ export class Harness {
     await this.engine.close();
     await this.rt.close();
     await rm(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A process that "dies" at the first hit of `point` for `step`, and at every later hit (a dead
+ * process does nothing more).
+ */
+export class CrashAt implements FaultInjector {
+  fired = false;
+  constructor(
+    readonly point: FaultPoint,
+    readonly step: string,
+  ) {}
+  hit(point: FaultPoint, step: string): void {
+    if (this.fired || (point === this.point && step === this.step)) {
+      this.fired = true;
+      throw new SimulatedCrash(point, step);
+    }
   }
 }

@@ -7,9 +7,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, ApiKeysSchema, newApiKey } from "../../shared/channels/api-keys.ts";
+import { ApiKeys, ApiKeysSchema } from "../../shared/channels/api-keys.ts";
 import { createHttpApi } from "../../shared/channels/http-api.ts";
-import { createServerApp, type RunningServer, startServer } from "../../shared/channels/http-server.ts";
+import type { RunningServer } from "../../shared/channels/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
 import {
@@ -20,8 +20,9 @@ import {
   UnavailableError,
 } from "../../shared/errors.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";
-import { Harness } from "./engine-harness.ts";
-import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+import type { Harness } from "./engine-harness.ts";
+import { acme, beta, twoTenantServer } from "./http-fixture.ts";
+import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
  * The HTTP API as a client sees it: the real server (@hono/node-server) on an ephemeral port, real
@@ -35,21 +36,11 @@ const script: ScriptFunction = (r) => {
   return { content: ANSWER };
 };
 
-const acme = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
-const beta = newApiKey({ id: "user_bea", kind: "human", tenant: "beta", roles: [] });
-
 let h: Harness;
 let server: RunningServer;
 
 beforeAll(async () => {
-  // Election always finds a tenant's own assistant: the only question asked is the plan's approval.
-  h = await Harness.create({ script, assistants: GENERALIST, settings: { electionThreshold: -1 } });
-  await h.engine.registerAssistants("beta", GENERALIST);
-  const keys = new ApiKeys({ keys: [acme.entry, beta.entry] });
-  server = await startServer(createServerApp({ engine: h.engine, keys, publicUrl: () => server.url }), {
-    port: 0,
-    host: "127.0.0.1",
-  });
+  ({ h, server } = await twoTenantServer(script));
 });
 afterAll(async () => {
   await server?.close();

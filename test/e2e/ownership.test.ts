@@ -1,7 +1,7 @@
 import { TaskState } from "@a2a-js/sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import { createServerApp, type RunningServer, startServer } from "../../shared/channels/http-server.ts";
+import type { RunningServer } from "../../shared/channels/http-server.ts";
 import type { Conversation } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";
@@ -17,6 +17,7 @@ import {
   userMessage,
 } from "./a2a-fixtures.ts";
 import { Harness } from "./engine-harness.ts";
+import { serveHttp } from "./http-fixture.ts";
 
 /**
  * Who owns what inside one tenant, over the real HTTP API and A2A endpoint (one server, as `arbor
@@ -37,10 +38,7 @@ let server: RunningServer;
 beforeAll(async () => {
   h = await Harness.create({ script: a2aScript(0), assistants: TEAM, settings: { electionThreshold: -1 } });
   const keys = new ApiKeys({ keys: [ada, bob, root, partner, bot].map((k) => k.entry) });
-  server = await startServer(createServerApp({ engine: h.engine, keys, publicUrl: () => server.url }), {
-    port: 0,
-    host: "127.0.0.1",
-  });
+  server = await serveHttp({ engine: h.engine, keys });
 });
 afterAll(async () => {
   await server?.close();

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import { createServerApp, type RunningServer, startServer } from "../../shared/channels/http-server.ts";
+import type { RunningServer } from "../../shared/channels/http-server.ts";
 import { RateLimiter } from "../../shared/channels/rate-limit.ts";
 import { loadConfig } from "../../shared/config.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { Harness } from "./engine-harness.ts";
+import { serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
@@ -30,15 +31,11 @@ beforeAll(async () => {
     { perKey: { perSecond: 1, burst: 3 }, perTenant: { perSecond: 2, burst: 5 } },
     () => now,
   );
-  server = await startServer(
-    createServerApp({
-      engine: h.engine,
-      keys: new ApiKeys({ keys: [ada.entry, cy.entry, bea.entry] }),
-      publicUrl: () => server.url,
-      limiter,
-    }),
-    { port: 0, host: "127.0.0.1" },
-  );
+  server = await serveHttp({
+    engine: h.engine,
+    keys: new ApiKeys({ keys: [ada.entry, cy.entry, bea.entry] }),
+    limiter,
+  });
 });
 afterAll(async () => {
   await server?.close();

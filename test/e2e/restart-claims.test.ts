@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
-import { type FaultInjector, type FaultPoint, SimulatedCrash } from "../../shared/engine/context.ts";
-import { Harness, PERSON } from "./engine-harness.ts";
+import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
 
 /**
  * A process killed while it held a claim (during a model call: between taking a leaf's turn, or a
@@ -11,20 +10,6 @@ import { Harness, PERSON } from "./engine-harness.ts";
  * not once the claim has gone stale (5 minutes) and the watchdog has come round (10 by default).
  * The clock moves a second per round here: far below any claim's staleness.
  */
-class CrashAt implements FaultInjector {
-  fired = false;
-  constructor(
-    readonly point: FaultPoint,
-    readonly step: string,
-  ) {}
-  hit(point: FaultPoint, step: string): void {
-    if (this.fired || (point === this.point && step === this.step)) {
-      this.fired = true;
-      throw new SimulatedCrash(point, step);
-    }
-  }
-}
-
 let h: Harness | undefined;
 afterEach(async () => {
   await h?.close();

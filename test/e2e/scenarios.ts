@@ -1,6 +1,6 @@
 import type { ScriptedTurn, ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { TaskSpec } from "../../shared/domain/resources.ts";
-import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 
 /** Small scripted scenarios for the engine's invariant tests. */
@@ -46,4 +46,36 @@ export function fanOut(n: number, delayMs = 0): { spec: TaskSpec; script: Script
     return { content: `result of ${taskName(r)}`, delayMs };
   };
   return { spec, script };
+}
+
+/** One assistant that sends email (a risky tool: every send waits for a person's approval). */
+export const MAILER: AssistantDefinition[] = [
+  {
+    name: "Mailer",
+    id: "mailer",
+    purpose: "Invite the team by email: invitations and announcements",
+    tools: ["send_email"],
+  },
+];
+
+/** One task, "Invite": its leaf sends one email (once approved), then answers; its evaluation passes. */
+export const inviteByEmail: ScriptFunction = (r) => {
+  if (isPlan(r)) return planOf({ name: "Invite", purpose: "Invite the team by email" });
+  if (isEvaluation(r)) return pass();
+  return r.messages.some((m) => m.role === "tool")
+    ? { content: "invited" }
+    : {
+        toolCalls: [{ name: "send_email", arguments: { to: "team@example.com", subject: "Hi", body: "Hi" } }],
+      };
+};
+
+/** Counts, from now on, the emails `engine` really sends (the send_email calls its tools run). */
+export function countEmails(engine: Engine): { sent: number } {
+  const counter = { sent: 0 };
+  const execute = engine.deps.tools.execute.bind(engine.deps.tools);
+  engine.deps.tools.execute = async (name, args, context) => {
+    if (name === "send_email") counter.sent++;
+    return execute(name, args, context);
+  };
+  return counter;
 }

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newApiKey } from "../../shared/channels/api-keys.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { eventually, getWithHost, type ServeProcess, startServe } from "./serve-child.ts";
+import { arborEnv, eventually, getWithHost, type Served, startServe } from "./serve-process.ts";
 
 /**
  * `arbor serve` as a real process: the agent card's URL comes from configuration, never from the
@@ -16,7 +16,7 @@ const bea = newApiKey({ id: "user_bea", kind: "human", tenant: "beta", roles: []
 const fileOf = (...entries: (typeof ada.entry)[]) => `${JSON.stringify({ keys: entries }, null, 2)}\n`;
 
 let dir: string;
-const running: ServeProcess[] = [];
+const running: Served[] = [];
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-serve-channels-"));
 });
@@ -28,12 +28,10 @@ afterAll(async () => {
 async function serve(name: string, args: string[] = [], env: Record<string, string> = {}) {
   const keysFile = join(dir, `${name}-keys.json`);
   await writeFile(keysFile, fileOf(ada.entry, bea.entry), { mode: 0o600 });
-  const server = await startServe(args, {
-    ARBOR_DATA_DIR: join(dir, name),
-    ARBOR_API_KEYS_FILE: keysFile,
-    POWERTOOLS_LOG_LEVEL: "INFO",
-    ...env,
-  });
+  const server = await startServe(
+    arborEnv(join(dir, name), { ARBOR_API_KEYS_FILE: keysFile, POWERTOOLS_LOG_LEVEL: "INFO", ...env }),
+    ["--example", "offsite", ...args],
+  );
   running.push(server);
   return { server, keysFile };
 }

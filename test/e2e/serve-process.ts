@@ -1,10 +1,13 @@
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from "node:child_process";
+import { request } from "node:http";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 
 /**
  * `arbor` as real child processes (node shared/cli/bin.mjs), for the tests that kill, restart or
- * race them: a command run to its end, and `arbor serve` started and waited for until it listens.
+ * race them, or need the command itself (its flags, its settings, files it watches while it runs): a
+ * command run to its end, and `arbor serve` started and waited for until it listens.
  */
 export const BIN = join(import.meta.dirname, "../../shared/cli/bin.mjs");
 
@@ -51,8 +54,10 @@ export interface Served {
   child: ChildProcessWithoutNullStreams;
   /** The exit code (null when killed by a signal). */
   exited: Promise<number | null>;
-  /** What it printed so far (stdout and stderr). */
+  /** What it printed so far (stdout and stderr: the structured log is on stdout). */
   output(): string;
+  /** SIGTERM (SIGKILL after 10 s), and resolves once the process is gone. */
+  stop(): Promise<void>;
 }
 
 /** Starts `arbor serve --port 0 <args>` and resolves once it listens (rejects if it exits first). */
@@ -70,11 +75,45 @@ export async function startServe(env: NodeJS.ProcessEnv, args: string[] = []): P
     child.stderr.on("data", look);
     void exited.then((code) => reject(new Error(`arbor serve exited (${code}) before it listened:\n${out}`)));
   });
-  return { url, child, exited, output: () => out };
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+    await Promise.race([exited, sleep(10_000).then(() => child.kill("SIGKILL"))]);
+  };
+  return { url, child, exited, output: () => out, stop };
 }
 
 /** SIGKILL, and resolves once the process is gone. */
 export async function killHard(served: Served): Promise<void> {
   served.child.kill("SIGKILL");
   await served.exited;
+}
+
+/** A GET with whatever Host header it is given (fetch does not let a caller set one). */
+export function getWithHost(url: string, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: "GET", headers: { host } }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (d) => {
+        body += d;
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** Polls `probe` until `done` holds for its result (or `timeoutMs` passes: then the last result). */
+export async function eventually<T>(
+  probe: () => Promise<T>,
+  done: (value: T) => boolean,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (done(value) || Date.now() > deadline) return value;
+    await sleep(100);
+  }
 }

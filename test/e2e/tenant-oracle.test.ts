@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import { createServerApp, type RunningServer, startServer } from "../../shared/channels/http-server.ts";
+import type { RunningServer } from "../../shared/channels/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";
-import { Harness } from "./engine-harness.ts";
-import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+import type { Harness } from "./engine-harness.ts";
+import { acme, beta, twoTenantServer } from "./http-fixture.ts";
+import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
  * No existence oracle across tenants: whatever a beta key names of another tenant (acme's
@@ -20,19 +20,11 @@ const script: ScriptFunction = (r) => {
   if (isEvaluation(r)) return pass();
   return { content: "Lisbon." };
 };
-const acme = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
-const beta = newApiKey({ id: "user_bea", kind: "human", tenant: "beta", roles: [] });
 
 let h: Harness;
 let server: RunningServer;
 beforeAll(async () => {
-  h = await Harness.create({ script, assistants: GENERALIST, settings: { electionThreshold: -1 } });
-  await h.engine.registerAssistants("beta", GENERALIST);
-  const keys = new ApiKeys({ keys: [acme.entry, beta.entry] });
-  server = await startServer(createServerApp({ engine: h.engine, keys, publicUrl: () => server.url }), {
-    port: 0,
-    host: "127.0.0.1",
-  });
+  ({ h, server } = await twoTenantServer(script));
 });
 afterAll(async () => {
   await server?.close();

@@ -1,43 +1,40 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
-import type { ToolBinding, ToolContext } from "../../shared/ports/tools.ts";
+import type { ToolBinding } from "../../shared/ports/tools.ts";
 import { MAX_STORED_RESULT_CHARS, ToolService } from "../../shared/tools/tool-service.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
-import { LOOPBACK_ALLOWED, openToolWorld, type ToolWorld } from "./tool-world.ts";
+import {
+  ctx,
+  LOOPBACK_ALLOWED,
+  type LocalHttpServer,
+  listenLocal,
+  openToolWorld,
+  TASK,
+  type ToolWorld,
+} from "./tool-world.ts";
 
 /**
  * Whatever a tool returns or throws, and however large, a call ends as a recorded outcome (a stored
  * result or a failed call the model reads), never as an exception: an exception left the call
  * "requested" for ever, its task in progress, and the tool running again on every re-drive.
  */
-const TASK = `${tenantUrn("acme")}/common.Conversation.c1/common.Message.m1/plan.Task.t1`;
-const ASSISTANT = `${tenantUrn("acme")}/common.Assistant.a1`;
-let calls = 0;
-const ctx = (taskId = TASK): ToolContext => ({ taskId, actor: ASSISTANT, callId: `call_${++calls}` });
 
 /** /size/<n> answers n characters; every request is counted. */
-let server: Server;
+let server: LocalHttpServer;
 let base: string;
 let hits = 0;
 beforeAll(async () => {
-  server = createServer((req, res) => {
+  server = await listenLocal((req, res) => {
     hits++;
     const n = Number(/^\/size\/(\d+)/.exec(req.url ?? "")?.[1] ?? 0);
     res.setHeader("content-type", "text/plain");
     res.end("y".repeat(n));
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  base = server.base;
 });
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
-});
+afterAll(() => server.close());
 
 let world: ToolWorld;
 beforeEach(async () => {

@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import { writeFile } from "node:fs/promises";
-import { createServer, type IncomingMessage, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -10,28 +9,33 @@ import { loadConfig } from "../../shared/config.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { ValidationError } from "../../shared/errors.ts";
-import type { ToolContext } from "../../shared/ports/tools.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import type { LocalRuntime } from "../../shared/runtime/local.ts";
 import { DEFAULT_TOOLS, loadToolsConfig, parseToolsConfig } from "../../shared/tools/config.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
-import { embedder, guardedFetch, openToolWorld, type ToolWorld } from "./tool-world.ts";
+import {
+  ASSISTANT,
+  ctx,
+  embedder,
+  guardedFetch,
+  type LocalHttpServer,
+  listenLocal,
+  openToolWorld,
+  TASK,
+  type ToolWorld,
+} from "./tool-world.ts";
 
 /**
  * The tool service on the local runtime: real stores, a real HTTP server for the HTTP tools, the
  * audit log read back from the event log.
  */
-const TASK = `${tenantUrn("acme")}/common.Conversation.c1/common.Message.m1/plan.Task.t1`;
-const ASSISTANT = `${tenantUrn("acme")}/common.Assistant.a1`;
-let calls = 0;
-const ctx = (): ToolContext => ({ taskId: TASK, actor: ASSISTANT, callId: `call_${++calls}` });
 
 /** A local HTTP server: /echo returns what it got, /slow never answers, /fail answers 503. */
-let server: Server;
+let server: LocalHttpServer;
 let base: string;
 const received: { method: string; url: string; body: string }[] = [];
 beforeAll(async () => {
-  server = createServer(async (req: IncomingMessage, res) => {
+  server = await listenLocal(async (req: IncomingMessage, res) => {
     let body = "";
     for await (const chunk of req) body += chunk;
     received.push({ method: req.method ?? "", url: req.url ?? "", body });
@@ -53,13 +57,9 @@ beforeAll(async () => {
       JSON.stringify({ method: req.method, url: req.url, body, key: req.headers["x-api-key"] ?? null }),
     );
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  base = server.base;
 });
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
-});
+afterAll(() => server.close());
 
 let world: ToolWorld;
 let dir: string;

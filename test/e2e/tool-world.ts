@@ -1,11 +1,15 @@
 import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type RequestListener } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LocalEmbedder } from "../../shared/adapters/embeddings/local-embedder.ts";
 import { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
 import { loadConfig } from "../../shared/config.ts";
+import { tenantUrn } from "../../shared/domain/urn.ts";
 import { createGuardedFetch } from "../../shared/outbound/guard.ts";
 import { type OutboundSettings, outboundPolicy } from "../../shared/outbound/policy.ts";
+import type { ToolContext } from "../../shared/ports/tools.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
 import type { ToolService } from "../../shared/tools/tool-service.ts";
 
@@ -68,3 +72,28 @@ export async function openToolWorld(prefix: string): Promise<ToolWorld> {
     },
   };
 }
+
+/** A real HTTP server for HTTP tools to call, on an ephemeral port of 127.0.0.1 (`base` is its URL). */
+export interface LocalHttpServer {
+  base: string;
+  /** Drops open connections (a request that never answers, say) and resolves once it is closed. */
+  close(): Promise<void>;
+}
+
+export async function listenLocal(handler: RequestListener): Promise<LocalHttpServer> {
+  const server = createServer(handler);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+/** The task and assistant the tool tests call tools for, and a call's context (each call its own id). */
+export const TASK = `${tenantUrn("acme")}/common.Conversation.c1/common.Message.m1/plan.Task.t1`;
+export const ASSISTANT = `${tenantUrn("acme")}/common.Assistant.a1`;
+let calls = 0;
+export const ctx = (taskId = TASK): ToolContext => ({ taskId, actor: ASSISTANT, callId: `call_${++calls}` });
