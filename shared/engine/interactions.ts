@@ -123,18 +123,19 @@ export async function respond(
   // A task that ended (canceled, failed: its wait is over) takes no answer: refused before anything is written.
   const ended = (await deps.tasks.view(taskId))?.status;
   if (ended !== undefined && isTerminal(ended)) throw noLongerWaiting(interactionUrn, ended);
-  await takeAnswer(deps, interactionUrn, response, actor);
+  // The answer that won the claim is the one written, recorded and acted on, whoever writes it.
+  const won = await takeAnswer(deps, interactionUrn, response, actor);
   await deps.resources.put({
     ...interaction,
     status: "answered",
-    response: { ...response, actor: actor.id },
+    response: { ...won.response, actor: won.actor.id },
   });
   try {
     await recordTask(
       deps,
       "UserInteractionResponded",
-      { taskId, interactionId: interaction.meta.id, ...response },
-      actor,
+      { taskId, interactionId: interaction.meta.id, ...won.response },
+      won.actor,
       interaction.meta.name,
     );
   } catch (error) {
@@ -144,39 +145,39 @@ export async function respond(
     throw noLongerWaiting(interactionUrn, error.details.from);
   }
   await send(deps, COMMANDS.resume, { interactionUrn }, interactionUrn);
+  if (!won.ours) throw new ConflictError(`Interaction ${interactionUrn} was already answered`);
 }
 
 /**
  * The one answer a question takes, claimed with a conditional write before anything else is
  * written: of answers racing from two processes (two Lambda instances, say), exactly one creates
- * the claim and every other gets 409, so the stored question, the event log and what runs agree.
- * The claim keeps who answered what. Locally the claim and the question's write commit together;
- * on AWS a crash between them leaves the question claimed and unanswered (see the issue notes).
+ * the claim, and the stored question, the event log and what runs follow it. Whoever loses gets
+ * the claimed answer back and writes it too (each write is idempotent: the same question, the same
+ * event id), then hears 409: so a process that crashed between its claim and the rest leaves no
+ * question claimed and unanswered: the next answer finishes it.
  */
 async function takeAnswer(
   deps: EngineDeps,
   interactionUrn: string,
   response: InteractionResponse,
   actor: Actor,
-): Promise<void> {
-  await deps.state
-    .transact([
+): Promise<{ response: InteractionResponse; actor: Actor; ours: boolean }> {
+  const key = answerKey(interactionUrn);
+  try {
+    await deps.state.transact([
       {
         op: "put",
-        record: {
-          key: answerKey(interactionUrn),
-          kind: "answer",
-          updatedAt: deps.clock().toISOString(),
-          data: { actor: actor.id, response },
-        },
+        record: { key, kind: "answer", updatedAt: deps.clock().toISOString(), data: { actor, response } },
         expectedVersion: 0,
       },
-    ])
-    .catch((error: unknown) => {
-      throw error instanceof ConflictError
-        ? new ConflictError(`Interaction ${interactionUrn} was already answered`)
-        : error;
-    });
+    ]);
+    return { response, actor, ours: true };
+  } catch (error) {
+    if (!(error instanceof ConflictError)) throw error;
+    const taken = (await deps.state.get<{ actor: Actor; response: InteractionResponse }>(key))?.data;
+    if (!taken) throw error;
+    return { ...taken, ours: false };
+  }
 }
 
 export const answerKey = (interactionUrn: string) => `answer#${interactionUrn}`;

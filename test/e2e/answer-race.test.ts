@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
+import { answerKey } from "../../shared/engine/interactions.ts";
 import { ConflictError, UnavailableError } from "../../shared/errors.ts";
 import { createLocalRuntime } from "../../shared/runtime/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
@@ -98,5 +99,47 @@ describe("answers racing from two processes on one store", () => {
       await other.close();
       await rt2.close();
     }
+  });
+});
+
+describe("an answer claimed by a process that died before writing the rest", () => {
+  it("is finished by the next answer, which hears 409: the question is not left claimed and unanswered", async () => {
+    h = await Harness.create({ script, assistants: MAILER });
+    const sent = countEmails(h.engine);
+    const { rootTaskId } = await h.submit("Invite the team");
+    await h.idle();
+    const [ask] = await h.pending(rootTaskId);
+    const urn = ask?.meta.id as string;
+    // The claim alone, as a process (a Lambda instance) leaves it when it dies right after it.
+    const boss = { id: "user_boss", kind: "human" as const };
+    await h.rt.state.transact([
+      {
+        op: "put",
+        record: {
+          key: answerKey(urn),
+          kind: "answer",
+          updatedAt: new Date(h.now).toISOString(),
+          data: { actor: boss, response: { selectedOptionId: "approve" } },
+        },
+        expectedVersion: 0,
+      },
+    ]);
+    expect((await h.rt.resources.getAs("uip.Interaction", urn))?.status).toBe("pending");
+
+    await expect(h.engine.respond(urn, { selectedOptionId: "deny" }, PERSON)).rejects.toBeInstanceOf(
+      ConflictError,
+    );
+    await h.idle();
+    const stored = await h.rt.resources.getAs("uip.Interaction", urn);
+    expect(stored).toMatchObject({
+      status: "answered",
+      response: { selectedOptionId: "approve", actor: "user_boss" },
+    });
+    const recorded = (await h.rt.state.readStream(urn.slice(0, urn.lastIndexOf("/"))))
+      .filter((e) => e.type === "UserInteractionResponded")
+      .map((e) => [e.actor.id, (e.payload as { selectedOptionId?: string }).selectedOptionId]);
+    expect(recorded).toEqual([["user_boss", "approve"]]);
+    expect(sent.sent).toBe(1); // the claimed approval, acted on once
+    expect((await h.engine.result(rootTaskId)).view?.status).toBe("done");
   });
 });
