@@ -6,7 +6,7 @@ import { isArborError } from "../errors.ts";
 import { readAllEvents } from "../ports/state-store.ts";
 import { createLocalRuntime, type LocalRuntime } from "../runtime/local.ts";
 import { runDemo } from "./demo.ts";
-import { ADD_KEY_USAGE, addKeyCommand } from "./keys.ts";
+import { addKeyCommand, KEYS_USAGE, listKeysCommand, revokeKeyCommand } from "./keys.ts";
 import { heading, note } from "./render.ts";
 import { runCommand } from "./run.ts";
 import { serveCommand } from "./serve.ts";
@@ -26,6 +26,8 @@ Commands
       --public-url <url> where callers reach it, for the A2A agent card (default ARBOR_PUBLIC_URL, else where it listens)
       --example offsite  answer with the offline scripted model (no model needed)
   keys add --id user_<name>   a new API key for serve, printed once (agent_<name> for a remote agent)
+  keys list                   the keys serve accepts: fingerprint, id, kind, tenant, roles
+  keys revoke <id|fingerprint>  remove a principal's keys, or one key (a running serve drops it within a second)
       --kind human|agent  (default: from the id)
       --tenant <tenant>   the tenant it acts for (default ARBOR_TENANT)
       --role <role>       a role for the policy; repeat for more
@@ -119,7 +121,9 @@ async function main(argv: string[]): Promise<void> {
       const config = loadConfig();
       if (config.mode !== "local")
         throw new Error("arbor keys manages the local keys file; unset ARBOR_MODE or set it to local");
-      if (arg !== "add") throw new Error(ADD_KEY_USAGE);
+      if (arg === "list") return listKeysCommand(config, write);
+      if (arg === "revoke") return revokeKeyCommand(config, positionals[2], write);
+      if (arg !== "add") throw new Error(KEYS_USAGE);
       return addKeyCommand(
         config,
         {
