@@ -2,8 +2,9 @@ import type { AssistantDefinition } from "./engine.ts";
 
 /**
  * The assistants a fresh local Arbor starts with. Election picks among them by description, so
- * each says what it is for and when it is not the right choice. Replace or extend them with
- * `arbor run --assistants team.json`.
+ * each says what it is for and when it is not the right choice. `arbor run` and `arbor serve`
+ * (with a real model) register them for every tenant they serve; there is no way yet to give a
+ * tenant another team.
  */
 export const DEFAULT_TEAM: AssistantDefinition[] = [
   {
