@@ -41,6 +41,9 @@ export interface TaskTree {
   truncated: boolean;
 }
 
+/** What the walk reads: the task views, the Task resources, the usage records (the CLI's Runtime has them too). */
+export type TreeDeps = Pick<EngineDeps, "tasks" | "resources" | "state">;
+
 /** The parent task of a task URN, or null at the root of the request (its parent is a message). */
 function parentTaskOf(taskId: string): string | null {
   const parent = parentUrn(taskId);
@@ -48,7 +51,7 @@ function parentTaskOf(taskId: string): string | null {
 }
 
 async function nodeOf(
-  deps: EngineDeps,
+  deps: TreeDeps,
   view: TaskView,
   pending: readonly InteractionResource[],
 ): Promise<TreeNode> {
@@ -84,7 +87,7 @@ async function nodeOf(
  * waiting below the root (Engine.pendingInteractions), grouped here by the task that asks.
  */
 export async function taskTree(
-  deps: EngineDeps,
+  deps: TreeDeps,
   root: TaskView,
   pending: readonly InteractionResource[],
   maxTasks: number,
