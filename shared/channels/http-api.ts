@@ -9,6 +9,7 @@ import { formatIssues, type InteractionResource, InteractionResponseSchema } fro
 import { isTerminal } from "../domain/task-state.ts";
 import { isWithin, parentUrn, tenantUrn } from "../domain/urn.ts";
 import type { Asker, Engine } from "../engine/engine.ts";
+import { DEFAULT_TREE_TASKS, MAX_TREE_TASKS, type TreeNode } from "../engine/task-tree.ts";
 import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { ApiKeys, Authenticated } from "./api-keys.ts";
@@ -24,6 +25,8 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *   POST /v1/messages                      {text, conversationUrn?, mode?, title?}  -> 202
  *   GET  /v1/tasks/:urn                    the task's view and output               -> 200
  *   GET  /v1/tasks/:urn/interactions       questions waiting below the task         -> 200
+ *   GET  /v1/tasks/:urn/tree?maxTasks=N    the task's tree (status, assistant, usage,
+ *                                          questions), breadth first, at most N tasks -> 200
  *   POST /v1/tasks/:urn/cancel             {reason?}                                -> 202
  *   POST /v1/interactions/:urn/answer      {selectedOptionId?, inputValue?, comment?} -> 204
  *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
@@ -57,6 +60,9 @@ const MessageSchema = z
   })
   .strict();
 const AnswerSchema = InteractionResponseSchema.strict();
+const TreeQuerySchema = z
+  .object({ maxTasks: z.coerce.number().int().min(1).max(MAX_TREE_TASKS).default(DEFAULT_TREE_TASKS) })
+  .strict();
 const CancelSchema = z.object({ reason: z.string().min(1).max(1000).optional() }).strict();
 
 /** Statuses of the error codes a caller can act on; any other code is a 500 (logged, not shown). */
@@ -169,6 +175,20 @@ export function createHttpApi({
     return c.json({ interactions: pending.map(interactionView) });
   });
 
+  app.get("/v1/tasks/:urn/tree", async (c) => {
+    const urn = ownUrn(c, "Task", c.req.param("urn"));
+    const query = TreeQuerySchema.safeParse(c.req.query());
+    if (!query.success) throw new ValidationError("The query is not valid", formatIssues(query.error));
+    const tree = await engine.tree(urn, asker(c), query.data.maxTasks);
+    if (!tree) throw new NotFoundError("Task", urn);
+    return c.json({
+      tree: treeView(tree.root),
+      taskCount: tree.taskCount,
+      truncated: tree.truncated,
+      maxTasks: query.data.maxTasks,
+    });
+  });
+
   app.post("/v1/tasks/:urn/cancel", async (c) => {
     const urn = ownUrn(c, "Task", c.req.param("urn"));
     const { reason } = await readJson(c, CancelSchema);
@@ -253,6 +273,19 @@ function interactionView(i: InteractionResource) {
     ...(i.validation ? { validation: i.validation } : {}),
     ...(i.binding ? { binding: i.binding } : {}),
     links: { answer: answerPath(i.meta.id) },
+  };
+}
+
+/** A tree node as the API shows it: links to the task and to each question's answer. */
+function treeView(node: TreeNode): unknown {
+  return {
+    ...node,
+    pendingInteractions: node.pendingInteractions.map((i) => ({
+      ...i,
+      links: { answer: answerPath(i.urn) },
+    })),
+    children: node.children.map(treeView),
+    links: { task: taskPath(node.taskId), tree: `${taskPath(node.taskId)}/tree` },
   };
 }
 

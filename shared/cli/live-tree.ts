@@ -1,6 +1,5 @@
-import type { Usage } from "../domain/budgets.ts";
 import type { TaskStatus } from "../domain/task-state.ts";
-import { lastElement } from "../domain/urn.ts";
+import { type TreeNode, taskTree } from "../engine/task-tree.ts";
 import type { Runtime } from "../runtime/runtime.ts";
 import { GLYPH, note } from "./render.ts";
 
@@ -66,28 +65,25 @@ export class LiveTree {
   }
 
   async #rows(): Promise<Row[]> {
+    const root = await this.rt.tasks.view(this.rootId);
+    if (!root) return [];
+    // The same walk as the HTTP API's tree (no bound: the CLI draws the tree of its own request).
+    const { root: top } = await taskTree(this.rt, root, [], Number.POSITIVE_INFINITY);
     const rows: Row[] = [];
-    const walk = async (taskId: string, prefix: string, last: boolean, top: boolean) => {
-      const view = await this.rt.tasks.view(taskId);
-      if (!view) return;
-      const task = await this.rt.resources.getAs("plan.Task", taskId);
-      const usage = (await this.rt.state.get<Usage>(`usage#${taskId}`))?.data;
-      const who = task?.election
-        ? `${lastElement(task.election.assistant).id} ${task.election.score.toFixed(2)}`
-        : "unassigned";
-      const tokens = usage ? `, ${usage.inputTokens + usage.outputTokens} tok` : "";
-      const branch = top ? "" : last ? "└─ " : "├─ ";
+    const walk = (node: TreeNode, prefix: string, last: boolean, isTop: boolean) => {
+      const who = node.assistant ? `${node.assistant.name} ${node.assistant.score.toFixed(2)}` : "unassigned";
+      const tokens = node.usage.tokens > 0 ? `, ${node.usage.tokens} tok` : "";
+      const branch = isTop ? "" : last ? "└─ " : "├─ ";
       rows.push({
-        taskId,
-        status: view.status,
-        title: view.title,
-        line: `${prefix}${branch}${GLYPH[view.status]} ${view.title} ${note(`[${view.status}] ${who}${tokens}`)}`,
+        taskId: node.taskId,
+        status: node.status,
+        title: node.title,
+        line: `${prefix}${branch}${GLYPH[node.status]} ${node.title} ${note(`[${node.status}] ${who}${tokens}`)}`,
       });
-      const children = await this.rt.tasks.children(taskId);
-      const next = top ? "" : `${prefix}${last ? "   " : "│  "}`;
-      for (const [i, c] of children.entries()) await walk(c.taskId, next, i === children.length - 1, false);
+      const next = isTop ? "" : `${prefix}${last ? "   " : "│  "}`;
+      for (const [i, c] of node.children.entries()) walk(c, next, i === node.children.length - 1, false);
     };
-    await walk(this.rootId, "", true, true);
+    walk(top, "", true, true);
     return rows;
   }
 }

@@ -30,6 +30,7 @@ import { acceptedView, checkPlan, plan, rootTaskUrn } from "./planner.ts";
 import { ROUTES, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
 import { onResourcePut } from "./supervisor.ts";
+import { DEFAULT_TREE_TASKS, type TaskTree, taskTree } from "./task-tree.ts";
 
 /**
  * The orchestration engine: the steps wired to the bus. Each subscription is one step, and each
@@ -299,6 +300,17 @@ export class Engine {
       if (status !== undefined && isTerminal(status)) ended.add(asking);
     }
     return pending.filter((i) => !ended.has(parentUrn(i.meta.id) as string));
+  }
+
+  /**
+   * The whole tree of a request (task-tree.ts), checked like `result`; at most `maxTasks` tasks,
+   * breadth first (`truncated` says when there were more). Undefined when there is no such task.
+   */
+  async tree(taskId: string, asker: Asker, maxTasks = DEFAULT_TREE_TASKS): Promise<TaskTree | undefined> {
+    const pending = await this.pendingInteractions(taskId, asker); // checks before it reads
+    if (!pending) return undefined;
+    const root = (await this.deps.tasks.view(taskId)) ?? (await acceptedView(this.deps, taskId));
+    return root ? taskTree(this.deps, root, pending, maxTasks) : undefined;
   }
 
   /** Whether `asker` may read `urn`, as `result` checks it, without reading anything else. */

@@ -9,7 +9,7 @@ import type { EngineDeps } from "./context.ts";
  */
 const usageKey = (taskId: string) => `usage#${taskId}`;
 
-export async function usageOf(deps: EngineDeps, taskId: string): Promise<Usage> {
+export async function usageOf(deps: Pick<EngineDeps, "state">, taskId: string): Promise<Usage> {
   return { ...ZERO_USAGE, ...(await deps.state.get<Partial<Usage>>(usageKey(taskId)))?.data };
 }
 
