@@ -288,6 +288,11 @@ export class Engine {
     await this.#check(asker, "resource.read", taskId);
     if (!(await this.deps.tasks.view(taskId)))
       return (await acceptedView(this.deps, taskId)) ? [] : undefined; // accepted, not yet planned
+    return this.#pendingBelow(taskId);
+  }
+
+  /** The questions waiting anywhere below an existing task (its own and its subtasks'). */
+  async #pendingBelow(taskId: string): Promise<InteractionResource[]> {
     const urns = await this.deps.resources.descendantUrns(taskId, "uip.Interaction");
     const pending = (await this.deps.resources.getMany(urns)).filter(
       (r): r is InteractionResource =>
@@ -307,10 +312,11 @@ export class Engine {
    * breadth first (`truncated` says when there were more). Undefined when there is no such task.
    */
   async tree(taskId: string, asker: Asker, maxTasks = DEFAULT_TREE_TASKS): Promise<TaskTree | undefined> {
-    const pending = await this.pendingInteractions(taskId, asker); // checks before it reads
-    if (!pending) return undefined;
-    const root = (await this.deps.tasks.view(taskId)) ?? (await acceptedView(this.deps, taskId));
-    return root ? taskTree(this.deps, root, pending, maxTasks) : undefined;
+    await this.#check(asker, "resource.read", taskId);
+    const planned = await this.deps.tasks.view(taskId);
+    const root = planned ?? (await acceptedView(this.deps, taskId));
+    if (!root) return undefined;
+    return taskTree(this.deps, root, planned ? await this.#pendingBelow(taskId) : [], maxTasks);
   }
 
   /** Whether `asker` may read `urn`, as `result` checks it, without reading anything else. */

@@ -13,6 +13,7 @@ import type { TaskView } from "../domain/task-view.ts";
 import { parentUrn, type Urn } from "../domain/urn.ts";
 import { ConflictError } from "../errors.ts";
 import type { LlmMessage, LlmResponse, LlmToolSpec } from "../ports/llm.ts";
+import { ownerOf } from "../use-cases/resource-access.ts";
 import { RECORD_MANY_LIMIT } from "../use-cases/task-log.ts";
 import {
   COMMANDS,
@@ -315,14 +316,13 @@ export async function acceptedView(deps: EngineDeps, taskId: string): Promise<Ta
   if (!marker) return undefined;
   const message = await deps.resources.getAs("common.Message", messageUrn);
   if (!message) return undefined;
-  const conversation = parentUrn(messageUrn);
-  const owner = conversation ? await deps.resources.get(conversation) : undefined;
+  const owner = await ownerOf(deps.resources, messageUrn);
   const text = message.content ?? "request";
   return {
     taskId,
     title: firstLine(text),
     intent: text.slice(0, 1000),
-    createdBy: String((owner as { startedBy?: unknown } | undefined)?.startedBy ?? "unknown"),
+    createdBy: owner ?? "unknown",
     priority: "normal",
     status: "open",
     summary: "Accepted: waiting to be planned",

@@ -15,7 +15,7 @@ import { assertValidSpace, checkQuery, checkRecords } from "./vector-checks.ts";
  * index) on a worker thread of its own: a graph insertion (1-8 ms of CPU) and a query (1-2 ms)
  * never hold the main thread's event loop, so HTTP requests, the engine's steps and /healthz go on
  * while outputs are indexed, and on a machine with two cores the index work runs beside them.
- * Inputs are checked here, before they cross, so that errors are the same as any adapter's.
+ * Inputs are checked here, before they cross, so that its errors are those every adapter gives.
  * Requests are answered in the order the thread finishes them; a thread that dies fails every
  * request still waiting and every later one with UnavailableError.
  */
