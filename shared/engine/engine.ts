@@ -330,6 +330,16 @@ export class Engine {
     }
   }
 
+  /**
+   * Throws ForbiddenError unless `asker` may do `action` to `urn`, as every entry point checks it
+   * (tenant boundary, then the policy). For channel routes that act on the tenant itself rather
+   * than through an engine entry point: an admin route writing `cld:common.Tenant.t/common.Assistant.x`
+   * or `.../common.ApiKey.<fingerprint>` is allowed to the tenant's admins only (no owner).
+   */
+  authorize(asker: Asker, action: ResourceAction, urn: string): Promise<void> {
+    return this.#check(asker, action, urn);
+  }
+
   /** Whether whoever an entry point acts for may read or write `urn` (ForbiddenError if not). */
   #check(asker: Asker, action: ResourceAction, urn: string): Promise<void> {
     return this.#access.authorize(principalOf(asker.actor, asker.caller ?? {}, tenantOf(urn)), action, urn);
