@@ -101,6 +101,18 @@ const EnvSchema = z.object({
     .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, "3-63 lower-case letters, digits, dots and hyphens")
     .optional(),
   /**
+   * The tool function (functions/tool.ts, engine stack output ToolFunctionName): a name or ARN. Set,
+   * the engine calls its tools through it (shared/adapters/aws/lambda-tool-port.ts); unset, they run
+   * in process.
+   */
+  ARBOR_TOOL_FUNCTION: z
+    .string()
+    .regex(
+      /^(?:arn:aws[a-z-]*:lambda:[a-z]{2,}(?:-[a-z]+)+-\d{1,2}:\d{12}:function:)?[a-zA-Z0-9_-]{1,64}(?::(?:\$LATEST|[a-zA-Z0-9_-]{1,128}))?$/,
+      "a Lambda function name (arbor-prod-engine-ToolFunction...) or its ARN: the engine stack's output ToolFunctionName",
+    )
+    .optional(),
+  /**
    * How many requests `arbor serve` takes from one API key, and from all keys of one tenant:
    * "<per second>" or "<per second>,<burst>" (burst default: ten seconds' worth), or "off".
    */
@@ -215,6 +227,8 @@ export interface AwsConfig {
   policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string };
   /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
   outbound?: OutboundSettings;
+  /** The tool function that runs every tool call (ARBOR_TOOL_FUNCTION); absent: tools run in process. */
+  toolFunction?: string;
 }
 
 export type Config = LocalConfig | AwsConfig;
@@ -304,6 +318,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         : { engine: "cedar" },
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
     outbound: outboundSettings(e),
+    ...(e.ARBOR_TOOL_FUNCTION ? { toolFunction: e.ARBOR_TOOL_FUNCTION } : {}),
   };
 }
 

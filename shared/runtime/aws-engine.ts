@@ -1,32 +1,31 @@
-import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
+import type { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
+import { LambdaClient } from "@aws-sdk/client-lambda";
 import { S3Client } from "@aws-sdk/client-s3";
-import { S3VectorsClient } from "@aws-sdk/client-s3vectors";
-import { TitanEmbedder } from "../adapters/embeddings/titan-embedder.ts";
-import { BedrockLlm, bedrockClientConfig } from "../adapters/llm/bedrock-llm.ts";
+import type { S3VectorsClient } from "@aws-sdk/client-s3vectors";
+import { LambdaToolPort } from "../adapters/aws/lambda-tool-port.ts";
+import { BedrockLlm } from "../adapters/llm/bedrock-llm.ts";
 import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
-import { S3VectorsIndex } from "../adapters/vectors/s3-vectors-index.ts";
 import { type AwsConfig, MODEL_HELP } from "../config.ts";
 import type { Engine } from "../engine/engine.ts";
 import { ConfigError } from "../errors.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
-import { loadToolsConfig } from "../tools/config.ts";
+import type { ToolPort } from "../ports/tools.ts";
+import { LAMBDA_FUNCTION, loadToolsConfig } from "../tools/config.ts";
 import type { AwsRuntime } from "./aws.ts";
+import { openAwsEmbeddings } from "./aws-embeddings.ts";
 import { defaultPolicy, type EngineOptions, engineOn, openTools } from "./engine-wiring.ts";
 import { createModel } from "./models.ts";
 
 /**
  * The orchestration engine on the AWS runtime: the configured model, Titan Text Embeddings v2 on
- * Bedrock, an S3 Vectors index, the built-in tools and ULIDs. Everything is built once per Lambda
+ * Bedrock, an S3 Vectors index, the tools (through the tool function when ARBOR_TOOL_FUNCTION names
+ * one, else the registry's, in process) and ULIDs. Everything is built once per Lambda
  * cold start; clients can be injected so tests point them at local peers.
  */
 
-/**
- * Titan v2 at its largest size. The engine stack creates the vector index with this dimension and
- * tags it with the embedder id, so changing it means a new index (the adapter refuses a mismatch).
- */
-export const AWS_EMBEDDING_DIMENSION = 1024;
+export { AWS_EMBEDDING_DIMENSION } from "./aws-embeddings.ts";
 
 export interface AwsEngineClients {
   /** For the model, when the provider is Bedrock. */
@@ -36,6 +35,8 @@ export interface AwsEngineClients {
   s3vectors?: S3VectorsClient;
   /** For the OPA bundle in the policies bucket. */
   s3?: S3Client;
+  /** For the tool function (ARBOR_TOOL_FUNCTION); tests point it at a local Invoke peer. */
+  lambda?: LambdaClient;
 }
 
 export interface AwsEngineOptions extends EngineOptions {
@@ -50,37 +51,42 @@ export async function createAwsEngine(
   options: AwsEngineOptions = {},
 ): Promise<Engine> {
   const clients = options.clients ?? {};
-  if (!config.vectors) {
-    throw new ConfigError(
-      "The engine needs its vector index: set ARBOR_VECTOR_BUCKET and ARBOR_VECTOR_INDEX " +
-        "(engine stack outputs VectorBucketName and VectorIndexName)",
-    );
-  }
   const llm = options.llm ?? modelFor(config, clients.bedrock);
-  const embedder =
-    options.embedder ??
-    new TitanEmbedder({
-      // The embedder retries on its own schedule; the SDK's retries would multiply them.
-      client:
-        clients.embeddings ?? new BedrockRuntimeClient({ ...bedrockClientConfig, ...at(config, "bedrock") }),
-      dimension: AWS_EMBEDDING_DIMENSION,
-    });
-  const index = await S3VectorsIndex.open({
-    client: clients.s3vectors ?? new S3VectorsClient(at(config, "s3vectors")),
-    vectorBucketName: config.vectors.bucket,
-    indexName: config.vectors.index,
-    space: { embedderId: embedder.id, dimension: embedder.dimension },
-    // The stack creates the index (tagged with its space); functions may not create indexes.
-    createIfMissing: false,
-  });
+  const { embedder, index } = await openAwsEmbeddings(config, clients, options.embedder);
   const withTools = {
     toolsConfig: loadToolsConfig(config.toolsFile),
     ...(config.outbound ? { outbound: config.outbound } : {}),
     policy: options.policy ?? (await policyFor(config, clients.s3)),
     ...options,
   };
-  const tools = await openTools(rt, { embedder, index }, withTools);
+  // With a tool function, every call goes to it: this function opens no tool and holds no grant.
+  const tools =
+    !options.tools && config.toolFunction
+      ? await openToolFunction(rt, config, config.toolFunction, clients.lambda, withTools)
+      : await openTools(rt, { embedder, index }, withTools);
   return engineOn(rt, { llm, embedder, index, tools }, withTools);
+}
+
+function openToolFunction(
+  rt: AwsRuntime,
+  config: AwsConfig,
+  functionName: string,
+  client: LambdaClient | undefined,
+  options: AwsEngineOptions,
+): Promise<ToolPort> {
+  return LambdaToolPort.open({
+    // One attempt: the port retries only a throttled Invoke, which did not run the function.
+    client:
+      client ??
+      new LambdaClient({
+        region: LAMBDA_FUNCTION.exec(functionName)?.groups?.region ?? config.region,
+        maxAttempts: 1,
+      }),
+    ownsClient: !client,
+    functionName,
+    audit: rt.audit,
+    clock: options.clock ?? (() => new Date()),
+  });
 }
 
 function modelFor(config: AwsConfig, bedrock: BedrockRuntimeClient | undefined): Llm {

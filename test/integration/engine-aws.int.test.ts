@@ -6,6 +6,7 @@ import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "@aws-sdk/client-s3vectors";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
+import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
 import { createWatchdogHandler } from "../../functions/watchdog.ts";
 import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
 import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
@@ -26,6 +27,7 @@ import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge
 import { type ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
 import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
+import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 
 /**
  * The deployed shape of the engine, end to end, on the AWS adapters and the local peers: the
@@ -36,7 +38,9 @@ import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
  *
  * Resources live in s3rver, state in DynamoDB Local, the model is the fake Bedrock (Converse),
  * embeddings the fake Titan endpoint, the index the fake S3 Vectors, all through the real SDK
- * clients. Election is honest: each planned task carries the descriptors of the assistant it is
+ * clients. Tools run in the tool function (functions/tool.ts, on the same peers), which the step
+ * handlers invoke through the real Lambda client and the local Invoke peer, as ARBOR_TOOL_FUNCTION
+ * makes them do on a deployed stack. Election is honest: each planned task carries the descriptors of the assistant it is
  * meant for, so Titan-shaped vectors of the same text make that assistant the best match.
  */
 const TENANT = "acme";
@@ -107,6 +111,8 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
   let rt: AwsRuntime;
   let engine: Engine;
   let handlers: StepHandler[];
+  let toolHandler: ToolHandler;
+  let toolPeer: LambdaInvokePeer;
   let submitted: Submitted;
   const delivered = new Set<string>();
   const matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
@@ -114,6 +120,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
   beforeAll(async () => {
     const started = await startEventBridgePeer();
     peer = started.peer;
+    toolPeer = await LambdaInvokePeer.start({ "arbor-tools": (event) => toolHandler(event) });
     const [bedrockEndpoint, titanEndpoint, vectorsEndpoint] = await Promise.all([
       bedrock.start().then((s) => s.endpoint),
       titan.start(),
@@ -163,6 +170,8 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       }),
       s3vectors: new S3VectorsClient({ region: "us-east-1", endpoint: vectorsEndpoint, credentials }),
       s3: clients.s3 as S3Client,
+      // The tool function's peer; its handler is built below.
+      lambda: toolPeer.client(),
     };
 
     // What the storage and engine stacks create before any function runs.
@@ -181,13 +190,26 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       }),
     );
 
+    // The tool function, built from the same configuration (its own runtime, its cold start).
+    toolHandler = createToolHandler({
+      config: () => config,
+      clients,
+      tools: {
+        clients: {
+          embeddings: engineClients.embeddings,
+          s3vectors: engineClients.s3vectors,
+          s3: engineClients.s3,
+        },
+      },
+    });
+
     // The submitting side (a channel function, on AWS): same configuration, its own runtime.
     rt = createAwsRuntime(config, clients);
     engine = await createAwsEngine(rt, config, { clients: engineClients });
     // No time for a second turn in one invocation, as when a step's time runs out: a leaf's next
     // turn goes out as a command, so the turn route runs through the handler too.
     const deps = {
-      config: () => config,
+      config: () => ({ ...config, toolFunction: "arbor-tools" }),
       clients,
       engine: { clients: engineClients, settings: { turnStepMs: 0 } },
     };
@@ -196,6 +218,8 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
 
   afterAll(async () => {
     for (const h of handlers ?? []) await h.close();
+    await toolHandler?.close();
+    await toolPeer?.close();
     await rt?.close();
     for (const c of [...Object.values(clients ?? {}), ...Object.values(engineClients ?? {})]) c.destroy();
     await Promise.all([peer?.stop(), bedrock.stop(), titan.stop(), s3vectors.stop()]);
@@ -279,6 +303,11 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
     expect(bedrock.calls.map((c) => [c.operation, c.modelId, c.status])).toEqual(
       Array.from({ length: 5 }, () => ["converse", MODEL, 200]),
     );
+    // The one tool call went to the tool function; the steps asked it for its tools at cold start.
+    const toolOps = toolPeer.invocations.map((i) => i.payload as { op: string; tool?: string });
+    expect(toolOps.filter((o) => o.op === "ExecuteTool").map((o) => o.tool)).toEqual(["calculator"]);
+    expect(toolOps.filter((o) => o.op === "ListTools").length).toBeLessThanOrEqual(handlers.length);
+    expect(toolPeer.invocations.every((i) => i.invocationType === "RequestResponse")).toBe(true);
     // Every route ran through the handler at least once.
     const routesRun = new Set(
       peer.eventsOn(BUS).flatMap((e) => matchers.filter((m) => m.matches(e)).map((m) => m.route.name)),

@@ -13,6 +13,8 @@
  *   `{"Type":"User","message":"Function not found: <arn>"}`;
  * - a function named in `denied`: 403 AccessDeniedException, as when the caller's role lacks
  *   lambda:InvokeFunction;
+ * - a function with invocations left in `throttled`: 429 TooManyRequestsException
+ *   (`{"Reason":"ReservedFunctionConcurrentInvocationLimitExceeded"}`), and the function does not run;
  * - no Authorization header: 403 MissingAuthenticationTokenException. SigV4 signatures are not
  *   verified; the region of the credential scope is recorded.
  *
@@ -46,6 +48,11 @@ export interface LambdaInvocation {
 export interface LambdaPeerOptions {
   /** Functions whose invocation is refused with AccessDeniedException. */
   denied?: readonly string[];
+  /**
+   * Functions whose next n invocations are refused with 429 TooManyRequestsException (the function
+   * does not run), as when its concurrency is used up; counted down as they are refused.
+   */
+  throttled?: Record<string, number>;
   /** Account of the ARNs in messages (default 123456789012). */
   account?: string;
 }
@@ -148,6 +155,21 @@ export class LambdaInvokePeer {
         {
           Type: "User",
           Message: `User: arn:aws:sts::${account}:assumed-role/arbor-engine/turn is not authorized to perform: lambda:InvokeFunction on resource: ${functionArn} because no identity-based policy allows the lambda:InvokeFunction action`,
+        },
+      );
+      return;
+    }
+    const throttled = this.#options.throttled;
+    if (throttled && (throttled[name] ?? 0) > 0) {
+      throttled[name] = (throttled[name] ?? 0) - 1;
+      send(
+        res,
+        429,
+        { "x-amzn-ErrorType": "TooManyRequestsException" },
+        {
+          Type: "User",
+          message: "Rate Exceeded.",
+          Reason: "ReservedFunctionConcurrentInvocationLimitExceeded",
         },
       );
       return;

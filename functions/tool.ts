@@ -1,0 +1,140 @@
+import { type Config, loadConfig } from "../shared/config.ts";
+import { formatIssues } from "../shared/domain/resources.ts";
+import { ConfigError, ValidationError } from "../shared/errors.ts";
+import { componentLogger } from "../shared/observability/logger.ts";
+import type { ToolContext, ToolPort } from "../shared/ports/tools.ts";
+import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws.ts";
+import { type AwsToolsOptions, openAwsToolService } from "../shared/runtime/aws-tools.ts";
+import {
+  type ExecuteToolResponse,
+  type ListToolsResponse,
+  ToolFunctionRequestSchema,
+} from "../shared/tools/tool-function-protocol.ts";
+
+/**
+ * The tool function: the policy-checked proxy for every tool call of the engine on AWS (seeds/001's
+ * ListTools and ExecuteTool). It runs the same ToolService as `arbor serve` runs in process, with
+ * the registry bundled with it, and it alone holds what the tools need: the invoke grants of the
+ * registry's lambda tools, their settings and headers, the MCP and A2A connections (opened at its
+ * cold start), the outbound guard. The ready and turn steps call it synchronously through
+ * LambdaToolPort (shared/adapters/aws/lambda-tool-port.ts).
+ *
+ * A tool's own failures (invalid arguments, unknown tool, policy deny, a throw, a timeout, a huge
+ * result) are results, recorded in the audit log, never thrown. The handler throws only for input
+ * that is not a request (ValidationError) or when the service cannot start or record (the state
+ * table is down): Lambda reports that as a function error, which the caller records as a failed call.
+ */
+export interface ToolFunctionDeps {
+  /** Default: `loadConfig()`, the environment the engine stack sets. */
+  config?: () => Config;
+  clients?: AwsClients;
+  tools?: AwsToolsOptions;
+  /** A tool service already open (tests): used instead of the one built from the configuration. */
+  service?: ToolPort;
+}
+
+/** The part of Lambda's context object the tool function reads. */
+export interface ToolLambdaContext {
+  awsRequestId?: string;
+  getRemainingTimeInMillis?: () => number;
+}
+
+export type ToolHandler = ((
+  input: unknown,
+  context?: ToolLambdaContext,
+) => Promise<ListToolsResponse | ExecuteToolResponse>) & { close(): Promise<void> };
+
+/** Time kept back from Lambda's deadline so a call still out is recorded as failed before it. */
+const DEADLINE_MARGIN_MS = 5_000;
+
+const log = componentLogger("tool-function");
+
+export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
+  const instance = deps.service ? given(deps.service) : coldStart(deps);
+  const handle = async (input: unknown, lambda?: ToolLambdaContext) => {
+    const parsed = ToolFunctionRequestSchema.safeParse(input);
+    if (!parsed.success) {
+      throw new ValidationError(
+        'Invalid tool function input: expected { "op": "ListTools" } or { "op": "ExecuteTool", "tool", ' +
+          '"arguments", "context": { "taskId", "actor", "callId", "allowedTools" } }, as LambdaToolPort sends it',
+        formatIssues(parsed.error),
+      );
+    }
+    const request = parsed.data;
+    const service = await instance.get();
+    if (request.op === "ListTools") return { tools: service.list() };
+    const started = Date.now();
+    const remaining = lambda?.getRemainingTimeInMillis?.();
+    const context: ToolContext = {
+      taskId: request.context.taskId,
+      actor: request.context.actor,
+      callId: request.context.callId,
+      ...(request.context.allowedTools ? { allowedTools: request.context.allowedTools } : {}),
+      ...(remaining !== undefined
+        ? { signal: AbortSignal.timeout(Math.max(1, remaining - DEADLINE_MARGIN_MS)) }
+        : {}),
+    };
+    const result = await service.execute(request.tool, request.arguments, context);
+    log.info("tool call done", {
+      tool: request.tool,
+      urn: request.context.taskId,
+      callId: request.context.callId,
+      isError: result.isError === true,
+      durationMs: Date.now() - started,
+      ...(lambda?.awsRequestId ? { requestId: lambda.awsRequestId } : {}),
+    });
+    return {
+      result: result.isError ? { content: result.content, isError: true } : { content: result.content },
+    };
+  };
+  return Object.assign(handle, { close: instance.close });
+}
+
+interface Instance {
+  get(): Promise<ToolPort>;
+  close(): Promise<void>;
+}
+
+function given(service: ToolPort): Instance {
+  return { get: () => Promise.resolve(service), close: async () => {} };
+}
+
+/** The runtime and the tool service, built on an instance's first invocation and kept. */
+function coldStart(deps: ToolFunctionDeps): Instance {
+  let pending: Promise<{ rt: AwsRuntime; service: ToolPort }> | undefined;
+  const init = async () => {
+    const config = (deps.config ?? loadConfig)();
+    if (config.mode !== "aws")
+      throw new ConfigError(
+        "Arbor's tool function runs in aws mode: set ARBOR_MODE=aws (the engine stack does) " +
+          "with the storage settings that mode needs",
+      );
+    const rt = createAwsRuntime(config, deps.clients);
+    try {
+      return { rt, service: await openAwsToolService(rt, config, deps.tools) };
+    } catch (error) {
+      await rt.close();
+      throw error;
+    }
+  };
+  return {
+    async get() {
+      // A failed start is not cached: the next invocation tries again (an A2A card that was down).
+      pending ??= init().catch((error: unknown) => {
+        pending = undefined;
+        throw error;
+      });
+      return (await pending).service;
+    },
+    async close() {
+      const current = pending;
+      pending = undefined;
+      const warm = await current?.catch(() => undefined);
+      await warm?.service.close?.();
+      await warm?.rt.close();
+    },
+  };
+}
+
+/** The Lambda entry point; configured by the environment the engine stack sets. */
+export const handler = createToolHandler();

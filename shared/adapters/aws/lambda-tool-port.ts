@@ -1,0 +1,326 @@
+import { InvokeCommand, type InvokeCommandOutput, type LambdaClient } from "@aws-sdk/client-lambda";
+import type { ToolFailureReason } from "../../domain/events.ts";
+import { deepFreeze } from "../../domain/immutable.ts";
+import {
+  type ArborError,
+  ConfigError,
+  ThrottledError,
+  UnavailableError,
+  ValidationError,
+} from "../../errors.ts";
+import { componentLogger } from "../../observability/logger.ts";
+import type { AuditLog } from "../../ports/audit-log.ts";
+import type { CallHistory, ToolContext, ToolDescriptor, ToolPort, ToolResult } from "../../ports/tools.ts";
+import { CallRecord, historyOf } from "../../tools/call-record.ts";
+import { jsonSchemaChecker } from "../../tools/json-schema.ts";
+import {
+  ExecuteToolResponseSchema,
+  ListToolsResponseSchema,
+  type ToolFunctionRequest,
+} from "../../tools/tool-function-protocol.ts";
+
+/**
+ * The tool port of the engine's steps on AWS: every call goes to the tool function
+ * (functions/tool.ts), which runs the same ToolService as `arbor serve` does in process, with its
+ * policy check, idempotency key, audit records, bounded results and outbound guard, and which alone
+ * holds the tools' grants, registry and connections. This side holds none of them.
+ *
+ * - ListTools is invoked once, when the port is opened (the step's cold start): `list`, `describe`
+ *   and `check` answer from that list, without a call. `check` validates against the tool's JSON
+ *   Schema (what the model is shown); the function checks again, with the tool's own checker.
+ * - ExecuteTool is a synchronous Invoke (RequestResponse), bounded by `invokeTimeoutMs`: the tool
+ *   function's own timeout (TOOL_FUNCTION_TIMEOUT_MS) plus a margin. Each tool call is bounded below
+ *   that by the tool service (a tool's timeoutMs, at most TOOL_CALL_MAX_MS on a deployed stack), so
+ *   the function records the outcome before Lambda could stop it.
+ * - A call the function could not answer (it threw, it timed out, it was throttled, Invoke failed)
+ *   is mapped to the error taxonomy (ThrottledError, UnavailableError, ConfigError, ...) and ends as
+ *   a failed call, recorded here in the audit log as the attempt the function started (or the next
+ *   one, when it never started), never as an exception. A call whose outcome is unknown (the
+ *   function was cut off after it recorded the call as requested) is said to be so, so the model and,
+ *   for risky calls, the person asked again (engine/approvals.ts) know it may have taken effect.
+ * - `history` reads the same audit log the function writes (the state table), plus the calls out
+ *   now from this process, which a second execute of the same call joins instead of repeating.
+ * - No retries of an Invoke that reached the function: a retry after a lost answer could run an
+ *   effect twice. A throttled Invoke (the function did not run) is retried a few times.
+ */
+
+/** The tool function's timeout (the engine stack sets it): a call's answer comes within it. */
+export const TOOL_FUNCTION_TIMEOUT_MS = 240_000;
+/**
+ * The longest a tool may run on a deployed stack (its `timeoutMs`, default 30 s): ten seconds under
+ * the function's timeout, so the tool service records the outcome before Lambda stops the function.
+ * The steps that run tools (ready, turn) wait for the answer; they run for 5 minutes at most.
+ */
+export const TOOL_CALL_MAX_MS = TOOL_FUNCTION_TIMEOUT_MS - 10_000;
+const DEFAULT_INVOKE_TIMEOUT_MS = TOOL_FUNCTION_TIMEOUT_MS + 10_000;
+const THROTTLE_BACKOFF_MS = [200, 1_000, 3_000];
+
+export interface LambdaToolPortOptions {
+  /** With `maxAttempts: 1` (this port retries only what is safe to retry). */
+  client: LambdaClient;
+  /** The tool function's name or ARN (ARBOR_TOOL_FUNCTION). */
+  functionName: string;
+  /** The audit log the tool function writes (the state table): histories, and failures recorded here. */
+  audit: AuditLog;
+  clock: () => Date;
+  /** Default TOOL_FUNCTION_TIMEOUT_MS plus 10 s. */
+  invokeTimeoutMs?: number;
+  /** Waits between throttled attempts (default 0.2, 1 and 3 s); tests make them short. */
+  throttleBackoffMs?: readonly number[];
+  /** Destroy the client on close (default: false, the caller owns it). */
+  ownsClient?: boolean;
+}
+
+const log = componentLogger("tool-port");
+
+interface Entry {
+  descriptor: ToolDescriptor;
+  check: (args: Record<string, unknown>) => string[];
+}
+
+export class LambdaToolPort implements ToolPort {
+  readonly #options: LambdaToolPortOptions;
+  readonly #tools = new Map<string, Entry>();
+  readonly #running = new Map<string, Promise<ToolResult>>();
+
+  private constructor(options: LambdaToolPortOptions, descriptors: readonly ToolDescriptor[]) {
+    this.#options = options;
+    for (const d of descriptors) {
+      deepFreeze(d);
+      this.#tools.set(d.name, { descriptor: d, check: lazyChecker(d) });
+    }
+  }
+
+  /** Asks the tool function for its tools (ListTools); a function that cannot answer throws. */
+  static async open(options: LambdaToolPortOptions): Promise<LambdaToolPort> {
+    let payload: unknown;
+    try {
+      ({ payload } = await invoke(options, { op: "ListTools" }, options.invokeTimeoutMs));
+    } catch (e) {
+      throw asToolFunctionError(options.functionName, e);
+    }
+    const parsed = ListToolsResponseSchema.safeParse(payload);
+    if (!parsed.success)
+      throw new ValidationError(
+        `The tool function ${options.functionName} answered ListTools with something else than { tools: [...] }: deploy the engine stack's functions from one commit`,
+        parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`),
+      );
+    return new LambdaToolPort(options, parsed.data.tools);
+  }
+
+  list(): ToolDescriptor[] {
+    return [...this.#tools.values()].map((t) => t.descriptor);
+  }
+
+  describe(names: readonly string[]): ToolDescriptor[] {
+    return names.flatMap((n) => {
+      const t = this.#tools.get(n);
+      return t ? [t.descriptor] : [];
+    });
+  }
+
+  check(name: string, args: Record<string, unknown>): string[] {
+    return this.#tools.get(name)?.check(args) ?? [];
+  }
+
+  async execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
+    const key = `${context.taskId}\u0000${context.callId}`;
+    const running = this.#running.get(key);
+    if (running) return running;
+    const call = this.#call(name, args, context);
+    this.#running.set(key, call);
+    try {
+      return await call;
+    } finally {
+      this.#running.delete(key);
+    }
+  }
+
+  async history(taskId: string, callId: string): Promise<CallHistory> {
+    const history = historyOf(await this.#options.audit.forTask(taskId), taskId, callId);
+    return this.#running.has(`${taskId}\u0000${callId}`) ? { ...history, running: true } : history;
+  }
+
+  async close(): Promise<void> {
+    if (this.#options.ownsClient) this.#options.client.destroy();
+  }
+
+  async #call(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
+    const before = await this.history(context.taskId, context.callId);
+    const request: ToolFunctionRequest = {
+      op: "ExecuteTool",
+      tool: name,
+      arguments: args,
+      context: {
+        taskId: context.taskId,
+        actor: context.actor,
+        callId: context.callId,
+        ...(context.allowedTools ? { allowedTools: [...context.allowedTools] } : {}),
+      },
+    };
+    try {
+      const { payload } = await invoke(this.#options, request, this.#options.invokeTimeoutMs, context.signal);
+      const parsed = ExecuteToolResponseSchema.safeParse(payload);
+      if (!parsed.success)
+        throw new UnavailableError(
+          `the tool function answered ExecuteTool with something else than { result: { content } }`,
+          { details: { mayHaveRun: true } },
+        );
+      const { content, isError } = parsed.data.result;
+      return isError ? { content, isError } : { content };
+    } catch (e) {
+      const error = asToolFunctionError(this.#options.functionName, e);
+      log.warn("tool call failed in the tool function", {
+        tool: name,
+        urn: context.taskId,
+        callId: context.callId,
+        code: error.code,
+        error: error.message,
+      });
+      return this.#failed(name, args, context, before, error);
+    }
+  }
+
+  /**
+   * A call the tool function did not answer, as a failed call on record: the attempt it started
+   * (recorded as requested, with no outcome), or, when it started none, the next one. When the
+   * function did record an outcome (its answer was lost on the way back), that stays the record.
+   */
+  async #failed(
+    name: string,
+    args: Record<string, unknown>,
+    context: ToolContext,
+    before: CallHistory,
+    error: ArborError,
+  ): Promise<ToolResult> {
+    const after = historyOf(
+      await this.#options.audit.forTask(context.taskId),
+      context.taskId,
+      context.callId,
+    );
+    const started = after.attempts > before.attempts;
+    if (started && after.last !== "unknown") {
+      return {
+        content: `${name} ran (attempt ${after.attempts} ${after.last}), but its answer was lost on the way back (${error.message}); do not assume either way what it did.`,
+        isError: true,
+      };
+    }
+    const attempt = started ? after.attempts : before.attempts + 1;
+    const record = new CallRecord(name, args, context, attempt, this.#options);
+    const reason: ToolFailureReason = error.details.timedOut === true ? "timeout" : "error";
+    // A call with effects is on record as requested before it runs: none, and it did not start.
+    const outcome = started
+      ? " It was started, so its outcome is unknown: it may or may not have taken effect."
+      : " It did not start.";
+    return record.failed(reason, `${name} failed: ${error.message}.${outcome}`);
+  }
+}
+
+/** Compiles a tool's checker when it is first needed (most steps check no arguments). */
+function lazyChecker(d: ToolDescriptor): (args: Record<string, unknown>) => string[] {
+  let check: ((args: Record<string, unknown>) => string[]) | undefined;
+  return (args) => {
+    check ??= jsonSchemaChecker(d.parameters, `tools.${d.name}`);
+    return check(args);
+  };
+}
+
+/** One Invoke of the tool function; a throttled one is tried again (the function did not run). */
+async function invoke(
+  options: LambdaToolPortOptions,
+  request: ToolFunctionRequest,
+  timeoutMs = DEFAULT_INVOKE_TIMEOUT_MS,
+  signal?: AbortSignal,
+): Promise<{ payload: unknown }> {
+  const backoff = options.throttleBackoffMs ?? THROTTLE_BACKOFF_MS;
+  for (let attempt = 0; ; attempt++) {
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const abortSignal = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    let response: InvokeCommandOutput;
+    try {
+      response = await options.client.send(
+        new InvokeCommand({
+          FunctionName: options.functionName,
+          InvocationType: "RequestResponse",
+          Payload: JSON.stringify(request),
+        }),
+        { abortSignal },
+      );
+    } catch (e) {
+      const wait = backoff[attempt];
+      if (isThrottled(e) && wait !== undefined) {
+        await new Promise((r) => setTimeout(r, wait));
+        continue;
+      }
+      if (timeout.aborted)
+        throw new UnavailableError(`the tool function did not answer within ${timeoutMs} ms`, {
+          cause: e,
+          details: { mayHaveRun: true, timedOut: true },
+        });
+      throw e;
+    }
+    const text = response.Payload?.transformToString("utf-8") ?? "";
+    if (response.FunctionError) throw functionError(text);
+    try {
+      return { payload: text ? JSON.parse(text) : null };
+    } catch (cause) {
+      throw new UnavailableError("the tool function's answer is not JSON", {
+        cause,
+        details: { mayHaveRun: true },
+      });
+    }
+  }
+}
+
+const isThrottled = (e: unknown) =>
+  e instanceof Error && (e.name === "TooManyRequestsException" || e.name === "ThrottlingException");
+
+/** The function threw or Lambda stopped it: `{"errorType", "errorMessage"}` (the trace is left out). */
+function functionError(payload: string): ArborError {
+  let type = "Unhandled";
+  let message = payload.slice(0, 500);
+  try {
+    const body = JSON.parse(payload) as Record<string, unknown>;
+    if (typeof body.errorType === "string") type = body.errorType;
+    if (typeof body.errorMessage === "string") message = body.errorMessage.slice(0, 1_000);
+  } catch {
+    // not JSON: the payload as it is
+  }
+  const timedOut = type === "Sandbox.Timedout" || /Task timed out/i.test(message);
+  if (timedOut)
+    return new UnavailableError(`the tool function timed out (${message})`, {
+      details: { mayHaveRun: true, timedOut: true, errorType: type },
+    });
+  if (type === "ValidationError")
+    return new ValidationError(`the tool function refused the request (${message})`);
+  return new UnavailableError(`the tool function failed (${type}: ${message})`, {
+    details: { mayHaveRun: true, errorType: type },
+  });
+}
+
+/** What went wrong, in the error taxonomy; `details.mayHaveRun` when the tool may have started. */
+export function asToolFunctionError(functionName: string, e: unknown): ArborError {
+  if (e instanceof UnavailableError || e instanceof ValidationError || e instanceof ConfigError) return e;
+  const error = e instanceof Error ? e : new Error(String(e));
+  const what = `${error.name}: ${error.message}`.slice(0, 500);
+  if (isThrottled(error))
+    return new ThrottledError(
+      `the tool function ${functionName} is throttled (${what}); try again later, or raise its concurrency`,
+      { cause: e },
+    );
+  if (error.name === "ResourceNotFoundException")
+    return new ConfigError(
+      `the tool function ${functionName} does not exist (${what}): set ARBOR_TOOL_FUNCTION to the engine stack's output ToolFunctionName`,
+      { cause: e },
+    );
+  if (error.name === "AccessDeniedException")
+    return new ConfigError(
+      `this function may not invoke the tool function ${functionName} (${what}): only the ready and turn steps hold lambda:InvokeFunction on it`,
+      { cause: e },
+    );
+  // The request may have reached the function (a connection reset after it was sent).
+  return new UnavailableError(`the tool function ${functionName} could not be reached (${what})`, {
+    cause: e,
+    details: { mayHaveRun: true },
+  });
+}

@@ -1,0 +1,52 @@
+import type { LambdaClient } from "@aws-sdk/client-lambda";
+import type { AwsConfig } from "../config.ts";
+import { createGuardedFetch } from "../outbound/guard.ts";
+import { outboundPolicy } from "../outbound/policy.ts";
+import type { Embedder } from "../ports/embeddings.ts";
+import type { PolicyEngine } from "../ports/policy.ts";
+import { loadToolsConfig } from "../tools/config.ts";
+import { ToolService } from "../tools/tool-service.ts";
+import type { AwsRuntime } from "./aws.ts";
+import { openAwsEmbeddings } from "./aws-embeddings.ts";
+import { type AwsEngineClients, policyFor } from "./aws-engine.ts";
+
+/**
+ * The tool service of the tool function (functions/tool.ts) on AWS: the registry bundled with it
+ * (ARBOR_TOOLS_FILE; the built-ins without one), MCP servers connected and A2A cards fetched here,
+ * the policy of the configuration (OPA from the policies bucket, or Cedar), the outbound guard of
+ * ARBOR_OUTBOUND_*, the audit log and resources of the runtime, and the embeddings the search
+ * built-ins read. The same ToolService that runs in process locally.
+ */
+export interface AwsToolsOptions {
+  /** Bedrock for the embedder, S3 Vectors, S3 for the OPA bundle; `lambda` for the registry's lambda tools. */
+  clients?: Omit<AwsEngineClients, "lambda"> & { lambda?: (region: string | undefined) => LambdaClient };
+  embedder?: Embedder;
+  policy?: PolicyEngine;
+  /** Replaces the outbound guard (tests only). */
+  fetch?: typeof fetch;
+  clock?: () => Date;
+}
+
+export async function openAwsToolService(
+  rt: AwsRuntime,
+  config: AwsConfig,
+  options: AwsToolsOptions = {},
+): Promise<ToolService> {
+  const clients = options.clients ?? {};
+  const { embedder, index } = await openAwsEmbeddings(config, clients, options.embedder);
+  return ToolService.open(
+    loadToolsConfig(config.toolsFile),
+    {
+      resources: rt.resources,
+      audit: rt.audit,
+      untilDurable: () => rt.untilDurable(),
+      policy: options.policy ?? (await policyFor(config, clients.s3)),
+      clock: options.clock ?? (() => new Date()),
+      embedder,
+      index,
+      fetch: options.fetch ?? createGuardedFetch(outboundPolicy(config.outbound)),
+      ...(clients.lambda ? { lambda: clients.lambda } : {}),
+    },
+    config.toolsFile,
+  );
+}

@@ -1,0 +1,228 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
+import { LambdaToolPort } from "../../shared/adapters/aws/lambda-tool-port.ts";
+import { ValidationError } from "../../shared/errors.ts";
+import type { ToolContext, ToolPort } from "../../shared/ports/tools.ts";
+import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
+import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
+import { ToolService } from "../../shared/tools/tool-service.ts";
+import { ASSISTANT, openToolWorld, TASK, type ToolWorld } from "../e2e/tool-world.ts";
+import { type LambdaHandler, LambdaInvokePeer, type LambdaPeerOptions } from "../peers/lambda-invoke.ts";
+import { contractBindings, type ToolRuns, toolPortContract } from "./tool-port.contract.ts";
+
+/**
+ * The Lambda-backed ToolPort of the engine's steps on AWS, through the real `@aws-sdk/client-lambda`
+ * client and the local Invoke peer, to the real tool function handler (functions/tool.ts) running
+ * the ToolService. The same contract as the in-process service; then what only this port meets:
+ * the function failing, timing out, throttled, missing or forbidden, each a failed call on record.
+ */
+const FUNCTION = "arbor-test-tools";
+
+interface Remote {
+  world: ToolWorld;
+  service: ToolService;
+  handler: ToolHandler;
+  peer: LambdaInvokePeer;
+}
+
+async function remote(
+  bindings: ConstructorParameters<typeof ToolService>[0],
+  handlers: (handler: ToolHandler) => Record<string, LambdaHandler> = (h) => ({ [FUNCTION]: h }),
+  peerOptions: LambdaPeerOptions = {},
+): Promise<Remote> {
+  const world = await openToolWorld("arbor-tool-fn-");
+  const service = new ToolService(bindings, world.options({ policy: defaultPolicy() }));
+  const handler = createToolHandler({ service });
+  const peer = await LambdaInvokePeer.start(handlers(handler), peerOptions);
+  return { world, service, handler, peer };
+}
+
+async function closeRemote(r: Remote, port?: ToolPort): Promise<void> {
+  await port?.close?.();
+  await r.peer.close();
+  await r.handler.close();
+  await r.service.close();
+  await r.world.close();
+}
+
+const openPort = (r: Remote, extra: Partial<Parameters<typeof LambdaToolPort.open>[0]> = {}) =>
+  LambdaToolPort.open({
+    client: r.peer.client(),
+    ownsClient: true,
+    functionName: FUNCTION,
+    audit: r.world.rt.audit,
+    clock: () => new Date("2026-06-01T09:00:00.000Z"),
+    throttleBackoffMs: [5, 5],
+    ...extra,
+  });
+
+toolPortContract(
+  "LambdaToolPort -> tool function (real Lambda client, local Invoke peer)",
+  async (bindings) => {
+    const r = await remote(bindings);
+    const port = await openPort(r);
+    return {
+      port,
+      audit: r.world.rt.audit,
+      resources: r.world.rt.resources,
+      close: () => closeRemote(r, port),
+    };
+  },
+);
+
+describe("LambdaToolPort: when the tool function cannot answer", () => {
+  let r: Remote | undefined;
+  let port: ToolPort | undefined;
+  let seen: ToolRuns;
+  let n = 0;
+  const context = (): ToolContext => ({
+    taskId: TASK,
+    actor: ASSISTANT,
+    callId: `fail_${++n}`,
+    allowedTools: ["echo", "send_note", "boom", "huge", "slow"],
+  });
+  const stages = async (callId: string) =>
+    (await r?.world.rt.audit.forTask(TASK))
+      ?.filter((x) => x.callId === callId)
+      .map((x) => `${x.stage}:${x.attempt ?? 1}${x.reason ? `:${x.reason}` : ""}`);
+
+  afterEach(async () => {
+    seen?.release();
+    if (r) await closeRemote(r, port);
+    r = undefined;
+    port = undefined;
+  });
+  const start = async (
+    handlers?: (handler: ToolHandler) => Record<string, LambdaHandler>,
+    peerOptions?: LambdaPeerOptions,
+  ) => {
+    const made = contractBindings();
+    seen = made.seen;
+    r = await remote(made.bindings, handlers, peerOptions);
+    return r;
+  };
+
+  it("sends ListTools once, at open, and each call as one RequestResponse Invoke with the call's context", async () => {
+    const x = await start();
+    port = await openPort(x);
+    await port.execute("echo", { text: "hi" }, { ...context(), callId: "ctx_1" });
+    expect(x.peer.invocations.map((i) => [i.name, i.invocationType])).toEqual([
+      [FUNCTION, "RequestResponse"],
+      [FUNCTION, "RequestResponse"],
+    ]);
+    expect(x.peer.invocations.map((i) => i.payload)).toEqual([
+      { op: "ListTools" },
+      {
+        op: "ExecuteTool",
+        tool: "echo",
+        arguments: { text: "hi" },
+        context: { taskId: TASK, actor: ASSISTANT, callId: "ctx_1", allowedTools: context().allowedTools },
+      },
+    ]);
+    // The key is the tool service's, set in the function: the same one the port's history reports.
+    expect(seen.runs[0]?.context.idempotencyKey).toBe(idempotencyKeyOf(TASK, "ctx_1"));
+  });
+
+  it("a function error (the state table down in the function) is a failed call that did not start, on record", async () => {
+    const x = await start((handler) => ({
+      [FUNCTION]: (event) => {
+        if ((event as { op: string }).op === "ExecuteTool")
+          throw Object.assign(new Error("Could not reach DynamoDB"), { name: "UnavailableError" });
+        return handler(event);
+      },
+    }));
+    port = await openPort(x);
+    const c = context();
+    const result = await port.execute("send_note", { text: "hi" }, c);
+    expect(result).toEqual({
+      content:
+        "send_note failed: the tool function failed (UnavailableError: Could not reach DynamoDB). It did not start.",
+      isError: true,
+    });
+    expect(await stages(c.callId)).toEqual(["failed:1:error"]);
+    // A risky call asked about again sees the failed attempt (engine/approvals.ts asks again).
+    expect(await port.history(TASK, c.callId)).toMatchObject({ attempts: 1, last: "failed" });
+  });
+
+  it("a call the function does not answer in time is a timeout whose outcome is unknown, on record as the attempt it started", async () => {
+    const x = await start();
+    port = await openPort(x, { invokeTimeoutMs: 1_000 });
+    const c = context();
+    const result = await port.execute("slow", {}, c);
+    expect(result.isError).toBe(true);
+    expect(result.content).toMatch(
+      /^slow failed: the tool function did not answer within 1000 ms\. It was started, so its outcome is unknown/,
+    );
+    expect(await stages(c.callId)).toEqual(["requested:1", "failed:1:timeout"]);
+    expect(seen.runs).toHaveLength(1);
+    // Asked again, the call is a second attempt with the same key (a risky one needs a new approval).
+    expect(await port.history(TASK, c.callId)).toMatchObject({
+      attempts: 1,
+      last: "failed",
+      idempotencyKey: idempotencyKeyOf(TASK, c.callId),
+    });
+  });
+
+  it("Lambda's own timeout (Sandbox.Timedout) reads the same", async () => {
+    const x = await start((handler) => ({
+      [FUNCTION]: async (event) => {
+        if ((event as { op: string }).op === "ListTools") return handler(event);
+        // The service records the call as requested, then Lambda stops the function.
+        void handler(event);
+        await new Promise((res) => setTimeout(res, 200));
+        throw Object.assign(new Error("Task timed out after 240.00 seconds"), { name: "Sandbox.Timedout" });
+      },
+    }));
+    port = await openPort(x);
+    const c = context();
+    const result = await port.execute("slow", {}, c);
+    expect(result.content).toMatch(/^slow failed: the tool function timed out .* outcome is unknown/);
+    expect(await stages(c.callId)).toEqual(["requested:1", "failed:1:timeout"]);
+  });
+
+  it("a throttled Invoke is tried again (the function did not run); still throttled, a failed call that did not start", async () => {
+    const throttled: Record<string, number> = { [FUNCTION]: 2 };
+    const x = await start(undefined, { throttled });
+    port = await openPort(x); // ListTools: throttled twice, then answered
+    const c = context();
+    expect(await port.execute("echo", { text: "once" }, c)).toEqual({ content: "echo: once" });
+    throttled[FUNCTION] = 10; // more than the port's tries
+    const d = context();
+    const result = await port.execute("echo", { text: "twice" }, d);
+    expect(result.isError).toBe(true);
+    expect(result.content).toMatch(
+      /^echo failed: the tool function arbor-test-tools is throttled \(TooManyRequestsException: Rate Exceeded\.\); try again later.*It did not start\.$/,
+    );
+    expect(await stages(d.callId)).toEqual(["failed:1:error"]);
+    expect(seen.runs.map((run) => run.args)).toEqual([{ text: "once" }]);
+    expect(throttled[FUNCTION]).toBe(7); // three tries: the first and two more
+  });
+
+  it("a missing function, or one this role may not invoke: no port at all, or a failed call, saying what to fix", async () => {
+    const denied: string[] = [];
+    const x = await start((handler) => ({ [FUNCTION]: handler, "forbidden-tools": handler }), { denied });
+    await expect(openPort(x, { functionName: "no-such-tools" })).rejects.toThrow(
+      /tool function no-such-tools does not exist .*ARBOR_TOOL_FUNCTION.*ToolFunctionName/,
+    );
+    denied.push("forbidden-tools");
+    await expect(openPort(x, { functionName: "forbidden-tools" })).rejects.toThrow(
+      /may not invoke the tool function forbidden-tools .*ready and turn steps/,
+    );
+    port = await openPort(x);
+    denied.push(FUNCTION); // the grant is gone (a deploy that moved it)
+    const c = context();
+    const result = await port.execute("echo", { text: "hi" }, c);
+    expect(result.content).toMatch(
+      /^echo failed: this function may not invoke the tool function arbor-test-tools \(AccessDeniedException: .*It did not start\.$/,
+    );
+    expect(await stages(c.callId)).toEqual(["failed:1:error"]);
+    expect(seen.runs).toEqual([]);
+  });
+
+  it("the handler refuses input that is not a request, naming the fields, and runs nothing", async () => {
+    const x = await start();
+    await expect(x.handler({ op: "ExecuteTool", tool: "echo" })).rejects.toThrow(ValidationError);
+    await expect(x.handler({ op: "Nope" })).rejects.toThrow(/Invalid tool function input.*op/);
+    expect(seen.runs).toEqual([]);
+  });
+});
