@@ -173,7 +173,7 @@ export function createApp(options: CreateAppOptions = {}) {
   });
   const engine = new EngineStack(app, `arbor-${settings.stage}-engine`, {
     env,
-    description: `Arbor engine (${settings.stage}): one Lambda function and EventBridge rule per engine step, the watchdog, the vector index`,
+    description: `Arbor engine (${settings.stage}): one Lambda function and EventBridge rule per engine step, the watchdog, the tool function, the vector index`,
     tags: { project: "arbor", stage: settings.stage },
     terminationProtection: !settings.dev,
     stage: settings.stage,

@@ -3,12 +3,13 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ArnFormat, type Stack, Stage } from "aws-cdk-lib";
 import type { IConstruct } from "constructs";
+import { TOOL_CALL_MAX_MS, TOOL_FUNCTION_TIMEOUT_MS } from "../../shared/adapters/aws/lambda-tool-port.ts";
 import { LAMBDA_FUNCTION, type ToolsConfig } from "../../shared/tools/config.ts";
 
 /**
- * The tool registry deployed with the engine functions: validated at synth, written into each
- * bundle as `tools.json` (ARBOR_TOOLS_FILE points at it), and the source of the grants on the
- * Lambda functions its `lambda` tools invoke.
+ * The tool registry deployed with the tool function (tool-function.ts): validated at synth, written
+ * into its bundle as `tools.json` (ARBOR_TOOLS_FILE points at it), and the source of its grants on
+ * the Lambda functions the registry's `lambda` tools invoke.
  */
 export interface ToolRegistry {
   /** What parseToolsConfig returned for the file. */
@@ -17,7 +18,7 @@ export interface ToolRegistry {
   readonly source: string;
 }
 
-/** The registry's name inside each function bundle. */
+/** The registry's name inside the tool function's bundle. */
 export const BUNDLED_TOOLS_FILE = "tools.json";
 
 /** Where Lambda unpacks a function's code (LAMBDA_TASK_ROOT): the bundle's root. */
@@ -29,17 +30,27 @@ export const DEPLOYED_TOOLS_FILE = `${LAMBDA_TASK_ROOT}/${BUNDLED_TOOLS_FILE}`;
 /**
  * Entries that cannot work inside a Lambda function, each as `tools.<name>: <why and what to do>`.
  * A stdio MCP server is a command Arbor starts next to itself: that command is not in the bundle.
+ * A call longer than TOOL_CALL_MAX_MS cannot be waited for: the steps call the tool function
+ * synchronously, and it answers within its timeout.
  */
 export function undeployableEntries(config: ToolsConfig): string[] {
-  return Object.entries(config.tools).flatMap(([name, entry]) =>
-    entry.kind === "mcp" && entry.transport === "stdio"
+  return Object.entries(config.tools).flatMap(([name, entry]) => [
+    ...(entry.kind === "mcp" && entry.transport === "stdio"
       ? [
           `tools.${name}: a stdio MCP server cannot run on Lambda (its command ${JSON.stringify(entry.command)} ` +
             'is not in the function bundle); run the server where it can listen and give it as "transport": ' +
             '"http" with the "url" of its streamable HTTP endpoint',
         ]
-      : [],
-  );
+      : []),
+    ...(entry.timeoutMs !== undefined && entry.timeoutMs > TOOL_CALL_MAX_MS
+      ? [
+          `tools.${name}.timeoutMs: ${entry.timeoutMs} is longer than a tool call may take on Lambda ` +
+            `(${TOOL_CALL_MAX_MS} ms: the engine's steps wait for the tool function, which answers within ` +
+            `${TOOL_FUNCTION_TIMEOUT_MS / 1000} s); give at most ${TOOL_CALL_MAX_MS}, or have the tool start ` +
+            "the work and return at once, and a second tool read how it went",
+        ]
+      : []),
+  ]);
 }
 
 /** Throws when the registry has entries that cannot work inside Lambda, naming each and the fix. */

@@ -21,14 +21,8 @@ import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import { RouteRule } from "../constructs/route-rule.ts";
-import {
-  assertDeployable,
-  BUNDLED_TOOLS_FILE,
-  DEPLOYED_TOOLS_FILE,
-  lambdaToolArns,
-  stageToolRegistry,
-  type ToolRegistry,
-} from "../constructs/tool-registry.ts";
+import { ToolFunction } from "../constructs/tool-function.ts";
+import { assertDeployable, type ToolRegistry } from "../constructs/tool-registry.ts";
 import { EMBEDDING_MODEL_ID, VectorStore } from "../constructs/vector-store.ts";
 import { STORAGE_OUTPUT_KEYS, type StorageOutputs, type StorageStack } from "./storage-stack.ts";
 
@@ -51,9 +45,9 @@ export interface EngineStackProps extends StackProps {
   readonly storage: StorageStack;
   readonly model: EngineModel;
   /**
-   * The tool registry (`-c tools=<file>`), shipped in every function's bundle as `tools.json` with
-   * ARBOR_TOOLS_FILE pointing at it; its `lambda` tools' functions are granted to the steps that
-   * run tools (ToolFunctionAccess). None: the functions have the built-in tools only.
+   * The tool registry (`-c tools=<file>`), shipped in the tool function's bundle as `tools.json`
+   * with ARBOR_TOOLS_FILE pointing at it; its `lambda` tools' functions are granted to the tool
+   * function only (ToolFunctionAccess). None: the tool function has the built-in tools only.
    */
   readonly tools?: ToolRegistry;
   /** Default one month. */
@@ -71,9 +65,13 @@ export const ENGINE_OUTPUT_KEYS = {
   supervise: "SuperviseFunctionName",
   "index-output": "IndexOutputFunctionName",
   watchdog: "WatchdogFunctionName",
+  toolFunction: "ToolFunctionName",
   vectorBucketName: "VectorBucketName",
   vectorIndexName: "VectorIndexName",
-} as const satisfies Record<StepName | "watchdog" | "vectorBucketName" | "vectorIndexName", string>;
+} as const satisfies Record<
+  StepName | "watchdog" | "toolFunction" | "vectorBucketName" | "vectorIndexName",
+  string
+>;
 
 /** A step that may call the model waits for it: long answers and Bedrock's retries take minutes. */
 const MODEL_STEP = { timeout: Duration.minutes(5), memorySize: 1024 } as const;
@@ -95,7 +93,8 @@ export interface StorageResources {
 /**
  * The orchestration engine on Lambda: one function per route of shared/engine/routes.ts, each
  * invoked by a rule of the same name and pattern on the Arbor bus, plus the watchdog on a
- * schedule, and the S3 Vectors store the engine embeds into.
+ * schedule, the tool function the ready and turn steps call for every tool call, and the S3
+ * Vectors store the engine embeds into.
  */
 export class EngineStack extends Stack {
   readonly storage: StorageResources;
@@ -106,7 +105,9 @@ export class EngineStack extends Stack {
   readonly vectors: VectorStore;
   readonly dataPolicy: ManagedPolicy;
   readonly modelPolicy: ManagedPolicy;
-  /** Invoke on the functions of the registry's `lambda` tools; none without such tools. */
+  /** Runs every tool call; the only function with the tools' grants, registry and connections. */
+  readonly tools: ToolFunction;
+  /** Invoke on the functions of the registry's `lambda` tools (the tool function's); none without such tools. */
   readonly toolPolicy: ManagedPolicy | undefined;
 
   constructor(scope: Construct, id: string, props: EngineStackProps) {
@@ -123,12 +124,6 @@ export class EngineStack extends Stack {
     this.dataPolicy = this.#dataPolicy(this.storage);
     this.modelPolicy = this.#modelPolicy(props.model);
     if (props.tools) assertDeployable(props.tools);
-    this.toolPolicy = props.tools ? this.#toolPolicy(props.tools) : undefined;
-    // Every function builds the engine with the registry (the tools are opened at cold start).
-    const bundledFiles = props.tools
-      ? { bundledFiles: { [BUNDLED_TOOLS_FILE]: stageToolRegistry(this, props.tools.config) } }
-      : {};
-
     const environment = {
       ARBOR_MODE: "aws",
       ARBOR_RESOURCES_BUCKET: this.storage.resourcesBucket.bucketName,
@@ -142,9 +137,16 @@ export class EngineStack extends Stack {
       ARBOR_MODEL_PROVIDER: props.model.provider,
       ARBOR_MODEL: props.model.id,
       POWERTOOLS_LOG_LEVEL: "INFO",
-      ...(props.tools ? { ARBOR_TOOLS_FILE: DEPLOYED_TOOLS_FILE } : {}),
     };
     const common = { logRetention, removalPolicy: props.removalPolicy };
+    const { ARBOR_MODEL: _model, ARBOR_MODEL_PROVIDER: _provider, ...toolEnvironment } = environment;
+    this.tools = new ToolFunction(this, "Tools", {
+      ...common,
+      environment: toolEnvironment,
+      dataPolicy: this.dataPolicy,
+      ...(props.tools ? { registry: props.tools } : {}),
+    });
+    this.toolPolicy = this.tools.toolPolicy;
 
     const steps: Partial<Record<StepName, EngineFunction>> = {};
     const rules: Partial<Record<StepName, RouteRule>> = {};
@@ -155,20 +157,21 @@ export class EngineStack extends Stack {
         ...(route.callsModel ? MODEL_STEP : PLAIN_STEP),
         entry: "functions/engine-step.ts",
         description: `Arbor engine step "${route.name}": ${route.description}`,
-        environment,
         // A tool runs only on the model's tool call, in a leaf's inner loop (ready, turn): only
-        // those steps get the tools' invoke grant.
+        // those steps call the tool function, and may.
+        environment: route.runsTools
+          ? { ...environment, ARBOR_TOOL_FUNCTION: this.tools.handler.function.functionName }
+          : environment,
         policies: [
           this.dataPolicy,
           ...(route.callsModel ? [this.modelPolicy] : []),
-          ...(route.runsTools && this.toolPolicy ? [this.toolPolicy] : []),
+          ...(route.runsTools ? [this.tools.invokePolicy] : []),
         ],
         // A failed step is retried twice by Lambda (after about 1 and 2 minutes), then its
         // invocation goes to the dead-letter queue, from where it can be sent again.
         retryAttempts: 2,
         maxEventAge: Duration.hours(6),
         deadLetterQueue,
-        ...bundledFiles,
       });
       steps[route.name] = fn;
       rules[route.name] = new RouteRule(this, `${id}Route`, {
@@ -190,7 +193,7 @@ export class EngineStack extends Stack {
     this.rules = rules as Record<StepName, RouteRule>;
 
     // The watchdog may evaluate a stalled parent, i.e. call the model. It runs no tool: a leaf's
-    // turns it only sends again (shared/engine/lifecycle.ts `watchdog`), so no ToolFunctionAccess.
+    // turns it only sends again (shared/engine/lifecycle.ts `watchdog`), so no tool function.
     this.watchdog = new EngineFunction(this, "Watchdog", {
       ...common,
       ...MODEL_STEP,
@@ -198,7 +201,6 @@ export class EngineStack extends Stack {
       description: "Arbor engine watchdog: sends again the commands of work that stopped moving",
       environment: { ...environment, ARBOR_WATCHDOG_STALE_MS: String(watchdogStale.toMilliseconds()) },
       policies: [this.dataPolicy, this.modelPolicy],
-      ...bundledFiles,
       // The next run, five minutes later, does the same work: no retries, nothing to dead-letter.
       retryAttempts: 0,
       maxEventAge: Duration.minutes(5),
@@ -211,6 +213,11 @@ export class EngineStack extends Stack {
     new CfnOutput(this, ENGINE_OUTPUT_KEYS.watchdog, {
       value: this.watchdog.function.functionName,
       description: "Engine watchdog function",
+    });
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.toolFunction, {
+      value: this.tools.handler.function.functionName,
+      description:
+        "Tool function: every tool call of the engine (ARBOR_TOOL_FUNCTION of the ready and turn steps)",
     });
     new CfnOutput(this, ENGINE_OUTPUT_KEYS.vectorBucketName, {
       value: this.vectors.bucketName,
@@ -312,29 +319,6 @@ export class EngineStack extends Stack {
         "time, so no fixed list of keys exists. The actions are get, put and delete of objects.",
     });
     return policy;
-  }
-
-  /**
-   * InvokeFunction on exactly the functions the registry's `lambda` tools invoke: the unqualified
-   * ARN, or the version's or alias's ARN when the entry names one (Lambda authorizes a qualified
-   * Invoke on that ARN only, as CDK's own Alias/Version grantInvoke does). No wildcard. None
-   * without `lambda` tools.
-   */
-  #toolPolicy(registry: ToolRegistry): ManagedPolicy | undefined {
-    const functions = lambdaToolArns(this, registry.config);
-    if (functions.length === 0) return undefined;
-    return new ManagedPolicy(this, "ToolFunctionAccess", {
-      // Fixed: a new description would replace the policy.
-      description:
-        "Arbor engine steps that run tools: invoke the Lambda functions of the registry's lambda tools",
-      statements: [
-        new PolicyStatement({
-          sid: "ToolFunctions",
-          actions: ["lambda:InvokeFunction"],
-          resources: functions,
-        }),
-      ],
-    });
   }
 
   #modelPolicy(model: EngineModel): ManagedPolicy {

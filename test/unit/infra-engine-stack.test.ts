@@ -187,6 +187,7 @@ describe("routes", () => {
 describe("functions", () => {
   const stepFunctions = () => ROUTES.map((r) => [r, logicalId(prod.engine.steps[r.name].function)] as const);
   const watchdogFn = () => logicalId(prod.engine.watchdog.function);
+  const toolFn = () => logicalId(prod.engine.tools.handler.function);
 
   it("run Node.js 22 on ARM64, with the long timeout only where the model is called", () => {
     for (const [route, id] of stepFunctions()) {
@@ -199,6 +200,7 @@ describe("functions", () => {
       });
     }
     expect(props(prod.template, watchdogFn())).toMatchObject({ Runtime: "nodejs22.x", Timeout: 300 });
+    expect(props(prod.template, toolFn())).toMatchObject({ Runtime: "nodejs22.x", Architectures: ["arm64"] });
   });
 
   it("share one bundle for the steps and one for the watchdog", () => {
@@ -239,12 +241,12 @@ describe("functions", () => {
 
   it("write to their own log group, kept a month, retained outside dev", () => {
     const groups = resources(prod.template, "AWS::Logs::LogGroup");
-    expect(Object.keys(groups)).toHaveLength(ROUTES.length + 1);
+    expect(Object.keys(groups)).toHaveLength(ROUTES.length + 2);
     for (const g of Object.values(groups))
       expect(g).toMatchObject({ DeletionPolicy: "Retain", Properties: { RetentionInDays: 30 } });
     for (const g of Object.values(resources(dev.template, "AWS::Logs::LogGroup")))
       expect(g.DeletionPolicy).toBe("Delete");
-    const used = [...stepFunctions().map(([, id]) => id), watchdogFn()].map(
+    const used = [...stepFunctions().map(([, id]) => id), watchdogFn(), toolFn()].map(
       (id) => (props(prod.template, id).LoggingConfig as { LogGroup: { Ref: string } }).LogGroup.Ref,
     );
     expect(used.sort()).toEqual(Object.keys(groups).sort());
@@ -327,24 +329,35 @@ describe("permissions", () => {
     ]);
   });
 
-  it("give model access only to the steps that call the model, and the watchdog", () => {
+  it("give model access only to the steps that call the model, and the watchdog; the tool function only to ready and turn", () => {
     const modelPolicy = { Ref: logicalId(prod.engine.modelPolicy) };
     const dataPolicy = { Ref: logicalId(prod.engine.dataPolicy) };
+    const invokeTools = { Ref: logicalId(prod.engine.tools.invokePolicy) };
     for (const route of ROUTES) {
       const role = logicalId(prod.engine.steps[route.name].role);
-      expect(props(prod.template, role).ManagedPolicyArns).toEqual(
-        route.callsModel ? [dataPolicy, modelPolicy] : [dataPolicy],
-      );
+      expect(props(prod.template, role).ManagedPolicyArns).toEqual([
+        dataPolicy,
+        ...(route.callsModel ? [modelPolicy] : []),
+        ...(route.runsTools ? [invokeTools] : []),
+      ]);
     }
     expect(props(prod.template, logicalId(prod.engine.watchdog.role)).ManagedPolicyArns).toEqual([
       dataPolicy,
       modelPolicy,
     ]);
+    // The tool function calls no model.
+    expect(props(prod.template, logicalId(prod.engine.tools.handler.role)).ManagedPolicyArns).toEqual([
+      dataPolicy,
+    ]);
   });
 
-  it("without a tool registry (-c tools), ship none and grant no function invocation", () => {
+  it("without a tool registry (-c tools), ship none and grant no invocation but the tool function's", () => {
     expect(prod.engine.toolPolicy).toBeUndefined();
-    for (const fn of [...ROUTES.map((r) => prod.engine.steps[r.name]), prod.engine.watchdog]) {
+    for (const fn of [
+      ...ROUTES.map((r) => prod.engine.steps[r.name]),
+      prod.engine.watchdog,
+      prod.engine.tools.handler,
+    ]) {
       const { Environment, Code } = props(prod.template, logicalId(fn.function)) as {
         Environment: { Variables: Record<string, unknown> };
         Code: { S3Key: string };
@@ -353,8 +366,16 @@ describe("permissions", () => {
       const bundle = join(prod.app.outdir, `asset.${Code.S3Key.replace(/\.zip$/, "")}`);
       expect(readdirSync(bundle).sort()).toEqual(["cedar_wasm_bg.wasm", "index.mjs", "index.mjs.map"]);
     }
-    const actions = statements(prod.template).flatMap((s) => list(s.Action));
-    expect(actions.filter((a) => a.startsWith("lambda:"))).toEqual([]);
+    const invokes = statements(prod.template).filter((s) =>
+      list(s.Action).some((a) => a.startsWith("lambda:")),
+    );
+    expect(invokes.map((s) => [s.Sid, s.Action, s.Resource])).toEqual([
+      [
+        "ToolService",
+        "lambda:InvokeFunction",
+        { "Fn::GetAtt": [logicalId(prod.engine.tools.handler.function), "Arn"] },
+      ],
+    ]);
   });
 
   /**
@@ -389,6 +410,7 @@ describe("permissions", () => {
     InvokeModelCommand: ["bedrock:InvokeModel"],
     ConverseCommand: ["bedrock:InvokeModel"],
     ConverseStreamCommand: ["bedrock:InvokeModelWithResponseStream"],
+    InvokeCommand: ["lambda:InvokeFunction"],
   };
   const ADAPTERS = [
     "shared/adapters/aws/dynamo-state-store.ts",
@@ -397,6 +419,7 @@ describe("permissions", () => {
     "shared/adapters/vectors/s3-vectors-index.ts",
     "shared/adapters/embeddings/titan-embedder.ts",
     "shared/adapters/llm/bedrock-llm.ts",
+    "shared/adapters/aws/lambda-tool-port.ts",
   ];
 
   it("allow every call the AWS adapters make at run time", () => {

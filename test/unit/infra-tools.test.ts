@@ -54,10 +54,12 @@ const props = (s: Synthesized, c: IConstruct) =>
   (s.template.toJSON().Resources as Record<string, { Properties: Record<string, unknown> }>)[logicalId(c)]
     ?.Properties ?? {};
 const fnProps = (s: Synthesized, c: IConstruct) => props(s, c) as unknown as Fn;
+/** The functions that call the model: they get no registry and no grant on the tools' functions. */
 const functions = (s: Synthesized) => [
   ...ROUTES.map((r) => [r.name, s.engine.steps[r.name]] as const),
   ["watchdog", s.engine.watchdog] as const,
 ];
+const toolFn = (s: Synthesized) => s.engine.tools.handler;
 /** The directory CDK bundled a function's code into (its asset, named by the hash of that output). */
 const bundleOf = (s: Synthesized, c: IConstruct) =>
   join(s.app.outdir, `asset.${fnProps(s, c).Code.S3Key.replace(/\.zip$/, "")}`);
@@ -88,41 +90,49 @@ beforeAll(() => {
 }, 120_000);
 
 describe("a deployed tool registry", () => {
-  it("reaches every step function and the watchdog as tools.json in its bundle, which ARBOR_TOOLS_FILE names", () => {
+  it("reaches the tool function only, as tools.json in its bundle, which ARBOR_TOOLS_FILE names", () => {
     const expected = parseToolsConfig(registryJson());
-    for (const [name, fn] of functions(withTools)) {
-      expect([name, fnProps(withTools, fn.function).Environment.Variables.ARBOR_TOOLS_FILE]).toEqual([
-        name,
-        DEPLOYED_TOOLS_FILE,
-      ]);
-      const bundle = bundleOf(withTools, fn.function);
-      // Read by the functions' own loader: what runs on Lambda is the registry as validated at synth.
-      expect(loadToolsConfig(join(bundle, "tools.json"))).toEqual(expected);
-      // The hook adds to BUNDLING's: the Cedar wasm is still there.
-      expect(existsSync(join(bundle, "cedar_wasm_bg.wasm"))).toBe(true);
-    }
+    const fn = toolFn(withTools).function;
+    expect(fnProps(withTools, fn).Environment.Variables.ARBOR_TOOLS_FILE).toBe(DEPLOYED_TOOLS_FILE);
+    const bundle = bundleOf(withTools, fn);
+    // Read by the function's own loader: what runs on Lambda is the registry as validated at synth.
+    expect(loadToolsConfig(join(bundle, "tools.json"))).toEqual(expected);
+    // The hook adds to BUNDLING's: the Cedar wasm is still there.
+    expect(existsSync(join(bundle, "cedar_wasm_bg.wasm"))).toBe(true);
     expect(DEPLOYED_TOOLS_FILE).toBe("/var/task/tools.json");
+    // The functions that call the model have neither the file nor the variable.
+    for (const [name, step] of functions(withTools)) {
+      const vars = fnProps(withTools, step.function).Environment.Variables;
+      expect([name, "ARBOR_TOOLS_FILE" in vars]).toEqual([name, false]);
+      expect([name, existsSync(join(bundleOf(withTools, step.function), "tools.json"))]).toEqual([
+        name,
+        false,
+      ]);
+    }
   });
 
   it("is a file, not an environment variable (Lambda caps them all at 4 KB)", () => {
-    for (const [, fn] of functions(withTools)) {
+    for (const fn of [...functions(withTools).map(([, f]) => f), toolFn(withTools)]) {
       const vars = JSON.stringify(fnProps(withTools, fn.function).Environment.Variables);
       expect(vars).not.toContain("venues.example.com");
       expect(vars).not.toContain("quote-price");
     }
   });
 
-  it("changes the functions' code when the registry changes, and only their code", () => {
+  it("changes the tool function's code when the registry changes, and nothing else", () => {
     const counterpart = (s: Synthesized, fn: IConstruct) =>
       fnProps(s, s.engine.node.findChild(fn.node.id).node.findChild("Function"));
     for (const [name, fn] of functions(withTools)) {
       const a = fnProps(withTools, fn.function);
       const b = counterpart(withoutLambda, fn);
-      expect([name, a.Code.S3Key === b.Code.S3Key]).toEqual([name, false]);
+      expect([name, a.Code.S3Key]).toEqual([name, b.Code.S3Key]);
       expect(a.Environment).toEqual(b.Environment);
-      // The same registry, wherever it is read from: the same code, so nothing is deployed again.
-      expect([name, counterpart(again, fn).Code.S3Key]).toEqual([name, a.Code.S3Key]);
     }
+    const tool = (s: Synthesized) => fnProps(s, toolFn(s).function);
+    expect(tool(withTools).Code.S3Key).not.toBe(tool(withoutLambda).Code.S3Key);
+    expect(tool(withTools).Environment).toEqual(tool(withoutLambda).Environment);
+    // The same registry, wherever it is read from: the same code, so nothing is deployed again.
+    expect(tool(again).Code.S3Key).toBe(tool(withTools).Code.S3Key);
     // One bundle for the six steps, one for the watchdog, as without a registry.
     const keys = new Set(functions(withTools).map(([, fn]) => fnProps(withTools, fn.function).Code.S3Key));
     expect(keys.size).toBe(2);
@@ -157,20 +167,24 @@ describe("a deployed tool registry", () => {
     );
   });
 
-  it("gives it only to the steps that run a leaf's inner loop (ready, turn), not to the others or the watchdog", () => {
+  it("gives it to the tool function only; the steps that run a leaf's inner loop (ready, turn) may call that function, nothing else", () => {
     const ref = (c: IConstruct) => ({ Ref: logicalId(c) });
-    const { dataPolicy, modelPolicy, toolPolicy } = withTools.engine;
+    const { dataPolicy, modelPolicy, toolPolicy, tools } = withTools.engine;
     expect(ROUTES.filter((r) => r.runsTools).map((r) => r.name)).toEqual(["ready", "turn"]);
     for (const route of ROUTES) {
       expect(props(withTools, withTools.engine.steps[route.name].role).ManagedPolicyArns).toEqual([
         ref(dataPolicy),
         ...(route.callsModel ? [ref(modelPolicy)] : []),
-        ...(route.runsTools ? [ref(toolPolicy as IConstruct)] : []),
+        ...(route.runsTools ? [ref(tools.invokePolicy)] : []),
       ]);
     }
     expect(props(withTools, withTools.engine.watchdog.role).ManagedPolicyArns).toEqual([
       ref(dataPolicy),
       ref(modelPolicy),
+    ]);
+    expect(props(withTools, tools.handler.role).ManagedPolicyArns).toEqual([
+      ref(dataPolicy),
+      ref(toolPolicy as IConstruct),
     ]);
   });
 
@@ -185,15 +199,16 @@ describe("a deployed tool registry", () => {
 
   it("adds no invoke policy for a registry without lambda tools, yet ships that registry", () => {
     expect(withoutLambda.engine.toolPolicy).toBeUndefined();
-    const actions = Object.values(withoutLambda.template.findResources("AWS::IAM::ManagedPolicy")).flatMap(
+    const invokes = Object.values(withoutLambda.template.findResources("AWS::IAM::ManagedPolicy")).flatMap(
       (p) =>
-        (p.Properties.PolicyDocument as { Statement: { Action: string | string[] }[] }).Statement.flatMap(
-          (s) => list(s.Action),
-        ),
+        (
+          p.Properties.PolicyDocument as { Statement: { Sid: string; Action: string | string[] }[] }
+        ).Statement.filter((s) => list(s.Action).some((a) => a.startsWith("lambda:"))),
     );
-    expect(actions.filter((a) => a.startsWith("lambda:"))).toEqual([]);
-    const step = withoutLambda.engine.steps.turn.function;
-    expect(loadToolsConfig(join(bundleOf(withoutLambda, step), "tools.json")).tools).toHaveProperty(
+    // Only the steps' grant on the tool function itself.
+    expect(invokes.map((s) => s.Sid)).toEqual(["ToolService"]);
+    const fn = toolFn(withoutLambda).function;
+    expect(loadToolsConfig(join(bundleOf(withoutLambda, fn), "tools.json")).tools).toHaveProperty(
       "venue_desk",
     );
   });
