@@ -82,6 +82,20 @@ describe("config", () => {
     });
   });
 
+  it("reads the tool function by name or ARN (unset: tools run in process), and refuses anything else", () => {
+    expect(loadConfig(aws)).not.toHaveProperty("toolFunction");
+    for (const fn of [
+      "arbor-prod-engine-ToolsHandlerFunction1A2B3C",
+      "arbor-tools:live",
+      "arn:aws:lambda:eu-west-1:123456789012:function:arbor-tools",
+    ])
+      expect(loadConfig({ ...aws, ARBOR_TOOL_FUNCTION: fn })).toMatchObject({ toolFunction: fn });
+    for (const bad of ["arn:aws:s3:::a-bucket", "two words", "x".repeat(65)])
+      expect(() => loadConfig({ ...aws, ARBOR_TOOL_FUNCTION: bad })).toThrow(
+        /ARBOR_TOOL_FUNCTION: a Lambda function name .*ToolFunctionName/,
+      );
+  });
+
   it("wants the vector bucket and index together, and says which one is missing", () => {
     expect(() => loadConfig({ ...aws, ARBOR_VECTOR_BUCKET: "arbor-prod-vectors" })).toThrow(ConfigError);
     expect(() => loadConfig({ ...aws, ARBOR_VECTOR_BUCKET: "arbor-prod-vectors" })).toThrow(
