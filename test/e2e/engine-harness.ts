@@ -14,6 +14,7 @@ import {
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
 import { pendingInteractions } from "../../shared/engine/interactions.ts";
 import type { OutboundSettings } from "../../shared/outbound/policy.ts";
+import type { ToolPort } from "../../shared/ports/tools.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
 
@@ -38,6 +39,11 @@ export interface HarnessOptions {
   faults?: FaultInjector;
   /** Where resources live (default: the local default, SQLite). */
   objectStore?: "sqlite" | "files";
+  /**
+   * The tools, made anew for each process (default: the service built from `toolsConfig`); given
+   * the data folder, so a port can reach what shares it (a tool function on its own runtime).
+   */
+  tools?: (rt: LocalRuntime, dataDir: string) => Promise<ToolPort>;
   /** Hold the data folder's lock as `arbor serve` does (the runtime is then the folder's sole worker). */
   lockAs?: string;
 }
@@ -84,6 +90,7 @@ export class Harness {
       newId: () => `id${String(++this.#ids).padStart(6, "0")}`,
       ...(this.options.settings ? { settings: this.options.settings } : {}),
       ...(this.options.toolsConfig ? { toolsConfig: this.options.toolsConfig } : {}),
+      ...(this.options.tools ? { tools: await this.options.tools(this.rt, this.dataDir) } : {}),
       ...(this.options.fetch ? { fetch: this.options.fetch } : {}),
       ...(this.options.outbound ? { outbound: this.options.outbound } : {}),
       ...(faults ? { faults } : {}),

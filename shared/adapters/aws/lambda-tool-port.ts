@@ -82,6 +82,7 @@ export class LambdaToolPort implements ToolPort {
   readonly #options: LambdaToolPortOptions;
   readonly #tools = new Map<string, Entry>();
   readonly #running = new Map<string, Promise<ToolResult>>();
+  #closed = false;
 
   private constructor(options: LambdaToolPortOptions, descriptors: readonly ToolDescriptor[]) {
     this.#options = options;
@@ -141,7 +142,13 @@ export class LambdaToolPort implements ToolPort {
     return this.#running.has(`${taskId}\u0000${callId}`) ? { ...history, running: true } : history;
   }
 
+  /**
+   * Lets go of the client. A call still out is not recorded as failed: the process is going away
+   * as in a crash, and its record (requested, and whatever the tool function writes) tells the
+   * next step what happened.
+   */
   async close(): Promise<void> {
+    this.#closed = true;
     if (this.#options.ownsClient) this.#options.client.destroy();
   }
 
@@ -170,6 +177,7 @@ export class LambdaToolPort implements ToolPort {
       return isError ? { content, isError } : { content };
     } catch (e) {
       const error = asToolFunctionError(this.#options.functionName, e);
+      if (this.#closed) throw error;
       log.warn("tool call failed in the tool function", {
         tool: name,
         urn: context.taskId,
