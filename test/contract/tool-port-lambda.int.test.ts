@@ -219,6 +219,36 @@ describe("LambdaToolPort: when the tool function cannot answer", () => {
     expect(seen.runs).toEqual([]);
   });
 
+  it("a schema this side cannot compile checks nothing here; the tool function still checks the call", async () => {
+    const odd = {
+      descriptor: {
+        name: "odd",
+        kind: "http" as const,
+        description: "A tool whose schema only its server understands",
+        parameters: { type: "object", properties: { a: { type: "decimal" } } },
+        risky: true,
+        pure: false,
+      },
+      check: (args: Record<string, unknown>) => (typeof args.a === "number" ? [] : ["a: must be a decimal"]),
+      run: async () => "odd: ok",
+    };
+    const world = await openToolWorld("arbor-tool-fn-");
+    const service = new ToolService([odd], world.options({ policy: defaultPolicy() }));
+    const handler = createToolHandler({ service });
+    const peer = await LambdaInvokePeer.start({ [FUNCTION]: handler });
+    r = { world, service, handler, peer };
+    port = await openPort(r);
+    expect(port.check("odd", { a: "x" })).toEqual([]);
+    const c = { ...context(), allowedTools: ["odd"] };
+    expect(await port.execute("odd", { a: "x" }, c)).toEqual({
+      content: "Invalid arguments for odd: a: must be a decimal",
+      isError: true,
+    });
+    expect(await port.execute("odd", { a: 1.5 }, { ...c, callId: `${c.callId}b` })).toEqual({
+      content: "odd: ok",
+    });
+  });
+
   it("the handler refuses input that is not a request, naming the fields, and runs nothing", async () => {
     const x = await start();
     await expect(x.handler({ op: "ExecuteTool", tool: "echo" })).rejects.toThrow(ValidationError);

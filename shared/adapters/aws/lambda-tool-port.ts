@@ -224,11 +224,24 @@ export class LambdaToolPort implements ToolPort {
   }
 }
 
-/** Compiles a tool's checker when it is first needed (most steps check no arguments). */
+/**
+ * Compiles a tool's checker when it is first needed (most steps check no arguments). A schema this
+ * side cannot compile checks nothing here: the tool function checks every call with the tool's own.
+ */
 function lazyChecker(d: ToolDescriptor): (args: Record<string, unknown>) => string[] {
   let check: ((args: Record<string, unknown>) => string[]) | undefined;
   return (args) => {
-    check ??= jsonSchemaChecker(d.parameters, `tools.${d.name}`);
+    if (!check) {
+      try {
+        check = jsonSchemaChecker(d.parameters, `tools.${d.name}`);
+      } catch (error) {
+        log.warn("a tool's schema does not compile here; the tool function checks its arguments", {
+          tool: d.name,
+          error: error instanceof Error ? error.message : String(error),
+        });
+        check = () => [];
+      }
+    }
     return check(args);
   };
 }
