@@ -83,6 +83,12 @@ const EnvSchema = z.object({
   /** opa, aws mode: the policies bucket (storage stack output PoliciesBucketName) and a key prefix. */
   ARBOR_POLICIES_BUCKET: name.optional(),
   ARBOR_POLICIES_PREFIX: z.string().optional(),
+  /** opa, aws mode: how often a function looks for a newly published bundle (HeadObject). */
+  ARBOR_POLICY_RECHECK_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(10_000, "at least 10000 (ten seconds), e.g. 300000 (five minutes)")
+    .default(300_000),
   /** opa, local mode: the folder with bundle.tar.gz and bundle.tar.gz.sha256. */
   ARBOR_POLICIES_DIR: z.string().min(1).optional(),
   // aws mode
@@ -212,7 +218,7 @@ export interface AwsConfig {
   /** The tool registry's JSON file (ARBOR_TOOLS_FILE, bundled with the functions); absent: the built-ins. */
   toolsFile?: string;
   /** Who decides: an OPA bundle from the policies bucket (the default), or the built-in Cedar policy. */
-  policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string };
+  policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string; recheckMs: number };
   /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
   outbound?: OutboundSettings;
 }
@@ -300,7 +306,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     endpoints,
     policy:
       (e.ARBOR_POLICY_ENGINE ?? "opa") === "opa"
-        ? { engine: "opa", bucket: e.ARBOR_POLICIES_BUCKET as string, prefix: e.ARBOR_POLICIES_PREFIX ?? "" }
+        ? {
+            engine: "opa",
+            bucket: e.ARBOR_POLICIES_BUCKET as string,
+            prefix: e.ARBOR_POLICIES_PREFIX ?? "",
+            recheckMs: e.ARBOR_POLICY_RECHECK_MS,
+          }
         : { engine: "cedar" },
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
     outbound: outboundSettings(e),

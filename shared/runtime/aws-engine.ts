@@ -3,11 +3,12 @@ import { S3Client } from "@aws-sdk/client-s3";
 import { S3VectorsClient } from "@aws-sdk/client-s3vectors";
 import { TitanEmbedder } from "../adapters/embeddings/titan-embedder.ts";
 import { BedrockLlm, bedrockClientConfig } from "../adapters/llm/bedrock-llm.ts";
-import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
+import { type PolicyLog, PublishedPolicy } from "../adapters/policy/published-policy.ts";
 import { S3VectorsIndex } from "../adapters/vectors/s3-vectors-index.ts";
 import { type AwsConfig, MODEL_HELP } from "../config.ts";
 import type { Engine } from "../engine/engine.ts";
 import { ConfigError } from "../errors.ts";
+import { componentLogger } from "../observability/logger.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
@@ -95,18 +96,37 @@ function at(config: AwsConfig, service: "bedrock" | "s3vectors" | "s3") {
   return { region: config.region, ...(endpoint ? { endpoint } : {}) };
 }
 
-let opaLoaded: Promise<PolicyEngine> | undefined;
-/** The policy of the configuration; an OPA bundle is read and checked once per process (cold start). */
-export function policyFor(config: AwsConfig, s3?: S3Client): Promise<PolicyEngine> {
+const published = new Map<string, Promise<PolicyEngine>>();
+/**
+ * The policy of the configuration. OPA: the bundle of the policies bucket, read and checked once
+ * per process (cold start) and looked at again every `recheckMs`; while the bucket has no bundle,
+ * the built-in default policy decides and the logs say so (published-policy.ts).
+ */
+export function policyFor(
+  config: AwsConfig,
+  s3?: S3Client,
+  options: { now?: () => number; log?: PolicyLog } = {},
+): Promise<PolicyEngine> {
   const policy = config.policy;
   if (policy.engine === "cedar") return Promise.resolve(defaultPolicy());
   const client =
     s3 ?? new S3Client({ ...at(config, "s3"), forcePathStyle: config.endpoints.s3 !== undefined });
-  opaLoaded ??= OpaPolicyEngine.fromS3(client, policy.bucket, {
-    prefix: policy.prefix,
-  }).catch((e: unknown) => {
-    opaLoaded = undefined; // try again on the next invocation
-    throw e;
-  });
-  return opaLoaded;
+  const key = `${policy.bucket}/${policy.prefix}`;
+  let loaded = published.get(key);
+  if (!loaded) {
+    loaded = PublishedPolicy.open({
+      client,
+      bucket: policy.bucket,
+      prefix: policy.prefix,
+      recheckMs: policy.recheckMs,
+      fallback: defaultPolicy(),
+      log: options.log ?? componentLogger("policy"),
+      ...(options.now ? { now: options.now } : {}),
+    }).catch((e: unknown) => {
+      published.delete(key); // try again on the next invocation
+      throw e;
+    });
+    published.set(key, loaded);
+  }
+  return loaded;
 }
