@@ -388,3 +388,60 @@ function modelConfig(e: z.output<typeof EnvSchema>): ModelConfig | undefined {
     ...(e.ARBOR_OPENAI_API_KEY ? { apiKey: e.ARBOR_OPENAI_API_KEY } : {}),
   };
 }
+
+/**
+ * What the operator commands (`arbor policy publish`, `arbor dlq redrive`) read: where the
+ * deployed stack's pieces are. AWS credentials and the region come from the SDK's default chain
+ * (AWS_PROFILE, AWS_REGION, ...); the endpoints point the clients at local peers in tests.
+ */
+const OperatorEnvSchema = z.object({
+  AWS_REGION: z.string().min(1).optional(),
+  /** Storage stack output PoliciesBucketName. */
+  ARBOR_POLICIES_BUCKET: name.optional(),
+  ARBOR_POLICIES_PREFIX: z.string().optional(),
+  ARBOR_POLICY_RECHECK_MS: EnvSchema.shape.ARBOR_POLICY_RECHECK_MS,
+  /** Storage stack output DeadLetterQueueUrl. */
+  ARBOR_DLQ_URL: z.url().optional(),
+  /** Storage stack output EventBusName: where the redrive finds each route's function. */
+  ARBOR_EVENT_BUS_NAME: z.string().min(1).optional(),
+  ARBOR_S3_ENDPOINT: z.url().optional(),
+  ARBOR_SQS_ENDPOINT: z.url().optional(),
+  ARBOR_LAMBDA_ENDPOINT: z.url().optional(),
+  ARBOR_EVENTBRIDGE_ENDPOINT: z.url().optional(),
+});
+
+export interface OperatorSettings {
+  region?: string;
+  policiesBucket?: string;
+  policiesPrefix: string;
+  policyRecheckMs: number;
+  deadLetterQueueUrl?: string;
+  eventBusName?: string;
+  endpoints: { s3?: string; sqs?: string; lambda?: string; eventbridge?: string };
+}
+
+export function loadOperatorSettings(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): OperatorSettings {
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = OperatorEnvSchema.safeParse(set);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  const endpoints: OperatorSettings["endpoints"] = {};
+  if (e.ARBOR_S3_ENDPOINT) endpoints.s3 = e.ARBOR_S3_ENDPOINT;
+  if (e.ARBOR_SQS_ENDPOINT) endpoints.sqs = e.ARBOR_SQS_ENDPOINT;
+  if (e.ARBOR_LAMBDA_ENDPOINT) endpoints.lambda = e.ARBOR_LAMBDA_ENDPOINT;
+  if (e.ARBOR_EVENTBRIDGE_ENDPOINT) endpoints.eventbridge = e.ARBOR_EVENTBRIDGE_ENDPOINT;
+  return {
+    ...(e.AWS_REGION ? { region: e.AWS_REGION } : {}),
+    ...(e.ARBOR_POLICIES_BUCKET ? { policiesBucket: e.ARBOR_POLICIES_BUCKET } : {}),
+    policiesPrefix: e.ARBOR_POLICIES_PREFIX ?? "",
+    policyRecheckMs: e.ARBOR_POLICY_RECHECK_MS,
+    ...(e.ARBOR_DLQ_URL ? { deadLetterQueueUrl: e.ARBOR_DLQ_URL } : {}),
+    ...(e.ARBOR_EVENT_BUS_NAME ? { eventBusName: e.ARBOR_EVENT_BUS_NAME } : {}),
+    endpoints,
+  };
+}
