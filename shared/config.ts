@@ -93,6 +93,8 @@ const EnvSchema = z.object({
   ARBOR_POLICIES_DIR: z.string().min(1).optional(),
   // aws mode
   AWS_REGION: z.string().min(1).optional(),
+  /** The deployment's stage (the engine stack sets it): the `stage` dimension of the metrics. */
+  ARBOR_STAGE: name.optional(),
   ARBOR_RESOURCES_BUCKET: name.optional(),
   ARBOR_RESOURCES_PREFIX: z.string().optional(),
   ARBOR_TABLE_NAME: name.optional(),
@@ -202,6 +204,8 @@ export interface LocalConfig {
 
 export interface AwsConfig {
   mode: "aws";
+  /** ARBOR_STAGE, e.g. dev or prod. */
+  stage?: string;
   model?: ModelConfig;
   tenant: string;
   region: string;
@@ -303,6 +307,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ? { vectors: { bucket: e.ARBOR_VECTOR_BUCKET, index: e.ARBOR_VECTOR_INDEX } }
       : {}),
     watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
+    ...(e.ARBOR_STAGE ? { stage: e.ARBOR_STAGE } : {}),
     endpoints,
     policy:
       (e.ARBOR_POLICY_ENGINE ?? "opa") === "opa"

@@ -9,8 +9,10 @@ import { type AwsConfig, MODEL_HELP } from "../config.ts";
 import type { Engine } from "../engine/engine.ts";
 import { ConfigError } from "../errors.ts";
 import { componentLogger } from "../observability/logger.ts";
+import { meteredLlm } from "../observability/metered.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
+import type { Metrics } from "../ports/metrics.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import { loadToolsConfig } from "../tools/config.ts";
 import type { AwsRuntime } from "./aws.ts";
@@ -42,6 +44,8 @@ export interface AwsEngineClients {
 export interface AwsEngineOptions extends EngineOptions {
   clients?: AwsEngineClients;
   llm?: Llm;
+  /** Counts the model's calls and tokens (default: nothing counted). */
+  metrics?: Metrics;
   embedder?: Embedder;
 }
 
@@ -57,7 +61,8 @@ export async function createAwsEngine(
         "(engine stack outputs VectorBucketName and VectorIndexName)",
     );
   }
-  const llm = options.llm ?? modelFor(config, clients.bedrock);
+  const model = options.llm ?? modelFor(config, clients.bedrock);
+  const llm = options.metrics ? meteredLlm(model, options.metrics) : model;
   const embedder =
     options.embedder ??
     new TitanEmbedder({

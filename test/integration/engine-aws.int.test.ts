@@ -20,6 +20,7 @@ import { ROUTES } from "../../shared/engine/routes.ts";
 import { ConfigError } from "../../shared/errors.ts";
 import { compilePattern } from "../../shared/event-pattern/index.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
+import type { InvocationMetrics, MetricName } from "../../shared/ports/metrics.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import { type AwsEngineClients, createAwsEngine } from "../../shared/runtime/aws-engine.ts";
 import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
@@ -109,6 +110,18 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
   let handlers: StepHandler[];
   let submitted: Submitted;
   const delivered = new Set<string>();
+  /** What the step handlers counted, one entry per invocation (what EMF would write). */
+  const flushed: { dimensions: Record<string, string>; values: Partial<Record<MetricName, number>> }[] = [];
+  let counting: Partial<Record<MetricName, number>> = {};
+  const metrics: InvocationMetrics = {
+    add: (name, value) => {
+      counting[name] = (counting[name] ?? 0) + value;
+    },
+    flush: (dimensions) => {
+      flushed.push({ dimensions: { ...dimensions }, values: counting });
+      counting = {};
+    },
+  };
   const matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
 
   beforeAll(async () => {
@@ -131,6 +144,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       ARBOR_MODEL: MODEL,
       // The built-in Cedar policy: an OPA bundle needs the OPA compiler (see policy-opa-s3.int.test.ts).
       ARBOR_POLICY_ENGINE: "cedar",
+      ARBOR_STAGE: "test",
     });
     if (loaded.mode !== "aws" || !loaded.vectors)
       throw new Error("expected an aws configuration with vectors");
@@ -190,6 +204,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       config: () => config,
       clients,
       engine: { clients: engineClients, settings: { turnStepMs: 0 } },
+      metrics,
     };
     handlers = [createStepHandler(deps), createStepHandler(deps)];
   });
@@ -288,6 +303,15 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
         .filter((n) => n !== "resume")
         .sort(),
     );
+    // Each invocation counted its step, under its stage and route, with the model's calls and
+    // tokens and the tool call it made.
+    expect(new Set(flushed.map((f) => f.dimensions.route))).toEqual(routesRun);
+    expect(flushed.every((f) => f.dimensions.stage === "test" && f.values.StepSucceeded === 1)).toBe(true);
+    const total = (name: MetricName) => flushed.reduce((n, f) => n + (f.values[name] ?? 0), 0);
+    expect([total("StepFailed"), total("ModelCalls"), total("ToolCalls"), total("ToolCallsFailed")]).toEqual([
+      0, 5, 1, 0,
+    ]);
+    expect(total("InputTokens")).toBeGreaterThan(0);
     // Every published event is one some rule routes, and each was delivered.
     expect(peer.eventsOn(BUS).filter((e) => !matchers.some((m) => m.matches(e)))).toEqual([]);
     expect(invocations).toBeGreaterThanOrEqual(peer.eventsOn(BUS).length);
