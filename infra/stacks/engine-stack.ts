@@ -20,6 +20,7 @@ import type { Construct } from "constructs";
 import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
+import { addOpsOutputs, OpsAlarms, readAlarmEmail } from "../constructs/ops-alarms.ts";
 import { RouteRule } from "../constructs/route-rule.ts";
 import {
   assertDeployable,
@@ -108,11 +109,14 @@ export class EngineStack extends Stack {
   readonly modelPolicy: ManagedPolicy;
   /** Invoke on the functions of the registry's `lambda` tools; none without such tools. */
   readonly toolPolicy: ManagedPolicy | undefined;
+  /** Alarms and their topic (infra/constructs/ops-alarms.ts); more functions join with `ops.addFunction`. */
+  readonly ops: OpsAlarms;
 
   constructor(scope: Construct, id: string, props: EngineStackProps) {
     super(scope, id, props);
     const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
     const watchdogStale = props.watchdogStale ?? Duration.minutes(10);
+    const alarmEmail = readAlarmEmail(this);
     this.storage = this.#importStorage(props.storage);
     const { deadLetterQueue } = this.storage;
 
@@ -142,6 +146,7 @@ export class EngineStack extends Stack {
       ARBOR_MODEL_PROVIDER: props.model.provider,
       ARBOR_MODEL: props.model.id,
       POWERTOOLS_LOG_LEVEL: "INFO",
+      ARBOR_STAGE: props.stage,
       ...(props.tools ? { ARBOR_TOOLS_FILE: DEPLOYED_TOOLS_FILE } : {}),
     };
     const common = { logRetention, removalPolicy: props.removalPolicy };
@@ -212,6 +217,16 @@ export class EngineStack extends Stack {
       value: this.watchdog.function.functionName,
       description: "Engine watchdog function",
     });
+    this.ops = new OpsAlarms(this, "Ops", {
+      stage: props.stage,
+      deadLetterQueue,
+      functions: [
+        ...ROUTES.map((r) => ({ label: `${pascal(r.name)}Step`, fn: this.steps[r.name].function })),
+        { label: "Watchdog", fn: this.watchdog.function },
+      ],
+      ...(alarmEmail ? { alarmEmail } : {}),
+    });
+    addOpsOutputs(this, { ops: this.ops, deadLetterQueue, policiesBucket: this.storage.policiesBucket });
     new CfnOutput(this, ENGINE_OUTPUT_KEYS.vectorBucketName, {
       value: this.vectors.bucketName,
       description: "S3 Vectors bucket of the engine's embeddings",
@@ -258,6 +273,12 @@ export class EngineStack extends Stack {
         }),
         // Prefix listings; it also makes a missing object a 404 (NoSuchKey) instead of a 403.
         new PolicyStatement({ sid: "ResourceListing", actions: ["s3:ListBucket"], resources: [bucketArn] }),
+        // A missing bundle must be NoSuchKey (the default policy decides), not a 403 (an error).
+        new PolicyStatement({
+          sid: "PolicyListing",
+          actions: ["s3:ListBucket"],
+          resources: [storage.policiesBucket.bucketArn],
+        }),
         new PolicyStatement({
           sid: "PolicyBundle",
           actions: ["s3:GetObject"],
