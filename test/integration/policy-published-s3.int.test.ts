@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { CreateBucketCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { describe, expect, inject, it } from "vitest";
 import { publishBundle } from "../../shared/adapters/policy/policy-bundle-s3.ts";
 import { type PolicyLog, PublishedPolicy } from "../../shared/adapters/policy/published-policy.ts";
@@ -205,5 +205,11 @@ describe("the policies bucket on a fresh deploy", () => {
     now += 300_000;
     await expect(policy.decide(ownConversation)).rejects.toThrow(/not the 2{64} it was published with/);
     await expect(policy.decide(ownConversation)).rejects.toThrow(/not the 2{64}/);
+
+    // The bundle removed: the default policy decides again, and the logs say so again.
+    await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: "bundle.tar.gz" }));
+    await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: "bundle.tar.gz.sha256" }));
+    expect(await policy.decide(ownConversation)).toMatchObject({ allow: true, engine: "cedar" });
+    expect(log.lines.map((l) => l.level)).toEqual(["WARN", "INFO", "WARN"]);
   });
 });
