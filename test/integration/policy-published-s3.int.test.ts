@@ -143,6 +143,24 @@ describe("the policies bucket on a fresh deploy", () => {
         log: recording(),
       }),
     ).rejects.toThrow(/Cannot read s3:\/\/arbor-policies\/bundle\.tar\.gz/);
+    // A 403 (here s3rver refusing an unknown access key) is not "no bundle": S3 answers a missing
+    // key with 403 to whoever may not list the bucket, so it may hide a bundle that is there.
+    const stranger = new S3Client({
+      endpoint: inject("s3Endpoint"),
+      region: "us-east-1",
+      forcePathStyle: true,
+      credentials: { accessKeyId: "STRANGER", secretAccessKey: "not-s3rver" },
+    });
+    await expect(
+      PublishedPolicy.open({
+        client: stranger,
+        bucket: await newBucket(),
+        fallback: defaultPolicy(),
+        log: recording(),
+      }),
+    ).rejects.toThrow(
+      /Access denied reading s3:\/\/arbor-policies-[0-9a-f]+\/bundle\.tar\.gz: the function's role needs s3:GetObject .* s3:ListBucket/,
+    );
     // A bucket that does not exist is not an empty one either.
     await expect(
       PublishedPolicy.open({
