@@ -22,7 +22,7 @@ import { compilePattern } from "../../shared/event-pattern/index.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import type { InvocationMetrics, MetricName } from "../../shared/ports/metrics.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
-import { type AwsEngineClients, createAwsEngine } from "../../shared/runtime/aws-engine.ts";
+import { type AwsEngineClients, createAwsEngine, policyFor } from "../../shared/runtime/aws-engine.ts";
 import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { type ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
@@ -142,8 +142,9 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
       ARBOR_MODEL_PROVIDER: "bedrock",
       ARBOR_MODEL: MODEL,
-      // The built-in Cedar policy: an OPA bundle needs the OPA compiler (see policy-opa-s3.int.test.ts).
-      ARBOR_POLICY_ENGINE: "cedar",
+      // OPA, the AWS default, on a policies bucket without a bundle, as after a fresh deploy: the
+      // built-in default policy decides (policy-published-s3.int.test.ts).
+      ARBOR_POLICIES_BUCKET: `arbor-policies-${suffix}`,
       ARBOR_STAGE: "test",
     });
     if (loaded.mode !== "aws" || !loaded.vectors)
@@ -181,6 +182,8 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
 
     // What the storage and engine stacks create before any function runs.
     await clients.s3.send(new CreateBucketCommand({ Bucket: config.resourcesBucket }));
+    if (config.policy.engine === "opa")
+      await clients.s3.send(new CreateBucketCommand({ Bucket: config.policy.bucket }));
     await DynamoStateStore.ensureTable(clients.dynamodb, config.tableName);
     await engineClients.s3vectors.send(new CreateVectorBucketCommand({ vectorBucketName: vectors.bucket }));
     await engineClients.s3vectors.send(
@@ -289,6 +292,8 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       ["Team lunch", "done", "coordinator", ANSWER],
     ]);
     expect(views[0]?.taskId).toBe(submitted.rootTaskId);
+    // All of it decided by the built-in default policy: the policies bucket has no bundle yet.
+    expect(await policyFor(config, engineClients.s3)).toMatchObject({ bundled: false, engine: "cedar" });
 
     // The model saw: the plan, Cost estimate twice (tool call, then its result), Invitation, the evaluation.
     expect(bedrock.calls.map((c) => [c.operation, c.modelId, c.status])).toEqual(
