@@ -207,6 +207,11 @@ describe("the policies bucket on a fresh deploy", () => {
       ["INFO", `A new OPA bundle at s3://${bucket}/bundle.tar.gz takes over`],
     ]);
 
+    // Later checks that find the same upload load nothing again.
+    now += 600_000;
+    expect(await policy.decide(ownConversation)).toMatchObject({ engine: "opa" });
+    expect(log.lines).toHaveLength(2);
+
     // A cold start after publishing decides with it at once, and so does one reading the pair by hand.
     const cold = await PublishedPolicy.open({ client, bucket, fallback: defaultPolicy(), log: recording() });
     expect(cold).toMatchObject({ bundled: true, engine: "opa" });
