@@ -1,6 +1,8 @@
 import { type Config, loadConfig } from "../shared/config.ts";
 import type { Engine } from "../shared/engine/engine.ts";
 import { ConfigError } from "../shared/errors.ts";
+import { meteredAudit } from "../shared/observability/metered.ts";
+import type { InvocationMetrics } from "../shared/ports/metrics.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws.ts";
 import { type AwsEngineOptions, createAwsEngine } from "../shared/runtime/aws-engine.ts";
 
@@ -13,6 +15,8 @@ export interface FunctionDeps {
   config?: () => Config;
   clients?: AwsClients;
   engine?: AwsEngineOptions;
+  /** Counts model calls, tokens and tool calls (the step handler and the watchdog flush them). */
+  metrics?: InvocationMetrics;
 }
 
 export interface Warm {
@@ -38,9 +42,13 @@ export function coldStart(deps: FunctionDeps, prepare: (warm: Warm) => void = ()
           "with the storage settings that mode needs",
       );
     }
-    const rt = createAwsRuntime(config, deps.clients);
+    const { metrics } = deps;
+    const plain = createAwsRuntime(config, deps.clients);
+    // Tool calls are counted where their audit records are written; the model's calls in the engine's model.
+    const rt = metrics ? { ...plain, audit: meteredAudit(plain.audit, metrics) } : plain;
     try {
-      const warm = { config, rt, engine: await createAwsEngine(rt, config, deps.engine) };
+      const engineOptions = metrics ? { ...deps.engine, metrics } : deps.engine;
+      const warm = { config, rt, engine: await createAwsEngine(rt, config, engineOptions) };
       prepare(warm);
       return warm;
     } catch (error) {

@@ -3,6 +3,7 @@ import { EVENT_ID_DETAIL_KEY } from "../shared/adapters/aws/eventbridge-event-bu
 import { formatIssues } from "../shared/domain/resources.ts";
 import { ROUTES, type StepName } from "../shared/engine/routes.ts";
 import { ValidationError } from "../shared/errors.ts";
+import { EmfMetrics } from "../shared/observability/emf-metrics.ts";
 import { componentLogger } from "../shared/observability/logger.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
@@ -35,7 +36,8 @@ export type StepHandler = ((input: unknown, context?: LambdaContext) => Promise<
 const log = componentLogger("engine-step");
 
 export function createStepHandler(deps: FunctionDeps = {}): StepHandler {
-  const instance = coldStart(deps, ({ engine }) => {
+  const metrics = deps.metrics ?? new EmfMetrics();
+  const instance = coldStart({ ...deps, metrics }, ({ engine }) => {
     engine.start();
   });
   const handle = async (input: unknown, context?: LambdaContext): Promise<void> => {
@@ -58,16 +60,24 @@ export function createStepHandler(deps: FunctionDeps = {}): StepHandler {
       ...(context?.awsRequestId ? { requestId: context.awsRequestId } : {}),
     });
     const started = Date.now();
+    let stage = "unknown";
     try {
-      const { rt } = await instance.get();
+      const { rt, config } = await instance.get();
+      stage = config.stage ?? stage;
       await rt.bus.dispatch(event, { subscription });
       step.info("step done", { durationMs: Date.now() - started });
+      metrics.add("StepSucceeded", 1);
     } catch (error) {
       step.error("step failed; Lambda retries the invocation, then sends it to the dead-letter queue", {
         durationMs: Date.now() - started,
         error: error instanceof Error ? error : String(error),
       });
+      metrics.add("StepFailed", 1);
       throw error;
+    } finally {
+      // With the model's calls, tokens and tool calls this step made (cold-start.ts).
+      metrics.add("StepDuration", Date.now() - started, "Milliseconds");
+      metrics.flush({ stage, route: subscription });
     }
   };
   return Object.assign(handle, { close: instance.close });

@@ -1,3 +1,4 @@
+import { EmfMetrics } from "../shared/observability/emf-metrics.ts";
 import { componentLogger } from "../shared/observability/logger.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
@@ -17,14 +18,21 @@ export type WatchdogHandler = ((
 const log = componentLogger("watchdog");
 
 export function createWatchdogHandler(deps: FunctionDeps = {}): WatchdogHandler {
-  const instance = coldStart(deps);
+  const metrics = deps.metrics ?? new EmfMetrics();
+  const instance = coldStart({ ...deps, metrics });
   const handle = async (_event?: unknown, context?: LambdaContext): Promise<{ redriven: number }> => {
     const run = log.createChild();
     if (context?.awsRequestId) run.appendPersistentKeys({ requestId: context.awsRequestId });
     const { engine, config } = await instance.get();
-    const result = await engine.watchdog(config.watchdogStaleMs);
-    run.info("watchdog run", { ...result, staleMs: config.watchdogStaleMs });
-    return result;
+    try {
+      const result = await engine.watchdog(config.watchdogStaleMs);
+      run.info("watchdog run", { ...result, staleMs: config.watchdogStaleMs });
+      // Zero too: a steady series the re-drive alarm (infra/constructs/ops-alarms.ts) reads.
+      metrics.add("WatchdogRedriven", result.redriven);
+      return result;
+    } finally {
+      metrics.flush({ stage: config.stage ?? "unknown" });
+    }
   };
   return Object.assign(handle, { close: instance.close });
 }

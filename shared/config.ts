@@ -83,10 +83,18 @@ const EnvSchema = z.object({
   /** opa, aws mode: the policies bucket (storage stack output PoliciesBucketName) and a key prefix. */
   ARBOR_POLICIES_BUCKET: name.optional(),
   ARBOR_POLICIES_PREFIX: z.string().optional(),
+  /** opa, aws mode: how often a function looks for a newly published bundle (HeadObject). */
+  ARBOR_POLICY_RECHECK_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(10_000, "at least 10000 (ten seconds), e.g. 300000 (five minutes)")
+    .default(300_000),
   /** opa, local mode: the folder with bundle.tar.gz and bundle.tar.gz.sha256. */
   ARBOR_POLICIES_DIR: z.string().min(1).optional(),
   // aws mode
   AWS_REGION: z.string().min(1).optional(),
+  /** The deployment's stage (the engine stack sets it): the `stage` dimension of the metrics. */
+  ARBOR_STAGE: name.optional(),
   ARBOR_RESOURCES_BUCKET: name.optional(),
   ARBOR_RESOURCES_PREFIX: z.string().optional(),
   ARBOR_TABLE_NAME: name.optional(),
@@ -208,6 +216,8 @@ export interface LocalConfig {
 
 export interface AwsConfig {
   mode: "aws";
+  /** ARBOR_STAGE, e.g. dev or prod. */
+  stage?: string;
   model?: ModelConfig;
   tenant: string;
   region: string;
@@ -224,7 +234,7 @@ export interface AwsConfig {
   /** The tool registry's JSON file (ARBOR_TOOLS_FILE, bundled with the functions); absent: the built-ins. */
   toolsFile?: string;
   /** Who decides: an OPA bundle from the policies bucket (the default), or the built-in Cedar policy. */
-  policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string };
+  policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string; recheckMs: number };
   /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
   outbound?: OutboundSettings;
   /** The tool function that runs every tool call (ARBOR_TOOL_FUNCTION); absent: tools run in process. */
@@ -311,10 +321,16 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ? { vectors: { bucket: e.ARBOR_VECTOR_BUCKET, index: e.ARBOR_VECTOR_INDEX } }
       : {}),
     watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
+    ...(e.ARBOR_STAGE ? { stage: e.ARBOR_STAGE } : {}),
     endpoints,
     policy:
       (e.ARBOR_POLICY_ENGINE ?? "opa") === "opa"
-        ? { engine: "opa", bucket: e.ARBOR_POLICIES_BUCKET as string, prefix: e.ARBOR_POLICIES_PREFIX ?? "" }
+        ? {
+            engine: "opa",
+            bucket: e.ARBOR_POLICIES_BUCKET as string,
+            prefix: e.ARBOR_POLICIES_PREFIX ?? "",
+            recheckMs: e.ARBOR_POLICY_RECHECK_MS,
+          }
         : { engine: "cedar" },
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
     outbound: outboundSettings(e),
@@ -390,5 +406,62 @@ function modelConfig(e: z.output<typeof EnvSchema>): ModelConfig | undefined {
     model: e.ARBOR_MODEL,
     baseUrl: e.ARBOR_OPENAI_BASE_URL,
     ...(e.ARBOR_OPENAI_API_KEY ? { apiKey: e.ARBOR_OPENAI_API_KEY } : {}),
+  };
+}
+
+/**
+ * What the operator commands (`arbor policy publish`, `arbor dlq redrive`) read: where the
+ * deployed stack's pieces are. AWS credentials and the region come from the SDK's default chain
+ * (AWS_PROFILE, AWS_REGION, ...); the endpoints point the clients at local peers in tests.
+ */
+const OperatorEnvSchema = z.object({
+  AWS_REGION: z.string().min(1).optional(),
+  /** Storage stack output PoliciesBucketName. */
+  ARBOR_POLICIES_BUCKET: name.optional(),
+  ARBOR_POLICIES_PREFIX: z.string().optional(),
+  ARBOR_POLICY_RECHECK_MS: EnvSchema.shape.ARBOR_POLICY_RECHECK_MS,
+  /** Storage stack output DeadLetterQueueUrl. */
+  ARBOR_DLQ_URL: z.url().optional(),
+  /** Storage stack output EventBusName: where the redrive finds each route's function. */
+  ARBOR_EVENT_BUS_NAME: z.string().min(1).optional(),
+  ARBOR_S3_ENDPOINT: z.url().optional(),
+  ARBOR_SQS_ENDPOINT: z.url().optional(),
+  ARBOR_LAMBDA_ENDPOINT: z.url().optional(),
+  ARBOR_EVENTBRIDGE_ENDPOINT: z.url().optional(),
+});
+
+export interface OperatorSettings {
+  region?: string;
+  policiesBucket?: string;
+  policiesPrefix: string;
+  policyRecheckMs: number;
+  deadLetterQueueUrl?: string;
+  eventBusName?: string;
+  endpoints: { s3?: string; sqs?: string; lambda?: string; eventbridge?: string };
+}
+
+export function loadOperatorSettings(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): OperatorSettings {
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = OperatorEnvSchema.safeParse(set);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  const endpoints: OperatorSettings["endpoints"] = {};
+  if (e.ARBOR_S3_ENDPOINT) endpoints.s3 = e.ARBOR_S3_ENDPOINT;
+  if (e.ARBOR_SQS_ENDPOINT) endpoints.sqs = e.ARBOR_SQS_ENDPOINT;
+  if (e.ARBOR_LAMBDA_ENDPOINT) endpoints.lambda = e.ARBOR_LAMBDA_ENDPOINT;
+  if (e.ARBOR_EVENTBRIDGE_ENDPOINT) endpoints.eventbridge = e.ARBOR_EVENTBRIDGE_ENDPOINT;
+  return {
+    ...(e.AWS_REGION ? { region: e.AWS_REGION } : {}),
+    ...(e.ARBOR_POLICIES_BUCKET ? { policiesBucket: e.ARBOR_POLICIES_BUCKET } : {}),
+    policiesPrefix: e.ARBOR_POLICIES_PREFIX ?? "",
+    policyRecheckMs: e.ARBOR_POLICY_RECHECK_MS,
+    ...(e.ARBOR_DLQ_URL ? { deadLetterQueueUrl: e.ARBOR_DLQ_URL } : {}),
+    ...(e.ARBOR_EVENT_BUS_NAME ? { eventBusName: e.ARBOR_EVENT_BUS_NAME } : {}),
+    endpoints,
   };
 }

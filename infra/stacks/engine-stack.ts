@@ -20,6 +20,7 @@ import type { Construct } from "constructs";
 import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
+import { addOpsOutputs, OpsAlarms, readAlarmEmail } from "../constructs/ops-alarms.ts";
 import { RouteRule } from "../constructs/route-rule.ts";
 import { ToolFunction } from "../constructs/tool-function.ts";
 import { assertDeployable, type ToolRegistry } from "../constructs/tool-registry.ts";
@@ -109,11 +110,14 @@ export class EngineStack extends Stack {
   readonly tools: ToolFunction;
   /** Invoke on the functions of the registry's `lambda` tools (the tool function's); none without such tools. */
   readonly toolPolicy: ManagedPolicy | undefined;
+  /** Alarms and their topic (infra/constructs/ops-alarms.ts); more functions join with `ops.addFunction`. */
+  readonly ops: OpsAlarms;
 
   constructor(scope: Construct, id: string, props: EngineStackProps) {
     super(scope, id, props);
     const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
     const watchdogStale = props.watchdogStale ?? Duration.minutes(10);
+    const alarmEmail = readAlarmEmail(this);
     this.storage = this.#importStorage(props.storage);
     const { deadLetterQueue } = this.storage;
 
@@ -137,6 +141,7 @@ export class EngineStack extends Stack {
       ARBOR_MODEL_PROVIDER: props.model.provider,
       ARBOR_MODEL: props.model.id,
       POWERTOOLS_LOG_LEVEL: "INFO",
+      ARBOR_STAGE: props.stage,
     };
     const common = { logRetention, removalPolicy: props.removalPolicy };
     const { ARBOR_MODEL: _model, ARBOR_MODEL_PROVIDER: _provider, ...toolEnvironment } = environment;
@@ -219,6 +224,17 @@ export class EngineStack extends Stack {
       description:
         "Tool function: every tool call of the engine (ARBOR_TOOL_FUNCTION of the ready and turn steps)",
     });
+    this.ops = new OpsAlarms(this, "Ops", {
+      stage: props.stage,
+      deadLetterQueue,
+      functions: [
+        ...ROUTES.map((r) => ({ label: `${pascal(r.name)}Step`, fn: this.steps[r.name].function })),
+        { label: "Watchdog", fn: this.watchdog.function },
+        { label: "ToolFunction", fn: this.tools.handler.function },
+      ],
+      ...(alarmEmail ? { alarmEmail } : {}),
+    });
+    addOpsOutputs(this, { ops: this.ops, deadLetterQueue, policiesBucket: this.storage.policiesBucket });
     new CfnOutput(this, ENGINE_OUTPUT_KEYS.vectorBucketName, {
       value: this.vectors.bucketName,
       description: "S3 Vectors bucket of the engine's embeddings",
@@ -265,6 +281,12 @@ export class EngineStack extends Stack {
         }),
         // Prefix listings; it also makes a missing object a 404 (NoSuchKey) instead of a 403.
         new PolicyStatement({ sid: "ResourceListing", actions: ["s3:ListBucket"], resources: [bucketArn] }),
+        // A missing bundle must be NoSuchKey (the default policy decides), not a 403 (an error).
+        new PolicyStatement({
+          sid: "PolicyListing",
+          actions: ["s3:ListBucket"],
+          resources: [storage.policiesBucket.bucketArn],
+        }),
         new PolicyStatement({
           sid: "PolicyBundle",
           actions: ["s3:GetObject"],

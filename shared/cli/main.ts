@@ -1,12 +1,14 @@
 import { parseArgs } from "node:util";
 import type { InProcessEventBusOptions } from "../adapters/local/in-process-event-bus.ts";
-import { loadConfig } from "../config.ts";
+import { loadConfig, loadOperatorSettings } from "../config.ts";
 import { parseUrn, tenantUrn } from "../domain/urn.ts";
 import { isArborError } from "../errors.ts";
 import { readAllEvents } from "../ports/state-store.ts";
 import { createLocalRuntime, type LocalRuntime } from "../runtime/local.ts";
 import { runDemo } from "./demo.ts";
+import { dlqCommand } from "./dlq.ts";
 import { addKeyCommand, KEYS_USAGE, listKeysCommand, revokeKeyCommand } from "./keys.ts";
+import { policyCommand } from "./policy.ts";
 import { heading, note } from "./render.ts";
 import { runCommand } from "./run.ts";
 import { serveCommand } from "./serve.ts";
@@ -31,6 +33,14 @@ Commands
       --kind human|agent  (default: from the id)
       --tenant <tenant>   the tenant it acts for (default ARBOR_TENANT)
       --role <role>       a role for the policy; repeat for more
+  policy publish <bundle.tar.gz>  check an OPA bundle loads, then upload it with its sha256 to the policies bucket
+      --bucket <name>    the bucket (default ARBOR_POLICIES_BUCKET: storage stack output PoliciesBucketName)
+      --prefix <prefix>  a key prefix (default ARBOR_POLICIES_PREFIX)
+  dlq redrive          show each message of the dead-letter queue and send it back where it came from
+      --queue <url>      the queue (default ARBOR_DLQ_URL: storage stack output DeadLetterQueueUrl)
+      --bus <name>       the event bus, to find each route's function (default ARBOR_EVENT_BUS_NAME)
+      --dry-run          show the messages, send and delete nothing
+      --max <n>          at most n messages
   demo                 walk through the local foundation: resources, task log, event bus, replay
   ls [urn] [--all]     list the resources directly below a URN (default: your tenant); --all for every level
   get <urn>            print one resource as JSON
@@ -47,6 +57,8 @@ Settings (environment)
   ARBOR_WATCHDOG_STALE_MS  serve drives again work that has not moved this long (default 600000)
   ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
   POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
+  policy, dlq: AWS credentials and AWS_REGION from the SDK's default chain; ARBOR_S3_ENDPOINT,
+  ARBOR_SQS_ENDPOINT, ARBOR_LAMBDA_ENDPOINT, ARBOR_EVENTBRIDGE_ENDPOINT point the clients elsewhere
 `;
 
 const write = (line: string) => process.stdout.write(`${line}\n`);
@@ -87,6 +99,12 @@ async function main(argv: string[]): Promise<void> {
       kind: { type: "string" },
       tenant: { type: "string" },
       role: { type: "string", multiple: true },
+      bucket: { type: "string" },
+      prefix: { type: "string" },
+      queue: { type: "string" },
+      bus: { type: "string" },
+      "dry-run": { type: "boolean", default: false },
+      max: { type: "string" },
     },
   });
   const [command = "help", arg] = positionals;
@@ -135,6 +153,21 @@ async function main(argv: string[]): Promise<void> {
         write,
       );
     }
+    case "policy":
+      return policyCommand(
+        arg,
+        { file: positionals[2], bucket: values.bucket, prefix: values.prefix },
+        loadOperatorSettings(),
+        write,
+      );
+    case "dlq":
+      process.exitCode = await dlqCommand(
+        arg,
+        { queue: values.queue, bus: values.bus, dryRun: values["dry-run"], max: values.max },
+        loadOperatorSettings(),
+        write,
+      );
+      return;
     case "demo":
       return withRuntime((rt) => runDemo(rt, write), { bus: { deliveries: 2 }, lockAs: "arbor demo" });
     case "ls":

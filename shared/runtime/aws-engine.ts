@@ -4,12 +4,15 @@ import { S3Client } from "@aws-sdk/client-s3";
 import type { S3VectorsClient } from "@aws-sdk/client-s3vectors";
 import { LambdaToolPort } from "../adapters/aws/lambda-tool-port.ts";
 import { BedrockLlm } from "../adapters/llm/bedrock-llm.ts";
-import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
+import { type PolicyLog, PublishedPolicy } from "../adapters/policy/published-policy.ts";
 import { type AwsConfig, MODEL_HELP } from "../config.ts";
 import type { Engine } from "../engine/engine.ts";
 import { ConfigError } from "../errors.ts";
+import { componentLogger } from "../observability/logger.ts";
+import { meteredLlm } from "../observability/metered.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
+import type { Metrics } from "../ports/metrics.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolPort } from "../ports/tools.ts";
 import { LAMBDA_FUNCTION, loadToolsConfig } from "../tools/config.ts";
@@ -43,6 +46,8 @@ export interface AwsEngineOptions extends EngineOptions {
   clients?: AwsEngineClients;
   llm?: Llm;
   embedder?: Embedder;
+  /** Counts the model's calls and tokens (default: nothing counted). */
+  metrics?: Metrics;
 }
 
 export async function createAwsEngine(
@@ -51,7 +56,8 @@ export async function createAwsEngine(
   options: AwsEngineOptions = {},
 ): Promise<Engine> {
   const clients = options.clients ?? {};
-  const llm = options.llm ?? modelFor(config, clients.bedrock);
+  const model = options.llm ?? modelFor(config, clients.bedrock);
+  const llm = options.metrics ? meteredLlm(model, options.metrics) : model;
   const { embedder, index } = await openAwsEmbeddings(config, clients, options.embedder);
   const withTools = {
     toolsConfig: loadToolsConfig(config.toolsFile),
@@ -101,18 +107,37 @@ function at(config: AwsConfig, service: "bedrock" | "s3vectors" | "s3") {
   return { region: config.region, ...(endpoint ? { endpoint } : {}) };
 }
 
-let opaLoaded: Promise<PolicyEngine> | undefined;
-/** The policy of the configuration; an OPA bundle is read and checked once per process (cold start). */
-export function policyFor(config: AwsConfig, s3?: S3Client): Promise<PolicyEngine> {
+const published = new Map<string, Promise<PolicyEngine>>();
+/**
+ * The policy of the configuration. OPA: the bundle of the policies bucket, read and checked once
+ * per process (cold start) and looked at again every `recheckMs`; while the bucket has no bundle,
+ * the built-in default policy decides and the logs say so (published-policy.ts).
+ */
+export function policyFor(
+  config: AwsConfig,
+  s3?: S3Client,
+  options: { now?: () => number; log?: PolicyLog } = {},
+): Promise<PolicyEngine> {
   const policy = config.policy;
   if (policy.engine === "cedar") return Promise.resolve(defaultPolicy());
   const client =
     s3 ?? new S3Client({ ...at(config, "s3"), forcePathStyle: config.endpoints.s3 !== undefined });
-  opaLoaded ??= OpaPolicyEngine.fromS3(client, policy.bucket, {
-    prefix: policy.prefix,
-  }).catch((e: unknown) => {
-    opaLoaded = undefined; // try again on the next invocation
-    throw e;
-  });
-  return opaLoaded;
+  const key = `${policy.bucket}/${policy.prefix}`;
+  let loaded = published.get(key);
+  if (!loaded) {
+    loaded = PublishedPolicy.open({
+      client,
+      bucket: policy.bucket,
+      prefix: policy.prefix,
+      recheckMs: policy.recheckMs,
+      fallback: defaultPolicy(),
+      log: options.log ?? componentLogger("policy"),
+      ...(options.now ? { now: options.now } : {}),
+    }).catch((e: unknown) => {
+      published.delete(key); // try again on the next invocation
+      throw e;
+    });
+    published.set(key, loaded);
+  }
+  return loaded;
 }

@@ -21,8 +21,9 @@ import { ROUTES } from "../../shared/engine/routes.ts";
 import { ConfigError } from "../../shared/errors.ts";
 import { compilePattern } from "../../shared/event-pattern/index.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
+import type { InvocationMetrics, MetricName } from "../../shared/ports/metrics.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
-import { type AwsEngineClients, createAwsEngine } from "../../shared/runtime/aws-engine.ts";
+import { type AwsEngineClients, createAwsEngine, policyFor } from "../../shared/runtime/aws-engine.ts";
 import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { type ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
@@ -115,6 +116,18 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
   let toolPeer: LambdaInvokePeer;
   let submitted: Submitted;
   const delivered = new Set<string>();
+  /** What the step handlers counted, one entry per invocation (what EMF would write). */
+  const flushed: { dimensions: Record<string, string>; values: Partial<Record<MetricName, number>> }[] = [];
+  let counting: Partial<Record<MetricName, number>> = {};
+  const metrics: InvocationMetrics = {
+    add: (name, value) => {
+      counting[name] = (counting[name] ?? 0) + value;
+    },
+    flush: (dimensions) => {
+      flushed.push({ dimensions: { ...dimensions }, values: counting });
+      counting = {};
+    },
+  };
   const matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
 
   beforeAll(async () => {
@@ -136,8 +149,10 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
       ARBOR_MODEL_PROVIDER: "bedrock",
       ARBOR_MODEL: MODEL,
-      // The built-in Cedar policy: an OPA bundle needs the OPA compiler (see policy-opa-s3.int.test.ts).
-      ARBOR_POLICY_ENGINE: "cedar",
+      // OPA, the AWS default, on a policies bucket without a bundle, as after a fresh deploy: the
+      // built-in default policy decides (policy-published-s3.int.test.ts).
+      ARBOR_POLICIES_BUCKET: `arbor-policies-${suffix}`,
+      ARBOR_STAGE: "test",
     });
     if (loaded.mode !== "aws" || !loaded.vectors)
       throw new Error("expected an aws configuration with vectors");
@@ -176,6 +191,8 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
 
     // What the storage and engine stacks create before any function runs.
     await clients.s3.send(new CreateBucketCommand({ Bucket: config.resourcesBucket }));
+    if (config.policy.engine === "opa")
+      await clients.s3.send(new CreateBucketCommand({ Bucket: config.policy.bucket }));
     await DynamoStateStore.ensureTable(clients.dynamodb, config.tableName);
     await engineClients.s3vectors.send(new CreateVectorBucketCommand({ vectorBucketName: vectors.bucket }));
     await engineClients.s3vectors.send(
@@ -212,6 +229,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       config: () => ({ ...config, toolFunction: "arbor-tools" }),
       clients,
       engine: { clients: engineClients, settings: { turnStepMs: 0 } },
+      metrics,
     };
     handlers = [createStepHandler(deps), createStepHandler(deps)];
   });
@@ -298,6 +316,8 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       ["Team lunch", "done", "coordinator", ANSWER],
     ]);
     expect(views[0]?.taskId).toBe(submitted.rootTaskId);
+    // All of it decided by the built-in default policy: the policies bucket has no bundle yet.
+    expect(await policyFor(config, engineClients.s3)).toMatchObject({ bundled: false, engine: "cedar" });
 
     // The model saw: the plan, Cost estimate twice (tool call, then its result), Invitation, the evaluation.
     expect(bedrock.calls.map((c) => [c.operation, c.modelId, c.status])).toEqual(
@@ -317,6 +337,15 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
         .filter((n) => n !== "resume")
         .sort(),
     );
+    // Each invocation counted its step, under its stage and route, with the model's calls and
+    // tokens and the tool call it made.
+    expect(new Set(flushed.map((f) => f.dimensions.route))).toEqual(routesRun);
+    expect(flushed.every((f) => f.dimensions.stage === "test" && f.values.StepSucceeded === 1)).toBe(true);
+    const total = (name: MetricName) => flushed.reduce((n, f) => n + (f.values[name] ?? 0), 0);
+    expect([total("StepFailed"), total("ModelCalls"), total("ToolCalls"), total("ToolCallsFailed")]).toEqual([
+      0, 5, 1, 0,
+    ]);
+    expect(total("InputTokens")).toBeGreaterThan(0);
     // Every published event is one some rule routes, and each was delivered.
     expect(peer.eventsOn(BUS).filter((e) => !matchers.some((m) => m.matches(e)))).toEqual([]);
     expect(invocations).toBeGreaterThanOrEqual(peer.eventsOn(BUS).length);

@@ -1,7 +1,7 @@
 /**
  * A local Amazon EventBridge peer for tests: an HTTP server that speaks the part of EventBridge's
  * JSON 1.1 protocol that the AWS SDK v3 client (`@aws-sdk/client-eventbridge`) uses for
- * PutEvents, PutRule, PutTargets, RemoveTargets, DeleteRule and ListRules, so the real client can
+ * PutEvents, PutRule, PutTargets, RemoveTargets, DeleteRule, ListRules and ListTargetsByRule, so the real client can
  * be pointed at it (`endpoint` = the peer, any region, dummy credentials).
  *
  * Protocol: `POST /` with `X-Amz-Target: AWSEvents.<Operation>` and
@@ -18,7 +18,8 @@
  *   resources, detail) and delivered to the targets of every enabled rule on that bus whose
  *   EventPattern matches (matched with `compilePattern` from shared/event-pattern).
  * - Rules: PutRule (creates or updates; an invalid pattern is InvalidEventPatternException),
- *   PutTargets, RemoveTargets, DeleteRule (refused while the rule has targets), ListRules (paginated).
+ *   PutTargets, RemoveTargets, DeleteRule (refused while the rule has targets), ListRules (paginated),
+ *   ListTargetsByRule (one page).
  * - Buses need not be created: any EventBusName (or bus ARN) names a bus.
  *
  * Peer-only convention: a target whose `Arn` is an `http://127.0.0.1:<port>/...` (or
@@ -295,6 +296,9 @@ export class EventBridgePeer {
         case "AWSEvents.ListRules":
           output = this.#listRules(input);
           break;
+        case "AWSEvents.ListTargetsByRule":
+          output = this.#listTargetsByRule(input);
+          break;
         default:
           throw new AwsError("UnknownOperationException", `Unknown operation ${JSON.stringify(target)}`);
       }
@@ -462,6 +466,12 @@ export class EventBridgePeer {
       throw new AwsError("ValidationException", "Ids must not be empty");
     for (const id of ids) if (typeof id === "string") rule.targets.delete(id);
     return { FailedEntryCount: 0, FailedEntries: [] };
+  }
+
+  /** One page holds them all: a rule has at most 5 targets on EventBridge (10 here). */
+  #listTargetsByRule(input: Json): Json {
+    const rule = this.#rule(requireString(input, "Rule"), optionalString(input, "EventBusName"));
+    return { Targets: [...rule.targets.values()].map((t) => ({ Id: t.Id, Arn: t.Arn })) };
   }
 
   #deleteRule(input: Json): Json {

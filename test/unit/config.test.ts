@@ -60,7 +60,7 @@ describe("config", () => {
       eventBusName: "arbor-prod",
       watchdogStaleMs: 600_000,
       endpoints: {},
-      policy: { engine: "opa", bucket: "p", prefix: "" },
+      policy: { engine: "opa", bucket: "p", prefix: "", recheckMs: 300_000 },
       outbound: { allow: [], ports: [], httpsOnly: false, maxResponseBytes: 10 * 1024 * 1024 },
     });
   });
@@ -153,6 +153,12 @@ describe("the policy engine in AWS mode", () => {
     expect(loadConfig({ ...base, ARBOR_POLICIES_BUCKET: "p", ARBOR_POLICIES_PREFIX: "v2/" })).toMatchObject({
       policy: { engine: "opa", bucket: "p", prefix: "v2/" },
     });
+    expect(
+      loadConfig({ ...base, ARBOR_POLICIES_BUCKET: "p", ARBOR_POLICY_RECHECK_MS: "60000" }),
+    ).toMatchObject({ policy: { engine: "opa", recheckMs: 60_000 } });
+    expect(() => loadConfig({ ...base, ARBOR_POLICIES_BUCKET: "p", ARBOR_POLICY_RECHECK_MS: "5" })).toThrow(
+      /ARBOR_POLICY_RECHECK_MS: at least 10000/,
+    );
     expect(loadConfig({ ...base, ARBOR_POLICY_ENGINE: "cedar" })).toMatchObject({
       policy: { engine: "cedar" },
     });

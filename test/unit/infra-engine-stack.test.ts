@@ -12,6 +12,7 @@ import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { StepInputSchema } from "../../functions/engine-step.ts";
 import { createApp, DEFAULT_MODEL, readModel, SettingsError } from "../../infra/app.ts";
+import { OPS_OUTPUT_KEYS } from "../../infra/constructs/ops-alarms.ts";
 import { toCdkEventPattern } from "../../infra/constructs/route-rule.ts";
 import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
 import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../infra/stacks/engine-stack.ts";
@@ -262,10 +263,16 @@ describe("functions", () => {
       for (const input of [{ subscription: "plan" }, { subscription: "plan", event: { id: "e", source: "arbor.engine", "detail-type": "PLAN_REQUESTED", detail: {} } }]) {
         try { await handler(input); process.stdout.write("no error\\n"); } catch (e) { process.stdout.write(e.name + ": " + e.message + "\\n"); }
       }`;
-    const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
+    const lines = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
       env: { PATH: process.env.PATH, POWERTOOLS_LOG_LEVEL: "SILENT" },
       encoding: "utf8",
     }).split("\n");
+    // The failed step is counted: an EMF line of the Arbor namespace (ops-alarms.ts), apart from the errors.
+    const emf = lines.filter((l) => l.startsWith('{"_aws"'));
+    expect(emf.map((l) => JSON.parse(l) as Record<string, unknown>)).toEqual([
+      expect.objectContaining({ StepFailed: 1, route: "plan", stage: "unknown", service: "arbor" }),
+    ]);
+    const out = lines.filter((l) => !l.startsWith('{"_aws"'));
     expect(out[0]).toMatch(/^ValidationError: Invalid engine step input.*event/);
     // No environment: the handler says what to set before touching AWS.
     expect(out[1]).toMatch(/^ConfigError: .*ARBOR_MODE=aws/);
@@ -494,7 +501,9 @@ describe("watchdog", () => {
 describe("stacks", () => {
   it("publishes the function and vector store names under stable output keys", () => {
     const outputs = prod.template.findOutputs("*");
-    expect(Object.keys(outputs).sort()).toEqual(Object.values(ENGINE_OUTPUT_KEYS).sort());
+    expect(Object.keys(outputs).sort()).toEqual(
+      [...Object.values(ENGINE_OUTPUT_KEYS), ...Object.values(OPS_OUTPUT_KEYS)].sort(),
+    );
     for (const route of ROUTES) {
       expect(outputs[ENGINE_OUTPUT_KEYS[route.name]]?.Value).toEqual({
         Ref: logicalId(prod.engine.steps[route.name].function),

@@ -2,12 +2,13 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import type { S3Client } from "@aws-sdk/client-s3";
 import { loadPolicy } from "@open-policy-agent/opa-wasm";
 import { Parser } from "tar";
 import { ConfigError } from "../../errors.ts";
 import type { PolicyDecision, PolicyEngine, PolicyInput } from "../../ports/policy.ts";
 import { type Answer, Decisions, type ParsedPolicyInput } from "./decisions.ts";
+import { publishCommand, readBundle } from "./policy-bundle-s3.ts";
 
 /**
  * Policies compiled by OPA to wasm (`opa build -t wasm`), evaluated with
@@ -81,29 +82,23 @@ export class OpaPolicyEngine implements PolicyEngine {
     return OpaPolicyEngine.load(bundle, sha.split(/\s/)[0] ?? "", { ...options, source: join(dir, BUNDLE) });
   }
 
-  /** `<prefix>bundle.tar.gz` and its `.sha256` from the policies bucket. */
+  /**
+   * `<prefix>bundle.tar.gz` from the policies bucket, checked against the sha256 it was published
+   * with (policy-bundle-s3.ts). No bundle is an error here; `PublishedPolicy` is what decides then.
+   */
   static async fromS3(
     client: S3Client,
     bucket: string,
     options: { prefix?: string; entrypoint?: string } = {},
   ): Promise<OpaPolicyEngine> {
-    const key = `${options.prefix ?? ""}${BUNDLE}`;
-    const get = async (k: string) => {
-      try {
-        const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: k }));
-        return await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray();
-      } catch (cause) {
-        throw new ConfigError(
-          `Cannot read s3://${bucket}/${k}: ${(cause as Error).message}. Build the bundle and upload it with its sha256 (policies/README.md), or set ARBOR_POLICY_ENGINE=cedar`,
-          { cause },
-        );
-      }
-    };
-    const [bundle, sha] = await Promise.all([get(key), get(`${key}.sha256`)]);
-    return OpaPolicyEngine.load(bundle, Buffer.from(sha).toString("utf8").split(/\s/)[0] ?? "", {
-      ...options,
-      source: `s3://${bucket}/${key}`,
-    });
+    const found = await readBundle(client, bucket, options.prefix);
+    const source = `s3://${bucket}/${found.key}`;
+    if (found.kind === "none") {
+      throw new ConfigError(
+        `Cannot read ${source}: NoSuchKey. Build the bundle and upload it with its sha256 (policies/README.md: ${publishCommand(bucket, options.prefix)}), or set ARBOR_POLICY_ENGINE=cedar`,
+      );
+    }
+    return OpaPolicyEngine.load(found.bytes, found.sha256, { ...options, source });
   }
 
   async decide(raw: PolicyInput): Promise<PolicyDecision> {

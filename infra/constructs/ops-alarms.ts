@@ -1,0 +1,195 @@
+import { CfnOutput, Duration, type Stack, Validations } from "aws-cdk-lib";
+import {
+  Alarm,
+  ComparisonOperator,
+  type IMetric,
+  Metric,
+  TreatMissingData,
+} from "aws-cdk-lib/aws-cloudwatch";
+import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
+import type { IFunction } from "aws-cdk-lib/aws-lambda";
+import type { IBucket } from "aws-cdk-lib/aws-s3";
+import { Topic } from "aws-cdk-lib/aws-sns";
+import { EmailSubscription } from "aws-cdk-lib/aws-sns-subscriptions";
+import type { IQueue } from "aws-cdk-lib/aws-sqs";
+import { Construct } from "constructs";
+import { z } from "zod";
+import { BUNDLE_FILE } from "../../shared/adapters/policy/policy-bundle-s3.ts";
+import { METRICS_NAMESPACE, METRICS_SERVICE } from "../../shared/observability/emf-metrics.ts";
+
+/**
+ * The operations of a deployed engine: CloudWatch alarms on what needs a person, all sent to one
+ * SNS topic (optionally with an email subscription, `-c alarmEmail=<address>`):
+ * - dead letters: the storage stack's dead-letter queue holds anything (`arbor dlq redrive`);
+ * - every function's errors and throttles (any in five minutes);
+ * - watchdog re-drives: the watchdog sent work again because it had stopped moving (the EMF metric
+ *   `WatchdogRedriven` that functions/watchdog.ts writes), any in fifteen minutes.
+ * Each alarm also tells the topic when it is OK again. Functions join with `addFunction` (or the
+ * `functions` list): one line each.
+ */
+export const ALARM_EMAIL_CONTEXT_KEY = "alarmEmail";
+
+/** Alarm periods and thresholds; the tests and infra/README.md read them from here. */
+export const ALARMS = {
+  deadLetters: { period: Duration.minutes(5), threshold: 0 },
+  errors: { period: Duration.minutes(5), threshold: 1 },
+  throttles: { period: Duration.minutes(5), threshold: 1 },
+  watchdogRedrives: { period: Duration.minutes(15), threshold: 1 },
+} as const;
+
+export interface AlarmedFunction {
+  /** A short name for the alarms, e.g. `PlanStep`. */
+  readonly label: string;
+  readonly fn: IFunction;
+}
+
+export interface OpsAlarmsProps {
+  readonly stage: string;
+  readonly deadLetterQueue: IQueue;
+  readonly functions?: readonly AlarmedFunction[];
+  /** Subscribed to the alarm topic (it must confirm the subscription from the email AWS sends). */
+  readonly alarmEmail?: string;
+}
+
+export class OpsAlarms extends Construct {
+  readonly topic: Topic;
+  readonly alarms: Alarm[] = [];
+  readonly #stage: string;
+
+  constructor(scope: Construct, id: string, props: OpsAlarmsProps) {
+    super(scope, id);
+    this.#stage = props.stage;
+    this.topic = new Topic(this, "AlarmTopic", {
+      displayName: `Arbor ${props.stage} alarms`,
+      enforceSSL: true,
+    });
+    Validations.of(this.topic).acknowledge({
+      id: "AwsSolutions-SNS2",
+      reason:
+        "The topic carries CloudWatch alarm notices only (alarm names, states and metric values), no " +
+        "customer data. Encrypting it needs a customer managed KMS key whose policy admits CloudWatch " +
+        "(the AWS managed SNS key cannot), a key to pay for and manage for no confidentiality gained.",
+    });
+    if (props.alarmEmail) this.topic.addSubscription(new EmailSubscription(props.alarmEmail));
+
+    this.#alarm("DeadLetters", props.deadLetterQueue.metricApproximateNumberOfMessagesVisible(), {
+      ...ALARMS.deadLetters,
+      statistic: "Maximum",
+      comparison: ComparisonOperator.GREATER_THAN_THRESHOLD,
+      description:
+        "Arbor's dead-letter queue holds messages: steps that failed every retry, or events EventBridge " +
+        "could not deliver. Look at them and send them back with `arbor dlq redrive` (infra/README.md).",
+    });
+    this.#alarm(
+      "WatchdogRedrives",
+      new Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: "WatchdogRedriven",
+        dimensionsMap: { service: METRICS_SERVICE, stage: props.stage },
+      }),
+      {
+        ...ALARMS.watchdogRedrives,
+        statistic: "Sum",
+        comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        description:
+          "The Arbor watchdog sent work again that had stopped moving (a lost event, a crashed step). " +
+          "Its log says which tasks; the steps' errors and the dead-letter queue usually say why.",
+      },
+    );
+    for (const f of props.functions ?? []) this.addFunction(f);
+  }
+
+  /** Alarms on the function's errors and throttles. */
+  addFunction({ label, fn }: AlarmedFunction): void {
+    this.#alarm(`${label}Errors`, fn.metricErrors(), {
+      ...ALARMS.errors,
+      statistic: "Sum",
+      comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      description: `Arbor ${this.#stage} ${label} failed invocations. Its log group has the error with the route, event id and URN.`,
+    });
+    this.#alarm(`${label}Throttles`, fn.metricThrottles(), {
+      ...ALARMS.throttles,
+      statistic: "Sum",
+      comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      description: `Arbor ${this.#stage} ${label} was throttled: the account's Lambda concurrency is used up.`,
+    });
+  }
+
+  #alarm(
+    id: string,
+    metric: IMetric,
+    o: {
+      period: Duration;
+      threshold: number;
+      statistic: string;
+      comparison: ComparisonOperator;
+      description: string;
+    },
+  ): void {
+    const alarm = new Alarm(this, id, {
+      alarmDescription: o.description,
+      metric: (metric as Metric).with({ period: o.period, statistic: o.statistic }),
+      threshold: o.threshold,
+      comparisonOperator: o.comparison,
+      evaluationPeriods: 1,
+      // No data is nothing wrong: no invocations, no re-drives, an empty queue.
+      treatMissingData: TreatMissingData.NOT_BREACHING,
+    });
+    const action = new SnsAction(this.topic);
+    alarm.addAlarmAction(action);
+    alarm.addOkAction(action);
+    this.alarms.push(alarm);
+  }
+}
+
+/** `-c alarmEmail=<address>`, checked; undefined without the key. */
+export function readAlarmEmail(scope: Construct): string | undefined {
+  const value: unknown = scope.node.tryGetContext(ALARM_EMAIL_CONTEXT_KEY);
+  if (value === undefined || value === "") return undefined;
+  const parsed = z.email().safeParse(value);
+  if (!parsed.success)
+    throw new Error(
+      `Invalid CDK context ${ALARM_EMAIL_CONTEXT_KEY}=${JSON.stringify(value)}: give an email address (-c ${ALARM_EMAIL_CONTEXT_KEY}=ops@example.com), or leave the key out`,
+    );
+  return parsed.data;
+}
+
+/** The CloudFormation output keys that say where the operations' pieces are. */
+export const OPS_OUTPUT_KEYS = {
+  alarmTopic: "AlarmTopicArn",
+  deadLetterQueueUrl: "DeadLetterQueueUrl",
+  policyBundleLocation: "PolicyBundleLocation",
+  policyUntilPublished: "PolicyUntilPublished",
+  metricsNamespace: "MetricsNamespace",
+} as const;
+
+/** Outputs on the stack itself, so their keys stay exactly OPS_OUTPUT_KEYS. */
+export function addOpsOutputs(
+  stack: Stack,
+  props: { ops: OpsAlarms; deadLetterQueue: IQueue; policiesBucket: IBucket },
+): void {
+  new CfnOutput(stack, OPS_OUTPUT_KEYS.alarmTopic, {
+    value: props.ops.topic.topicArn,
+    description:
+      "SNS topic of the Arbor alarms (dead letters, function errors and throttles, watchdog re-drives)",
+  });
+  new CfnOutput(stack, OPS_OUTPUT_KEYS.deadLetterQueueUrl, {
+    value: props.deadLetterQueue.queueUrl,
+    description: "Dead-letter queue of the engine steps: ARBOR_DLQ_URL for `arbor dlq redrive`",
+  });
+  new CfnOutput(stack, OPS_OUTPUT_KEYS.policyBundleLocation, {
+    value: `s3://${props.policiesBucket.bucketName}/${BUNDLE_FILE}`,
+    description:
+      "Where the OPA bundle goes: `arbor policy publish <bundle.tar.gz> --bucket <PoliciesBucketName>` " +
+      "(its sha256 travels with it); running functions take it within 5 minutes",
+  });
+  new CfnOutput(stack, OPS_OUTPUT_KEYS.policyUntilPublished, {
+    value: "the built-in default policy (policies/arbor.cedar)",
+    description: "What decides while the policies bucket has no bundle; the functions log a WARN saying so",
+  });
+  new CfnOutput(stack, OPS_OUTPUT_KEYS.metricsNamespace, {
+    value: METRICS_NAMESPACE,
+    description:
+      "CloudWatch namespace of the step, token and tool-call metrics (dimensions service, stage, route)",
+  });
+}
