@@ -68,7 +68,11 @@ describe("operations of the engine stack", () => {
 
   it("alarm on every function's errors and throttles, any in five minutes", () => {
     const lambda = alarms(template).filter((a) => a.Namespace === "AWS/Lambda");
-    const functions = [...ROUTES.map((r) => engine.steps[r.name].function), engine.watchdog.function];
+    const functions = [
+      ...ROUTES.map((r) => engine.steps[r.name].function),
+      engine.watchdog.function,
+      engine.tools.handler.function,
+    ];
     expect(lambda).toHaveLength(functions.length * 2);
     for (const fn of functions) {
       const ref = { Ref: engine.getLogicalId(fn.node.defaultChild as never) };
