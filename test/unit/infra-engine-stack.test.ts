@@ -88,7 +88,7 @@ let dev: Synthesized;
 beforeAll(() => {
   prod = synth({ stage: "prod" });
   dev = synth({ stage: "dev" });
-}, 120_000);
+}, 240_000);
 
 describe("routes", () => {
   const ruleFor = (name: string) => {
@@ -543,7 +543,7 @@ describe("cdk-nag AwsSolutions", () => {
       `arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:inference-profile/${profile}`,
       "arn:<AWS::Partition>:bedrock:*::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0",
     ]);
-  });
+  }, 180_000);
 
   it("does find an unscoped grant (the check is not vacuous)", () => {
     const stack = new Stack(new App(), "Loose");

@@ -38,11 +38,12 @@ let prod: Synthesized;
 let dev: Synthesized;
 
 // One synthesis per stage for the whole file. The first one loads CDK's CloudFormation schema
-// validation (the same checks `cdk synth` runs), a few seconds on a cold start.
+// validation (the same checks `cdk synth` runs), a few seconds on a cold start; each bundles the
+// engine stack's three entries (steps, watchdog, tool function), a minute or more on a busy machine.
 beforeAll(() => {
   prod = synth("prod");
   dev = synth("dev");
-}, 60_000);
+}, 180_000);
 
 describe("buckets", () => {
   const dataBuckets = () => [prod.storage.resourcesBucket, prod.storage.policiesBucket];

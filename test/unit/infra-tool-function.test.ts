@@ -74,7 +74,7 @@ let withTools: Synthesized;
 beforeAll(() => {
   plain = synth({ stage: "prod" });
   withTools = synth({ stage: "prod", tools: REGISTRY });
-}, 180_000);
+}, 240_000);
 
 describe("the tool function", () => {
   it("runs functions/tool.ts with a timeout above any tool call's, and no retries or dead-letter queue (it is only called synchronously)", () => {

@@ -87,7 +87,7 @@ beforeAll(() => {
     },
   });
   withoutLambda = synth({ stage: "prod", tools: other });
-}, 120_000);
+}, 240_000);
 
 describe("a deployed tool registry", () => {
   it("reaches the tool function only, as tools.json in its bundle, which ARBOR_TOOLS_FILE names", () => {
