@@ -1,7 +1,10 @@
 import { type Config, loadConfig } from "../shared/config.ts";
 import { formatIssues } from "../shared/domain/resources.ts";
 import { ConfigError, ValidationError } from "../shared/errors.ts";
+import { EmfMetrics } from "../shared/observability/emf-metrics.ts";
 import { componentLogger } from "../shared/observability/logger.ts";
+import { meteredAudit } from "../shared/observability/metered.ts";
+import type { InvocationMetrics } from "../shared/ports/metrics.ts";
 import type { ToolContext, ToolPort } from "../shared/ports/tools.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws.ts";
 import { type AwsToolsOptions, openAwsToolService } from "../shared/runtime/aws-tools.ts";
@@ -31,6 +34,8 @@ export interface ToolFunctionDeps {
   tools?: AwsToolsOptions;
   /** A tool service already open (tests): used instead of the one built from the configuration. */
   service?: ToolPort;
+  /** Counts the tool calls that ended, per invocation (default: CloudWatch EMF, namespace Arbor). */
+  metrics?: InvocationMetrics;
 }
 
 /** The part of Lambda's context object the tool function reads. */
@@ -50,8 +55,21 @@ const DEADLINE_MARGIN_MS = 5_000;
 const log = componentLogger("tool-function");
 
 export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
-  const instance = deps.service ? given(deps.service) : coldStart(deps);
+  const metrics = deps.metrics ?? new EmfMetrics();
+  const instance = deps.service ? given(deps.service) : coldStart(deps, metrics);
+  const stage = () => {
+    const config = deps.config?.() ?? undefined;
+    return (config?.mode === "aws" ? config.stage : undefined) ?? process.env.ARBOR_STAGE ?? "unknown";
+  };
   const handle = async (input: unknown, lambda?: ToolLambdaContext) => {
+    try {
+      return await execute(input, lambda);
+    } finally {
+      // The calls' ends, counted where their audit records are written (ToolCalls, ToolCallsFailed).
+      metrics.flush({ stage: stage(), route: "tool" });
+    }
+  };
+  const execute = async (input: unknown, lambda?: ToolLambdaContext) => {
     const parsed = ToolFunctionRequestSchema.safeParse(input);
     if (!parsed.success) {
       throw new ValidationError(
@@ -100,7 +118,7 @@ function given(service: ToolPort): Instance {
 }
 
 /** The runtime and the tool service, built on an instance's first invocation and kept. */
-function coldStart(deps: ToolFunctionDeps): Instance {
+function coldStart(deps: ToolFunctionDeps, metrics: InvocationMetrics): Instance {
   let pending: Promise<{ rt: AwsRuntime; service: ToolPort }> | undefined;
   const init = async () => {
     const config = (deps.config ?? loadConfig)();
@@ -109,7 +127,8 @@ function coldStart(deps: ToolFunctionDeps): Instance {
         "Arbor's tool function runs in aws mode: set ARBOR_MODE=aws (the engine stack does) " +
           "with the storage settings that mode needs",
       );
-    const rt = createAwsRuntime(config, deps.clients);
+    const plain = createAwsRuntime(config, deps.clients);
+    const rt = { ...plain, audit: meteredAudit(plain.audit, metrics) };
     try {
       return { rt, service: await openAwsToolService(rt, config, deps.tools) };
     } catch (error) {
