@@ -117,17 +117,11 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
   let submitted: Submitted;
   const delivered = new Set<string>();
   /** What the step handlers counted, one entry per invocation (what EMF would write). */
-  const flushed: { dimensions: Record<string, string>; values: Partial<Record<MetricName, number>> }[] = [];
-  let counting: Partial<Record<MetricName, number>> = {};
-  const metrics: InvocationMetrics = {
-    add: (name, value) => {
-      counting[name] = (counting[name] ?? 0) + value;
-    },
-    flush: (dimensions) => {
-      flushed.push({ dimensions: { ...dimensions }, values: counting });
-      counting = {};
-    },
-  };
+  const stepMetrics = recordingMetrics();
+  const flushed = stepMetrics.flushed;
+  const metrics = stepMetrics.metrics;
+  /** What the tool function counted: the tool calls end there, where their audit is written. */
+  const toolMetrics = recordingMetrics();
   const matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
 
   beforeAll(async () => {
@@ -209,6 +203,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
 
     // The tool function, built from the same configuration (its own runtime, its cold start).
     toolHandler = createToolHandler({
+      metrics: toolMetrics.metrics,
       config: () => config,
       clients,
       tools: {
@@ -338,13 +333,18 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
         .sort(),
     );
     // Each invocation counted its step, under its stage and route, with the model's calls and
-    // tokens and the tool call it made.
+    // tokens; the tool function counted the tool call it ran, under route "tool".
     expect(new Set(flushed.map((f) => f.dimensions.route))).toEqual(routesRun);
     expect(flushed.every((f) => f.dimensions.stage === "test" && f.values.StepSucceeded === 1)).toBe(true);
     const total = (name: MetricName) => flushed.reduce((n, f) => n + (f.values[name] ?? 0), 0);
     expect([total("StepFailed"), total("ModelCalls"), total("ToolCalls"), total("ToolCallsFailed")]).toEqual([
-      0, 5, 1, 0,
+      0, 5, 0, 0,
     ]);
+    // (Its other invocations listed the tools, one per step instance's cold start: nothing counted.)
+    expect(toolMetrics.flushed.filter((f) => Object.keys(f.values).length > 0)).toEqual([
+      { dimensions: { stage: "test", route: "tool" }, values: { ToolCalls: 1 } },
+    ]);
+    expect(toolMetrics.flushed.every((f) => f.dimensions.route === "tool")).toBe(true);
     expect(total("InputTokens")).toBeGreaterThan(0);
     // Every published event is one some rule routes, and each was delivered.
     expect(peer.eventsOn(BUS).filter((e) => !matchers.some((m) => m.matches(e)))).toEqual([]);
@@ -432,3 +432,19 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
     await local.close();
   });
 });
+
+/** A metrics port that keeps what each invocation flushed, as EMF would write it. */
+function recordingMetrics() {
+  const flushed: { dimensions: Record<string, string>; values: Partial<Record<MetricName, number>> }[] = [];
+  let counting: Partial<Record<MetricName, number>> = {};
+  const metrics: InvocationMetrics = {
+    add: (name, value) => {
+      counting[name] = (counting[name] ?? 0) + value;
+    },
+    flush: (dimensions) => {
+      flushed.push({ dimensions: { ...dimensions }, values: counting });
+      counting = {};
+    },
+  };
+  return { metrics, flushed };
+}
