@@ -17,6 +17,13 @@ import {
 export interface StateStoreFixture {
   store: StateStore;
   cleanup(): Promise<void>;
+  /**
+   * For a store whose indexes are eventually consistent (byParent, byStatus: DynamoDB's GSIs):
+   * lets them catch up with every write so far. The contract calls it before it reads an index
+   * right after writing; every other read (get, streams, findEvent, conditions) must be exact
+   * without it. Absent: the indexes never lag.
+   */
+  settleIndexes?(): void;
 }
 
 const record = (
@@ -35,6 +42,7 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
   describe(`StateStore contract: ${name}`, () => {
     let fx: StateStoreFixture;
     let store: StateStore;
+    const settle = () => fx.settleIndexes?.();
     beforeEach(async () => {
       fx = await setup();
       store = fx.store;
@@ -219,9 +227,11 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
         expect(r?.data.turns).toBe(3);
         expect(r?.data.tokens).toBe(150);
         expect(r?.data.costUsd).toBeCloseTo(0.0000004, 12);
+        settle();
         expect((await store.byParent("p")).items.map((i) => i.key)).toEqual(["u1"]);
         // Read right after an add, a listing sees it too (the add names no parent: the record keeps "p").
         await store.transact([add("u1", { turns: 1 })]);
+        settle();
         const [listed] = (await store.byParent<Record<string, number>>("p")).items;
         expect(listed).toMatchObject({ key: "u1", version: 3, data: { turns: 4 } });
       });
@@ -326,6 +336,7 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
           { op: "put", record: record("stranger", { parent: "Q" }), expectedVersion: 0 },
         ]);
         await store.transact([{ op: "put", record: record("orphan"), expectedVersion: 0 }]);
+        settle();
         const found = await collectPages((cursor) =>
           store.byParent("P", cursor === undefined ? { limit: 10 } : { limit: 10, cursor }),
         );
@@ -346,6 +357,7 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
             { op: "put", record: record(k, { status: s, updatedAt: at(m) }), expectedVersion: 0 },
           ]);
         }
+        settle();
         const all = await collectPages((cursor) =>
           store.byStatus("task", "in_progress", cursor === undefined ? { limit: 2 } : { limit: 2, cursor }),
         );
@@ -358,6 +370,7 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
       it("moves a record between status indexes when its status changes", async () => {
         await store.transact([{ op: "put", record: record("m", { status: "open" }), expectedVersion: 0 }]);
         await store.transact([{ op: "put", record: record("m", { status: "done" }), expectedVersion: 1 }]);
+        settle();
         expect((await store.byStatus("task", "open")).items).toEqual([]);
         expect((await store.byStatus("task", "done")).items.map((r) => r.key)).toEqual(["m"]);
       });
