@@ -28,6 +28,14 @@ import { supervise } from "./supervisor.ts";
  */
 export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<void> {
   const view = await deps.tasks.view(cmd.taskId);
+  // A leaf's start delivered again (Lambda's retry of a start that timed out in its first turn, a
+  // duplicate) goes on from its transcript; the turn's claim keeps a turn still running from running
+  // twice. A parent's children were started by its first start (or get re-driven by the watchdog).
+  if (view?.status === "in_progress") {
+    if ((await deps.tasks.childCounts(cmd.taskId))?.created) return;
+    if ((await deps.resources.childUrns(cmd.taskId, "plan.Task")).length > 0) return;
+    return runTurn(deps, { taskId: cmd.taskId });
+  }
   if (view?.status !== "open") return;
   if (view.parentTaskId && (await deps.tasks.view(view.parentTaskId))?.status !== "in_progress") return;
   const task = await deps.resources.getAs("plan.Task", cmd.taskId);

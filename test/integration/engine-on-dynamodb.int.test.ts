@@ -13,12 +13,14 @@ import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.t
 import { bedrockClientConfig } from "../../shared/adapters/llm/bedrock-llm.ts";
 import { type AwsConfig, loadConfig } from "../../shared/config.ts";
 import type { TaskView } from "../../shared/domain/task-view.ts";
+import { CLAIM_LEASE_MARGIN_MS } from "../../shared/engine/claims.ts";
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
 import { compilePattern } from "../../shared/event-pattern/index.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import { createAwsEngine } from "../../shared/runtime/aws-engine.ts";
+import { CrashAt } from "../e2e/engine-harness.ts";
 import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { type ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
@@ -26,12 +28,12 @@ import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
 import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
 
 /**
- * The engine on DynamoDB whose indexes lag (test/peers/lagging-dynamo.ts: every byParent and
+ * Correct on DynamoDB. The engine on DynamoDB whose indexes lag (test/peers/lagging-dynamo.ts: every byParent and
  * byStatus read is served as of a few writes ago), driven as EventBridge drives it (the real step
  * handler, two warm instances, each wave of events delivered at once), with s3rver, the fake
  * Bedrock, fake Titan and fake S3 Vectors, as in engine-aws.int.test.ts. The index may find keys,
  * never decide: every run ends as it would with no lag, and nothing is left to the watchdog (the
- * watchdog never runs here).
+ * watchdog never runs here). And a step that times out: Lambda's retry takes its work over.
  */
 const TENANT = "acme";
 const BUS = "arbor-lagging-test";
@@ -44,13 +46,15 @@ const LEAD = { purpose: "Lead a project and combine its parts into one answer" }
 const WORKER = { purpose: "Do one part of a project and report it in one line" };
 const ASSISTANTS: AssistantDefinition[] = [
   { name: "Lead", id: "lead", ...LEAD },
-  { name: "Worker", id: "worker", ...WORKER },
+  { name: "Worker", id: "worker", ...WORKER, tools: ["calculator"] },
 ];
 const parts = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `Part ${i + 1}`, ...WORKER }));
 /** Each request's text names its plan. */
 const PLANS: Record<string, Record<string, unknown>> = {
   "six parts": { name: "Six parts", ...LEAD, subtasks: parts(6) },
   "three parts": { name: "Three parts", ...LEAD, subtasks: parts(3) },
+  // One leaf, two turns: a calculator call, then the answer (its second turn is a command of its own).
+  "one sum": { name: "Sum", ...WORKER },
 };
 
 function answer(request: ConverseWireRequest) {
@@ -71,6 +75,11 @@ function answer(request: ConverseWireRequest) {
         },
       ],
     };
+  }
+  if (prompt.includes("# Task: Sum")) {
+    const result = request.messages?.flatMap((m) => m.content ?? []).find((b) => b.toolResult)?.toolResult;
+    if (!result) return { toolCalls: [{ name: "calculator", arguments: { a: 6, b: 7, op: "multiply" } }] };
+    return { content: `Sum: ${result.content?.[0]?.text ?? "?"}` };
   }
   // Any leaf (and, with the bug this guards against, a parent run as a leaf) answers in one turn.
   return { content: `${/# Task: (.*)/.exec(prompt)?.[1] ?? "?"} finished` };
@@ -195,10 +204,13 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
     await Promise.all(invocations.map((input, i) => handlers[i % handlers.length]?.(input)));
   };
 
-  /** Plays EventBridge until the bus is quiet: every accepted event is delivered once, wave by wave. */
-  const drain = async (): Promise<void> => {
+  /**
+   * Plays EventBridge until the bus is quiet: every accepted event is delivered once, wave by wave;
+   * events `held` says are left undelivered.
+   */
+  const drain = async (held: (e: BusEnvelope) => boolean = () => false): Promise<void> => {
     for (let wave = 0; wave < 100; wave++) {
-      const fresh = peer.eventsOn(BUS).filter((e) => !delivered.has(e.id));
+      const fresh = peer.eventsOn(BUS).filter((e) => !delivered.has(e.id) && !held(e));
       if (fresh.length === 0) return;
       for (const e of fresh) delivered.add(e.id);
       await deliver(fresh);
@@ -293,4 +305,56 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
     for (const [root, before] of requests) expect(await tree(root)).toEqual(before);
     expect(bedrock.calls.length).toBe(calls);
   });
+
+  for (const step of ["ready", "turn"] as const) {
+    it(`a ${step} step killed by its timeout leaves its claim to Lambda's retry once the lease ends, not to the watchdog`, async () => {
+      const { rootTaskId } = await ask(`Work out one sum (${step})`);
+      // The start runs the first turn (a calculator call); the second turn is a command of its own.
+      const killed = (e: BusEnvelope) =>
+        e.detail.taskId === rootTaskId &&
+        (step === "ready"
+          ? e["detail-type"] === "TASK_READY"
+          : e["detail-type"] === "TURN_REQUESTED" && e.detail.turn === 2);
+      await drain(killed);
+      const event = peer.eventsOn(BUS).find(killed) as BusEnvelope;
+      expect(event).toBeDefined();
+      delivered.add(event.id);
+
+      const t0 = Date.now();
+      const handlerAt = (at: number, faults?: CrashAt) =>
+        createStepHandler({
+          config: () => config,
+          clients,
+          engine: {
+            clients: engineClients,
+            settings: { turnStepMs: 0 },
+            clock: () => new Date(at + (Date.now() - t0)),
+            ...(faults ? { faults } : {}),
+          },
+        });
+      const run = async (handler: StepHandler, remainingMs: number) => {
+        try {
+          await handler(stepInput(step, event), { getRemainingTimeInMillis: () => remainingMs });
+        } finally {
+          await handler.close();
+        }
+      };
+      // The invocation has 2 s left when it takes the turn's claim, calls the model, and dies (its timeout).
+      await expect(run(handlerAt(t0, new CrashAt("after-llm", "turn")), 2_000)).rejects.toThrow(
+        /simulated crash/,
+      );
+      const calls = bedrock.calls.length;
+
+      // Delivered again while the lease holds (the step might still be running): nothing happens.
+      await run(handlerAt(t0 + 20_000), 300_000);
+      expect(bedrock.calls.length).toBe(calls);
+      expect((await rt.tasks.view(rootTaskId))?.status).toBe("in_progress");
+
+      // Lambda's retry, a minute after the timeout: the lease has ended, the retry takes the turn over.
+      await run(handlerAt(t0 + 2_000 + CLAIM_LEASE_MARGIN_MS + 30_000), 300_000);
+      expect(bedrock.calls.length).toBe(calls + 1);
+      await drain();
+      expect((await engine.result(rootTaskId)).output).toBe("Sum: 42");
+    });
+  }
 });
