@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
+import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
 import { ConflictError } from "../errors.ts";
 import type { EngineDeps } from "./context.ts";
 
@@ -34,6 +35,8 @@ const claimRecord = (key: string, state: ClaimState, at: Date, extra: Omit<Claim
   key,
   kind: "claim",
   updatedAt: at.toISOString(),
+  // Long after any repeat of its work could come (domain/retention.ts): then the store may drop it.
+  expiresAt: expiresAfter(at, RETENTION_MS.claim),
   data: { state, ...extra } satisfies ClaimData,
 });
 /** Claims written before the state moved to the data carry it as their status. */

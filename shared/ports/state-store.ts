@@ -16,6 +16,12 @@ export interface StateRecord<T = unknown> {
   version: number;
   /** ISO 8601; the status index orders by it (the watchdog asks for the oldest). */
   updatedAt: string;
+  /**
+   * ISO 8601: the store may delete the record from then on (DynamoDB's TTL, within a few days; the
+   * SQLite store when it opens). Until it does, the record reads as any other; stored to the second,
+   * rounded up. Absent: kept for ever. See domain/retention.ts for what may expire.
+   */
+  expiresAt?: string;
   data: T;
 }
 

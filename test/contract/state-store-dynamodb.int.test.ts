@@ -1,8 +1,11 @@
 import { randomBytes } from "node:crypto";
-import { DeleteTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DeleteTableCommand, DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { describe, expect, inject, it } from "vitest";
+import { TTL_ATTRIBUTE } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
 import { EventLogAudit } from "../../shared/adapters/shared/event-log-audit.ts";
+import { RETENTION_MS } from "../../shared/domain/retention.ts";
+import { taskCreated, taskUrn } from "../fixtures/event-builders.ts";
 import { laggingIndex } from "../peers/lagging-dynamo.ts";
 import { auditLogContract } from "./audit-log.contract.ts";
 import { stateStoreContract } from "./state-store.contract.ts";
@@ -81,6 +84,58 @@ describe("the lagging index (test/peers/lagging-dynamo.ts) lags as a GSI may", (
         ["b", "open"],
       ]);
       expect(lagging.stats.stale).toBeGreaterThanOrEqual(2);
+    } finally {
+      await client.send(new DeleteTableCommand({ TableName: tableName }));
+    }
+  });
+});
+
+describe("DynamoDB's TTL attribute", () => {
+  it("is written on event-id guards (30 days after recording) and on records that say so, never on events or other records", async () => {
+    const tableName = `arbor-test-${randomBytes(6).toString("hex")}`;
+    await DynamoStateStore.ensureTable(client, tableName);
+    const now = Date.parse("2026-05-01T12:00:00.000Z");
+    const store = new DynamoStateStore({ client, tableName, clock: () => new Date(now) });
+    const raw = async (pk: string, sk: string) =>
+      (await client.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: pk }, sk: { S: sk } } })))
+        .Item;
+    try {
+      const t = taskUrn("ttl");
+      const created = taskCreated(t);
+      await store.transact([
+        { op: "append", streamId: t, events: [created], expectedVersion: 0 },
+        {
+          op: "put",
+          record: {
+            key: "claim",
+            kind: "claim",
+            updatedAt: "x",
+            data: {},
+            expiresAt: "2026-06-01T00:00:00.100Z",
+          },
+          expectedVersion: 0,
+        },
+        {
+          op: "put",
+          record: { key: t, kind: "task", status: "open", updatedAt: "x", data: {} },
+          expectedVersion: 0,
+        },
+        { op: "add", key: "usage", kind: "usage", updatedAt: "x", amounts: { n: 1 } },
+      ]);
+      const guard = await raw(`I#${created.id}`, "I");
+      expect(guard?.[TTL_ATTRIBUTE]).toEqual({ N: String((now + RETENTION_MS.eventIdGuard) / 1000) });
+      expect((await raw("R#claim", "R"))?.[TTL_ATTRIBUTE]).toEqual({
+        N: String(Date.parse("2026-06-01T00:00:01.000Z") / 1000),
+      });
+      for (const [pk, sk] of [
+        [`S#${t}`, "E#000000000001"],
+        [`R#${t}`, "R"],
+        ["R#usage", "R"],
+      ] as const) {
+        const item = await raw(pk, sk);
+        expect(item).toBeDefined();
+        expect(item?.[TTL_ATTRIBUTE]).toBeUndefined();
+      }
     } finally {
       await client.send(new DeleteTableCommand({ TableName: tableName }));
     }

@@ -106,6 +106,27 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
           data,
         });
       });
+      it("keeps a record's expiresAt to the second, rounded up; without one it has none", async () => {
+        await store.transact([
+          {
+            op: "put",
+            record: { ...record("ttl"), expiresAt: "2026-04-01T10:00:00.250Z" },
+            expectedVersion: 0,
+          },
+          { op: "put", record: record("kept"), expectedVersion: 0 },
+        ]);
+        expect((await store.get("ttl"))?.expiresAt).toBe("2026-04-01T10:00:01.000Z");
+        expect(await store.get("kept")).not.toHaveProperty("expiresAt");
+        // A new version without one is kept for ever again.
+        await store.transact([{ op: "put", record: record("ttl"), expectedVersion: 1 }]);
+        expect(await store.get("ttl")).not.toHaveProperty("expiresAt");
+        await expect(
+          store.transact([
+            { op: "put", record: { ...record("bad"), expiresAt: "next week" }, expectedVersion: 0 },
+          ]),
+        ).rejects.toThrow(/expiresAt of bad must be an ISO 8601 time/);
+        expect(await store.get("bad")).toBeUndefined();
+      });
     });
 
     describe("event streams", () => {

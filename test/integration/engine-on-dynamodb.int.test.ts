@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { type AttributeValue, DynamoDBClient, ScanCommand } from "@aws-sdk/client-dynamodb";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "@aws-sdk/client-s3vectors";
@@ -9,9 +9,11 @@ import { createStepHandler, type StepHandler } from "../../functions/engine-step
 import { createWatchdogHandler } from "../../functions/watchdog.ts";
 import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
 import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
+import { TTL_ATTRIBUTE } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
 import { bedrockClientConfig } from "../../shared/adapters/llm/bedrock-llm.ts";
 import { type AwsConfig, loadConfig } from "../../shared/config.ts";
+import { RETENTION_MS } from "../../shared/domain/retention.ts";
 import type { TaskView } from "../../shared/domain/task-view.ts";
 import { CLAIM_LEASE_MARGIN_MS } from "../../shared/engine/claims.ts";
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
@@ -357,4 +359,32 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
       expect((await engine.result(rootTaskId)).output).toBe("Sum: 42");
     });
   }
+
+  it("lets expire only what guards against repeats (guards, claims, done plan markers), and that after 30 days", async () => {
+    const items: Record<string, AttributeValue>[] = [];
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await dynamodb.send(
+        new ScanCommand({ TableName: config.tableName, ...(start ? { ExclusiveStartKey: start } : {}) }),
+      );
+      items.push(...(page.Items ?? []));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    const kindOf = (i: Record<string, AttributeValue>) => {
+      const pk = i.pk?.S ?? "";
+      if (pk.startsWith("I#")) return "guard";
+      if (pk.startsWith("S#")) return "event";
+      return `${i.kind?.S}${i.status?.S ? `:${i.status.S}` : ""}`;
+    };
+    const expiring = new Set(items.filter((i) => i[TTL_ATTRIBUTE]).map(kindOf));
+    const kept = new Set(items.filter((i) => !i[TTL_ATTRIBUTE]).map(kindOf));
+    expect([...expiring].sort()).toEqual(["claim", "guard", "plan:done"]);
+    // The event log, the task views, usage, child counts: never.
+    for (const k of ["event", "task:done", "usage", "task-children"]) expect(kept).toContain(k);
+    for (const k of expiring) expect(kept).not.toContain(k);
+    const soonest = Math.min(
+      ...items.flatMap((i) => (i[TTL_ATTRIBUTE]?.N ? [Number(i[TTL_ATTRIBUTE].N)] : [])),
+    );
+    expect(soonest * 1000).toBeGreaterThan(Date.now() + RETENTION_MS.claim - 60 * 60_000);
+  });
 });

@@ -15,6 +15,7 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
+import { RETENTION_MS } from "../../domain/retention.ts";
 import { ConflictError, UnavailableError } from "../../errors.ts";
 import type {
   AddOp,
@@ -37,7 +38,7 @@ import {
   validateOps,
   versionConflict,
 } from "../shared/state-store-helpers.ts";
-import { ALL_GSIS, GSI, STREAM_SHARDS, TABLE_KEYS } from "./dynamo-schema.ts";
+import { ALL_GSIS, GSI, STREAM_SHARDS, TABLE_KEYS, TTL_ATTRIBUTE } from "./dynamo-schema.ts";
 
 /**
  * State store + event log on one DynamoDB table (layout in dynamo-schema.ts). Every write is a
@@ -223,7 +224,15 @@ export class DynamoStateStore implements StateStore {
           items.push({
             Put: {
               TableName: this.#table,
-              Item: { ...guardKey(s.id), streamId: { S: s.streamId }, seq: { N: String(s.seq) } },
+              Item: {
+                ...guardKey(s.id),
+                streamId: { S: s.streamId },
+                seq: { N: String(s.seq) },
+                // A guard outlives every redelivery of its event (domain/retention.ts); the event stays.
+                [TTL_ATTRIBUTE]: {
+                  N: epochSeconds(Date.parse(recordedAt) + RETENTION_MS.eventIdGuard),
+                },
+              },
               ConditionExpression: "attribute_not_exists(pk)",
             },
           });
@@ -441,6 +450,9 @@ function versionCondition(expected: number) {
 
 const statusSortKey = (r: { updatedAt: string; key: string }) => `${r.updatedAt}#${r.key}`;
 
+/** DynamoDB's TTL reads epoch seconds; rounded up, so nothing goes before its time. */
+const epochSeconds = (ms: number): string => String(Math.ceil(ms / 1000));
+
 function recordItem(r: Omit<StateRecord, "version">, version: number): Item {
   const item: Item = {
     ...recordKey(r.key),
@@ -450,6 +462,7 @@ function recordItem(r: Omit<StateRecord, "version">, version: number): Item {
     updatedAt: { S: r.updatedAt },
     data: { S: JSON.stringify(r.data) },
   };
+  if (r.expiresAt !== undefined) item[TTL_ATTRIBUTE] = { N: epochSeconds(Date.parse(r.expiresAt)) };
   if (r.parent !== undefined)
     Object.assign(item, { parent: { S: r.parent }, gsi1pk: { S: r.parent }, gsi1sk: { S: r.key } });
   if (r.status !== undefined) {
@@ -525,6 +538,7 @@ function toRecord<T>(item: Item): StateRecord<T> {
     version: number;
     updatedAt: string;
     data?: string;
+    expiresAt?: number;
   } & Record<string, unknown>;
   const counters = Object.fromEntries(
     Object.entries(raw)
@@ -540,6 +554,7 @@ function toRecord<T>(item: Item): StateRecord<T> {
   };
   if (raw.parent !== undefined) rec.parent = raw.parent;
   if (raw.status !== undefined) rec.status = raw.status;
+  if (raw.expiresAt !== undefined) rec.expiresAt = new Date(raw.expiresAt * 1000).toISOString();
   return rec;
 }
 

@@ -19,6 +19,7 @@ import {
   decodeCursor,
   encodeCursor,
   eventIdsOf,
+  expiryToTheSecond,
   paged,
   pageSize,
   storedEvent,
@@ -100,6 +101,14 @@ export class SqliteStateStore implements StateStore {
     ({ db: this.#db, owned: this.#owned } = openLocation(options));
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
+    // Records that may expire (domain/retention.ts): a column added to folders made before it, and
+    // what has expired deleted at each opening (as DynamoDB's TTL would have by then).
+    const columns = this.#db.sql("PRAGMA table_info(records)").all() as Row[];
+    if (!columns.some((c) => c.name === "expires_at"))
+      this.#db.exec("ALTER TABLE records ADD COLUMN expires_at TEXT");
+    this.#db
+      .sql("DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?")
+      .run(this.#clock().toISOString());
     this.#maxCached = options.cacheRecords ?? MAX_CACHED_RECORDS;
     this.#db.beforeCommit(() => this.#writeAdds());
     this.#db.onExternalChange(() => {
@@ -288,13 +297,16 @@ export class SqliteStateStore implements StateStore {
     };
     if (r.parent !== undefined) stored.parent = r.parent;
     if (r.status !== undefined) stored.status = r.status;
+    const expiresAt = r.expiresAt === undefined ? undefined : expiryToTheSecond(r.expiresAt);
+    if (expiresAt !== undefined) stored.expiresAt = expiresAt;
     this.#db
       .sql(
-        `INSERT INTO records (key, kind, parent, status, version, updated_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO records (key, kind, parent, status, version, updated_at, data, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, parent = excluded.parent, status = excluded.status,
-           version = excluded.version, updated_at = excluded.updated_at, data = excluded.data`,
+           version = excluded.version, updated_at = excluded.updated_at, data = excluded.data,
+           expires_at = excluded.expires_at`,
       )
-      .run(r.key, r.kind, r.parent ?? null, r.status ?? null, version, r.updatedAt, data);
+      .run(r.key, r.kind, r.parent ?? null, r.status ?? null, version, r.updatedAt, data, expiresAt ?? null);
     this.#remember(r.key, deepFreeze(stored));
   }
 
@@ -459,6 +471,7 @@ function toRecord<T>(row: Row): StateRecord<T> {
   };
   if (row.parent != null) rec.parent = String(row.parent);
   if (row.status != null) rec.status = String(row.status);
+  if (row.expires_at != null) rec.expiresAt = String(row.expires_at);
   return rec;
 }
 
