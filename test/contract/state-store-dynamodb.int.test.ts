@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { DeleteTableCommand, DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
+import { DeleteTableCommand, DynamoDBClient, GetItemCommand, PutItemCommand } from "@aws-sdk/client-dynamodb";
 import { describe, expect, inject, it } from "vitest";
 import { TTL_ATTRIBUTE } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
@@ -84,6 +84,68 @@ describe("the lagging index (test/peers/lagging-dynamo.ts) lags as a GSI may", (
         ["b", "open"],
       ]);
       expect(lagging.stats.stale).toBeGreaterThanOrEqual(2);
+    } finally {
+      await client.send(new DeleteTableCommand({ TableName: tableName }));
+    }
+  });
+});
+
+describe("the byStatus index spread over shards", () => {
+  it("still finds records written with the unsharded key of the layout before, once each, also once rewritten", async () => {
+    const tableName = `arbor-test-${randomBytes(6).toString("hex")}`;
+    await DynamoStateStore.ensureTable(client, tableName);
+    const store = new DynamoStateStore({ client, tableName });
+    try {
+      // As the adapter wrote a record before shards: gsi2pk = <kind>#<status>.
+      await client.send(
+        new PutItemCommand({
+          TableName: tableName,
+          Item: {
+            pk: { S: "R#old" },
+            sk: { S: "R" },
+            key: { S: "old" },
+            kind: { S: "task" },
+            status: { S: "open" },
+            version: { N: "1" },
+            updatedAt: { S: "2026-01-01T00:00:00.000Z" },
+            data: { S: "{}" },
+            gsi2pk: { S: "task#open" },
+            gsi2sk: { S: "2026-01-01T00:00:00.000Z#old" },
+          },
+        }),
+      );
+      await store.transact([
+        {
+          op: "put",
+          record: {
+            key: "new",
+            kind: "task",
+            status: "open",
+            updatedAt: "2026-01-02T00:00:00.000Z",
+            data: {},
+          },
+          expectedVersion: 0,
+        },
+      ]);
+      expect((await store.byStatus("task", "open")).items.map((r) => r.key)).toEqual(["old", "new"]);
+      await store.transact([
+        {
+          op: "put",
+          record: {
+            key: "old",
+            kind: "task",
+            status: "open",
+            updatedAt: "2026-01-03T00:00:00.000Z",
+            data: {},
+          },
+          expectedVersion: 1,
+        },
+      ]);
+      expect((await store.byStatus("task", "open")).items.map((r) => r.key)).toEqual(["new", "old"]);
+      const raw = await client.send(
+        new GetItemCommand({ TableName: tableName, Key: { pk: { S: "R#old" }, sk: { S: "R" } } }),
+      );
+      expect(raw.Item?.gsi2pk?.S).toMatch(/^task#open#[0-7]$/);
     } finally {
       await client.send(new DeleteTableCommand({ TableName: tableName }));
     }

@@ -388,6 +388,36 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
         expect((await store.byStatus("other-kind", "in_progress")).items).toEqual([]);
       });
 
+      it("pages through many records by status in age order, with and without a time bound", async () => {
+        const at = (s: number) => `2026-03-01T00:00:${String(s).padStart(2, "0")}.000Z`;
+        // 30 records, written in a scrambled order, two of them sharing each second.
+        const all = many(30, (i) => ({ key: `s-${(i * 7) % 30}`, second: Math.floor(((i * 7) % 30) / 2) }));
+        for (const r of all)
+          await store.transact([
+            {
+              op: "put",
+              record: record(r.key, { status: "in_progress", updatedAt: at(r.second) }),
+              expectedVersion: 0,
+            },
+          ]);
+        settle();
+        const order = [...all]
+          .sort((a, b) => a.second - b.second || (a.key < b.key ? -1 : 1))
+          .map((r) => r.key);
+        const paged = await collectPages((cursor) =>
+          store.byStatus("task", "in_progress", cursor === undefined ? { limit: 7 } : { limit: 7, cursor }),
+        );
+        expect(paged.map((r) => r.key)).toEqual(order);
+        const bounded = await collectPages((cursor) =>
+          store.byStatus("task", "in_progress", {
+            limit: 4,
+            updatedBefore: at(10),
+            ...(cursor === undefined ? {} : { cursor }),
+          }),
+        );
+        expect(bounded.map((r) => r.key)).toEqual(order.slice(0, 20));
+      });
+
       it("moves a record between status indexes when its status changes", async () => {
         await store.transact([{ op: "put", record: record("m", { status: "open" }), expectedVersion: 0 }]);
         await store.transact([{ op: "put", record: record("m", { status: "done" }), expectedVersion: 1 }]);

@@ -264,8 +264,9 @@ const GSI_BY_NAME = new Map<string, { partitionKey: string; sortKey: string }>(
 const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /**
- * The key conditions the adapter writes: `pk = :v`, optionally `AND sk <op> :w` (=, <, <=, >, >=)
- * or `AND begins_with(sk, :w)`. Anything else is refused, loudly: the wrapper must not guess.
+ * The key conditions the adapter writes: `pk = :v`, optionally `AND sk <op> :w` (=, <, <=, >, >=),
+ * `AND sk BETWEEN :w AND :x` or `AND begins_with(sk, :w)`. Anything else is refused, loudly: the
+ * wrapper must not guess.
  */
 function keyCondition(
   input: QueryCommandInput,
@@ -281,18 +282,19 @@ function keyCondition(
     return s;
   };
   const m =
-    /^\s*([#\w]+)\s*=\s*(:\w+)\s*(?:AND\s+(?:([#\w]+)\s*(=|<=|<|>=|>)\s*(:\w+)|begins_with\(\s*([#\w]+)\s*,\s*(:\w+)\s*\)))?\s*$/i.exec(
+    /^\s*([#\w]+)\s*=\s*(:\w+)\s*(?:AND\s+(?:([#\w]+)\s*(=|<=|<|>=|>)\s*(:\w+)|([#\w]+)\s+BETWEEN\s+(:\w+)\s+AND\s+(:\w+)|begins_with\(\s*([#\w]+)\s*,\s*(:\w+)\s*\)))?\s*$/i.exec(
       expr,
     );
   if (!m || attr(m[1] as string) !== index.partitionKey)
     throw new Error(`lagging-dynamo: key condition not modelled: ${expr}`);
   const pk = value(m[2] as string);
-  const skName = m[3] ?? m[6];
+  const skName = m[3] ?? m[6] ?? m[9];
   if (skName !== undefined && attr(skName) !== index.sortKey)
     throw new Error(`lagging-dynamo: key condition not modelled: ${expr}`);
-  const op = m[4] ?? (m[6] ? "begins_with" : undefined);
-  const operand = m[5] ?? m[7];
-  const bound = operand === undefined ? undefined : value(operand);
+  const op = m[4] ?? (m[6] ? "between" : m[9] ? "begins_with" : undefined);
+  const lo = m[5] ?? m[7] ?? m[10];
+  const bound = lo === undefined ? undefined : value(lo);
+  const upper = m[8] === undefined ? undefined : value(m[8]);
   return (item) => {
     if (item[index.partitionKey]?.S !== pk) return false;
     const s = item[index.sortKey]?.S;
@@ -310,6 +312,8 @@ function keyCondition(
         return c > 0;
       case ">=":
         return c >= 0;
+      case "between":
+        return c >= 0 && compare(s, upper as string) <= 0;
       default:
         return s.startsWith(bound);
     }
