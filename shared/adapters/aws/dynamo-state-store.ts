@@ -71,9 +71,14 @@ const eventKey = (streamId: string, seq: number) => ({
   sk: { S: `E#${String(seq).padStart(12, "0")}` },
 });
 const guardKey = (eventId: string) => ({ pk: { S: `I#${eventId}` }, sk: { S: "I" } });
+/**
+ * FNV-1a: spreads ids that differ in one character over every shard (a multiply-by-31 hash taken
+ * modulo a power of two does not: 31 is -1 there, so "leaf12" and "leaf23" land together).
+ * Queries cover every shard, so the shard an item was written to never needs to be found again.
+ */
 const shardOf = (id: string, shards = STREAM_SHARDS): number => {
-  let h = 0;
-  for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) >>> 0;
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193) >>> 0;
   return h % shards;
 };
 
