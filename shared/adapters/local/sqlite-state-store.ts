@@ -60,7 +60,8 @@ CREATE TABLE IF NOT EXISTS records (
   status TEXT,
   version INTEGER NOT NULL,
   updated_at TEXT NOT NULL,
-  data TEXT NOT NULL
+  data TEXT NOT NULL,
+  expires_at TEXT -- ISO 8601: deleted from then on, at an opening (domain/retention.ts)
 );
 -- Partial: most records (claims, usage) have no parent or no status, and need no index row.
 DROP INDEX IF EXISTS records_by_parent;
@@ -101,14 +102,19 @@ export class SqliteStateStore implements StateStore {
     ({ db: this.#db, owned: this.#owned } = openLocation(options));
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
-    // Records that may expire (domain/retention.ts): a column added to folders made before it, and
-    // what has expired deleted at each opening (as DynamoDB's TTL would have by then).
+    // Records that may expire (domain/retention.ts): the column is added to folders made before it,
+    // and what has expired is deleted at each opening (as DynamoDB's TTL would have by then).
     const columns = this.#db.sql("PRAGMA table_info(records)").all() as Row[];
     if (!columns.some((c) => c.name === "expires_at"))
       this.#db.exec("ALTER TABLE records ADD COLUMN expires_at TEXT");
-    this.#db
-      .sql("DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?")
-      .run(this.#clock().toISOString());
+    try {
+      this.#db
+        .sql("DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?")
+        .run(this.#clock().toISOString());
+    } catch (e) {
+      // Another connection is writing (SQLITE_BUSY): nothing expired is needed, a later opening deletes it.
+      if (!/locked|busy/i.test(String((e as Error)?.message))) throw e;
+    }
     this.#maxCached = options.cacheRecords ?? MAX_CACHED_RECORDS;
     this.#db.beforeCommit(() => this.#writeAdds());
     this.#db.onExternalChange(() => {
