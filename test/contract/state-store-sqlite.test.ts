@@ -7,6 +7,7 @@ import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store
 import type { Urn } from "../../shared/domain/urn.ts";
 import { ConflictError } from "../../shared/errors.ts";
 import type { WriteOp } from "../../shared/ports/state-store.ts";
+import { createLocalRuntime } from "../../shared/runtime/local.ts";
 import { taskCreated, taskUrn } from "../fixtures/event-builders.ts";
 import { stateStoreContract } from "./state-store.contract.ts";
 
@@ -173,7 +174,7 @@ describe("SQLite record cache", () => {
 });
 
 describe("SQLite expiry", () => {
-  it("deletes the records whose expiresAt has passed when it opens, and nothing else", async () => {
+  it("deletes the records whose expiresAt has passed when swept (the folder's sole worker, at opening), and nothing else", async () => {
     const dir = await mkdtemp(join(tmpdir(), "arbor-expiry-"));
     const path = join(dir, "state.db");
     try {
@@ -201,11 +202,43 @@ describe("SQLite expiry", () => {
 
       now = Date.parse("2026-01-03T00:00:00.000Z");
       const reopened = new SqliteStateStore({ path, clock });
+      expect(reopened.sweepExpired()).toBe(1);
       expect(await reopened.get("soon")).toBeUndefined();
       expect((await reopened.get("later"))?.expiresAt).toBe("2026-02-01T00:00:00.000Z");
       expect(await reopened.get("never")).toBeDefined();
       expect(await reopened.streamVersion("s1")).toBe(1); // the event log never expires
       await reopened.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("is swept by a local runtime that holds the data folder's lock, not by one that only reads", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-expiry-"));
+    try {
+      const config = { mode: "local" as const, tenant: "acme", dataDir: dir, durable: false };
+      const clock = () => new Date("2026-01-03T00:00:00.000Z");
+      const first = createLocalRuntime(config, { clock });
+      await first.state.transact([
+        {
+          op: "put",
+          record: {
+            key: "gone",
+            kind: "claim",
+            updatedAt: "x",
+            data: {},
+            expiresAt: "2026-01-02T00:00:00.000Z",
+          },
+          expectedVersion: 0,
+        },
+      ]);
+      await first.close();
+      const reader = createLocalRuntime(config, { clock });
+      expect(await reader.state.get("gone")).toBeDefined();
+      await reader.close();
+      const worker = createLocalRuntime(config, { clock, lockAs: "arbor serve" });
+      expect(await worker.state.get("gone")).toBeUndefined();
+      await worker.close();
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -102,19 +102,10 @@ export class SqliteStateStore implements StateStore {
     ({ db: this.#db, owned: this.#owned } = openLocation(options));
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
-    // Records that may expire (domain/retention.ts): the column is added to folders made before it,
-    // and what has expired is deleted at each opening (as DynamoDB's TTL would have by then).
+    // Records that may expire (domain/retention.ts): the column is added to folders made before it.
     const columns = this.#db.sql("PRAGMA table_info(records)").all() as Row[];
     if (!columns.some((c) => c.name === "expires_at"))
       this.#db.exec("ALTER TABLE records ADD COLUMN expires_at TEXT");
-    try {
-      this.#db
-        .sql("DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?")
-        .run(this.#clock().toISOString());
-    } catch (e) {
-      // Another connection is writing (SQLITE_BUSY): nothing expired is needed, a later opening deletes it.
-      if (!/locked|busy/i.test(String((e as Error)?.message))) throw e;
-    }
     this.#maxCached = options.cacheRecords ?? MAX_CACHED_RECORDS;
     this.#db.beforeCommit(() => this.#writeAdds());
     this.#db.onExternalChange(() => {
@@ -127,6 +118,19 @@ export class SqliteStateStore implements StateStore {
       this.#adds.clear();
       this.#parentedAdds = 0;
     });
+  }
+
+  /**
+   * Deletes the records whose `expiresAt` has passed (as DynamoDB's TTL would have by now). For the
+   * folder's sole writer, when it opens it (the local runtime holding the data folder's lock): a
+   * write here must not wait on another connection's.
+   */
+  sweepExpired(): number {
+    const done = this.#db
+      .sql("DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?")
+      .run(this.#clock().toISOString());
+    this.#cache.clear();
+    return Number(done.changes);
   }
 
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
