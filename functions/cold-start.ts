@@ -78,4 +78,6 @@ export function coldStart(deps: FunctionDeps, prepare: (warm: Warm) => void = ()
 /** The part of Lambda's context object the functions read. */
 export interface LambdaContext {
   awsRequestId?: string;
+  /** How long this invocation may still run before Lambda stops it (its timeout). */
+  getRemainingTimeInMillis?(): number;
 }

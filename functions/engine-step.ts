@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { EVENT_ID_DETAIL_KEY } from "../shared/adapters/aws/eventbridge-event-bus.ts";
 import { formatIssues } from "../shared/domain/resources.ts";
+import { withinStepTime } from "../shared/engine/claims.ts";
 import { ROUTES, type StepName } from "../shared/engine/routes.ts";
 import { ValidationError } from "../shared/errors.ts";
 import { EmfMetrics } from "../shared/observability/emf-metrics.ts";
@@ -64,7 +65,11 @@ export function createStepHandler(deps: FunctionDeps = {}): StepHandler {
     try {
       const { rt, config } = await instance.get();
       stage = config.stage ?? stage;
-      await rt.bus.dispatch(event, { subscription });
+      const dispatch = () => rt.bus.dispatch(event, { subscription });
+      // Claims taken in this step end soon after the invocation's timeout (shared/engine/claims.ts),
+      // so Lambda's retry of a step that timed out takes its work over.
+      const remaining = context?.getRemainingTimeInMillis?.bind(context);
+      await (remaining ? withinStepTime(remaining, dispatch) : dispatch());
       step.info("step done", { durationMs: Date.now() - started });
       metrics.add("StepSucceeded", 1);
     } catch (error) {

@@ -1,3 +1,5 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
 import { ConflictError } from "../errors.ts";
 import type { EngineDeps } from "./context.ts";
 
@@ -11,24 +13,64 @@ import type { EngineDeps } from "./context.ts";
  * taken over at once, so work a crash interrupted moves on as soon as it is driven again, not once
  * the claim has gone stale.
  *
+ * A claim is a lease: it says until when its holder may still be at work (`leaseUntil`), and is
+ * free to take over from then on. That is `staleMs` after it was taken, or, inside a step that
+ * knows when its invocation must end (a Lambda function's remaining time, see
+ * `withinStepTime`), that end plus CLAIM_LEASE_MARGIN_MS, whichever comes first: a step killed
+ * by its timeout leaves a claim that Lambda's retry (a minute later) takes over, instead of
+ * finding it held and doing nothing until the watchdog comes.
+ *
  * Its state lives in its data, not in the record's status: nothing lists claims by status, and a
  * record without one stays out of the status index (one index write less per claim, on SQLite
  * and on DynamoDB).
  */
 type ClaimState = "held" | "done";
-const claimRecord = (key: string, state: ClaimState, at: Date, holder?: string) => ({
+interface ClaimData {
+  state: ClaimState;
+  holder?: string;
+  /** ISO 8601; absent in claims written before leases (they end `staleMs` after `updatedAt`). */
+  leaseUntil?: string;
+}
+const claimRecord = (key: string, state: ClaimState, at: Date, extra: Omit<ClaimData, "state"> = {}) => ({
   key,
   kind: "claim",
   updatedAt: at.toISOString(),
-  data: holder ? { state, holder } : { state },
+  // Long after any repeat of its work could come (domain/retention.ts): then the store may drop it.
+  expiresAt: expiresAfter(at, RETENTION_MS.claim),
+  data: { state, ...extra } satisfies ClaimData,
 });
 /** Claims written before the state moved to the data carry it as their status. */
 const stateOf = (record: { status?: string; data: unknown }): unknown =>
   (record.data as { state?: unknown } | null)?.state ?? record.status;
 
+/** How long a claim outlives the end of the invocation that took it (clock skew, a slow last write). */
+export const CLAIM_LEASE_MARGIN_MS = 30_000;
+
+const stepTime = new AsyncLocalStorage<() => number>();
+
+/**
+ * Runs `step` knowing how much time its invocation has left (`remainingMs`, e.g. the Lambda
+ * context's getRemainingTimeInMillis): claims taken inside it end soon after that time runs out.
+ */
+export function withinStepTime<T>(remainingMs: () => number, step: () => Promise<T>): Promise<T> {
+  return stepTime.run(remainingMs, step);
+}
+
+/** How long a claim taken now may be held. */
+export function leaseMs(staleMs: number): number {
+  const remaining = stepTime.getStore()?.();
+  return remaining === undefined || !Number.isFinite(remaining)
+    ? staleMs
+    : Math.min(staleMs, Math.max(0, remaining) + CLAIM_LEASE_MARGIN_MS);
+}
+
 export async function claim(deps: EngineDeps, key: string, staleMs: number): Promise<boolean> {
   const now = deps.clock();
-  const record = claimRecord(key, "held", now, deps.soleWorker);
+  const leaseUntil = new Date(now.getTime() + leaseMs(staleMs)).toISOString();
+  const record = claimRecord(key, "held", now, {
+    ...(deps.soleWorker ? { holder: deps.soleWorker } : {}),
+    leaseUntil,
+  });
   try {
     await deps.state.transact([{ op: "put", record, expectedVersion: 0 }]);
     return true;
@@ -37,9 +79,13 @@ export async function claim(deps: EngineDeps, key: string, staleMs: number): Pro
   }
   const current = await deps.state.get(key);
   if (!current || stateOf(current) !== "held") return false;
-  const holder = (current.data as { holder?: unknown } | null)?.holder;
-  const leftByTheGone = deps.soleWorker !== undefined && holder !== deps.soleWorker;
-  if (!leftByTheGone && now.getTime() - Date.parse(current.updatedAt) < staleMs) return false;
+  const data = (current.data ?? {}) as Partial<ClaimData>;
+  const leftByTheGone = deps.soleWorker !== undefined && data.holder !== deps.soleWorker;
+  const ends =
+    typeof data.leaseUntil === "string"
+      ? Date.parse(data.leaseUntil)
+      : Date.parse(current.updatedAt) + staleMs;
+  if (!leftByTheGone && now.getTime() < ends) return false;
   try {
     await deps.state.transact([{ op: "put", record, expectedVersion: current.version }]);
     return true;

@@ -4,6 +4,7 @@ import { schedule } from "../domain/scheduler.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { parentUrn, type Urn } from "../domain/urn.ts";
+import { childrenOf } from "./children.ts";
 import {
   agentActor,
   COMMANDS,
@@ -27,6 +28,14 @@ import { supervise } from "./supervisor.ts";
  */
 export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<void> {
   const view = await deps.tasks.view(cmd.taskId);
+  // A leaf's start delivered again (Lambda's retry of a start that timed out in its first turn, a
+  // duplicate) goes on from its transcript; the turn's claim keeps a turn still running from running
+  // twice. A parent's children were started by its first start (or get re-driven by the watchdog).
+  if (view?.status === "in_progress") {
+    if ((await deps.tasks.childCounts(cmd.taskId))?.created) return;
+    if ((await deps.resources.childUrns(cmd.taskId, "plan.Task")).length > 0) return;
+    return runTurn(deps, { taskId: cmd.taskId });
+  }
   if (view?.status !== "open") return;
   if (view.parentTaskId && (await deps.tasks.view(view.parentTaskId))?.status !== "in_progress") return;
   const task = await deps.resources.getAs("plan.Task", cmd.taskId);
@@ -45,7 +54,7 @@ export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<voi
 
 /** After TaskStarted (or an answer): children start, or the leaf's inner loop runs, in this step. */
 async function proceed(deps: EngineDeps, taskId: string, fresh?: FreshLeaf): Promise<void> {
-  const children = await deps.tasks.children(taskId);
+  const children = await childrenOf(deps, taskId);
   if (children.length > 0) {
     for (const child of schedule(children.filter((c) => c.status === "open")))
       await send(deps, COMMANDS.ready, { taskId: child.taskId }, child.taskId);
@@ -99,7 +108,7 @@ export async function resume(deps: EngineDeps, cmd: ResumeCommand): Promise<void
       if (!task || !answer?.selectedOptionId) return;
       await deps.resources.put({ ...task, election: { assistant: answer.selectedOptionId, score: 1 } });
       // Its children start from here; a leaf's turns run in the turn step, which may call the model.
-      if ((await deps.tasks.children(taskId)).length > 0) return proceed(deps, taskId);
+      if ((await childrenOf(deps, taskId)).length > 0) return proceed(deps, taskId);
       return send(deps, COMMANDS.turn, { taskId, turn: 1 }, taskId, `resume:${cmd.interactionUrn}`);
     }
     default:
@@ -117,7 +126,7 @@ export async function cancelTask(
 ): Promise<void> {
   const subtree: TaskView[] = [];
   const walk = async (id: string) => {
-    for (const child of await deps.tasks.children(id)) {
+    for (const child of await childrenOf(deps, id)) {
       await walk(child.taskId);
       subtree.push(child);
     }
@@ -145,15 +154,22 @@ export async function cancelTask(
 export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ redriven: number }> {
   const before = new Date(deps.clock().getTime() - staleMs).toISOString();
   let redriven = 0;
-  for (const marker of (
+  // The status index only finds candidates: each is read again (it may have moved on since).
+  const stillStale = (r: { status?: string; updatedAt: string } | undefined, status: string) =>
+    r?.status === status && r.updatedAt < before;
+  for (const listed of (
     await deps.state.byStatus<PlanCommand>("plan", "requested", { updatedBefore: before, limit: 1000 })
   ).items) {
+    const marker = await deps.state.get<PlanCommand>(listed.key);
+    if (!marker || !stillStale(marker, "requested")) continue;
     redriven++;
     await send(deps, COMMANDS.plan, marker.data, marker.data.messageUrn, `watchdog:${before}`);
   }
-  for (const t of await deps.tasks.stale("in_progress", before, 1000)) {
+  for (const listed of await deps.tasks.stale("in_progress", before, 1000)) {
+    const t = await deps.tasks.view(listed.taskId);
+    if (!t || !stillStale(t, "in_progress")) continue;
     redriven++;
-    const children = await deps.tasks.children(t.taskId);
+    const children = await childrenOf(deps, t.taskId);
     if (children.length > 0) {
       await supervise(deps, t.taskId);
       for (const c of children.filter((c) => c.status === "open"))
@@ -173,7 +189,9 @@ export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ red
       await send(deps, COMMANDS.turn, { taskId: t.taskId, turn: 0 }, t.taskId, `watchdog:${before}`);
     }
   }
-  for (const t of await deps.tasks.stale("open", before, 1000)) {
+  for (const listed of await deps.tasks.stale("open", before, 1000)) {
+    const t = await deps.tasks.view(listed.taskId);
+    if (!t || !stillStale(t, "open")) continue;
     redriven++;
     await send(deps, COMMANDS.ready, { taskId: t.taskId }, t.taskId, `watchdog:${before}`);
   }

@@ -9,6 +9,7 @@ import {
   toDescription,
   withMeta,
 } from "../domain/resources.ts";
+import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { parentUrn, type Urn } from "../domain/urn.ts";
 import { ConflictError } from "../errors.ts";
@@ -110,7 +111,12 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<void> {
       .transact([
         {
           op: "put",
-          record: { ...marker, status: "done", updatedAt: deps.clock().toISOString() },
+          record: {
+            ...marker,
+            status: "done",
+            updatedAt: deps.clock().toISOString(),
+            expiresAt: expiresAfter(deps.clock(), RETENTION_MS.donePlanMarker),
+          },
           expectedVersion: marker.version,
         },
       ])

@@ -11,6 +11,7 @@ import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, parentUrn, taskDepth } from "../domain/urn.ts";
 import type { LlmToolSpec } from "../ports/llm.ts";
+import { childrenOf } from "./children.ts";
 import { claim, finishClaim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send } from "./context.ts";
 import { completeTask, failTask, outputOf } from "./outcome.ts";
@@ -63,7 +64,8 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
   if (view?.status !== "in_progress") return;
   // Most completions find siblings still running: the counts say so without listing them all.
   if (!(await deps.tasks.childrenMayAllHaveEnded(parentId))) return;
-  const children = await deps.tasks.children(parentId);
+  // Decided on the children's own records, not on the index, which may not show the last ends yet.
+  const children = await childrenOf(deps, parentId);
   if (children.length === 0 || !children.every((c) => isTerminal(c.status))) return;
 
   const parent = (await deps.resources.getAs("plan.Task", parentId)) as TaskResource;

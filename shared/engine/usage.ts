@@ -6,11 +6,36 @@ import type { EngineDeps } from "./context.ts";
 /**
  * Usage (turns, tokens, cost) per task, rolled up to every ancestor task in the same transaction,
  * so each level of the tree can be held to its own budget.
+ *
+ * A task's usage is its own counter (`usage#<task>`: its turns, its own calls) plus USAGE_SHARDS
+ * counters its descendants add to (`usage#<task>#<n>`, n from a hash of the descendant), summed on
+ * read. Without the shards every leaf of a tree added to the root's one item: on DynamoDB, two
+ * transactions writing one item at the same moment conflict, and siblings spent their time
+ * cancelling each other's writes and retrying (bench/usage-contention.ts measures it).
  */
+export const USAGE_SHARDS = 8;
+
 const usageKey = (taskId: string) => `usage#${taskId}`;
+const shardKey = (taskId: string, shard: number) => `usage#${taskId}#${shard}`;
+/**
+ * FNV-1a: spreads ids that differ in one character over every shard (a multiply-by-31 hash taken
+ * modulo a power of two does not: 31 is -1 there, so "leaf12" and "leaf23" land together).
+ * Queries cover every shard, so the shard an item was written to never needs to be found again.
+ */
+const shardOf = (id: string, shards = USAGE_SHARDS): number => {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193) >>> 0;
+  return h % shards;
+};
 
 export async function usageOf(deps: Pick<EngineDeps, "state">, taskId: string): Promise<Usage> {
-  return { ...ZERO_USAGE, ...(await deps.state.get<Partial<Usage>>(usageKey(taskId)))?.data };
+  const keys = [usageKey(taskId), ...Array.from({ length: USAGE_SHARDS }, (_, n) => shardKey(taskId, n))];
+  const parts = await Promise.all(keys.map((k) => deps.state.get<Partial<Usage>>(k)));
+  const sum: Usage = { ...ZERO_USAGE };
+  for (const part of parts) {
+    for (const field of Object.keys(sum) as (keyof Usage)[]) sum[field] += part?.data[field] ?? 0;
+  }
+  return sum;
 }
 
 export function costOf(deps: EngineDeps, usage: LlmUsage): number {
@@ -20,8 +45,7 @@ export function costOf(deps: EngineDeps, usage: LlmUsage): number {
 
 /**
  * Adds one LLM call's usage to the task (turn counted) and to each ancestor task (tokens and cost
- * only), in one transaction of counter adds: siblings counting into the same parent at the same
- * moment never conflict.
+ * only, into the ancestor's shard for this task), in one transaction of counter adds.
  */
 export async function recordUsage(
   deps: EngineDeps,
@@ -35,15 +59,23 @@ export async function recordUsage(
     outputTokens: llm.outputTokens,
     costUsd: costOf(deps, llm),
   };
-  const chain = [taskId, ...ancestors(taskId).filter((u) => lastElement(u).type === "Task")];
+  const above = ancestors(taskId).filter((u) => lastElement(u).type === "Task");
+  const shard = shardOf(taskId);
   const updatedAt = deps.clock().toISOString();
-  await deps.state.transact(
-    chain.map((id, i) => ({
+  await deps.state.transact([
+    {
       op: "add" as const,
-      key: usageKey(id),
+      key: usageKey(taskId),
       kind: "usage",
       updatedAt,
-      amounts: i === 0 && countTurn ? { ...amounts, turns: 1 } : amounts,
+      amounts: countTurn ? { ...amounts, turns: 1 } : amounts,
+    },
+    ...above.map((id) => ({
+      op: "add" as const,
+      key: shardKey(id, shard),
+      kind: "usage",
+      updatedAt,
+      amounts,
     })),
-  );
+  ]);
 }

@@ -16,6 +16,12 @@ export interface StateRecord<T = unknown> {
   version: number;
   /** ISO 8601; the status index orders by it (the watchdog asks for the oldest). */
   updatedAt: string;
+  /**
+   * ISO 8601: the store may delete the record from then on (DynamoDB's TTL, within a few days; the
+   * SQLite store when it opens). Until it does, the record reads as any other; stored to the second,
+   * rounded up. Absent: kept for ever. See domain/retention.ts for what may expire.
+   */
+  expiresAt?: string;
   data: T;
 }
 
@@ -23,9 +29,11 @@ export type RecordInput<T = unknown> = Omit<StateRecord<T>, "version">;
 
 /**
  * Adds to a counter record (its data: named numbers), creating it at zero when missing. It has no
- * expected version: adds never conflict with each other, so many writers can count into one
- * record (a parent's usage, with all its children running) without retries. The record's version
- * still goes up by one. Only counter records may be added to; `put` replaces a counter record.
+ * expected version: adds never fail a condition, so many writers can count into one record. The
+ * record's version still goes up by one. Only counter records may be added to; `put` replaces a
+ * counter record. On DynamoDB two transactions writing one item at the same moment are still
+ * cancelled (TransactionConflict; the adapter retries): a counter many write at once is a hot key,
+ * to spread (engine/usage.ts). DynamoDB Local never reports it: bench/usage-contention.ts does.
  */
 export interface AddOp {
   op: "add";

@@ -82,6 +82,8 @@ export function createLocalRuntime(config: LocalConfig, options: LocalRuntimeOpt
         })
       : new SqliteObjectStore({ database });
   const state = new SqliteStateStore({ database, ...(options.clock ? { clock: options.clock } : {}) });
+  // The folder's sole worker lets go of what has expired (domain/retention.ts), as DynamoDB's TTL does.
+  if (lock) state.sweepExpired();
   const bus = new InProcessEventBus({ ...options.bus, ...(options.clock ? { clock: options.clock } : {}) });
   return {
     mode: "local",

@@ -186,11 +186,19 @@ export class TaskLog {
    * fewer `created` than `ended`), and gets true.
    */
   async childrenMayAllHaveEnded(taskId: string): Promise<boolean> {
-    const counts = (await this.#state.get<Partial<ChildCounts>>(childCountKey(taskId)))?.data;
+    const counts = await this.childCounts(taskId);
     return !counts || (counts.ended ?? 0) >= (counts.created ?? 0);
   }
 
-  /** Direct children of a task, in URN order. */
+  /** The task's child counts (a consistent read), undefined when it has none (no child yet, or an older task). */
+  async childCounts(taskId: string): Promise<Partial<ChildCounts> | undefined> {
+    return (await this.#state.get<Partial<ChildCounts>>(childCountKey(taskId)))?.data;
+  }
+
+  /**
+   * Direct children of a task, in URN order, as the byParent index lists them: eventually
+   * consistent (a DynamoDB GSI). Fine to show; to decide on them, see engine/children.ts.
+   */
   async children(taskId: string): Promise<TaskView[]> {
     const records = await collectPages((cursor) =>
       this.#state.byParent<TaskView>(taskId, cursor === undefined ? {} : { cursor }),
@@ -198,7 +206,10 @@ export class TaskLog {
     return records.filter((r) => r.kind === TASK_RECORD_KIND).map((r) => r.data);
   }
 
-  /** Tasks in a status whose last event is older than `before`, oldest first (the watchdog's query). */
+  /**
+   * Tasks in a status whose last event is older than `before`, oldest first (the watchdog's query).
+   * From the byStatus index: eventually consistent, so confirm each with `view` before acting.
+   */
   async stale(status: TaskView["status"], before: string, limit = 100): Promise<TaskView[]> {
     const page = await this.#state.byStatus<TaskView>(TASK_RECORD_KIND, status, {
       updatedBefore: before,

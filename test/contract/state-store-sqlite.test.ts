@@ -1,11 +1,14 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "libsql";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
 import type { Urn } from "../../shared/domain/urn.ts";
 import { ConflictError } from "../../shared/errors.ts";
 import type { WriteOp } from "../../shared/ports/state-store.ts";
+import { createLocalRuntime } from "../../shared/runtime/local.ts";
+import { taskCreated, taskUrn } from "../fixtures/event-builders.ts";
 import { stateStoreContract } from "./state-store.contract.ts";
 
 stateStoreContract("SQLite file (libsql)", async () => {
@@ -164,6 +167,109 @@ describe("SQLite record cache", () => {
       expect(await mine.get("c")).toMatchObject({ version: 3, data: { n: 3 } });
       await theirs.close();
       await mine.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("SQLite expiry", () => {
+  it("deletes the records whose expiresAt has passed when swept (the folder's sole worker, at opening), and nothing else", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-expiry-"));
+    const path = join(dir, "state.db");
+    try {
+      let now = Date.parse("2026-01-01T00:00:00.000Z");
+      const clock = () => new Date(now);
+      const store = new SqliteStateStore({ path, clock });
+      const rec = (key: string, expiresAt?: string) => ({
+        op: "put" as const,
+        record: {
+          key,
+          kind: "claim",
+          updatedAt: "2026-01-01T00:00:00.000Z",
+          data: {},
+          ...(expiresAt ? { expiresAt } : {}),
+        },
+        expectedVersion: 0,
+      });
+      await store.transact([
+        rec("soon", "2026-01-02T00:00:00.000Z"),
+        rec("later", "2026-02-01T00:00:00.000Z"),
+        rec("never"),
+      ]);
+      await store.append("s1", [taskCreated(taskUrn("expiry"))], 0);
+      await store.close();
+
+      now = Date.parse("2026-01-03T00:00:00.000Z");
+      const reopened = new SqliteStateStore({ path, clock });
+      expect(reopened.sweepExpired()).toBe(1);
+      expect(await reopened.get("soon")).toBeUndefined();
+      expect((await reopened.get("later"))?.expiresAt).toBe("2026-02-01T00:00:00.000Z");
+      expect(await reopened.get("never")).toBeDefined();
+      expect(await reopened.streamVersion("s1")).toBe(1); // the event log never expires
+      await reopened.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("is swept by a local runtime that holds the data folder's lock, not by one that only reads", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-expiry-"));
+    try {
+      const config = { mode: "local" as const, tenant: "acme", dataDir: dir, durable: false };
+      const clock = () => new Date("2026-01-03T00:00:00.000Z");
+      const first = createLocalRuntime(config, { clock });
+      await first.state.transact([
+        {
+          op: "put",
+          record: {
+            key: "gone",
+            kind: "claim",
+            updatedAt: "x",
+            data: {},
+            expiresAt: "2026-01-02T00:00:00.000Z",
+          },
+          expectedVersion: 0,
+        },
+      ]);
+      await first.close();
+      const reader = createLocalRuntime(config, { clock });
+      expect(await reader.state.get("gone")).toBeDefined();
+      await reader.close();
+      const worker = createLocalRuntime(config, { clock, lockAs: "arbor serve" });
+      expect(await worker.state.get("gone")).toBeUndefined();
+      await worker.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("adds the expiry column to a data folder made before it", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-expiry-"));
+    const path = join(dir, "state.db");
+    try {
+      const old = new Database(path);
+      old.exec(`CREATE TABLE records (key TEXT PRIMARY KEY, kind TEXT NOT NULL, parent TEXT, status TEXT,
+        version INTEGER NOT NULL, updated_at TEXT NOT NULL, data TEXT NOT NULL);
+        INSERT INTO records VALUES ('old', 'task', NULL, 'open', 1, '2026-01-01T00:00:00.000Z', '{"n":1}');`);
+      old.close();
+      const store = new SqliteStateStore({ path });
+      expect(await store.get("old")).toMatchObject({ key: "old", status: "open", data: { n: 1 } });
+      await store.transact([
+        {
+          op: "put",
+          record: {
+            key: "new",
+            kind: "claim",
+            updatedAt: "2026-01-01T00:00:00.000Z",
+            data: {},
+            expiresAt: "2030-01-01T00:00:00.000Z",
+          },
+          expectedVersion: 0,
+        },
+      ]);
+      expect((await store.get("new"))?.expiresAt).toBe("2030-01-01T00:00:00.000Z");
+      await store.close();
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -17,6 +17,13 @@ import {
 export interface StateStoreFixture {
   store: StateStore;
   cleanup(): Promise<void>;
+  /**
+   * For a store whose indexes are eventually consistent (byParent, byStatus: DynamoDB's GSIs):
+   * lets them catch up with every write so far. The contract calls it before it reads an index
+   * right after writing; every other read (get, streams, findEvent, conditions) must be exact
+   * without it. Absent: the indexes never lag.
+   */
+  settleIndexes?(): void;
 }
 
 const record = (
@@ -35,6 +42,7 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
   describe(`StateStore contract: ${name}`, () => {
     let fx: StateStoreFixture;
     let store: StateStore;
+    const settle = () => fx.settleIndexes?.();
     beforeEach(async () => {
       fx = await setup();
       store = fx.store;
@@ -97,6 +105,27 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
           updatedAt: "2026-02-02T00:00:00.000Z",
           data,
         });
+      });
+      it("keeps a record's expiresAt to the second, rounded up; without one it has none", async () => {
+        await store.transact([
+          {
+            op: "put",
+            record: { ...record("ttl"), expiresAt: "2026-04-01T10:00:00.250Z" },
+            expectedVersion: 0,
+          },
+          { op: "put", record: record("kept"), expectedVersion: 0 },
+        ]);
+        expect((await store.get("ttl"))?.expiresAt).toBe("2026-04-01T10:00:01.000Z");
+        expect(await store.get("kept")).not.toHaveProperty("expiresAt");
+        // A new version without one is kept for ever again.
+        await store.transact([{ op: "put", record: record("ttl"), expectedVersion: 1 }]);
+        expect(await store.get("ttl")).not.toHaveProperty("expiresAt");
+        await expect(
+          store.transact([
+            { op: "put", record: { ...record("bad"), expiresAt: "next week" }, expectedVersion: 0 },
+          ]),
+        ).rejects.toThrow(/expiresAt of bad must be an ISO 8601 time/);
+        expect(await store.get("bad")).toBeUndefined();
       });
     });
 
@@ -219,9 +248,11 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
         expect(r?.data.turns).toBe(3);
         expect(r?.data.tokens).toBe(150);
         expect(r?.data.costUsd).toBeCloseTo(0.0000004, 12);
+        settle();
         expect((await store.byParent("p")).items.map((i) => i.key)).toEqual(["u1"]);
         // Read right after an add, a listing sees it too (the add names no parent: the record keeps "p").
         await store.transact([add("u1", { turns: 1 })]);
+        settle();
         const [listed] = (await store.byParent<Record<string, number>>("p")).items;
         expect(listed).toMatchObject({ key: "u1", version: 3, data: { turns: 4 } });
       });
@@ -326,6 +357,7 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
           { op: "put", record: record("stranger", { parent: "Q" }), expectedVersion: 0 },
         ]);
         await store.transact([{ op: "put", record: record("orphan"), expectedVersion: 0 }]);
+        settle();
         const found = await collectPages((cursor) =>
           store.byParent("P", cursor === undefined ? { limit: 10 } : { limit: 10, cursor }),
         );
@@ -346,6 +378,7 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
             { op: "put", record: record(k, { status: s, updatedAt: at(m) }), expectedVersion: 0 },
           ]);
         }
+        settle();
         const all = await collectPages((cursor) =>
           store.byStatus("task", "in_progress", cursor === undefined ? { limit: 2 } : { limit: 2, cursor }),
         );
@@ -355,9 +388,40 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
         expect((await store.byStatus("other-kind", "in_progress")).items).toEqual([]);
       });
 
+      it("pages through many records by status in age order, with and without a time bound", async () => {
+        const at = (s: number) => `2026-03-01T00:00:${String(s).padStart(2, "0")}.000Z`;
+        // 30 records, written in a scrambled order, two of them sharing each second.
+        const all = many(30, (i) => ({ key: `s-${(i * 7) % 30}`, second: Math.floor(((i * 7) % 30) / 2) }));
+        for (const r of all)
+          await store.transact([
+            {
+              op: "put",
+              record: record(r.key, { status: "in_progress", updatedAt: at(r.second) }),
+              expectedVersion: 0,
+            },
+          ]);
+        settle();
+        const order = [...all]
+          .sort((a, b) => a.second - b.second || (a.key < b.key ? -1 : 1))
+          .map((r) => r.key);
+        const paged = await collectPages((cursor) =>
+          store.byStatus("task", "in_progress", cursor === undefined ? { limit: 7 } : { limit: 7, cursor }),
+        );
+        expect(paged.map((r) => r.key)).toEqual(order);
+        const bounded = await collectPages((cursor) =>
+          store.byStatus("task", "in_progress", {
+            limit: 4,
+            updatedBefore: at(10),
+            ...(cursor === undefined ? {} : { cursor }),
+          }),
+        );
+        expect(bounded.map((r) => r.key)).toEqual(order.slice(0, 20));
+      });
+
       it("moves a record between status indexes when its status changes", async () => {
         await store.transact([{ op: "put", record: record("m", { status: "open" }), expectedVersion: 0 }]);
         await store.transact([{ op: "put", record: record("m", { status: "done" }), expectedVersion: 1 }]);
+        settle();
         expect((await store.byStatus("task", "open")).items).toEqual([]);
         expect((await store.byStatus("task", "done")).items.map((r) => r.key)).toEqual(["m"]);
       });

@@ -14,9 +14,11 @@ import {
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
 import { pendingInteractions } from "../../shared/engine/interactions.ts";
 import type { OutboundSettings } from "../../shared/outbound/policy.ts";
+import type { StateStore } from "../../shared/ports/state-store.ts";
 import type { ToolPort } from "../../shared/ports/tools.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
+import { TaskLog } from "../../shared/use-cases/task-log.ts";
 
 /**
  * A local Arbor for end-to-end tests: real adapters (SQLite or files, in-process bus, local embedder
@@ -46,6 +48,11 @@ export interface HarnessOptions {
   tools?: (rt: LocalRuntime, dataDir: string) => Promise<ToolPort>;
   /** Hold the data folder's lock as `arbor serve` does (the runtime is then the folder's sole worker). */
   lockAs?: string;
+  /**
+   * The state store and event log (default: the data folder's SQLite), opened anew at each
+   * (re)start, e.g. DynamoDB Local with lagging indexes (engine-lagging.int.test.ts).
+   */
+  state?: () => StateStore;
 }
 
 export class Harness {
@@ -69,7 +76,7 @@ export class Harness {
   }
 
   async open(faults?: FaultInjector): Promise<void> {
-    this.rt = createLocalRuntime(
+    const rt = createLocalRuntime(
       {
         mode: "local",
         tenant: "acme",
@@ -83,6 +90,8 @@ export class Harness {
         ...(this.options.lockAs ? { lockAs: this.options.lockAs } : {}),
       },
     );
+    const state = this.options.state?.();
+    this.rt = state ? { ...rt, state, tasks: new TaskLog(state) } : rt;
     this.llm = new ScriptedLlm(this.options.script);
     this.engine = await createLocalEngine(this.rt, {
       llm: this.llm,

@@ -48,7 +48,7 @@ async function waitFor(
   throw new Error(`${what} did not become ready within ${timeoutMs / 1000}s`);
 }
 
-async function startDynamoLocal(): Promise<{ endpoint: string; child: ChildProcess }> {
+export async function startDynamoLocal(): Promise<{ endpoint: string; child: ChildProcess }> {
   const pkg = dirname(require.resolve("amplify-dynamodb-simulator/package.json"));
   const emulator = join(pkg, "emulator");
   const port = await freePort();

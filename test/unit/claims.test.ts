@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
-import { claim, finishClaim } from "../../shared/engine/claims.ts";
+import { CLAIM_LEASE_MARGIN_MS, claim, finishClaim, withinStepTime } from "../../shared/engine/claims.ts";
 import type { EngineDeps } from "../../shared/engine/context.ts";
 
 describe("claims", () => {
@@ -52,5 +52,56 @@ describe("claims", () => {
     expect(await claim(deps, "old-held", 1000)).toBe(true);
     await finishClaim(deps, "old-done"); // already finished: nothing written
     expect((await store.get("old-done"))?.version).toBe(1);
+  });
+
+  it("taken inside a step that must end in 2 s, is free to take over the margin after that end", async () => {
+    const staleMs = 5 * 60_000;
+    expect(
+      await withinStepTime(
+        () => 2_000,
+        () => claim(deps, "turn#t#2", staleMs),
+      ),
+    ).toBe(true);
+    expect(await store.get("turn#t#2")).toMatchObject({
+      data: { state: "held", leaseUntil: new Date(now + 2_000 + CLAIM_LEASE_MARGIN_MS).toISOString() },
+    });
+    now += 2_000 + CLAIM_LEASE_MARGIN_MS - 1;
+    expect(await claim(deps, "turn#t#2", staleMs)).toBe(false); // the step may still be ending
+    now += 1;
+    // Lambda's retry: the lease is over long before staleMs (5 minutes) would be.
+    expect(
+      await withinStepTime(
+        () => 60_000,
+        () => claim(deps, "turn#t#2", staleMs),
+      ),
+    ).toBe(true);
+    expect(await claim(deps, "turn#t#2", staleMs)).toBe(false); // the retry holds it now
+  });
+
+  it("never holds longer than staleMs, and reads claims written before leases by their age", async () => {
+    expect(
+      await withinStepTime(
+        () => 3_600_000,
+        () => claim(deps, "long", 1000),
+      ),
+    ).toBe(true);
+    now += 1000;
+    expect(await claim(deps, "long", 1000)).toBe(true);
+    await store.transact([
+      {
+        op: "put",
+        record: {
+          key: "pre-lease",
+          kind: "claim",
+          updatedAt: new Date(now).toISOString(),
+          data: { state: "held" },
+        },
+        expectedVersion: 0,
+      },
+    ]);
+    now += 999;
+    expect(await claim(deps, "pre-lease", 1000)).toBe(false);
+    now += 1;
+    expect(await claim(deps, "pre-lease", 1000)).toBe(true);
   });
 });

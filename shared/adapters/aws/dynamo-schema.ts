@@ -8,7 +8,9 @@
  *   event-id guard (dedupe)           I#<eventId>           I
  * indexes
  *   byParent  gsi1pk = parent                 gsi1sk = key             (records with a parent)
- *   byStatus  gsi2pk = <kind>#<status>        gsi2sk = <updatedAt>#<key>  (records with a status)
+ *   byStatus  gsi2pk = <kind>#<status>#<0..7> gsi2sk = <updatedAt>#<key>  (records with a status,
+ *                                                                          spread over STATUS_SHARDS keys
+ *                                                                          by a hash of the record's key)
  *   streams   gsi3pk = STREAM#<0..15>         gsi3sk = <streamId>      (first event of each stream,
  *                                                                          spread over STREAM_SHARDS keys)
  * Every key attribute is a string. byParent and byStatus project whole records (their queries
@@ -32,6 +34,18 @@ export const GSI = {
 
 /** How many index keys the first events of streams are spread over (no single hot key). */
 export const STREAM_SHARDS = 16;
+
+/**
+ * How many index keys each kind and status is spread over: every task of every tenant moving
+ * through `task#in_progress` would otherwise write one index partition. A query fans out over all
+ * of them and merges (oldest first), plus the unsharded key of the layout before it
+ * (`<kind>#<status>`), so records written then are found until they are next written.
+ */
+export const STATUS_SHARDS = 8;
+
+/** The byStatus partition key of a shard; without a shard, the key of the layout before shards. */
+export const statusPartition = (kind: string, status: string, shard?: number): string =>
+  shard === undefined ? `${kind}#${status}` : `${kind}#${status}#${shard}`;
 
 /** Items that may expire carry this Number attribute (epoch seconds); DynamoDB's TTL deletes them. */
 export const TTL_ATTRIBUTE = "expiresAt";

@@ -15,6 +15,7 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
+import { RETENTION_MS } from "../../domain/retention.ts";
 import { ConflictError, UnavailableError } from "../../errors.ts";
 import type {
   AddOp,
@@ -37,7 +38,15 @@ import {
   validateOps,
   versionConflict,
 } from "../shared/state-store-helpers.ts";
-import { ALL_GSIS, GSI, STREAM_SHARDS, TABLE_KEYS } from "./dynamo-schema.ts";
+import {
+  ALL_GSIS,
+  GSI,
+  STATUS_SHARDS,
+  STREAM_SHARDS,
+  statusPartition,
+  TABLE_KEYS,
+  TTL_ATTRIBUTE,
+} from "./dynamo-schema.ts";
 
 /**
  * State store + event log on one DynamoDB table (layout in dynamo-schema.ts). Every write is a
@@ -62,10 +71,15 @@ const eventKey = (streamId: string, seq: number) => ({
   sk: { S: `E#${String(seq).padStart(12, "0")}` },
 });
 const guardKey = (eventId: string) => ({ pk: { S: `I#${eventId}` }, sk: { S: "I" } });
-const shardOf = (streamId: string): number => {
-  let h = 0;
-  for (let i = 0; i < streamId.length; i++) h = (h * 31 + streamId.charCodeAt(i)) >>> 0;
-  return h % STREAM_SHARDS;
+/**
+ * FNV-1a: spreads ids that differ in one character over every shard (a multiply-by-31 hash taken
+ * modulo a power of two does not: 31 is -1 there, so "leaf12" and "leaf23" land together).
+ * Queries cover every shard, so the shard an item was written to never needs to be found again.
+ */
+const shardOf = (id: string, shards = STREAM_SHARDS): number => {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193) >>> 0;
+  return h % shards;
 };
 
 export class DynamoStateStore implements StateStore {
@@ -223,7 +237,15 @@ export class DynamoStateStore implements StateStore {
           items.push({
             Put: {
               TableName: this.#table,
-              Item: { ...guardKey(s.id), streamId: { S: s.streamId }, seq: { N: String(s.seq) } },
+              Item: {
+                ...guardKey(s.id),
+                streamId: { S: s.streamId },
+                seq: { N: String(s.seq) },
+                // A guard outlives every redelivery of its event (domain/retention.ts); the event stays.
+                [TTL_ATTRIBUTE]: {
+                  N: epochSeconds(Date.parse(recordedAt) + RETENTION_MS.eventIdGuard),
+                },
+              },
               ConditionExpression: "attribute_not_exists(pk)",
             },
           });
@@ -366,34 +388,80 @@ export class DynamoStateStore implements StateStore {
     );
   }
 
+  /**
+   * The status index is spread over STATUS_SHARDS partitions per kind and status (and the one
+   * partition of the layout before it, so records written then are still found until they are
+   * written again): each is queried for the page, and the pages are merged, oldest first.
+   */
   async byStatus<T>(
     kind: string,
     status: string,
     options: QueryOptions & { updatedBefore?: string } = {},
   ): Promise<Page<StateRecord<T>>> {
     const limit = pageSize(options);
-    const gsi2pk = `${kind}#${status}`;
-    const values: Item = { ":p": { S: gsi2pk } };
-    if (options.updatedBefore !== undefined) values[":before"] = { S: options.updatedBefore };
-    let start: Item | undefined;
+    let after: string | undefined;
     if (options.cursor !== undefined) {
       const [key, updatedAt] = decodeCursor(options.cursor) as [string, string];
-      start = { ...recordKey(key), gsi2pk: { S: gsi2pk }, gsi2sk: { S: statusSortKey({ key, updatedAt }) } };
+      after = statusSortKey({ key, updatedAt });
     }
-    const page = await this.#query({
-      IndexName: GSI.byStatus.name,
-      // Sort keys are `<updatedAt>#<key>`: one that starts with `updatedBefore` is not before it.
-      KeyConditionExpression:
-        options.updatedBefore === undefined ? "gsi2pk = :p" : "gsi2pk = :p AND gsi2sk < :before",
-      ExpressionAttributeValues: values,
-      Limit: limit + 1,
-      ...(start ? { ExclusiveStartKey: start } : {}),
-    });
+    // Sort keys are `<updatedAt>#<key>`: one that starts with `updatedBefore` is not before it.
+    const before = options.updatedBefore;
+    if (after !== undefined && before !== undefined && after >= before) return { items: [] };
+    const values: Item = {};
+    let range = "";
+    if (after !== undefined && before !== undefined) {
+      // BETWEEN includes its bounds: the cursor's own record is dropped below; none equals `before`.
+      range = " AND gsi2sk BETWEEN :after AND :before";
+      Object.assign(values, { ":after": { S: after }, ":before": { S: before } });
+    } else if (after !== undefined) {
+      range = " AND gsi2sk > :after";
+      values[":after"] = { S: after };
+    } else if (before !== undefined) {
+      range = " AND gsi2sk < :before";
+      values[":before"] = { S: before };
+    }
+    const partitions = [
+      ...Array.from({ length: STATUS_SHARDS }, (_, shard) => statusPartition(kind, status, shard)),
+      statusPartition(kind, status),
+    ];
+    const pages = await Promise.all(
+      partitions.map((p) =>
+        this.#queryUpTo(
+          {
+            IndexName: GSI.byStatus.name,
+            KeyConditionExpression: `gsi2pk = :p${range}`,
+            ExpressionAttributeValues: { ...values, ":p": { S: p } },
+          },
+          limit + 1,
+        ),
+      ),
+    );
+    const merged = pages
+      .flat()
+      .filter((i) => i.gsi2sk?.S !== after)
+      .sort((a, b) => compareKeys(a.gsi2sk?.S ?? "", b.gsi2sk?.S ?? ""))
+      .slice(0, limit + 1);
     return paged(
-      (page.Items ?? []).map((i) => toRecord<T>(i)),
+      merged.map((i) => toRecord<T>(i)),
       limit,
       (last) => encodeCursor([last.key, last.updatedAt]),
     );
+  }
+
+  /** Up to `n` items of a query, over as many pages as it takes. */
+  async #queryUpTo(input: Omit<QueryCommandInput, "TableName" | "Limit">, n: number): Promise<Item[]> {
+    const out: Item[] = [];
+    let start: Item | undefined;
+    do {
+      const page = await this.#query({
+        ...input,
+        Limit: n - out.length,
+        ...(start ? { ExclusiveStartKey: start } : {}),
+      });
+      out.push(...(page.Items ?? []));
+      start = page.LastEvaluatedKey;
+    } while (start && out.length < n);
+    return out;
   }
 
   async close(): Promise<void> {
@@ -440,6 +508,11 @@ function versionCondition(expected: number) {
 }
 
 const statusSortKey = (r: { updatedAt: string; key: string }) => `${r.updatedAt}#${r.key}`;
+/** Byte order, as DynamoDB orders string sort keys (Arbor's keys are ASCII). */
+const compareKeys = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** DynamoDB's TTL reads epoch seconds; rounded up, so nothing goes before its time. */
+const epochSeconds = (ms: number): string => String(Math.ceil(ms / 1000));
 
 function recordItem(r: Omit<StateRecord, "version">, version: number): Item {
   const item: Item = {
@@ -450,12 +523,13 @@ function recordItem(r: Omit<StateRecord, "version">, version: number): Item {
     updatedAt: { S: r.updatedAt },
     data: { S: JSON.stringify(r.data) },
   };
+  if (r.expiresAt !== undefined) item[TTL_ATTRIBUTE] = { N: epochSeconds(Date.parse(r.expiresAt)) };
   if (r.parent !== undefined)
     Object.assign(item, { parent: { S: r.parent }, gsi1pk: { S: r.parent }, gsi1sk: { S: r.key } });
   if (r.status !== undefined) {
     Object.assign(item, {
       status: { S: r.status },
-      gsi2pk: { S: `${r.kind}#${r.status}` },
+      gsi2pk: { S: statusPartition(r.kind, r.status, shardOf(r.key, STATUS_SHARDS)) },
       gsi2sk: { S: statusSortKey(r) },
     });
   }
@@ -525,6 +599,7 @@ function toRecord<T>(item: Item): StateRecord<T> {
     version: number;
     updatedAt: string;
     data?: string;
+    expiresAt?: number;
   } & Record<string, unknown>;
   const counters = Object.fromEntries(
     Object.entries(raw)
@@ -540,6 +615,7 @@ function toRecord<T>(item: Item): StateRecord<T> {
   };
   if (raw.parent !== undefined) rec.parent = raw.parent;
   if (raw.status !== undefined) rec.status = raw.status;
+  if (raw.expiresAt !== undefined) rec.expiresAt = new Date(raw.expiresAt * 1000).toISOString();
   return rec;
 }
 

@@ -19,6 +19,7 @@ import {
   decodeCursor,
   encodeCursor,
   eventIdsOf,
+  expiryToTheSecond,
   paged,
   pageSize,
   storedEvent,
@@ -59,7 +60,8 @@ CREATE TABLE IF NOT EXISTS records (
   status TEXT,
   version INTEGER NOT NULL,
   updated_at TEXT NOT NULL,
-  data TEXT NOT NULL
+  data TEXT NOT NULL,
+  expires_at TEXT -- ISO 8601: deleted from then on, at an opening (domain/retention.ts)
 );
 -- Partial: most records (claims, usage) have no parent or no status, and need no index row.
 DROP INDEX IF EXISTS records_by_parent;
@@ -100,6 +102,10 @@ export class SqliteStateStore implements StateStore {
     ({ db: this.#db, owned: this.#owned } = openLocation(options));
     this.#db.exec(SCHEMA);
     this.#clock = options.clock ?? (() => new Date());
+    // Records that may expire (domain/retention.ts): the column is added to folders made before it.
+    const columns = this.#db.sql("PRAGMA table_info(records)").all() as Row[];
+    if (!columns.some((c) => c.name === "expires_at"))
+      this.#db.exec("ALTER TABLE records ADD COLUMN expires_at TEXT");
     this.#maxCached = options.cacheRecords ?? MAX_CACHED_RECORDS;
     this.#db.beforeCommit(() => this.#writeAdds());
     this.#db.onExternalChange(() => {
@@ -112,6 +118,19 @@ export class SqliteStateStore implements StateStore {
       this.#adds.clear();
       this.#parentedAdds = 0;
     });
+  }
+
+  /**
+   * Deletes the records whose `expiresAt` has passed (as DynamoDB's TTL would have by now). For the
+   * folder's sole writer, when it opens it (the local runtime holding the data folder's lock): a
+   * write here must not wait on another connection's.
+   */
+  sweepExpired(): number {
+    const done = this.#db
+      .sql("DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?")
+      .run(this.#clock().toISOString());
+    this.#cache.clear();
+    return Number(done.changes);
   }
 
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
@@ -288,13 +307,16 @@ export class SqliteStateStore implements StateStore {
     };
     if (r.parent !== undefined) stored.parent = r.parent;
     if (r.status !== undefined) stored.status = r.status;
+    const expiresAt = r.expiresAt === undefined ? undefined : expiryToTheSecond(r.expiresAt);
+    if (expiresAt !== undefined) stored.expiresAt = expiresAt;
     this.#db
       .sql(
-        `INSERT INTO records (key, kind, parent, status, version, updated_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO records (key, kind, parent, status, version, updated_at, data, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, parent = excluded.parent, status = excluded.status,
-           version = excluded.version, updated_at = excluded.updated_at, data = excluded.data`,
+           version = excluded.version, updated_at = excluded.updated_at, data = excluded.data,
+           expires_at = excluded.expires_at`,
       )
-      .run(r.key, r.kind, r.parent ?? null, r.status ?? null, version, r.updatedAt, data);
+      .run(r.key, r.kind, r.parent ?? null, r.status ?? null, version, r.updatedAt, data, expiresAt ?? null);
     this.#remember(r.key, deepFreeze(stored));
   }
 
@@ -459,6 +481,7 @@ function toRecord<T>(row: Row): StateRecord<T> {
   };
   if (row.parent != null) rec.parent = String(row.parent);
   if (row.status != null) rec.status = String(row.status);
+  if (row.expires_at != null) rec.expiresAt = String(row.expires_at);
   return rec;
 }
 

@@ -90,6 +90,9 @@ export function validateOps(ops: readonly WriteOp[]): ValidatedOp[] {
         throw new ValidationError(`expectedVersion for ${key} must be a whole number >= 0`);
       }
       if (op.op === "delete") return op;
+      const expiresAt = op.record.expiresAt;
+      if (expiresAt !== undefined && Number.isNaN(Date.parse(expiresAt)))
+        throw new ValidationError(`expiresAt of ${key} must be an ISO 8601 time, not "${expiresAt}"`);
       const dataJson = JSON.stringify(op.record.data) ?? "null";
       assertItemSize(`record ${key}`, dataJson);
       return { ...op, dataJson };
@@ -196,3 +199,7 @@ export function paged<T>(rows: T[], limit: number, cursorOf: (last: T) => string
   const items = rows.slice(0, limit);
   return { items, cursor: cursorOf(items[items.length - 1] as T) };
 }
+
+/** A record's `expiresAt` as both stores keep it: to the second, rounded up (nothing goes before its time). */
+export const expiryToTheSecond = (iso: string): string =>
+  new Date(Math.ceil(Date.parse(iso) / 1000) * 1000).toISOString();

@@ -1,0 +1,160 @@
+import { randomBytes } from "node:crypto";
+import { DeleteTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { ASSISTANTS, script as offsite, REQUEST } from "../../examples/offsite/scenario.ts";
+import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
+import type { TaskSpec } from "../../shared/domain/resources.ts";
+import type { FaultPoint } from "../../shared/engine/context.ts";
+import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
+import { CrashAt, Harness, type HarnessOptions, PERSON } from "./engine-harness.ts";
+import { fanOut, GENERALIST } from "./scenarios.ts";
+
+/**
+ * The engine's invariant and crash paths (engine-invariants.test.ts, engine-crash.test.ts) with
+ * the state store on DynamoDB Local whose byParent and byStatus indexes lag 12 writes
+ * (test/peers/lagging-dynamo.ts), everything else local. Index reads right after writes are
+ * stale here, as DynamoDB's GSIs may be: no run may end otherwise than with exact indexes, nor
+ * wait for the watchdog where the exact run does not.
+ */
+const client = new DynamoDBClient({
+  endpoint: inject("dynamoEndpoint"),
+  region: "us-east-1",
+  credentials: { accessKeyId: "test", secretAccessKey: "test" },
+});
+const tables: string[] = [];
+let lagging: LaggingIndex;
+let h: Harness;
+
+/** A harness whose state lives in a fresh table seen through lagging indexes (kept across restarts). */
+async function onLaggingDynamo(options: HarnessOptions): Promise<Harness> {
+  const tableName = `arbor-lag-${randomBytes(6).toString("hex")}`;
+  tables.push(tableName);
+  await DynamoStateStore.ensureTable(client, tableName);
+  lagging = laggingIndex(client, { lag: 12 });
+  return Harness.create({
+    ...options,
+    state: () => new DynamoStateStore({ client: lagging.client, tableName }),
+  });
+}
+
+/** The tree as it is: the test's own reads wait for the indexes to catch up. */
+const treeOf = (hh: Harness, rootId: string) => {
+  lagging?.settle();
+  return hh.tree(rootId);
+};
+
+const evaluations = (hh: Harness) =>
+  hh.llm.calls.filter((c) => c.tools?.some((t) => t.name === "report_evaluation")).length;
+
+afterEach(() => h?.close());
+afterAll(async () => {
+  for (const TableName of tables) await client.send(new DeleteTableCommand({ TableName }));
+  client.destroy();
+});
+
+describe("engine invariants on DynamoDB with lagging indexes", () => {
+  it("six children finishing together, every event delivered twice: each completes once, the parent is judged once", async () => {
+    h = await onLaggingDynamo({
+      script: fanOut(6, 5).script,
+      assistants: GENERALIST,
+      bus: { deliveries: 2 },
+    });
+    const { rootTaskId } = await h.submit("survey six parts");
+    await h.idle();
+    const tree = await treeOf(h, rootTaskId);
+    expect(tree.size).toBe(7);
+    expect([...tree.values()].every((v) => v.status === "done")).toBe(true);
+    expect(evaluations(h)).toBe(1);
+    for (const v of tree.values())
+      expect((await h.rt.state.readStream(v.taskId)).filter((e) => e.type === "TaskCompleted")).toHaveLength(
+        1,
+      );
+    expect(lagging.stats.stale).toBeGreaterThan(0);
+  });
+
+  it("a lazy plan, edited and approved, runs its parts and then the root's evaluation", async () => {
+    h = await onLaggingDynamo({ script: fanOut(3).script, assistants: GENERALIST });
+    const { rootTaskId } = await h.submit("survey three parts", "lazy");
+    await h.idle();
+    lagging.settle();
+    const [approval] = await h.pending(rootTaskId);
+    expect(approval?.purpose).toBe("approve_plan");
+    const edited: TaskSpec = { name: "Survey", subtasks: [{ name: "part A" }, { name: "part B" }] };
+    await h.engine.respond(
+      approval?.meta.id as string,
+      { selectedOptionId: "approve", inputValue: JSON.stringify(edited) },
+      PERSON,
+    );
+    await h.idle();
+    const tree = await treeOf(h, rootTaskId);
+    expect([...tree].map(([title, v]) => `${title}:${v.status}`).sort()).toEqual([
+      "Survey:done",
+      "part A:done",
+      "part B:done",
+    ]);
+    expect(evaluations(h)).toBe(1);
+  });
+});
+
+type Outcome = { statuses: string[]; output: string | undefined };
+
+/** As engine-crash.test.ts: the watchdog runs ten minutes on, when the indexes have long caught up. */
+async function runToEnd(hh: Harness, rootId: string): Promise<Outcome> {
+  for (let round = 0; round < 20; round++) {
+    await hh.idle();
+    lagging?.settle();
+    const view = await hh.rt.tasks.view(rootId);
+    if (view && ["done", "failed", "canceled"].includes(view.status)) break;
+    const pending = await hh.pending(rootId);
+    if (pending.length > 0) {
+      for (const p of pending) await hh.engine.respond(p.meta.id, { selectedOptionId: "approve" }, PERSON);
+      continue;
+    }
+    hh.advance(10 * 60_000);
+    await hh.engine.watchdog(60_000);
+  }
+  const tree = await treeOf(hh, rootId);
+  return {
+    statuses: [...tree.values()].map((v) => `${v.title}:${v.status}`).sort(),
+    output: (await hh.engine.result(rootId)).output,
+  };
+}
+
+/** The crash points where a step reads an index right after writing (children, statuses). */
+const CRASHES: [FaultPoint, string][] = [
+  ["after-record", "TaskCreated"],
+  ["before-publish", "TASK_READY"],
+  ["after-record", "TaskStarted"],
+  ["after-record", "TaskCompleted"],
+  ["before-publish", "RESOURCE_PUT"],
+  ["after-llm", "evaluate"],
+];
+
+describe("a crash after a step resumes to the same result on DynamoDB with lagging indexes", () => {
+  let expected: Outcome;
+  beforeAll(async () => {
+    const reference = await Harness.create({ script: offsite, assistants: ASSISTANTS });
+    const { rootTaskId } = await reference.submit(REQUEST);
+    expected = await runToEnd(reference, rootTaskId);
+    await reference.close();
+  });
+
+  it("the reference run (SQLite) ends with every task done", () => {
+    expect(expected.statuses).toHaveLength(8);
+    expect(expected.statuses.every((s) => s.endsWith(":done"))).toBe(true);
+  });
+
+  for (const [point, step] of CRASHES) {
+    it(`crash ${point} ${step}`, async () => {
+      const crash = new CrashAt(point, step);
+      h = await onLaggingDynamo({ script: offsite, assistants: ASSISTANTS, bus: { maxAttempts: 1 } });
+      await h.restart();
+      await h.open(crash);
+      const { rootTaskId } = await h.submit(REQUEST);
+      await h.idle();
+      expect(crash.fired).toBe(true);
+      await h.restart();
+      expect(await runToEnd(h, rootTaskId)).toEqual(expected);
+    });
+  }
+});
