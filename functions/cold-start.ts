@@ -27,8 +27,15 @@ export interface ColdStart {
   close(): Promise<void>;
 }
 
-/** `prepare` runs once, right after the engine is built (e.g. to subscribe the steps). */
-export function coldStart(deps: FunctionDeps, prepare: (warm: Warm) => void = () => {}): ColdStart {
+/**
+ * `prepare` runs once, right after the engine is built (e.g. to subscribe the steps); `build` makes
+ * the engine (default: the whole engine; the API function's has no model and no tools).
+ */
+export function coldStart(
+  deps: FunctionDeps,
+  prepare: (warm: Warm) => void = () => {},
+  build: typeof createAwsEngine = createAwsEngine,
+): ColdStart {
   let pending: Promise<Warm> | undefined;
   const init = async (): Promise<Warm> => {
     const config = (deps.config ?? loadConfig)();
@@ -40,7 +47,7 @@ export function coldStart(deps: FunctionDeps, prepare: (warm: Warm) => void = ()
     }
     const rt = createAwsRuntime(config, deps.clients);
     try {
-      const warm = { config, rt, engine: await createAwsEngine(rt, config, deps.engine) };
+      const warm = { config, rt, engine: await build(rt, config, deps.engine) };
       prepare(warm);
       return warm;
     } catch (error) {

@@ -106,6 +106,16 @@ const EnvSchema = z.object({
    */
   ARBOR_RATE_LIMIT_PER_KEY: rateLimit("20,200"),
   ARBOR_RATE_LIMIT_PER_TENANT: rateLimit("50,500"),
+  /**
+   * How long a blocking A2A SendMessage waits for the request to end before it answers with the
+   * task still working (the caller then polls GetTask); below API Gateway's 30 s on AWS.
+   */
+  ARBOR_A2A_BLOCKING_WAIT_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(0)
+    .max(3_600_000, "at most 3600000 (an hour); behind API Gateway keep it under 30000, e.g. 25000")
+    .optional(),
   /** The watchdog re-drives work that has not moved for this long; longer than any step may run. */
   ARBOR_WATCHDOG_STALE_MS: z.coerce
     .number()
@@ -192,6 +202,8 @@ export interface LocalConfig {
   outbound?: OutboundSettings;
   /** `arbor serve`'s watchdog re-drives work that has not moved for this long (ARBOR_WATCHDOG_STALE_MS). */
   watchdogStaleMs?: number;
+  /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); absent: the A2A server's default. */
+  a2aBlockingWaitMs?: number;
 }
 
 export interface AwsConfig {
@@ -215,6 +227,10 @@ export interface AwsConfig {
   policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string };
   /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
   outbound?: OutboundSettings;
+  /** Where callers reach the API function (ARBOR_PUBLIC_URL, the stack sets the API's endpoint). */
+  publicUrl?: string;
+  /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); the stack sets 25 s. */
+  a2aBlockingWaitMs?: number;
 }
 
 export type Config = LocalConfig | AwsConfig;
@@ -247,6 +263,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       policy: localPolicy(e),
       outbound: outboundSettings(e),
       watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
+      ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
+        ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
+        : {}),
     };
   }
   const missing = (
@@ -304,6 +323,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         : { engine: "cedar" },
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
     outbound: outboundSettings(e),
+    ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
+    ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
+      ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
+      : {}),
   };
 }
 

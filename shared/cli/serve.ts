@@ -122,6 +122,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
       publicUrl: publicUrl ?? (() => server?.url ?? ""),
       limiter: new RateLimiter(config.rateLimits ?? {}),
       unwritable: () => rt.unwritable(), // what /healthz reports
+      ...(config.a2aBlockingWaitMs !== undefined ? { a2aWaitMs: config.a2aBlockingWaitMs } : {}),
     });
     server = await startServer(app, { port, host }).catch((error: NodeJS.ErrnoException) => {
       throw error.code === "EADDRINUSE"

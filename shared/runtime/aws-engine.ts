@@ -50,15 +50,35 @@ export async function createAwsEngine(
   options: AwsEngineOptions = {},
 ): Promise<Engine> {
   const clients = options.clients ?? {};
+  const llm = options.llm ?? modelFor(config, clients.bedrock);
+  const { embedder, index } = await openAwsVectors(config, clients, options.embedder);
+  const withTools = {
+    toolsConfig: loadToolsConfig(config.toolsFile),
+    ...(config.outbound ? { outbound: config.outbound } : {}),
+    policy: options.policy ?? (await policyFor(config, clients.s3)),
+    ...options,
+  };
+  const tools = await openTools(rt, { embedder, index }, withTools);
+  return engineOn(rt, { llm, embedder, index, tools }, withTools);
+}
+
+/**
+ * Titan embeddings and the S3 Vectors index the stack created: what electing assistants and
+ * indexing them need (every engine function, the API function too).
+ */
+export async function openAwsVectors(
+  config: AwsConfig,
+  clients: AwsEngineClients,
+  given?: Embedder,
+): Promise<{ embedder: Embedder; index: S3VectorsIndex }> {
   if (!config.vectors) {
     throw new ConfigError(
       "The engine needs its vector index: set ARBOR_VECTOR_BUCKET and ARBOR_VECTOR_INDEX " +
         "(engine stack outputs VectorBucketName and VectorIndexName)",
     );
   }
-  const llm = options.llm ?? modelFor(config, clients.bedrock);
   const embedder =
-    options.embedder ??
+    given ??
     new TitanEmbedder({
       // The embedder retries on its own schedule; the SDK's retries would multiply them.
       client:
@@ -73,14 +93,7 @@ export async function createAwsEngine(
     // The stack creates the index (tagged with its space); functions may not create indexes.
     createIfMissing: false,
   });
-  const withTools = {
-    toolsConfig: loadToolsConfig(config.toolsFile),
-    ...(config.outbound ? { outbound: config.outbound } : {}),
-    policy: options.policy ?? (await policyFor(config, clients.s3)),
-    ...options,
-  };
-  const tools = await openTools(rt, { embedder, index }, withTools);
-  return engineOn(rt, { llm, embedder, index, tools }, withTools);
+  return { embedder, index };
 }
 
 function modelFor(config: AwsConfig, bedrock: BedrockRuntimeClient | undefined): Llm {
