@@ -330,6 +330,64 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   };
 }
 
+/**
+ * Where `arbor keys` keeps keys: a remote Arbor through its admin routes (ARBOR_URL with an admin
+ * key in ARBOR_KEY), the state table of a deployed stack written directly with AWS credentials
+ * (ARBOR_MODE=aws with ARBOR_TABLE_NAME: how the first admin key of a fresh stack is made), or
+ * else the local keys file (loadConfig's apiKeysFile).
+ */
+export type KeysTarget =
+  | { kind: "remote"; url: string; key: string }
+  | { kind: "table"; tableName: string; region: string; endpoint?: string }
+  | { kind: "file" };
+
+const KeysTargetSchema = z.object({
+  ARBOR_URL: z
+    .url({
+      protocol: /^https?$/,
+      error: "an http(s) URL, e.g. https://abc123.execute-api.eu-west-1.amazonaws.com",
+    })
+    .optional(),
+  ARBOR_KEY: z.string().min(16, "an Arbor API key (arbor_...)").optional(),
+  ARBOR_MODE: z.enum(["local", "aws"]).default("local"),
+  ARBOR_TABLE_NAME: name.optional(),
+  AWS_REGION: z.string().min(1).optional(),
+  ARBOR_DYNAMODB_ENDPOINT: z.url().optional(),
+});
+
+export function loadKeysTarget(env: Readonly<Record<string, string | undefined>> = process.env): KeysTarget {
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = KeysTargetSchema.safeParse(set);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  if (e.ARBOR_URL) {
+    if (!e.ARBOR_KEY)
+      throw new ConfigError(
+        `ARBOR_URL needs ARBOR_KEY: an admin key of your tenant at ${e.ARBOR_URL} (made with --role admin)`,
+      );
+    return { kind: "remote", url: e.ARBOR_URL.replace(/\/+$/, ""), key: e.ARBOR_KEY };
+  }
+  if (e.ARBOR_MODE === "local") return { kind: "file" };
+  const missing = [
+    e.ARBOR_TABLE_NAME ? undefined : "ARBOR_TABLE_NAME (the storage stack's output StateTableName)",
+    e.AWS_REGION ? undefined : "AWS_REGION (the region of the stack, e.g. eu-west-1)",
+  ].filter((m) => m !== undefined);
+  if (missing.length > 0)
+    throw new ConfigError(
+      `arbor keys with ARBOR_MODE=aws writes the state table directly, with your AWS credentials; set:\n  ${missing.join("\n  ")}\n` +
+        "or set ARBOR_URL and ARBOR_KEY (an admin key) to go through the deployed API instead",
+    );
+  return {
+    kind: "table",
+    tableName: e.ARBOR_TABLE_NAME as string,
+    region: e.AWS_REGION as string,
+    ...(e.ARBOR_DYNAMODB_ENDPOINT ? { endpoint: e.ARBOR_DYNAMODB_ENDPOINT } : {}),
+  };
+}
+
 function outboundSettings(e: z.output<typeof EnvSchema>): OutboundSettings {
   return {
     allow: e.ARBOR_OUTBOUND_ALLOW ?? [],
