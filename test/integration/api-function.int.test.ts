@@ -14,6 +14,7 @@ import { type AwsConfig, loadConfig } from "../../shared/config.ts";
 import { COMMANDS } from "../../shared/engine/context.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import type { AwsEngineClients } from "../../shared/runtime/aws-engine.ts";
+import { arborCli } from "../e2e/serve-process.ts";
 import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
 import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
@@ -345,6 +346,37 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
     } finally {
       await toolless.close();
     }
+  });
+
+  it("takes the first admin key of a fresh stack, made by arbor keys with ARBOR_MODE=aws straight into the table", async () => {
+    const cli = (args: string[]) =>
+      arborCli(args, {
+        ...process.env,
+        ARBOR_MODE: "aws",
+        ARBOR_TABLE_NAME: config.tableName,
+        AWS_REGION: "us-east-1",
+        ARBOR_DYNAMODB_ENDPOINT: inject("dynamoEndpoint"),
+        AWS_ACCESS_KEY_ID: "test",
+        AWS_SECRET_ACCESS_KEY: "test",
+        ARBOR_TENANT: "gamma",
+        NO_COLOR: "1",
+      });
+    const added = await cli(["keys", "add", "--id", "user_first", "--role", "admin"]);
+    expect(added.code).toBe(0);
+    expect(added.stdout).toContain(`to the state table ${config.tableName}`);
+    const key = /^ {2}(arbor_\S+)$/m.exec(added.stdout)?.[1] as string;
+    const listed = await call(apiEvent("GET", "/v1/admin/keys", { key }));
+    expect(listed.status).toBe(200);
+    expect(listed.json.keys).toEqual([
+      expect.objectContaining({ id: "user_first", tenant: "gamma", roles: ["admin"] }),
+    ]);
+    const all = await cli(["keys", "list"]);
+    expect(all.stdout).toMatch(/user_first +human +tenant gamma, roles admin/);
+    expect(all.stdout).toMatch(/user_root +human +tenant acme/);
+    expect(all.stdout).not.toContain(key);
+    const revoked = await cli(["keys", "revoke", "user_first", "--tenant", "gamma"]);
+    expect(revoked.code).toBe(0);
+    expect(await new StateKeyStore(rt.state).authenticate(`Bearer ${key}`)).toBeUndefined();
   });
 
   it("says 503 on /healthz when the table does not answer", async () => {
