@@ -19,6 +19,7 @@ import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js"
 import type { Construct } from "constructs";
 import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
+import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/api-gateway.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import { RouteRule } from "../constructs/route-rule.ts";
 import {
@@ -60,6 +61,8 @@ export interface EngineStackProps extends StackProps {
   readonly logRetention?: RetentionDays;
   /** Default 10 minutes: twice the longest step timeout, so running work is never re-driven. */
   readonly watchdogStale?: Duration;
+  /** The HTTP API's stage throttling (`-c apiRateLimit`, `-c apiBurstLimit`); default DEFAULT_API_THROTTLE. */
+  readonly apiThrottle?: ApiThrottle;
 }
 
 /** The CloudFormation output key of each function name and of the vector store names. */
@@ -73,7 +76,12 @@ export const ENGINE_OUTPUT_KEYS = {
   watchdog: "WatchdogFunctionName",
   vectorBucketName: "VectorBucketName",
   vectorIndexName: "VectorIndexName",
-} as const satisfies Record<StepName | "watchdog" | "vectorBucketName" | "vectorIndexName", string>;
+  apiUrl: "ApiUrl",
+  agentCardUrl: "AgentCardUrl",
+} as const satisfies Record<
+  StepName | "watchdog" | "vectorBucketName" | "vectorIndexName" | "apiUrl" | "agentCardUrl",
+  string
+>;
 
 /** A step that may call the model waits for it: long answers and Bedrock's retries take minutes. */
 const MODEL_STEP = { timeout: Duration.minutes(5), memorySize: 1024 } as const;
@@ -108,6 +116,8 @@ export class EngineStack extends Stack {
   readonly modelPolicy: ManagedPolicy;
   /** Invoke on the functions of the registry's `lambda` tools; none without such tools. */
   readonly toolPolicy: ManagedPolicy | undefined;
+  /** The front door: the API function behind API Gateway's HTTP API. */
+  readonly api: ArborApi;
 
   constructor(scope: Construct, id: string, props: EngineStackProps) {
     super(scope, id, props);
@@ -215,6 +225,21 @@ export class EngineStack extends Stack {
     new CfnOutput(this, ENGINE_OUTPUT_KEYS.vectorBucketName, {
       value: this.vectors.bucketName,
       description: "S3 Vectors bucket of the engine's embeddings",
+    });
+    // The API function writes what the entry points write (the data policy), and calls no model and no tool.
+    this.api = new ArborApi(this, "Api", {
+      ...common,
+      environment,
+      policies: [this.dataPolicy],
+      throttle: props.apiThrottle ?? DEFAULT_API_THROTTLE,
+    });
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.apiUrl, {
+      value: this.api.gateway.url,
+      description: "Arbor's API (ARBOR_URL)",
+    });
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.agentCardUrl, {
+      value: `${this.api.gateway.url}/.well-known/agent-card.json`,
+      description: "Arbor's A2A agent card",
     });
     new CfnOutput(this, ENGINE_OUTPUT_KEYS.vectorIndexName, {
       value: this.vectors.indexName,
