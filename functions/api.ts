@@ -66,10 +66,9 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
     },
     createAwsApiEngine,
   );
-  const handler = async (event: APIGatewayProxyEventV2, context?: LambdaContext) => {
+  // Each request is in API Gateway's access log; the app logs what fails (with hono's request id).
+  const handler = async (event: APIGatewayProxyEventV2, _context?: LambdaContext) => {
     await instance.get();
-    const request = log.createChild();
-    if (context?.awsRequestId) request.appendPersistentKeys({ requestId: context.awsRequestId });
     return (lambda as NonNullable<typeof lambda>)(withEncodedUrn(event));
   };
   return Object.assign(handler, { close: instance.close });
