@@ -3,6 +3,7 @@ import { type APIGatewayProxyResult, handle, type LambdaEvent } from "hono/aws-l
 import { StateKeyStore } from "../shared/adapters/shared/state-key-store.ts";
 import { createServerApp } from "../shared/channels/http-server.ts";
 import { CachedKeyStore } from "../shared/channels/key-cache.ts";
+import { RateLimiter } from "../shared/channels/rate-limit.ts";
 import { ConfigError } from "../shared/errors.ts";
 import { componentLogger } from "../shared/observability/logger.ts";
 import type { KeyStore } from "../shared/ports/key-store.ts";
@@ -26,7 +27,7 @@ import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.t
 export type APIGatewayProxyEventV2 = Extract<LambdaEvent, { routeKey: string; rawPath: string }>;
 
 export interface ApiDeps extends FunctionDeps {
-  /** Milliseconds, for the key cache (tests move it on). */
+  /** Milliseconds, for the key cache and the rate limits (tests move it on). */
   now?: () => number;
   /** How long a key's answer is kept (default DEFAULT_KEY_CACHE_TTL_MS, 30 s). */
   keyCacheTtlMs?: number;
@@ -60,6 +61,8 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
         publicUrl: config.publicUrl,
         log,
         unwritable: () => storageProblem(rt),
+        // Per key and per tenant, in this instance (API Gateway's stage throttling is in front).
+        limiter: new RateLimiter(config.rateLimits ?? {}, deps.now),
         ...(config.a2aBlockingWaitMs !== undefined ? { a2aWaitMs: config.a2aBlockingWaitMs } : {}),
       });
       lambda = handle(app);

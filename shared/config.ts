@@ -231,6 +231,8 @@ export interface AwsConfig {
   publicUrl?: string;
   /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); the stack sets 25 s. */
   a2aBlockingWaitMs?: number;
+  /** Requests per key and per tenant, counted per API function instance (ARBOR_RATE_LIMIT_PER_*). */
+  rateLimits?: RateLimits;
 }
 
 export type Config = LocalConfig | AwsConfig;
@@ -256,10 +258,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
       apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
       ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
-      rateLimits: {
-        ...(e.ARBOR_RATE_LIMIT_PER_KEY ? { perKey: e.ARBOR_RATE_LIMIT_PER_KEY } : {}),
-        ...(e.ARBOR_RATE_LIMIT_PER_TENANT ? { perTenant: e.ARBOR_RATE_LIMIT_PER_TENANT } : {}),
-      },
+      rateLimits: rateLimitsOf(e),
       policy: localPolicy(e),
       outbound: outboundSettings(e),
       watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
@@ -327,6 +326,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
       ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
       : {}),
+    rateLimits: rateLimitsOf(e),
   };
 }
 
@@ -385,6 +385,13 @@ export function loadKeysTarget(env: Readonly<Record<string, string | undefined>>
     tableName: e.ARBOR_TABLE_NAME as string,
     region: e.AWS_REGION as string,
     ...(e.ARBOR_DYNAMODB_ENDPOINT ? { endpoint: e.ARBOR_DYNAMODB_ENDPOINT } : {}),
+  };
+}
+
+function rateLimitsOf(e: z.output<typeof EnvSchema>): RateLimits {
+  return {
+    ...(e.ARBOR_RATE_LIMIT_PER_KEY ? { perKey: e.ARBOR_RATE_LIMIT_PER_KEY } : {}),
+    ...(e.ARBOR_RATE_LIMIT_PER_TENANT ? { perTenant: e.ARBOR_RATE_LIMIT_PER_TENANT } : {}),
   };
 }
 

@@ -379,6 +379,25 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
     expect(await new StateKeyStore(rt.state).authenticate(`Bearer ${key}`)).toBeUndefined();
   });
 
+  it("keeps the per-key limits behind API Gateway's throttling: 429 with Retry-After past them", async () => {
+    const limited = createApiHandler({
+      config: () => ({ ...config, rateLimits: { perKey: { perSecond: 1, burst: 2 } } }),
+      clients,
+      engine: { clients: engineClients },
+      now: () => now,
+    });
+    try {
+      const get = () => limited(apiEvent("GET", "/v1/admin/keys", { key: admin.key }));
+      expect((await get()).statusCode).toBe(200);
+      expect((await get()).statusCode).toBe(200);
+      const third = await get();
+      expect(third.statusCode).toBe(429);
+      expect(third.headers).toMatchObject({ "retry-after": "1" });
+    } finally {
+      await limited.close();
+    }
+  });
+
   it("says 503 on /healthz when the table does not answer", async () => {
     const broken = createApiHandler({
       config: () => ({ ...config, tableName: `arbor-missing-${suffix}` }),
