@@ -87,7 +87,7 @@ let dev: Synthesized;
 beforeAll(() => {
   prod = synth({ stage: "prod" });
   dev = synth({ stage: "dev" });
-}, 120_000);
+}, 300_000);
 
 describe("routes", () => {
   const ruleFor = (name: string) => {

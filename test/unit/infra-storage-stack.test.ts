@@ -42,7 +42,7 @@ let dev: Synthesized;
 beforeAll(() => {
   prod = synth("prod");
   dev = synth("dev");
-}, 60_000);
+}, 300_000);
 
 describe("buckets", () => {
   const dataBuckets = () => [prod.storage.resourcesBucket, prod.storage.policiesBucket];
