@@ -13,6 +13,7 @@ import { newApiKey } from "../../shared/channels/api-keys.ts";
 import { type AwsConfig, loadConfig } from "../../shared/config.ts";
 import { COMMANDS } from "../../shared/engine/context.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
+import { createAwsApiEngine } from "../../shared/runtime/aws-api-engine.ts";
 import type { AwsEngineClients } from "../../shared/runtime/aws-engine.ts";
 import { arborCli } from "../e2e/serve-process.ts";
 import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
@@ -377,6 +378,28 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
     const revoked = await cli(["keys", "revoke", "user_first", "--tenant", "gamma"]);
     expect(revoked.code).toBe(0);
     expect(await new StateKeyStore(rt.state).authenticate(`Bearer ${key}`)).toBeUndefined();
+  });
+
+  it("its engine registers (and indexes) assistants with Titan and S3 Vectors, and refuses to call a model or a tool", async () => {
+    const engine = await createAwsApiEngine(rt, config, { clients: engineClients });
+    try {
+      const before = s3vectors.calls.filter((c) => c.operation === "PutVectors").length;
+      const urns = await engine.registerAssistants("acme", [
+        { name: "Writer", id: "writer", purpose: "Write short invitations for colleagues" },
+      ]);
+      expect(urns).toEqual(["cld:common.Tenant.acme/common.Assistant.writer"]);
+      expect(await rt.resources.get(urns[0] as string)).toMatchObject({ meta: { name: "Writer" } });
+      expect(s3vectors.calls.filter((c) => c.operation === "PutVectors").length).toBeGreaterThan(before);
+      await expect(engine.deps.llm.complete({ messages: [] } as never)).rejects.toThrow(/calls no model/);
+      expect(engine.deps.tools.list()).toEqual([]);
+      expect(
+        await engine.deps.tools.execute("calculator", {}, { taskId: "t", actor: "a", callId: "c" }),
+      ).toMatchObject({
+        isError: true,
+      });
+    } finally {
+      await engine.close();
+    }
   });
 
   it("keeps the per-key limits behind API Gateway's throttling: 429 with Retry-After past them", async () => {
