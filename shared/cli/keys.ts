@@ -7,7 +7,7 @@ import { newApiKey } from "../channels/api-keys.ts";
 import { DEFAULT_KEY_CACHE_TTL_MS } from "../channels/key-cache.ts";
 import { type KeysTarget, type LocalConfig, loadConfig, loadKeysTarget } from "../config.ts";
 import { formatIssues } from "../domain/resources.ts";
-import { ValidationError } from "../errors.ts";
+import { UnavailableError, ValidationError } from "../errors.ts";
 import { ApiKeySchema, fingerprintOf, type KeyStore } from "../ports/key-store.ts";
 import { type KeyView, RemoteKeys } from "./keys-remote.ts";
 import { heading, note } from "./render.ts";
@@ -148,8 +148,25 @@ function keysAt(target: KeysTarget, env: Readonly<Record<string, string | undefi
       ...(target.endpoint ? { endpoint: target.endpoint } : {}),
     });
     const state = new DynamoStateStore({ client, tableName: target.tableName });
+    const where = `the state table ${target.tableName} (${target.region})`;
+    const store = fromStore(new StateKeyStore(state), loadTenant(env));
+    const explained =
+      <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+      (...args: A) =>
+        fn(...args).catch((error: unknown) => {
+          if (!(error instanceof UnavailableError)) throw error;
+          const cause = (error.cause ?? error) as Error;
+          throw new UnavailableError(
+            `Cannot use ${where} (${cause.name}: ${cause.message}): check ARBOR_TABLE_NAME (the storage ` +
+              "stack's output StateTableName), AWS_REGION (the stack's) and your AWS credentials (those you deploy with, AWS_PROFILE)",
+            { cause: error },
+          );
+        });
     return {
-      ...fromStore(new StateKeyStore(state), loadTenant(env)),
+      defaultTenant: store.defaultTenant,
+      add: explained(store.add),
+      list: explained(store.list),
+      revoke: explained(store.revoke),
       where: `the state table ${target.tableName}`,
       takesEffect: `the deployed API sees the change within ${DEFAULT_KEY_CACHE_TTL_MS / 1000} s`,
       close: () => client.destroy(),
