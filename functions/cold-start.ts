@@ -31,8 +31,15 @@ export interface ColdStart {
   close(): Promise<void>;
 }
 
-/** `prepare` runs once, right after the engine is built (e.g. to subscribe the steps). */
-export function coldStart(deps: FunctionDeps, prepare: (warm: Warm) => void = () => {}): ColdStart {
+/**
+ * `prepare` runs once, right after the engine is built (e.g. to subscribe the steps); `build` makes
+ * the engine (default: the whole engine; the API function's has no model and no tools).
+ */
+export function coldStart(
+  deps: FunctionDeps,
+  prepare: (warm: Warm) => void = () => {},
+  build: typeof createAwsEngine = createAwsEngine,
+): ColdStart {
   let pending: Promise<Warm> | undefined;
   const init = async (): Promise<Warm> => {
     const config = (deps.config ?? loadConfig)();
@@ -48,7 +55,7 @@ export function coldStart(deps: FunctionDeps, prepare: (warm: Warm) => void = ()
     const rt = metrics ? { ...plain, audit: meteredAudit(plain.audit, metrics) } : plain;
     try {
       const engineOptions = metrics ? { ...deps.engine, metrics } : deps.engine;
-      const warm = { config, rt, engine: await createAwsEngine(rt, config, engineOptions) };
+      const warm = { config, rt, engine: await build(rt, config, engineOptions) };
       prepare(warm);
       return warm;
     } catch (error) {

@@ -7,6 +7,7 @@ import type { Construct } from "constructs";
 import { z } from "zod";
 import { ValidationError } from "../shared/errors.ts";
 import { parseToolsConfig } from "../shared/tools/config.ts";
+import { type ApiThrottle, DEFAULT_API_THROTTLE } from "./constructs/api-gateway.ts";
 import { PROJECT_ROOT } from "./constructs/engine-function.ts";
 import { type ToolRegistry, undeployableEntries } from "./constructs/tool-registry.ts";
 import { type EngineModel, EngineStack } from "./stacks/engine-stack.ts";
@@ -19,6 +20,8 @@ export const CONTEXT_KEYS = {
   modelProvider: "modelProvider",
   model: "model",
   tools: "tools",
+  apiRateLimit: "apiRateLimit",
+  apiBurstLimit: "apiBurstLimit",
 } as const;
 
 /** The model the engine steps call unless `-c model=<id>` says otherwise. */
@@ -72,6 +75,23 @@ const ModelContextSchema = z
   })
   .transform((c): EngineModel => ({ provider: c.modelProvider, id: c.model }));
 
+/** The HTTP API's stage throttling: requests per second (steady) and at once (burst), all routes together. */
+const ApiContextSchema = z
+  .object({
+    apiRateLimit: z.coerce
+      .number()
+      .positive("requests per second, more than 0, e.g. 50")
+      .max(10_000, "at most 10000 (the account's own API Gateway quota is the real bound)")
+      .default(DEFAULT_API_THROTTLE.rateLimit),
+    apiBurstLimit: z.coerce
+      .number()
+      .int("a whole number of requests, e.g. 100")
+      .min(1)
+      .max(5_000)
+      .default(DEFAULT_API_THROTTLE.burstLimit),
+  })
+  .transform((c): ApiThrottle => ({ rateLimit: c.apiRateLimit, burstLimit: c.apiBurstLimit }));
+
 /** Bad CDK context: the message says which key to fix. */
 export class SettingsError extends Error {
   override readonly name = "SettingsError";
@@ -80,6 +100,11 @@ export class SettingsError extends Error {
 /** Reads and validates the app's settings from CDK context, with defaults. */
 export function readSettings(scope: Construct): ArborSettings {
   return parseContext(scope, ContextSchema);
+}
+
+/** Reads and validates the HTTP API's throttling (`-c apiRateLimit=50 -c apiBurstLimit=100`), with defaults. */
+export function readApiThrottle(scope: Construct): ApiThrottle {
+  return parseContext(scope, ApiContextSchema);
 }
 
 /** Reads and validates the engine's model from CDK context (`-c model=<id>`), with defaults. */
@@ -160,6 +185,7 @@ export function createApp(options: CreateAppOptions = {}) {
   const settings = readSettings(app);
   const model = readModel(app);
   const tools = readToolRegistry(app);
+  const apiThrottle = readApiThrottle(app);
   const env = environmentFrom(processEnv);
   const removalPolicy = settings.removalPolicy === "destroy" ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
   const storage = new StorageStack(app, `arbor-${settings.stage}-storage`, {
@@ -181,6 +207,7 @@ export function createApp(options: CreateAppOptions = {}) {
     storage,
     model,
     ...(tools ? { tools } : {}),
+    apiThrottle,
   });
   // cdk-nag 3 is a CDK policy-validation plugin (it was an Aspect up to v2): its findings are
   // reported, and fail synthesis, after the templates are written. Acknowledgements sit next to

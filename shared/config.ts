@@ -126,6 +126,16 @@ const EnvSchema = z.object({
    */
   ARBOR_RATE_LIMIT_PER_KEY: rateLimit("20,200"),
   ARBOR_RATE_LIMIT_PER_TENANT: rateLimit("50,500"),
+  /**
+   * How long a blocking A2A SendMessage waits for the request to end before it answers with the
+   * task still working (the caller then polls GetTask); below API Gateway's 30 s on AWS.
+   */
+  ARBOR_A2A_BLOCKING_WAIT_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(0)
+    .max(3_600_000, "at most 3600000 (an hour); behind API Gateway keep it under 30000, e.g. 25000")
+    .optional(),
   /** The watchdog re-drives work that has not moved for this long; longer than any step may run. */
   ARBOR_WATCHDOG_STALE_MS: z.coerce
     .number()
@@ -212,6 +222,8 @@ export interface LocalConfig {
   outbound?: OutboundSettings;
   /** `arbor serve`'s watchdog re-drives work that has not moved for this long (ARBOR_WATCHDOG_STALE_MS). */
   watchdogStaleMs?: number;
+  /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); absent: the A2A server's default. */
+  a2aBlockingWaitMs?: number;
 }
 
 export interface AwsConfig {
@@ -239,6 +251,12 @@ export interface AwsConfig {
   outbound?: OutboundSettings;
   /** The tool function that runs every tool call (ARBOR_TOOL_FUNCTION); absent: tools run in process. */
   toolFunction?: string;
+  /** Where callers reach the API function (ARBOR_PUBLIC_URL, the stack sets the API's endpoint). */
+  publicUrl?: string;
+  /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); the stack sets 25 s. */
+  a2aBlockingWaitMs?: number;
+  /** Requests per key and per tenant, counted per API function instance (ARBOR_RATE_LIMIT_PER_*). */
+  rateLimits?: RateLimits;
 }
 
 export type Config = LocalConfig | AwsConfig;
@@ -264,13 +282,13 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
       apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
       ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
-      rateLimits: {
-        ...(e.ARBOR_RATE_LIMIT_PER_KEY ? { perKey: e.ARBOR_RATE_LIMIT_PER_KEY } : {}),
-        ...(e.ARBOR_RATE_LIMIT_PER_TENANT ? { perTenant: e.ARBOR_RATE_LIMIT_PER_TENANT } : {}),
-      },
+      rateLimits: rateLimitsOf(e),
       policy: localPolicy(e),
       outbound: outboundSettings(e),
       watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
+      ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
+        ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
+        : {}),
     };
   }
   const missing = (
@@ -335,6 +353,76 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
     outbound: outboundSettings(e),
     ...(e.ARBOR_TOOL_FUNCTION ? { toolFunction: e.ARBOR_TOOL_FUNCTION } : {}),
+    ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
+    ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
+      ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
+      : {}),
+    rateLimits: rateLimitsOf(e),
+  };
+}
+
+/**
+ * Where `arbor keys` keeps keys: a remote Arbor through its admin routes (ARBOR_URL with an admin
+ * key in ARBOR_KEY), the state table of a deployed stack written directly with AWS credentials
+ * (ARBOR_MODE=aws with ARBOR_TABLE_NAME: how the first admin key of a fresh stack is made), or
+ * else the local keys file (loadConfig's apiKeysFile).
+ */
+export type KeysTarget =
+  | { kind: "remote"; url: string; key: string }
+  | { kind: "table"; tableName: string; region: string; endpoint?: string }
+  | { kind: "file" };
+
+const KeysTargetSchema = z.object({
+  ARBOR_URL: z
+    .url({
+      protocol: /^https?$/,
+      error: "an http(s) URL, e.g. https://abc123.execute-api.eu-west-1.amazonaws.com",
+    })
+    .optional(),
+  ARBOR_KEY: z.string().min(16, "an Arbor API key (arbor_...)").optional(),
+  ARBOR_MODE: z.enum(["local", "aws"]).default("local"),
+  ARBOR_TABLE_NAME: name.optional(),
+  AWS_REGION: z.string().min(1).optional(),
+  ARBOR_DYNAMODB_ENDPOINT: z.url().optional(),
+});
+
+export function loadKeysTarget(env: Readonly<Record<string, string | undefined>> = process.env): KeysTarget {
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = KeysTargetSchema.safeParse(set);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  if (e.ARBOR_URL) {
+    if (!e.ARBOR_KEY)
+      throw new ConfigError(
+        `ARBOR_URL needs ARBOR_KEY: an admin key of your tenant at ${e.ARBOR_URL} (made with --role admin)`,
+      );
+    return { kind: "remote", url: e.ARBOR_URL.replace(/\/+$/, ""), key: e.ARBOR_KEY };
+  }
+  if (e.ARBOR_MODE === "local") return { kind: "file" };
+  const missing = [
+    e.ARBOR_TABLE_NAME ? undefined : "ARBOR_TABLE_NAME (the storage stack's output StateTableName)",
+    e.AWS_REGION ? undefined : "AWS_REGION (the region of the stack, e.g. eu-west-1)",
+  ].filter((m) => m !== undefined);
+  if (missing.length > 0)
+    throw new ConfigError(
+      `arbor keys with ARBOR_MODE=aws writes the state table directly, with your AWS credentials; set:\n  ${missing.join("\n  ")}\n` +
+        "or set ARBOR_URL and ARBOR_KEY (an admin key) to go through the deployed API instead",
+    );
+  return {
+    kind: "table",
+    tableName: e.ARBOR_TABLE_NAME as string,
+    region: e.AWS_REGION as string,
+    ...(e.ARBOR_DYNAMODB_ENDPOINT ? { endpoint: e.ARBOR_DYNAMODB_ENDPOINT } : {}),
+  };
+}
+
+function rateLimitsOf(e: z.output<typeof EnvSchema>): RateLimits {
+  return {
+    ...(e.ARBOR_RATE_LIMIT_PER_KEY ? { perKey: e.ARBOR_RATE_LIMIT_PER_KEY } : {}),
+    ...(e.ARBOR_RATE_LIMIT_PER_TENANT ? { perTenant: e.ARBOR_RATE_LIMIT_PER_TENANT } : {}),
   };
 }
 

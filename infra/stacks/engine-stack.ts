@@ -19,6 +19,7 @@ import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js"
 import type { Construct } from "constructs";
 import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
+import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/api-gateway.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import { addOpsOutputs, OpsAlarms, readAlarmEmail } from "../constructs/ops-alarms.ts";
 import { RouteRule } from "../constructs/route-rule.ts";
@@ -55,6 +56,8 @@ export interface EngineStackProps extends StackProps {
   readonly logRetention?: RetentionDays;
   /** Default 10 minutes: twice the longest step timeout, so running work is never re-driven. */
   readonly watchdogStale?: Duration;
+  /** The HTTP API's stage throttling (`-c apiRateLimit`, `-c apiBurstLimit`); default DEFAULT_API_THROTTLE. */
+  readonly apiThrottle?: ApiThrottle;
 }
 
 /** The CloudFormation output key of each function name and of the vector store names. */
@@ -69,8 +72,10 @@ export const ENGINE_OUTPUT_KEYS = {
   toolFunction: "ToolFunctionName",
   vectorBucketName: "VectorBucketName",
   vectorIndexName: "VectorIndexName",
+  apiUrl: "ApiUrl",
+  agentCardUrl: "AgentCardUrl",
 } as const satisfies Record<
-  StepName | "watchdog" | "toolFunction" | "vectorBucketName" | "vectorIndexName",
+  StepName | "watchdog" | "toolFunction" | "vectorBucketName" | "vectorIndexName" | "apiUrl" | "agentCardUrl",
   string
 >;
 
@@ -112,6 +117,8 @@ export class EngineStack extends Stack {
   readonly toolPolicy: ManagedPolicy | undefined;
   /** Alarms and their topic (infra/constructs/ops-alarms.ts); more functions join with `ops.addFunction`. */
   readonly ops: OpsAlarms;
+  /** The front door: the API function behind API Gateway's HTTP API. */
+  readonly api: ArborApi;
 
   constructor(scope: Construct, id: string, props: EngineStackProps) {
     super(scope, id, props);
@@ -238,6 +245,22 @@ export class EngineStack extends Stack {
     new CfnOutput(this, ENGINE_OUTPUT_KEYS.vectorBucketName, {
       value: this.vectors.bucketName,
       description: "S3 Vectors bucket of the engine's embeddings",
+    });
+    // The API function writes what the entry points write (the data policy), and calls no model and no tool.
+    this.api = new ArborApi(this, "Api", {
+      ...common,
+      environment,
+      policies: [this.dataPolicy],
+      throttle: props.apiThrottle ?? DEFAULT_API_THROTTLE,
+    });
+    this.ops.addFunction({ label: "ApiFunction", fn: this.api.function.function });
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.apiUrl, {
+      value: this.api.gateway.url,
+      description: "Arbor's API (ARBOR_URL)",
+    });
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.agentCardUrl, {
+      value: `${this.api.gateway.url}/.well-known/agent-card.json`,
+      description: "Arbor's A2A agent card",
     });
     new CfnOutput(this, ENGINE_OUTPUT_KEYS.vectorIndexName, {
       value: this.vectors.indexName,

@@ -17,11 +17,11 @@ import pkg from "../../package.json" with { type: "json" };
 import type { Engine } from "../engine/engine.ts";
 import { UnavailableError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
+import type { Authenticated, KeyStore } from "../ports/key-store.ts";
 import { checkA2aRequest } from "./a2a-input.ts";
 import { AUTH_ERROR_CODE } from "./a2a-mapping.ts";
 import { ArborCaller } from "./a2a-store.ts";
 import { ArborA2aTasks } from "./a2a-tasks.ts";
-import type { ApiKeys, Authenticated } from "./api-keys.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
 /**
@@ -44,7 +44,7 @@ export const MAX_A2A_BODY_BYTES = 256 * 1024;
 
 export interface A2aAppOptions {
   engine: Engine;
-  keys: ApiKeys;
+  keys: KeyStore;
   /**
    * Where the app is reachable from outside: the card's interface URL is `<baseUrl>/a2a`. It is
    * configuration (`arbor serve --public-url`, ARBOR_PUBLIC_URL, else the address the server
@@ -151,7 +151,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
       const authorization = c.req.header("authorization");
       let who: Authenticated | undefined;
       try {
-        who = options.keys.authenticate(authorization);
+        who = await options.keys.authenticate(authorization);
       } catch (error) {
         // The keys file is not valid: nobody is let in until it is (see ApiKeys.refuseAll).
         if (!(error instanceof UnavailableError)) throw error;

@@ -1,11 +1,20 @@
-import { hash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { closeSync, constants, fstatSync, openSync, readFileSync, unwatchFile, watchFile } from "node:fs";
 import { z } from "zod";
-import type { Actor } from "../domain/events.ts";
 import { formatIssues } from "../domain/resources.ts";
-import { ConfigError, UnavailableError } from "../errors.ts";
+import { ConfigError, ConflictError, UnavailableError } from "../errors.ts";
 import type { ArborLogger } from "../observability/logger.ts";
-import type { Caller } from "../use-cases/resource-access.ts";
+import {
+  type ApiKeyEntry,
+  ApiKeySchema,
+  type Authenticated,
+  authenticatedAs,
+  bearerKeyHash,
+  type KeyStore,
+  keysToRevoke,
+} from "../ports/key-store.ts";
+
+export type { Authenticated } from "../ports/key-store.ts";
 
 /**
  * Who calls the HTTP and A2A entry points: each API key stands for one person or one remote agent
@@ -20,42 +29,25 @@ import type { Caller } from "../use-cases/resource-access.ts";
  * what the entry points pass to the engine as the caller (policy and tenant boundary decide from
  * there); a request never chooses its own tenant.
  */
-const ApiKeySchema = z
-  .object({
-    /** The principal: `user_<name>` for a person, `agent_<name>` for a remote agent. */
-    id: z.string().regex(/^(user|agent)_[A-Za-z0-9._@-]{1,100}$/, "user_<name> or agent_<name>"),
-    kind: z.enum(["human", "agent"]),
-    tenant: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a tenant id: 1-64 of A-Z a-z 0-9 _ -"),
-    roles: z.array(z.string().min(1).max(64)).max(50).default([]),
-    sha256: z.string().regex(/^[0-9a-f]{64}$/, "the lowercase hex sha256 of the key"),
-  })
-  .strict()
-  .refine((k) => k.id.startsWith(k.kind === "human" ? "user_" : "agent_"), {
-    message: "a person's id starts with user_, an agent's with agent_",
-    path: ["id"],
-  });
-
 export const ApiKeysSchema = z.object({ keys: z.array(ApiKeySchema).max(10_000) }).strict();
 export type ApiKeysFile = z.infer<typeof ApiKeysSchema>;
 
-/** Who a request is from, once its key is known. */
-export interface Authenticated {
-  actor: Actor;
-  caller: Required<Caller>;
-}
-
-export class ApiKeys {
-  #byHash: Map<string, Authenticated>;
+/**
+ * The keys in memory: a KeyStore of its own (tests, and what the file adapter checks requests
+ * against), kept current from the keys file by `reloadApiKeys` / `watchApiKeysFile`.
+ */
+export class ApiKeys implements KeyStore {
+  #byHash: Map<string, ApiKeyEntry>;
   /** Why no request is let in (the keys file is not valid), or undefined when the keys are good. */
   #unusable: string | undefined;
 
   constructor(file: ApiKeysFile) {
-    this.#byHash = byHash(file);
+    this.#byHash = byHash(file.keys);
   }
 
   /** Takes the keys of a changed file: new keys work, removed ones stop, from the next request on. */
   replace(file: ApiKeysFile): void {
-    this.#byHash = byHash(file);
+    this.#byHash = byHash(file.keys);
     this.#unusable = undefined;
   }
 
@@ -89,13 +81,30 @@ export class ApiKeys {
    * Who an `Authorization` header stands for, or undefined (no header, not a bearer key, unknown
    * key). Keys are looked up by their sha256: how long a lookup takes says nothing about a key.
    */
-  authenticate(authorization: string | undefined | null): Authenticated | undefined {
+  async authenticate(authorization: string | undefined | null): Promise<Authenticated | undefined> {
     if (this.#unusable !== undefined)
       throw new UnavailableError(
         `Arbor's API keys file is not valid (${this.#unusable}), so no key is accepted until it is fixed: ask the operator`,
       );
-    const match = /^Bearer\s+(\S{16,512})\s*$/i.exec(authorization ?? "");
-    return match ? this.#byHash.get(hash("sha256", match[1] as string)) : undefined;
+    const sha = bearerKeyHash(authorization);
+    const entry = sha === undefined ? undefined : this.#byHash.get(sha);
+    return entry ? authenticatedAs(entry) : undefined;
+  }
+
+  async list(tenant?: string): Promise<ApiKeyEntry[]> {
+    return [...this.#byHash.values()].filter((k) => tenant === undefined || k.tenant === tenant);
+  }
+
+  async add(entry: ApiKeyEntry): Promise<void> {
+    const checked = parseApiKeys({ keys: [entry] }, "The new key").keys[0] as ApiKeyEntry;
+    if (this.#byHash.has(checked.sha256)) throw new ConflictError("That key is known already");
+    this.#byHash.set(checked.sha256, checked);
+  }
+
+  async revoke(which: string, tenant?: string): Promise<ApiKeyEntry[]> {
+    const gone = keysToRevoke([...this.#byHash.values()], which, tenant, "memory");
+    for (const k of gone) this.#byHash.delete(k.sha256);
+    return gone;
   }
 }
 
@@ -242,20 +251,12 @@ export function watchApiKeysFile(
   return () => unwatchFile(file, reload);
 }
 
-function byHash(file: ApiKeysFile): Map<string, Authenticated> {
-  return new Map(
-    file.keys.map((k) => [
-      k.sha256,
-      { actor: { id: k.id, kind: k.kind }, caller: { tenant: k.tenant, roles: k.roles } },
-    ]),
-  );
+function byHash(keys: readonly ApiKeyEntry[]): Map<string, ApiKeyEntry> {
+  return new Map(keys.map((k) => [k.sha256, k]));
 }
 
 /** A new random key and the entry that stands for it (the key itself is shown once, never stored). */
-export function newApiKey(entry: Omit<ApiKeysFile["keys"][number], "sha256">): {
-  key: string;
-  entry: ApiKeysFile["keys"][number];
-} {
+export function newApiKey(entry: Omit<ApiKeyEntry, "sha256">): { key: string; entry: ApiKeyEntry } {
   const key = `arbor_${randomBytes(24).toString("base64url")}`;
-  return { key, entry: { ...entry, sha256: hash("sha256", key) } };
+  return { key, entry: { ...entry, sha256: bearerKeyHash(`Bearer ${key}`) as string } };
 }

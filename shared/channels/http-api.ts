@@ -12,7 +12,8 @@ import type { Asker, Engine } from "../engine/engine.ts";
 import { DEFAULT_TREE_TASKS, MAX_TREE_TASKS, type TreeNode } from "../engine/task-tree.ts";
 import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
-import type { ApiKeys, Authenticated } from "./api-keys.ts";
+import type { Authenticated, KeyStore } from "../ports/key-store.ts";
+import { adminKeyRoutes } from "./admin-keys.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
 /**
@@ -30,6 +31,7 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *   POST /v1/tasks/:urn/cancel             {reason?}                                -> 202
  *   POST /v1/interactions/:urn/answer      {selectedOptionId?, inputValue?, comment?} -> 204
  *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
+ *   /v1/admin/keys                         a tenant's API keys, for its admins (admin-keys.ts)
  *
  * URNs are single path segments, URL-encoded (encodeURIComponent). A URN outside the caller's
  * tenant is answered as one that does not exist (404), whatever is there and whatever the body.
@@ -41,7 +43,8 @@ export type HttpApiLog = Pick<ArborLogger, "error">;
 
 export interface HttpApiParts {
   engine: Engine;
-  keys: ApiKeys;
+  /** Who may call (the keys file locally, the state table on AWS); the admin routes write to it. */
+  keys: KeyStore;
   log?: HttpApiLog;
   /** Requests per key and per tenant (see rate-limit.ts); absent: none counted. `arbor serve` always sets it. */
   limiter?: RateLimiter;
@@ -49,7 +52,7 @@ export interface HttpApiParts {
   unwritable?: () => Promise<string | undefined>;
 }
 
-type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
+export type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
 
 const MessageSchema = z
   .object({
@@ -110,7 +113,7 @@ export function createHttpApi({
   // Who calls: before anything is read, parsed or written.
   app.use("/v1/*", async (c, next) => {
     const header = c.req.header("authorization");
-    const who = keys.authenticate(header);
+    const who = await keys.authenticate(header);
     if (!who) {
       c.header(
         "WWW-Authenticate",
@@ -214,13 +217,15 @@ export function createHttpApi({
     return c.body(null, 204);
   });
 
+  app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));
+
   app.notFound(notFoundJson);
   app.onError(errorHandler(log));
   return app;
 }
 
 /** The caller as the engine's entry points take it: the key's actor, tenant and roles. */
-const asker = (c: Context<ApiEnv>): Required<Asker> => {
+export const asker = (c: Context<ApiEnv>): Required<Asker> => {
   const { actor, caller } = c.get("who");
   return { actor, caller };
 };
@@ -240,7 +245,7 @@ function ownUrn(c: Context<ApiEnv>, what: string, urn: string): string {
  * The JSON body (empty counts as `{}`), parsed with `schema`; ValidationError names each bad field.
  * `first` looks at the parsed JSON before the schema does (the tenant of a URN in it, say).
  */
-async function readJson<S extends z.ZodType>(
+export async function readJson<S extends z.ZodType>(
   c: Context,
   schema: S,
   first?: (raw: unknown) => void,

@@ -19,10 +19,12 @@ import { createHttpApi, errorHandler, type HttpApiParts, notFoundJson } from "./
 export interface ServerAppParts extends HttpApiParts {
   /** Where callers reach the server from outside (see A2aAppOptions.baseUrl). */
   publicUrl: string | (() => string);
+  /** How long a blocking A2A send waits before it answers with the task working (A2aAppOptions.waitMs). */
+  a2aWaitMs?: number;
 }
 
 export function createServerApp(parts: ServerAppParts): Hono {
-  const { publicUrl, ...api } = parts;
+  const { publicUrl, a2aWaitMs, ...api } = parts;
   const log = parts.log ?? componentLogger("http-server");
   const app = new Hono();
   app.route("/", createHttpApi({ ...api, log }));
@@ -34,6 +36,7 @@ export function createServerApp(parts: ServerAppParts): Hono {
       keys: parts.keys,
       baseUrl: publicUrl,
       ...(parts.limiter ? { limiter: parts.limiter } : {}),
+      ...(a2aWaitMs !== undefined ? { waitMs: a2aWaitMs } : {}),
     }),
   );
   // Mount further channels here (see above).

@@ -7,7 +7,7 @@ import { readAllEvents } from "../ports/state-store.ts";
 import { createLocalRuntime, type LocalRuntime } from "../runtime/local.ts";
 import { runDemo } from "./demo.ts";
 import { dlqCommand } from "./dlq.ts";
-import { addKeyCommand, KEYS_USAGE, listKeysCommand, revokeKeyCommand } from "./keys.ts";
+import { keysCommand } from "./keys.ts";
 import { policyCommand } from "./policy.ts";
 import { heading, note } from "./render.ts";
 import { runCommand } from "./run.ts";
@@ -27,12 +27,18 @@ Commands
       --host 127.0.0.1   the address to listen on
       --public-url <url> where callers reach it, for the A2A agent card (default ARBOR_PUBLIC_URL, else where it listens)
       --example offsite  answer with the offline scripted model (no model needed)
-  keys add --id user_<name>   a new API key for serve, printed once (agent_<name> for a remote agent)
-  keys list                   the keys serve accepts: fingerprint, id, kind, tenant, roles
-  keys revoke <id|fingerprint>  remove a principal's keys, or one key (a running serve drops it within a second)
+  keys add --id user_<name>   a new API key, printed once (agent_<name> for a remote agent)
+  keys list                   the keys: fingerprint, id, kind, tenant, roles (never a key)
+  keys revoke <id|fingerprint>  remove a principal's keys, or one key
       --kind human|agent  (default: from the id)
-      --tenant <tenant>   the tenant it acts for (default ARBOR_TENANT)
-      --role <role>       a role for the policy; repeat for more
+      --tenant <tenant>   the tenant it acts for (default ARBOR_TENANT; remotely, your admin key's)
+      --role <role>       a role for the policy (admin: may manage keys and the team); repeat for more
+    Where the keys are:
+      (default)                  the local keys file of serve; a running serve takes a change within a second
+      ARBOR_URL + ARBOR_KEY       a remote Arbor (deployed stack or another serve), with an admin key of your tenant
+      ARBOR_MODE=aws + ARBOR_TABLE_NAME + AWS_REGION
+                                 a deployed stack's state table, with your AWS credentials: how the first
+                                 admin key of a fresh deploy is made (then use ARBOR_URL with it)
   policy publish <bundle.tar.gz>  check an OPA bundle loads, then upload it with its sha256 to the policies bucket
       --bucket <name>    the bucket (default ARBOR_POLICIES_BUCKET: storage stack output PoliciesBucketName)
       --prefix <prefix>  a key prefix (default ARBOR_POLICIES_PREFIX)
@@ -55,6 +61,7 @@ Settings (environment)
   ARBOR_API_KEYS_FILE  the API keys serve accepts (default <ARBOR_DATA_DIR>/api-keys.json)
   ARBOR_PUBLIC_URL     where callers reach serve, e.g. https://arbor.example.com (the agent card names it)
   ARBOR_WATCHDOG_STALE_MS  serve drives again work that has not moved this long (default 600000)
+  ARBOR_A2A_BLOCKING_WAIT_MS  how long a blocking A2A send waits before it answers "working" (default 240000)
   ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
   POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
   policy, dlq: AWS credentials and AWS_REGION from the SDK's default chain; ARBOR_S3_ENDPOINT,
@@ -135,24 +142,13 @@ async function main(argv: string[]): Promise<void> {
       });
       return;
     }
-    case "keys": {
-      const config = loadConfig();
-      if (config.mode !== "local")
-        throw new Error("arbor keys manages the local keys file; unset ARBOR_MODE or set it to local");
-      if (arg === "list") return listKeysCommand(config, write);
-      if (arg === "revoke") return revokeKeyCommand(config, positionals[2], write);
-      if (arg !== "add") throw new Error(KEYS_USAGE);
-      return addKeyCommand(
-        config,
-        {
-          id: values.id,
-          kind: values.kind,
-          tenant: values.tenant ?? config.tenant,
-          roles: values.role ?? [],
-        },
+    case "keys":
+      return keysCommand(
+        arg,
+        positionals[2],
+        { id: values.id, kind: values.kind, tenant: values.tenant, roles: values.role ?? [] },
         write,
       );
-    }
     case "policy":
       return policyCommand(
         arg,

@@ -1,5 +1,6 @@
 import { ASSISTANTS, script } from "../../examples/offsite/scenario.ts";
 import { ScriptedLlm } from "../adapters/llm/scripted-llm.ts";
+import { FileKeyStore } from "../adapters/local/file-key-store.ts";
 import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
 import { ApiKeys, readApiKeysFile, watchApiKeysFile } from "../channels/api-keys.ts";
 import { createServerApp, type RunningServer, startServer } from "../channels/http-server.ts";
@@ -116,10 +117,12 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     });
     const app = createServerApp({
       engine,
-      keys,
+      // The admin routes (/v1/admin/keys) write the file, and the server takes it at once.
+      keys: new FileKeyStore(keysFile, keys),
       publicUrl: publicUrl ?? (() => server?.url ?? ""),
       limiter: new RateLimiter(config.rateLimits ?? {}),
       unwritable: () => rt.unwritable(), // what /healthz reports
+      ...(config.a2aBlockingWaitMs !== undefined ? { a2aWaitMs: config.a2aBlockingWaitMs } : {}),
     });
     server = await startServer(app, { port, host }).catch((error: NodeJS.ErrnoException) => {
       throw error.code === "EADDRINUSE"

@@ -12,7 +12,7 @@ import {
   a2aTaskKey,
   a2aTasksParent,
 } from "../../shared/channels/a2a-store.ts";
-import type { Authenticated } from "../../shared/channels/api-keys.ts";
+import { authenticatedAs } from "../../shared/ports/key-store.ts";
 import {
   ANSWER,
   a2aClient,
@@ -20,7 +20,6 @@ import {
   ada,
   conversationOf,
   intruder,
-  keys,
   list,
   partner,
   partsText,
@@ -226,7 +225,7 @@ describe("after the restart", () => {
 describe("the records", () => {
   const partnerCall = () =>
     new ServerCallContext({
-      user: new ArborCaller(keys.authenticate(`Bearer ${partner.key}`) as Authenticated),
+      user: new ArborCaller(authenticatedAs(partner.entry)),
     });
 
   it("a history past the record budget keeps its newest messages, and the task stays readable", async () => {

@@ -434,11 +434,11 @@ describe("arbor keys add / arbor serve", () => {
     const agentKey = /^ {2}(arbor_\S+)$/m.exec(agent.stdout)?.[1] as string;
     const keys = ApiKeys.load(keysFile);
     expect(keys.size).toBe(2);
-    expect(keys.authenticate(`Bearer ${key}`)).toEqual({
+    expect(await keys.authenticate(`Bearer ${key}`)).toEqual({
       actor: { id: "user_ada", kind: "human" },
       caller: { tenant: "acme", roles: ["admin", "ops"] },
     });
-    expect(keys.authenticate(`Bearer ${agentKey}`)).toMatchObject({
+    expect(await keys.authenticate(`Bearer ${agentKey}`)).toMatchObject({
       actor: { kind: "agent" },
       caller: { tenant: "beta" },
     });

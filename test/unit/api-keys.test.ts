@@ -6,15 +6,15 @@ import { ApiKeys, newApiKey, reloadApiKeys } from "../../shared/channels/api-key
 import { ConfigError, UnavailableError } from "../../shared/errors.ts";
 
 describe("API keys", () => {
-  it("stand for their person or agent, tenant and roles; anything else is nobody", () => {
+  it("stand for their person or agent, tenant and roles; anything else is nobody", async () => {
     const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: ["admin"] });
     const partner = newApiKey({ id: "agent_partner", kind: "agent", tenant: "beta", roles: [] });
     const keys = new ApiKeys({ keys: [ada.entry, partner.entry] });
-    expect(keys.authenticate(`Bearer ${ada.key}`)).toEqual({
+    expect(await keys.authenticate(`Bearer ${ada.key}`)).toEqual({
       actor: { id: "user_ada", kind: "human" },
       caller: { tenant: "acme", roles: ["admin"] },
     });
-    expect(keys.authenticate(`bearer ${partner.key}`)?.caller.tenant).toBe("beta");
+    expect((await keys.authenticate(`bearer ${partner.key}`))?.caller.tenant).toBe("beta");
     for (const header of [
       undefined,
       null,
@@ -24,7 +24,7 @@ describe("API keys", () => {
       `Bearer ${ada.key}x`,
       "Bearer short",
     ])
-      expect(keys.authenticate(header)).toBeUndefined();
+      expect(await keys.authenticate(header)).toBeUndefined();
     // Only the hash is kept: the entry does not contain the key.
     expect(JSON.stringify(ada.entry)).not.toContain(ada.key);
   });
@@ -45,20 +45,20 @@ describe("API keys", () => {
       const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
       const bea = newApiKey({ id: "user_bea", kind: "human", tenant: "beta", roles: [] });
       const keys = new ApiKeys({ keys: [ada.entry] });
-      const who = () => keys.authenticate(`Bearer ${ada.key}`)?.actor.id;
+      const who = async () => (await keys.authenticate(`Bearer ${ada.key}`))?.actor.id;
       const tenantsSeen: string[][] = [];
       const reload = () => reloadApiKeys(file, keys, async (t) => void tenantsSeen.push([...t]));
 
       expect(await reload()).toEqual({ state: "none", why: "gone" });
-      expect(who()).toBeUndefined();
+      expect(await who()).toBeUndefined();
       await writeFile(file, JSON.stringify({ keys: [ada.entry, bea.entry] }));
       expect(await reload()).toEqual({ state: "keys", count: 2 });
-      expect(who()).toBe("user_ada");
+      expect(await who()).toBe("user_ada");
       expect(tenantsSeen).toEqual([["acme", "beta"]]);
       for (const empty of ["", "  \n", '{"keys":[]}']) {
         await writeFile(file, empty);
         expect(await reload()).toEqual({ state: "none", why: "empty" });
-        expect(who()).toBeUndefined();
+        expect(await who()).toBeUndefined();
       }
       await writeFile(file, JSON.stringify({ keys: [ada.entry] }));
       await reload();
@@ -67,13 +67,15 @@ describe("API keys", () => {
         state: "invalid",
         reason: expect.stringMatching(/keys\.0\.tenant/),
       });
-      expect(who).toThrow(UnavailableError);
-      expect(() => keys.authenticate(undefined)).toThrow(/API keys file is not valid \(keys\.0\.tenant/);
+      await expect(who()).rejects.toThrow(UnavailableError);
+      await expect(keys.authenticate(undefined)).rejects.toThrow(
+        /API keys file is not valid \(keys\.0\.tenant/,
+      );
       // What callers read never names the file's path (the log does).
-      expect(() => keys.authenticate(undefined)).not.toThrow(dir);
+      await expect(keys.authenticate(undefined)).rejects.not.toThrow(dir);
       await writeFile(file, JSON.stringify({ keys: [ada.entry] }));
       expect(await reload()).toEqual({ state: "keys", count: 1 });
-      expect(who()).toBe("user_ada");
+      expect(await who()).toBe("user_ada");
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

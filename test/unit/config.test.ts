@@ -62,6 +62,8 @@ describe("config", () => {
       endpoints: {},
       policy: { engine: "opa", bucket: "p", prefix: "", recheckMs: 300_000 },
       outbound: { allow: [], ports: [], httpsOnly: false, maxResponseBytes: 10 * 1024 * 1024 },
+      // The API function counts requests per key and per tenant too (per instance).
+      rateLimits: { perKey: { perSecond: 20, burst: 200 }, perTenant: { perSecond: 50, burst: 500 } },
     });
   });
 

@@ -43,7 +43,7 @@ let dev: Synthesized;
 beforeAll(() => {
   prod = synth("prod");
   dev = synth("dev");
-}, 180_000);
+}, 420_000);
 
 describe("buckets", () => {
   const dataBuckets = () => [prod.storage.resourcesBucket, prod.storage.policiesBucket];

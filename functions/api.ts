@@ -1,0 +1,122 @@
+import type { Hono } from "hono";
+import { type APIGatewayProxyResult, handle, type LambdaEvent } from "hono/aws-lambda";
+import { StateKeyStore } from "../shared/adapters/shared/state-key-store.ts";
+import { createServerApp } from "../shared/channels/http-server.ts";
+import { CachedKeyStore } from "../shared/channels/key-cache.ts";
+import { RateLimiter } from "../shared/channels/rate-limit.ts";
+import { ConfigError } from "../shared/errors.ts";
+import { componentLogger } from "../shared/observability/logger.ts";
+import type { KeyStore } from "../shared/ports/key-store.ts";
+import type { AwsRuntime } from "../shared/runtime/aws.ts";
+import { createAwsApiEngine } from "../shared/runtime/aws-api-engine.ts";
+import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
+
+/**
+ * The API function: API Gateway's HTTP API (payload format 2.0) in front of the same Hono app
+ * `arbor serve` runs (shared/channels/http-server.ts): the HTTP API under /v1 (admin routes
+ * included), A2A at /a2a, the agent card, /healthz. One app, two runtimes.
+ *
+ * Built once per cold start: the AWS runtime, an engine with the entry points only (no model, no
+ * tools, no steps: see aws-api-engine.ts), API keys from the state table behind a short cache
+ * (a key revoked elsewhere stops within the TTL, 30 s by default), and the app. The agent card
+ * names ARBOR_PUBLIC_URL (the stack sets the API's endpoint), never a request's Host. A blocking
+ * A2A send waits ARBOR_A2A_BLOCKING_WAIT_MS at most (the stack sets 25 s, under API Gateway's
+ * 30 s), then answers with the task working and the caller polls GetTask.
+ */
+/** An HTTP API event, payload format 2.0. */
+export type APIGatewayProxyEventV2 = Extract<LambdaEvent, { routeKey: string; rawPath: string }>;
+
+export interface ApiDeps extends FunctionDeps {
+  /** Milliseconds, for the key cache and the rate limits (tests move it on). */
+  now?: () => number;
+  /** How long a key's answer is kept (default DEFAULT_KEY_CACHE_TTL_MS, 30 s). */
+  keyCacheTtlMs?: number;
+}
+
+export type ApiHandler = ((
+  event: APIGatewayProxyEventV2,
+  context?: LambdaContext,
+) => Promise<APIGatewayProxyResult>) & {
+  close(): Promise<void>;
+};
+
+const log = componentLogger("api");
+
+export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
+  let lambda: ((event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyResult>) | undefined;
+  const instance = coldStart(
+    deps,
+    ({ config, rt, engine }) => {
+      if (!config.publicUrl)
+        throw new ConfigError(
+          "The API function names its public URL in the agent card: set ARBOR_PUBLIC_URL to the API's endpoint (the engine stack does)",
+        );
+      const keys: KeyStore = new CachedKeyStore(new StateKeyStore(rt.state), {
+        ...(deps.now ? { now: deps.now } : {}),
+        ...(deps.keyCacheTtlMs !== undefined ? { ttlMs: deps.keyCacheTtlMs } : {}),
+      });
+      const app: Hono = createServerApp({
+        engine,
+        keys,
+        publicUrl: config.publicUrl,
+        log,
+        unwritable: () => storageProblem(rt),
+        // Per key and per tenant, in this instance (API Gateway's stage throttling is in front).
+        limiter: new RateLimiter(config.rateLimits ?? {}, deps.now),
+        ...(config.a2aBlockingWaitMs !== undefined ? { a2aWaitMs: config.a2aBlockingWaitMs } : {}),
+      });
+      lambda = handle(app);
+    },
+    createAwsApiEngine,
+  );
+  // Each request is in API Gateway's access log; the app logs what fails (with hono's request id).
+  const handler = async (event: APIGatewayProxyEventV2, _context?: LambdaContext) => {
+    await instance.get();
+    return (lambda as NonNullable<typeof lambda>)(withEncodedUrn(event));
+  };
+  return Object.assign(handler, { close: instance.close });
+}
+
+/** The Lambda entry point; configured by the environment the engine stack sets. */
+export const handler = createApiHandler();
+
+/**
+ * Why the API cannot take work now (the state table or the resources bucket does not answer), or
+ * undefined when both do: what /healthz reports. One read of each, of keys that need not exist.
+ */
+async function storageProblem(rt: AwsRuntime): Promise<string | undefined> {
+  const checks = [
+    ["state table", () => rt.state.get("health#probe")],
+    ["resources bucket", () => rt.objects.get("health-probe.json")],
+  ] as const;
+  for (const [what, check] of checks) {
+    try {
+      await check();
+    } catch (error) {
+      log.error("health check failed", { what, error: error as Error });
+      return `The ${what} does not answer; try again shortly`;
+    }
+  }
+  return undefined;
+}
+
+/** One element of a URN (package.Type.id), as shared/domain/urn.ts parses them. */
+const URN_ELEMENT = /^[a-z][a-z0-9]*\.[A-Z][A-Za-z0-9]*\.[A-Za-z0-9_-]{1,128}$/;
+
+/**
+ * API Gateway's HTTP API hands the function the path decoded (`rawPath`): a URN sent as one
+ * encoded segment (`/v1/tasks/cld%3Acommon.Tenant.acme%2F...`) arrives as several
+ * (`/v1/tasks/cld:common.Tenant.acme/...`). The routes take a URN as one segment, so the segments
+ * that make up a URN (from `cld:` on, while they are URN elements) are joined and encoded again.
+ * A path that came encoded (a function URL, a test) has no `cld:` segment and is left as it is.
+ */
+export function withEncodedUrn(event: APIGatewayProxyEventV2): APIGatewayProxyEventV2 {
+  const parts = event.rawPath.split("/");
+  const start = parts.findIndex((p) => /^cld:[a-z]/.test(p));
+  if (start < 0) return event;
+  let end = start + 1;
+  while (end < parts.length && URN_ELEMENT.test(parts[end] as string)) end++;
+  const urn = parts.slice(start, end).join("/");
+  const rawPath = [...parts.slice(0, start), encodeURIComponent(urn), ...parts.slice(end)].join("/");
+  return { ...event, rawPath };
+}
