@@ -72,6 +72,7 @@ describe("operations of the engine stack", () => {
       ...ROUTES.map((r) => engine.steps[r.name].function),
       engine.watchdog.function,
       engine.tools.handler.function,
+      engine.api.function.function,
     ];
     expect(lambda).toHaveLength(functions.length * 2);
     for (const fn of functions) {
