@@ -75,6 +75,7 @@ export async function createAwsEngine(
   });
   const withTools = {
     toolsConfig: loadToolsConfig(config.toolsFile),
+    ...(config.teamFile ? { teamFile: config.teamFile } : {}),
     ...(config.outbound ? { outbound: config.outbound } : {}),
     policy: options.policy ?? (await policyFor(config, clients.s3)),
     ...options,
