@@ -13,6 +13,8 @@ import { DEFAULT_TREE_TASKS, MAX_TREE_TASKS, type TreeNode } from "../engine/tas
 import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { ApiKeys, Authenticated } from "./api-keys.ts";
+import { createReadRoutes } from "./http-reads.ts";
+import { createTeamRoutes } from "./http-team.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
 /**
@@ -29,6 +31,11 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *                                          questions), breadth first, at most N tasks -> 200
  *   POST /v1/tasks/:urn/cancel             {reason?}                                -> 202
  *   POST /v1/interactions/:urn/answer      {selectedOptionId?, inputValue?, comment?} -> 204
+ *   GET  /v1/resources/:urn                one resource                             -> 200
+ *   GET  /v1/resources/:urn/children       one level below it, paginated            -> 200
+ *   GET  /v1/tasks/:urn/events             a task's event stream, paginated (JSON)  -> 200
+ *   GET  /v1/admin/team                    the tenant's team (admins)               -> 200
+ *   PUT  /v1/admin/team?dryRun=true        a team file: its diff, applied unless dry -> 200
  *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
  *
  * URNs are single path segments, URL-encoded (encodeURIComponent). A URN outside the caller's
@@ -49,7 +56,7 @@ export interface HttpApiParts {
   unwritable?: () => Promise<string | undefined>;
 }
 
-type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
+export type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
 
 const MessageSchema = z
   .object({
@@ -214,13 +221,17 @@ export function createHttpApi({
     return c.body(null, 204);
   });
 
+  // Further routes, each behind the key, rate limit and body bound above.
+  app.route("/", createReadRoutes(engine));
+  app.route("/", createTeamRoutes(engine));
+
   app.notFound(notFoundJson);
   app.onError(errorHandler(log));
   return app;
 }
 
 /** The caller as the engine's entry points take it: the key's actor, tenant and roles. */
-const asker = (c: Context<ApiEnv>): Required<Asker> => {
+export const asker = (c: Context<ApiEnv>): Required<Asker> => {
   const { actor, caller } = c.get("who");
   return { actor, caller };
 };
@@ -231,7 +242,7 @@ const asker = (c: Context<ApiEnv>): Required<Asker> => {
  * `<what> not found`, before anything is read and before the body is looked at, so that neither
  * the status nor the message tells a caller what another tenant has.
  */
-function ownUrn(c: Context<ApiEnv>, what: string, urn: string): string {
+export function ownUrn(c: Context<ApiEnv>, what: string, urn: string): string {
   if (!isWithin(urn, tenantUrn(c.get("who").caller.tenant))) throw new NotFoundError(what, urn);
   return urn;
 }
@@ -240,7 +251,7 @@ function ownUrn(c: Context<ApiEnv>, what: string, urn: string): string {
  * The JSON body (empty counts as `{}`), parsed with `schema`; ValidationError names each bad field.
  * `first` looks at the parsed JSON before the schema does (the tenant of a URN in it, say).
  */
-async function readJson<S extends z.ZodType>(
+export async function readJson<S extends z.ZodType>(
   c: Context,
   schema: S,
   first?: (raw: unknown) => void,
