@@ -22,6 +22,12 @@ import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import { RouteRule } from "../constructs/route-rule.ts";
 import {
+  BUNDLED_TEAM_FILE,
+  DEPLOYED_TEAM_FILE,
+  type DeployedTeam,
+  stageTeamFile,
+} from "../constructs/team-file.ts";
+import {
   assertDeployable,
   BUNDLED_TOOLS_FILE,
   DEPLOYED_TOOLS_FILE,
@@ -56,6 +62,12 @@ export interface EngineStackProps extends StackProps {
    * run tools (ToolFunctionAccess). None: the functions have the built-in tools only.
    */
   readonly tools?: ToolRegistry;
+  /**
+   * The default team (`-c team=<file>`), shipped in every function's bundle as `team.json` with
+   * ARBOR_TEAM_FILE pointing at it: a tenant without assistants gets it at its first request.
+   * None: the built-in default team.
+   */
+  readonly team?: DeployedTeam;
   /** Default one month. */
   readonly logRetention?: RetentionDays;
   /** Default 10 minutes: twice the longest step timeout, so running work is never re-driven. */
@@ -125,9 +137,11 @@ export class EngineStack extends Stack {
     if (props.tools) assertDeployable(props.tools);
     this.toolPolicy = props.tools ? this.#toolPolicy(props.tools) : undefined;
     // Every function builds the engine with the registry (the tools are opened at cold start).
-    const bundledFiles = props.tools
-      ? { bundledFiles: { [BUNDLED_TOOLS_FILE]: stageToolRegistry(this, props.tools.config) } }
-      : {};
+    const files = {
+      ...(props.tools ? { [BUNDLED_TOOLS_FILE]: stageToolRegistry(this, props.tools.config) } : {}),
+      ...(props.team ? { [BUNDLED_TEAM_FILE]: stageTeamFile(this, props.team.team) } : {}),
+    };
+    const bundledFiles = Object.keys(files).length > 0 ? { bundledFiles: files } : {};
 
     const environment = {
       ARBOR_MODE: "aws",
@@ -143,6 +157,7 @@ export class EngineStack extends Stack {
       ARBOR_MODEL: props.model.id,
       POWERTOOLS_LOG_LEVEL: "INFO",
       ...(props.tools ? { ARBOR_TOOLS_FILE: DEPLOYED_TOOLS_FILE } : {}),
+      ...(props.team ? { ARBOR_TEAM_FILE: DEPLOYED_TEAM_FILE } : {}),
     };
     const common = { logRetention, removalPolicy: props.removalPolicy };
 
