@@ -47,7 +47,8 @@ const resourcePath = (urn: string) => `/v1/resources/${encodeURIComponent(urn)}`
 
 export function createReadRoutes(engine: Engine): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
-  const { resources, state } = engine.deps;
+  // Read when a request comes (an engine stand-in without stores still mounts the routes).
+  const resources = () => engine.deps.resources;
 
   // Who the key stands for: what a client needs to address its own tenant (`arbor ls`).
   app.get("/v1/me", (c) => {
@@ -58,7 +59,7 @@ export function createReadRoutes(engine: Engine): Hono<ApiEnv> {
   app.get("/v1/resources/:urn", async (c) => {
     const urn = ownUrn(c, "Resource", c.req.param("urn"));
     await engine.authorize(asker(c), "resource.read", urn);
-    const resource = await resources.get(urn);
+    const resource = await resources().get(urn);
     if (!resource) throw new NotFoundError("Resource", urn);
     return c.json({ resource, links: { children: `${resourcePath(urn)}/children` } });
   });
@@ -69,13 +70,13 @@ export function createReadRoutes(engine: Engine): Hono<ApiEnv> {
     const who = asker(c);
     // The tenant's own level is listed to anyone of it, each child as far as they may read it.
     if (urn !== tenantUrn(c.get("who").caller.tenant)) await engine.authorize(who, "resource.read", urn);
-    const page = await resources.childPage(urn, {
+    const page = await resources().childPage(urn, {
       limit: q.limit,
       ...(q.cursor ? { cursor: q.cursor } : {}),
     });
     const readable: string[] = [];
     for (const child of page.urns) if (await engine.mayRead(child, who)) readable.push(child);
-    const docs = await resources.getMany(readable);
+    const docs = await resources().getMany(readable);
     const children = docs.flatMap((d) =>
       d
         ? [
@@ -95,7 +96,7 @@ export function createReadRoutes(engine: Engine): Hono<ApiEnv> {
     const urn = ownUrn(c, "Task", c.req.param("urn"));
     const q = query(c, EventsQuery);
     await engine.authorize(asker(c), "resource.read", urn);
-    const events = await state.readStream(urn, { fromSeq: q.fromSeq, limit: q.limit });
+    const events = await engine.deps.state.readStream(urn, { fromSeq: q.fromSeq, limit: q.limit });
     if (events.length === 0 && q.fromSeq === 1 && !(await engine.result(urn)).view)
       throw new NotFoundError("Task", urn);
     const last = events.at(-1);

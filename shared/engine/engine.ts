@@ -166,7 +166,7 @@ export class Engine {
       written.push((await this.deps.resources.getAs("common.Assistant", meta.id)) as Assistant);
     }
     await indexAssistants(this.deps, written);
-    this.#remember(tenant);
+    if (written.length > 0) this.#remember(tenant);
     return written.map((a) => a.meta.id);
   }
 

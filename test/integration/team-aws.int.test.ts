@@ -36,7 +36,11 @@ import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
 const BUS = "arbor-team-test";
 const MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0";
 const TEAM_FILE = join(import.meta.dirname, "../fixtures/team/team.json");
-const SUPPORT = "Answer customers' questions about orders, deliveries and returns";
+/** The support assistant's descriptors in the team file: a task described the same is elected to it. */
+const SUPPORT = {
+  purpose: "Answer customers' questions about orders, deliveries and returns",
+  applicability: "Anything a customer asks about an order. Not for refunds above 100 EUR.",
+};
 const credentials = { accessKeyId: "test", secretAccessKey: "test" };
 const suffix = randomBytes(4).toString("hex");
 const ALICE = { id: "user_alice", kind: "human" as const };
@@ -45,7 +49,7 @@ const ALICE = { id: "user_alice", kind: "human" as const };
 function answer(request: ConverseWireRequest) {
   if (request.toolConfig?.toolChoice?.tool?.name === "create_plan")
     return {
-      toolCalls: [{ name: "create_plan", arguments: { name: "Where is order 42", purpose: SUPPORT } }],
+      toolCalls: [{ name: "create_plan", arguments: { name: "Where is order 42", ...SUPPORT } }],
     };
   return { content: "Order 42 ships tomorrow." };
 }
@@ -215,11 +219,18 @@ describe("teams on the AWS adapters", () => {
     const again = await engine.applyTeam("fresh", team);
     expect([again.added, again.changed, again.removed]).toEqual([[], [], []]);
 
+    // The same request now: support is out of S3 Vectors, nobody else is similar enough, and a
+    // person is asked to assign the task, with support not among the choices.
     const next = await engine.submit({ tenant: "fresh", text: "Where is order 44?", actor: ALICE });
     await drain();
-    const root = await rt.tasks.view(next.rootTaskId);
-    expect(root?.status).toBe("done");
-    expect(root?.assistant).not.toBe(support?.meta.id);
+    expect((await rt.resources.getAs("plan.Task", next.rootTaskId))?.election).toBeUndefined();
+    const asked = await engine.pendingInteractions(next.rootTaskId, { actor: ALICE });
+    expect(asked?.map((i) => i.purpose)).toEqual(["assign_subtask"]);
+    const offered = (asked?.[0]?.options ?? []).map((o) => o.id).sort();
+    expect(offered).toEqual([
+      `${tenantUrn("fresh")}/common.Assistant.analyst`,
+      `${tenantUrn("fresh")}/common.Assistant.generalist`,
+    ]);
   });
 
   it("fails a new tenant's request at once, saying why, when its team cannot be registered; nothing is written", async () => {
