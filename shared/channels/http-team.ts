@@ -2,7 +2,8 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { formatIssues } from "../domain/resources.ts";
 import { teamEntryOf } from "../domain/team.ts";
-import { type Engine, teamUrn } from "../engine/engine.ts";
+import type { Engine } from "../engine/engine.ts";
+import { teamUrn } from "../engine/team.ts";
 import { ValidationError } from "../errors.ts";
 import { type ApiEnv, asker, readJson } from "./http-api.ts";
 

@@ -3,15 +3,9 @@ import { checkRequestText } from "../domain/input-limits.ts";
 import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
-import { parseTeam, type TeamDiff, type TeamFile, teamDiff } from "../domain/team.ts";
+import { parseTeam, type TeamDiff, teamDiff } from "../domain/team.ts";
 import { lastElement, parentUrn, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
-import {
-  ConflictError,
-  ForbiddenError,
-  NotFoundError,
-  UnavailableError,
-  ValidationError,
-} from "../errors.ts";
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import {
   type Caller,
@@ -28,9 +22,8 @@ import {
   send,
   type TaskCommand,
 } from "./context.ts";
-import { DEFAULT_TEAM } from "./default-team.ts";
 import { runTurn } from "./direct.ts";
-import { ASSISTANT_TYPE, indexAssistants } from "./election.ts";
+import { indexAssistants } from "./election.ts";
 import { type AnswerPrincipal, type InteractionResponse, respond } from "./interactions.ts";
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
 import { indexOutput, outputOf } from "./outcome.ts";
@@ -39,12 +32,7 @@ import { ROUTES, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
 import { onResourcePut } from "./supervisor.ts";
 import { DEFAULT_TREE_TASKS, type TaskTree, taskTree } from "./task-tree.ts";
-import { activeAssistants, applyTeam, storedAssistants } from "./team.ts";
-
-/** The URN a tenant's team is authorized on as a whole (reads, and every apply, dry runs too). */
-export const teamUrn = (tenant: string): Urn => `${tenantUrn(tenant)}/${ASSISTANT_TYPE}.team` as Urn;
-/** Tenants known to have a team, remembered per process at most this many (then forgotten and looked up again). */
-const MAX_STAFFED = 10_000;
+import { activeAssistants, applyTeam, storedAssistants, Teams, teamUrn } from "./team.ts";
 
 /**
  * The orchestration engine: the steps wired to the bus. Each subscription is one step, and each
@@ -101,13 +89,14 @@ export class Engine {
    * which a local data folder has (its lock); across processes see respond in interactions.ts.
    */
   readonly #answering = new Map<string, Promise<unknown>>();
-  /** Tenants seen with assistants: a request of theirs needs no look-up (see #ensureTeam). */
-  readonly #staffed = new Set<string>();
+  /** Tenants' teams: a tenant without one gets the default team at its first request (engine/team.ts). */
+  readonly #teams: Teams;
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
     this.#queue = new StepQueue(deps.settings.maxConcurrentSteps);
     this.#access = new ResourceAccess(deps.resources, deps.policy);
+    this.#teams = new Teams(deps);
   }
 
   /** Subscribes every step (see ROUTES) to its events; returns a function that unsubscribes them all. */
@@ -166,7 +155,7 @@ export class Engine {
       written.push((await this.deps.resources.getAs("common.Assistant", meta.id)) as Assistant);
     }
     await indexAssistants(this.deps, written);
-    if (written.length > 0) this.#remember(tenant);
+    if (written.length > 0) this.#teams.remember(tenant);
     return written.map((a) => a.meta.id);
   }
 
@@ -204,44 +193,9 @@ export class Engine {
         await this.#check(asker, "resource.write", e.urn);
     if (options.dryRun) return planned;
     const applied = await applyTeam(this.deps, tenant, team);
-    this.#remember(tenant);
+    this.#teams.remember(tenant);
     await this.deps.untilDurable(); // a team acknowledged is a team on disk
     return applied;
-  }
-
-  /**
-   * The one place a tenant without a team gets one: before a request of a tenant with no
-   * assistants is written, the deployment's default team (settings.defaultTeam: ARBOR_TEAM_FILE,
-   * `-c team`; else DEFAULT_TEAM) is applied, idempotently (two first requests at once write the
-   * same resources). When that cannot be done (embeddings unavailable, say) the request fails
-   * with an error that says so, rather than waiting on an empty choice of assistants.
-   */
-  async #ensureTeam(tenant: string): Promise<void> {
-    if (this.#staffed.has(tenant)) return;
-    const d = this.deps;
-    if ((await d.resources.childUrns(tenantUrn(tenant), ASSISTANT_TYPE)).length === 0) {
-      const team: TeamFile = d.settings.defaultTeam ?? { assistants: DEFAULT_TEAM };
-      try {
-        const applied = await applyTeam(d, tenant, team);
-        d.log.info("registered the default team for a tenant without one", {
-          tenant,
-          assistants: applied.added.map((a) => a.name),
-        });
-      } catch (cause) {
-        throw new UnavailableError(
-          `Tenant ${tenant} has no assistants yet, and its default team could not be registered ` +
-            `(${(cause as Error).message}). Nothing was written: try again later, or give the tenant a team ` +
-            "with `arbor team apply <file>`.",
-          { cause },
-        );
-      }
-    }
-    this.#remember(tenant);
-  }
-
-  #remember(tenant: string): void {
-    if (this.#staffed.size >= MAX_STAFFED) this.#staffed.clear();
-    this.#staffed.add(tenant);
   }
 
   /**
@@ -270,7 +224,7 @@ export class Engine {
         throw new NotFoundError("Conversation", req.conversationUrn);
     }
     // Somebody is there to take the request's tasks (a tenant's first request: its default team).
-    await this.#ensureTeam(req.tenant);
+    await this.#teams.ensure(req.tenant);
     if (!(await d.resources.get(tenant)))
       await d.resources.put({ meta: withMeta({ type: "common.Tenant", name: req.tenant, id: req.tenant }) });
     let conversationUrn = req.conversationUrn as Urn | undefined;

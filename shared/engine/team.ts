@@ -1,7 +1,9 @@
 import { type Assistant, toDescription } from "../domain/resources.ts";
 import { isRetired, type TeamDiff, type TeamFile, teamAssistantResource, teamDiff } from "../domain/team.ts";
-import { tenantUrn } from "../domain/urn.ts";
+import { tenantUrn, type Urn } from "../domain/urn.ts";
+import { UnavailableError } from "../errors.ts";
 import type { EngineDeps } from "./context.ts";
+import { DEFAULT_TEAM } from "./default-team.ts";
 import { ASSISTANT_TYPE } from "./election.ts";
 
 /**
@@ -69,4 +71,54 @@ export async function applyTeam(deps: TeamDeps, tenant: string, team: TeamFile):
     }
   }
   return diff;
+}
+
+/** The URN a tenant's team is authorized on as a whole (reads, and every apply, dry runs too). */
+export const teamUrn = (tenant: string): Urn => `${tenantUrn(tenant)}/${ASSISTANT_TYPE}.team` as Urn;
+
+/** Tenants known to have a team, remembered per process at most this many (then looked up again). */
+const MAX_STAFFED = 10_000;
+
+/**
+ * The one place a tenant without a team gets one (Engine.submit calls `ensure` before a request
+ * is written): for a tenant with no assistants, the deployment's default team
+ * (settings.defaultTeam: ARBOR_TEAM_FILE, `-c team`; else DEFAULT_TEAM) is applied, idempotently
+ * (two first requests at once write the same resources). When that cannot be done (embeddings
+ * unavailable, say) the request fails with an error that says so, having written nothing, rather
+ * than waiting on an empty choice of assistants. The same on both runtimes.
+ */
+export class Teams {
+  /** Tenants seen with assistants: a request of theirs needs no look-up. */
+  readonly #staffed = new Set<string>();
+
+  constructor(readonly deps: TeamDeps & Pick<EngineDeps, "settings" | "log">) {}
+
+  async ensure(tenant: string): Promise<void> {
+    if (this.#staffed.has(tenant)) return;
+    const d = this.deps;
+    if ((await d.resources.childUrns(tenantUrn(tenant), ASSISTANT_TYPE)).length === 0) {
+      const team: TeamFile = d.settings.defaultTeam ?? { assistants: DEFAULT_TEAM };
+      try {
+        const applied = await applyTeam(d, tenant, team);
+        d.log.info("registered the default team for a tenant without one", {
+          tenant,
+          assistants: applied.added.map((a) => a.name),
+        });
+      } catch (cause) {
+        throw new UnavailableError(
+          `Tenant ${tenant} has no assistants yet, and its default team could not be registered ` +
+            `(${(cause as Error).message}). The request was not taken: send it again later, or give the tenant a team ` +
+            "with `arbor team apply <file>`.",
+          { cause },
+        );
+      }
+    }
+    this.remember(tenant);
+  }
+
+  /** The tenant has a team now (applied, or registered). */
+  remember(tenant: string): void {
+    if (this.#staffed.size >= MAX_STAFFED) this.#staffed.clear();
+    this.#staffed.add(tenant);
+  }
 }
