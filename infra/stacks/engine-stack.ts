@@ -120,6 +120,13 @@ export class EngineStack extends Stack {
   readonly modelPolicy: ManagedPolicy;
   /** Invoke on the functions of the registry's `lambda` tools; none without such tools. */
   readonly toolPolicy: ManagedPolicy | undefined;
+  /**
+   * What every function that builds the engine gets: its environment, and the files shipped in its
+   * bundle (the tool registry, the default team). A function that submits requests (the API) needs
+   * both: the default team is registered where a tenant's first request is submitted.
+   */
+  readonly engineEnvironment: Readonly<Record<string, string>>;
+  readonly engineFiles: Readonly<Record<string, string>>;
 
   constructor(scope: Construct, id: string, props: EngineStackProps) {
     super(scope, id, props);
@@ -142,6 +149,7 @@ export class EngineStack extends Stack {
       ...(props.team ? { [BUNDLED_TEAM_FILE]: stageTeamFile(this, props.team.team) } : {}),
     };
     const bundledFiles = Object.keys(files).length > 0 ? { bundledFiles: files } : {};
+    this.engineFiles = files;
 
     const environment = {
       ARBOR_MODE: "aws",
@@ -159,6 +167,7 @@ export class EngineStack extends Stack {
       ...(props.tools ? { ARBOR_TOOLS_FILE: DEPLOYED_TOOLS_FILE } : {}),
       ...(props.team ? { ARBOR_TEAM_FILE: DEPLOYED_TEAM_FILE } : {}),
     };
+    this.engineEnvironment = environment;
     const common = { logRetention, removalPolicy: props.removalPolicy };
 
     const steps: Partial<Record<StepName, EngineFunction>> = {};
