@@ -44,6 +44,8 @@ interface ChildPage {
 /** Polling the tree: from 250 ms, doubling while nothing changes, at most 3 s. */
 const FIRST_POLL_MS = 250;
 const MAX_POLL_MS = 3000;
+/** After a cancel, polls this many times for the request to end (sending the cancel again now and then). */
+const MAX_CANCELS = 120;
 /** `ls --all` reads at most this many resources (then says it stopped). */
 const MAX_LISTED = 10_000;
 
@@ -70,35 +72,53 @@ export async function remoteRun(remote: Remote, options: RemoteRunOptions): Prom
   const live = new LiveTree(async () => tree, process.stdout);
   const lines = createInterface({ input: process.stdin, terminal: false });
   const answers = lines[Symbol.asyncIterator]();
+  // A cancel of a request that has ended meanwhile is a 409: nothing left to cancel.
+  const cancel = (reason: string) =>
+    remote.post(`${taskPath}/cancel`, { reason }).catch((error: unknown) => {
+      if (!(error instanceof RemoteError && error.status === 409)) throw error;
+    });
   let interrupted = false;
+  let cancels = 0;
+  // Ctrl-C: the request is canceled (a question waiting on stdin stops waiting), and the tree is
+  // drawn until it has ended; a second Ctrl-C ends the CLI at once.
   const onInterrupt = () => {
     interrupted = true;
+    process.stdout.write("\nInterrupted: canceling the request.\n");
+    lines.close();
+    void cancel("interrupted in the terminal").catch((error: Error) =>
+      process.stderr.write(`arbor: the cancel failed: ${error.message}\n`),
+    );
   };
   process.once("SIGINT", onInterrupt);
   try {
     let wait = FIRST_POLL_MS;
     let seen = "";
     for (;;) {
-      if (interrupted) {
-        process.stdout.write("Interrupted: canceling the request.\n");
-        await remote
-          .post(`${taskPath}/cancel`, { reason: "interrupted in the terminal" })
-          .catch(() => undefined);
-        return 130;
-      }
       tree = (await remote.get<{ tree: TreeNode }>(`${taskPath}/tree?maxTasks=2000`)).tree;
       await live.draw();
       if (isTerminal(tree.status)) break;
-      const interactions = asking(tree)
-        ? (await remote.get<{ interactions: Pending[] }>(`${taskPath}/interactions`)).interactions
-        : [];
+      if (interrupted) {
+        // Canceling: a request not planned yet refuses a cancel (409) for a moment; ask again.
+        if (++cancels > MAX_CANCELS) {
+          process.stdout.write(`The request has not ended; cancel it later: it is ${root}\n`);
+          return 1;
+        }
+        if (cancels % 8 === 0) await cancel("canceled in the terminal");
+      }
+      const interactions =
+        asking(tree) && !interrupted
+          ? (await remote.get<{ interactions: Pending[] }>(`${taskPath}/interactions`)).interactions
+          : [];
       if (interactions.length > 0) {
         for (const interaction of interactions) {
           live.release();
           const answer = await ask(interaction, options.yes, answers);
           if (!answer) {
-            process.stdout.write("No answer; canceling. Rerun with --yes to approve everything.\n");
-            await remote.post(`${taskPath}/cancel`, { reason: "no answer in the terminal" });
+            if (!interrupted) {
+              process.stdout.write("No answer; canceling. Rerun with --yes to approve everything.\n");
+              await cancel("no answer in the terminal");
+            }
+            interrupted = true; // asks no more: the request is being canceled
             break;
           }
           try {
@@ -113,7 +133,7 @@ export async function remoteRun(remote: Remote, options: RemoteRunOptions): Prom
         continue;
       }
       const now = JSON.stringify(tree);
-      wait = now === seen ? Math.min(MAX_POLL_MS, wait * 2) : FIRST_POLL_MS;
+      wait = now === seen && !interrupted ? Math.min(MAX_POLL_MS, wait * 2) : FIRST_POLL_MS;
       seen = now;
       await sleep(wait);
     }

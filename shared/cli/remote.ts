@@ -101,7 +101,21 @@ export class Remote {
       }
       if (response.ok) {
         if (response.status === 204) return undefined as T;
-        return (await response.json()) as T;
+        try {
+          return (await response.json()) as T;
+        } catch {
+          throw new RemoteError(
+            `${this.url} answered ${method} ${path.split("?")[0]} with something that is not JSON: is ARBOR_URL the address of an Arbor API?`,
+            response.status,
+          );
+        }
+      }
+      if (response.status >= 300 && response.status < 400) {
+        const location = response.headers.get("location") ?? "elsewhere";
+        throw new RemoteError(
+          `${this.url} redirects to ${location}: set ARBOR_URL to where the Arbor API is (no redirect is followed, so the key goes nowhere else)`,
+          response.status,
+        );
       }
       const problem = await errorOf(response);
       const wait = retryAfterMs(response);
