@@ -43,12 +43,12 @@ Commands
   ls [urn] [--all]     list the resources directly below a URN (default: your tenant); --all for every level
   get <urn>            print one resource as JSON
   events <stream>      print the event log of one stream (a task URN)
+  replay               rebuild every task view from the event log and check it against the stored views
+  help                 this text
 
   With ARBOR_URL and ARBOR_KEY set, run, ls, get, events and team speak to that Arbor (a deployed
   stack's API, or another machine's arbor serve) through its HTTP API instead of the local data
   folder: the same tree, questions answered here; team needs an admin's key.
-  replay               rebuild every task view from the event log and check it against the stored views
-  help                 this text
 
 Settings (environment)
   ARBOR_DATA_DIR       where local mode keeps its data (default .arbor; 0700, one process at a time)
