@@ -5,10 +5,12 @@ import { App, type AppProps, type Environment, RemovalPolicy, Validations } from
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { Construct } from "constructs";
 import { z } from "zod";
-import { ValidationError } from "../shared/errors.ts";
-import { parseToolsConfig } from "../shared/tools/config.ts";
+import { ConfigError, ValidationError } from "../shared/errors.ts";
+import { DEFAULT_TOOLS, parseToolsConfig } from "../shared/tools/config.ts";
+import { readTeamFile } from "../shared/use-cases/team-file.ts";
 import { type ApiThrottle, DEFAULT_API_THROTTLE } from "./constructs/api-gateway.ts";
 import { PROJECT_ROOT } from "./constructs/engine-function.ts";
+import type { DeployedTeam } from "./constructs/team-file.ts";
 import { type ToolRegistry, undeployableEntries } from "./constructs/tool-registry.ts";
 import { type EngineModel, EngineStack } from "./stacks/engine-stack.ts";
 import { StorageStack } from "./stacks/storage-stack.ts";
@@ -22,6 +24,7 @@ export const CONTEXT_KEYS = {
   tools: "tools",
   apiRateLimit: "apiRateLimit",
   apiBurstLimit: "apiBurstLimit",
+  team: "team",
 } as const;
 
 /** The model the engine steps call unless `-c model=<id>` says otherwise. */
@@ -165,6 +168,41 @@ export function readToolRegistry(scope: Construct, root: string = PROJECT_ROOT):
 }
 
 /**
+ * The default team of `-c team=<file>` (relative to the project root, or absolute), read and
+ * validated exactly as the functions read ARBOR_TEAM_FILE (readTeamFile), against the tools they
+ * will have (`tools`, the registry of `-c tools`, else the built-in tools); undefined without the
+ * key (a tenant's first request then gets the built-in default team).
+ */
+export function readTeam(
+  scope: Construct,
+  tools: ToolRegistry | undefined,
+  root: string = PROJECT_ROOT,
+): DeployedTeam | undefined {
+  const value: unknown = scope.node.tryGetContext(CONTEXT_KEYS.team);
+  if (value === undefined) return undefined;
+  const fix = `Give -c ${CONTEXT_KEYS.team}=<file>, the path of a team file relative to ${root} or absolute (see README.md, Teams), or leave the key out for the built-in default team.`;
+  if (typeof value !== "string" || value.trim() === "")
+    throw new SettingsError(`Invalid CDK context ${CONTEXT_KEYS.team}=${JSON.stringify(value)}. ${fix}`);
+  const file = resolve(root, value);
+  const toolNames = Object.keys((tools?.config ?? DEFAULT_TOOLS).tools);
+  try {
+    return {
+      team: readTeamFile(file, toolNames, `The team file ${file} (-c ${CONTEXT_KEYS.team}=${value})`),
+      source: file,
+    };
+  } catch (cause) {
+    if (cause instanceof ValidationError)
+      throw new SettingsError(
+        `The team file ${file} (-c ${CONTEXT_KEYS.team}=${value}) is not valid; fix these fields ` +
+          `(README.md, Teams, describes the file):\n  ${cause.issues.length ? cause.issues.join("\n  ") : cause.message}`,
+        { cause },
+      );
+    if (cause instanceof ConfigError) throw new SettingsError(`${cause.message}. ${fix}`, { cause });
+    throw cause;
+  }
+}
+
+/**
  * Account and region from the CLI (`CDK_DEFAULT_ACCOUNT` / `CDK_DEFAULT_REGION`) when it knows
  * them; without credentials the stack is environment-agnostic, which is all `cdk synth` needs.
  */
@@ -186,6 +224,7 @@ export function createApp(options: CreateAppOptions = {}) {
   const model = readModel(app);
   const tools = readToolRegistry(app);
   const apiThrottle = readApiThrottle(app);
+  const team = readTeam(app, tools);
   const env = environmentFrom(processEnv);
   const removalPolicy = settings.removalPolicy === "destroy" ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
   const storage = new StorageStack(app, `arbor-${settings.stage}-storage`, {
@@ -208,6 +247,7 @@ export function createApp(options: CreateAppOptions = {}) {
     model,
     ...(tools ? { tools } : {}),
     apiThrottle,
+    ...(team ? { team } : {}),
   });
   // cdk-nag 3 is a CDK policy-validation plugin (it was an Aspect up to v2): its findings are
   // reported, and fail synthesis, after the templates are written. Acknowledgements sit next to

@@ -58,6 +58,11 @@ const EnvSchema = z.object({
   ARBOR_OBJECT_STORE: z.enum(["sqlite", "files"]).default("sqlite"),
   /** A JSON file with the tool registry (see shared/tools/config.ts); default: the built-in tools. */
   ARBOR_TOOLS_FILE: z.string().min(1).optional(),
+  /**
+   * A team file (shared/domain/team.ts): the team a tenant without assistants gets before its first
+   * request (`-c team=<file>` at deploy bundles it); default: the built-in DEFAULT_TEAM.
+   */
+  ARBOR_TEAM_FILE: z.string().min(1).optional(),
   /** The API keys `arbor serve` accepts (see shared/channels/api-keys.ts); default <dataDir>/api-keys.json. */
   ARBOR_API_KEYS_FILE: z.string().min(1).optional(),
   /**
@@ -168,6 +173,55 @@ const EnvSchema = z.object({
   ARBOR_S3VECTORS_ENDPOINT: z.url().optional(),
 });
 
+/** A remote Arbor the CLI speaks to over the HTTP API (ARBOR_URL, ARBOR_KEY). */
+export interface RemoteConfig {
+  /** The base URL, without a trailing slash (a deployed stack's API, or another machine's `arbor serve`). */
+  url: string;
+  /** The API key sent as `Authorization: Bearer <key>`. */
+  key: string;
+}
+
+const RemoteEnvSchema = z.object({
+  ARBOR_URL: z
+    .string()
+    .transform((v, ctx) => {
+      try {
+        return parsePublicUrl(v);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
+        return z.NEVER;
+      }
+    })
+    .optional(),
+  ARBOR_KEY: z
+    .string()
+    .regex(/^\S{1,500}$/, "an API key (arbor_...), no spaces")
+    .optional(),
+});
+
+/**
+ * The remote Arbor of ARBOR_URL and ARBOR_KEY, or undefined when ARBOR_URL is not set (the CLI then
+ * works on the local data folder). ARBOR_URL without ARBOR_KEY is an error that says what to set.
+ */
+export function loadRemoteConfig(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): RemoteConfig | undefined {
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = RemoteEnvSchema.safeParse(set);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
+  }
+  const { ARBOR_URL: url, ARBOR_KEY: key } = parsed.data;
+  if (!url) return undefined;
+  if (!key)
+    throw new ConfigError(
+      `ARBOR_URL is set (${url}) but ARBOR_KEY is not: set ARBOR_KEY to an API key of that Arbor ` +
+        "(`arbor keys add` where it runs prints one), or unset ARBOR_URL to work on the local data folder",
+    );
+  return { url, key };
+}
+
 /** Which model answers; undefined when none is configured (see MODEL_HELP). */
 export type ModelConfig =
   | { provider: "bedrock"; model: string; region: string; endpoint?: string }
@@ -210,6 +264,8 @@ export interface LocalConfig {
   objectStore?: "sqlite" | "files";
   /** The tool registry's JSON file (ARBOR_TOOLS_FILE); absent: the built-in tools. */
   toolsFile?: string;
+  /** The default team's file (ARBOR_TEAM_FILE); absent: DEFAULT_TEAM. */
+  teamFile?: string;
   /** The API keys `arbor serve` accepts (ARBOR_API_KEYS_FILE); loadConfig sets <dataDir>/api-keys.json by default. */
   apiKeysFile?: string;
   /** Where callers reach `arbor serve` (ARBOR_PUBLIC_URL, see parsePublicUrl); absent: where it listens. */
@@ -245,6 +301,8 @@ export interface AwsConfig {
   endpoints: { s3?: string; dynamodb?: string; eventbridge?: string; s3vectors?: string; bedrock?: string };
   /** The tool registry's JSON file (ARBOR_TOOLS_FILE, bundled with the functions); absent: the built-ins. */
   toolsFile?: string;
+  /** The default team's file (ARBOR_TEAM_FILE, bundled with the functions); absent: DEFAULT_TEAM. */
+  teamFile?: string;
   /** Who decides: an OPA bundle from the policies bucket (the default), or the built-in Cedar policy. */
   policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string; recheckMs: number };
   /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
@@ -280,6 +338,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       durable: e.ARBOR_DURABLE,
       objectStore: e.ARBOR_OBJECT_STORE,
       ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
+      ...(e.ARBOR_TEAM_FILE ? { teamFile: resolve(e.ARBOR_TEAM_FILE) } : {}),
       apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
       ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
       rateLimits: rateLimitsOf(e),
@@ -351,6 +410,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
           }
         : { engine: "cedar" },
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
+    ...(e.ARBOR_TEAM_FILE ? { teamFile: resolve(e.ARBOR_TEAM_FILE) } : {}),
     outbound: outboundSettings(e),
     ...(e.ARBOR_TOOL_FUNCTION ? { toolFunction: e.ARBOR_TOOL_FUNCTION } : {}),
     ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),

@@ -106,8 +106,10 @@ export class ApiGateway extends Construct {
 export interface ArborApiProps {
   /** The engine functions' environment; the API function adds its public URL and A2A wait. */
   readonly environment: Record<string, string>;
-  /** What the API function may do with the data (no model, no tools). */
+  /** What the API function may do: the data, and listing the tools (no model, no tool's grant). */
   readonly policies: readonly IManagedPolicy[];
+  /** Files shipped in its bundle (the default team, `team.json`). */
+  readonly bundledFiles?: Readonly<Record<string, string>>;
   readonly throttle: ApiThrottle;
   readonly logRetention: RetentionDays;
   readonly removalPolicy: RemovalPolicy;
@@ -145,6 +147,7 @@ export class ArborApi extends Construct {
       // Invoked synchronously by API Gateway: the caller sees a failure; nothing to retry here.
       retryAttempts: 0,
       maxEventAge: Duration.minutes(1),
+      ...(props.bundledFiles ? { bundledFiles: props.bundledFiles } : {}),
     });
     this.gateway = new ApiGateway(this, "Gateway", {
       handler: this.function.function,

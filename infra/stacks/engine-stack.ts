@@ -23,6 +23,12 @@ import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/
 import { EngineFunction } from "../constructs/engine-function.ts";
 import { addOpsOutputs, OpsAlarms, readAlarmEmail } from "../constructs/ops-alarms.ts";
 import { RouteRule } from "../constructs/route-rule.ts";
+import {
+  BUNDLED_TEAM_FILE,
+  DEPLOYED_TEAM_FILE,
+  type DeployedTeam,
+  stageTeamFile,
+} from "../constructs/team-file.ts";
 import { ToolFunction } from "../constructs/tool-function.ts";
 import { assertDeployable, type ToolRegistry } from "../constructs/tool-registry.ts";
 import { EMBEDDING_MODEL_ID, VectorStore } from "../constructs/vector-store.ts";
@@ -52,6 +58,12 @@ export interface EngineStackProps extends StackProps {
    * function only (ToolFunctionAccess). None: the tool function has the built-in tools only.
    */
   readonly tools?: ToolRegistry;
+  /**
+   * The default team (`-c team=<file>`), shipped in the API function's bundle as `team.json` with
+   * ARBOR_TEAM_FILE pointing at it: a tenant without assistants gets it at its first request,
+   * which the API function takes. None: the built-in default team.
+   */
+  readonly team?: DeployedTeam;
   /** Default one month. */
   readonly logRetention?: RetentionDays;
   /** Default 10 minutes: twice the longest step timeout, so running work is never re-driven. */
@@ -246,11 +258,18 @@ export class EngineStack extends Stack {
       value: this.vectors.bucketName,
       description: "S3 Vectors bucket of the engine's embeddings",
     });
-    // The API function writes what the entry points write (the data policy), and calls no model and no tool.
+    // The API function writes what the entry points write (the data policy), and calls no model
+    // and no tool. It lists the tools (from the tool function: it holds no registry and no secret),
+    // to check team files against them, and gives a tenant's first request the default team.
     this.api = new ArborApi(this, "Api", {
       ...common,
-      environment,
-      policies: [this.dataPolicy],
+      environment: {
+        ...environment,
+        ARBOR_TOOL_FUNCTION: this.tools.handler.function.functionName,
+        ...(props.team ? { ARBOR_TEAM_FILE: DEPLOYED_TEAM_FILE } : {}),
+      },
+      ...(props.team ? { bundledFiles: { [BUNDLED_TEAM_FILE]: stageTeamFile(this, props.team.team) } } : {}),
+      policies: [this.dataPolicy, this.tools.invokePolicy],
       throttle: props.apiThrottle ?? DEFAULT_API_THROTTLE,
     });
     this.ops.addFunction({ label: "ApiFunction", fn: this.api.function.function });

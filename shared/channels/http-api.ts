@@ -14,6 +14,8 @@ import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationE
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { Authenticated, KeyStore } from "../ports/key-store.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
+import { createReadRoutes } from "./http-reads.ts";
+import { createTeamRoutes } from "./http-team.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
 /**
@@ -30,6 +32,11 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *                                          questions), breadth first, at most N tasks -> 200
  *   POST /v1/tasks/:urn/cancel             {reason?}                                -> 202
  *   POST /v1/interactions/:urn/answer      {selectedOptionId?, inputValue?, comment?} -> 204
+ *   GET  /v1/resources/:urn                one resource                             -> 200
+ *   GET  /v1/resources/:urn/children       one level below it, paginated            -> 200
+ *   GET  /v1/tasks/:urn/events             a task's event stream, paginated (JSON)  -> 200
+ *   GET  /v1/admin/team                    the tenant's team (admins)               -> 200
+ *   PUT  /v1/admin/team?dryRun=true        a team file: its diff, applied unless dry -> 200
  *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
  *   /v1/admin/keys                         a tenant's API keys, for its admins (admin-keys.ts)
  *
@@ -217,6 +224,9 @@ export function createHttpApi({
     return c.body(null, 204);
   });
 
+  // Further routes, each behind the key, rate limit and body bound above.
+  app.route("/", createReadRoutes(engine));
+  app.route("/", createTeamRoutes(engine));
   app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));
 
   app.notFound(notFoundJson);
@@ -236,7 +246,7 @@ export const asker = (c: Context<ApiEnv>): Required<Asker> => {
  * `<what> not found`, before anything is read and before the body is looked at, so that neither
  * the status nor the message tells a caller what another tenant has.
  */
-function ownUrn(c: Context<ApiEnv>, what: string, urn: string): string {
+export function ownUrn(c: Context<ApiEnv>, what: string, urn: string): string {
   if (!isWithin(urn, tenantUrn(c.get("who").caller.tenant))) throw new NotFoundError(what, urn);
   return urn;
 }

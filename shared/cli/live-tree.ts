@@ -1,13 +1,23 @@
 import type { TaskStatus } from "../domain/task-state.ts";
-import { type TreeNode, taskTree } from "../engine/task-tree.ts";
-import type { Runtime } from "../runtime/runtime.ts";
+import { type TreeDeps, type TreeNode, taskTree } from "../engine/task-tree.ts";
 import { GLYPH, note } from "./render.ts";
 
 /**
  * The task tree of a running request, drawn as it changes: status, assistant with its election
  * score, and tokens used. On a terminal it redraws in place; in a pipe or a log it prints one line
- * per status change, and the whole tree at the end.
+ * per status change, and the whole tree at the end. The tree comes from a source: the local
+ * runtime (localTree) or a remote Arbor's `GET /v1/tasks/:urn/tree` (remote.ts), the same walk.
  */
+export type TreeSource = () => Promise<TreeNode | undefined>;
+
+/** The tree of a request on the local runtime (no bound: the CLI draws the tree of its own request). */
+export const localTree =
+  (rt: TreeDeps, rootId: string): TreeSource =>
+  async () => {
+    const root = await rt.tasks.view(rootId);
+    return root ? (await taskTree(rt, root, [], Number.POSITIVE_INFINITY)).root : undefined;
+  };
+
 interface Row {
   taskId: string;
   line: string;
@@ -22,8 +32,7 @@ export class LiveTree {
   readonly #tty: boolean;
 
   constructor(
-    readonly rt: Runtime,
-    readonly rootId: string,
+    readonly source: TreeSource,
     readonly out: NodeJS.WriteStream,
   ) {
     this.#tty = out.isTTY === true;
@@ -65,10 +74,8 @@ export class LiveTree {
   }
 
   async #rows(): Promise<Row[]> {
-    const root = await this.rt.tasks.view(this.rootId);
-    if (!root) return [];
-    // The same walk as the HTTP API's tree (no bound: the CLI draws the tree of its own request).
-    const { root: top } = await taskTree(this.rt, root, [], Number.POSITIVE_INFINITY);
+    const top = await this.source();
+    if (!top) return [];
     const rows: Row[] = [];
     const walk = (node: TreeNode, prefix: string, last: boolean, isTop: boolean) => {
       const who = node.assistant ? `${node.assistant.name} ${node.assistant.score.toFixed(2)}` : "unassigned";

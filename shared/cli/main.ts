@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import type { InProcessEventBusOptions } from "../adapters/local/in-process-event-bus.ts";
-import { loadConfig, loadOperatorSettings } from "../config.ts";
+import { loadConfig, loadOperatorSettings, loadRemoteConfig } from "../config.ts";
 import { parseUrn, tenantUrn } from "../domain/urn.ts";
 import { isArborError } from "../errors.ts";
 import { readAllEvents } from "../ports/state-store.ts";
@@ -9,9 +9,12 @@ import { runDemo } from "./demo.ts";
 import { dlqCommand } from "./dlq.ts";
 import { keysCommand } from "./keys.ts";
 import { policyCommand } from "./policy.ts";
+import { Remote } from "./remote.ts";
+import { remoteEvents, remoteGet, remoteLs, remoteRun } from "./remote-commands.ts";
 import { heading, note } from "./render.ts";
 import { runCommand } from "./run.ts";
 import { serveCommand } from "./serve.ts";
+import { TEAM_USAGE, teamApplyLocal, teamApplyRemote, teamShowLocal, teamShowRemote } from "./team.ts";
 
 const HELP = `arbor: run teams of LLM agents on AWS serverless, or locally in one process
 
@@ -47,12 +50,21 @@ Commands
       --bus <name>       the event bus, to find each route's function (default ARBOR_EVENT_BUS_NAME)
       --dry-run          show the messages, send and delete nothing
       --max <n>          at most n messages
+  team apply <file>    make a tenant's team what a team file says: the change is shown, then applied
+      --yes              apply without asking (needed when no terminal can be asked)
+      --dry-run          show the change only
+      --tenant <tenant>  the tenant (local data folder; default ARBOR_TENANT; remote: the key's)
+  team show            print a tenant's team as a team file
   demo                 walk through the local foundation: resources, task log, event bus, replay
   ls [urn] [--all]     list the resources directly below a URN (default: your tenant); --all for every level
   get <urn>            print one resource as JSON
   events <stream>      print the event log of one stream (a task URN)
   replay               rebuild every task view from the event log and check it against the stored views
   help                 this text
+
+  With ARBOR_URL and ARBOR_KEY set, run, ls, get, events and team speak to that Arbor (a deployed
+  stack's API, or another machine's arbor serve) through its HTTP API instead of the local data
+  folder: the same tree, questions answered here; team needs an admin's key.
 
 Settings (environment)
   ARBOR_DATA_DIR       where local mode keeps its data (default .arbor; 0700, one process at a time)
@@ -63,6 +75,8 @@ Settings (environment)
   ARBOR_WATCHDOG_STALE_MS  serve drives again work that has not moved this long (default 600000)
   ARBOR_A2A_BLOCKING_WAIT_MS  how long a blocking A2A send waits before it answers "working" (default 240000)
   ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
+  ARBOR_TEAM_FILE      the team a tenant without one gets at its first request (default: the built-in team)
+  ARBOR_URL, ARBOR_KEY a remote Arbor and an API key of it (see above)
   POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
   policy, dlq: AWS credentials and AWS_REGION from the SDK's default chain; ARBOR_S3_ENDPOINT,
   ARBOR_SQS_ENDPOINT, ARBOR_LAMBDA_ENDPOINT, ARBOR_EVENTBRIDGE_ENDPOINT point the clients elsewhere
@@ -117,6 +131,35 @@ async function main(argv: string[]): Promise<void> {
   const [command = "help", arg] = positionals;
   if (values.help || command === "help") return void process.stdout.write(HELP);
 
+  // With ARBOR_URL: a remote Arbor, through its HTTP API.
+  const remoteConfig = ["run", "ls", "get", "events", "team"].includes(command)
+    ? loadRemoteConfig()
+    : undefined;
+  if (remoteConfig) {
+    const remote = new Remote(remoteConfig);
+    switch (command) {
+      case "run":
+        if (values.example) throw new Error("--example runs on the local runtime: unset ARBOR_URL for it");
+        process.exitCode = await remoteRun(remote, { text: arg, lazy: values.lazy, yes: values.yes });
+        return;
+      case "ls":
+        return remoteLs(remote, arg, values.all, write);
+      case "get":
+        return remoteGet(remote, arg, write);
+      case "events":
+        return remoteEvents(remote, arg, write);
+      default:
+        if (arg === "show") return teamShowRemote(remote, write);
+        if (arg !== "apply") throw new Error(TEAM_USAGE);
+        process.exitCode = await teamApplyRemote(
+          remote,
+          { file: positionals[2], yes: values.yes, dryRun: values["dry-run"] },
+          write,
+        );
+        return;
+    }
+  }
+
   switch (command) {
     case "run": {
       const config = loadConfig();
@@ -164,6 +207,23 @@ async function main(argv: string[]): Promise<void> {
         write,
       );
       return;
+    case "team": {
+      const config = loadConfig();
+      if (config.mode !== "local")
+        throw new Error(
+          "arbor team works on the local data folder, or on a remote Arbor with ARBOR_URL and ARBOR_KEY; unset ARBOR_MODE",
+        );
+      const tenant = values.tenant ?? config.tenant;
+      if (arg === "show") return teamShowLocal(config, tenant, write);
+      if (arg !== "apply") throw new Error(TEAM_USAGE);
+      process.exitCode = await teamApplyLocal(
+        config,
+        tenant,
+        { file: positionals[2], yes: values.yes, dryRun: values["dry-run"] },
+        write,
+      );
+      return;
+    }
     case "demo":
       return withRuntime((rt) => runDemo(rt, write), { bus: { deliveries: 2 }, lockAs: "arbor demo" });
     case "ls":

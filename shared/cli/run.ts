@@ -7,7 +7,7 @@ import type { Actor } from "../domain/events.ts";
 import type { InteractionResource } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import { tenantUrn } from "../domain/urn.ts";
-import { DEFAULT_TEAM, FALLBACK_ID } from "../engine/default-team.ts";
+import { FALLBACK_ID } from "../engine/default-team.ts";
 import type { AssistantDefinition } from "../engine/engine.ts";
 import { pendingInteractions } from "../engine/interactions.ts";
 import { usageOf } from "../engine/usage.ts";
@@ -16,7 +16,8 @@ import { createLocalRuntime } from "../runtime/local.ts";
 import { createLocalEngine } from "../runtime/local-engine.ts";
 import { createModel } from "../runtime/models.ts";
 import { loadToolsConfig } from "../tools/config.ts";
-import { LiveTree } from "./live-tree.ts";
+import { ask } from "./ask.ts";
+import { LiveTree, localTree } from "./live-tree.ts";
 import { heading, note } from "./render.ts";
 
 /**
@@ -44,6 +45,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     llm: setup.llm,
     settings: { fallbackAssistant: fallback },
     toolsConfig: loadToolsConfig(config.toolsFile),
+    ...(config.teamFile ? { teamFile: config.teamFile } : {}),
     ...(config.outbound ? { outbound: config.outbound } : {}),
     ...(config.policy?.engine === "opa"
       ? { policy: await OpaPolicyEngine.fromFolder(config.policy.dir) }
@@ -53,7 +55,10 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
   const lines = createInterface({ input: process.stdin, terminal: false });
   const answers = lines[Symbol.asyncIterator]();
   try {
-    await engine.registerAssistants(config.tenant, setup.assistants);
+    // The example brings its own team; otherwise a tenant without one gets the default team
+    // (ARBOR_TEAM_FILE, else the built-in one) before its first request, and keeps what `arbor
+    // team apply` gave it.
+    if (setup.assistants) await engine.registerAssistants(config.tenant, setup.assistants);
     const started = Date.now();
     const { rootTaskId } = await engine.submit({
       tenant: config.tenant,
@@ -64,7 +69,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     process.stdout.write(
       `${heading("Request")}: ${setup.text}\n${note(`model: ${setup.llm.id}, data: ${config.dataDir}`)}\n\n`,
     );
-    const live = new LiveTree(rt, rootTaskId, process.stdout);
+    const live = new LiveTree(localTree(rt, rootTaskId), process.stdout);
     const off = rt.bus.subscribe({
       name: "cli-progress",
       pattern: { source: ["arbor.engine", "arbor"] },
@@ -133,7 +138,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
 function chooseModel(
   config: LocalConfig,
   options: RunOptions,
-): { llm: Llm; assistants: AssistantDefinition[]; text: string } | undefined {
+): { llm: Llm; assistants?: AssistantDefinition[]; text: string } | undefined {
   if (options.example) {
     if (options.example !== "offsite")
       throw new Error(`Unknown example "${options.example}". Try: --example offsite`);
@@ -142,7 +147,7 @@ function chooseModel(
   if (!options.text)
     throw new Error('Say what to do: arbor run "<message>" (or try: arbor run --example offsite)');
   if (!config.model) return undefined;
-  return { llm: createModel(config.model), assistants: DEFAULT_TEAM, text: options.text };
+  return { llm: createModel(config.model), text: options.text };
 }
 
 async function waitingInteractions(
@@ -158,29 +163,4 @@ async function waitingInteractions(
   };
   await walk(rootId);
   return out;
-}
-
-async function ask(i: InteractionResource, yes: boolean, answers: AsyncIterator<string>) {
-  const out = process.stdout;
-  out.write(`\n${heading(`? ${i.display.title}`)}\n`);
-  if (i.display.description) out.write(`${i.display.description}\n`);
-  if (i.display.content !== undefined)
-    out.write(`${note(JSON.stringify(i.display.content, null, 2).slice(0, 2000))}\n`);
-  const options = i.options ?? [];
-  for (const [n, o] of options.entries()) out.write(`  ${n + 1}) ${o.label} [${o.id}]\n`);
-  const fallback = options.find((o) => o.isDefault) ?? options[0];
-  if (yes && fallback) {
-    out.write(`> ${fallback.id} (--yes)\n`);
-    return { selectedOptionId: fallback.id };
-  }
-  for (;;) {
-    out.write(options.length ? `Choose 1-${options.length} or an id: ` : "Your answer: ");
-    const next = await answers.next();
-    if (next.done) return undefined;
-    const text = next.value.trim();
-    if (!options.length) return { inputValue: text };
-    const chosen = options[Number(text) - 1] ?? options.find((o) => o.id === text);
-    if (chosen) return { selectedOptionId: chosen.id };
-    out.write(`"${text}" is not one of the choices.\n`);
-  }
 }

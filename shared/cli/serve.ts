@@ -6,9 +6,9 @@ import { ApiKeys, readApiKeysFile, watchApiKeysFile } from "../channels/api-keys
 import { createServerApp, type RunningServer, startServer } from "../channels/http-server.ts";
 import { RateLimiter } from "../channels/rate-limit.ts";
 import { type LocalConfig, MODEL_HELP, parsePublicUrl } from "../config.ts";
+import type { TeamFile } from "../domain/team.ts";
 import { tenantUrn } from "../domain/urn.ts";
-import { DEFAULT_TEAM, FALLBACK_ID } from "../engine/default-team.ts";
-import type { AssistantDefinition } from "../engine/engine.ts";
+import { FALLBACK_ID } from "../engine/default-team.ts";
 import { componentLogger } from "../observability/logger.ts";
 import type { Llm } from "../ports/llm.ts";
 import { createLocalRuntime } from "../runtime/local.ts";
@@ -21,7 +21,7 @@ import { heading, note } from "./render.ts";
 /**
  * `arbor serve`: the local runtime and engine (built as `arbor run` builds them) behind the HTTP
  * API (shared/channels/http-server.ts), until SIGINT or SIGTERM. Only callers with a key from the
- * keys file get in; each tenant named there gets the assistants. It holds the data folder's lock
+ * keys file get in; a tenant gets its default team at its first request (Engine.submit). It holds the data folder's lock
  * (one process per folder), so what a previous process left in flight is driven again at once;
  * from then on the watchdog drives work that has not moved for ARBOR_WATCHDOG_STALE_MS.
  */
@@ -78,11 +78,15 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     llm: setup.llm,
     // The fallback assistant is one URN for the whole engine: only safe when it serves one tenant.
     // With several, a task nobody fits is offered to its person (an assign_subtask interaction).
-    settings:
-      tenants.length === 1
+    settings: {
+      ...(tenants.length === 1
         ? { fallbackAssistant: `${tenantUrn(tenants[0] as string)}/common.Assistant.${FALLBACK_ID}` }
-        : {},
+        : {}),
+      // The example's team is the default team; otherwise ARBOR_TEAM_FILE's, else the built-in one.
+      ...(setup.team ? { defaultTeam: setup.team } : {}),
+    },
     toolsConfig: loadToolsConfig(config.toolsFile),
+    ...(config.teamFile && !setup.team ? { teamFile: config.teamFile } : {}),
     ...(config.outbound ? { outbound: config.outbound } : {}),
     ...(config.policy?.engine === "opa"
       ? { policy: await OpaPolicyEngine.fromFolder(config.policy.dir) }
@@ -93,7 +97,6 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   });
   try {
     stopSteps = engine.start();
-    for (const tenant of tenants) await engine.registerAssistants(tenant, setup.assistants);
     const drive = (staleMs: number) =>
       void engine.watchdog(staleMs).catch((error: Error) => log.error("watchdog failed", { error }));
     // This process holds the data folder's lock, so whatever was in flight when it opened the folder
@@ -104,17 +107,9 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     watchdog = setInterval(() => drive(staleMs), WATCHDOG_EVERY_MS).unref();
     const keys = new ApiKeys(file);
     // A key added (`arbor keys add`) or removed while serving counts from the next request on; an
-    // emptied or deleted file lets nobody in, an invalid one fails closed (see api-keys.ts).
-    const known = new Set(tenants);
-    stopWatching = watchApiKeysFile(keysFile, keys, {
-      log,
-      newTenants: async (now) => {
-        for (const tenant of now.filter((t) => !known.has(t))) {
-          await engine.registerAssistants(tenant, setup.assistants);
-          known.add(tenant);
-        }
-      },
-    });
+    // emptied or deleted file lets nobody in, an invalid one fails closed (see api-keys.ts). A
+    // tenant's team: the engine gives a tenant without one the default team at its first request.
+    stopWatching = watchApiKeysFile(keysFile, keys, { log });
     const app = createServerApp({
       engine,
       // The admin routes (/v1/admin/keys) write the file, and the server takes it at once.
@@ -150,12 +145,13 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
 export function chooseModel(
   config: LocalConfig,
   example: string | undefined,
-): { llm: Llm; assistants: AssistantDefinition[] } | undefined {
+): { llm: Llm; team?: TeamFile } | undefined {
   if (example) {
     if (example !== "offsite") throw new Error(`Unknown example "${example}". Try: --example offsite`);
-    return { llm: new ScriptedLlm(script, { keepCalls: 0 }), assistants: ASSISTANTS };
+    const team = { assistants: ASSISTANTS.map((a) => ({ ...a, purpose: a.purpose ?? a.name })) };
+    return { llm: new ScriptedLlm(script, { keepCalls: 0 }), team };
   }
-  return config.model ? { llm: createModel(config.model), assistants: DEFAULT_TEAM } : undefined;
+  return config.model ? { llm: createModel(config.model) } : undefined;
 }
 
 /** Resolves on the first SIGINT or SIGTERM; a second one ends the process the default way. */

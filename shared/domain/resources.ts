@@ -233,6 +233,12 @@ export const AssistantSchema = resource("common.Assistant", {
   limits: z
     .object({ maxTurns: z.number().int().min(1).optional(), maxTokens: z.number().int().min(1).optional() })
     .default({}),
+  /**
+   * When it was removed from its tenant's team (`arbor team apply`): a retired assistant is kept,
+   * so that a task that elected it before goes on and its record stays readable, but it is out of
+   * the election index and never offered again.
+   */
+  retiredAt: z.iso.datetime().optional(),
 });
 
 export const JsonSchemaObject = z.record(z.string(), z.unknown());

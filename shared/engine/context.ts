@@ -1,5 +1,6 @@
 import { type Actor, type EventOf, eventIdFor, type TaskEvent } from "../domain/events.ts";
 import type { Budgets } from "../domain/resources.ts";
+import type { TeamFile } from "../domain/team.ts";
 import { ArborError } from "../errors.ts";
 import type { ArborLogger } from "../observability/logger.ts";
 import type { Embedder } from "../ports/embeddings.ts";
@@ -37,6 +38,11 @@ export interface EngineSettings {
   turnStepMs: number;
   /** Task starts and turns running at once in one process; the rest wait in priority order. */
   maxConcurrentSteps: number;
+  /**
+   * The team a tenant without assistants gets before its first request is planned (the
+   * deployment's ARBOR_TEAM_FILE or `-c team`); absent: DEFAULT_TEAM (engine/default-team.ts).
+   */
+  defaultTeam?: TeamFile;
 }
 
 export interface EngineDeps {

@@ -1,12 +1,13 @@
-import type { AssistantDefinition } from "./engine.ts";
+import type { TeamAssistant } from "../domain/team.ts";
 
 /**
- * The assistants a fresh local Arbor starts with. Election picks among them by description, so
- * each says what it is for and when it is not the right choice. `arbor run` and `arbor serve`
- * (with a real model) register them for every tenant they serve; there is no way yet to give a
- * tenant another team.
+ * The assistants a tenant starts with when the deployment names no default team of its own
+ * (ARBOR_TEAM_FILE, `-c team=<file>` at deploy): the engine registers them before a tenant's first
+ * request is planned (Engine.submit). Election picks among them by description, so each says what
+ * it is for and when it is not the right choice. Give a tenant another team with `arbor team
+ * apply <file>` (a file of the same shape: shared/domain/team.ts).
  */
-export const DEFAULT_TEAM: AssistantDefinition[] = [
+export const DEFAULT_TEAM: TeamAssistant[] = [
   {
     name: "Researcher",
     id: "researcher",

@@ -1,5 +1,5 @@
 import { type Assistant, type Descriptors, toDescription } from "../domain/resources.ts";
-import { descendantPrefix, rootUrn } from "../domain/urn.ts";
+import { descendantPrefix, isWithin, rootUrn } from "../domain/urn.ts";
 import type { EngineDeps } from "./context.ts";
 
 /**
@@ -37,7 +37,8 @@ export async function elect(
 ): Promise<(Election | undefined)[]> {
   if (tasks.length === 0) return [];
   const vectors = await deps.embedder.embed(tasks.map((t) => toDescription(t) || t.name));
-  const { electionThreshold, fallbackAssistant } = deps.settings;
+  const { electionThreshold } = deps.settings;
+  const fallbackAssistant = await usableFallback(deps, tasks[0]?.id);
   return Promise.all(
     tasks.map(async (t, i) => {
       const matches = await deps.index.query({
@@ -58,3 +59,15 @@ export async function elect(
 }
 
 const round = (n: number) => Math.round(n * 1e4) / 1e4;
+
+/**
+ * The configured fallback assistant, when it can take a task of the tenant `taskId` is in: of
+ * that tenant, stored, and not retired (a team applied without it has retired or never had it;
+ * then, as without a fallback, a person is asked).
+ */
+async function usableFallback(deps: EngineDeps, taskId: string | undefined): Promise<string | undefined> {
+  const fallback = deps.settings.fallbackAssistant;
+  if (!fallback || !taskId || !isWithin(fallback, rootUrn(taskId))) return undefined;
+  const assistant = await deps.resources.getAs("common.Assistant", fallback);
+  return assistant && assistant.retiredAt === undefined ? fallback : undefined;
+}

@@ -3,6 +3,7 @@ import { checkRequestText } from "../domain/input-limits.ts";
 import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
+import { parseTeam, type TeamDiff, teamDiff } from "../domain/team.ts";
 import { lastElement, parentUrn, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
@@ -31,6 +32,7 @@ import { ROUTES, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
 import { onResourcePut } from "./supervisor.ts";
 import { DEFAULT_TREE_TASKS, type TaskTree, taskTree } from "./task-tree.ts";
+import { activeAssistants, applyTeam, storedAssistants, Teams, teamUrn } from "./team.ts";
 
 /**
  * The orchestration engine: the steps wired to the bus. Each subscription is one step, and each
@@ -87,11 +89,14 @@ export class Engine {
    * which a local data folder has (its lock); across processes see respond in interactions.ts.
    */
   readonly #answering = new Map<string, Promise<unknown>>();
+  /** Tenants' teams: a tenant without one gets the default team at its first request (engine/team.ts). */
+  readonly #teams: Teams;
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
     this.#queue = new StepQueue(deps.settings.maxConcurrentSteps);
     this.#access = new ResourceAccess(deps.resources, deps.policy);
+    this.#teams = new Teams(deps);
   }
 
   /** Subscribes every step (see ROUTES) to its events; returns a function that unsubscribes them all. */
@@ -150,7 +155,47 @@ export class Engine {
       written.push((await this.deps.resources.getAs("common.Assistant", meta.id)) as Assistant);
     }
     await indexAssistants(this.deps, written);
+    if (written.length > 0) this.#teams.remember(tenant);
     return written.map((a) => a.meta.id);
+  }
+
+  /**
+   * The tenant's team: its active assistants. `asker`: whoever a channel reads it for (the team is
+   * the tenant's, so the policy gives it to the tenant's admins); without one, the engine's own
+   * process reads it (the local CLI, which holds the data folder).
+   */
+  async team(tenant: string, asker?: Asker): Promise<Assistant[]> {
+    if (asker) await this.#check(asker, "resource.read", teamUrn(tenant));
+    return activeAssistants(this.deps, tenant);
+  }
+
+  /**
+   * Makes the tenant's team what `raw` (a team file, shared/domain/team.ts) says, checked against
+   * the tool registry this engine has, and returns the change; with `dryRun`, only the change. An
+   * `asker` must be allowed to write the team and every assistant it adds, changes or retires (the
+   * tenant's admins, by the default policy). Idempotent. Removed assistants are retired
+   * (engine/team.ts says why): never elected again, while tasks that elected them finish.
+   */
+  async applyTeam(
+    tenant: string,
+    raw: unknown,
+    options: { dryRun?: boolean; asker?: Asker } = {},
+  ): Promise<TeamDiff> {
+    const { asker } = options;
+    if (asker) await this.#check(asker, "resource.write", teamUrn(tenant));
+    const team = parseTeam(
+      raw,
+      this.deps.tools.list().map((t) => t.name),
+    );
+    const planned = teamDiff(tenant, await storedAssistants(this.deps, tenant), team);
+    if (asker)
+      for (const e of [...planned.added, ...planned.changed, ...planned.removed])
+        await this.#check(asker, "resource.write", e.urn);
+    if (options.dryRun) return planned;
+    const applied = await applyTeam(this.deps, tenant, team);
+    this.#teams.remember(tenant);
+    await this.deps.untilDurable(); // a team acknowledged is a team on disk
+    return applied;
   }
 
   /**
@@ -178,6 +223,8 @@ export class Engine {
       if (!(await d.resources.get(req.conversationUrn)))
         throw new NotFoundError("Conversation", req.conversationUrn);
     }
+    // Somebody is there to take the request's tasks (a tenant's first request: its default team).
+    await this.#teams.ensure(req.tenant);
     if (!(await d.resources.get(tenant)))
       await d.resources.put({ meta: withMeta({ type: "common.Tenant", name: req.tenant, id: req.tenant }) });
     let conversationUrn = req.conversationUrn as Urn | undefined;

@@ -1,5 +1,5 @@
 import type { Actor } from "../domain/events.ts";
-import type { InteractionResource } from "../domain/resources.ts";
+import type { Assistant, InteractionResource } from "../domain/resources.ts";
 import { schedule } from "../domain/scheduler.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
@@ -65,9 +65,12 @@ async function proceed(deps: EngineDeps, taskId: string, fresh?: FreshLeaf): Pro
 
 async function askForAssistant(deps: EngineDeps, taskId: string): Promise<void> {
   const tenantAssistants = await deps.resources.childUrns(taskId.split("/")[0] as string, ASSISTANT_TYPE);
-  const options = (await deps.resources.getMany(tenantAssistants.slice(0, 20))).flatMap((a) =>
-    a ? [{ id: a.meta.id, label: a.meta.name }] : [],
-  );
+  // Retired assistants (removed from the team) are not offered.
+  const options = (await deps.resources.getMany(tenantAssistants.slice(0, 200)))
+    .flatMap((a) => (a?.meta.type === "common.Assistant" ? [a as Assistant] : []))
+    .filter((a) => a.retiredAt === undefined)
+    .map((a) => ({ id: a.meta.id, label: a.meta.name }))
+    .slice(0, 20);
   await requestInteraction(deps, taskId, "assign", {
     kind: "select",
     purpose: "assign_subtask",

@@ -61,6 +61,7 @@ export async function createAwsEngine(
   const { embedder, index } = await openAwsEmbeddings(config, clients, options.embedder);
   const withTools = {
     toolsConfig: loadToolsConfig(config.toolsFile),
+    ...(config.teamFile ? { teamFile: config.teamFile } : {}),
     ...(config.outbound ? { outbound: config.outbound } : {}),
     policy: options.policy ?? (await policyFor(config, clients.s3)),
     ...options,

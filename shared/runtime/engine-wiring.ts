@@ -14,6 +14,7 @@ import type { ToolPort } from "../ports/tools.ts";
 import type { VectorIndex } from "../ports/vector-index.ts";
 import { DEFAULT_TOOLS } from "../tools/config.ts";
 import { ToolService } from "../tools/tool-service.ts";
+import { readTeamFile } from "../use-cases/team-file.ts";
 import type { Runtime } from "./runtime.ts";
 
 /** What both composition roots (local-engine.ts, aws-engine.ts) wire the same way. */
@@ -42,6 +43,11 @@ export interface EngineOptions {
   /** Who may do what (default: the default Cedar policy, policies/arbor.cedar). */
   policy?: PolicyEngine;
   settings?: Partial<EngineSettings>;
+  /**
+   * The default team's file (ARBOR_TEAM_FILE): read when the engine is built and checked against
+   * its tools (a bad file stops the start, naming the field); it becomes settings.defaultTeam.
+   */
+  teamFile?: string;
   faults?: FaultInjector;
   clock?: () => Date;
   newId?: () => string;
@@ -80,6 +86,13 @@ export function engineOn(
   options: EngineOptions,
 ): Engine {
   const clock = options.clock ?? (() => new Date());
+  const defaultTeam = options.teamFile
+    ? readTeamFile(
+        options.teamFile,
+        models.tools.list().map((t) => t.name),
+        `ARBOR_TEAM_FILE ${options.teamFile}`,
+      )
+    : undefined;
   return new Engine({
     resources: rt.resources,
     tasks: rt.tasks,
@@ -92,7 +105,7 @@ export function engineOn(
     newId: options.newId ?? (() => ulid()),
     untilDurable: () => rt.untilDurable(),
     log: componentLogger("engine"),
-    settings: { ...DEFAULT_SETTINGS, ...options.settings },
+    settings: { ...DEFAULT_SETTINGS, ...options.settings, ...(defaultTeam ? { defaultTeam } : {}) },
     ...(options.faults ? { faults: options.faults } : {}),
     ...(rt.soleWorker ? { soleWorker: rt.soleWorker } : {}),
   });

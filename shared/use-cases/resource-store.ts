@@ -96,7 +96,30 @@ export class ResourceStore {
 
   /** URNs directly below `urn` (one level), optionally of one type, in key order. */
   async childUrns(urn: string, type?: ResourceType): Promise<Urn[]> {
-    return this.#listUrns(descendantPrefix(urn), "/", type);
+    // Of one type: only keys that start with it are listed (a tenant's assistants, not its conversations).
+    return this.#listUrns(`${descendantPrefix(urn)}${type ? `${type}.` : ""}`, "/", type);
+  }
+
+  /**
+   * One page of the URNs directly below `urn`, in key order: at most `limit`, after `cursor` (the
+   * previous page's). For a caller that pages through a level too large to read at once.
+   */
+  async childPage(
+    urn: string,
+    options: { limit: number; cursor?: string },
+  ): Promise<{ urns: Urn[]; cursor?: string }> {
+    const prefix = descendantPrefix(urn);
+    const page = await this.#objects.list(prefix, {
+      delimiter: "/",
+      limit: options.limit,
+      ...(options.cursor ? { cursor: options.cursor } : {}),
+    });
+    // A cursor comes from the caller: whatever it points at, only keys under the prefix count.
+    const urns = page.keys.flatMap((key) => {
+      const child = key.startsWith(prefix) && !key.includes("/", prefix.length) ? urnFromKey(key) : undefined;
+      return child ? [child] : [];
+    });
+    return { urns, ...(page.cursor ? { cursor: page.cursor } : {}) };
   }
 
   /** URNs anywhere below `urn`, optionally of one type, in key order. */

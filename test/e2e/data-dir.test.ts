@@ -30,9 +30,16 @@ const mode = (path: string) => statSync(path).mode & 0o777;
 describe("one process per data folder", () => {
   it("a second serve or run on the folder says which process holds it and exits non-zero; readers still read; kill -9 frees it", async () => {
     const env = arborEnv(join(dir, "shared"));
-    await addKey(env, "user_ada");
+    const key = await addKey(env, "user_ada");
     const first = await startServe(env, ["--example", "offsite"]);
     running.add(first);
+    // The tenant's first request gives it its team: something for a reader to read below.
+    const posted = await fetch(`${first.url}/v1/messages`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ text: "hello" }),
+    });
+    expect(posted.status).toBe(202);
 
     const second = await arborCli(["serve", "--example", "offsite", "--port", "0"], env);
     expect(second.code).not.toBe(0);

@@ -1,0 +1,124 @@
+import { type Assistant, toDescription } from "../domain/resources.ts";
+import { isRetired, type TeamDiff, type TeamFile, teamAssistantResource, teamDiff } from "../domain/team.ts";
+import { tenantUrn, type Urn } from "../domain/urn.ts";
+import { UnavailableError } from "../errors.ts";
+import type { EngineDeps } from "./context.ts";
+import { DEFAULT_TEAM } from "./default-team.ts";
+import { ASSISTANT_TYPE } from "./election.ts";
+
+/**
+ * A tenant's team: its Assistant resources and their vectors in the election index.
+ *
+ * Applying a team writes what the file adds or changes and retires what it no longer lists. A
+ * retired assistant keeps its resource (with `retiredAt`) and loses its vector: election finds only
+ * what is in the index, so it is never chosen again, while a task that elected it before goes on
+ * (its turns read the assistant by URN) and its record stays readable. Deleting it instead would
+ * fail such a task ("No assistant is assigned") and leave its election pointing at nothing.
+ */
+export type TeamDeps = Pick<EngineDeps, "resources" | "embedder" | "index" | "clock">;
+
+/** Every Assistant resource of the tenant, retired ones included, in URN order. */
+export async function storedAssistants(
+  deps: Pick<TeamDeps, "resources">,
+  tenant: string,
+): Promise<Assistant[]> {
+  return (await deps.resources.children(tenantUrn(tenant), ASSISTANT_TYPE)) as Assistant[];
+}
+
+/** The tenant's active assistants (what election may choose), in URN order. */
+export async function activeAssistants(
+  deps: Pick<TeamDeps, "resources">,
+  tenant: string,
+): Promise<Assistant[]> {
+  return (await storedAssistants(deps, tenant)).filter((a) => !isRetired(a));
+}
+
+/**
+ * Makes the tenant's team what `team` says and returns what changed (computed before anything is
+ * written). Idempotent: applied again, the diff is all unchanged and no resource is written.
+ *
+ * Order, so that a failure at any point leaves a state the next apply completes: the embeddings
+ * are computed first (embeddings unavailable: nothing is written); then the resources are
+ * written; then every assistant of the file is (re)indexed, the unchanged ones too, so that an
+ * apply interrupted between a write and its indexing is completed by the next one; a removed
+ * assistant leaves the index before it is marked retired.
+ */
+export async function applyTeam(deps: TeamDeps, tenant: string, team: TeamFile): Promise<TeamDiff> {
+  const stored = await storedAssistants(deps, tenant);
+  const diff = teamDiff(tenant, stored, team);
+  const byUrn = new Map(stored.map((a) => [a.meta.id as string, a]));
+  const wanted = team.assistants.map((entry) => {
+    const urn = teamAssistantResource(tenant, entry).meta.id;
+    return teamAssistantResource(tenant, entry, byUrn.get(urn));
+  });
+  const vectors = await deps.embedder.embed(wanted.map((a) => toDescription(a.meta) || a.meta.name));
+  const writes = new Set([...diff.added, ...diff.changed].map((e) => e.urn as string));
+  for (const a of wanted) if (writes.has(a.meta.id)) await deps.resources.put(a);
+  await deps.index.upsert(
+    wanted.map((a, i) => ({
+      key: a.meta.id,
+      vector: vectors[i] as Float32Array,
+      type: ASSISTANT_TYPE,
+      metadata: { name: a.meta.name },
+    })),
+  );
+  if (diff.removed.length > 0) {
+    await deps.index.delete(diff.removed.map((e) => e.urn));
+    const at = deps.clock().toISOString();
+    for (const e of diff.removed) {
+      const a = byUrn.get(e.urn);
+      if (a) await deps.resources.put({ ...a, retiredAt: at });
+    }
+  }
+  return diff;
+}
+
+/** The URN a tenant's team is authorized on as a whole (reads, and every apply, dry runs too). */
+export const teamUrn = (tenant: string): Urn => `${tenantUrn(tenant)}/${ASSISTANT_TYPE}.team` as Urn;
+
+/** Tenants known to have a team, remembered per process at most this many (then looked up again). */
+const MAX_STAFFED = 10_000;
+
+/**
+ * The one place a tenant without a team gets one (Engine.submit calls `ensure` before a request
+ * is written): for a tenant with no assistants, the deployment's default team
+ * (settings.defaultTeam: ARBOR_TEAM_FILE, `-c team`; else DEFAULT_TEAM) is applied, idempotently
+ * (two first requests at once write the same resources). When that cannot be done (embeddings
+ * unavailable, say) the request fails with an error that says so, having written nothing, rather
+ * than waiting on an empty choice of assistants. The same on both runtimes.
+ */
+export class Teams {
+  /** Tenants seen with assistants: a request of theirs needs no look-up. */
+  readonly #staffed = new Set<string>();
+
+  constructor(readonly deps: TeamDeps & Pick<EngineDeps, "settings" | "log">) {}
+
+  async ensure(tenant: string): Promise<void> {
+    if (this.#staffed.has(tenant)) return;
+    const d = this.deps;
+    if ((await d.resources.childUrns(tenantUrn(tenant), ASSISTANT_TYPE)).length === 0) {
+      const team: TeamFile = d.settings.defaultTeam ?? { assistants: DEFAULT_TEAM };
+      try {
+        const applied = await applyTeam(d, tenant, team);
+        d.log.info("registered the default team for a tenant without one", {
+          tenant,
+          assistants: applied.added.map((a) => a.name),
+        });
+      } catch (cause) {
+        throw new UnavailableError(
+          `Tenant ${tenant} has no assistants yet, and its default team could not be registered ` +
+            `(${(cause as Error).message}). The request was not taken: send it again later, or give the tenant a team ` +
+            "with `arbor team apply <file>`.",
+          { cause },
+        );
+      }
+    }
+    this.remember(tenant);
+  }
+
+  /** The tenant has a team now (applied, or registered). */
+  remember(tenant: string): void {
+    if (this.#staffed.size >= MAX_STAFFED) this.#staffed.clear();
+    this.#staffed.add(tenant);
+  }
+}

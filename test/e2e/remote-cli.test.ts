@@ -1,0 +1,110 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REQUEST } from "../../examples/offsite/scenario.ts";
+import { addKey, arborEnv, BIN, type Served, startServe } from "./serve-process.ts";
+
+/**
+ * The CLI against a remote Arbor (ARBOR_URL, ARBOR_KEY): a real `arbor serve` in one process, the
+ * CLI in others with their own (empty) data folder, so everything goes through the HTTP API. A
+ * lazy request is run with the live tree drawn and the plan's approval and the risky call's
+ * confirmation answered on stdin; then ls, get and events read what it left.
+ */
+let serverDir: string;
+let cliDir: string;
+let served: Served;
+let key: string;
+
+function arbor(
+  args: string[],
+  stdin: string,
+  env: Record<string, string>,
+): Promise<{ code: number; out: string; err: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: arborEnv(cliDir, env) });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+    });
+    child.stderr.on("data", (d) => {
+      err += d;
+    });
+    child.stdin.end(stdin);
+    child.on("close", (code) => resolve({ code: code ?? -1, out, err }));
+  });
+}
+const remote = () => ({ ARBOR_URL: served.url, ARBOR_KEY: key });
+
+beforeAll(async () => {
+  serverDir = await mkdtemp(join(tmpdir(), "arbor-remote-server-"));
+  cliDir = await mkdtemp(join(tmpdir(), "arbor-remote-cli-"));
+  const env = arborEnv(serverDir);
+  key = await addKey(env, "user_ada");
+  served = await startServe(env, ["--example", "offsite"]);
+}, 60_000);
+afterAll(async () => {
+  await served?.stop();
+  await rm(serverDir, { recursive: true, force: true });
+  await rm(cliDir, { recursive: true, force: true });
+});
+
+describe("arbor run, ls, get, events with ARBOR_URL", () => {
+  let rootTaskId = "";
+
+  it("runs a lazy request remotely: the tree live, the plan and the risky call answered here, the answer", async () => {
+    const { code, out, err } = await arbor(["run", "--lazy", REQUEST], "1\n2\n1\n", remote());
+    expect(err).toBe("");
+    expect(out).toContain(`Arbor at ${served.url}`);
+    expect(out).toMatch(/\? Approve the plan|\? .*plan/i);
+    expect(out).toMatch(/\? Allow send_email\?/);
+    expect(out).toMatch(/✓ Shortlist venues: done/);
+    expect(out).toMatch(/✓ Plan the offsite \[done\] event-planner \d\.\d\d, \d+ tok/);
+    expect(out).toMatch(/^Answer$/m);
+    expect(code).toBe(0);
+    rootTaskId = /Inspect: arbor events (\S+)/.exec(out)?.[1] ?? "";
+    expect(rootTaskId).toMatch(/^cld:common\.Tenant\.acme\/common\.Conversation\./);
+    // Nothing was written to the CLI's own data folder: it all went through the API.
+    const local = await arbor(["ls", "--all"], "", { ARBOR_URL: "" });
+    expect(local.out).toMatch(/Nothing below/);
+  }, 120_000);
+
+  it("lists, reads and shows the events of what the request left, as the local CLI does", async () => {
+    const ls = await arbor(["ls"], "", remote());
+    expect(ls.code).toBe(0);
+    expect(ls.out).toMatch(/^common\.Conversation/m);
+    const all = await arbor(["ls", "--all"], "", remote());
+    expect(all.out).toMatch(/^plan\.Task\s+Plan the offsite/m);
+    expect(all.out).toMatch(/^uip\.Interaction/m);
+    const get = await arbor(["get", rootTaskId], "", remote());
+    expect(get.code).toBe(0);
+    expect(JSON.parse(get.out).meta.id).toBe(rootTaskId);
+    const events = await arbor(["events", rootTaskId], "", remote());
+    expect(events.out).toMatch(/^\s+1 \S+ TaskCreated/m);
+    expect(events.out).toMatch(/TaskCompleted/);
+  }, 120_000);
+
+  it("cancels when stdin ends before a question is answered", async () => {
+    const { code, out } = await arbor(["run", "--lazy", REQUEST], "", remote());
+    expect(out).toMatch(/No answer; canceling\. Rerun with --yes/);
+    expect(out).toMatch(/The request canceled/);
+    expect(code).toBe(1);
+  }, 120_000);
+
+  it("says clearly what is wrong: a server it cannot reach, an unknown key, no key, a URN of another tenant", async () => {
+    const unreachable = await arbor(["ls"], "", { ARBOR_URL: "http://127.0.0.1:9", ARBOR_KEY: key });
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.err).toMatch(/Cannot reach Arbor at http:\/\/127\.0\.0\.1:9 .*Is ARBOR_URL right/);
+    const wrong = await arbor(["ls"], "", { ARBOR_URL: served.url, ARBOR_KEY: "arbor_not-a-key" });
+    expect(wrong.err).toMatch(/does not accept ARBOR_KEY \(401\)/);
+    const none = await arbor(["ls"], "", { ARBOR_URL: served.url, ARBOR_KEY: "" });
+    expect(none.err).toMatch(/ARBOR_URL is set .* but ARBOR_KEY is not/);
+    const other = await arbor(["get", "cld:common.Tenant.beta/common.Conversation.x"], "", remote());
+    expect(other.err).toMatch(/Not found \(404\)/);
+    // A POST is not sent again after a failure that may have let it through.
+    const message = await arbor(["run", "hello"], "", { ARBOR_URL: "http://127.0.0.1:9", ARBOR_KEY: key });
+    expect(message.err).toMatch(/may or may not have arrived; it was not sent again/);
+  }, 120_000);
+});
