@@ -5,7 +5,7 @@ import type { Llm, LlmRequest, LlmResponse, LlmStreamEvent } from "../ports/llm.
 import type { CallHistory, ToolDescriptor, ToolPort, ToolResult } from "../ports/tools.ts";
 import type { AwsRuntime } from "./aws.ts";
 import { openAwsEmbeddings } from "./aws-embeddings.ts";
-import { type AwsEngineOptions, policyFor } from "./aws-engine.ts";
+import { type AwsEngineOptions, openToolFunction, policyFor } from "./aws-engine.ts";
 import { engineOn } from "./engine-wiring.ts";
 
 /**
@@ -24,10 +24,17 @@ export async function createAwsApiEngine(
   const clients = options.clients ?? {};
   const { embedder, index } = await openAwsEmbeddings(config, clients, options.embedder);
   const policy = options.policy ?? (await policyFor(config, clients.s3));
+  // The tools' names (a team file names the tools its assistants may use, and is checked against
+  // them) come from the tool function's ListTools: this function holds no registry and no secret.
+  const tools =
+    options.tools ??
+    (config.toolFunction
+      ? listingOnly(await openToolFunction(rt, config, config.toolFunction, clients.lambda, options))
+      : NO_TOOLS);
   return engineOn(
     rt,
-    { llm: options.llm ?? NO_MODEL, embedder, index, tools: options.tools ?? NO_TOOLS },
-    { ...options, policy },
+    { llm: options.llm ?? NO_MODEL, embedder, index, tools },
+    { ...options, ...(config.teamFile ? { teamFile: config.teamFile } : {}), policy },
   );
 }
 
@@ -51,6 +58,18 @@ export const NO_MODEL: Llm = {
     };
   },
 };
+
+/** The tools of `port` as a function that runs none sees them: listed, described, never run. */
+export function listingOnly(port: ToolPort): ToolPort {
+  return {
+    list: () => port.list(),
+    describe: (names) => port.describe(names),
+    check: (name, args) => port.check(name, args),
+    execute: (name, args, context) => NO_TOOLS.execute(name, args, context),
+    history: (taskId, callId) => port.history(taskId, callId),
+    close: () => port.close?.() ?? Promise.resolve(),
+  };
+}
 
 /** The tools of a function that runs none: it lists none and refuses every call (as a result). */
 export const NO_TOOLS: ToolPort = {

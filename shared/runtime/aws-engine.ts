@@ -74,7 +74,8 @@ export async function createAwsEngine(
   return engineOn(rt, { llm, embedder, index, tools }, withTools);
 }
 
-function openToolFunction(
+/** The Lambda-backed tool port of the tool function (its ListTools read once, here). */
+export function openToolFunction(
   rt: AwsRuntime,
   config: AwsConfig,
   functionName: string,

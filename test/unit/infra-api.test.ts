@@ -19,7 +19,8 @@ import { loadConfig } from "../../shared/config.ts";
 /**
  * The front door as `cdk synth` makes it: API Gateway's HTTP API with the app's routes, a
  * throttled `$default` stage with access logs, and the API function with its own role: the data
- * policy only, nothing for the model and nothing for tools.
+ * policy and the tool function's ListTools (to check team files against the tools' names), nothing
+ * for the model and no tool's own grant.
  */
 const cdkJson = JSON.parse(readFileSync(new URL("../../cdk.json", import.meta.url), "utf8")) as {
   context: Record<string, unknown>;
@@ -147,9 +148,14 @@ describe("the API function", () => {
     expect(config.model).toBeUndefined();
   });
 
-  it("has its own role with the data policy only: nothing for the model, nothing for tools", () => {
+  it("has its own role with the data policy and the tool function's invoke only: nothing for the model, no tool's grant", () => {
     const role = props(logicalId(engine.api.function.role));
-    expect(role.ManagedPolicyArns).toEqual([{ Ref: logicalId(engine.dataPolicy) }]);
+    expect(role.ManagedPolicyArns).toEqual([
+      { Ref: logicalId(engine.dataPolicy) },
+      { Ref: logicalId(engine.tools.invokePolicy) },
+    ]);
+    // It names the tool function (to list the tools), and no registry of its own.
+    expect(flat(vars().ARBOR_TOOL_FUNCTION)).toBe(flat({ Ref: logicalId(engine.tools.handler.function) }));
     const inline = all("AWS::IAM::Policy").filter(([, p]) =>
       (p.Properties.Roles as unknown[]).some(
         (r) => flat(r) === flat({ Ref: logicalId(engine.api.function.role) }),
