@@ -2,6 +2,7 @@ import type { InteractionResource } from "../domain/resources.ts";
 import type { TaskStatus } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, parentUrn } from "../domain/urn.ts";
+import { childrenOf } from "./children.ts";
 import type { EngineDeps } from "./context.ts";
 import { usageOf } from "./usage.ts";
 
@@ -102,7 +103,8 @@ export async function taskTree(
   let truncated = false;
   const queue: TreeNode[] = [top];
   for (let node = queue.shift(); node; node = queue.shift()) {
-    const children = await deps.tasks.children(node.taskId);
+    // Confirmed against the base records: a lagging index would show a done task still running.
+    const children = await childrenOf(deps, node.taskId);
     node.childCount = children.length;
     for (const child of children) {
       if (count >= maxTasks) {
