@@ -16,6 +16,7 @@ import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared
 import { createAwsApiEngine } from "../../shared/runtime/aws-api-engine.ts";
 import type { AwsEngineClients } from "../../shared/runtime/aws-engine.ts";
 import { arborCli } from "../e2e/serve-process.ts";
+import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
 import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
@@ -28,7 +29,6 @@ import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
  * the engine opens for team registration). No model is configured: the API function needs none.
  */
 const BUS = "arbor-api-test";
-const PUBLIC_URL = "https://abc123.execute-api.us-east-1.amazonaws.com";
 const TTL = 30_000;
 const credentials = { accessKeyId: "test", secretAccessKey: "test" };
 const suffix = randomBytes(4).toString("hex");
@@ -36,64 +36,6 @@ const suffix = randomBytes(4).toString("hex");
 const admin = newApiKey({ id: "user_root", kind: "human", tenant: "acme", roles: ["admin"] });
 const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
 const partner = newApiKey({ id: "agent_partner", kind: "agent", tenant: "acme", roles: [] });
-
-/** An HTTP API event (payload format 2.0) as API Gateway sends it to the integration. */
-function apiEvent(
-  method: string,
-  path: string,
-  options: { key?: string; body?: unknown; headers?: Record<string, string>; base64?: boolean } = {},
-): APIGatewayProxyEventV2 {
-  const [encodedPath = "", rawQueryString = ""] = path.split("?");
-  // API Gateway's HTTP API decodes the path it hands over (rawPath and requestContext.http.path).
-  const rawPath = decodeURIComponent(encodedPath);
-  const text = options.body === undefined ? null : JSON.stringify(options.body);
-  const headers: Record<string, string> = {
-    accept: "*/*",
-    host: new URL(PUBLIC_URL).host,
-    "user-agent": "curl/8.5.0",
-    "x-amzn-trace-id": `Root=1-${randomBytes(12).toString("hex")}`,
-    "x-forwarded-for": "198.51.100.7",
-    "x-forwarded-port": "443",
-    "x-forwarded-proto": "https",
-    ...(text === null ? {} : { "content-type": "application/json", "content-length": String(text.length) }),
-    ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
-    ...options.headers,
-  };
-  const routeKey = rawPath.startsWith("/v1/") ? "ANY /v1/{proxy+}" : `${method} ${rawPath}`;
-  const now = new Date();
-  return {
-    version: "2.0",
-    routeKey,
-    rawPath,
-    rawQueryString,
-    headers,
-    ...(rawQueryString
-      ? { queryStringParameters: Object.fromEntries(new URLSearchParams(rawQueryString)) }
-      : {}),
-    ...(routeKey.includes("{proxy+}") ? { pathParameters: { proxy: rawPath.slice("/v1/".length) } } : {}),
-    requestContext: {
-      accountId: "123456789012",
-      apiId: "abc123",
-      domainName: new URL(PUBLIC_URL).host,
-      domainPrefix: "abc123",
-      http: {
-        method,
-        path: rawPath,
-        protocol: "HTTP/1.1",
-        sourceIp: "198.51.100.7",
-        userAgent: "curl/8.5.0",
-      },
-      requestId: randomBytes(8).toString("base64url"),
-      routeKey,
-      stage: "$default",
-      time: now.toUTCString(),
-      timeEpoch: now.getTime(),
-    },
-    body: text === null ? null : options.base64 ? Buffer.from(text).toString("base64") : text,
-    isBase64Encoded: text !== null && options.base64 === true,
-    // Without an authorizer API Gateway sends no `authentication` or `authorizer`, which hono's type wants.
-  } as unknown as APIGatewayProxyEventV2;
-}
 
 describe("the API function behind API Gateway (payload format 2.0)", () => {
   let peer: EventBridgePeer;
