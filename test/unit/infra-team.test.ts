@@ -15,7 +15,8 @@ import { readTeamFile } from "../../shared/use-cases/team-file.ts";
 
 /**
  * `-c team=<file>`: the deployment's default team, validated at synth exactly as the functions
- * validate ARBOR_TEAM_FILE, shipped in every engine function's bundle as team.json.
+ * validate ARBOR_TEAM_FILE, shipped as team.json in the bundle of the API function, which takes a
+ * tenant's first request (and so gives it the default team); no other function reads it.
  */
 const cdkJson = JSON.parse(readFileSync(new URL("../../cdk.json", import.meta.url), "utf8")) as {
   context: Record<string, unknown>;
@@ -56,17 +57,18 @@ describe("-c team=<file>", () => {
     return (template.toJSON().Resources as Record<string, { Properties: Fn }>)[id]?.Properties as Fn;
   };
 
-  it("ships the validated team in every function's bundle as team.json, which ARBOR_TEAM_FILE names", () => {
+  it("ships the validated team in the API function's bundle as team.json, which ARBOR_TEAM_FILE names", () => {
     const expected = readTeamFile(join(PROJECT_ROOT, TEAM), Object.keys(DEFAULT_TOOLS.tools));
-    const functions = [...ROUTES.map((r) => engine.steps[r.name]), engine.watchdog];
-    for (const fn of functions) {
-      const props = fnProps(fn.function);
-      expect(props.Environment.Variables.ARBOR_TEAM_FILE).toBe(DEPLOYED_TEAM_FILE);
-      const bundle = join(app.outdir, `asset.${props.Code.S3Key.replace(/\.zip$/, "")}`);
-      // What the function reads at cold start, as it reads it.
-      expect(readTeamFile(join(bundle, "team.json"), Object.keys(DEFAULT_TOOLS.tools))).toEqual(expected);
-    }
+    const props = fnProps(engine.api.function.function);
+    expect(props.Environment.Variables.ARBOR_TEAM_FILE).toBe(DEPLOYED_TEAM_FILE);
+    const bundle = join(app.outdir, `asset.${props.Code.S3Key.replace(/\.zip$/, "")}`);
+    // What the function reads at cold start, as it reads it.
+    expect(readTeamFile(join(bundle, "team.json"), Object.keys(DEFAULT_TOOLS.tools))).toEqual(expected);
     expect(DEPLOYED_TEAM_FILE).toBe("/var/task/team.json");
+    // The other functions take no request, so they never give a tenant its first team.
+    const others = [...ROUTES.map((r) => engine.steps[r.name]), engine.watchdog, engine.tools.handler];
+    for (const fn of others)
+      expect(fnProps(fn.function).Environment.Variables).not.toHaveProperty("ARBOR_TEAM_FILE");
   });
 
   it("leaves ARBOR_TEAM_FILE out without the key", () => {
