@@ -16,6 +16,7 @@ import { arborEnv } from "./serve-process.ts";
  * policy would never honour is refused when it is made, not discovered later, and changes nothing.
  */
 const root = newApiKey({ id: "user_root", kind: "human", tenant: "acme", roles: ["admin"] });
+const other = newApiKey({ id: "user_other", kind: "human", tenant: "acme", roles: ["admin"] });
 const script: ScriptFunction = (r) => {
   if (isPlan(r)) return planOf({ name: "Answer", purpose: "Do any part of any task and report the result" });
   if (isEvaluation(r)) return pass();
@@ -28,7 +29,7 @@ let keys: ApiKeys;
 let dir: string;
 beforeAll(async () => {
   h = await Harness.create({ script, assistants: GENERALIST });
-  keys = new ApiKeys({ keys: [root.entry] });
+  keys = new ApiKeys({ keys: [root.entry, other.entry] });
   server = await serveHttp({ engine: h.engine, keys });
   dir = await mkdtemp(join(tmpdir(), "arbor-admin-hostile-"));
 });
@@ -58,7 +59,7 @@ describe("an agent's key with the admin role", () => {
       expect(res.status).toBe(400);
       expect(JSON.stringify(res.json)).toMatch(/agent's key cannot have the admin role.*user_<name>/);
     }
-    expect((await keys.list("acme")).map((k) => k.id)).toEqual(["user_root"]);
+    expect((await keys.list("acme")).map((k) => k.id).sort()).toEqual(["user_other", "user_root"]);
     // An agent's key without it, and a person's with it, are made as before.
     expect((await call("POST", "/v1/admin/keys", root.key, { id: "agent_bot", roles: ["ops"] })).status).toBe(
       201,
@@ -84,5 +85,37 @@ describe("an agent's key with the admin role", () => {
     const file = await readFile(join(dir, "data", "api-keys.json"), "utf8");
     expect(file).toContain("user_ada");
     expect(file).not.toContain("agent_bot");
+  });
+});
+
+describe("two admins applying different team files at once", () => {
+  const team = (...ids: string[]) => ({
+    assistants: ids.map((id) => ({ name: `N ${id}`, id, purpose: `Do the ${id} part of any task` })),
+  });
+  const active = async () => (await h.engine.team("acme")).map((a) => a.meta.id.split(".").at(-1)).sort();
+  const admin = (id: string) => ({
+    actor: { id, kind: "human" as const },
+    caller: { tenant: "acme", roles: ["admin"] },
+  });
+
+  it("leave the team one of the two files, never a mix of both; the other is told to apply again (409)", async () => {
+    const [a, b] = await Promise.allSettled([
+      h.engine.applyTeam("acme", team("alpha", "beta"), { asker: admin("user_root") }),
+      h.engine.applyTeam("acme", team("gamma", "delta"), { asker: admin("user_other") }),
+    ]);
+    expect([a.status, b.status].sort()).toEqual(["fulfilled", "rejected"]);
+    const lost = (a.status === "rejected" ? a : b) as PromiseRejectedResult;
+    expect(lost.reason).toMatchObject({
+      code: "CONFLICT",
+      message: expect.stringMatching(/another.*again/i),
+    });
+    expect([
+      ["alpha", "beta"],
+      ["delta", "gamma"],
+    ]).toContainEqual(await active());
+    // Once the first is done, the other applies as usual, over HTTP too.
+    const again = a.status === "rejected" ? ["alpha", "beta"] : ["gamma", "delta"];
+    expect((await call("PUT", "/v1/admin/team", root.key, team(...again))).status).toBe(200);
+    expect(await active()).toEqual([...again].sort());
   });
 });
