@@ -110,25 +110,34 @@ const URN_ELEMENT = /^[a-z][a-z0-9]*\.[A-Z][A-Za-z0-9]*\.[A-Za-z0-9_-]{1,128}$/;
  * that make up a URN (from `cld:` on, while they are URN elements) are joined and encoded again.
  * What a caller sent encoded that is never literal in an encoded path (`?`, `#`, a bare `%`,
  * spaces, controls, non-ASCII) is encoded again too: pasted into a URL as it is, a decoded `?` or
- * `#` would cut the path short (DELETE /v1/admin/keys/user_bob%23x would revoke user_bob).
+ * `#` would cut the path short (DELETE /v1/admin/keys/user_bob%23x would revoke user_bob), and a
+ * `..` segment would step up to another route (see escapeSegment).
  * A path that came encoded (a function URL, a test) has neither and is left as it is.
  */
 export function withEncodedUrn(event: APIGatewayProxyEventV2): APIGatewayProxyEventV2 {
   const parts = event.rawPath.split("/");
   const start = parts.findIndex((p) => /^cld:[a-z]/.test(p));
-  let rawPath: string;
-  if (start < 0) rawPath = escapeDecoded(event.rawPath);
-  else {
-    let end = start + 1;
-    while (end < parts.length && URN_ELEMENT.test(parts[end] as string)) end++;
-    const urn = parts.slice(start, end).join("/");
-    rawPath = [
-      escapeDecoded(parts.slice(0, start).join("/")),
-      encodeURIComponent(urn),
-      ...parts.slice(end).map(escapeDecoded),
-    ].join("/");
-  }
+  let end = start + 1;
+  if (start >= 0) while (end < parts.length && URN_ELEMENT.test(parts[end] as string)) end++;
+  const rawPath =
+    start < 0
+      ? parts.map(escapeSegment).join("/")
+      : [
+          ...parts.slice(0, start).map(escapeSegment),
+          encodeURIComponent(parts.slice(start, end).join("/")),
+          ...parts.slice(end).map(escapeSegment),
+        ].join("/");
   return rawPath === event.rawPath ? event : { ...event, rawPath };
+}
+
+/**
+ * One segment of a decoded path, made safe to paste into a URL. A `.` or `..` segment came encoded
+ * (a client sends none literally): left as it is, the URL would step up a level and reach another
+ * route (`/v1/tasks/<urn>/../../admin/keys/user_bob`); it is kept a name, which no route takes.
+ */
+function escapeSegment(segment: string): string {
+  if (segment === "." || segment === "..") return segment.replaceAll(".", "%252E");
+  return escapeDecoded(segment);
 }
 
 /** What a decoded path holds that an encoded one never does literally: ?, #, a bare %, spaces, controls, non-ASCII. */

@@ -60,3 +60,22 @@ describe("a decoded ? or # in the path", () => {
     expect((await send("GET", `/v1/tasks/${urn}/events?fromSeq=x`)).status).toBe(400);
   });
 });
+
+describe("a decoded . or .. segment in the path", () => {
+  it("is no step up to another route: a URN with ../../admin/keys/user_bob in it revokes nobody", async () => {
+    for (const [method, path] of [
+      ["DELETE", `/v1/tasks/${encodeURIComponent("cld:common.Tenant.acme/../../admin/keys/user_bob")}`],
+      [
+        "DELETE",
+        `/v1/tasks/${encodeURIComponent("cld:common.Tenant.acme/plan.Task.t/../../../admin/keys/user_bob")}`,
+      ],
+      ["DELETE", "/v1/tasks/%2E%2E/admin/keys/user_bob"],
+      ["DELETE", "/v1/admin/keys/user_root/%2E%2E/user_bob"],
+      ["GET", "/v1/tasks/%2E%2E/%2E%2E/admin/keys"],
+    ] as const) {
+      const res = await send(method, path);
+      expect([method, path, res.status]).toEqual([method, path, 404]);
+    }
+    expect((await keys.list("acme")).map((k) => k.id).sort()).toEqual(["user_bob", "user_root"]);
+  });
+});
