@@ -2,6 +2,8 @@ import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { ask } from "../../shared/cli/ask.ts";
 import { LiveTree } from "../../shared/cli/live-tree.ts";
+import { Remote } from "../../shared/cli/remote.ts";
+import { remoteEvents, remoteGet, remoteLs } from "../../shared/cli/remote-commands.ts";
 import type { TreeNode } from "../../shared/engine/task-tree.ts";
 
 /**
@@ -72,5 +74,35 @@ describe("text from elsewhere on the terminal", () => {
     await tree.draw(true);
     expect(text()).toContain("Say hello");
     expect(noControl(text())).toEqual([]);
+  });
+});
+
+describe("what a remote Arbor answers, on the terminal", () => {
+  const hostileServer = (async (input: string | URL | Request) => {
+    const url = String(input);
+    const body = url.includes("/events")
+      ? {
+          events: [
+            { seq: 1, at: HOSTILE, type: HOSTILE, actor: { id: HOSTILE, kind: "human" }, id: HOSTILE },
+          ],
+        }
+      : url.includes("/children")
+        ? { urn: "u", children: [{ urn: HOSTILE, type: HOSTILE, name: HOSTILE, links: {} }] }
+        : { resource: { meta: { id: HOSTILE, name: HOSTILE } } };
+    return new Response(JSON.stringify(body), {
+      status: 200,
+      headers: { "content-type": "application/json" },
+    });
+  }) as typeof fetch;
+  const remote = new Remote({ url: "http://127.0.0.1:1", key: "k".repeat(20) }, { fetch: hostileServer });
+
+  it("arbor events, ls and get print it without control characters", async () => {
+    const lines: string[] = [];
+    const write = (l: string) => lines.push(l);
+    await remoteEvents(remote, "cld:common.Tenant.acme/plan.Task.t", write);
+    await remoteLs(remote, "cld:common.Tenant.acme", false, write);
+    await remoteGet(remote, "cld:common.Tenant.acme/plan.Task.t", write);
+    expect(lines.join("\n")).toContain("Say hello");
+    expect(noControl(lines.join("\n"))).toEqual([]);
   });
 });
