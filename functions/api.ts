@@ -108,15 +108,47 @@ const URN_ELEMENT = /^[a-z][a-z0-9]*\.[A-Z][A-Za-z0-9]*\.[A-Za-z0-9_-]{1,128}$/;
  * encoded segment (`/v1/tasks/cld%3Acommon.Tenant.acme%2F...`) arrives as several
  * (`/v1/tasks/cld:common.Tenant.acme/...`). The routes take a URN as one segment, so the segments
  * that make up a URN (from `cld:` on, while they are URN elements) are joined and encoded again.
- * A path that came encoded (a function URL, a test) has no `cld:` segment and is left as it is.
+ * What a caller sent encoded that is never literal in an encoded path (`?`, `#`, a bare `%`,
+ * spaces, controls, non-ASCII) is encoded again too: pasted into a URL as it is, a decoded `?` or
+ * `#` would cut the path short (DELETE /v1/admin/keys/user_bob%23x would revoke user_bob), and a
+ * `..` segment would step up to another route (see escapeSegment).
+ * A path that came encoded (a function URL, a test) has neither and is left as it is.
  */
 export function withEncodedUrn(event: APIGatewayProxyEventV2): APIGatewayProxyEventV2 {
   const parts = event.rawPath.split("/");
   const start = parts.findIndex((p) => /^cld:[a-z]/.test(p));
-  if (start < 0) return event;
   let end = start + 1;
-  while (end < parts.length && URN_ELEMENT.test(parts[end] as string)) end++;
-  const urn = parts.slice(start, end).join("/");
-  const rawPath = [...parts.slice(0, start), encodeURIComponent(urn), ...parts.slice(end)].join("/");
-  return { ...event, rawPath };
+  if (start >= 0) while (end < parts.length && URN_ELEMENT.test(parts[end] as string)) end++;
+  const rawPath =
+    start < 0
+      ? parts.map(escapeSegment).join("/")
+      : [
+          ...parts.slice(0, start).map(escapeSegment),
+          encodeURIComponent(parts.slice(start, end).join("/")),
+          ...parts.slice(end).map(escapeSegment),
+        ].join("/");
+  return rawPath === event.rawPath ? event : { ...event, rawPath };
+}
+
+/**
+ * One segment of a decoded path, made safe to paste into a URL. A `.` or `..` segment came encoded
+ * (a client sends none literally): left as it is, the URL would step up a level and reach another
+ * route (`/v1/tasks/<urn>/../../admin/keys/user_bob`); it is kept a name, which no route takes.
+ */
+function escapeSegment(segment: string): string {
+  if (segment === "." || segment === "..") return segment.replaceAll(".", "%252E");
+  return escapeDecoded(segment);
+}
+
+/** What a decoded path holds that an encoded one never does literally: ?, #, a bare %, spaces, controls, non-ASCII. */
+const NEVER_LITERAL = /%(?![0-9A-Fa-f]{2})|[^\x21\x22\x24\x26-\x3e\x40-\x7e%]/gu;
+
+function escapeDecoded(path: string): string {
+  return path.replace(NEVER_LITERAL, (ch) => {
+    try {
+      return encodeURIComponent(ch);
+    } catch {
+      return "%EF%BF%BD"; // a lone surrogate: the replacement character
+    }
+  });
 }

@@ -9,6 +9,7 @@ import {
   fingerprintOf,
   type KeyStore,
   keysToRevoke,
+  newKeyProblem,
 } from "../ports/key-store.ts";
 import { newApiKey } from "./api-keys.ts";
 import { type ApiEnv, asker, readJson } from "./http-api.ts";
@@ -92,6 +93,8 @@ export function adminKeyRoutes({ engine, keys }: { engine: Engine; keys: KeyStor
 /** The entry as the key stores check it; ValidationError naming each bad field. */
 function checkEntry(entry: ApiKeyEntry): ApiKeyEntry {
   const parsed = ApiKeySchema.safeParse(entry);
+  const problem = parsed.success ? newKeyProblem(parsed.data) : undefined;
+  if (problem) throw new ValidationError(problem);
   if (parsed.success) return parsed.data;
   throw new ValidationError("The key cannot be made", formatIssues(parsed.error));
 }

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { InteractionResource, InteractionResponseSchema } from "../domain/resources.ts";
-import { heading, note } from "./render.ts";
+import { heading, note, printable } from "./render.ts";
 
 /**
  * A question to the person at the terminal (a plan to approve, a risky call to allow, a task to
@@ -17,12 +17,13 @@ export async function ask(
   answers: AsyncIterator<string>,
   out: NodeJS.WritableStream = process.stdout,
 ): Promise<Answer | undefined> {
-  out.write(`\n${heading(`? ${i.display.title}`)}\n`);
-  if (i.display.description) out.write(`${i.display.description}\n`);
+  out.write(`\n${heading(`? ${printable(i.display.title)}`)}\n`);
+  if (i.display.description) out.write(`${printable(i.display.description, true)}\n`);
   if (i.display.content !== undefined)
-    out.write(`${note(JSON.stringify(i.display.content, null, 2).slice(0, 2000))}\n`);
+    out.write(`${note(printable(JSON.stringify(i.display.content, null, 2).slice(0, 2000), true))}\n`);
   const options = i.options ?? [];
-  for (const [n, o] of options.entries()) out.write(`  ${n + 1}) ${o.label} [${o.id}]\n`);
+  for (const [n, o] of options.entries())
+    out.write(`  ${n + 1}) ${printable(o.label)} [${printable(o.id)}]\n`);
   const fallback = options.find((o) => o.isDefault) ?? options[0];
   if (yes && fallback) {
     out.write(`> ${fallback.id} (--yes)\n`);

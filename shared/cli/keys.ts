@@ -8,7 +8,7 @@ import { DEFAULT_KEY_CACHE_TTL_MS } from "../channels/key-cache.ts";
 import { type KeysTarget, type LocalConfig, loadConfig, loadKeysTarget } from "../config.ts";
 import { formatIssues } from "../domain/resources.ts";
 import { UnavailableError, ValidationError } from "../errors.ts";
-import { ApiKeySchema, fingerprintOf, type KeyStore } from "../ports/key-store.ts";
+import { ApiKeySchema, fingerprintOf, type KeyStore, newKeyProblem } from "../ports/key-store.ts";
 import { type KeyView, RemoteKeys } from "./keys-remote.ts";
 import { heading, note } from "./render.ts";
 
@@ -85,6 +85,8 @@ async function addKey(keys: Keys, options: AddKeyOptions, write: (line: string) 
   const kind = options.kind ?? (id.startsWith("agent_") ? "agent" : "human");
   if (kind !== "human" && kind !== "agent")
     throw new ValidationError(`--kind is human or agent, not "${kind}". ${ADD_KEY_USAGE}`);
+  const problem = newKeyProblem({ kind, roles: [...options.roles] });
+  if (problem) throw new ValidationError(problem);
   const { key, view } = await keys.add({
     id,
     kind,

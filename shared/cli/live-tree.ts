@@ -1,6 +1,6 @@
 import type { TaskStatus } from "../domain/task-state.ts";
 import { type TreeDeps, type TreeNode, taskTree } from "../engine/task-tree.ts";
-import { GLYPH, note } from "./render.ts";
+import { GLYPH, note, printable } from "./render.ts";
 
 /**
  * The task tree of a running request, drawn as it changes: status, assistant with its election
@@ -78,14 +78,16 @@ export class LiveTree {
     if (!top) return [];
     const rows: Row[] = [];
     const walk = (node: TreeNode, prefix: string, last: boolean, isTop: boolean) => {
-      const who = node.assistant ? `${node.assistant.name} ${node.assistant.score.toFixed(2)}` : "unassigned";
+      const who = node.assistant
+        ? `${printable(node.assistant.name)} ${node.assistant.score.toFixed(2)}`
+        : "unassigned";
       const tokens = node.usage.tokens > 0 ? `, ${node.usage.tokens} tok` : "";
       const branch = isTop ? "" : last ? "└─ " : "├─ ";
       rows.push({
         taskId: node.taskId,
         status: node.status,
-        title: node.title,
-        line: `${prefix}${branch}${GLYPH[node.status]} ${node.title} ${note(`[${node.status}] ${who}${tokens}`)}`,
+        title: printable(node.title),
+        line: `${prefix}${branch}${GLYPH[node.status]} ${printable(node.title)} ${note(`[${node.status}] ${who}${tokens}`)}`,
       });
       const next = isTop ? "" : `${prefix}${last ? "   " : "│  "}`;
       for (const [i, c] of node.children.entries()) walk(c, next, i === node.children.length - 1, false);

@@ -7,7 +7,7 @@ import type { TreeNode } from "../engine/task-tree.ts";
 import { ask, type Question } from "./ask.ts";
 import { LiveTree } from "./live-tree.ts";
 import { enc, type Remote, RemoteError } from "./remote.ts";
-import { heading, note } from "./render.ts";
+import { heading, note, printable } from "./render.ts";
 
 /**
  * `arbor run`, `ls`, `get` and `events` against a remote Arbor (ARBOR_URL, ARBOR_KEY) through the
@@ -145,7 +145,7 @@ export async function remoteRun(remote: Remote, options: RemoteRunOptions): Prom
   await live.draw(true);
   const { task, output } = await remote.get<TaskAnswer>(taskPath);
   process.stdout.write(
-    `\n${heading(task.status === "done" ? "Answer" : `The request ${task.status}`)}\n${output ?? task.failureReason ?? ""}\n`,
+    `\n${heading(task.status === "done" ? "Answer" : `The request ${task.status}`)}\n${printable(output ?? task.failureReason ?? "", true)}\n`,
   );
   process.stdout.write(
     `${note(`\n${Math.round((Date.now() - started) / 100) / 10} s. Inspect: arbor events ${root}`)}\n`,
@@ -180,7 +180,9 @@ export async function remoteLs(
     for await (const child of children(remote, at)) {
       if (listed >= MAX_LISTED) return;
       listed++;
-      write(`${child.type.padEnd(20)} ${child.name.padEnd(28)} ${note(child.urn)}`);
+      write(
+        `${printable(child.type).padEnd(20)} ${printable(child.name).padEnd(28)} ${note(printable(child.urn))}`,
+      );
       if (all) await walk(child.urn);
     }
   };
@@ -192,7 +194,7 @@ export async function remoteLs(
 export async function remoteGet(remote: Remote, urn: string | undefined, write: Write): Promise<void> {
   if (!urn) throw new Error("Usage: arbor get <urn>");
   const { resource } = await remote.get<{ resource: AnyResource }>(`/v1/resources/${enc(urn)}`);
-  write(JSON.stringify(resource, null, 2));
+  write(printable(JSON.stringify(resource, null, 2), true));
 }
 
 export async function remoteEvents(remote: Remote, urn: string | undefined, write: Write): Promise<void> {
@@ -204,7 +206,9 @@ export async function remoteEvents(remote: Remote, urn: string | undefined, writ
       `/v1/tasks/${enc(urn)}/events?fromSeq=${from}&limit=500`,
     );
     for (const e of page.events)
-      write(`${String(e.seq).padStart(4)} ${e.at} ${e.type.padEnd(26)} ${e.actor.id} ${note(e.id)}`);
+      write(
+        `${printable(`${String(e.seq).padStart(4)} ${e.at} ${e.type.padEnd(26)} ${e.actor.id}`)} ${note(printable(e.id))}`,
+      );
     count += page.events.length;
     from = page.nextFromSeq;
   }

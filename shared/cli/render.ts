@@ -8,6 +8,28 @@ const paint = (style: Parameters<typeof styleText>[0], text: string) =>
   colour ? styleText(style, text) : text;
 
 export const heading = (text: string): string => paint("bold", text);
+
+/**
+ * Text from elsewhere (a model's plan, a tool's name, a remote Arbor's answer) made safe to print:
+ * control characters (ESC and the rest of C0 and C1, DEL) and the bidirectional overrides are
+ * shown as U+FFFD, so nothing it holds can move the cursor, hide or restyle what follows, or
+ * reorder a line: what a person approves is what they read. `keepLines` keeps newlines and tabs.
+ */
+export function printable(text: string, keepLines = false): string {
+  let out = "";
+  for (const ch of text) out += unsafe(ch.codePointAt(0) as number, keepLines) ? "\uFFFD" : ch;
+  return out;
+}
+
+const unsafe = (c: number, keepLines: boolean): boolean =>
+  (c < 0x20 && !(keepLines && (c === 0x0a || c === 0x09))) ||
+  (c >= 0x7f && c <= 0x9f) ||
+  c === 0x061c ||
+  c === 0x200e ||
+  c === 0x200f ||
+  (c >= 0x202a && c <= 0x202e) ||
+  (c >= 0x2066 && c <= 0x2069);
+
 export const note = (text: string): string => paint("dim", text);
 
 export const GLYPH: Record<TaskStatus, string> = {

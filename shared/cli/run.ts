@@ -18,7 +18,7 @@ import { createModel } from "../runtime/models.ts";
 import { loadToolsConfig } from "../tools/config.ts";
 import { ask } from "./ask.ts";
 import { LiveTree, localTree } from "./live-tree.ts";
-import { heading, note } from "./render.ts";
+import { heading, note, printable } from "./render.ts";
 
 /**
  * `arbor run "<message>"`: one request on the local runtime, with the task tree drawn live, the
@@ -119,7 +119,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     const usage = await usageOf(engine.deps, rootTaskId);
     await rt.untilDurable(); // an answer shown is an answer on disk
     process.stdout.write(
-      `\n${heading(view?.status === "done" ? "Answer" : `The request ${view?.status}`)}\n${output ?? view?.failureReason ?? ""}\n`,
+      `\n${heading(view?.status === "done" ? "Answer" : `The request ${view?.status}`)}\n${printable(output ?? view?.failureReason ?? "", true)}\n`,
     );
     process.stdout.write(
       `${note(

@@ -80,11 +80,24 @@ async function applyWith(target: Target, options: TeamApplyOptions, write: Write
   }
   if (!(await confirmed(options.yes, write))) return 2;
   const applied = await target.apply(raw);
+  if (changeOf(applied) !== changeOf(planned)) {
+    // Someone changed the team between the diff shown and the apply: say what was really done.
+    write(
+      "The team changed after the diff above was shown (another admin applied a file?): the apply did this instead:",
+    );
+    describeDiff(applied, write);
+    write(note("The team is now what the file says. Check it with `arbor team show`."));
+    return 1;
+  }
   write(
     `Applied: ${applied.added.length} added, ${applied.changed.length} changed, ${applied.removed.length} retired.`,
   );
   return 0;
 }
+
+/** What a diff changes (which assistants are added, changed, retired), comparable as a string. */
+const changeOf = (d: TeamDiff): string =>
+  JSON.stringify([d.added, d.changed, d.removed].map((l) => l.map((e) => e.urn).sort()));
 
 export async function teamApplyLocal(
   config: LocalConfig,

@@ -32,7 +32,7 @@ import { ROUTES, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
 import { onResourcePut } from "./supervisor.ts";
 import { DEFAULT_TREE_TASKS, type TaskTree, taskTree } from "./task-tree.ts";
-import { activeAssistants, applyTeam, storedAssistants, Teams, teamUrn } from "./team.ts";
+import { activeAssistants, applyTeam, storedAssistants, Teams, teamUrn, withTeamApplyLease } from "./team.ts";
 
 /**
  * The orchestration engine: the steps wired to the bus. Each subscription is one step, and each
@@ -192,7 +192,7 @@ export class Engine {
       for (const e of [...planned.added, ...planned.changed, ...planned.removed])
         await this.#check(asker, "resource.write", e.urn);
     if (options.dryRun) return planned;
-    const applied = await applyTeam(this.deps, tenant, team);
+    const applied = await withTeamApplyLease(this.deps, tenant, () => applyTeam(this.deps, tenant, team));
     this.#teams.remember(tenant);
     await this.deps.untilDurable(); // a team acknowledged is a team on disk
     return applied;

@@ -1,7 +1,8 @@
 import { type Assistant, toDescription } from "../domain/resources.ts";
+import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
 import { isRetired, type TeamDiff, type TeamFile, teamAssistantResource, teamDiff } from "../domain/team.ts";
 import { tenantUrn, type Urn } from "../domain/urn.ts";
-import { UnavailableError } from "../errors.ts";
+import { ConflictError, UnavailableError } from "../errors.ts";
 import type { EngineDeps } from "./context.ts";
 import { DEFAULT_TEAM } from "./default-team.ts";
 import { ASSISTANT_TYPE } from "./election.ts";
@@ -71,6 +72,56 @@ export async function applyTeam(deps: TeamDeps, tenant: string, team: TeamFile):
     }
   }
   return diff;
+}
+
+/** How long one team apply may hold its tenant's team: past it (its process died), another may apply. */
+export const TEAM_APPLY_LEASE_MS = 120_000;
+
+/**
+ * Runs `apply` holding the tenant's team apply lease (a state record, so it holds across processes
+ * and Lambda instances): two applies of different files at once would otherwise each retire what
+ * it read before the other wrote, and leave the team the union of both files, which nobody asked
+ * for. The second is refused with ConflictError (409) and changes nothing; applied again once the
+ * first is done, it shows its diff against what the first left.
+ */
+export async function withTeamApplyLease<T>(
+  deps: Pick<EngineDeps, "state" | "clock">,
+  tenant: string,
+  apply: () => Promise<T>,
+): Promise<T> {
+  const key = `teamapply#${tenant}`;
+  const now = deps.clock();
+  const current = await deps.state.get<{ leaseUntil?: string }>(key);
+  const busy = () =>
+    new ConflictError(
+      `Another team apply for tenant ${tenant} is under way: apply the file again in a moment (a dry run shows its change against what that one left)`,
+    );
+  if (current && Date.parse(current.data?.leaseUntil ?? "") > now.getTime()) throw busy();
+  const held = (until: Date) => ({
+    key,
+    kind: "lease",
+    updatedAt: deps.clock().toISOString(),
+    expiresAt: expiresAfter(now, RETENTION_MS.claim),
+    data: { leaseUntil: until.toISOString() },
+  });
+  const version = current?.version ?? 0;
+  try {
+    await deps.state.transact([
+      { op: "put", record: held(new Date(now.getTime() + TEAM_APPLY_LEASE_MS)), expectedVersion: version },
+    ]);
+  } catch (error) {
+    throw error instanceof ConflictError ? busy() : error;
+  }
+  try {
+    return await apply();
+  } finally {
+    // Freed at once; if another took it over meanwhile (this one outlived its lease), it stays theirs.
+    await deps.state
+      .transact([{ op: "put", record: held(deps.clock()), expectedVersion: version + 1 }])
+      .catch((error: unknown) => {
+        if (!(error instanceof ConflictError)) throw error;
+      });
+  }
 }
 
 /** The URN a tenant's team is authorized on as a whole (reads, and every apply, dry runs too). */

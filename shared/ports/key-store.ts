@@ -30,6 +30,17 @@ export const ApiKeySchema = z
 
 export type ApiKeyEntry = z.output<typeof ApiKeySchema>;
 
+/**
+ * Why a key about to be made would not do what it says, or undefined: the policy gives agents
+ * nothing as admins (its admin rules are for persons), so an agent's key with the admin role would
+ * look like an admin's and be refused everywhere. Keys already kept are left as they are.
+ */
+export function newKeyProblem(k: Pick<ApiKeyEntry, "kind" | "roles">): string | undefined {
+  if (k.kind === "agent" && k.roles.includes("admin"))
+    return "An agent's key cannot have the admin role: the policy gives admins' rights to persons only. Make the admin key for a user_<name>, or the agent's key without --role admin";
+  return undefined;
+}
+
 /** Who a request is from, once its key is known. */
 export interface Authenticated {
   actor: Actor;

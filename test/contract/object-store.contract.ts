@@ -105,6 +105,19 @@ export function objectStoreContract(name: string, setup: () => Promise<ObjectSto
       expect(seen).toEqual(keys);
     });
 
+    it("takes a cursor it never gave (a caller's forgery) as bad input, never as the store being down", async () => {
+      await putAll(store, ["p/a", "p/b", "q/secret"]);
+      for (const cursor of ["garbage", Buffer.from("q/").toString("base64url")]) {
+        // Either refused as input (400 to an HTTP caller), or a listing that stays within the prefix.
+        const listed = await store.list("p/", { cursor }).then(
+          (page) => page.keys,
+          (error: unknown) => error,
+        );
+        if (Array.isArray(listed)) for (const k of listed) expect(k.startsWith("p/")).toBe(true);
+        else expect([cursor, listed]).toEqual([cursor, expect.any(ValidationError)]);
+      }
+    });
+
     it("a prefix may end inside a segment", async () => {
       await putAll(store, ["t/conv-1.json", "t/conv-2.json", "t/other.json", "t/conv-1/child.json"]);
       expect(await listAllKeys(store, "t/conv-")).toEqual([

@@ -6,7 +6,7 @@ import {
   PutObjectCommand,
   type S3Client,
 } from "@aws-sdk/client-s3";
-import { UnavailableError } from "../../errors.ts";
+import { UnavailableError, ValidationError } from "../../errors.ts";
 import {
   assertValidKey,
   type ListOptions,
@@ -102,7 +102,13 @@ export class S3ObjectStore implements ObjectStore {
           ...(options.cursor ? { ContinuationToken: options.cursor } : {}),
         }),
       ),
-    );
+    ).catch((error: unknown) => {
+      // A cursor S3 did not give (a caller's forgery, or another listing's) is bad input, not S3 being down.
+      const cause = (error as { cause?: { name?: string } }).cause;
+      if (options.cursor && cause?.name === "InvalidArgument")
+        throw new ValidationError("This listing cursor was not made by this store; start the listing again");
+      throw error;
+    });
     const strip = (k: string) => k.slice(this.#prefix.length);
     const page: ListPage = {
       keys: (out.Contents ?? []).flatMap((o) => (o.Key ? [strip(o.Key)] : [])),
