@@ -1,25 +1,18 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
-import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "@aws-sdk/client-s3vectors";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "../../functions/api.ts";
-import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
-import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
 import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
 import { newApiKey } from "../../shared/channels/api-keys.ts";
-import { type AwsConfig, loadConfig } from "../../shared/config.ts";
+import type { AwsConfig } from "../../shared/config.ts";
 import { COMMANDS } from "../../shared/engine/context.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import { createAwsApiEngine } from "../../shared/runtime/aws-api-engine.ts";
 import type { AwsEngineClients } from "../../shared/runtime/aws-engine.ts";
 import { arborCli } from "../e2e/serve-process.ts";
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
-import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
-import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
-import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
+import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
+import type { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
+import { type AwsWorld, startAwsWorld } from "./aws-world.ts";
 
 /**
  * The API function (functions/api.ts) as API Gateway's HTTP API invokes it: payload format 2.0
@@ -30,7 +23,6 @@ import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
  */
 const BUS = "arbor-api-test";
 const TTL = 30_000;
-const credentials = { accessKeyId: "test", secretAccessKey: "test" };
 const suffix = randomBytes(4).toString("hex");
 
 const admin = newApiKey({ id: "user_root", kind: "human", tenant: "acme", roles: ["admin"] });
@@ -38,9 +30,9 @@ const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: []
 const partner = newApiKey({ id: "agent_partner", kind: "agent", tenant: "acme", roles: [] });
 
 describe("the API function behind API Gateway (payload format 2.0)", () => {
+  let world: AwsWorld;
   let peer: EventBridgePeer;
-  const titan = new FakeBedrockEmbeddings();
-  const s3vectors = new FakeS3Vectors();
+  let s3vectors: FakeS3Vectors;
   let config: AwsConfig;
   let clients: Required<AwsClients>;
   let engineClients: AwsEngineClients;
@@ -61,59 +53,17 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
   };
 
   beforeAll(async () => {
-    const started = await startEventBridgePeer();
-    peer = started.peer;
-    const [titanEndpoint, vectorsEndpoint] = await Promise.all([titan.start(), s3vectors.start()]);
-    const loaded = loadConfig({
-      ARBOR_MODE: "aws",
-      AWS_REGION: "us-east-1",
-      ARBOR_TENANT: "acme",
-      ARBOR_RESOURCES_BUCKET: `arbor-api-${suffix}`,
-      ARBOR_TABLE_NAME: `arbor-api-${suffix}`,
-      ARBOR_EVENT_BUS_NAME: BUS,
-      ARBOR_VECTOR_BUCKET: `arbor-api-vectors-${suffix}`,
-      ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
-      ARBOR_POLICY_ENGINE: "cedar",
-      ARBOR_PUBLIC_URL: PUBLIC_URL,
-      ARBOR_A2A_BLOCKING_WAIT_MS: "300",
+    // No model: the API function needs none.
+    world = await startAwsWorld({
+      name: "arbor-api",
+      bus: BUS,
+      env: {
+        ARBOR_TENANT: "acme",
+        ARBOR_PUBLIC_URL: PUBLIC_URL,
+        ARBOR_A2A_BLOCKING_WAIT_MS: "300",
+      },
     });
-    if (loaded.mode !== "aws" || !loaded.vectors) throw new Error("expected an aws configuration");
-    config = loaded;
-    const vectors = loaded.vectors;
-    clients = {
-      s3: new S3Client({
-        region: "us-east-1",
-        endpoint: inject("s3Endpoint"),
-        forcePathStyle: true,
-        credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
-      }),
-      dynamodb: new DynamoDBClient({ region: "us-east-1", endpoint: inject("dynamoEndpoint"), credentials }),
-      eventbridge: new EventBridgeClient({ region: "us-east-1", endpoint: started.endpoint, credentials }),
-    };
-    engineClients = {
-      embeddings: new BedrockRuntimeClient({
-        region: "us-east-1",
-        endpoint: titanEndpoint,
-        credentials,
-        maxAttempts: 1,
-      }),
-      s3vectors: new S3VectorsClient({ region: "us-east-1", endpoint: vectorsEndpoint, credentials }),
-    };
-    await clients.s3.send(new CreateBucketCommand({ Bucket: config.resourcesBucket }));
-    await DynamoStateStore.ensureTable(clients.dynamodb, config.tableName);
-    const s3v = engineClients.s3vectors as S3VectorsClient;
-    await s3v.send(new CreateVectorBucketCommand({ vectorBucketName: vectors.bucket }));
-    await s3v.send(
-      new CreateIndexCommand({
-        vectorBucketName: vectors.bucket,
-        indexName: vectors.index,
-        dataType: VECTOR_INDEX.dataType,
-        dimension: VECTOR_INDEX.dimension,
-        distanceMetric: VECTOR_INDEX.distanceMetric,
-        metadataConfiguration: { nonFilterableMetadataKeys: [...VECTOR_INDEX.nonFilterableMetadataKeys] },
-        tags: { ...VECTOR_INDEX.tags },
-      }),
-    );
+    ({ peer, s3vectors, config, clients, engineClients } = world);
     // The operator's side (`arbor keys add` with ARBOR_MODE=aws): keys written into the table.
     rt = createAwsRuntime(config, clients);
     const table = new StateKeyStore(rt.state);
@@ -131,8 +81,7 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
   afterAll(async () => {
     await handler?.close();
     await rt?.close();
-    for (const c of [...Object.values(clients ?? {}), ...Object.values(engineClients ?? {})]) c?.destroy();
-    await Promise.all([peer?.stop(), titan.stop(), s3vectors.stop()]);
+    await world?.close();
   });
 
   it("answers /healthz with 200 while the table and the bucket answer, without a key", async () => {

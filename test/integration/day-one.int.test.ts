@@ -1,31 +1,18 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
-import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "@aws-sdk/client-s3vectors";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "../../functions/api.ts";
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
-import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
-import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
-import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
-import { bedrockClientConfig } from "../../shared/adapters/llm/bedrock-llm.ts";
 import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
 import { newApiKey } from "../../shared/channels/api-keys.ts";
-import { type AwsConfig, loadConfig } from "../../shared/config.ts";
-import { ROUTES } from "../../shared/engine/routes.ts";
-import { compilePattern } from "../../shared/event-pattern/index.ts";
-import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
+import type { AwsConfig } from "../../shared/config.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";
-import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
-import { type ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
-import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
-import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
-import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
+import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
+import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
+import type { LaggingIndex } from "../peers/lagging-dynamo.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
+import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**
  * Day 1 of a deployed stack, offline: everything a platform engineer and the first person do,
@@ -49,10 +36,7 @@ import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
  */
 const TENANT = "acme";
 const BUS = "arbor-day-one";
-const MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0";
 const TOOL_FUNCTION = "arbor-day-one-tools";
-const credentials = { accessKeyId: "test", secretAccessKey: "test" };
-const suffix = randomBytes(4).toString("hex");
 
 const root = newApiKey({ id: "user_root", kind: "human", tenant: TENANT, roles: ["admin"] });
 
@@ -110,10 +94,9 @@ type Reply = {
 };
 
 describe("day 1 of a deployed stack, through the API function, on lagging indexes", () => {
+  let world: AwsWorld;
   let peer: EventBridgePeer;
-  const bedrock = new FakeBedrock(answer);
-  const titan = new FakeBedrockEmbeddings();
-  const s3vectors = new FakeS3Vectors();
+  let bedrock: FakeBedrock;
   let toolPeer: LambdaInvokePeer;
   let lagging: LaggingIndex;
   let config: AwsConfig;
@@ -121,9 +104,6 @@ describe("day 1 of a deployed stack, through the API function, on lagging indexe
   let api: ApiHandler;
   let tools: ToolHandler;
   let steps: StepHandler[];
-  const closers: { destroy(): void }[] = [];
-  const delivered = new Set<string>();
-  const matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
 
   const call = async (event: APIGatewayProxyEventV2): Promise<Reply> => {
     const res = await api(event, { awsRequestId: randomUUID() });
@@ -137,122 +117,43 @@ describe("day 1 of a deployed stack, through the API function, on lagging indexe
   });
   const enc = (urn: string) => encodeURIComponent(urn);
 
-  /** The step function's input for one route, rendered from the rule's own input template. */
-  const stepInput = (subscription: string, event: BusEnvelope): unknown => {
-    const { inputTemplate } = new StepTargetInput(subscription).bind(undefined as never);
-    return JSON.parse(String(inputTemplate).replace("<aws.events.event.json>", () => JSON.stringify(event)));
-  };
-  const deliver = async (events: readonly BusEnvelope[]): Promise<number> => {
-    const inputs = events.flatMap((e) =>
-      matchers.filter((m) => m.matches(e)).map(({ route }) => stepInput(route.name, e)),
-    );
-    await Promise.all(inputs.map((input, i) => steps[i % steps.length]?.(input)));
-    return inputs.length;
-  };
-  /** Plays EventBridge until the bus is quiet: every event accepted is delivered (at least) once. */
-  const drain = async (): Promise<void> => {
-    for (let wave = 0; wave < 100; wave++) {
-      const fresh = peer.eventsOn(BUS).filter((e) => !delivered.has(e.id));
-      if (fresh.length === 0) return;
-      for (const e of fresh) delivered.add(e.id);
-      await deliver(fresh);
-    }
-    throw new Error("the bus did not settle within 100 waves");
-  };
+  /** Plays EventBridge: each wave of events delivered at once, spread over the two step instances. */
+  const { deliver, drain } = new EventBridgePlayer(
+    () => peer,
+    BUS,
+    () => steps,
+  );
 
   beforeAll(async () => {
-    const started = await startEventBridgePeer();
-    peer = started.peer;
-    const [bedrockEndpoint, titanEndpoint, vectorsEndpoint] = await Promise.all([
-      bedrock.start().then((s) => s.endpoint),
-      titan.start(),
-      s3vectors.start(),
-    ]);
-    const loaded = loadConfig({
-      ARBOR_MODE: "aws",
-      AWS_REGION: "us-east-1",
-      ARBOR_STAGE: "day-one",
-      ARBOR_RESOURCES_BUCKET: `arbor-day-one-${suffix}`,
-      ARBOR_TABLE_NAME: `arbor-day-one-${suffix}`,
-      ARBOR_EVENT_BUS_NAME: BUS,
-      ARBOR_VECTOR_BUCKET: `arbor-day-one-vectors-${suffix}`,
-      ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
-      ARBOR_MODEL_PROVIDER: "bedrock",
-      ARBOR_MODEL: MODEL,
-      // OPA, as deployed, on a policies bucket nobody has published a bundle to yet.
-      ARBOR_POLICIES_BUCKET: `arbor-day-one-policies-${suffix}`,
-      ARBOR_PUBLIC_URL: "https://abc123.execute-api.us-east-1.amazonaws.com",
-      ARBOR_A2A_BLOCKING_WAIT_MS: "25000",
-      ARBOR_TOOL_FUNCTION: TOOL_FUNCTION,
+    // OPA, as deployed, on a policies bucket nobody has published a bundle to yet; the indexes lag.
+    world = await startAwsWorld({
+      name: "arbor-day-one",
+      bus: BUS,
+      model: answer,
+      policies: "empty-bucket",
+      lag: 8,
+      env: {
+        ARBOR_STAGE: "day-one",
+        ARBOR_PUBLIC_URL: "https://abc123.execute-api.us-east-1.amazonaws.com",
+        ARBOR_A2A_BLOCKING_WAIT_MS: "25000",
+        ARBOR_TOOL_FUNCTION: TOOL_FUNCTION,
+      },
     });
-    if (loaded.mode !== "aws" || !loaded.vectors) throw new Error("expected an aws configuration");
-    config = loaded;
-    const vectors = loaded.vectors;
-
-    const s3 = new S3Client({
-      region: "us-east-1",
-      endpoint: inject("s3Endpoint"),
-      forcePathStyle: true,
-      credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
-    });
-    const dynamodb = new DynamoDBClient({
-      region: "us-east-1",
-      endpoint: inject("dynamoEndpoint"),
-      credentials,
-    });
-    lagging = laggingIndex(dynamodb, { lag: 8 });
-    const eventbridge = new EventBridgeClient({
-      region: "us-east-1",
-      endpoint: started.endpoint,
-      credentials,
-    });
-    const bedrockClient = new BedrockRuntimeClient({
-      region: "us-east-1",
-      endpoint: bedrockEndpoint,
-      credentials,
-      ...bedrockClientConfig,
-    });
-    const embeddings = new BedrockRuntimeClient({
-      region: "us-east-1",
-      endpoint: titanEndpoint,
-      credentials,
-      maxAttempts: 1,
-    });
-    const s3v = new S3VectorsClient({ region: "us-east-1", endpoint: vectorsEndpoint, credentials });
-    closers.push(s3, dynamodb, eventbridge, bedrockClient, embeddings, s3v);
-
-    // What the storage and engine stacks create (the policies bucket stays empty).
-    for (const bucket of [config.resourcesBucket, `arbor-day-one-policies-${suffix}`])
-      await s3.send(new CreateBucketCommand({ Bucket: bucket }));
-    await DynamoStateStore.ensureTable(dynamodb, config.tableName);
-    await s3v.send(new CreateVectorBucketCommand({ vectorBucketName: vectors.bucket }));
-    await s3v.send(
-      new CreateIndexCommand({
-        vectorBucketName: vectors.bucket,
-        indexName: vectors.index,
-        dataType: VECTOR_INDEX.dataType,
-        dimension: VECTOR_INDEX.dimension,
-        distanceMetric: VECTOR_INDEX.distanceMetric,
-        metadataConfiguration: { nonFilterableMetadataKeys: [...VECTOR_INDEX.nonFilterableMetadataKeys] },
-        tags: { ...VECTOR_INDEX.tags },
-      }),
-    );
+    ({ peer, config } = world);
+    bedrock = world.bedrock as FakeBedrock;
+    lagging = world.lagging as LaggingIndex;
 
     // Every function on the lagging table, each with its own runtime, as deployed.
-    const clients = { s3, dynamodb: lagging.client, eventbridge };
+    const clients = world.clients;
+    const { s3, eventbridge } = clients;
+    const { embeddings, s3vectors: s3v } = world.engineClients;
     tools = createToolHandler({
       config: () => config,
       clients,
       tools: { clients: { embeddings, s3vectors: s3v, s3 } },
     });
     toolPeer = await LambdaInvokePeer.start({ [TOOL_FUNCTION]: (event) => tools(event) });
-    const engineClients = {
-      bedrock: bedrockClient,
-      embeddings,
-      s3vectors: s3v,
-      s3,
-      lambda: toolPeer.client(),
-    };
+    const engineClients = { ...world.engineClients, lambda: toolPeer.client() };
     api = createApiHandler({ config: () => config, clients, engine: { clients: engineClients } });
     const stepDeps = {
       config: () => config,
@@ -263,7 +164,7 @@ describe("day 1 of a deployed stack, through the API function, on lagging indexe
     steps = [createStepHandler(stepDeps), createStepHandler(stepDeps)];
 
     // The operator's first admin key, straight into the table (arbor keys add, ARBOR_MODE=aws).
-    rt = createAwsRuntime(config, { s3, dynamodb, eventbridge });
+    rt = createAwsRuntime(config, { s3, dynamodb: world.dynamodb, eventbridge });
     await new StateKeyStore(rt.state).add(root.entry);
   });
 
@@ -273,8 +174,7 @@ describe("day 1 of a deployed stack, through the API function, on lagging indexe
     await tools?.close();
     await toolPeer?.close();
     await rt?.close();
-    for (const c of closers) c.destroy();
-    await Promise.all([peer?.stop(), bedrock.stop(), titan.stop(), s3vectors.stop()]);
+    await world?.close();
   });
 
   let ada: ReturnType<typeof as>;

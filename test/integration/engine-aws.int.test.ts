@@ -1,34 +1,23 @@
-import { randomBytes } from "node:crypto";
-import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
-import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "@aws-sdk/client-s3vectors";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
 import { createWatchdogHandler } from "../../functions/watchdog.ts";
-import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
-import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
-import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
 import { EVENT_ID_DETAIL_KEY } from "../../shared/adapters/aws/eventbridge-event-bus.ts";
-import { bedrockClientConfig } from "../../shared/adapters/llm/bedrock-llm.ts";
 import { type AwsConfig, loadConfig, MODEL_HELP } from "../../shared/config.ts";
 import { isTerminal } from "../../shared/domain/task-state.ts";
 import type { TaskView } from "../../shared/domain/task-view.ts";
 import type { AssistantDefinition, Engine, Submitted } from "../../shared/engine/engine.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
 import { ConfigError } from "../../shared/errors.ts";
-import { compilePattern } from "../../shared/event-pattern/index.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import type { InvocationMetrics, MetricName } from "../../shared/ports/metrics.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import { type AwsEngineClients, createAwsEngine, policyFor } from "../../shared/runtime/aws-engine.ts";
-import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
-import { type ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
-import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
-import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
+import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
+import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
+import type { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
+import { type AwsWorld, EventBridgePlayer, MODEL, startAwsWorld } from "./aws-world.ts";
 
 /**
  * The deployed shape of the engine, end to end, on the AWS adapters and the local peers: the
@@ -46,9 +35,6 @@ import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
  */
 const TENANT = "acme";
 const BUS = "arbor-engine-test";
-const MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0";
-const credentials = { accessKeyId: "test", secretAccessKey: "test" };
-const suffix = randomBytes(4).toString("hex");
 
 const COORDINATOR = {
   purpose: "Coordinate a small team event and combine its parts into one answer",
@@ -102,10 +88,10 @@ function answer(request: ConverseWireRequest) {
 }
 
 describe("the engine step handler on AWS adapters, driven as EventBridge drives it", () => {
+  let world: AwsWorld;
   let peer: EventBridgePeer;
-  const bedrock = new FakeBedrock(answer);
-  const titan = new FakeBedrockEmbeddings();
-  const s3vectors = new FakeS3Vectors();
+  let bedrock: FakeBedrock;
+  let s3vectors: FakeS3Vectors;
   let config: AwsConfig;
   let clients: Required<AwsClients>;
   let engineClients: Required<AwsEngineClients>;
@@ -115,91 +101,39 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
   let toolHandler: ToolHandler;
   let toolPeer: LambdaInvokePeer;
   let submitted: Submitted;
-  const delivered = new Set<string>();
   /** What the step handlers counted, one entry per invocation (what EMF would write). */
   const stepMetrics = recordingMetrics();
   const flushed = stepMetrics.flushed;
   const metrics = stepMetrics.metrics;
   /** What the tool function counted: the tool calls end there, where their audit is written. */
   const toolMetrics = recordingMetrics();
-  const matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
+  /** Plays EventBridge: each wave of events delivered at once, spread over the two handler instances. */
+  const { stepInput, deliver, drain, delivered, matchers } = new EventBridgePlayer(
+    () => peer,
+    BUS,
+    () => handlers,
+  );
 
   beforeAll(async () => {
-    const started = await startEventBridgePeer();
-    peer = started.peer;
     toolPeer = await LambdaInvokePeer.start({ "arbor-tools": (event) => toolHandler(event) });
-    const [bedrockEndpoint, titanEndpoint, vectorsEndpoint] = await Promise.all([
-      bedrock.start().then((s) => s.endpoint),
-      titan.start(),
-      s3vectors.start(),
-    ]);
-    const loaded = loadConfig({
-      ARBOR_MODE: "aws",
-      AWS_REGION: "us-east-1",
-      ARBOR_RESOURCES_BUCKET: `arbor-engine-${suffix}`,
-      ARBOR_TABLE_NAME: `arbor-engine-${suffix}`,
-      ARBOR_EVENT_BUS_NAME: BUS,
-      ARBOR_VECTOR_BUCKET: `arbor-vectors-${suffix}`,
-      ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
-      ARBOR_MODEL_PROVIDER: "bedrock",
-      ARBOR_MODEL: MODEL,
-      // OPA, the AWS default, on a policies bucket without a bundle, as after a fresh deploy: the
-      // built-in default policy decides (policy-published-s3.int.test.ts).
-      ARBOR_POLICIES_BUCKET: `arbor-policies-${suffix}`,
-      ARBOR_STAGE: "test",
+    // OPA, the AWS default, on a policies bucket without a bundle, as after a fresh deploy: the
+    // built-in default policy decides (policy-published-s3.int.test.ts).
+    world = await startAwsWorld({
+      name: "arbor-engine",
+      bus: BUS,
+      model: answer,
+      policies: "empty-bucket",
+      env: { ARBOR_STAGE: "test" },
     });
-    if (loaded.mode !== "aws" || !loaded.vectors)
-      throw new Error("expected an aws configuration with vectors");
-    config = loaded;
-    const vectors = loaded.vectors;
-
-    clients = {
-      // s3rver accepts only its own demo key pair.
-      s3: new S3Client({
-        region: "us-east-1",
-        endpoint: inject("s3Endpoint"),
-        forcePathStyle: true,
-        credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
-      }),
-      dynamodb: new DynamoDBClient({ region: "us-east-1", endpoint: inject("dynamoEndpoint"), credentials }),
-      eventbridge: new EventBridgeClient({ region: "us-east-1", endpoint: started.endpoint, credentials }),
-    };
+    ({ peer, config, clients } = world);
+    bedrock = world.bedrock as FakeBedrock;
+    s3vectors = world.s3vectors;
     engineClients = {
-      bedrock: new BedrockRuntimeClient({
-        region: "us-east-1",
-        endpoint: bedrockEndpoint,
-        credentials,
-        ...bedrockClientConfig,
-      }),
-      embeddings: new BedrockRuntimeClient({
-        region: "us-east-1",
-        endpoint: titanEndpoint,
-        credentials,
-        maxAttempts: 1,
-      }),
-      s3vectors: new S3VectorsClient({ region: "us-east-1", endpoint: vectorsEndpoint, credentials }),
-      s3: clients.s3 as S3Client,
+      ...world.engineClients,
+      bedrock: world.engineClients.bedrock as NonNullable<AwsEngineClients["bedrock"]>,
       // The tool function's peer; its handler is built below.
       lambda: toolPeer.client(),
     };
-
-    // What the storage and engine stacks create before any function runs.
-    await clients.s3.send(new CreateBucketCommand({ Bucket: config.resourcesBucket }));
-    if (config.policy.engine === "opa")
-      await clients.s3.send(new CreateBucketCommand({ Bucket: config.policy.bucket }));
-    await DynamoStateStore.ensureTable(clients.dynamodb, config.tableName);
-    await engineClients.s3vectors.send(new CreateVectorBucketCommand({ vectorBucketName: vectors.bucket }));
-    await engineClients.s3vectors.send(
-      new CreateIndexCommand({
-        vectorBucketName: vectors.bucket,
-        indexName: vectors.index,
-        dataType: VECTOR_INDEX.dataType,
-        dimension: VECTOR_INDEX.dimension,
-        distanceMetric: VECTOR_INDEX.distanceMetric,
-        metadataConfiguration: { nonFilterableMetadataKeys: [...VECTOR_INDEX.nonFilterableMetadataKeys] },
-        tags: { ...VECTOR_INDEX.tags },
-      }),
-    );
 
     // The tool function, built from the same configuration (its own runtime, its cold start).
     toolHandler = createToolHandler({
@@ -234,36 +168,9 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
     await toolHandler?.close();
     await toolPeer?.close();
     await rt?.close();
-    for (const c of [...Object.values(clients ?? {}), ...Object.values(engineClients ?? {})]) c.destroy();
-    await Promise.all([peer?.stop(), bedrock.stop(), titan.stop(), s3vectors.stop()]);
+    engineClients?.lambda.destroy();
+    await world?.close();
   });
-
-  /** The step function's input for one route, rendered from the rule's own input template. */
-  const stepInput = (subscription: string, event: BusEnvelope): unknown => {
-    const { inputTemplate } = new StepTargetInput(subscription).bind(undefined as never);
-    return JSON.parse(String(inputTemplate).replace("<aws.events.event.json>", () => JSON.stringify(event)));
-  };
-
-  /** Delivers `events` to every matching route, all at once, spread over the handler instances. */
-  const deliver = async (events: readonly BusEnvelope[]): Promise<number> => {
-    const invocations = events.flatMap((event) =>
-      matchers.filter((m) => m.matches(event)).map(({ route }) => stepInput(route.name, event)),
-    );
-    await Promise.all(invocations.map((input, i) => handlers[i % handlers.length]?.(input)));
-    return invocations.length;
-  };
-
-  /** Plays EventBridge until the bus is quiet: every accepted event is delivered once. */
-  const drain = async (): Promise<number> => {
-    let invocations = 0;
-    for (let wave = 0; wave < 100; wave++) {
-      const fresh = peer.eventsOn(BUS).filter((e) => !delivered.has(e.id));
-      if (fresh.length === 0) return invocations;
-      for (const e of fresh) delivered.add(e.id);
-      invocations += await deliver(fresh);
-    }
-    throw new Error("the bus did not settle within 100 waves");
-  };
 
   const taskViews = async (): Promise<TaskView[]> => {
     const views: TaskView[] = [];

@@ -1,33 +1,21 @@
-import { randomBytes } from "node:crypto";
-import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
-import { type AttributeValue, DynamoDBClient, ScanCommand } from "@aws-sdk/client-dynamodb";
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
-import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "@aws-sdk/client-s3vectors";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { type AttributeValue, type DynamoDBClient, ScanCommand } from "@aws-sdk/client-dynamodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
 import { createWatchdogHandler } from "../../functions/watchdog.ts";
-import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
-import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
 import { TTL_ATTRIBUTE } from "../../shared/adapters/aws/dynamo-schema.ts";
-import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
-import { bedrockClientConfig } from "../../shared/adapters/llm/bedrock-llm.ts";
-import { type AwsConfig, loadConfig } from "../../shared/config.ts";
+import type { AwsConfig } from "../../shared/config.ts";
 import { RETENTION_MS } from "../../shared/domain/retention.ts";
 import type { TaskView } from "../../shared/domain/task-view.ts";
 import { CLAIM_LEASE_MARGIN_MS } from "../../shared/engine/claims.ts";
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
-import { ROUTES } from "../../shared/engine/routes.ts";
-import { compilePattern } from "../../shared/event-pattern/index.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import { createAwsEngine } from "../../shared/runtime/aws-engine.ts";
 import { CrashAt } from "../e2e/engine-harness.ts";
-import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
-import { type ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
-import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
-import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
-import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
+import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
+import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
+import type { LaggingIndex } from "../peers/lagging-dynamo.ts";
+import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**
  * Correct on DynamoDB. The engine on DynamoDB whose indexes lag (test/peers/lagging-dynamo.ts: every byParent and
@@ -39,10 +27,7 @@ import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
  */
 const TENANT = "acme";
 const BUS = "arbor-lagging-test";
-const MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0";
 const LAG = 12;
-const credentials = { accessKeyId: "test", secretAccessKey: "test" };
-const suffix = randomBytes(4).toString("hex");
 
 const LEAD = { purpose: "Lead a project and combine its parts into one answer" };
 const WORKER = { purpose: "Do one part of a project and report it in one line" };
@@ -88,93 +73,33 @@ function answer(request: ConverseWireRequest) {
 }
 
 describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
+  let world: AwsWorld;
   let peer: EventBridgePeer;
-  const bedrock = new FakeBedrock(answer);
-  const titan = new FakeBedrockEmbeddings();
-  const s3vectors = new FakeS3Vectors();
+  let bedrock: FakeBedrock;
   let config: AwsConfig;
   let lagging: LaggingIndex;
-  let s3: S3Client;
   let dynamodb: DynamoDBClient;
-  let eventbridge: EventBridgeClient;
-  let engineClients: {
-    bedrock: BedrockRuntimeClient;
-    embeddings: BedrockRuntimeClient;
-    s3vectors: S3VectorsClient;
-    s3: S3Client;
-  };
+  let engineClients: AwsWorld["engineClients"];
   let rt: AwsRuntime;
   let engine: Engine;
   let handlers: StepHandler[];
-  let clients: { s3: S3Client; dynamodb: DynamoDBClient; eventbridge: EventBridgeClient };
-  const delivered = new Set<string>();
-  const matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
+  let clients: AwsWorld["clients"];
+  /**
+   * Plays EventBridge: each wave of events delivered at once, spread over the handler instances;
+   * `drain(held)` leaves the events `held` says undelivered.
+   */
+  const { stepInput, deliver, drain, delivered } = new EventBridgePlayer(
+    () => peer,
+    BUS,
+    () => handlers,
+  );
 
   beforeAll(async () => {
-    const started = await startEventBridgePeer();
-    peer = started.peer;
-    const [bedrockEndpoint, titanEndpoint, vectorsEndpoint] = await Promise.all([
-      bedrock.start().then((s) => s.endpoint),
-      titan.start(),
-      s3vectors.start(),
-    ]);
-    const loaded = loadConfig({
-      ARBOR_MODE: "aws",
-      AWS_REGION: "us-east-1",
-      ARBOR_RESOURCES_BUCKET: `arbor-lag-${suffix}`,
-      ARBOR_TABLE_NAME: `arbor-lag-${suffix}`,
-      ARBOR_EVENT_BUS_NAME: BUS,
-      ARBOR_VECTOR_BUCKET: `arbor-lag-vectors-${suffix}`,
-      ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
-      ARBOR_MODEL_PROVIDER: "bedrock",
-      ARBOR_MODEL: MODEL,
-      ARBOR_POLICY_ENGINE: "cedar",
-    });
-    if (loaded.mode !== "aws" || !loaded.vectors)
-      throw new Error("expected an aws configuration with vectors");
-    config = loaded;
-    s3 = new S3Client({
-      region: "us-east-1",
-      endpoint: inject("s3Endpoint"),
-      forcePathStyle: true,
-      credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
-    });
-    dynamodb = new DynamoDBClient({ region: "us-east-1", endpoint: inject("dynamoEndpoint"), credentials });
-    eventbridge = new EventBridgeClient({ region: "us-east-1", endpoint: started.endpoint, credentials });
     // One lagging view of the table for every function instance, as one GSI serves them all.
-    lagging = laggingIndex(dynamodb, { lag: LAG });
-    clients = { s3, dynamodb: lagging.client, eventbridge };
-    engineClients = {
-      bedrock: new BedrockRuntimeClient({
-        region: "us-east-1",
-        endpoint: bedrockEndpoint,
-        credentials,
-        ...bedrockClientConfig,
-      }),
-      embeddings: new BedrockRuntimeClient({
-        region: "us-east-1",
-        endpoint: titanEndpoint,
-        credentials,
-        maxAttempts: 1,
-      }),
-      s3vectors: new S3VectorsClient({ region: "us-east-1", endpoint: vectorsEndpoint, credentials }),
-      s3,
-    };
-    await s3.send(new CreateBucketCommand({ Bucket: config.resourcesBucket }));
-    await DynamoStateStore.ensureTable(dynamodb, config.tableName);
-    const vectors = loaded.vectors;
-    await engineClients.s3vectors.send(new CreateVectorBucketCommand({ vectorBucketName: vectors.bucket }));
-    await engineClients.s3vectors.send(
-      new CreateIndexCommand({
-        vectorBucketName: vectors.bucket,
-        indexName: vectors.index,
-        dataType: VECTOR_INDEX.dataType,
-        dimension: VECTOR_INDEX.dimension,
-        distanceMetric: VECTOR_INDEX.distanceMetric,
-        metadataConfiguration: { nonFilterableMetadataKeys: [...VECTOR_INDEX.nonFilterableMetadataKeys] },
-        tags: { ...VECTOR_INDEX.tags },
-      }),
-    );
+    world = await startAwsWorld({ name: "arbor-lag", bus: BUS, model: answer, lag: LAG });
+    ({ peer, config, dynamodb, clients, engineClients } = world);
+    bedrock = world.bedrock as FakeBedrock;
+    lagging = world.lagging as LaggingIndex;
     rt = createAwsRuntime(config, clients);
     engine = await createAwsEngine(rt, config, { clients: engineClients });
     await engine.registerAssistants(TENANT, ASSISTANTS);
@@ -189,36 +114,8 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
   afterAll(async () => {
     for (const h of handlers ?? []) await h.close();
     await rt?.close();
-    for (const c of [s3, dynamodb, eventbridge, ...Object.values(engineClients ?? {})]) c?.destroy();
-    await Promise.all([peer?.stop(), bedrock.stop(), titan.stop(), s3vectors.stop()]);
+    await world?.close();
   });
-
-  const stepInput = (subscription: string, event: BusEnvelope): unknown => {
-    const { inputTemplate } = new StepTargetInput(subscription).bind(undefined as never);
-    return JSON.parse(String(inputTemplate).replace("<aws.events.event.json>", () => JSON.stringify(event)));
-  };
-
-  /** Delivers `events` to every matching route, all at once, spread over the handler instances. */
-  const deliver = async (events: readonly BusEnvelope[]): Promise<void> => {
-    const invocations = events.flatMap((event) =>
-      matchers.filter((m) => m.matches(event)).map(({ route }) => stepInput(route.name, event)),
-    );
-    await Promise.all(invocations.map((input, i) => handlers[i % handlers.length]?.(input)));
-  };
-
-  /**
-   * Plays EventBridge until the bus is quiet: every accepted event is delivered once, wave by wave;
-   * events `held` says are left undelivered.
-   */
-  const drain = async (held: (e: BusEnvelope) => boolean = () => false): Promise<void> => {
-    for (let wave = 0; wave < 100; wave++) {
-      const fresh = peer.eventsOn(BUS).filter((e) => !delivered.has(e.id) && !held(e));
-      if (fresh.length === 0) return;
-      for (const e of fresh) delivered.add(e.id);
-      await deliver(fresh);
-    }
-    throw new Error("the bus did not settle within 100 waves");
-  };
 
   /** Every task below (and with) the root, read from the base records, whatever the index says. */
   const tree = async (rootId: string): Promise<[string, TaskView["status"], string | undefined][]> => {

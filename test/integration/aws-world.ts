@@ -1,0 +1,226 @@
+import { randomBytes } from "node:crypto";
+import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "@aws-sdk/client-s3vectors";
+import { inject } from "vitest";
+import type { StepHandler } from "../../functions/engine-step.ts";
+import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
+import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
+import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
+import { bedrockClientConfig } from "../../shared/adapters/llm/bedrock-llm.ts";
+import { type AwsConfig, loadConfig } from "../../shared/config.ts";
+import { ROUTES } from "../../shared/engine/routes.ts";
+import { compilePattern } from "../../shared/event-pattern/index.ts";
+import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
+import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
+import { type BedrockScript, FakeBedrock } from "../peers/fake-bedrock.ts";
+import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
+import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
+import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
+
+/**
+ * The world the AWS integration tests run in, as the storage and engine stacks leave it before any
+ * function runs: the EventBridge peer, fake Titan embeddings and fake S3 Vectors (and the fake
+ * Bedrock, when the test has a model script), the real SDK clients pointed at them and at DynamoDB
+ * Local and s3rver, the resources bucket, the state table, the vector bucket and its index, and the
+ * configuration every function of the stack would load.
+ */
+export const MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0";
+const REGION = "us-east-1";
+const credentials = { accessKeyId: "test", secretAccessKey: "test" };
+
+export interface AwsWorldOptions {
+  /** Prefix of the bucket and table names (a random suffix follows), e.g. "arbor-engine". */
+  name: string;
+  /** The event bus's name. */
+  bus: string;
+  /** The model's side of the run: starts the fake Bedrock and configures it (ARBOR_MODEL=MODEL). */
+  model?: BedrockScript;
+  /**
+   * "cedar" (default): the Cedar engine, no policies bucket. "empty-bucket": OPA, as deployed, on a
+   * policies bucket nobody has published a bundle to yet (the built-in default policy decides).
+   */
+  policies?: "cedar" | "empty-bucket";
+  /** Index reads served this many writes back (test/peers/lagging-dynamo.ts) on `clients.dynamodb`. */
+  lag?: number;
+  /** More configuration, or overrides of the world's own (loadConfig's environment). */
+  env?: Record<string, string>;
+}
+
+export interface AwsWorld {
+  config: AwsConfig;
+  peer: EventBridgePeer;
+  bedrock: FakeBedrock | undefined;
+  titan: FakeBedrockEmbeddings;
+  s3vectors: FakeS3Vectors;
+  /** The table as DynamoDB Local serves it (no lag), for the operator's side and for checks. */
+  dynamodb: DynamoDBClient;
+  /** What the functions get: `dynamodb` is the lagging view when `lag` is set. */
+  clients: { s3: S3Client; dynamodb: DynamoDBClient; eventbridge: EventBridgeClient };
+  engineClients: {
+    bedrock?: BedrockRuntimeClient;
+    embeddings: BedrockRuntimeClient;
+    s3vectors: S3VectorsClient;
+    s3: S3Client;
+  };
+  /** Present when `lag` is set. */
+  lagging: LaggingIndex | undefined;
+  /** Destroys the clients and stops the peers. */
+  close(): Promise<void>;
+}
+
+export async function startAwsWorld(options: AwsWorldOptions): Promise<AwsWorld> {
+  const suffix = randomBytes(4).toString("hex");
+  const { peer, endpoint: busEndpoint } = await startEventBridgePeer();
+  const bedrock = options.model === undefined ? undefined : new FakeBedrock(options.model);
+  const titan = new FakeBedrockEmbeddings();
+  const s3vectors = new FakeS3Vectors();
+  const [bedrockEndpoint, titanEndpoint, vectorsEndpoint] = await Promise.all([
+    bedrock?.start().then((s) => s.endpoint),
+    titan.start(),
+    s3vectors.start(),
+  ]);
+  const policiesBucket = `${options.name}-policies-${suffix}`;
+  const loaded = loadConfig({
+    ARBOR_MODE: "aws",
+    AWS_REGION: REGION,
+    ARBOR_RESOURCES_BUCKET: `${options.name}-${suffix}`,
+    ARBOR_TABLE_NAME: `${options.name}-${suffix}`,
+    ARBOR_EVENT_BUS_NAME: options.bus,
+    ARBOR_VECTOR_BUCKET: `${options.name}-vectors-${suffix}`,
+    ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
+    ...(bedrock ? { ARBOR_MODEL_PROVIDER: "bedrock", ARBOR_MODEL: MODEL } : {}),
+    ...(options.policies === "empty-bucket"
+      ? { ARBOR_POLICIES_BUCKET: policiesBucket }
+      : { ARBOR_POLICY_ENGINE: "cedar" }),
+    ...options.env,
+  });
+  if (loaded.mode !== "aws" || !loaded.vectors) throw new Error("expected an aws configuration with vectors");
+  const config = loaded;
+  const vectors = loaded.vectors;
+
+  // s3rver accepts only its own demo key pair.
+  const s3 = new S3Client({
+    region: REGION,
+    endpoint: inject("s3Endpoint"),
+    forcePathStyle: true,
+    credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+  });
+  const dynamodb = new DynamoDBClient({ region: REGION, endpoint: inject("dynamoEndpoint"), credentials });
+  const eventbridge = new EventBridgeClient({ region: REGION, endpoint: busEndpoint, credentials });
+  // One lagging view of the table for every function instance, as one GSI serves them all.
+  const lagging = options.lag === undefined ? undefined : laggingIndex(dynamodb, { lag: options.lag });
+  const engineClients: AwsWorld["engineClients"] = {
+    ...(bedrockEndpoint
+      ? {
+          bedrock: new BedrockRuntimeClient({
+            region: REGION,
+            endpoint: bedrockEndpoint,
+            credentials,
+            ...bedrockClientConfig,
+          }),
+        }
+      : {}),
+    embeddings: new BedrockRuntimeClient({
+      region: REGION,
+      endpoint: titanEndpoint,
+      credentials,
+      maxAttempts: 1,
+    }),
+    s3vectors: new S3VectorsClient({ region: REGION, endpoint: vectorsEndpoint, credentials }),
+    s3,
+  };
+
+  // What the storage and engine stacks create before any function runs.
+  await s3.send(new CreateBucketCommand({ Bucket: config.resourcesBucket }));
+  if (options.policies === "empty-bucket") await s3.send(new CreateBucketCommand({ Bucket: policiesBucket }));
+  await DynamoStateStore.ensureTable(dynamodb, config.tableName);
+  await engineClients.s3vectors.send(new CreateVectorBucketCommand({ vectorBucketName: vectors.bucket }));
+  await engineClients.s3vectors.send(
+    new CreateIndexCommand({
+      vectorBucketName: vectors.bucket,
+      indexName: vectors.index,
+      dataType: VECTOR_INDEX.dataType,
+      dimension: VECTOR_INDEX.dimension,
+      distanceMetric: VECTOR_INDEX.distanceMetric,
+      metadataConfiguration: { nonFilterableMetadataKeys: [...VECTOR_INDEX.nonFilterableMetadataKeys] },
+      tags: { ...VECTOR_INDEX.tags },
+    }),
+  );
+
+  return {
+    config,
+    peer,
+    bedrock,
+    titan,
+    s3vectors,
+    dynamodb,
+    clients: { s3, dynamodb: lagging?.client ?? dynamodb, eventbridge },
+    engineClients,
+    lagging,
+    async close() {
+      for (const c of [s3, dynamodb, eventbridge, ...Object.values(engineClients)]) c.destroy();
+      await Promise.all([peer.stop(), bedrock?.stop(), titan.stop(), s3vectors.stop()]);
+    },
+  };
+}
+
+/**
+ * Plays EventBridge for the step functions: takes what the peer accepted on the bus, matches every
+ * event against every route's pattern, renders the rule's input template and invokes a step handler
+ * with it. The peer and the handlers are asked for when events are delivered, so the player can be
+ * made before `beforeAll` starts them; its members are arrow functions, so they can be destructured.
+ */
+export class EventBridgePlayer {
+  /** Ids of the events delivered so far (add one to have `drain` leave it undelivered). */
+  readonly delivered = new Set<string>();
+  readonly matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
+
+  constructor(
+    private readonly peer: () => EventBridgePeer,
+    private readonly bus: string,
+    private readonly handlers: () => readonly StepHandler[],
+    /** "waves" (default): each wave's invocations all at once, spread over the handlers; "one by one": in order. */
+    private readonly delivery: "waves" | "one by one" = "waves",
+  ) {}
+
+  /** The step function's input for one route, rendered from the rule's own input template. */
+  readonly stepInput = (subscription: string, event: BusEnvelope): unknown => {
+    const { inputTemplate } = new StepTargetInput(subscription).bind(undefined as never);
+    return JSON.parse(String(inputTemplate).replace("<aws.events.event.json>", () => JSON.stringify(event)));
+  };
+
+  /** Names of the routes whose pattern matches `event`. */
+  readonly routesOf = (event: BusEnvelope): string[] =>
+    this.matchers.filter((m) => m.matches(event)).map((m) => m.route.name);
+
+  /** Delivers `events` to every matching route; returns how many invocations that made. */
+  readonly deliver = async (events: readonly BusEnvelope[]): Promise<number> => {
+    const inputs = events.flatMap((event) =>
+      this.routesOf(event).map((route) => this.stepInput(route, event)),
+    );
+    const handlers = this.handlers();
+    if (this.delivery === "one by one") for (const input of inputs) await handlers[0]?.(input);
+    else await Promise.all(inputs.map((input, i) => handlers[i % handlers.length]?.(input)));
+    return inputs.length;
+  };
+
+  /**
+   * Plays EventBridge until the bus is quiet: every accepted event is delivered once, wave by wave;
+   * events `held` says are left undelivered. Returns how many invocations that made.
+   */
+  readonly drain = async (held: (e: BusEnvelope) => boolean = () => false): Promise<number> => {
+    let invocations = 0;
+    for (let wave = 0; wave < 100; wave++) {
+      const fresh = this.peer()
+        .eventsOn(this.bus)
+        .filter((e) => !this.delivered.has(e.id) && !held(e));
+      if (fresh.length === 0) return invocations;
+      for (const e of fresh) this.delivered.add(e.id);
+      invocations += await this.deliver(fresh);
+    }
+    throw new Error("the bus did not settle within 100 waves");
+  };
+}
