@@ -7,6 +7,10 @@ import { defineConfig } from "vitest/config";
 // tests that pass. A test that truly hangs still fails, later.
 export default defineConfig({
   test: {
+    // Two files at a time. Vitest's default on two cores is one (cores - 1), which runs the suite
+    // serially; most files wait on child processes, peers and disks rather than on a core, so a
+    // second worker halves the run. The timeouts below are set for that contention.
+    maxWorkers: 2,
     // Structured logs stay quiet in tests; set POWERTOOLS_LOG_LEVEL=DEBUG to see them.
     env: { POWERTOOLS_LOG_LEVEL: process.env.POWERTOOLS_LOG_LEVEL ?? "SILENT" },
     // In CI, also write a JSON report; .ci/run prints its totals as one summary line.
