@@ -61,6 +61,24 @@ afterAll(async () => {
 });
 
 const enc = encodeURIComponent;
+
+/** The fields of the API's JSON answers these tests look into. */
+interface Named {
+  id: string;
+  name: string;
+}
+interface ApiJson {
+  team: { assistants: Named[] };
+  applied: boolean;
+  diff: { added: Named[]; changed: unknown[]; removed: Named[]; unchanged: Named[] };
+  error: { code: string; message: string };
+  resource: { meta: { id: string } };
+  children: { urn: string; type: string }[];
+  cursor?: string;
+  events: { type: string; seq: number }[];
+  nextFromSeq: number;
+}
+
 async function call(method: string, path: string, key: string, body?: string | unknown) {
   const res = await fetch(`${server.url}${path}`, {
     method,
@@ -68,8 +86,7 @@ async function call(method: string, path: string, key: string, body?: string | u
     ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
   });
   const text = await res.text();
-  // biome-ignore lint/suspicious/noExplicitAny: the API's JSON answers, looked into field by field
-  return { status: res.status, json: (text ? JSON.parse(text) : undefined) as Record<string, any> };
+  return { status: res.status, json: (text ? JSON.parse(text) : undefined) as ApiJson };
 }
 
 describe("GET and PUT /v1/admin/team", () => {
@@ -149,7 +166,7 @@ describe("GET /v1/resources/:urn, /children, /v1/tasks/:urn/events", () => {
     const first = await call("GET", `/v1/resources/${enc(adaConversation)}/children?limit=1`, ada.key);
     expect(first.status).toBe(200);
     expect(first.json.children).toHaveLength(1);
-    expect(first.json.children[0].type).toBe("common.Message");
+    expect(first.json.children[0]?.type).toBe("common.Message");
     // One message only: whatever the next page holds (the store may end a page early), no child.
     if (first.json.cursor) {
       const next = await call(
