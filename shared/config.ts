@@ -216,8 +216,9 @@ export function loadRemoteConfig(
   if (!url) return undefined;
   if (!key)
     throw new ConfigError(
-      `ARBOR_URL is set (${url}) but ARBOR_KEY is not: set ARBOR_KEY to an API key of that Arbor ` +
-        "(`arbor keys add` where it runs prints one), or unset ARBOR_URL to work on the local data folder",
+      `ARBOR_URL is set (${url}) but ARBOR_KEY is not (ARBOR_URL needs ARBOR_KEY): set ARBOR_KEY to an ` +
+        "API key of that Arbor (`arbor keys add` where it runs prints one; managing keys and the team " +
+        "needs an admin's, made with --role admin), or unset ARBOR_URL to work on the local data folder",
     );
   return { url, key };
 }
@@ -433,13 +434,6 @@ export type KeysTarget =
   | { kind: "file" };
 
 const KeysTargetSchema = z.object({
-  ARBOR_URL: z
-    .url({
-      protocol: /^https?$/,
-      error: "an http(s) URL, e.g. https://abc123.execute-api.eu-west-1.amazonaws.com",
-    })
-    .optional(),
-  ARBOR_KEY: z.string().min(16, "an Arbor API key (arbor_...)").optional(),
   ARBOR_MODE: z.enum(["local", "aws"]).default("local"),
   ARBOR_TABLE_NAME: name.optional(),
   AWS_REGION: z.string().min(1).optional(),
@@ -454,13 +448,8 @@ export function loadKeysTarget(env: Readonly<Record<string, string | undefined>>
     throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
   }
   const e = parsed.data;
-  if (e.ARBOR_URL) {
-    if (!e.ARBOR_KEY)
-      throw new ConfigError(
-        `ARBOR_URL needs ARBOR_KEY: an admin key of your tenant at ${e.ARBOR_URL} (made with --role admin)`,
-      );
-    return { kind: "remote", url: e.ARBOR_URL.replace(/\/+$/, ""), key: e.ARBOR_KEY };
-  }
+  const remote = loadRemoteConfig(env);
+  if (remote) return { kind: "remote", ...remote };
   if (e.ARBOR_MODE === "local") return { kind: "file" };
   const missing = [
     e.ARBOR_TABLE_NAME ? undefined : "ARBOR_TABLE_NAME (the storage stack's output StateTableName)",

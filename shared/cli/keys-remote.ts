@@ -1,4 +1,5 @@
-import { ArborError, type ErrorCode } from "../errors.ts";
+import type { RemoteConfig } from "../config.ts";
+import { Remote, RemoteError, type RemoteOptions } from "./remote.ts";
 
 /** A key as the admin routes show it (shared/channels/admin-keys.ts keyView). */
 export interface KeyView {
@@ -11,18 +12,15 @@ export interface KeyView {
 
 /**
  * `arbor keys` against a remote Arbor (ARBOR_URL, ARBOR_KEY): its admin routes, /v1/admin/keys,
- * with an admin key of the tenant. Errors say what to do next: 401, the key is not known there;
- * 403, it is not an admin key of that tenant.
+ * with an admin key of the tenant, through the CLI's one client of the HTTP API (remote.ts: its
+ * retries, and no redirect followed with the key). Errors say what to do next: 401, the key is
+ * not known there; 403, it is not an admin key of that tenant.
  */
 export class RemoteKeys {
-  readonly #url: string;
-  readonly #key: string;
-  readonly #fetch: typeof fetch;
+  readonly #remote: Remote;
 
-  constructor(url: string, key: string, fetchImpl: typeof fetch = fetch) {
-    this.#url = url;
-    this.#key = key;
-    this.#fetch = fetchImpl;
+  constructor(config: RemoteConfig, options: RemoteOptions = {}) {
+    this.#remote = new Remote(config, options);
   }
 
   async add(options: {
@@ -37,60 +35,40 @@ export class RemoteKeys {
       roles: options.roles,
       ...(options.tenant ? { tenant: options.tenant } : {}),
     };
-    const { key, ...view } = await this.#call<KeyView & { key: string }>("POST", "", body);
+    const { key, ...view } = await this.#call(() =>
+      this.#remote.post<KeyView & { key: string }>("/v1/admin/keys", body),
+    );
     return { key, view };
   }
 
   async list(): Promise<KeyView[]> {
-    return (await this.#call<{ keys: KeyView[] }>("GET", "")).keys;
+    return (await this.#call(() => this.#remote.get<{ keys: KeyView[] }>("/v1/admin/keys"))).keys;
   }
 
   async revoke(which: string): Promise<KeyView[]> {
-    return (await this.#call<{ revoked: KeyView[] }>("DELETE", `/${encodeURIComponent(which)}`)).revoked;
+    const path = `/v1/admin/keys/${encodeURIComponent(which)}`;
+    return (await this.#call(() => this.#remote.delete<{ revoked: KeyView[] }>(path))).revoked;
   }
 
-  async #call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const url = `${this.#url}/v1/admin/keys${path}`;
-    let res: Response;
+  async #call<T>(request: () => Promise<T>): Promise<T> {
     try {
-      res = await this.#fetch(url, {
-        method,
-        headers: {
-          authorization: `Bearer ${this.#key}`,
-          ...(body === undefined ? {} : { "content-type": "application/json" }),
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(30_000),
-      });
-    } catch (cause) {
-      throw new ArborError(
-        "UNAVAILABLE",
-        `Cannot reach Arbor at ${this.#url} (${(cause as Error).message}): check ARBOR_URL`,
-        {
-          cause,
-        },
-      );
+      return await request();
+    } catch (e) {
+      if (!(e instanceof RemoteError)) throw e;
+      const url = this.#remote.url;
+      if (e.status === 401)
+        throw new RemoteError(
+          `Arbor at ${url} does not know the key in ARBOR_KEY (401): check ARBOR_KEY, or ask an admin of your tenant for a key (on a fresh stack, make the first one with ARBOR_MODE=aws ARBOR_TABLE_NAME=<table> arbor keys add --id user_<you> --role admin)`,
+          401,
+          e.code,
+        );
+      if (e.status === 403)
+        throw new RemoteError(
+          `Arbor at ${url} refused (403): managing keys needs an admin key of that tenant (a person's key made with --role admin). ${e.message}`,
+          403,
+          e.code,
+        );
+      throw e;
     }
-    const text = await res.text();
-    let json: { error?: { code?: string; message?: string } } & Record<string, unknown> = {};
-    try {
-      json = text ? JSON.parse(text) : {};
-    } catch {
-      // not JSON: said below
-    }
-    if (res.ok) return json as T;
-    const said = json.error?.message ?? (text.slice(0, 200) || res.statusText);
-    if (res.status === 401)
-      throw new ArborError(
-        "FORBIDDEN",
-        `Arbor at ${this.#url} does not know the key in ARBOR_KEY (401): check ARBOR_KEY, or ask an admin of your tenant for a key (on a fresh stack, make the first one with ARBOR_MODE=aws ARBOR_TABLE_NAME=<table> arbor keys add --id user_<you> --role admin)`,
-      );
-    if (res.status === 403)
-      throw new ArborError(
-        "FORBIDDEN",
-        `Arbor at ${this.#url} refused (403): managing keys needs an admin key of that tenant (a person's key made with --role admin). ${said}`,
-      );
-    const code = (json.error?.code ?? "INTERNAL") as ErrorCode;
-    throw new ArborError(code, `Arbor at ${this.#url} answered ${res.status}: ${said}`);
   }
 }

@@ -133,7 +133,7 @@ async function revokeKey(
 
 function keysAt(target: KeysTarget, env: Readonly<Record<string, string | undefined>>): Keys {
   if (target.kind === "remote") {
-    const remote = new RemoteKeys(target.url, target.key);
+    const remote = new RemoteKeys({ url: target.url, key: target.key });
     return {
       where: target.url,
       takesEffect: `the API at ${target.url} sees the change now (every instance of a deployed stack within ${DEFAULT_KEY_CACHE_TTL_MS / 1000} s)`,

@@ -63,6 +63,11 @@ export class Remote {
     return this.#request<T>("PUT", path, body, true);
   }
 
+  /** A DELETE: idempotent, so repeated like a read. */
+  delete<T>(path: string): Promise<T> {
+    return this.#request<T>("DELETE", path, undefined, true);
+  }
+
   /** A POST: sent once (again only after a 429, which the server refused before reading it). */
   post<T>(path: string, body: unknown): Promise<T> {
     return this.#request<T>("POST", path, body, false);
