@@ -46,6 +46,16 @@ const rateLimit = (fallback: string) =>
       return { perSecond: rate, burst: Math.max(1, burst ?? Math.ceil(rate * 10)) };
     });
 
+/** An absolute http(s) base URL (parsePublicUrl), without a trailing slash. */
+const publicUrl = z.string().transform((v, ctx) => {
+  try {
+    return parsePublicUrl(v);
+  } catch (e) {
+    ctx.addIssue({ code: "custom", message: (e as Error).message });
+    return z.NEVER;
+  }
+});
+
 const EnvSchema = z.object({
   ARBOR_MODE: z.enum(["local", "aws"]).default("local"),
   ARBOR_TENANT: z
@@ -69,17 +79,7 @@ const EnvSchema = z.object({
    * Where callers reach `arbor serve` from outside (the A2A agent card names it): an absolute
    * http(s) URL, optionally with a path prefix; default the address it listens on.
    */
-  ARBOR_PUBLIC_URL: z
-    .string()
-    .transform((v, ctx) => {
-      try {
-        return parsePublicUrl(v);
-      } catch (e) {
-        ctx.addIssue({ code: "custom", message: (e as Error).message });
-        return z.NEVER;
-      }
-    })
-    .optional(),
+  ARBOR_PUBLIC_URL: publicUrl.optional(),
   /**
    * Which policy engine decides: Cedar (the default policy, built in; the local default) or OPA (a
    * bundle, see policies/README.md; the AWS default).
@@ -182,17 +182,7 @@ export interface RemoteConfig {
 }
 
 const RemoteEnvSchema = z.object({
-  ARBOR_URL: z
-    .string()
-    .transform((v, ctx) => {
-      try {
-        return parsePublicUrl(v);
-      } catch (e) {
-        ctx.addIssue({ code: "custom", message: (e as Error).message });
-        return z.NEVER;
-      }
-    })
-    .optional(),
+  ARBOR_URL: publicUrl.optional(),
   ARBOR_KEY: z
     .string()
     .regex(/^\S{1,500}$/, "an API key (arbor_...), no spaces")
