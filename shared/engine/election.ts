@@ -19,15 +19,7 @@ export const ASSISTANT_TYPE = "common.Assistant";
 /** Adds or refreshes an assistant in the vector index (call on every write of an assistant). */
 export async function indexAssistants(deps: EngineDeps, assistants: readonly Assistant[]): Promise<void> {
   if (assistants.length === 0) return;
-  const vectors = await deps.embedder.embed(assistants.map((a) => toDescription(a.meta) || a.meta.name));
-  await deps.index.upsert(
-    assistants.map((a, i) => ({
-      key: a.meta.id,
-      vector: vectors[i] as Float32Array,
-      type: ASSISTANT_TYPE,
-      metadata: { name: a.meta.name },
-    })),
-  );
+  await deps.index.upsert(await assistantEntries(deps, assistants));
 }
 
 /** Elects an assistant for each task (one embedding call for all). Undefined where nobody fits. */
@@ -70,4 +62,18 @@ async function usableFallback(deps: EngineDeps, taskId: string | undefined): Pro
   if (!fallback || !taskId || !isWithin(fallback, rootUrn(taskId))) return undefined;
   const assistant = await deps.resources.getAs("common.Assistant", fallback);
   return assistant && assistant.retiredAt === undefined ? fallback : undefined;
+}
+
+/** The index entries of assistants: each one's description, embedded (no write yet). */
+export async function assistantEntries(
+  deps: Pick<EngineDeps, "embedder">,
+  assistants: readonly Pick<Assistant, "meta">[],
+) {
+  const vectors = await deps.embedder.embed(assistants.map((a) => toDescription(a.meta) || a.meta.name));
+  return assistants.map((a, i) => ({
+    key: a.meta.id,
+    vector: vectors[i] as Float32Array,
+    type: ASSISTANT_TYPE,
+    metadata: { name: a.meta.name },
+  }));
 }

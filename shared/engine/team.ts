@@ -1,11 +1,11 @@
-import { type Assistant, toDescription } from "../domain/resources.ts";
+import type { Assistant } from "../domain/resources.ts";
 import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
 import { isRetired, type TeamDiff, type TeamFile, teamAssistantResource, teamDiff } from "../domain/team.ts";
 import { tenantUrn, type Urn } from "../domain/urn.ts";
 import { ConflictError, UnavailableError } from "../errors.ts";
 import type { EngineDeps } from "./context.ts";
 import { DEFAULT_TEAM } from "./default-team.ts";
-import { ASSISTANT_TYPE } from "./election.ts";
+import { ASSISTANT_TYPE, assistantEntries } from "./election.ts";
 
 /**
  * A tenant's team: its Assistant resources and their vectors in the election index.
@@ -52,17 +52,11 @@ export async function applyTeam(deps: TeamDeps, tenant: string, team: TeamFile):
     const urn = teamAssistantResource(tenant, entry).meta.id;
     return teamAssistantResource(tenant, entry, byUrn.get(urn));
   });
-  const vectors = await deps.embedder.embed(wanted.map((a) => toDescription(a.meta) || a.meta.name));
+  // Embedded before anything is written: an embedder that fails leaves the team as it was.
+  const entries = await assistantEntries(deps, wanted);
   const writes = new Set([...diff.added, ...diff.changed].map((e) => e.urn as string));
   for (const a of wanted) if (writes.has(a.meta.id)) await deps.resources.put(a);
-  await deps.index.upsert(
-    wanted.map((a, i) => ({
-      key: a.meta.id,
-      vector: vectors[i] as Float32Array,
-      type: ASSISTANT_TYPE,
-      metadata: { name: a.meta.name },
-    })),
-  );
+  await deps.index.upsert(entries);
   if (diff.removed.length > 0) {
     await deps.index.delete(diff.removed.map((e) => e.urn));
     const at = deps.clock().toISOString();
