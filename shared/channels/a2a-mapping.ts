@@ -1,13 +1,11 @@
 import { type Message, type Part, Role, TaskState } from "@a2a-js/sdk";
 import {
-  ContentTypeNotSupportedError,
   JsonRpcTransportError,
   RequestMalformedError,
   TaskNotFoundError,
   UnsupportedOperationError,
 } from "@a2a-js/sdk/errors";
 import { AgentEvent, type AgentExecutionEvent } from "@a2a-js/sdk/server";
-import { requestTextProblem } from "../domain/input-limits.ts";
 import type { InteractionResource } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import { isUrn, tenantOf } from "../domain/urn.ts";
@@ -15,21 +13,45 @@ import type { Asker, Engine } from "../engine/engine.ts";
 import type { InteractionResponse } from "../engine/interactions.ts";
 import { pendingInteractions } from "../engine/interactions.ts";
 import { ArborError } from "../errors.ts";
+import { artifactParts, dataPart, type OutputMode, textPart } from "./a2a-parts.ts";
 import type { Authenticated } from "./api-keys.ts";
+
+export {
+  artifactParts,
+  checkParts,
+  dataPart,
+  type OutputMode,
+  outputModes,
+  outputModesOf,
+  requestText,
+  textPart,
+} from "./a2a-parts.ts";
 
 /**
  * How Arbor's task state reads over A2A. The A2A task is a view of the request's root task, never
- * state of its own: done -> completed (the output as an artifact), failed -> failed, canceled ->
- * canceled (each with its reason), a task anywhere in the tree waiting for a person ->
- * input-required (the question as the status message), anything else -> working.
+ * state of its own: a request recorded but not yet planned (no root task yet) -> submitted, done
+ * -> completed (the output as an artifact), failed -> failed, canceled -> canceled (each with its
+ * reason), a task anywhere in the tree waiting for a person -> input-required (the question as the
+ * status message), anything else -> working.
+ *
+ * Two A2A states have no Arbor state behind them, so they are never produced:
+ *   - rejected ("the agent decided not to perform the task"): the engine refuses a request (its
+ *     policy, its limits) in `submit`, before anything is recorded, and that refusal is the answer
+ *     to the send (an error: no task is created for it); once recorded, a request is never refused
+ *     by a decision, only failed (a planner that gives no valid plan, a budget spent: failed) or
+ *     canceled (a plan a person does not approve: canceled, by that person).
+ *   - auth-required: Arbor's tasks wait only for a person's answer (input-required); a tool whose
+ *     credentials are missing fails its call (the model is told), it never waits for credentials.
  */
 export type Outcome =
+  | { state: "submitted" }
   | { state: "working" }
   | { state: "completed"; title: string; output: string }
   | { state: "failed" | "canceled"; reason: string }
   | { state: "input-required"; interaction: InteractionResource };
 
 export const A2A_STATE: Record<Outcome["state"], TaskState> = {
+  submitted: TaskState.TASK_STATE_SUBMITTED,
   working: TaskState.TASK_STATE_WORKING,
   completed: TaskState.TASK_STATE_COMPLETED,
   failed: TaskState.TASK_STATE_FAILED,
@@ -37,10 +59,13 @@ export const A2A_STATE: Record<Outcome["state"], TaskState> = {
   "input-required": TaskState.TASK_STATE_INPUT_REQUIRED,
 };
 
+/** Whether a request is still on its way (submitted or working): nothing for a caller to read yet. */
+export const isUnderway = (outcome: Outcome) => outcome.state === "submitted" || outcome.state === "working";
+
 /** The state of a request as `asker` may read it (throws ForbiddenError when they may not). */
 export async function readOutcome(engine: Engine, rootTaskId: string, asker: Asker): Promise<Outcome> {
   const { view, output } = await engine.result(rootTaskId, asker);
-  if (!view) return { state: "working" }; // not planned yet
+  if (!view) return { state: "submitted" }; // recorded, not planned yet
   // Every ending writes the output before it is announced: until it is there, the ending is not over.
   if (isTerminal(view.status)) {
     if (output === undefined) return { state: "working" };
@@ -69,20 +94,6 @@ export async function waitingInteractions(
 }
 
 // ---- messages and parts ---------------------------------------------------------------------------
-
-export const textPart = (value: string): Part => ({
-  content: { $case: "text", value },
-  metadata: undefined,
-  filename: "",
-  mediaType: "text/plain",
-});
-
-const dataPart = (value: Record<string, unknown>): Part => ({
-  content: { $case: "data", value },
-  metadata: undefined,
-  filename: "",
-  mediaType: "application/json",
-});
 
 export function agentMessage(
   messageId: string,
@@ -125,29 +136,6 @@ export function interactionParts(interaction: InteractionResource): Part[] {
       },
     }),
   ];
-}
-
-/**
- * A request's text: its text parts, and any data parts as JSON. Files are refused, and so is a
- * text over MAX_REQUEST_CHARS once rendered (pretty-printed JSON can be far longer than it was sent).
- */
-export function requestText(message: Message): string {
-  const texts: string[] = [];
-  for (const part of message.parts) {
-    const c = part.content;
-    if (c?.$case === "text") texts.push(c.value);
-    else if (c?.$case === "data") texts.push(`\`\`\`json\n${JSON.stringify(c.value, null, 2)}\n\`\`\``);
-    else
-      throw new ContentTypeNotSupportedError(
-        `Arbor reads text and data parts; a ${c?.$case ?? "empty"} part is not supported: send its content as text`,
-      );
-  }
-  const text = texts.join("\n\n").trim();
-  if (!text) throw new RequestMalformedError("The message has no text: send the request as a text part");
-  // The limit every channel keeps, on the text as the planner will read it (data parts rendered).
-  const problem = requestTextProblem(text);
-  if (problem) throw new RequestMalformedError(problem);
-  return text;
 }
 
 /**
@@ -206,6 +194,8 @@ export function answerFrom(
   );
 }
 
+export const SUBMITTED_TEXT = "Arbor has the request; planning starts shortly.";
+
 /** How an event is stamped: a new message id, and the time. */
 export interface Stamp {
   newId: () => string;
@@ -229,6 +219,7 @@ export function outcomeEvents(
   ids: { taskId: string; contextId: string },
   outcome: Outcome,
   stamp: Stamp,
+  modes: readonly OutputMode[] = ["text/plain"],
 ): AgentExecutionEvent[] {
   const status = (parts: Part[]) =>
     AgentEvent.statusUpdate({
@@ -245,7 +236,7 @@ export function outcomeEvents(
             artifactId: "answer",
             name: "answer",
             description: `Arbor's answer to "${outcome.title}"`,
-            parts: [textPart(outcome.output)],
+            parts: artifactParts(outcome, modes),
             metadata: undefined,
             extensions: [],
           },
@@ -260,6 +251,8 @@ export function outcomeEvents(
       return [status([textPart(outcome.reason)])];
     case "input-required":
       return [status(interactionParts(outcome.interaction))];
+    case "submitted":
+      return [status([textPart(SUBMITTED_TEXT)])];
     case "working":
       return [status([textPart("Arbor is working on the request.")])];
   }

@@ -1,36 +1,39 @@
-import {
-  A2A_VERSION_HEADER,
-  AGENT_CARD_PATH,
-  AgentCard,
-  Extensions,
-  HTTP_EXTENSION_HEADER,
-} from "@a2a-js/sdk";
+import { A2A_VERSION_HEADER, AGENT_CARD_PATH, Extensions, HTTP_EXTENSION_HEADER } from "@a2a-js/sdk";
 import { A2A_ERROR_CODE, ContentTypeNotSupportedError } from "@a2a-js/sdk/errors";
-import {
-  defaultServerCallContextBuilder,
-  JsonRpcTransportHandler,
-  validateVersion,
-} from "@a2a-js/sdk/server";
+import { defaultServerCallContextBuilder } from "@a2a-js/sdk/server";
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import pkg from "../../package.json" with { type: "json" };
 import type { Engine } from "../engine/engine.ts";
 import { UnavailableError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { Authenticated, KeyStore } from "../ports/key-store.ts";
+import { A2A_PATH, arborAgentCard, type CardCapabilities, cardBody, matchesEtag } from "./a2a-card.ts";
 import { checkA2aRequest } from "./a2a-input.ts";
 import { AUTH_ERROR_CODE } from "./a2a-mapping.ts";
 import { ArborCaller } from "./a2a-store.ts";
 import { ArborA2aTasks } from "./a2a-tasks.ts";
+import {
+  A2aJsonRpc,
+  errorOf,
+  negotiateVersion,
+  type RpcResponse,
+  rpcError,
+  streamReply,
+  wrongVersion,
+} from "./a2a-transport.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
+export { A2A_PATH, arborAgentCard } from "./a2a-card.ts";
+
 /**
- * Arbor as an A2A 1.0 agent: another agent (or a person's A2A client) sends it a message, Arbor
- * runs the request, and the answer comes back as the task's artifact. A Hono sub-app with two
- * routes, mounted by `arbor serve` next to the HTTP API:
+ * Arbor as an A2A agent, 1.0 and 0.3 on one endpoint: another agent (or a person's A2A client)
+ * sends it a message, Arbor runs the request, and the answer comes back as the task's artifact. A
+ * Hono sub-app with two routes, mounted by `arbor serve` next to the HTTP API:
  *
- *   GET  /.well-known/agent-card.json   the agent card (public: it says how to call, not what was done)
- *   POST /a2a                           JSON-RPC (SendMessage, GetTask, CancelTask, ListTasks)
+ *   GET  /.well-known/agent-card.json   the agent card (public: it says how to call, not what was
+ *                                       done; one JSON for 1.0 and 0.3 clients, with a strong ETag)
+ *   POST /a2a (and /a2a/)               JSON-RPC: 1.0 with `A2A-Version: 1.0`, 0.3 without the
+ *                                       header (a2a-transport.ts)
  *
  * Every JSON-RPC request names an API key (`Authorization: Bearer <key>`, see api-keys.ts) and is
  * refused with 401 before anything else without a known one; the key's tenant and roles are what
@@ -39,7 +42,6 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  * over the limits every channel keeps (a2a-input.ts) is invalid params (-32602), refused before
  * anything is written.
  */
-export const A2A_PATH = "/a2a";
 export const MAX_A2A_BODY_BYTES = 256 * 1024;
 
 export interface A2aAppOptions {
@@ -59,59 +61,10 @@ export interface A2aAppOptions {
   waitMs?: number;
   /** How often a waiting send reads the state without a wake-up (default 5 s). */
   recheckMs?: number;
-}
-
-/** The agent card: what Arbor does, where to call it, and that it wants a bearer key. */
-export function arborAgentCard(baseUrl: string): AgentCard {
-  const base = baseUrl.replace(/\/+$/, "");
-  return {
-    name: "Arbor",
-    description:
-      "Runs a request with a team of LLM agents: plans it as a tree of tasks, gives every task to the " +
-      "assistant that fits it best, checks each result against the task's definition of done, and asks " +
-      "a person before a risky action.",
-    supportedInterfaces: [
-      { url: `${base}${A2A_PATH}`, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" },
-    ],
-    provider: undefined,
-    version: pkg.version,
-    capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },
-    securitySchemes: {
-      arborApiKey: {
-        scheme: {
-          $case: "httpAuthSecurityScheme",
-          value: {
-            description:
-              "An Arbor API key (`arbor keys add --kind agent`), sent as Authorization: Bearer <key>",
-            scheme: "Bearer",
-            bearerFormat: "",
-          },
-        },
-      },
-    },
-    securityRequirements: [{ schemes: { arborApiKey: { list: [] } } }],
-    defaultInputModes: ["text/plain", "application/json"],
-    defaultOutputModes: ["text/plain"],
-    skills: [
-      {
-        id: "run_request",
-        name: "Run a request with a team of agents",
-        description:
-          "Takes a request in plain language and carries it out: planning, delegation to specialised " +
-          "assistants and their tools, and a checked answer. When an action needs a person's approval " +
-          "the task becomes input-required; answer it with a message on the same task.",
-        tags: ["planning", "delegation", "multi-agent"],
-        examples: [
-          "Plan a two-day team offsite in Lisbon for 12 people in June, with a budget per person",
-          "Compute the cost per person of a 1,200 EUR budget shared by 12 people",
-        ],
-        inputModes: [],
-        outputModes: [],
-        securityRequirements: [],
-      },
-    ],
-    signatures: [],
-  };
+  /** Whether the card offers streaming (SSE) methods; off until they are served (default false). */
+  streaming?: boolean;
+  /** Whether the card offers push notifications; off until they are delivered (default false). */
+  pushNotifications?: boolean;
 }
 
 type Env = { Variables: { who: Authenticated } };
@@ -120,32 +73,42 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
   const log = options.log ?? componentLogger("a2a-server");
   const baseUrl = options.baseUrl;
   const base = typeof baseUrl === "string" ? () => baseUrl : baseUrl;
-  // The JSON-RPC side reads only the card's protocol bindings and versions, never its URL.
-  const card = arborAgentCard("http://localhost");
-  let cached: { base: string; json: Record<string, unknown> } | undefined;
-  const cardJson = () => {
+  // The one place the card's capabilities are set: the SDK's handlers refuse what it does not offer.
+  const capabilities: CardCapabilities = {
+    streaming: options.streaming ?? false,
+    pushNotifications: options.pushNotifications ?? false,
+  };
+  // The JSON-RPC side reads only the card's capabilities, bindings and versions, never its URL.
+  const card = arborAgentCard("http://localhost", capabilities);
+  let cached: { base: string; card: ReturnType<typeof cardBody> } | undefined;
+  const publicCard = () => {
     const at = base();
-    if (cached?.base !== at)
-      cached = { base: at, json: AgentCard.toJSON(arborAgentCard(at)) as Record<string, unknown> };
-    return cached.json;
+    if (cached?.base !== at) cached = { base: at, card: cardBody(arborAgentCard(at, capabilities)) };
+    return cached.card;
   };
   const tasks = new ArborA2aTasks({
     engine: options.engine,
     card,
+    publicCard: () => arborAgentCard(base(), capabilities),
     log,
     ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}),
     ...(options.recheckMs !== undefined ? { recheckMs: options.recheckMs } : {}),
   });
-  const jsonRpc = new JsonRpcTransportHandler(tasks);
+  const jsonRpc = new A2aJsonRpc(tasks);
   const app = new Hono<Env>();
 
   app.get(`/${AGENT_CARD_PATH}`, (c) => {
+    const { body, etag } = publicCard();
     c.header("Cache-Control", "public, max-age=300");
-    return c.json(cardJson());
+    c.header("ETag", etag);
+    if (matchesEtag(c.req.header("if-none-match"), etag)) return c.body(null, 304);
+    c.header("Content-Type", "application/json");
+    return c.body(body);
   });
 
-  app.post(
-    A2A_PATH,
+  app.on(
+    "POST",
+    [A2A_PATH, `${A2A_PATH}/`],
     // Who calls, before anything is read: no body is parsed for a caller without a key.
     async (c, next) => {
       const authorization = c.req.header("authorization");
@@ -204,8 +167,9 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
         return reply(c, {
           jsonrpc: "2.0",
           id: null,
-          error: JsonRpcTransportHandler.mapToJSONRPCError(
+          error: errorOf(
             new ContentTypeNotSupportedError(`Unsupported Content-Type "${type}": send application/json`),
+            "1.0",
           ),
         });
       let body: unknown;
@@ -221,16 +185,18 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
       if (problem)
         return reply(c, rpcError(idOf(body), A2A_ERROR_CODE.INVALID_REQUEST, `Invalid request: ${problem}`));
       const request = body as { id?: string | number | null; method: string };
+      const id = request.id ?? null;
+      // The version: the header, else the query parameter, else 0.3 (a2a-transport.ts).
+      const asked = c.req.header(A2A_VERSION_HEADER);
+      const version = negotiateVersion(asked, c.req.query(A2A_VERSION_HEADER));
+      if (version instanceof Error) return reply(c, { jsonrpc: "2.0", id, error: errorOf(version, "1.0") });
+      c.header(A2A_VERSION_HEADER, version);
+      const other = wrongVersion(request.method, version, Boolean(asked ?? c.req.query(A2A_VERSION_HEADER)));
+      if (other) return reply(c, rpcError(id, A2A_ERROR_CODE.METHOD_NOT_FOUND, other));
       // The limits every channel keeps, on the request as sent, before the SDK decodes it.
-      const refused = checkA2aRequest(body as Record<string, unknown>, who.caller.tenant);
-      if (refused)
-        return reply(c, {
-          jsonrpc: "2.0",
-          id: request.id ?? null,
-          error: JsonRpcTransportHandler.mapToJSONRPCError(refused),
-        });
+      const refused = checkA2aRequest(body as Record<string, unknown>, who.caller.tenant, version);
+      if (refused) return reply(c, { jsonrpc: "2.0", id, error: errorOf(refused, version) });
 
-      const version = c.req.header(A2A_VERSION_HEADER);
       const headers: Record<string, string> = {};
       c.req.raw.headers.forEach((value, key) => {
         if (key !== "authorization") headers[key] = value; // the key stays at the edge
@@ -239,49 +205,22 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
         extensions: Extensions.parseServiceParameter(c.req.header(HTTP_EXTENSION_HEADER)),
         user: new ArborCaller(who),
         headers,
-        ...(version ? { requestedVersion: version } : {}),
+        requestedVersion: version,
       });
-      const id = request.id ?? null;
-      log.debug("A2A request", { method: request.method, actor: who.actor.id });
+      log.debug("A2A request", { method: request.method, version, actor: who.actor.id });
       try {
-        validateVersion(context.requestedVersion, card, "JSONRPC");
-        const out = await jsonRpc.handle(body as Record<string, unknown>, context);
+        const out = await jsonRpc.handle(body as Record<string, unknown>, context, version);
         if (context.activatedExtensions?.length)
           c.header(HTTP_EXTENSION_HEADER, Extensions.toServiceParameter(context.activatedExtensions));
-        if (Symbol.asyncIterator in out) {
-          // Streaming is off in the card: the SDK refuses it on the first read.
-          const stream = out[Symbol.asyncIterator]();
-          try {
-            await stream.next();
-          } catch (error) {
-            return reply(c, { jsonrpc: "2.0", id, error: JsonRpcTransportHandler.mapToJSONRPCError(error) });
-          } finally {
-            await stream.return?.(undefined);
-          }
-          return reply(c, rpcError(id, A2A_ERROR_CODE.UNSUPPORTED_OPERATION, "Streaming is not supported"));
-        }
+        if (Symbol.asyncIterator in out) return reply(c, await streamReply(out, id, version), log);
         return reply(c, out, log);
       } catch (error) {
-        return reply(c, { jsonrpc: "2.0", id, error: JsonRpcTransportHandler.mapToJSONRPCError(error) }, log);
+        return reply(c, { jsonrpc: "2.0", id, error: errorOf(error, version) }, log);
       }
     },
   );
   return app;
 }
-
-/** A JSON-RPC response as the SDK's transport returns it. */
-interface RpcResponse {
-  jsonrpc: string;
-  id: string | number | null;
-  result?: unknown;
-  error?: unknown;
-}
-
-const rpcError = (id: string | number | null, code: number, message: string): RpcResponse => ({
-  jsonrpc: "2.0",
-  id,
-  error: { code, message },
-});
 
 /**
  * A JSON-RPC answer: 200, as JSON-RPC over HTTP has it, except a refusal by the policy (403) and

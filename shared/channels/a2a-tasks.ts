@@ -18,10 +18,9 @@ import {
   TaskState,
 } from "@a2a-js/sdk";
 import {
-  RequestMalformedError,
+  PushNotificationNotSupportedError,
   TaskNotCancelableError,
   TaskNotFoundError,
-  UnsupportedOperationError,
 } from "@a2a-js/sdk/errors";
 import {
   type A2ARequestHandler,
@@ -35,33 +34,28 @@ import {
   type ServerCallContext,
 } from "@a2a-js/sdk/server";
 import { isTerminal } from "../domain/task-state.ts";
-import { isWithin, tenantUrn } from "../domain/urn.ts";
 import type { Engine } from "../engine/engine.ts";
+import { ForbiddenError } from "../errors.ts";
 import type { ArborLogger } from "../observability/logger.ts";
+import { extendedCard } from "./a2a-card.ts";
 import {
   A2A_STATE,
-  answerFrom,
+  checkParts,
+  isUnderway,
   outcomeEvents,
+  outputModes,
+  outputModesOf,
   readOutcome,
-  requestText,
   type Stamp,
+  SUBMITTED_TEXT,
   statusOf,
   taskNotFound,
   textPart,
   toA2aError,
-  waitingInteractions,
 } from "./a2a-mapping.ts";
-import {
-  ArborContexts,
-  type ArborLink,
-  ArborTaskStore,
-  byTenant,
-  callerOf,
-  isFinal,
-  linkOf,
-} from "./a2a-store.ts";
+import { answerTask, type SendDeps, type Started, submitRequest } from "./a2a-send.ts";
+import { ArborContexts, ArborTaskStore, byTenant, callerOf, isFinal, linkOf } from "./a2a-store.ts";
 import { settled } from "./a2a-wait.ts";
-import type { Authenticated } from "./api-keys.ts";
 
 /**
  * Arbor behind the A2A SDK's request handler. The SDK keeps the protocol view (history, artifacts,
@@ -74,7 +68,10 @@ import type { Authenticated } from "./api-keys.ts";
  */
 export interface A2aTasksOptions {
   engine: Engine;
+  /** The card the SDK's handler reads (capabilities, interfaces); its URL is not read. */
   card: AgentCard;
+  /** The card as callers see it (its public URL): what the extended card adds to. Default: `card`. */
+  publicCard?: () => AgentCard;
   log: ArborLogger;
   /** How long one send waits for the request to end or ask (default 4 min; then it answers with the task working). */
   waitMs?: number;
@@ -85,12 +82,12 @@ export interface A2aTasksOptions {
 
 /** What a send hands its execution (the request context's state): the request it runs or continues. */
 const STARTED = "arbor.a2a.started";
-interface Started extends ArborLink {
-  contextId: string;
-}
+/** Set when the caller asked for the answer at once (returnImmediately; 0.3: blocking false). */
+const IMMEDIATE = "arbor.a2a.immediate";
 
 export class ArborA2aTasks implements A2ARequestHandler {
   readonly #engine: Engine;
+  readonly #publicCard: () => AgentCard;
   readonly #log: ArborLogger;
   readonly #store: ArborTaskStore;
   readonly #inner: DefaultRequestHandler;
@@ -108,6 +105,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
 
   constructor(options: A2aTasksOptions) {
     this.#engine = options.engine;
+    this.#publicCard = options.publicCard ?? (() => options.card);
     this.#log = options.log;
     this.#waitMs = options.waitMs ?? 240_000;
     this.#recheckMs = options.recheckMs ?? 5_000;
@@ -126,93 +124,34 @@ export class ArborA2aTasks implements A2ARequestHandler {
 
   async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
     const who = callerOf(context);
-    const message = params.message;
+    const { message, configuration } = params;
+    // Nothing the caller asked for is dropped: what Arbor cannot do is refused before anything is written.
+    if (configuration?.taskPushNotificationConfig)
+      throw new PushNotificationNotSupportedError(
+        "Push notifications are not supported (the agent card says capabilities.pushNotifications: false): " +
+          "send without a push notification config, and read the task with GetTask (0.3: tasks/get)",
+      );
+    const accepted = configuration?.acceptedOutputModes ?? [];
+    const modes = outputModes(accepted); // -32005 when it names nothing Arbor answers in
     if (message?.messageId) {
+      checkParts(message); // -32005 for content Arbor does not take
+      const deps: SendDeps = {
+        engine: this.#engine,
+        store: this.#store,
+        contexts: this.#contexts,
+        log: this.#log,
+      };
       const started = message.taskId
-        ? await this.#answer(message, context, who)
-        : await this.#submit(message, who);
-      if (started) context.state.set(STARTED, started);
+        ? await answerTask(deps, message, context, who)
+        : await submitRequest(deps, message, who);
+      if (started) context.state.set(STARTED, accepted.length ? { ...started, outputModes: modes } : started);
     }
+    if (configuration?.returnImmediately) context.state.set(IMMEDIATE, true);
     // The SDK checks the rest (a message id, a task it can continue) and runs the execution.
     const answer = await this.#inner.sendMessage(params, context);
     // Whatever the caller is told (an ACK with returnImmediately, or how the task stands) is on disk.
     await this.#engine.deps.untilDurable();
     return answer;
-  }
-
-  async #submit(message: Message, who: Authenticated): Promise<Started> {
-    const text = requestText(message);
-    const { contextId } = message;
-    const tenant = who.caller.tenant;
-    const noConversation = () =>
-      new RequestMalformedError(
-        `No conversation ${contextId} for this caller: omit contextId to start a new one`,
-      );
-    // Another tenant's conversation is one that does not exist, found so before anything is read.
-    if (contextId?.startsWith("cld:") && !isWithin(contextId, tenantUrn(tenant))) throw noConversation();
-    // A conversation URN continues that conversation; another contextId is the caller's own name for one.
-    const conversationUrn = !contextId
-      ? undefined
-      : contextId.startsWith("cld:")
-        ? contextId
-        : await this.#contexts.conversationOf(tenant, contextId);
-    let submitted: Awaited<ReturnType<Engine["submit"]>>;
-    try {
-      submitted = await this.#engine.submit({
-        tenant,
-        roles: who.caller.roles,
-        actor: who.actor,
-        text,
-        mode: "eager",
-        ...(conversationUrn ? { conversationUrn } : {}),
-      });
-    } catch (e) {
-      throw toA2aError(e, who, {
-        urn: conversationUrn ?? tenantUrn(tenant),
-        error: noConversation,
-      });
-    }
-    if (contextId && !conversationUrn) {
-      const named = await this.#contexts.name(tenant, contextId, submitted.conversationUrn);
-      if (named !== submitted.conversationUrn)
-        this.#log.warn("A2A contextId was named by another send at the same time", {
-          actor: who.actor.id,
-          rootTaskId: submitted.rootTaskId,
-        });
-    }
-    this.#log.info("A2A request submitted", { actor: who.actor.id, rootTaskId: submitted.rootTaskId });
-    return {
-      rootTaskId: submitted.rootTaskId,
-      conversationUrn: submitted.conversationUrn,
-      contextId: contextId || submitted.conversationUrn,
-    };
-  }
-
-  /** A message on an existing task answers what it waits on; undefined leaves the refusal to the SDK. */
-  async #answer(
-    message: Message,
-    context: ServerCallContext,
-    who: Authenticated,
-  ): Promise<Started | undefined> {
-    const task = await this.#store.load(message.taskId, context);
-    if (!task) throw new TaskNotFoundError(`Task not found: ${message.taskId}`);
-    const link = linkOf(task);
-    if (!link || isFinal(task) || (message.contextId && message.contextId !== task.contextId))
-      return undefined;
-    try {
-      const waiting = await waitingInteractions(this.#engine, link.rootTaskId);
-      if (waiting.length === 0)
-        throw new UnsupportedOperationError(
-          `Task ${task.id} is not waiting for input: wait until it ends or asks (input-required), ` +
-            "or send a new message without a taskId",
-        );
-      const { interaction, response } = answerFrom(message, waiting);
-      await this.#engine.respond(interaction.meta.id, response, who.actor, who.caller);
-      this.#log.info("A2A answer recorded", { actor: who.actor.id, interaction: interaction.meta.id });
-    } catch (e) {
-      throw toA2aError(e, who, { urn: link.rootTaskId, error: taskNotFound(task.id) });
-    }
-    return { ...link, contextId: task.contextId };
   }
 
   // ---- the execution: publish the task, wait for Arbor, publish how it stands ------------------------
@@ -223,36 +162,39 @@ export class ArborA2aTasks implements A2ARequestHandler {
     if (!started) throw new Error("No Arbor request is linked to this message");
     const ids = { taskId: rc.taskId, contextId: started.contextId };
     const { rootTaskId, conversationUrn } = started;
-    const working = statusOf(this.#stamp, TaskState.TASK_STATE_WORKING, ids, [
-      textPart(rc.task ? "Answer received; Arbor continues." : "Arbor is planning the request."),
-    ]);
+    // A new request is submitted (recorded, not planned yet); an answer puts its task back to work.
+    const status = rc.task
+      ? statusOf(this.#stamp, TaskState.TASK_STATE_WORKING, ids, [
+          textPart("Answer received; Arbor continues."),
+        ])
+      : statusOf(this.#stamp, TaskState.TASK_STATE_SUBMITTED, ids, [textPart(SUBMITTED_TEXT)]);
+    const kept = rc.task?.metadata ?? {};
+    const modes = started.outputModes ?? outputModesOf(kept);
+    const metadata = { ...kept, arbor: { rootTaskId, conversationUrn, outputModes: modes } };
     bus.publish(
       AgentEvent.task(
         rc.task
-          ? { ...rc.task, status: working }
-          : {
-              id: rc.taskId,
-              contextId: started.contextId,
-              status: working,
-              artifacts: [],
-              history: [],
-              metadata: { arbor: { rootTaskId, conversationUrn } },
-            },
+          ? { ...rc.task, status, metadata }
+          : { id: rc.taskId, contextId: started.contextId, status, artifacts: [], history: [], metadata },
       ),
     );
+    // An immediate answer holds nothing: GetTask brings the task up to Arbor's state (#refresh).
+    if (rc.context.state.get(IMMEDIATE)) return;
     const controller = new AbortController();
     this.#watches.get(rc.taskId)?.abort();
     this.#watches.set(rc.taskId, controller);
     try {
-      const outcome = await settled(this.#engine, rootTaskId, who, controller.signal, {
+      let outcome = await settled(this.#engine, rootTaskId, who, controller.signal, {
         waitMs: this.#waitMs,
         recheckMs: this.#recheckMs,
         name: `a2a-wait ${this.#newId()}`,
       });
-      // Canceled through CancelTask (which says so itself), or waited long enough: GetTask tells the rest.
-      if (!outcome || controller.signal.aborted) return;
+      if (controller.signal.aborted) return; // canceled through CancelTask, which says so itself
+      // Waited long enough: the caller is told how the request stands now (submitted or working).
+      outcome ??= await readOutcome(this.#engine, rootTaskId, who);
+      if (isUnderway(outcome) && A2A_STATE[outcome.state] === status.state) return;
       await this.#engine.deps.untilDurable(); // an answer sent is an answer on disk
-      for (const event of outcomeEvents(ids, outcome, this.#stamp)) bus.publish(event);
+      for (const event of outcomeEvents(ids, outcome, this.#stamp, modes)) bus.publish(event);
     } finally {
       if (this.#watches.get(rc.taskId) === controller) this.#watches.delete(rc.taskId);
     }
@@ -273,7 +215,8 @@ export class ArborA2aTasks implements A2ARequestHandler {
     const outcome = await readOutcome(this.#engine, link.rootTaskId, callerOf(context));
     if (A2A_STATE[outcome.state] === task.status?.state) return;
     const results = new ResultManager(this.#store, context);
-    for (const event of outcomeEvents({ taskId: task.id, contextId: task.contextId }, outcome, this.#stamp))
+    const ids = { taskId: task.id, contextId: task.contextId };
+    for (const event of outcomeEvents(ids, outcome, this.#stamp, outputModesOf(task.metadata)))
       await results.processEvent(event);
   }
 
@@ -343,13 +286,26 @@ export class ArborA2aTasks implements A2ARequestHandler {
     });
   }
 
+  // ---- the extended card: the card, and what the caller's key is -------------------------------------
+
+  async getAuthenticatedExtendedAgentCard(
+    _params: GetExtendedAgentCardRequest,
+    context: ServerCallContext,
+  ): Promise<AgentCard> {
+    const who = callerOf(context);
+    let team: Awaited<ReturnType<Engine["team"]>> | undefined;
+    try {
+      team = await this.#engine.team(who.caller.tenant, who);
+    } catch (e) {
+      if (!(e instanceof ForbiddenError)) throw e; // the team is its admins' to read
+    }
+    return extendedCard(this.#publicCard(), who, team);
+  }
+
   // ---- the rest is the SDK's (streaming and push notifications are off in the card) ------------------
 
   getAgentCard(): Promise<AgentCard> {
     return this.#inner.getAgentCard();
-  }
-  getAuthenticatedExtendedAgentCard(params: GetExtendedAgentCardRequest, context: ServerCallContext) {
-    return this.#inner.getAuthenticatedExtendedAgentCard(params, context);
   }
   listTasks(params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
     return this.#inner.listTasks(params, context);

@@ -2,11 +2,11 @@ import { COMMANDS, SOURCE } from "../engine/context.ts";
 import type { Engine } from "../engine/engine.ts";
 import { INTERACTION_REQUESTED } from "../engine/interactions.ts";
 import { outputMeta } from "../engine/outcome.ts";
-import { type Outcome, readOutcome } from "./a2a-mapping.ts";
+import { isUnderway, type Outcome, readOutcome } from "./a2a-mapping.ts";
 import type { Authenticated } from "./api-keys.ts";
 
 /**
- * Waits until a request ends or asks a person, woken by the root's output announcement and by
+ * Waits until a request ends or asks a person (no longer submitted or working), woken by the root's output announcement and by
  * interaction notices under it; reads the state again every `recheckMs` in case a notice was lost.
  * Undefined when `signal` fires or `waitMs` passes first.
  */
@@ -49,7 +49,7 @@ export async function settled(
     for (;;) {
       woken = false;
       const outcome = await readOutcome(engine, rootTaskId, who);
-      if (outcome.state !== "working") return outcome;
+      if (!isUnderway(outcome)) return outcome;
       if (signal.aborted) return undefined;
       if (!woken) {
         const left = deadline - performance.now();

@@ -102,21 +102,23 @@ describe("the agent card", () => {
     const raw = (await res.json()) as Record<string, unknown>;
     expect(raw).toMatchObject({
       name: "Arbor",
-      supportedInterfaces: [{ url: `${url}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "1.0" }],
+      supportedInterfaces: [
+        { url: `${url}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "1.0" },
+        { url: `${url}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "0.3" },
+      ],
       securitySchemes: { arborApiKey: { httpAuthSecurityScheme: { scheme: "Bearer" } } },
       securityRequirements: [{ schemes: { arborApiKey: {} } }],
-      capabilities: { streaming: false, pushNotifications: false },
+      capabilities: { streaming: false, pushNotifications: false, extendedAgentCard: true },
       skills: [{ id: "run_request", name: expect.any(String), description: expect.any(String) }],
     });
     expect(raw.description).toMatch(/team of LLM agents/);
 
+    // The SDK's 1.0 resolver takes the card as it is (its 0.3 `type` keys make it skip the proto
+    // reading); its client finds the 1.0 interface in it.
     const card = await new DefaultAgentCardResolver().resolve(url);
     expect(card.name).toBe("Arbor");
-    expect(card.securitySchemes.arborApiKey?.scheme).toEqual({
-      $case: "httpAuthSecurityScheme",
-      value: expect.objectContaining({ scheme: "Bearer" }),
-    });
-    expect(card.supportedInterfaces[0]?.url).toBe(`${url}/a2a`);
+    expect(card.supportedInterfaces[0]).toMatchObject({ url: `${url}/a2a`, protocolVersion: "1.0" });
+    expect((await client(partner.key)).protocolVersion).toBe("1.0");
   });
 
   it("names its configured URL, never the Host a request names (the card is cached publicly)", async () => {
@@ -127,9 +129,12 @@ describe("the agent card", () => {
     expect(res.headers.get("cache-control")).toBe("public, max-age=300");
     const text = await res.text();
     expect(text).not.toContain("attacker");
-    expect((JSON.parse(text) as { supportedInterfaces: unknown }).supportedInterfaces).toEqual([
+    const card = JSON.parse(text) as { supportedInterfaces: unknown; url: unknown };
+    expect(card.supportedInterfaces).toEqual([
       { url: "https://arbor.example.com/agents/a2a", protocolBinding: "JSONRPC", protocolVersion: "1.0" },
+      { url: "https://arbor.example.com/agents/a2a", protocolBinding: "JSONRPC", protocolVersion: "0.3" },
     ]);
+    expect(card.url).toBe("https://arbor.example.com/agents/a2a");
   });
 });
 
@@ -173,7 +178,8 @@ describe("SendMessage", () => {
   it("non-blocking: returns the task at once as the ACK, and GetTask later shows it completed", async () => {
     const c = await client(partner.key);
     const ack = await send(c, userMessage("What is the cost per person?"), true);
-    expect(ack.status?.state).toBe(TaskState.TASK_STATE_WORKING);
+    // Recorded, not planned yet: submitted (the ACK holds nothing; GetTask follows Arbor).
+    expect(ack.status?.state).toBe(TaskState.TASK_STATE_SUBMITTED);
     expect(rootOf(ack)).toMatch(/\/plan\.Task\./);
     const done = await until(
       () => c.getTask({ tenant: "", id: ack.id, historyLength: undefined }),
@@ -214,7 +220,7 @@ describe("SendMessage", () => {
   it("a message on a task that is working is refused (it asks nothing), and CancelTask cancels it", async () => {
     const c = await client(partner.key);
     const ack = await send(c, userMessage("Compute the cost per person, slowly"), true);
-    expect(ack.status?.state).toBe(TaskState.TASK_STATE_WORKING);
+    expect(ack.status?.state).toBe(TaskState.TASK_STATE_SUBMITTED);
     await expect(send(c, userMessage("hurry up", { taskId: ack.id }))).rejects.toThrow(
       /is not waiting for input: wait until it ends or asks/,
     );
@@ -471,7 +477,7 @@ describe("malformed JSON-RPC", () => {
         expect.objectContaining({ id, error: expect.objectContaining({ code }) }),
       ]);
     }
-    // Not JSON, or not A2A 1.0.
+    // Not JSON, a 1.0 method named as 0.3, or a version Arbor does not speak.
     expect((await rpc("{}", { key, headers: { "content-type": "text/plain" } })).json.error?.code).toBe(
       -32005,
     );
@@ -479,7 +485,18 @@ describe("malformed JSON-RPC", () => {
       key,
       headers: { "a2a-version": "0.3" },
     });
-    expect(old.json.error?.code).toBe(-32009);
+    expect(old.json.error).toMatchObject({
+      code: -32601,
+      message: expect.stringMatching(/A2A-Version: 1\.0/),
+    });
+    const future = await rpc(
+      JSON.stringify({ jsonrpc: "2.0", id: 8, method: "GetTask", params: { id: "x" } }),
+      {
+        key,
+        headers: { "a2a-version": "2.0" },
+      },
+    );
+    expect(future.json.error?.code).toBe(-32009);
     // Too large: refused before it is read (413), whatever it holds; without a key, 401 first.
     const huge = JSON.stringify({
       jsonrpc: "2.0",
