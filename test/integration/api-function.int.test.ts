@@ -153,8 +153,19 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
     expect(res.status).toBe(200);
     expect(JSON.stringify(res.json)).not.toContain("evil.example");
     expect(res.json).toMatchObject({
-      supportedInterfaces: [{ url: `${PUBLIC_URL}/a2a`, protocolBinding: "JSONRPC" }],
+      supportedInterfaces: [
+        { url: `${PUBLIC_URL}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "1.0" },
+        { url: `${PUBLIC_URL}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "0.3" },
+      ],
+      url: `${PUBLIC_URL}/a2a`, // A2A 0.3 clients read this
     });
+    // A conditional GET of the same card: 304, no body.
+    const etag = res.headers.etag as string;
+    expect(etag).toMatch(/^"/);
+    const again = await call(
+      apiEvent("GET", "/.well-known/agent-card.json", { headers: { "if-none-match": etag } }),
+    );
+    expect([again.status, again.json]).toEqual([304, undefined]);
   });
 
   it("answers a blocking A2A send with the task working within ARBOR_A2A_BLOCKING_WAIT_MS; GetTask polls it", async () => {
@@ -184,6 +195,41 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
     );
     expect(got.status).toBe(200);
     expect(got.json.result).toMatchObject({ id: task.id, status: { state: "TASK_STATE_WORKING" } });
+  });
+
+  it("answers an A2A 0.3 send with blocking false at once (no A2A-Version header): the task submitted, on disk", async () => {
+    const send = await call(
+      apiEvent("POST", "/a2a", {
+        key: partner.key,
+        body: {
+          jsonrpc: "2.0",
+          id: "ack",
+          method: "message/send",
+          params: {
+            message: {
+              kind: "message",
+              messageId: randomUUID(),
+              role: "user",
+              parts: [{ kind: "text", text: "Plan the offsite" }],
+            },
+            configuration: { blocking: false, acceptedOutputModes: ["application/json"] },
+          },
+        },
+      }),
+    );
+    expect(send.status).toBe(200);
+    const task = send.json.result as { id: string; kind: string; status: { state: string } };
+    expect(task).toMatchObject({ kind: "task", status: { state: "submitted" } });
+    const got = await call(
+      apiEvent("POST", "/a2a", {
+        key: partner.key,
+        body: { jsonrpc: "2.0", id: 2, method: "tasks/get", params: { id: task.id } },
+      }),
+    );
+    expect(got.json.result).toMatchObject({ id: task.id, kind: "task" });
+    expect(["submitted", "working"]).toContain(
+      (got.json.result as { status: { state: string } }).status.state,
+    );
   });
 
   it("admin routes: an admin makes a key for its tenant (shown once) that works at once; others get 403", async () => {
