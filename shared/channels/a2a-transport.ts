@@ -108,10 +108,24 @@ export class A2aJsonRpc {
       ? (this.#v1.handle(body, context) as Promise<
           RpcResponse | AsyncGenerator<RpcResponse, void, undefined>
         >)
-      : (this.#v03.handle(body, context) as Promise<
+      : (this.#v03.handle(blockingByDefault(body), context) as Promise<
           RpcResponse | AsyncGenerator<RpcResponse, void, undefined>
         >);
   }
+}
+
+/**
+ * A 0.3 `message/send` whose configuration does not say `blocking` blocks, as 0.3 servers do (the
+ * SDK's 0.3 reference servers wait unless `blocking` is false); the SDK's compatibility layer
+ * would read a missing `blocking` as "return immediately".
+ */
+function blockingByDefault(body: Record<string, unknown>): Record<string, unknown> {
+  const params = body.params as { configuration?: unknown } | undefined;
+  const configuration = params?.configuration;
+  if (body.method !== "message/send" || typeof configuration !== "object" || configuration === null)
+    return body;
+  if ((configuration as { blocking?: unknown }).blocking != null) return body;
+  return { ...body, params: { ...params, configuration: { ...configuration, blocking: true } } };
 }
 
 /**

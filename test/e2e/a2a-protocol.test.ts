@@ -179,6 +179,43 @@ describe("version negotiation", () => {
     });
   });
 
+  it("streaming and push methods reach the handler in both versions, and are refused while the card offers neither", async () => {
+    const m03 = {
+      kind: "message",
+      messageId: randomUUID(),
+      role: "user",
+      parts: [{ kind: "text", text: "hi" }],
+    };
+    const m1 = { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text: "hi" }] };
+    const push03 = { taskId: "nope", pushNotificationConfig: { url: "https://example.com/hook" } };
+    const cases: [string, unknown, string | undefined, number][] = [
+      ["message/stream", { message: m03 }, undefined, -32004],
+      ["tasks/resubscribe", { id: "nope" }, undefined, -32004],
+      ["tasks/pushNotificationConfig/set", push03, undefined, -32003],
+      ["tasks/pushNotificationConfig/get", { id: "nope" }, undefined, -32003],
+      ["tasks/pushNotificationConfig/list", { id: "nope" }, undefined, -32003],
+      [
+        "tasks/pushNotificationConfig/delete",
+        { id: "nope", pushNotificationConfigId: "c" },
+        undefined,
+        -32003,
+      ],
+      ["SendStreamingMessage", { message: m1 }, "1.0", -32004],
+      ["SubscribeToTask", { id: "nope" }, "1.0", -32004],
+      [
+        "CreateTaskPushNotificationConfig",
+        { taskId: "nope", url: "https://example.com/hook" },
+        "1.0",
+        -32003,
+      ],
+      ["ListTaskPushNotificationConfigs", { taskId: "nope" }, "1.0", -32003],
+    ];
+    for (const [method, params, version, code] of cases) {
+      const res = await rpc(method, params, version ? { version } : {});
+      expect([method, res.status, res.json.error?.code]).toEqual([method, 200, code]);
+    }
+  });
+
   it("POST /a2a/ (a trailing slash) is the same endpoint, in both versions", async () => {
     const v1 = await rpc("GetTask", { id: "nope" }, { version: "1.0", path: "/a2a/" });
     expect([v1.status, v1.json.error?.code]).toEqual([200, -32001]);
@@ -235,6 +272,21 @@ describe("A2A 0.3", () => {
     const seen = await c.getTask({ tenant: "", id: task.id, historyLength: undefined });
     expect(seen.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
     expect(seen.artifacts[0]?.parts.map((p) => p.content?.$case)).toEqual(["text", "data"]);
+  });
+
+  it("a 0.3 configuration that does not say blocking blocks, as 0.3 servers do", async () => {
+    const params = {
+      message: {
+        kind: "message",
+        messageId: randomUUID(),
+        role: "user",
+        parts: [{ kind: "text", text: "Cost?" }],
+      },
+      configuration: { acceptedOutputModes: ["text/plain"] },
+    };
+    const res = await rpc("message/send", params);
+    expect(res.json.result).toMatchObject({ kind: "task", status: { state: "completed" } });
+    expect(res.json.result?.artifacts?.[0]?.parts).toEqual([{ kind: "text", text: ANSWER }]);
   });
 
   it("the SDK's 0.3 client: a blocking send completes; get, cancel, and the extended card", async () => {
