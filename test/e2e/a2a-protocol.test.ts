@@ -329,6 +329,7 @@ describe("A2A 0.3", () => {
       ["message/send", msg([{ kind: "data", data: "x" }]), -32602, /parts\[0\]\.data must be an object/],
       ["message/send", msg([{ kind: "file", file: {} }]), -32602, /exactly one of bytes, uri/],
       ["message/send", msg([]), -32602, /non-empty array/],
+      ["message/send", { message: { kind: "message" } }, -32602, /./],
       ["message/send", msg(text, { role: "robot" }), -32602, /role/],
       // content Arbor does not take: -32005, saying what it takes
       [
@@ -509,6 +510,27 @@ describe("A2A 1.0", () => {
       await expect(sendWith(c, m, configuration)).rejects.toThrow(why);
     await h.idle();
     expect(await conversations("acme")).toEqual(before);
+  });
+
+  it("takes the A2A-Extensions header (extensions it does not know are not activated) and refuses a message without parts", async () => {
+    const res = await fetch(`${url}/a2a`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        authorization: `Bearer ${partner.key}`,
+        "a2a-version": "1.0",
+        "a2a-extensions": "https://example.com/ext/v1,https://example.com/ext/v2",
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "GetTask", params: { id: "nope" } }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("a2a-extensions")).toBeNull();
+    expect(((await res.json()) as RpcBody).error?.code).toBe(-32001);
+    const empty = await rpc("SendMessage", { message: { kind: "message" } }, { version: "1.0" });
+    expect(empty.json.error).toMatchObject({
+      code: -32602,
+      message: expect.stringMatching(/message\.parts/),
+    });
   });
 
   it("unknown configuration is refused (-32602), push configs are refused as not supported (-32003)", async () => {
