@@ -1,21 +1,20 @@
 import { randomUUID } from "node:crypto";
-import {
-  type AgentCard,
-  type CancelTaskRequest,
-  type DeleteTaskPushNotificationConfigRequest,
-  type GetExtendedAgentCardRequest,
-  type GetTaskPushNotificationConfigRequest,
-  type GetTaskRequest,
-  type ListTaskPushNotificationConfigsRequest,
-  type ListTasksRequest,
-  type ListTasksResponse,
-  type Message,
-  type SendMessageRequest,
-  type StreamResponse,
-  type SubscribeToTaskRequest,
-  type Task,
-  type TaskPushNotificationConfig,
-  TaskState,
+import type {
+  AgentCard,
+  CancelTaskRequest,
+  DeleteTaskPushNotificationConfigRequest,
+  GetExtendedAgentCardRequest,
+  GetTaskPushNotificationConfigRequest,
+  GetTaskRequest,
+  ListTaskPushNotificationConfigsRequest,
+  ListTasksRequest,
+  ListTasksResponse,
+  Message,
+  SendMessageRequest,
+  StreamResponse,
+  SubscribeToTaskRequest,
+  Task,
+  TaskPushNotificationConfig,
 } from "@a2a-js/sdk";
 import {
   PushNotificationNotSupportedError,
@@ -123,6 +122,20 @@ export class ArborA2aTasks implements A2ARequestHandler {
   // ---- SendMessage: a new request, or the answer to what a task asks ---------------------------------
 
   async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
+    await this.#begin(params, context);
+    // The SDK checks the rest (a message id, a task it can continue) and runs the execution.
+    const answer = await this.#inner.sendMessage(params, context);
+    // Whatever the caller is told (an ACK with returnImmediately, or how the task stands) is on disk.
+    await this.#engine.deps.untilDurable();
+    return answer;
+  }
+
+  /**
+   * What every send does before the SDK runs its execution (SendMessage, and a streaming send
+   * alike): refuses what Arbor cannot do, before anything is written, then submits the new request
+   * or records the answer, and hands the execution the request and the caller's output modes.
+   */
+  async #begin(params: SendMessageRequest, context: ServerCallContext): Promise<void> {
     const who = callerOf(context);
     const { message, configuration } = params;
     // Nothing the caller asked for is dropped: what Arbor cannot do is refused before anything is written.
@@ -147,11 +160,6 @@ export class ArborA2aTasks implements A2ARequestHandler {
       if (started) context.state.set(STARTED, accepted.length ? { ...started, outputModes: modes } : started);
     }
     if (configuration?.returnImmediately) context.state.set(IMMEDIATE, true);
-    // The SDK checks the rest (a message id, a task it can continue) and runs the execution.
-    const answer = await this.#inner.sendMessage(params, context);
-    // Whatever the caller is told (an ACK with returnImmediately, or how the task stands) is on disk.
-    await this.#engine.deps.untilDurable();
-    return answer;
   }
 
   // ---- the execution: publish the task, wait for Arbor, publish how it stands ------------------------
@@ -164,10 +172,8 @@ export class ArborA2aTasks implements A2ARequestHandler {
     const { rootTaskId, conversationUrn } = started;
     // A new request is submitted (recorded, not planned yet); an answer puts its task back to work.
     const status = rc.task
-      ? statusOf(this.#stamp, TaskState.TASK_STATE_WORKING, ids, [
-          textPart("Answer received; Arbor continues."),
-        ])
-      : statusOf(this.#stamp, TaskState.TASK_STATE_SUBMITTED, ids, [textPart(SUBMITTED_TEXT)]);
+      ? statusOf(this.#stamp, A2A_STATE.working, ids, [textPart("Answer received; Arbor continues.")])
+      : statusOf(this.#stamp, A2A_STATE.submitted, ids, [textPart(SUBMITTED_TEXT)]);
     const kept = rc.task?.metadata ?? {};
     const modes = started.outputModes ?? outputModesOf(kept);
     const metadata = { ...kept, arbor: { rootTaskId, conversationUrn, outputModes: modes } };
@@ -281,7 +287,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
   #canceledEvent(ids: { taskId: string; contextId: string }, reason: string) {
     return AgentEvent.statusUpdate({
       ...ids,
-      status: statusOf(this.#stamp, TaskState.TASK_STATE_CANCELED, ids, [textPart(reason)]),
+      status: statusOf(this.#stamp, A2A_STATE.canceled, ids, [textPart(reason)]),
       metadata: undefined,
     });
   }
