@@ -12,7 +12,8 @@ import type { A2aVersion } from "./a2a-transport.ts";
  *   - a message's contextId of another tenant is a conversation that does not exist (checked first,
  *     so that the rest of the body cannot tell what exists there);
  *   - parts: an array of 1 to MAX_MESSAGE_PARTS objects, each with exactly one content (`text` a
- *     string; `data` any JSON but null; `raw`, `url` strings, refused later as unsupported), and
+ *     string; `data` any JSON but null; `raw`, `url` strings, refused later as unsupported; a part
+ *     that holds only content of another kind is content Arbor does not take, -32005), and
  *     `mediaType`, `filename` strings, `metadata` an object when present; in A2A 0.3, a `kind`
  *     (text, data, file: a kind Arbor does not know is content it does not take, -32005);
  *   - configuration: only the fields of the version's SendMessageConfiguration, each of its type
@@ -47,6 +48,7 @@ export function checkA2aRequest(
     );
   if (version === "0.3") return legacyPartsProblem(m.parts);
   const problem = partsProblem(m.parts);
+  if (problem instanceof Error) return problem; // content of a kind Arbor does not know (-32005)
   return problem ? new RequestMalformedError(`Invalid message parts: ${problem}`) : undefined;
 }
 
@@ -143,8 +145,10 @@ function legacyPartsProblem(parts: unknown): Error | undefined {
 }
 
 const CONTENTS = ["text", "data", "raw", "url"] as const;
+/** What a 1.0 part may hold besides its content (either case, as the SDK's JSON reads both). */
+const PART_FIELDS: readonly string[] = [...CONTENTS, "mediaType", "media_type", "filename", "metadata"];
 
-function partsProblem(parts: unknown): string | undefined {
+function partsProblem(parts: unknown): string | Error | undefined {
   if (!Array.isArray(parts) || parts.length === 0)
     return "message.parts must be a non-empty array (a text part at least)";
   if (parts.length > MAX_MESSAGE_PARTS) return `at most ${MAX_MESSAGE_PARTS} parts`;
@@ -153,6 +157,14 @@ function partsProblem(parts: unknown): string | undefined {
     if (typeof part !== "object" || part === null || Array.isArray(part)) return `${at} must be an object`;
     const p = part as Record<string, unknown>;
     const present = CONTENTS.filter((k) => p[k] !== undefined && p[k] !== null);
+    const other = Object.keys(p).filter(
+      (k) => !PART_FIELDS.includes(k) && p[k] !== undefined && p[k] !== null,
+    );
+    if (present.length === 0 && other.length > 0)
+      return new ContentTypeNotSupportedError(
+        `${at} holds ${other.map((k) => JSON.stringify(k).slice(0, 40)).join(", ")}, content Arbor does not take: ` +
+          "send text parts (text/plain) or data parts (application/json)",
+      );
     if (present.length !== 1)
       return `${at} must have exactly one of ${CONTENTS.join(", ")}${present.length ? ` (it has ${present.join(", ")})` : ""}`;
     const [content] = present as [(typeof CONTENTS)[number]];

@@ -463,6 +463,24 @@ describe("A2A 1.0", () => {
       code: -32005,
       message: expect.stringMatching(/application\/x-unsupported-tck-type.*Arbor takes text parts/),
     });
+    // A part that holds content of a kind 1.0 does not have (an older draft's `file`): not taken either.
+    const file = await rpc(
+      "SendMessage",
+      {
+        message: {
+          role: "ROLE_USER",
+          parts: [
+            { file: { name: "test.txt", mediaType: "text/plain", fileWithUri: "https://example.com/t.txt" } },
+          ],
+          messageId: randomUUID(),
+        },
+      },
+      { version: "1.0" },
+    );
+    expect(file.json.error).toMatchObject({
+      code: -32005,
+      message: expect.stringMatching(/"file", content Arbor does not take/),
+    });
     const refused: [Message, Record<string, unknown>, RegExp][] = [
       [
         message([
