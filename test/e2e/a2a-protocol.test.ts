@@ -252,9 +252,13 @@ describe("A2A 0.3", () => {
     const task = ack.json.result as { id: string; status: { state: string; timestamp: string } };
     expect(["submitted", "working"]).toContain(task.status.state);
     expect(Date.parse(task.status.timestamp)).not.toBeNaN();
-    // The ACK means the request is on disk, as Arbor's.
-    const [conversation] = await h.rt.resources.children(tenantUrn("acme"), "common.Conversation");
-    expect(conversation).toBeDefined();
+    // The ACK means the request is on disk, as Arbor's: its conversation holds the message.
+    const metadata = ack.json.result?.metadata as { arbor: { conversationUrn: string } };
+    const { conversationUrn } = metadata.arbor;
+    const messages = await h.rt.resources.children(conversationUrn, "common.Message");
+    expect(messages.map((m) => (m as { content?: string }).content)).toEqual([
+      "What is the cost per person of the offsite?",
+    ]);
 
     const done = await until(
       () => rpc("tasks/get", { id: task.id }),
