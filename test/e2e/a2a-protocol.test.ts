@@ -582,7 +582,7 @@ describe("A2A 1.0", () => {
     });
   });
 
-  it("a message to an ended task is an unsupported operation; one whose contextId is not the task's is refused", async () => {
+  it("a message to an ended task is an unsupported operation, a cancel of it not cancelable; a contextId not the task's is refused", async () => {
     const c = await a2aClient(partner.key, url);
     const done = await send(c, userMessage("What is the cost per person?"));
     expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
@@ -595,6 +595,13 @@ describe("A2A 1.0", () => {
       code: -32004,
       message: expect.stringMatching(/terminal state/),
     });
+    // Nor can it be canceled (-32002); the 1.0 error carries its google.rpc.ErrorInfo.
+    const cancel = await rpc("CancelTask", { id: done.id }, { version: "1.0" });
+    expect(cancel.json.error).toMatchObject({
+      code: -32002,
+      data: [{ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "TASK_NOT_CANCELABLE" }],
+    });
+    expect((await rpc("tasks/cancel", { id: done.id })).json.error).toMatchObject({ code: -32002 });
     const waiting = await send(c, userMessage("Email the team about the offsite"));
     expect(waiting.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
     await expect(
