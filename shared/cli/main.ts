@@ -1,20 +1,13 @@
 import { parseArgs } from "node:util";
 import type { InProcessEventBusOptions } from "../adapters/local/in-process-event-bus.ts";
 import { loadConfig, loadOperatorSettings, loadRemoteConfig } from "../config.ts";
-import { parseUrn, tenantUrn } from "../domain/urn.ts";
 import { isArborError } from "../errors.ts";
-import { readAllEvents } from "../ports/state-store.ts";
-import { createLocalRuntime, type LocalRuntime } from "../runtime/local.ts";
-import { runDemo } from "./demo.ts";
-import { dlqCommand } from "./dlq.ts";
-import { keysCommand } from "./keys.ts";
-import { policyCommand } from "./policy.ts";
-import { Remote } from "./remote.ts";
-import { remoteEvents, remoteGet, remoteLs, remoteRun } from "./remote-commands.ts";
+import type { LocalRuntime } from "../runtime/local.ts";
 import { heading, note } from "./render.ts";
-import { runCommand } from "./run.ts";
-import { serveCommand } from "./serve.ts";
-import { TEAM_USAGE, teamApplyLocal, teamApplyRemote, teamShowLocal, teamShowRemote } from "./team.ts";
+
+// Each command's code is imported when that command runs: a CLI process starts in a fraction of
+// the time it takes to load every command's dependencies (the local runtime, the AWS clients, the
+// policy engines), and `arbor keys` or `arbor team` are run many times in a row by scripts.
 
 const HELP = `arbor: run teams of LLM agents on AWS serverless, or locally in one process
 
@@ -95,6 +88,7 @@ async function withRuntime(
   const config = loadConfig();
   if (config.mode !== "local")
     throw new Error("The arbor CLI runs in local mode; unset ARBOR_MODE or set it to local");
+  const { createLocalRuntime } = await import("../runtime/local.ts");
   const rt = createLocalRuntime(config, options);
   try {
     await fn(rt);
@@ -136,7 +130,9 @@ async function main(argv: string[]): Promise<void> {
     ? loadRemoteConfig()
     : undefined;
   if (remoteConfig) {
+    const { Remote } = await import("./remote.ts");
     const remote = new Remote(remoteConfig);
+    const { remoteEvents, remoteGet, remoteLs, remoteRun } = await import("./remote-commands.ts");
     switch (command) {
       case "run":
         if (values.example) throw new Error("--example runs on the local runtime: unset ARBOR_URL for it");
@@ -148,7 +144,8 @@ async function main(argv: string[]): Promise<void> {
         return remoteGet(remote, arg, write);
       case "events":
         return remoteEvents(remote, arg, write);
-      default:
+      default: {
+        const { TEAM_USAGE, teamApplyRemote, teamShowRemote } = await import("./team.ts");
         if (arg === "show") return teamShowRemote(remote, write);
         if (arg !== "apply") throw new Error(TEAM_USAGE);
         process.exitCode = await teamApplyRemote(
@@ -157,6 +154,7 @@ async function main(argv: string[]): Promise<void> {
           write,
         );
         return;
+      }
     }
   }
 
@@ -165,6 +163,7 @@ async function main(argv: string[]): Promise<void> {
       const config = loadConfig();
       if (config.mode !== "local")
         throw new Error("arbor run uses the local runtime; unset ARBOR_MODE or set it to local");
+      const { runCommand } = await import("./run.ts");
       process.exitCode = await runCommand(config, {
         text: arg,
         example: values.example,
@@ -177,6 +176,7 @@ async function main(argv: string[]): Promise<void> {
       const config = loadConfig();
       if (config.mode !== "local")
         throw new Error("arbor serve uses the local runtime; unset ARBOR_MODE or set it to local");
+      const { serveCommand } = await import("./serve.ts");
       process.exitCode = await serveCommand(config, {
         port: values.port,
         host: values.host,
@@ -186,21 +186,21 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case "keys":
-      return keysCommand(
+      return (await import("./keys.ts")).keysCommand(
         arg,
         positionals[2],
         { id: values.id, kind: values.kind, tenant: values.tenant, roles: values.role ?? [] },
         write,
       );
     case "policy":
-      return policyCommand(
+      return (await import("./policy.ts")).policyCommand(
         arg,
         { file: positionals[2], bucket: values.bucket, prefix: values.prefix },
         loadOperatorSettings(),
         write,
       );
     case "dlq":
-      process.exitCode = await dlqCommand(
+      process.exitCode = await (await import("./dlq.ts")).dlqCommand(
         arg,
         { queue: values.queue, bus: values.bus, dryRun: values["dry-run"], max: values.max },
         loadOperatorSettings(),
@@ -214,6 +214,7 @@ async function main(argv: string[]): Promise<void> {
           "arbor team works on the local data folder, or on a remote Arbor with ARBOR_URL and ARBOR_KEY; unset ARBOR_MODE",
         );
       const tenant = values.tenant ?? config.tenant;
+      const { TEAM_USAGE, teamApplyLocal, teamShowLocal } = await import("./team.ts");
       if (arg === "show") return teamShowLocal(config, tenant, write);
       if (arg !== "apply") throw new Error(TEAM_USAGE);
       process.exitCode = await teamApplyLocal(
@@ -224,10 +225,13 @@ async function main(argv: string[]): Promise<void> {
       );
       return;
     }
-    case "demo":
+    case "demo": {
+      const { runDemo } = await import("./demo.ts");
       return withRuntime((rt) => runDemo(rt, write), { bus: { deliveries: 2 }, lockAs: "arbor demo" });
+    }
     case "ls":
       return withRuntime(async (rt) => {
+        const { parseUrn, tenantUrn } = await import("../domain/urn.ts");
         const urn = arg ?? tenantUrn(rt.tenant);
         parseUrn(urn);
         const urns = values.all ? await rt.resources.descendantUrns(urn) : await rt.resources.childUrns(urn);
@@ -253,6 +257,7 @@ async function main(argv: string[]): Promise<void> {
       });
     case "replay":
       return withRuntime(async (rt) => {
+        const { readAllEvents } = await import("../ports/state-store.ts");
         let events = 0;
         for await (const _ of readAllEvents(rt.state)) events++;
         const replayed = await rt.tasks.replay();
