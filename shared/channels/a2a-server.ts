@@ -21,7 +21,8 @@ import type { Authenticated, KeyStore } from "../ports/key-store.ts";
 import { checkA2aRequest } from "./a2a-input.ts";
 import { AUTH_ERROR_CODE } from "./a2a-mapping.ts";
 import { ArborCaller } from "./a2a-store.ts";
-import { ArborA2aTasks } from "./a2a-tasks.ts";
+import { rpcEventStream } from "./a2a-streams.ts";
+import { type A2aTasksOptions, ArborA2aTasks } from "./a2a-tasks.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
 /**
@@ -59,6 +60,10 @@ export interface A2aAppOptions {
   waitMs?: number;
   /** How often a waiting send reads the state without a wake-up (default 5 s). */
   recheckMs?: number;
+  /** How streams end (a2a-streams.ts): live (default), or bounded behind API Gateway. */
+  streams?: A2aTasksOptions["streams"];
+  /** A stream's heartbeat comment after this long without an event (default 15 s). */
+  heartbeatMs?: number;
 }
 
 /** The agent card: what Arbor does, where to call it, and that it wants a bearer key. */
@@ -75,7 +80,7 @@ export function arborAgentCard(baseUrl: string): AgentCard {
     ],
     provider: undefined,
     version: pkg.version,
-    capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
     securitySchemes: {
       arborApiKey: {
         scheme: {
@@ -135,6 +140,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
     log,
     ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}),
     ...(options.recheckMs !== undefined ? { recheckMs: options.recheckMs } : {}),
+    ...(options.streams ? { streams: options.streams } : {}),
   });
   const jsonRpc = new JsonRpcTransportHandler(tasks);
   const app = new Hono<Env>();
@@ -249,16 +255,18 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
         if (context.activatedExtensions?.length)
           c.header(HTTP_EXTENSION_HEADER, Extensions.toServiceParameter(context.activatedExtensions));
         if (Symbol.asyncIterator in out) {
-          // Streaming is off in the card: the SDK refuses it on the first read.
-          const stream = out[Symbol.asyncIterator]();
           try {
-            await stream.next();
+            return await rpcEventStream(c, out, context, {
+              log,
+              ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
+            });
           } catch (error) {
-            return reply(c, { jsonrpc: "2.0", id, error: JsonRpcTransportHandler.mapToJSONRPCError(error) });
-          } finally {
-            await stream.return?.(undefined);
+            return reply(
+              c,
+              { jsonrpc: "2.0", id, error: JsonRpcTransportHandler.mapToJSONRPCError(error) },
+              log,
+            );
           }
-          return reply(c, rpcError(id, A2A_ERROR_CODE.UNSUPPORTED_OPERATION, "Streaming is not supported"));
         }
         return reply(c, out, log);
       } catch (error) {

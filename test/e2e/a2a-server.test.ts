@@ -105,7 +105,7 @@ describe("the agent card", () => {
       supportedInterfaces: [{ url: `${url}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "1.0" }],
       securitySchemes: { arborApiKey: { httpAuthSecurityScheme: { scheme: "Bearer" } } },
       securityRequirements: [{ schemes: { arborApiKey: {} } }],
-      capabilities: { streaming: false, pushNotifications: false },
+      capabilities: { streaming: true, pushNotifications: false },
       skills: [{ id: "run_request", name: expect.any(String), description: expect.any(String) }],
     });
     expect(raw.description).toMatch(/team of LLM agents/);

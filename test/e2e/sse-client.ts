@@ -23,6 +23,8 @@ export async function readSse(
   url: string,
   options: {
     headers?: Record<string, string>;
+    method?: string;
+    body?: string;
     /** Stop (disconnect) once this holds for the events so far. */
     until?: (events: SseEvent[], comments: string[]) => boolean;
   } = {},
@@ -31,6 +33,8 @@ export async function readSse(
   const res = await fetch(url, {
     headers: { accept: "text/event-stream", ...options.headers },
     signal: controller.signal,
+    ...(options.method ? { method: options.method } : {}),
+    ...(options.body !== undefined ? { body: options.body } : {}),
   });
   const out: SseRead = {
     status: res.status,
