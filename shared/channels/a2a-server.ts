@@ -258,6 +258,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
           try {
             return await rpcEventStream(c, out, context, {
               log,
+              bounded: options.streams?.mode === "bounded",
               ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
             });
           } catch (error) {

@@ -310,7 +310,7 @@ export async function rpcEventStream(
   c: Context,
   out: AsyncGenerator<RpcEnvelope, void, undefined>,
   context: ServerCallContext,
-  options: { heartbeatMs?: number; log?: ArborLogger } = {},
+  options: { heartbeatMs?: number; log?: ArborLogger; bounded?: boolean } = {},
 ): Promise<Response> {
   const controller = new AbortController();
   context.state.set(STREAM_SIGNAL, controller.signal);
@@ -328,7 +328,7 @@ export async function rpcEventStream(
     const id = queue.shift();
     return `${id !== undefined ? `id: ${id}\n` : ""}data: ${JSON.stringify(envelope)}\n\n`;
   };
-  return streamSSE(c, async (stream) => {
+  const res = streamSSE(c, async (stream) => {
     const stop = () => controller.abort();
     stream.onAbort(stop);
     c.req.raw.signal.addEventListener("abort", stop, { once: true });
@@ -362,4 +362,7 @@ export async function rpcEventStream(
       await out.return?.(undefined);
     }
   });
+  // Bounded (behind API Gateway, which buffers the whole answer): a plain body, not chunked.
+  if (options.bounded) res.headers.delete("Transfer-Encoding");
+  return res;
 }

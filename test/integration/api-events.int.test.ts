@@ -6,6 +6,7 @@ import { newApiKey } from "../../shared/channels/api-keys.ts";
 import type { TaskEvent } from "../../shared/domain/events.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn, type Urn } from "../../shared/domain/urn.ts";
+import { outputMeta } from "../../shared/engine/outcome.ts";
 import { feedStreamOf } from "../../shared/notify/feed.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import { taskCompleted, taskCreated, taskStarted } from "../fixtures/event-builders.ts";
@@ -141,5 +142,68 @@ describe("the API function's event streams (bounded: API Gateway buffers a respo
     const bad = await stream(root, { lastEventId: "four" });
     expect(bad.status).toBe(400);
     expect(JSON.parse(bad.body).error.message).toMatch(/Last-Event-ID "four" is not an id this stream sends/);
+  });
+
+  it("A2A streams come in rounds too: SendStreamingMessage, then SubscribeToTask with Last-Event-ID to the end", async () => {
+    const rpc = async (body: Record<string, unknown>, lastEventId?: string) => {
+      const res = await handler(
+        apiEvent("POST", "/a2a", {
+          key: admin.key,
+          headers: { "a2a-version": "1.0", ...(lastEventId ? { "last-event-id": lastEventId } : {}) },
+          body: { jsonrpc: "2.0", id: 5, ...body },
+        }),
+        { awsRequestId: randomUUID() },
+      );
+      const text = res.isBase64Encoded ? Buffer.from(res.body, "base64").toString("utf8") : res.body;
+      const headers = (res.headers ?? {}) as Record<string, string>;
+      return {
+        status: res.statusCode,
+        headers,
+        events: frames(text)
+          .filter((f) => f.data)
+          .map((f) => ({
+            sseId: f.id,
+            ...(JSON.parse(f.data as string) as { id: number; result: unknown }),
+          })),
+      };
+    };
+    // No engine runs behind the API function here: the request stays accepted, and the test plays the engine.
+    const sent = await rpc({
+      method: "SendStreamingMessage",
+      params: {
+        message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text: "Plan the offsite" }] },
+      },
+    });
+    expect(sent.status).toBe(200);
+    expect(sent.headers["content-type"]).toMatch(/^text\/event-stream/);
+    expect(Object.keys(sent.headers).map((h) => h.toLowerCase())).not.toContain("transfer-encoding");
+    const [ack] = sent.events;
+    expect(ack).toMatchObject({
+      sseId: "0",
+      id: 5,
+      result: { task: { status: { state: "TASK_STATE_WORKING" } } },
+    });
+    const acked = ack as { result: { task: { id: string; metadata: { arbor: { rootTaskId: string } } } } };
+    const a2aTask = acked.result.task;
+    const rootTaskId = a2aTask.metadata.arbor.rootTaskId as Urn;
+
+    await record(taskCreated(rootTaskId));
+    await record(taskStarted(rootTaskId));
+    // Nothing the caller would see changed (it is working): the round ends empty after the wait.
+    const quiet = await rpc({ method: "SubscribeToTask", params: { id: a2aTask.id } }, "0");
+    expect(quiet.status).toBe(200);
+    expect(quiet.events).toEqual([]);
+
+    await rt.resources.put({ meta: outputMeta(rootTaskId), role: "assistant", content: "Lisbon, in June." });
+    await record(taskCompleted(rootTaskId));
+    const end = await rpc({ method: "SubscribeToTask", params: { id: a2aTask.id } }, "0");
+    expect(end.events.map((e) => e.sseId)).toEqual(["3.1", "3.2"]);
+    expect(end.events[0]).toMatchObject({
+      id: 5,
+      result: { artifactUpdate: { artifact: { parts: [{ text: "Lisbon, in June." }] } } },
+    });
+    expect(end.events[1]).toMatchObject({
+      result: { statusUpdate: { status: { state: "TASK_STATE_COMPLETED" } } },
+    });
   });
 });
