@@ -179,26 +179,31 @@ export class ArborA2aStreams {
         `Last-Event-ID ${resume.seq} is past the end of this task's stream (its last entry is ${state.version}): send the id of the last event you received`,
       );
     const after = resume ?? { seq: state.version, part: Number.POSITIVE_INFINITY };
-    if (!resume) {
-      queue.push(String(state.version));
-      yield response("task", task);
-      if (isFinal(task)) return;
-    }
     // The state the feed tells up to where the client is, without sending it again.
     const derived = new FeedState(root);
+    let partial: { entry: StoredEvent; key: string } | undefined;
     for await (const page of readFeed(engine.deps, root, 1)) {
       for (const e of page) {
         if (e.seq > after.seq) break;
         const key = derived.apply(e);
-        if (!key) continue;
-        if (e.seq === after.seq && after.part < FeedState.count(key)) {
-          // The client saw part of this entry's events: the rest of them.
-          yield* this.#emit(e, key, { task, who, queue }, after.part);
-          if (key.startsWith("final")) return;
-        } else if (key.startsWith("final")) return; // it saw the end
+        // The client saw part of this entry's events (the artifact, not the status): the rest follows.
+        if (key && e.seq === after.seq && after.part < FeedState.count(key)) partial = { entry: e, key };
       }
       if ((page.at(-1)?.seq ?? 0) >= after.seq) break;
     }
+    const final = derived.key.startsWith("final");
+    if (!resume) {
+      // A fresh stream opens with the Task as of the feed's last entry (its id): as the feed tells
+      // it, so that nothing the stream suppresses up to that entry is missing from it.
+      const snapshot =
+        derived.key === "working" ? task : fold(task, await this.#events(derived.key, task, who));
+      queue.push(String(state.version));
+      yield response("task", snapshot);
+      if (final || isFinal(snapshot)) return;
+    } else if (partial) {
+      yield* this.#emit(partial.entry, partial.key, { task, who, queue }, after.part);
+      if (final) return;
+    } else if (final) return; // it saw the end
     const controller = new AbortController();
     const outer = context.state.get(STREAM_SIGNAL) as AbortSignal | undefined;
     const stop = () => controller.abort();
@@ -280,6 +285,22 @@ export class ArborA2aStreams {
           : { state: key === "final:TaskFailed" ? "failed" : "canceled", reason: "The task ended" };
     return outcomeEvents(ids, outcome, stamp).map((ev) => response(ev.kind as "statusUpdate", ev.data));
   }
+}
+
+/** The Task with the status (and artifacts) the events bring it to. */
+function fold(task: Task, events: readonly StreamResponse[]): Task {
+  let out: Task = { ...task };
+  for (const r of events) {
+    if (r.payload?.$case === "statusUpdate") out = { ...out, status: r.payload.value.status };
+    if (r.payload?.$case === "artifactUpdate" && r.payload.value.artifact) {
+      const artifact = r.payload.value.artifact;
+      out = {
+        ...out,
+        artifacts: [...out.artifacts.filter((x) => x.artifactId !== artifact.artifactId), artifact],
+      };
+    }
+  }
+  return out;
 }
 
 function ids(context: ServerCallContext): (string | undefined)[] {

@@ -29,8 +29,6 @@ export interface FollowOptions {
   maxWaitMs?: number;
   /** Feed events read at once (default 500). */
   pageSize?: number;
-  /** Event types handed over (default: all). */
-  types?: ReadonlySet<string>;
 }
 
 export type FeedItem =
@@ -87,11 +85,10 @@ export async function* followFeed(
       woken = false;
       const state = await reconcile(deps, rootTaskId);
       let sent = false;
-      for await (const page of readFeed(deps, rootTaskId, last + 1, options.pageSize)) {
+      const pages = state.version > last ? readFeed(deps, rootTaskId, last + 1, options.pageSize) : [];
+      for await (const page of pages) {
         last = (page.at(-1) as StoredEvent).seq;
-        const mine = page.filter(
-          (e) => isWithin(taskOfEvent(e), within) && (!options.types || options.types.has(e.type)),
-        );
+        const mine = page.filter((e) => isWithin(taskOfEvent(e), within));
         if (mine.length > 0) {
           if (signal.aborted) return;
           yield { kind: "events", events: mine };

@@ -109,6 +109,8 @@ describe("SendStreamingMessage and SubscribeToTask (1.0, the SDK's client)", () 
     const resumed = c.resubscribeTask({ tenant: "", id });
     const first = await resumed.next();
     expect(first.value?.payload?.$case).toBe("task");
+    // A fresh subscription opens with the Task as it stands: waiting for the answer.
+    expect(first.value && stateOf(first.value)).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
     await c.sendMessage({
       tenant: "",
       message: userMessage("approve", { taskId: id, contextId: (task as Task).contextId }),
