@@ -1,3 +1,5 @@
+// The `eventsource` package (3.0.7) comes with the MCP SDK: an EventSource as browsers have it, for Node.
+import { EventSource } from "eventsource";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
@@ -53,7 +55,7 @@ beforeAll(async () => {
   server = await serveHttp({
     engine: h.engine,
     keys: new ApiKeys({ keys: [acme.entry, beta.entry, carl.entry] }),
-    events: { heartbeatMs: 200, recheckMs: 100 },
+    events: { heartbeatMs: 200, recheckMs: 100, retryMs: 50 },
   });
 });
 afterAll(async () => {
@@ -173,6 +175,57 @@ describe("GET /v1/tasks/:urn/events, Accept: text/event-stream", () => {
     const json = await fetch(eventsUrl(root), { headers: auth(acme.key) });
     expect(json.headers.get("content-type")).toMatch(/application\/json/);
     expect(((await json.json()) as { taskId: string }).taskId).toBe(root);
+  });
+
+  it("an EventSource (the `eventsource` package) whose connection drops mid-run reconnects by itself and sees every event once", async () => {
+    gate = newGate();
+    const urn = await submit("Plan the offsite once more");
+    let connections = 0;
+    const lastEventIds: (string | null)[] = [];
+    // The network: the key on every request, and the first connection lost after a few chunks.
+    const flaky: typeof fetch = async (input, init) => {
+      const headers = new Headers(init?.headers);
+      headers.set("authorization", `Bearer ${acme.key}`);
+      lastEventIds.push(headers.get("last-event-id"));
+      const res = await fetch(input, { ...init, headers });
+      if (++connections > 1 || !res.body) return res;
+      const reader = res.body.getReader();
+      let chunks = 0;
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          const { done, value } = await reader.read();
+          if (done) return controller.close();
+          controller.enqueue(value);
+          if (++chunks === 4) {
+            await reader.cancel();
+            gate.open(); // the run goes on while the client is away
+            controller.error(new Error("connection lost"));
+          }
+        },
+      });
+      return new Response(body, { status: res.status, headers: res.headers });
+    };
+    const seen: { id: string; type: string }[] = [];
+    const source = new EventSource(eventsUrl(urn), { fetch: flaky });
+    const types = ["TaskCreated", "TaskStarted", "TaskCompleted", "TaskFailed", "TaskCanceled", "end"];
+    const closed = new Promise<void>((resolve) => {
+      for (const type of types)
+        source.addEventListener(type, (e) => seen.push({ id: (e as MessageEvent).lastEventId, type }));
+      // After the end the server answers the reconnect 204, and an EventSource stops for good.
+      source.onerror = () => {
+        if (source.readyState === source.CLOSED) resolve();
+      };
+    });
+    await closed;
+    source.close();
+    expect(connections).toBeGreaterThanOrEqual(3); // the first, the reconnect after the drop, the 204
+    expect(lastEventIds[0]).toBeNull();
+    expect(lastEventIds[1]).not.toBeNull();
+    const events = seen.filter((e) => e.type !== "end");
+    const feed = await h.rt.state.readStream(feedStreamOf(urn));
+    expect(events.map((e) => Number(e.id))).toEqual(feed.map((e) => e.seq));
+    expect(events.map((e) => e.type)).toEqual(feed.map((e) => e.type));
+    expect(seen.at(-1)?.type).toBe("end");
   });
 
   it("sends a heartbeat while the request waits, and lets go of everything when the client does", async () => {
