@@ -69,7 +69,8 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
         ...(config.a2aBlockingWaitMs !== undefined ? { a2aWaitMs: config.a2aBlockingWaitMs } : {}),
         // API Gateway's HTTP API buffers a whole response (30 s at most): event streams answer in
         // rounds, and an EventSource reconnects with Last-Event-ID (http-events.ts).
-        events: { mode: "bounded", ...(deps.eventStreams ?? {}) },
+        // A reconcile of a large running tree costs two requests per open task: every 5 s, not 2.
+        events: { mode: "bounded", recheckMs: 5_000, ...(deps.eventStreams ?? {}) },
       });
       lambda = handle(app);
     },

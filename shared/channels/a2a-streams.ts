@@ -214,6 +214,7 @@ export class ArborA2aStreams {
         rootTaskId: root,
         within: root,
         after: after.seq,
+        ...(this.#o.mode === "bounded" ? { reconciled: state } : {}),
         signal: controller.signal,
         mode: "live",
         ...(this.#o.recheckMs !== undefined ? { recheckMs: this.#o.recheckMs } : {}),

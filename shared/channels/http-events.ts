@@ -103,6 +103,8 @@ export async function eventStream(
       after,
       signal,
       mode,
+      // Without a bus (bounded, the API function) nothing can be missed between the two: one reconcile less.
+      ...(mode === "bounded" ? { reconciled: state } : {}),
       ...(options.recheckMs !== undefined ? { recheckMs: options.recheckMs } : {}),
       ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}),
       ...(options.pageSize !== undefined ? { pageSize: options.pageSize } : {}),

@@ -1,7 +1,7 @@
 import type { StoredEvent } from "../domain/events.ts";
 import { isWithin } from "../domain/urn.ts";
 import { COMMANDS, type EngineDeps, SOURCE } from "../engine/context.ts";
-import { type FeedDeps, readFeed, reconcile } from "./feed.ts";
+import { type FeedDeps, type ReconcileResult, readFeed, reconcile } from "./feed.ts";
 
 /**
  * Follows the feed of a request for one reader (an SSE stream): reconciles, hands over what is new
@@ -27,6 +27,11 @@ export interface FollowOptions {
   heartbeatMs?: number;
   /** Bounded: the longest wait for a first event (default 25 s). */
   maxWaitMs?: number;
+  /**
+   * A reconcile the caller has just made: the first round starts from it instead of making another
+   * (where no wake-up can come in between: live, a change made before the subscription is seen at the next recheck).
+   */
+  reconciled?: ReconcileResult;
   /** Feed events read at once (default 500). */
   pageSize?: number;
 }
@@ -79,11 +84,13 @@ export async function* followFeed(
     }),
   ];
   let last = options.after;
+  let fresh = options.reconciled;
   let lastSent = performance.now();
   try {
     for (;;) {
       woken = false;
-      const state = await reconcile(deps, rootTaskId);
+      const state = fresh ?? (await reconcile(deps, rootTaskId));
+      fresh = undefined;
       let sent = false;
       const pages = state.version > last ? readFeed(deps, rootTaskId, last + 1, options.pageSize) : [];
       for await (const page of pages) {
