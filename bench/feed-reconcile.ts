@@ -12,6 +12,7 @@
  *
  *   npx tsx bench/feed-reconcile.ts            # SQLite (a file), then DynamoDB Local
  *   npx tsx bench/feed-reconcile.ts --sqlite   # SQLite only
+ *   npx tsx bench/feed-reconcile.ts --sqlite --wide   # 1,011 tasks (10 children, 100 leaves each)
  *
  * DynamoDB Local needs Java 17 (as the integration tests). Not a test: times vary with the machine.
  */
@@ -26,14 +27,15 @@ import { SqliteStateStore } from "../shared/adapters/local/sqlite-state-store.ts
 import type { TaskEvent } from "../shared/domain/events.ts";
 import { withMeta } from "../shared/domain/resources.ts";
 import { tenantUrn, type Urn } from "../shared/domain/urn.ts";
-import { reconcile } from "../shared/notify/feed.ts";
+import { feedCursorKey, reconcile } from "../shared/notify/feed.ts";
 import type { StateStore } from "../shared/ports/state-store.ts";
 import { ResourceStore } from "../shared/use-cases/resource-store.ts";
 import { TaskLog } from "../shared/use-cases/task-log.ts";
 import { startDynamoLocal } from "../test/peers/global-setup.ts";
 
 const CHILDREN = 10;
-const LEAVES = 10;
+/** `--wide`: 100 leaves a child (1,011 tasks, as bench/run.ts's scale line). */
+const LEAVES = process.argv.includes("--wide") ? 100 : 10;
 
 function counting(store: StateStore) {
   const calls: Record<string, number> = {};
@@ -112,11 +114,13 @@ async function run(name: string, state: StateStore, objects: SqliteObjectStore) 
     const t0 = performance.now();
     const r = await reconcile(deps, root);
     const ms = performance.now() - t0;
+    const stored = await state.get(feedCursorKey(root));
+    const bytes = Buffer.byteLength(JSON.stringify(stored?.data ?? {}));
     const calls = Object.entries(counted.calls)
       .map(([k, v]) => `${k} ${v}`)
       .join(", ");
     rows.push(
-      `${name.padEnd(16)} ${label.padEnd(9)} ${ms.toFixed(1).padStart(8)} ms  copied ${String(r.appended).padStart(3)}  calls: ${calls}`,
+      `${name.padEnd(16)} ${label.padEnd(9)} ${ms.toFixed(1).padStart(8)} ms  copied ${String(r.appended).padStart(4)}  cursor ${String(bytes).padStart(6)} B  calls: ${calls}`,
     );
   };
   await measure("first");
@@ -160,7 +164,7 @@ async function main() {
     await rm(dir, { recursive: true, force: true });
   }
   process.stdout.write(
-    `reconcile of a 111-task tree (1 + ${CHILDREN} + ${CHILDREN * LEAVES})\n${rows.join("\n")}\n`,
+    `reconcile of a ${1 + CHILDREN + CHILDREN * LEAVES}-task tree (1 + ${CHILDREN} + ${CHILDREN * LEAVES})\n${rows.join("\n")}\n`,
   );
 }
 

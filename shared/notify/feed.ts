@@ -1,5 +1,5 @@
 import { type DomainEvent, eventIdFor, isTaskEvent, type StoredEvent } from "../domain/events.ts";
-import { formatUrn, parseUrn } from "../domain/urn.ts";
+import { formatUrn, parentUrn, parseUrn } from "../domain/urn.ts";
 import { childrenOf } from "../engine/children.ts";
 import type { EngineDeps } from "../engine/context.ts";
 import { ConflictError } from "../errors.ts";
@@ -48,6 +48,41 @@ export interface TaskMark {
 }
 export interface FeedCursor {
   tasks: Record<string, TaskMark>;
+}
+
+/**
+ * The cursor as stored: one record, so kept small (DynamoDB's item limit; MAX_ITEM_BYTES here):
+ * each task by its URN below the root (`""` for the root), its parent implied by the URN, its mark
+ * as `[seq, flags]` (1: ended, 2: closed), and nothing below a closed task (its subtree is skipped
+ * whole). About 60 bytes a task: some 5,000 tasks not yet closed fit in one record.
+ */
+export interface StoredCursor {
+  t: Record<string, [number, number]>;
+}
+
+export function encodeCursor(rootTaskId: string, cursor: FeedCursor): StoredCursor {
+  const t: Record<string, [number, number]> = {};
+  for (const [task, mark] of Object.entries(cursor.tasks)) {
+    if (mark.parent && cursor.tasks[mark.parent]?.closed) continue; // below a closed task
+    const key = task === rootTaskId ? "" : task.slice(rootTaskId.length + 1);
+    t[key] = [mark.seq, (mark.ended ? 1 : 0) | (mark.closed ? 2 : 0)];
+  }
+  return { t };
+}
+
+export function decodeCursor(rootTaskId: string, stored: StoredCursor | undefined): FeedCursor {
+  const tasks: Record<string, TaskMark> = {};
+  for (const [key, [seq, flags]] of Object.entries(stored?.t ?? {})) {
+    const task = key === "" ? rootTaskId : `${rootTaskId}/${key}`;
+    const parent = key === "" ? undefined : parentUrn(task);
+    tasks[task] = {
+      seq,
+      ...(parent ? { parent } : {}),
+      ...(flags & 1 ? { ended: true as const } : {}),
+      ...(flags & 2 ? { closed: true as const } : {}),
+    };
+  }
+  return { tasks };
 }
 
 export type FeedDeps = Pick<EngineDeps, "state" | "tasks" | "resources"> & { clock?: () => Date };
@@ -103,13 +138,13 @@ export async function reconcile(
   let conflicts = 0;
   for (let attempt = 1; ; attempt++) {
     const [record, feedVersion] = await Promise.all([
-      deps.state.get<FeedCursor>(feedCursorKey(rootTaskId)),
+      deps.state.get<StoredCursor>(feedCursorKey(rootTaskId)),
       deps.state.streamVersion(feedId),
     ]);
-    const before = record?.data ?? { tasks: {} };
+    const before = decodeCursor(rootTaskId, record?.data);
     const { pending, after } = await walk(deps, rootTaskId, before);
     const complete = after.tasks[rootTaskId]?.closed === true;
-    if (pending.length === 0 && sameCursor(before, after))
+    if (pending.length === 0 && sameCursor(encodeCursor(rootTaskId, before), encodeCursor(rootTaskId, after)))
       return { appended, version: feedVersion, complete, conflicts };
     try {
       appended += await copy(deps, rootTaskId, { record, feedVersion, pending, after, batch });
@@ -133,7 +168,7 @@ async function copy(
   deps: FeedDeps,
   rootTaskId: string,
   plan: {
-    record: StateRecord<FeedCursor> | undefined;
+    record: StateRecord<StoredCursor> | undefined;
     feedVersion: number;
     pending: StoredEvent[];
     after: FeedCursor;
@@ -144,7 +179,7 @@ async function copy(
   let feedVersion = plan.feedVersion;
   let cursorVersion = plan.record?.version ?? 0;
   // What the cursor says after each batch: the seqs copied so far; the rest (ended, closed) last.
-  const progress: FeedCursor = structuredClone(plan.record?.data ?? { tasks: {} });
+  const progress = decodeCursor(rootTaskId, plan.record?.data);
   let copied = 0;
   for (let i = 0; i === 0 || i < plan.pending.length; i += plan.batch) {
     const chunk = plan.pending.slice(i, i + plan.batch);
@@ -177,7 +212,7 @@ async function copy(
           key: feedCursorKey(rootTaskId),
           kind: FEED_CURSOR_KIND,
           updatedAt: (deps.clock?.() ?? new Date()).toISOString(),
-          data: cursor,
+          data: encodeCursor(rootTaskId, cursor),
         },
         expectedVersion: cursorVersion,
       },
@@ -255,13 +290,12 @@ async function walk(
   return { pending, after };
 }
 
-function sameCursor(a: FeedCursor, b: FeedCursor): boolean {
-  const ka = Object.keys(a.tasks);
-  if (ka.length !== Object.keys(b.tasks).length) return false;
+function sameCursor(a: StoredCursor, b: StoredCursor): boolean {
+  const ka = Object.keys(a.t);
+  if (ka.length !== Object.keys(b.t).length) return false;
   return ka.every((k) => {
-    const x = a.tasks[k] as TaskMark;
-    const y = b.tasks[k];
-    return y !== undefined && x.seq === y.seq && !!x.ended === !!y.ended && !!x.closed === !!y.closed;
+    const [x, y] = [a.t[k], b.t[k]];
+    return x !== undefined && y !== undefined && x[0] === y[0] && x[1] === y[1];
   });
 }
 

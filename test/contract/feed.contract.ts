@@ -4,10 +4,12 @@ import type { Urn } from "../../shared/domain/urn.ts";
 import {
   FEED_BATCH,
   type FeedDeps,
+  feedCursorKey,
   feedOrder,
   feedStreamOf,
   reconcile,
   rootTaskOf,
+  type StoredCursor,
 } from "../../shared/notify/feed.ts";
 import type { ObjectStore } from "../../shared/ports/object-store.ts";
 import type { StateStore } from "../../shared/ports/state-store.ts";
@@ -215,6 +217,9 @@ export function feedContract(name: string, setup: () => Promise<FeedFixture>): v
       const after = wrapped.counts();
       expect(after.reads - before.reads).toBe(2);
       expect(after.transactions).toBe(before.transactions);
+      // Nothing below a closed task is kept: the cursor of a finished request is its root alone.
+      const cursor = await fx.state.get<StoredCursor>(feedCursorKey(root));
+      expect(cursor?.data).toEqual({ t: { "": [3, 3] } });
     });
 
     it("a root not recorded yet has an empty feed, and the feed begins once it is", async () => {
