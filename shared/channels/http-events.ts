@@ -95,7 +95,7 @@ export async function eventStream(
     );
   const mode = options.mode ?? "live";
   const retryMs = options.retryMs ?? (mode === "bounded" ? 1_000 : 3_000);
-  if (state.complete && !(await anyAfter(engine, rootTaskId, urn, after))) return c.body(null, 204); // over, and nothing left to send: an EventSource stops reconnecting
+  if (state.closed(urn) && !(await anyAfter(engine, rootTaskId, urn, after))) return c.body(null, 204); // over, and nothing left to send: an EventSource stops reconnecting
   const follow = (signal: AbortSignal) =>
     followFeed(deps, {
       rootTaskId,

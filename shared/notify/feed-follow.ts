@@ -39,7 +39,7 @@ export interface FollowOptions {
 export type FeedItem =
   | { kind: "events"; events: StoredEvent[] }
   | { kind: "heartbeat" }
-  /** The last item: the feed is complete (the root ended and everything is copied), or the bounded wait is over. */
+  /** The last item: the feed is complete for `within` (it and everything below it ended and is copied), or the bounded wait is over. */
   | { kind: "end"; complete: boolean };
 
 /** The task an event of the feed is about. */
@@ -104,7 +104,8 @@ export async function* followFeed(
         }
       }
       if (signal.aborted) return;
-      if (state.complete && last >= state.version) {
+      // Its part of the feed is complete: the task (a subtask, or the root) and all below it ended.
+      if (state.closed(within) && last >= state.version) {
         yield { kind: "end", complete: true };
         return;
       }

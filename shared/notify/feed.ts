@@ -1,5 +1,5 @@
 import { type DomainEvent, eventIdFor, isTaskEvent, type StoredEvent } from "../domain/events.ts";
-import { formatUrn, parentUrn, parseUrn } from "../domain/urn.ts";
+import { formatUrn, isWithin, parentUrn, parseUrn } from "../domain/urn.ts";
 import { childrenOf } from "../engine/children.ts";
 import type { EngineDeps } from "../engine/context.ts";
 import { ConflictError } from "../errors.ts";
@@ -94,6 +94,8 @@ export interface ReconcileResult {
   version: number;
   /** The root ended and every task of its tree is closed: the feed is complete. */
   complete: boolean;
+  /** Whether a task of the tree (or one above it) is closed: its part of the feed is complete. */
+  closed: (taskId: string) => boolean;
   /** Transactions lost to another writer (each was re-read and retried). */
   conflicts: number;
 }
@@ -144,14 +146,20 @@ export async function reconcile(
     const before = decodeCursor(rootTaskId, record?.data);
     const { pending, after } = await walk(deps, rootTaskId, before);
     const complete = after.tasks[rootTaskId]?.closed === true;
+    const closed = (taskId: string) => {
+      for (let t: string | undefined = taskId; t && isWithin(t, rootTaskId); t = parentUrn(t))
+        if (after.tasks[t]?.closed) return true;
+      return false;
+    };
     if (pending.length === 0 && sameCursor(encodeCursor(rootTaskId, before), encodeCursor(rootTaskId, after)))
-      return { appended, version: feedVersion, complete, conflicts };
+      return { appended, version: feedVersion, complete, closed, conflicts };
     try {
       appended += await copy(deps, rootTaskId, { record, feedVersion, pending, after, batch });
       return {
         appended,
         version: await deps.state.streamVersion(feedId),
         complete,
+        closed,
         conflicts,
       };
     } catch (e) {

@@ -228,6 +228,33 @@ describe("GET /v1/tasks/:urn/events, Accept: text/event-stream", () => {
     expect(seen.at(-1)?.type).toBe("end");
   });
 
+  it("a subtask's stream ends once that subtask's part is over, while the request still runs", async () => {
+    gate = newGate();
+    const urn = await submit("Plan the offsite, part by part");
+    type Created = { type: string; payload: { taskId: string; title?: string } };
+    // The root's stream until the Agenda (a leaf nobody holds) has completed; Lisbon is held meanwhile.
+    let agenda = "";
+    await readSse(eventsUrl(urn), {
+      headers: auth(acme.key),
+      until: (events) => {
+        const parsed = feedEvents(events).map((e) => JSON.parse(e.data) as Created);
+        agenda ||=
+          parsed.find((e) => e.type === "TaskCreated" && e.payload.title === "Agenda")?.payload.taskId ?? "";
+        return parsed.some((e) => e.type === "TaskCompleted" && e.payload.taskId === agenda);
+      },
+    });
+    const part = await readSse(eventsUrl(agenda), { headers: auth(acme.key) });
+    expect(part.ended).toBe(true);
+    expect(part.events.at(-1)).toMatchObject({ event: "end" });
+    expect(feedEvents(part.events).map((e) => e.event)).toEqual([
+      "TaskCreated",
+      "TaskStarted",
+      "TaskCompleted",
+    ]);
+    expect((await h.engine.result(urn)).view?.status).not.toBe("done"); // the request goes on
+    gate.open();
+  });
+
   it("sends a heartbeat while the request waits, and lets go of everything when the client does", async () => {
     gate = newGate();
     const waiting = await submit("Plan the offsite again");
