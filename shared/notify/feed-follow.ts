@@ -1,7 +1,8 @@
 import type { StoredEvent } from "../domain/events.ts";
 import { isWithin } from "../domain/urn.ts";
 import { COMMANDS, type EngineDeps, SOURCE } from "../engine/context.ts";
-import { type FeedDeps, type ReconcileResult, readFeed, reconcile } from "./feed.ts";
+import { ConflictError } from "../errors.ts";
+import { type FeedDeps, feedStreamOf, type ReconcileResult, readFeed, reconcile } from "./feed.ts";
 
 /**
  * Follows the feed of a request for one reader (an SSE stream): reconciles, hands over what is new
@@ -46,6 +47,20 @@ export type FeedItem =
 export const taskOfEvent = (e: StoredEvent): string =>
   "taskId" in e.payload ? e.payload.taskId : (e.payload as { urn: string }).urn;
 
+/**
+ * A reconcile; when it keeps losing to other reconcilers of the root (many readers at once), they
+ * are copying: what the feed holds is read as it is, and the next round reconciles again.
+ */
+async function reconcileOrRead(deps: FeedDeps, rootTaskId: string): Promise<ReconcileResult> {
+  try {
+    return await reconcile(deps, rootTaskId);
+  } catch (error) {
+    if (!(error instanceof ConflictError)) throw error;
+    const version = await deps.state.streamVersion(feedStreamOf(rootTaskId));
+    return { appended: 0, version, complete: false, closed: () => false, conflicts: 0 };
+  }
+}
+
 let open = 0;
 /** Followers running now, each holding its bus subscriptions and at most one timer. Tests read it. */
 export const openFollows = (): number => open;
@@ -89,7 +104,7 @@ export async function* followFeed(
   try {
     for (;;) {
       woken = false;
-      const state = fresh ?? (await reconcile(deps, rootTaskId));
+      const state = fresh ?? (await reconcileOrRead(deps, rootTaskId));
       fresh = undefined;
       let sent = false;
       const pages = state.version > last ? readFeed(deps, rootTaskId, last + 1, options.pageSize) : [];
