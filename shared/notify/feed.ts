@@ -110,10 +110,17 @@ export function rootTaskOf(taskUrn: string): string {
   return first < 0 ? taskUrn : formatUrn(elements.slice(0, first + 1));
 }
 
-/** The stable order of a feed: by time, then task URN, then the task stream's seq. */
+/**
+ * The stable order of a feed: by time, then task URN, then the task stream's seq. Clocks tick in
+ * milliseconds, and a fast run records a child's ending and its parent's in the same one: within
+ * one instant, endings come after everything else and deepest first (a parent ends after its
+ * children, and is created before them: URN order puts a parent first).
+ */
 export function feedOrder(a: StoredEvent, b: StoredEvent): number {
   if (a.at !== b.at) return a.at < b.at ? -1 : 1;
-  if (a.streamId !== b.streamId) return a.streamId < b.streamId ? -1 : 1;
+  const [ea, eb] = [isTerminalEvent(a), isTerminalEvent(b)];
+  if (ea !== eb) return ea ? 1 : -1;
+  if (a.streamId !== b.streamId) return (a.streamId < b.streamId ? -1 : 1) * (ea ? -1 : 1);
   return a.seq - b.seq;
 }
 

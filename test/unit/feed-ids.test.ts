@@ -27,7 +27,7 @@ describe("the ids of a request's feed and of its streams", () => {
     expect(feedCopy(taskUrn("other"), event).id).not.toBe(a.id);
   });
 
-  it("orders by time, then task, then seq", () => {
+  it("orders by time, then task, then seq; within one instant, endings last and deepest first", () => {
     const e = (at: string, streamId: string, seq: number) =>
       ({ ...taskCreated(taskUrn("r")), at, streamId, seq, recordedAt: at }) as Parameters<
         typeof feedOrder
@@ -39,6 +39,25 @@ describe("the ids of a request's feed and of its streams", () => {
         .sort(feedOrder)
         .map((x) => `${x.streamId}${x.seq}`),
     ).toEqual(["a9", "b1", "b2", "a1"]);
+    // One instant: the parent created before its child, the child ending before the parent.
+    const parent = taskUrn("r");
+    const kid = taskUrn("r", "k");
+    const at = (type: "TaskCreated" | "TaskCompleted", task: string, seq: number) =>
+      ({ ...taskCreated(taskUrn("r")), type, at: t, streamId: task, seq, recordedAt: t }) as Parameters<
+        typeof feedOrder
+      >[0];
+    const instant = [
+      at("TaskCompleted", parent, 3),
+      at("TaskCompleted", kid, 3),
+      at("TaskCreated", kid, 1),
+      at("TaskCreated", parent, 1),
+    ];
+    expect(instant.sort(feedOrder).map((x) => [x.type, x.streamId === parent ? "parent" : "kid"])).toEqual([
+      ["TaskCreated", "parent"],
+      ["TaskCreated", "kid"],
+      ["TaskCompleted", "kid"],
+      ["TaskCompleted", "parent"],
+    ]);
   });
 
   it("reads back every id a stream sends, and refuses anything else with a message that says what to send", () => {
