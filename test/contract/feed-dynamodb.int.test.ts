@@ -22,6 +22,7 @@ async function table(lag: number) {
   return {
     state: new DynamoStateStore({ client: lag > 0 ? lagging.client : client, tableName }),
     objects,
+    ...(lag > 0 ? { staleIndexReads: () => lagging.stats.stale } : {}),
     cleanup: async () => {
       await objects.close();
       await client.send(new DeleteTableCommand({ TableName: tableName }));

@@ -33,6 +33,8 @@ export interface FeedFixture {
   state: StateStore;
   objects: ObjectStore;
   cleanup: () => Promise<void>;
+  /** Index reads answered stale so far, where the adapter's indexes lag (test/peers/lagging-dynamo.ts). */
+  staleIndexReads?: () => number;
 }
 
 /** A store whose next transactions fail: before they commit (`before`) or after (`after`: a crash once written). */
@@ -153,6 +155,8 @@ export function feedContract(name: string, setup: () => Promise<FeedFixture>): v
       const copied = await expectExactlyOnce(3);
       expect(copied.at(-1)).toMatchObject({ type: "TaskCompleted", payload: { taskId: root } });
       expect(rootTaskOf(grandchild(2, 1))).toBe(root);
+      // Where indexes lag, they did answer stale, and every child was found all the same.
+      expect(fx.staleIndexReads?.() ?? 1).toBeGreaterThan(0);
     });
 
     it("a reconcile again (a redelivered wake-up) copies nothing and writes nothing", async () => {
