@@ -1,6 +1,7 @@
 import type { Hono } from "hono";
 import { type APIGatewayProxyResult, handle, type LambdaEvent } from "hono/aws-lambda";
 import { StateKeyStore } from "../shared/adapters/shared/state-key-store.ts";
+import type { EventStreamOptions } from "../shared/channels/http-events.ts";
 import { createServerApp } from "../shared/channels/http-server.ts";
 import { CachedKeyStore } from "../shared/channels/key-cache.ts";
 import { RateLimiter } from "../shared/channels/rate-limit.ts";
@@ -31,6 +32,8 @@ export interface ApiDeps extends FunctionDeps {
   now?: () => number;
   /** How long a key's answer is kept (default DEFAULT_KEY_CACHE_TTL_MS, 30 s). */
   keyCacheTtlMs?: number;
+  /** Event streams' waits (always bounded here; tests shorten them). */
+  eventStreams?: Omit<EventStreamOptions, "mode">;
 }
 
 export type ApiHandler = ((
@@ -64,6 +67,10 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
         // Per key and per tenant, in this instance (API Gateway's stage throttling is in front).
         limiter: new RateLimiter(config.rateLimits ?? {}, deps.now),
         ...(config.a2aBlockingWaitMs !== undefined ? { a2aWaitMs: config.a2aBlockingWaitMs } : {}),
+        // API Gateway's HTTP API buffers a whole response (30 s at most): event streams answer in
+        // rounds, and an EventSource reconnects with Last-Event-ID (http-events.ts).
+        // A reconcile of a large running tree costs two requests per open task: every 5 s, not 2.
+        events: { mode: "bounded", recheckMs: 5_000, ...(deps.eventStreams ?? {}) },
       });
       lambda = handle(app);
     },

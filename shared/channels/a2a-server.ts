@@ -11,14 +11,14 @@ import { A2A_PATH, arborAgentCard, type CardCapabilities, cardBody, matchesEtag 
 import { checkA2aRequest } from "./a2a-input.ts";
 import { AUTH_ERROR_CODE } from "./a2a-mapping.ts";
 import { ArborCaller } from "./a2a-store.ts";
-import { ArborA2aTasks } from "./a2a-tasks.ts";
+import { rpcEventStream } from "./a2a-streams.ts";
+import { type A2aTasksOptions, ArborA2aTasks } from "./a2a-tasks.ts";
 import {
   A2aJsonRpc,
   errorOf,
   negotiateVersion,
   type RpcResponse,
   rpcError,
-  streamReply,
   wrongVersion,
 } from "./a2a-transport.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
@@ -61,10 +61,14 @@ export interface A2aAppOptions {
   waitMs?: number;
   /** How often a waiting send reads the state without a wake-up (default 5 s). */
   recheckMs?: number;
-  /** Whether the card offers streaming (SSE) methods; off until they are served (default false). */
+  /** Whether the card offers streaming (SSE) methods; served from the request's feed, a2a-streams.ts (default true). */
   streaming?: boolean;
   /** Whether the card offers push notifications; off until they are delivered (default false). */
   pushNotifications?: boolean;
+  /** How streams end (a2a-streams.ts): live (default), or bounded behind API Gateway. */
+  streams?: A2aTasksOptions["streams"];
+  /** A stream's heartbeat comment after this long without an event (default 15 s). */
+  heartbeatMs?: number;
 }
 
 type Env = { Variables: { who: Authenticated } };
@@ -75,7 +79,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
   const base = typeof baseUrl === "string" ? () => baseUrl : baseUrl;
   // The one place the card's capabilities are set: the SDK's handlers refuse what it does not offer.
   const capabilities: CardCapabilities = {
-    streaming: options.streaming ?? false,
+    streaming: options.streaming ?? true,
     pushNotifications: options.pushNotifications ?? false,
   };
   // The JSON-RPC side reads only the card's capabilities, bindings and versions, never its URL.
@@ -93,6 +97,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
     log,
     ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}),
     ...(options.recheckMs !== undefined ? { recheckMs: options.recheckMs } : {}),
+    ...(options.streams ? { streams: options.streams } : {}),
   });
   const jsonRpc = new A2aJsonRpc(tasks);
   const app = new Hono<Env>();
@@ -212,7 +217,22 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
         const out = await jsonRpc.handle(body as Record<string, unknown>, context, version);
         if (context.activatedExtensions?.length)
           c.header(HTTP_EXTENSION_HEADER, Extensions.toServiceParameter(context.activatedExtensions));
-        if (Symbol.asyncIterator in out) return reply(c, await streamReply(out, id, version), log);
+        if (Symbol.asyncIterator in out) {
+          try {
+            return await rpcEventStream(c, out, context, {
+              version,
+              log,
+              bounded: options.streams?.mode === "bounded",
+              ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
+            });
+          } catch (error) {
+            return reply(
+              c,
+              { jsonrpc: "2.0", id, error: errorOf(error, version) },
+              log,
+            );
+          }
+        }
         return reply(c, out, log);
       } catch (error) {
         return reply(c, { jsonrpc: "2.0", id, error: errorOf(error, version) }, log);

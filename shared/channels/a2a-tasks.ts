@@ -54,6 +54,7 @@ import {
 } from "./a2a-mapping.ts";
 import { answerTask, type SendDeps, type Started, submitRequest } from "./a2a-send.ts";
 import { ArborContexts, ArborTaskStore, byTenant, callerOf, isFinal, linkOf } from "./a2a-store.ts";
+import { type A2aStreamOptions, ArborA2aStreams } from "./a2a-streams.ts";
 import { settled } from "./a2a-wait.ts";
 
 /**
@@ -77,6 +78,8 @@ export interface A2aTasksOptions {
   /** How often a waiting send reads the state without a wake-up (default 5 s: a lost notice costs at most this). */
   recheckMs?: number;
   newId?: () => string;
+  /** How streams end (a2a-streams.ts): live, or bounded behind API Gateway. */
+  streams?: Pick<A2aStreamOptions, "mode" | "maxWaitMs" | "recheckMs">;
 }
 
 /** What a send hands its execution (the request context's state): the request it runs or continues. */
@@ -101,6 +104,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
   readonly #cancels = new Map<string, { contextId: string; reason: string }>();
   /** contextIds the callers chose themselves (not a conversation URN), per tenant. */
   readonly #contexts: ArborContexts;
+  readonly #streams: ArborA2aStreams;
 
   constructor(options: A2aTasksOptions) {
     this.#engine = options.engine;
@@ -117,6 +121,12 @@ export class ArborA2aTasks implements A2ARequestHandler {
       cancelTask: async (taskId, bus) => this.#canceled(taskId, bus),
     };
     this.#inner = new DefaultRequestHandler(options.card, this.#store, executor, this.#buses);
+    this.#streams = new ArborA2aStreams({
+      ...options.streams,
+      engine: this.#engine,
+      log: this.#log,
+      stamp: this.#stamp,
+    });
   }
 
   // ---- SendMessage: a new request, or the answer to what a task asks ---------------------------------
@@ -316,17 +326,20 @@ export class ArborA2aTasks implements A2ARequestHandler {
   listTasks(params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
     return this.#inner.listTasks(params, context);
   }
+  // Streams are the feed's (a2a-streams.ts): the send acknowledged at once, then the task as it goes.
   sendMessageStream(
     params: SendMessageRequest,
     context: ServerCallContext,
   ): AsyncGenerator<StreamResponse, void, undefined> {
-    return this.#inner.sendMessageStream(params, context);
+    return this.#streams.sendMessageStream(params, context, (p, c) => this.sendMessage(p, c));
   }
   resubscribe(
     params: SubscribeToTaskRequest,
     context: ServerCallContext,
   ): AsyncGenerator<StreamResponse, void, undefined> {
-    return this.#inner.resubscribe(params, context);
+    return this.#streams.resubscribe(params, context, (id) =>
+      this.getTask({ tenant: params.tenant, id }, context),
+    );
   }
   createTaskPushNotificationConfig(params: TaskPushNotificationConfig, context: ServerCallContext) {
     return this.#inner.createTaskPushNotificationConfig(params, context);

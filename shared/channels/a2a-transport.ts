@@ -127,24 +127,3 @@ function blockingByDefault(body: Record<string, unknown>): Record<string, unknow
   if ((configuration as { blocking?: unknown }).blocking != null) return body;
   return { ...body, params: { ...params, configuration: { ...configuration, blocking: true } } };
 }
-
-/**
- * What a streaming method (SendStreamingMessage, SubscribeToTask, message/stream, tasks/resubscribe)
- * answers. Streaming is off in the card (A2aAppOptions.streaming): the SDK refuses it on the first
- * read, and that refusal is the answer. Server-sent events are framed here once streaming is on.
- */
-export async function streamReply(
-  stream: AsyncGenerator<RpcResponse, void, undefined>,
-  id: string | number | null,
-  version: A2aVersion,
-): Promise<RpcResponse> {
-  try {
-    const first = await stream.next();
-    if (!first.done && first.value.error) return first.value; // a 0.3 refusal is an envelope
-  } catch (error) {
-    return { jsonrpc: "2.0", id, error: errorOf(error, version) };
-  } finally {
-    await stream.return?.(undefined);
-  }
-  return rpcError(id, A2A_ERROR_CODE.UNSUPPORTED_OPERATION, "Streaming is not supported");
-}

@@ -14,6 +14,7 @@ import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationE
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { Authenticated, KeyStore } from "../ports/key-store.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
+import type { EventStreamOptions } from "./http-events.ts";
 import { createReadRoutes } from "./http-reads.ts";
 import { createTeamRoutes } from "./http-team.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
@@ -35,6 +36,8 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *   GET  /v1/resources/:urn                one resource                             -> 200
  *   GET  /v1/resources/:urn/children       one level below it, paginated            -> 200
  *   GET  /v1/tasks/:urn/events             a task's event stream, paginated (JSON)  -> 200
+ *                                          or, Accept: text/event-stream, its tree's
+ *                                          events as SSE, resumable (http-events.ts) -> 200
  *   GET  /v1/admin/team                    the tenant's team (admins)               -> 200
  *   PUT  /v1/admin/team?dryRun=true        a team file: its diff, applied unless dry -> 200
  *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
@@ -57,6 +60,8 @@ export interface HttpApiParts {
   limiter?: RateLimiter;
   /** Why Arbor cannot write now, or undefined when it can (Runtime.unwritable): /healthz says so. */
   unwritable?: () => Promise<string | undefined>;
+  /** How `GET /v1/tasks/:urn/events` streams (http-events.ts): live locally, bounded behind API Gateway. */
+  events?: EventStreamOptions;
 }
 
 export type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
@@ -105,6 +110,7 @@ export function createHttpApi({
   log = componentLogger("http-api"),
   limiter,
   unwritable,
+  events,
 }: HttpApiParts): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
@@ -225,7 +231,7 @@ export function createHttpApi({
   });
 
   // Further routes, each behind the key, rate limit and body bound above.
-  app.route("/", createReadRoutes(engine));
+  app.route("/", createReadRoutes(engine, events));
   app.route("/", createTeamRoutes(engine));
   app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));
 

@@ -5,6 +5,7 @@ import { tenantUrn } from "../domain/urn.ts";
 import type { Engine } from "../engine/engine.ts";
 import { NotFoundError, ValidationError } from "../errors.ts";
 import { type ApiEnv, asker, ownUrn } from "./http-api.ts";
+import { type EventStreamOptions, eventStream, wantsEventStream } from "./http-events.ts";
 
 /**
  * The HTTP API's read routes, what a remote `arbor ls`, `get` and `events` need (mounted in
@@ -19,7 +20,8 @@ import { type ApiEnv, asker, ownUrn } from "./http-api.ts";
  * read; then the policy (403). Children are listed only as far as the caller may read each (a
  * person sees their own conversations below the tenant, an admin all); the tenant itself may be
  * listed so by anyone of it. The events route answers JSON (`Accept: application/json`, or none):
- * a stream of server-sent events on the same path is for `Accept: text/event-stream`.
+ * a stream of server-sent events on the same path is for `Accept: text/event-stream` (the task and
+ * every task below it, resumable with Last-Event-ID: http-events.ts).
  */
 export const DEFAULT_PAGE = 100;
 export const MAX_PAGE = 1000;
@@ -45,7 +47,7 @@ function query<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
 
 const resourcePath = (urn: string) => `/v1/resources/${encodeURIComponent(urn)}`;
 
-export function createReadRoutes(engine: Engine): Hono<ApiEnv> {
+export function createReadRoutes(engine: Engine, streams: EventStreamOptions = {}): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   // Read when a request comes (an engine stand-in without stores still mounts the routes).
   const resources = () => engine.deps.resources;
@@ -94,6 +96,7 @@ export function createReadRoutes(engine: Engine): Hono<ApiEnv> {
 
   app.get("/v1/tasks/:urn/events", async (c) => {
     const urn = ownUrn(c, "Task", c.req.param("urn"));
+    if (wantsEventStream(c)) return eventStream(c, engine, urn, streams);
     const q = query(c, EventsQuery);
     await engine.authorize(asker(c), "resource.read", urn);
     const events = await engine.deps.state.readStream(urn, { fromSeq: q.fromSeq, limit: q.limit });

@@ -37,6 +37,8 @@ export function createServerApp(parts: ServerAppParts): Hono {
       baseUrl: publicUrl,
       ...(parts.limiter ? { limiter: parts.limiter } : {}),
       ...(a2aWaitMs !== undefined ? { waitMs: a2aWaitMs } : {}),
+      // A2A streams end as the HTTP API's event streams do (bounded behind API Gateway).
+      ...(parts.events ? { streams: parts.events, heartbeatMs: parts.events.heartbeatMs } : {}),
     }),
   );
   // Mount further channels here (see above).

@@ -108,7 +108,7 @@ describe("the agent card", () => {
       ],
       securitySchemes: { arborApiKey: { httpAuthSecurityScheme: { scheme: "Bearer" } } },
       securityRequirements: [{ schemes: { arborApiKey: {} } }],
-      capabilities: { streaming: false, pushNotifications: false, extendedAgentCard: true },
+      capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: true },
       skills: [{ id: "run_request", name: expect.any(String), description: expect.any(String) }],
     });
     expect(raw.description).toMatch(/team of LLM agents/);

@@ -1,0 +1,203 @@
+import { type StreamResponse, type Task, TaskState } from "@a2a-js/sdk";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openFollows } from "../../shared/notify/feed-follow.ts";
+import {
+  ANSWER,
+  a2aClient,
+  a2aScript,
+  ada,
+  intruder,
+  partsText,
+  rootOf,
+  serveA2a,
+  TEAM,
+  userMessage,
+} from "./a2a-fixtures.ts";
+import { Harness, PERSON } from "./engine-harness.ts";
+import { readSse, type SseEvent } from "./sse-client.ts";
+
+/**
+ * A2A streams from the request's feed (shared/channels/a2a-streams.ts), driven by the SDK's own
+ * 1.0 client (sendMessageStream, resubscribeTask) against the endpoint on @hono/node-server: the
+ * Task first, status updates on each change of the request's state, the artifact, the end; a
+ * client that goes away at input-required and comes back with Last-Event-ID sees every event once.
+ */
+let h: Harness;
+let served: Awaited<ReturnType<typeof serveA2a>>;
+beforeAll(async () => {
+  h = await Harness.create({ script: a2aScript(200), assistants: TEAM, settings: { electionThreshold: -1 } });
+  served = await serveA2a(h.engine, { heartbeatMs: 200 });
+});
+afterAll(async () => {
+  await served?.close();
+  await h?.close();
+});
+afterEach(async () => {
+  await h.idle();
+});
+
+const streamParams = (text: string) => ({
+  tenant: "",
+  message: userMessage(text),
+  configuration: undefined,
+  metadata: undefined,
+});
+const stateOf = (r: StreamResponse) =>
+  r.payload?.$case === "statusUpdate"
+    ? r.payload.value.status?.state
+    : r.payload?.$case === "task"
+      ? r.payload.value.status?.state
+      : undefined;
+
+async function rpcStream(
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+  until?: (events: SseEvent[]) => boolean,
+) {
+  return readSse(`${served.url}/a2a`, {
+    headers: {
+      authorization: `Bearer ${ada.key}`,
+      "content-type": "application/json",
+      "a2a-version": "1.0",
+      ...headers,
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 11, ...body }),
+    method: "POST",
+    ...(until ? { until } : {}),
+  });
+}
+
+describe("SendStreamingMessage and SubscribeToTask (1.0, the SDK's client)", () => {
+  it("sendMessageStream: the Task, working, then the artifact and completed, and the stream ends", async () => {
+    const c = await a2aClient(ada.key, served.url);
+    const seen: StreamResponse[] = [];
+    for await (const r of c.sendMessageStream(streamParams("What is the cost per person?"))) seen.push(r);
+    expect(seen[0]?.payload?.$case).toBe("task");
+    const task = seen[0]?.payload?.value as Task;
+    expect(task.status?.state).toBe(TaskState.TASK_STATE_WORKING);
+    const artifact = seen.find((r) => r.payload?.$case === "artifactUpdate");
+    expect(
+      artifact?.payload?.$case === "artifactUpdate" && partsText(artifact.payload.value.artifact?.parts),
+    ).toBe(ANSWER);
+    expect(stateOf(seen.at(-1) as StreamResponse)).toBe(TaskState.TASK_STATE_COMPLETED);
+    for (const r of seen.slice(1))
+      expect(r.payload?.$case === "task" ? r.payload.value.id : r.payload?.value).toMatchObject({
+        taskId: task.id,
+      });
+    const got = await c.getTask({ tenant: "", id: task.id, historyLength: undefined });
+    expect(got.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(openFollows()).toBe(0);
+  });
+
+  it("input-required with the question; the client goes, the task is answered, resubscribeTask sees it through", async () => {
+    const c = await a2aClient(ada.key, served.url);
+    let task: Task | undefined;
+    let question: StreamResponse | undefined;
+    for await (const r of c.sendMessageStream(streamParams("Email the team about the offsite"))) {
+      if (r.payload?.$case === "task") task = r.payload.value;
+      if (stateOf(r) === TaskState.TASK_STATE_INPUT_REQUIRED) {
+        question = r;
+        break; // the client goes away
+      }
+    }
+    expect(task).toBeDefined();
+    const said =
+      question?.payload?.$case === "statusUpdate" ? question.payload.value.status?.message : undefined;
+    expect(partsText(said?.parts)).toMatch(/Answer with one of: approve \(Allow\), deny \(Deny\)\.$/);
+
+    const id = (task as Task).id;
+    const resumed = c.resubscribeTask({ tenant: "", id });
+    const first = await resumed.next();
+    expect(first.value?.payload?.$case).toBe("task");
+    // A fresh subscription opens with the Task as it stands: waiting for the answer.
+    expect(first.value && stateOf(first.value)).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    await c.sendMessage({
+      tenant: "",
+      message: userMessage("approve", { taskId: id, contextId: (task as Task).contextId }),
+      configuration: {
+        acceptedOutputModes: [],
+        taskPushNotificationConfig: undefined,
+        returnImmediately: true,
+      },
+      metadata: undefined,
+    });
+    const rest: StreamResponse[] = [];
+    for await (const r of resumed) rest.push(r);
+    expect(stateOf(rest.at(-1) as StreamResponse)).toBe(TaskState.TASK_STATE_COMPLETED);
+    const artifact = rest.find((r) => r.payload?.$case === "artifactUpdate");
+    expect(
+      artifact?.payload?.$case === "artifactUpdate" && partsText(artifact.payload.value.artifact?.parts),
+    ).toMatch(/^Emailed the team: /);
+  });
+
+  it("a client that reconnects with Last-Event-ID sees every event of the stream once", async () => {
+    const c = await a2aClient(ada.key, served.url);
+    let task: Task | undefined;
+    for await (const r of c.sendMessageStream(streamParams("Email the team about the offsite"))) {
+      if (r.payload?.$case === "task") task = r.payload.value;
+      if (stateOf(r) === TaskState.TASK_STATE_INPUT_REQUIRED) break;
+    }
+    const id = (task as Task).id;
+    const subscribe = (lastEventId: string, until?: (events: SseEvent[]) => boolean) =>
+      rpcStream({ method: "SubscribeToTask", params: { id } }, { "last-event-id": lastEventId }, until);
+    const stateIn = (e: SseEvent) => {
+      const result = (
+        JSON.parse(e.data) as { id: number; result: Record<string, { status?: { state: string } }> }
+      ).result;
+      return result.statusUpdate?.status?.state ?? (result.artifactUpdate ? "artifact" : "task");
+    };
+    // From before the feed's first entry, until the question: then the client goes away.
+    const first = await subscribe("0", (events) =>
+      events.some((e) => stateIn(e) === "TASK_STATE_INPUT_REQUIRED"),
+    );
+    expect(first.status).toBe(200);
+    expect(first.ended).toBe(false);
+    for (const e of first.events) expect(JSON.parse(e.data)).toMatchObject({ jsonrpc: "2.0", id: 11 });
+    const [pending] = await h.pending(rootOf(task as Task));
+    await h.engine.respond(pending?.meta.id as string, { selectedOptionId: "approve" }, PERSON, {
+      tenant: "acme",
+      roles: [],
+    });
+    // Back with the last id it has: the rest, to the end.
+    const second = await subscribe(first.events.at(-1)?.id as string);
+    expect(second.ended).toBe(true);
+    const union = [...first.events, ...second.events];
+    const ids = union.map((e) => e.id as string);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(union.map(stateIn)).toEqual([
+      "TASK_STATE_INPUT_REQUIRED",
+      "TASK_STATE_WORKING",
+      "artifact",
+      "TASK_STATE_COMPLETED",
+    ]);
+    // The artifact and the completed status come from one feed entry: <seq>.1 and <seq>.2.
+    expect(ids.slice(-2)).toEqual([`${ids.at(-1)?.split(".")[0]}.1`, `${ids.at(-1)?.split(".")[0]}.2`]);
+    // Replayed whole after the end, the stream is the same events with the same ids: nothing twice, nothing new.
+    const again = await subscribe("0");
+    expect(again.events.map((e) => e.id)).toEqual(ids);
+    expect(again.events.map(stateIn)).toEqual(union.map(stateIn));
+    // Resumed between the artifact and the completed status: only the status.
+    const last = await subscribe(ids.at(-2) as string);
+    expect(last.events.map((e) => e.id)).toEqual([ids.at(-1)]);
+  });
+
+  it("refuses another tenant's task (not found) and a Last-Event-ID it never sent", async () => {
+    const c = await a2aClient(ada.key, served.url);
+    const seen: StreamResponse[] = [];
+    for await (const r of c.sendMessageStream(streamParams("What is the cost per person?"))) seen.push(r);
+    const id = (seen[0] as { payload: { value: Task } }).payload.value.id;
+    const other = await a2aClient(intruder.key, served.url);
+    await expect(async () => {
+      for await (const _ of other.resubscribeTask({ tenant: "", id })) break;
+    }).rejects.toThrow(/not found/i);
+    const bad = await rpcStream({ method: "SubscribeToTask", params: { id } }, { "last-event-id": "x1" });
+    expect(JSON.parse(bad.body)).toMatchObject({
+      id: 11,
+      error: { message: expect.stringMatching(/Last-Event-ID "x1"/) },
+    });
+    // An ended task without Last-Event-ID: read it with GetTask.
+    await expect(async () => {
+      for await (const _ of c.resubscribeTask({ tenant: "", id })) break;
+    }).rejects.toThrow(/has ended/);
+  });
+});
