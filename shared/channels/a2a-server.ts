@@ -16,6 +16,7 @@ import { bodyLimit } from "hono/body-limit";
 import pkg from "../../package.json" with { type: "json" };
 import type { Engine } from "../engine/engine.ts";
 import { UnavailableError } from "../errors.ts";
+import type { NotifyService } from "../notify/service.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { Authenticated, KeyStore } from "../ports/key-store.ts";
 import { checkA2aRequest } from "./a2a-input.ts";
@@ -59,10 +60,12 @@ export interface A2aAppOptions {
   waitMs?: number;
   /** How often a waiting send reads the state without a wake-up (default 5 s). */
   recheckMs?: number;
+  /** Push notifications (channels/a2a-push.ts); absent: none (the card says so). */
+  notify?: NotifyService;
 }
 
 /** The agent card: what Arbor does, where to call it, and that it wants a bearer key. */
-export function arborAgentCard(baseUrl: string): AgentCard {
+export function arborAgentCard(baseUrl: string, options: { pushNotifications?: boolean } = {}): AgentCard {
   const base = baseUrl.replace(/\/+$/, "");
   return {
     name: "Arbor",
@@ -75,7 +78,12 @@ export function arborAgentCard(baseUrl: string): AgentCard {
     ],
     provider: undefined,
     version: pkg.version,
-    capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    capabilities: {
+      streaming: false,
+      pushNotifications: options.pushNotifications === true,
+      extensions: [],
+      extendedAgentCard: false,
+    },
     securitySchemes: {
       arborApiKey: {
         scheme: {
@@ -121,12 +129,13 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
   const baseUrl = options.baseUrl;
   const base = typeof baseUrl === "string" ? () => baseUrl : baseUrl;
   // The JSON-RPC side reads only the card's protocol bindings and versions, never its URL.
-  const card = arborAgentCard("http://localhost");
+  const push = { pushNotifications: options.notify !== undefined };
+  const card = arborAgentCard("http://localhost", push);
   let cached: { base: string; json: Record<string, unknown> } | undefined;
   const cardJson = () => {
     const at = base();
     if (cached?.base !== at)
-      cached = { base: at, json: AgentCard.toJSON(arborAgentCard(at)) as Record<string, unknown> };
+      cached = { base: at, json: AgentCard.toJSON(arborAgentCard(at, push)) as Record<string, unknown> };
     return cached.json;
   };
   const tasks = new ArborA2aTasks({
@@ -135,6 +144,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
     log,
     ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}),
     ...(options.recheckMs !== undefined ? { recheckMs: options.recheckMs } : {}),
+    ...(options.notify ? { notify: options.notify } : {}),
   });
   const jsonRpc = new JsonRpcTransportHandler(tasks);
   const app = new Hono<Env>();

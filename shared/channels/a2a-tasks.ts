@@ -37,6 +37,7 @@ import {
 import { isTerminal } from "../domain/task-state.ts";
 import { isWithin, tenantUrn } from "../domain/urn.ts";
 import type { Engine } from "../engine/engine.ts";
+import type { NotifyService } from "../notify/service.ts";
 import type { ArborLogger } from "../observability/logger.ts";
 import {
   A2A_STATE,
@@ -51,6 +52,7 @@ import {
   toA2aError,
   waitingInteractions,
 } from "./a2a-mapping.ts";
+import { A2aPush } from "./a2a-push.ts";
 import {
   ArborContexts,
   type ArborLink,
@@ -81,6 +83,8 @@ export interface A2aTasksOptions {
   /** How often a waiting send reads the state without a wake-up (default 5 s: a lost notice costs at most this). */
   recheckMs?: number;
   newId?: () => string;
+  /** Push notifications (a2a-push.ts); absent: push configs are refused (-32003). */
+  notify?: NotifyService;
 }
 
 /** What a send hands its execution (the request context's state): the request it runs or continues. */
@@ -105,6 +109,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
   readonly #cancels = new Map<string, { contextId: string; reason: string }>();
   /** contextIds the callers chose themselves (not a conversation URN), per tenant. */
   readonly #contexts: ArborContexts;
+  readonly #push: A2aPush;
 
   constructor(options: A2aTasksOptions) {
     this.#engine = options.engine;
@@ -115,6 +120,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
     this.#stamp = { newId: this.#newId, now: this.#engine.deps.clock };
     this.#store = new ArborTaskStore(this.#engine, this.#log);
     this.#contexts = new ArborContexts(this.#engine);
+    this.#push = new A2aPush({ notify: options.notify, store: this.#store, log: this.#log });
     const executor: AgentExecutor = {
       execute: (rc, bus) => this.#execute(rc, bus),
       cancelTask: async (taskId, bus) => this.#canceled(taskId, bus),
@@ -124,8 +130,10 @@ export class ArborA2aTasks implements A2ARequestHandler {
 
   // ---- SendMessage: a new request, or the answer to what a task asks ---------------------------------
 
-  async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
+  async sendMessage(request: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
     const who = callerOf(context);
+    // A push config is checked before anything is written, and kept from the SDK (a2a-push.ts).
+    const { params, pending } = this.#push.takeFromSend(request, context);
     const message = params.message;
     if (message?.messageId) {
       const started = message.taskId
@@ -135,6 +143,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
     }
     // The SDK checks the rest (a message id, a task it can continue) and runs the execution.
     const answer = await this.#inner.sendMessage(params, context);
+    await this.#push.afterSend(answer, pending, context);
     // Whatever the caller is told (an ACK with returnImmediately, or how the task stands) is on disk.
     await this.#engine.deps.untilDurable();
     return answer;
@@ -367,21 +376,21 @@ export class ArborA2aTasks implements A2ARequestHandler {
     return this.#inner.resubscribe(params, context);
   }
   createTaskPushNotificationConfig(params: TaskPushNotificationConfig, context: ServerCallContext) {
-    return this.#inner.createTaskPushNotificationConfig(params, context);
+    return this.#push.create(params, context);
   }
   getTaskPushNotificationConfig(params: GetTaskPushNotificationConfigRequest, context: ServerCallContext) {
-    return this.#inner.getTaskPushNotificationConfig(params, context);
+    return this.#push.get(params, context);
   }
   listTaskPushNotificationConfigs(
     params: ListTaskPushNotificationConfigsRequest,
     context: ServerCallContext,
   ) {
-    return this.#inner.listTaskPushNotificationConfigs(params, context);
+    return this.#push.list(params, context);
   }
   deleteTaskPushNotificationConfig(
     params: DeleteTaskPushNotificationConfigRequest,
     context: ServerCallContext,
   ) {
-    return this.#inner.deleteTaskPushNotificationConfig(params, context);
+    return this.#push.delete(params, context);
   }
 }

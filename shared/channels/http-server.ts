@@ -37,6 +37,7 @@ export function createServerApp(parts: ServerAppParts): Hono {
       baseUrl: publicUrl,
       ...(parts.limiter ? { limiter: parts.limiter } : {}),
       ...(a2aWaitMs !== undefined ? { waitMs: a2aWaitMs } : {}),
+      ...(parts.notify ? { notify: parts.notify } : {}),
     }),
   );
   // Mount further channels here (see above).

@@ -85,7 +85,8 @@ export function newDeliveryOp(
 
 /** Ids of deliveries due now (pending and due, or sending with a lease that ran out), oldest first. */
 export async function dueDeliveries(state: StateStore, now: Date, limit = 50): Promise<string[]> {
-  const before = now.toISOString();
+  // updatedBefore is exclusive: what is due at this very millisecond is due.
+  const before = new Date(now.getTime() + 1).toISOString();
   const ids: string[] = [];
   for (const status of ["pending", "sending"] as const) {
     const page = await state.byStatus<DeliveryData>(DELIVERY_KIND, status, {
