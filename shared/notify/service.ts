@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { EngineDeps } from "../engine/context.ts";
-import { ValidationError } from "../errors.ts";
+import { UnavailableError, ValidationError } from "../errors.ts";
 import { DEFAULT_RETRY, nextAttempt, type RetrySchedule } from "./backoff.ts";
 import {
   type AttemptResult,
@@ -165,13 +166,20 @@ export class NotifyService {
    * written (another worker had taken it over).
    */
   async attempt(id: string): Promise<AttemptOutcome> {
-    const claimed = await claimDelivery(
-      this.deps.state,
-      id,
-      this.#holder,
-      this.deps.clock(),
-      this.settings.leaseMs,
-    );
+    let claimed: DeliveryRecord | undefined;
+    try {
+      claimed = await claimDelivery(
+        this.deps.state,
+        id,
+        this.#holder,
+        this.deps.clock(),
+        this.settings.leaseMs,
+      );
+    } catch (e) {
+      // Another process holds the store's lock for now (two on one data folder): a later run takes it.
+      if (e instanceof UnavailableError) return "skipped";
+      throw e;
+    }
     if (!claimed) return "skipped";
     const d = claimed.data;
     let secrets: SigningSecrets | undefined;
@@ -192,7 +200,7 @@ export class NotifyService {
       });
       result = { ...posted, ...(next ? { nextAttemptAt: next } : {}) };
     }
-    const kept = await settleDelivery(this.deps.state, claimed, result, now);
+    const kept = await this.#settle(claimed, result, now);
     const outcome: AttemptOutcome = !kept
       ? "lost"
       : result.delivered
@@ -208,6 +216,21 @@ export class NotifyService {
       ...(posted.delivered ? {} : { error: posted.error }),
     });
     return outcome;
+  }
+
+  /**
+   * Records the attempt's result, trying again while the store is busy (another process's write):
+   * a result not recorded leaves the delivery to be sent again once its lease ends.
+   */
+  async #settle(claimed: DeliveryRecord, result: AttemptResult, now: Date): Promise<boolean> {
+    for (let i = 1; ; i++) {
+      try {
+        return await settleDelivery(this.deps.state, claimed, result, now);
+      } catch (e) {
+        if (!(e instanceof UnavailableError) || i >= 10) throw e;
+        await sleep(50 * i);
+      }
+    }
   }
 
   /** Attempts every delivery due now, a batch at a time; returns how many were attempted. */
