@@ -8,6 +8,7 @@ import { createLocalRuntime, type LocalRuntime } from "../runtime/local.ts";
 import { runDemo } from "./demo.ts";
 import { dlqCommand } from "./dlq.ts";
 import { keysCommand } from "./keys.ts";
+import { notifyCommand } from "./notify.ts";
 import { policyCommand } from "./policy.ts";
 import { Remote } from "./remote.ts";
 import { remoteEvents, remoteGet, remoteLs, remoteRun } from "./remote-commands.ts";
@@ -50,6 +51,9 @@ Commands
       --bus <name>       the event bus, to find each route's function (default ARBOR_EVENT_BUS_NAME)
       --dry-run          show the messages, send and delete nothing
       --max <n>          at most n messages
+  notify ls [--dead]   webhook deliveries (callbacks, A2A push) of the local data folder: dead ones by default
+      --status <s>       pending, sending, delivered or dead
+  notify redrive <id>  send a dead delivery again (a new hour of retries); --all: every dead one
   team apply <file>    make a tenant's team what a team file says: the change is shown, then applied
       --yes              apply without asking (needed when no terminal can be asked)
       --dry-run          show the change only
@@ -73,6 +77,7 @@ Settings (environment)
   ARBOR_API_KEYS_FILE  the API keys serve accepts (default <ARBOR_DATA_DIR>/api-keys.json)
   ARBOR_PUBLIC_URL     where callers reach serve, e.g. https://arbor.example.com (the agent card names it)
   ARBOR_WATCHDOG_STALE_MS  serve drives again work that has not moved this long (default 600000)
+  ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP  webhooks to a receiver on this machine (http, any port): development only
   ARBOR_A2A_BLOCKING_WAIT_MS  how long a blocking A2A send waits before it answers "working" (default 240000)
   ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
   ARBOR_TEAM_FILE      the team a tenant without one gets at its first request (default: the built-in team)
@@ -126,6 +131,8 @@ async function main(argv: string[]): Promise<void> {
       bus: { type: "string" },
       "dry-run": { type: "boolean", default: false },
       max: { type: "string" },
+      dead: { type: "boolean", default: false },
+      status: { type: "string" },
     },
   });
   const [command = "help", arg] = positionals;
@@ -224,6 +231,17 @@ async function main(argv: string[]): Promise<void> {
       );
       return;
     }
+    case "notify":
+      return withRuntime(async (rt) => {
+        process.exitCode = await notifyCommand(
+          arg,
+          positionals[2],
+          { dead: values.dead, status: values.status, all: values.all },
+          rt.state,
+          () => new Date(),
+          write,
+        );
+      });
     case "demo":
       return withRuntime((rt) => runDemo(rt, write), { bus: { deliveries: 2 }, lockAs: "arbor demo" });
     case "ls":

@@ -1,3 +1,6 @@
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
@@ -25,6 +28,23 @@ const script: ScriptFunction = (r) => {
 };
 const admin = newApiKey({ id: "user_root", kind: "human", tenant: "acme", roles: ["admin"] });
 const MINUTE = 60_000;
+
+/** The real CLI on the harness's data folder (no lock: it works beside the running runtime). */
+const arbor = async (dataDir: string, ...args: string[]) => {
+  try {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [join(import.meta.dirname, "../../shared/cli/bin.mjs"), ...args],
+      {
+        env: { ...process.env, ARBOR_DATA_DIR: dataDir, NO_COLOR: "1" },
+      },
+    );
+    return { code: 0, stdout };
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string };
+    return { code: err.code, stdout: `${err.stdout}${err.stderr}` };
+  }
+};
 
 let h: Harness;
 let notify: LocalNotify;
@@ -115,7 +135,7 @@ describe("durable deliveries", () => {
     expect(states.sort()).toEqual(["completed", "working"]);
   });
 
-  it("an unreachable receiver ends dead after an hour of retries, is visible to admins, and is delivered once redriven", async () => {
+  it("an unreachable receiver ends dead after an hour of retries, is visible to admins (route and CLI), and is delivered once redriven", async () => {
     receiver.answer = () => "reset";
     const root = await answeredWithCallback(receiver.url);
     await until("the first attempts", () => receiver.got.length >= 2);
@@ -134,6 +154,12 @@ describe("durable deliveries", () => {
       expect(d.data.lastError).toMatch(/fetch failed|socket|reset|closed/i);
     }
     expect(receiver.deliveredIds().size).toBe(0);
+    await h.rt.untilDurable();
+    const listed = await arbor(h.dataDir, "notify", "ls", "--dead");
+    expect(listed.code).toBe(0);
+    for (const d of dead) expect(listed.stdout).toContain(d.data.id);
+    expect(listed.stdout).toContain(receiver.url);
+    expect((await arbor(h.dataDir, "notify", "redrive", "dlv_nosuch")).code).toBe(1);
 
     const server: RunningServer = await serveHttp({
       engine: h.engine,
