@@ -43,6 +43,8 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *   PUT  /v1/admin/team?dryRun=true        a team file: its diff, applied unless dry -> 200
  *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
  *   /v1/admin/keys                         a tenant's API keys, for its admins (admin-keys.ts)
+ *   /v1/callbacks/secret, /v1/admin/callbacks/secret/rotate, /v1/admin/deliveries...
+ *                                          webhooks' secret and dead letters (http-notify.ts)
  *
  * URNs are single path segments, URL-encoded (encodeURIComponent). A URN outside the caller's
  * tenant is answered as one that does not exist (404), whatever is there and whatever the body.
