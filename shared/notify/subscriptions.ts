@@ -78,7 +78,7 @@ export const callbackSubscriptionId = (rootTaskUrn: string, url: string) =>
 
 /**
  * Opens (or, for an id already there, replaces: A2A's create with an existing config id) a
- * subscription. Replacing keeps what it was told so far. Returns the record as written.
+ * subscription. Replacing with the same URL keeps what it was told so far. Returns the record.
  */
 export async function subscribe(
   state: StateStore,
@@ -94,11 +94,16 @@ export async function subscribe(
   for (let attempt = 0; ; attempt++) {
     const current = await state.get<SubscriptionData>(key);
     const now = clock().toISOString();
+    // The same receiver (a config updated under its id) is not told again what it was told; a new
+    // URL, or one deleted and made again, hears how the request stands now.
+    const same = current?.status !== "deleted" && current?.data.subscription.url === subscription.url;
+    const notified = same ? current?.data.notified : undefined;
     const data: SubscriptionData = {
       subscription,
       rootTaskUrn,
       createdAt: current?.data.createdAt ?? now,
-      ...(current?.data.notified !== undefined ? { notified: current.data.notified } : {}),
+      ...(notified !== undefined ? { notified } : {}),
+      // Sequence numbers go on: a delivery's id is never reused.
       sent: current?.data.sent ?? 0,
     };
     const record = {

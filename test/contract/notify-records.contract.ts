@@ -178,7 +178,7 @@ export function notifyRecordsContract(name: string, setup: () => Promise<NotifyR
       await expect(redriveDelivery(f.store, "dlv_nosuch", clock())).rejects.toBeInstanceOf(NotFoundError);
     });
 
-    it("subscriptions: open, replaced under the same id keeping what was told, deleted", async () => {
+    it("subscriptions: open; replaced under the same id (the same URL keeps what it was told, a new one does not); deleted", async () => {
       const sub = {
         kind: "callback" as const,
         id: "hook",
@@ -196,12 +196,11 @@ export function notifyRecordsContract(name: string, setup: () => Promise<NotifyR
           expectedVersion: version,
         },
       ]);
-      const replaced = await subscribe(f.store, clock, ROOT, { ...sub, url: "https://hooks.example.com/b" });
-      expect(replaced.data).toMatchObject({
-        notified: "working",
-        sent: 1,
-        subscription: { url: "https://hooks.example.com/b" },
-      });
+      const kept = await subscribe(f.store, clock, ROOT, sub);
+      expect(kept.data).toMatchObject({ notified: "working", sent: 1 });
+      const moved = await subscribe(f.store, clock, ROOT, { ...sub, url: "https://hooks.example.com/b" });
+      expect(moved.data).toMatchObject({ sent: 1, subscription: { url: "https://hooks.example.com/b" } });
+      expect(moved.data.notified).toBeUndefined(); // a new receiver hears how the request stands
       settle();
       expect((await openSubscriptions(f.store, ROOT)).map((r) => r.data.subscription.id)).toEqual(["hook"]);
       expect(await deleteSubscription(f.store, clock, ROOT, "hook")).toBe(true);

@@ -126,6 +126,28 @@ describe("A2A push notifications", () => {
     expect(done?.json.task.artifacts?.[0]?.parts[0]?.text).toBe(ANSWER);
   });
 
+  it("a question and its answer: the webhook is told input-required (the question), then completed", async () => {
+    const c = await a2aClient(ada.key, served.url);
+    const ack = await sendWithPush(
+      c,
+      "Email the team about the offsite",
+      pushConfig(`${receiver.url}/push/q`, "tok-q"),
+    );
+    await until("the input-required push", () =>
+      pushedTo("/push/q").some((p) => p.json.task.status.state === "TASK_STATE_INPUT_REQUIRED"),
+    );
+    const asked = pushedTo("/push/q").find((p) => p.json.task.status.state === "TASK_STATE_INPUT_REQUIRED");
+    expect(JSON.stringify(asked?.json.task.status)).toMatch(/approve \(Allow\)/);
+    await send(c, userMessage("approve", { taskId: ack.id, contextId: ack.contextId }));
+    await until("the completed push", () =>
+      pushedTo("/push/q").some((p) => p.json.task.status.state === "TASK_STATE_COMPLETED"),
+    );
+    const states = pushedTo("/push/q").map((p) => p.json.task.status.state);
+    expect(states.at(-1)).toBe("TASK_STATE_COMPLETED");
+    expect(states.filter((x) => x === "TASK_STATE_INPUT_REQUIRED")).toHaveLength(1);
+    expect(new Set(pushedTo("/push/q").map((p) => p.headers["arbor-delivery-id"])).size).toBe(states.length);
+  });
+
   it("the config methods: create (on a finished task: told at once), get, list, delete; a scheme's credentials as the Authorization", async () => {
     const c = await a2aClient(ada.key, served.url);
     const task = await send(c, userMessage("What is the cost per person?"));
