@@ -203,6 +203,30 @@ describe("durable deliveries", () => {
     }
   });
 
+  it("a lost wake-up is caught by the sweep: what the state says is recorded and sent", async () => {
+    receiver.answer = () => 200;
+    await notify.stop(); // nobody listens to the bus: every wake-up of this request is lost
+    const { rootTaskId } = await h.submit("What is the answer?");
+    await notify.service.subscribe(rootTaskId, {
+      kind: "callback",
+      id: "hook",
+      url: receiver.url,
+      tenant: "acme",
+    });
+    await h.idle();
+    expect((await deliveriesOf(rootTaskId)).map((d) => d.data.stateKey)).toEqual(["working"]);
+    notify = start(); // sweeps at start
+    await until("the completed callback", () =>
+      receiver.got.some((g) => JSON.parse(g.body).state === "completed"),
+    );
+    await notify.worker.runNow();
+    expect((await deliveriesOf(rootTaskId)).map((d) => [d.data.stateKey, d.status]).sort()).toEqual([
+      ["completed", "delivered"],
+      ["working", "delivered"],
+    ]);
+    expect([...receiver.deliveredIds().values()]).toEqual([1, 1]);
+  });
+
   it("two workers on one data folder send each delivery once", async () => {
     receiver.answer = () => 200;
     await notify.stop(); // the deliveries are recorded first, then raced for
