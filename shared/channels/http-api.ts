@@ -178,13 +178,15 @@ export function createHttpApi({
       ...(req.mode ? { mode: req.mode } : {}),
       ...(req.title ? { title: req.title } : {}),
     });
-    if (notify && req.callbackUrl !== undefined)
+    if (notify && req.callbackUrl !== undefined) {
       await notify.subscribe(submitted.rootTaskId, {
         kind: "callback",
         id: callbackSubscriptionId(submitted.rootTaskId, req.callbackUrl),
         url: req.callbackUrl,
         tenant: caller.tenant,
       });
+      await engine.deps.untilDurable(); // the 202 says the callback is kept too
+    }
     const task = taskPath(submitted.rootTaskId);
     c.header("Location", task);
     return c.json({ ...submitted, links: { task } }, 202);
