@@ -52,6 +52,7 @@ export function notifyRoutes({ engine, notify }: { engine: Engine; notify: Notif
     const tenant = tenantOf(c);
     await engine.authorize(asker(c), "resource.write", notifyUrn(tenant, "CallbackSecret", "current"));
     const secrets = await notify.rotateCallbackSecret(tenant);
+    await engine.deps.untilDurable();
     c.header("Cache-Control", "no-store");
     return c.json({
       secret: secrets.current.secret,
@@ -78,7 +79,9 @@ export function notifyRoutes({ engine, notify }: { engine: Engine; notify: Notif
     const tenant = tenantOf(c);
     await readJson(c, RedriveAll);
     await engine.authorize(asker(c), "resource.write", notifyUrn(tenant, "Delivery", "list"));
-    return c.json({ redriven: await notify.redriveAll(tenant) });
+    const redriven = await notify.redriveAll(tenant);
+    await engine.deps.untilDurable();
+    return c.json({ redriven });
   });
 
   app.post("/v1/admin/deliveries/:id/redrive", async (c) => {
@@ -89,6 +92,7 @@ export function notifyRoutes({ engine, notify }: { engine: Engine; notify: Notif
     const found = await notify.delivery(id);
     if (!found || found.data.tenant !== tenant) throw new NotFoundError("Delivery", id);
     const redriven = await notify.redrive(id);
+    await engine.deps.untilDurable();
     return c.json({ delivery: deliveryView(redriven) });
   });
 

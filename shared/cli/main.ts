@@ -8,7 +8,7 @@ import { createLocalRuntime, type LocalRuntime } from "../runtime/local.ts";
 import { runDemo } from "./demo.ts";
 import { dlqCommand } from "./dlq.ts";
 import { keysCommand } from "./keys.ts";
-import { notifyCommand } from "./notify.ts";
+import { notifyCommand, notifyRemote } from "./notify.ts";
 import { policyCommand } from "./policy.ts";
 import { Remote } from "./remote.ts";
 import { remoteEvents, remoteGet, remoteLs, remoteRun } from "./remote-commands.ts";
@@ -66,9 +66,9 @@ Commands
   replay               rebuild every task view from the event log and check it against the stored views
   help                 this text
 
-  With ARBOR_URL and ARBOR_KEY set, run, ls, get, events and team speak to that Arbor (a deployed
-  stack's API, or another machine's arbor serve) through its HTTP API instead of the local data
-  folder: the same tree, questions answered here; team needs an admin's key.
+  With ARBOR_URL and ARBOR_KEY set, run, ls, get, events, team and notify speak to that Arbor (a
+  deployed stack's API, or another machine's arbor serve) through its HTTP API instead of the local
+  data folder: the same tree, questions answered here; team and notify need an admin's key.
 
 Settings (environment)
   ARBOR_DATA_DIR       where local mode keeps its data (default .arbor; 0700, one process at a time)
@@ -139,7 +139,7 @@ async function main(argv: string[]): Promise<void> {
   if (values.help || command === "help") return void process.stdout.write(HELP);
 
   // With ARBOR_URL: a remote Arbor, through its HTTP API.
-  const remoteConfig = ["run", "ls", "get", "events", "team"].includes(command)
+  const remoteConfig = ["run", "ls", "get", "events", "team", "notify"].includes(command)
     ? loadRemoteConfig()
     : undefined;
   if (remoteConfig) {
@@ -155,6 +155,15 @@ async function main(argv: string[]): Promise<void> {
         return remoteGet(remote, arg, write);
       case "events":
         return remoteEvents(remote, arg, write);
+      case "notify":
+        process.exitCode = await notifyRemote(
+          arg,
+          positionals[2],
+          { dead: values.dead, status: values.status, all: values.all },
+          remote,
+          write,
+        );
+        return;
       default:
         if (arg === "show") return teamShowRemote(remote, write);
         if (arg !== "apply") throw new Error(TEAM_USAGE);

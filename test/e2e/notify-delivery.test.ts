@@ -30,13 +30,14 @@ const admin = newApiKey({ id: "user_root", kind: "human", tenant: "acme", roles:
 const MINUTE = 60_000;
 
 /** The real CLI on the harness's data folder (no lock: it works beside the running runtime). */
-const arbor = async (dataDir: string, ...args: string[]) => {
+const arbor = async (dataDir: string, ...args: string[]) => arborWith({ ARBOR_DATA_DIR: dataDir }, ...args);
+const arborWith = async (env: Record<string, string>, ...args: string[]) => {
   try {
     const { stdout } = await promisify(execFile)(
       process.execPath,
       [join(import.meta.dirname, "../../shared/cli/bin.mjs"), ...args],
       {
-        env: { ...process.env, ARBOR_DATA_DIR: dataDir, NO_COLOR: "1" },
+        env: { ...process.env, ...env, NO_COLOR: "1" },
       },
     );
     return { code: 0, stdout };
@@ -178,6 +179,16 @@ describe("durable deliveries", () => {
         deliveries: Record<string, unknown>[];
       };
       const [one, two] = dead.map((d) => d.data.id) as [string, string];
+      // The CLI against the server, with an admin's key.
+      const remote = await arborWith(
+        { ARBOR_URL: server.url, ARBOR_KEY: admin.key },
+        "notify",
+        "ls",
+        "--dead",
+      );
+      expect(remote.code).toBe(0);
+      expect(remote.stdout).toContain(one);
+      expect(remote.stdout).toContain(two);
       expect(listed.deliveries.map((d) => d.id).sort()).toEqual([one, two].sort());
       expect(listed.deliveries[0]).not.toHaveProperty("body");
       expect(listed.deliveries[0]).not.toHaveProperty("headers");
