@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
 import type { RecordInput, StateRecord, StateStore, WriteOp } from "../ports/state-store.ts";
 
@@ -20,7 +21,7 @@ import type { RecordInput, StateRecord, StateStore, WriteOp } from "../ports/sta
  * (kind+status, ordered by updatedAt; `updatedBefore: now`) lists exactly what is due:
  *   pending    updatedAt = the next attempt's time
  *   sending    updatedAt = the end of the attempt's lease (a worker that died holding it: due again then)
- *   delivered  updatedAt = when a 2xx came back
+ *   delivered  updatedAt = when a 2xx came back (the store may forget it 30 days later)
  *   dead       updatedAt = when it gave up (retried for the whole window, see backoff.ts)
  * Every move is a conditional write on the version read: two workers never hold one attempt.
  */
@@ -157,7 +158,10 @@ export async function settleDelivery(
   let record: RecordInput<DeliveryData>;
   if (result.delivered) {
     const { lastError: _e, ...rest } = base;
-    record = input({ ...rest, lastStatus: result.status, deliveredAt: at }, "delivered", at);
+    record = {
+      ...input({ ...rest, lastStatus: result.status, deliveredAt: at }, "delivered", at),
+      expiresAt: expiresAfter(now, RETENTION_MS.deliveredNotification),
+    };
   } else {
     const failed = {
       ...base,

@@ -117,10 +117,11 @@ export function notifyRecordsContract(name: string, setup: () => Promise<NotifyR
           clock(),
         ),
       ).toBe(true);
-      expect(await getDelivery(f.store, d.id)).toMatchObject({
-        status: "delivered",
-        data: { attempts: 2, lastStatus: 204 },
-      });
+      const delivered = await getDelivery(f.store, d.id);
+      expect(delivered).toMatchObject({ status: "delivered", data: { attempts: 2, lastStatus: 204 } });
+      expect(Date.parse(delivered?.expiresAt ?? "")).toBeGreaterThanOrEqual(
+        now + 30 * 24 * 60 * MINUTE - 1000,
+      );
       expect(await claimDelivery(f.store, d.id, "a", clock(), MINUTE)).toBeUndefined();
     });
 
