@@ -5,7 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http-server.ts";
-import { type DeliveryData, getDelivery } from "../../shared/notify/deliveries.ts";
+import { claimDelivery, type DeliveryData, getDelivery } from "../../shared/notify/deliveries.ts";
+import { postDelivery } from "../../shared/notify/sender.ts";
 import { NotifyService } from "../../shared/notify/service.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { createLocalRuntime } from "../../shared/runtime/local.ts";
@@ -212,6 +213,38 @@ describe("durable deliveries", () => {
     } finally {
       await server.close();
     }
+  });
+
+  it("a crash after the POST, before 'delivered' is written: sent again once the lease ends, with the same id", async () => {
+    receiver.answer = () => 200;
+    await notify.stop();
+    const { rootTaskId } = await h.submit("What is the answer?");
+    await h.idle();
+    await notify.service.subscribe(rootTaskId, {
+      kind: "callback",
+      id: "hook",
+      url: receiver.url,
+      tenant: "acme",
+    });
+    const [d] = await deliveriesOf(rootTaskId);
+    const id = d?.data.id as string;
+    // A process claims the delivery and POSTs it, then dies before it writes the result.
+    const claimed = await claimDelivery(h.rt.state, id, "a process that died", h.engine.deps.clock(), 60_000);
+    const secrets = await notify.service.callbackSecrets("acme");
+    const posted = await postDelivery(notify.service.urls.fetch, claimed?.data as DeliveryData, {
+      now: h.engine.deps.clock(),
+      timeoutMs: 10_000,
+      secrets,
+    });
+    expect(posted.delivered).toBe(true);
+    notify = start();
+    await notify.worker.runNow(true);
+    expect(receiver.got).toHaveLength(1); // held by the lease: not sent again yet
+    h.advance(61_000);
+    await notify.worker.runNow();
+    expect(receiver.got.map((g) => g.headers["arbor-delivery-id"])).toEqual([id, id]);
+    expect(receiver.got[0]?.body).toBe(receiver.got[1]?.body); // the same notification, byte for byte
+    expect(await getDelivery(h.rt.state, id)).toMatchObject({ status: "delivered", data: { attempts: 2 } });
   });
 
   it("a lost wake-up is caught by the sweep: what the state says is recorded and sent", async () => {
