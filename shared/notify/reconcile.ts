@@ -27,11 +27,19 @@ export async function reconcile(
   // byParent finds the keys (an index on DynamoDB: it may lag); each is decided on its base record.
   const keys = new Set([...(await openSubscriptions(deps.state, rootTaskUrn)).map((r) => r.key), ...known]);
   if (keys.size === 0) return [];
-  const now = await standing(deps, rootTaskUrn);
-  const recorded: string[] = [];
+  // The subscriptions are read before the request's state: whatever another reconciler wrote into
+  // them was read from a state no newer than ours, so this one never records an older state after
+  // a newer one (and on a conflict both are read again, in the same order).
+  const subs: SubscriptionRecord[] = [];
   for (const key of keys) {
     const sub = await deps.state.get<SubscriptionData>(key);
-    const id = sub ? await recordFor(deps, rootTaskUrn, sub, now) : undefined;
+    if (sub?.status === "open") subs.push(sub);
+  }
+  if (subs.length === 0) return [];
+  const now = await standing(deps, rootTaskUrn);
+  const recorded: string[] = [];
+  for (const sub of subs) {
+    const id = await recordFor(deps, rootTaskUrn, sub, now);
     if (id) recorded.push(id);
   }
   return recorded;
@@ -41,11 +49,12 @@ async function recordFor(
   deps: EngineDeps,
   rootTaskUrn: string,
   first: SubscriptionRecord,
-  s: Standing,
+  firstStanding: Standing,
 ): Promise<string | undefined> {
-  const key = stateKey(s);
   let sub: SubscriptionRecord | undefined = first;
+  let s = firstStanding;
   for (let attempt = 0; sub && attempt < 5; attempt++) {
+    const key = stateKey(s);
     if (sub.status !== "open" || sub.data.notified === key) return undefined;
     const seq = sub.data.sent + 1;
     const id = deliveryId(sub.key, seq);
@@ -69,7 +78,9 @@ async function recordFor(
       return id;
     } catch (e) {
       if (!(e instanceof ConflictError)) throw e;
+      // Another reconciler moved the subscription: read it, then the state, again.
       sub = await deps.state.get<SubscriptionData>(sub.key);
+      s = await standing(deps, rootTaskUrn);
     }
   }
   return undefined;

@@ -8,6 +8,7 @@ import type { RunningServer } from "../../shared/channels/http-server.ts";
 import { claimDelivery, type DeliveryData, getDelivery } from "../../shared/notify/deliveries.ts";
 import { postDelivery } from "../../shared/notify/sender.ts";
 import { NotifyService } from "../../shared/notify/service.ts";
+import { subscribe } from "../../shared/notify/subscriptions.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { createLocalRuntime } from "../../shared/runtime/local.ts";
 import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local-notify.ts";
@@ -245,6 +246,22 @@ describe("durable deliveries", () => {
     expect(receiver.got.map((g) => g.headers["arbor-delivery-id"])).toEqual([id, id]);
     expect(receiver.got[0]?.body).toBe(receiver.got[1]?.body); // the same notification, byte for byte
     expect(await getDelivery(h.rt.state, id)).toMatchObject({ status: "delivered", data: { attempts: 2 } });
+  });
+
+  it("wake-ups that come many times at once record each state once", async () => {
+    receiver.answer = () => 200;
+    await notify.stop();
+    const { rootTaskId } = await h.submit("What is the answer?");
+    await h.idle();
+    const sub = { kind: "callback" as const, url: receiver.url, tenant: "acme" };
+    // Written without the reconcile that subscribe does, so that the ten below race for it.
+    await subscribe(h.rt.state, h.engine.deps.clock, rootTaskId, { ...sub, id: "race" });
+    const recorded = (
+      await Promise.all(Array.from({ length: 10 }, () => notify.service.reconcile(rootTaskId)))
+    ).flat();
+    expect(recorded).toHaveLength(1);
+    expect((await deliveriesOf(rootTaskId)).map((d) => d.data.stateKey)).toEqual(["completed"]);
+    expect(await notify.service.reconcile(rootTaskId)).toEqual([]);
   });
 
   it("a lost wake-up is caught by the sweep: what the state says is recorded and sent", async () => {
