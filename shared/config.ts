@@ -160,6 +160,11 @@ const EnvSchema = z.object({
     .int("whole bytes")
     .min(1024, "at least 1024 bytes")
     .default(DEFAULT_MAX_RESPONSE_BYTES),
+  /**
+   * Webhook deliveries (shared/notify/): https only; plain http (and https) to a loopback receiver
+   * on any port only when this is on, for development.
+   */
+  ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: bool.default(false),
   // the model
   ARBOR_MODEL_PROVIDER: z.enum(["bedrock", "openai"]).optional(),
   ARBOR_MODEL: z.string().min(1).optional(),
@@ -242,6 +247,11 @@ export interface RateLimits {
   perTenant?: RateLimit;
 }
 
+export interface NotifyConfig {
+  /** Loopback receivers (http or https, any port) are allowed: development only (ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP). */
+  allowLoopbackHttp: boolean;
+}
+
 export interface LocalConfig {
   mode: "local";
   model?: ModelConfig;
@@ -269,6 +279,8 @@ export interface LocalConfig {
   outbound?: OutboundSettings;
   /** `arbor serve`'s watchdog re-drives work that has not moved for this long (ARBOR_WATCHDOG_STALE_MS). */
   watchdogStaleMs?: number;
+  /** Webhook deliveries (ARBOR_NOTIFY_*); absent: https only. */
+  notify?: NotifyConfig;
   /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); absent: the A2A server's default. */
   a2aBlockingWaitMs?: number;
 }
@@ -298,6 +310,8 @@ export interface AwsConfig {
   policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string; recheckMs: number };
   /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
   outbound?: OutboundSettings;
+  /** Webhook deliveries (ARBOR_NOTIFY_*); absent: https only. */
+  notify?: NotifyConfig;
   /** The tool function that runs every tool call (ARBOR_TOOL_FUNCTION); absent: tools run in process. */
   toolFunction?: string;
   /** Where callers reach the API function (ARBOR_PUBLIC_URL, the stack sets the API's endpoint). */
@@ -335,6 +349,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       rateLimits: rateLimitsOf(e),
       policy: localPolicy(e),
       outbound: outboundSettings(e),
+      notify: { allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP },
       watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
       ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
         ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
@@ -403,6 +418,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
     ...(e.ARBOR_TEAM_FILE ? { teamFile: resolve(e.ARBOR_TEAM_FILE) } : {}),
     outbound: outboundSettings(e),
+    notify: { allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP },
     ...(e.ARBOR_TOOL_FUNCTION ? { toolFunction: e.ARBOR_TOOL_FUNCTION } : {}),
     ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
     ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined

@@ -5,6 +5,7 @@ import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { Engine } from "../engine/engine.ts";
 import { UnavailableError } from "../errors.ts";
+import type { NotifyService } from "../notify/service.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { Authenticated, KeyStore } from "../ports/key-store.ts";
 import { A2A_PATH, arborAgentCard, type CardCapabilities, cardBody, matchesEtag } from "./a2a-card.ts";
@@ -63,12 +64,14 @@ export interface A2aAppOptions {
   recheckMs?: number;
   /** Whether the card offers streaming (SSE) methods; served from the request's feed, a2a-streams.ts (default true). */
   streaming?: boolean;
-  /** Whether the card offers push notifications; off until they are delivered (default false). */
+  /** Whether the card offers push notifications; on when `notify` is given. */
   pushNotifications?: boolean;
   /** How streams end (a2a-streams.ts): live (default), or bounded behind API Gateway. */
   streams?: A2aTasksOptions["streams"];
   /** A stream's heartbeat comment after this long without an event (default 15 s). */
   heartbeatMs?: number;
+  /** Push notifications (channels/a2a-push.ts); absent: none (the card says so). */
+  notify?: NotifyService;
 }
 
 type Env = { Variables: { who: Authenticated } };
@@ -80,7 +83,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
   // The one place the card's capabilities are set: the SDK's handlers refuse what it does not offer.
   const capabilities: CardCapabilities = {
     streaming: options.streaming ?? true,
-    pushNotifications: options.pushNotifications ?? false,
+    pushNotifications: options.pushNotifications ?? options.notify !== undefined,
   };
   // The JSON-RPC side reads only the card's capabilities, bindings and versions, never its URL.
   const card = arborAgentCard("http://localhost", capabilities);
@@ -98,6 +101,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
     ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}),
     ...(options.recheckMs !== undefined ? { recheckMs: options.recheckMs } : {}),
     ...(options.streams ? { streams: options.streams } : {}),
+    ...(options.notify ? { notify: options.notify } : {}),
   });
   const jsonRpc = new A2aJsonRpc(tasks);
   const app = new Hono<Env>();
@@ -226,11 +230,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
               ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
             });
           } catch (error) {
-            return reply(
-              c,
-              { jsonrpc: "2.0", id, error: errorOf(error, version) },
-              log,
-            );
+            return reply(c, { jsonrpc: "2.0", id, error: errorOf(error, version) }, log);
           }
         }
         return reply(c, out, log);

@@ -35,6 +35,7 @@ import {
 import { isTerminal } from "../domain/task-state.ts";
 import type { Engine } from "../engine/engine.ts";
 import { ForbiddenError } from "../errors.ts";
+import type { NotifyService } from "../notify/service.ts";
 import type { ArborLogger } from "../observability/logger.ts";
 import { extendedCard } from "./a2a-card.ts";
 import {
@@ -52,6 +53,7 @@ import {
   textPart,
   toA2aError,
 } from "./a2a-mapping.ts";
+import { A2aPush } from "./a2a-push.ts";
 import { answerTask, type SendDeps, type Started, submitRequest } from "./a2a-send.ts";
 import { ArborContexts, ArborTaskStore, byTenant, callerOf, isFinal, linkOf } from "./a2a-store.ts";
 import { type A2aStreamOptions, ArborA2aStreams } from "./a2a-streams.ts";
@@ -80,6 +82,8 @@ export interface A2aTasksOptions {
   newId?: () => string;
   /** How streams end (a2a-streams.ts): live, or bounded behind API Gateway. */
   streams?: Pick<A2aStreamOptions, "mode" | "maxWaitMs" | "recheckMs">;
+  /** Push notifications (a2a-push.ts); absent: push configs are refused (-32003). */
+  notify?: NotifyService;
 }
 
 /** What a send hands its execution (the request context's state): the request it runs or continues. */
@@ -105,6 +109,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
   /** contextIds the callers chose themselves (not a conversation URN), per tenant. */
   readonly #contexts: ArborContexts;
   readonly #streams: ArborA2aStreams;
+  readonly #push: A2aPush;
 
   constructor(options: A2aTasksOptions) {
     this.#engine = options.engine;
@@ -116,6 +121,7 @@ export class ArborA2aTasks implements A2ARequestHandler {
     this.#stamp = { newId: this.#newId, now: this.#engine.deps.clock };
     this.#store = new ArborTaskStore(this.#engine, this.#log);
     this.#contexts = new ArborContexts(this.#engine);
+    this.#push = new A2aPush({ notify: options.notify, store: this.#store, log: this.#log });
     const executor: AgentExecutor = {
       execute: (rc, bus) => this.#execute(rc, bus),
       cancelTask: async (taskId, bus) => this.#canceled(taskId, bus),
@@ -131,10 +137,13 @@ export class ArborA2aTasks implements A2ARequestHandler {
 
   // ---- SendMessage: a new request, or the answer to what a task asks ---------------------------------
 
-  async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
+  async sendMessage(request: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
+    // A push config is checked before anything is written, and kept from the SDK (a2a-push.ts).
+    const { params, pending } = this.#push.takeFromSend(request, context);
     await this.#begin(params, context);
     // The SDK checks the rest (a message id, a task it can continue) and runs the execution.
     const answer = await this.#inner.sendMessage(params, context);
+    await this.#push.afterSend(answer, pending, context);
     // Whatever the caller is told (an ACK with returnImmediately, or how the task stands) is on disk.
     await this.#engine.deps.untilDurable();
     return answer;
@@ -148,12 +157,8 @@ export class ArborA2aTasks implements A2ARequestHandler {
   async #begin(params: SendMessageRequest, context: ServerCallContext): Promise<void> {
     const who = callerOf(context);
     const { message, configuration } = params;
-    // Nothing the caller asked for is dropped: what Arbor cannot do is refused before anything is written.
-    if (configuration?.taskPushNotificationConfig)
-      throw new PushNotificationNotSupportedError(
-        "Push notifications are not supported (the agent card says capabilities.pushNotifications: false): " +
-          "send without a push notification config, and read the task with GetTask (0.3: tasks/get)",
-      );
+    // Nothing the caller asked for is dropped: what Arbor cannot do is refused before anything is
+    // written (a push config was taken out and checked by sendMessage, a2a-push.ts).
     const accepted = configuration?.acceptedOutputModes ?? [];
     const modes = outputModes(accepted); // -32005 when it names nothing Arbor answers in
     if (message?.messageId) {
@@ -342,21 +347,21 @@ export class ArborA2aTasks implements A2ARequestHandler {
     );
   }
   createTaskPushNotificationConfig(params: TaskPushNotificationConfig, context: ServerCallContext) {
-    return this.#inner.createTaskPushNotificationConfig(params, context);
+    return this.#push.create(params, context);
   }
   getTaskPushNotificationConfig(params: GetTaskPushNotificationConfigRequest, context: ServerCallContext) {
-    return this.#inner.getTaskPushNotificationConfig(params, context);
+    return this.#push.get(params, context);
   }
   listTaskPushNotificationConfigs(
     params: ListTaskPushNotificationConfigsRequest,
     context: ServerCallContext,
   ) {
-    return this.#inner.listTaskPushNotificationConfigs(params, context);
+    return this.#push.list(params, context);
   }
   deleteTaskPushNotificationConfig(
     params: DeleteTaskPushNotificationConfigRequest,
     context: ServerCallContext,
   ) {
-    return this.#inner.deleteTaskPushNotificationConfig(params, context);
+    return this.#push.delete(params, context);
   }
 }

@@ -11,10 +11,13 @@ import { isWithin, parentUrn, tenantUrn } from "../domain/urn.ts";
 import type { Asker, Engine } from "../engine/engine.ts";
 import { DEFAULT_TREE_TASKS, MAX_TREE_TASKS, type TreeNode } from "../engine/task-tree.ts";
 import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationError } from "../errors.ts";
+import type { NotifyService } from "../notify/service.ts";
+import { callbackSubscriptionId } from "../notify/subscriptions.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { Authenticated, KeyStore } from "../ports/key-store.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
 import type { EventStreamOptions } from "./http-events.ts";
+import { notifyRoutes } from "./http-notify.ts";
 import { createReadRoutes } from "./http-reads.ts";
 import { createTeamRoutes } from "./http-team.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
@@ -26,7 +29,8 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  * engine entry point with that caller (the engine checks tenant boundary and policy before it
  * reads or writes anything), and maps the result; errors map to statuses in one place (below).
  *
- *   POST /v1/messages                      {text, conversationUrn?, mode?, title?}  -> 202
+ *   POST /v1/messages                      {text, conversationUrn?, mode?, title?, callbackUrl?} -> 202
+ *                                          (callbackUrl: signed webhooks as the request moves, http-notify.ts)
  *   GET  /v1/tasks/:urn                    the task's view and output               -> 200
  *   GET  /v1/tasks/:urn/interactions       questions waiting below the task         -> 200
  *   GET  /v1/tasks/:urn/tree?maxTasks=N    the task's tree (status, assistant, usage,
@@ -42,6 +46,8 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *   PUT  /v1/admin/team?dryRun=true        a team file: its diff, applied unless dry -> 200
  *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
  *   /v1/admin/keys                         a tenant's API keys, for its admins (admin-keys.ts)
+ *   /v1/callbacks/secret, /v1/admin/callbacks/secret/rotate, /v1/admin/deliveries...
+ *                                          webhooks' secret and dead letters (http-notify.ts)
  *
  * URNs are single path segments, URL-encoded (encodeURIComponent). A URN outside the caller's
  * tenant is answered as one that does not exist (404), whatever is there and whatever the body.
@@ -62,6 +68,8 @@ export interface HttpApiParts {
   unwritable?: () => Promise<string | undefined>;
   /** How `GET /v1/tasks/:urn/events` streams (http-events.ts): live locally, bounded behind API Gateway. */
   events?: EventStreamOptions;
+  /** Webhook deliveries (shared/notify/): `callbackUrl`, the callback secret and the deliveries' admin routes. */
+  notify?: NotifyService;
 }
 
 export type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
@@ -72,6 +80,7 @@ const MessageSchema = z
     conversationUrn: z.string().min(1).max(1000).optional(),
     mode: z.enum(["eager", "lazy"]).optional(),
     title: z.string().min(1).max(200).optional(),
+    callbackUrl: z.string().min(1).max(2048).optional(),
   })
   .strict();
 const AnswerSchema = InteractionResponseSchema.strict();
@@ -111,6 +120,7 @@ export function createHttpApi({
   limiter,
   unwritable,
   events,
+  notify,
 }: HttpApiParts): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
@@ -163,6 +173,8 @@ export function createHttpApi({
       const urn = (raw as { conversationUrn?: unknown } | null)?.conversationUrn;
       if (typeof urn === "string") ownUrn(c, "Conversation", urn);
     });
+    // A webhook URL the outbound guard refuses outright is refused before anything is written.
+    if (req.callbackUrl !== undefined) callbackRefusal(notify, req.callbackUrl);
     const submitted = await engine.submit({
       tenant: caller.tenant,
       roles: caller.roles,
@@ -172,6 +184,15 @@ export function createHttpApi({
       ...(req.mode ? { mode: req.mode } : {}),
       ...(req.title ? { title: req.title } : {}),
     });
+    if (notify && req.callbackUrl !== undefined) {
+      await notify.subscribe(submitted.rootTaskId, {
+        kind: "callback",
+        id: callbackSubscriptionId(submitted.rootTaskId, req.callbackUrl),
+        url: req.callbackUrl,
+        tenant: caller.tenant,
+      });
+      await engine.deps.untilDurable(); // the 202 says the callback is kept too
+    }
     const task = taskPath(submitted.rootTaskId);
     c.header("Location", task);
     return c.json({ ...submitted, links: { task } }, 202);
@@ -234,10 +255,21 @@ export function createHttpApi({
   app.route("/", createReadRoutes(engine, events));
   app.route("/", createTeamRoutes(engine));
   app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));
+  if (notify) app.route("/", notifyRoutes({ engine, notify }));
 
   app.notFound(notFoundJson);
   app.onError(errorHandler(log));
   return app;
+}
+
+/** Throws ValidationError (400) when `url` cannot take callbacks here. */
+function callbackRefusal(notify: NotifyService | undefined, url: string): void {
+  if (!notify)
+    throw new ValidationError(
+      "This server delivers no webhooks: leave callbackUrl out and read the task instead",
+    );
+  const refused = notify.urlRefusal(url);
+  if (refused) throw new ValidationError(`callbackUrl is refused: ${refused}`);
 }
 
 /** The caller as the engine's entry points take it: the key's actor, tenant and roles. */

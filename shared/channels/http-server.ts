@@ -39,6 +39,7 @@ export function createServerApp(parts: ServerAppParts): Hono {
       ...(a2aWaitMs !== undefined ? { waitMs: a2aWaitMs } : {}),
       // A2A streams end as the HTTP API's event streams do (bounded behind API Gateway).
       ...(parts.events ? { streams: parts.events, heartbeatMs: parts.events.heartbeatMs } : {}),
+      ...(parts.notify ? { notify: parts.notify } : {}),
     }),
   );
   // Mount further channels here (see above).

@@ -43,6 +43,9 @@ Commands
       --bus <name>       the event bus, to find each route's function (default ARBOR_EVENT_BUS_NAME)
       --dry-run          show the messages, send and delete nothing
       --max <n>          at most n messages
+  notify ls [--dead]   webhook deliveries (callbacks, A2A push) of the local data folder: dead ones by default
+      --status <s>       pending, sending, delivered or dead
+  notify redrive <id>  send a dead delivery again (a new hour of retries); --all: every dead one
   team apply <file>    make a tenant's team what a team file says: the change is shown, then applied
       --yes              apply without asking (needed when no terminal can be asked)
       --dry-run          show the change only
@@ -55,9 +58,9 @@ Commands
   replay               rebuild every task view from the event log and check it against the stored views
   help                 this text
 
-  With ARBOR_URL and ARBOR_KEY set, run, ls, get, events and team speak to that Arbor (a deployed
-  stack's API, or another machine's arbor serve) through its HTTP API instead of the local data
-  folder: the same tree, questions answered here; team needs an admin's key.
+  With ARBOR_URL and ARBOR_KEY set, run, ls, get, events, team and notify speak to that Arbor (a
+  deployed stack's API, or another machine's arbor serve) through its HTTP API instead of the local
+  data folder: the same tree, questions answered here; team and notify need an admin's key.
 
 Settings (environment)
   ARBOR_DATA_DIR       where local mode keeps its data (default .arbor; 0700, one process at a time)
@@ -66,6 +69,7 @@ Settings (environment)
   ARBOR_API_KEYS_FILE  the API keys serve accepts (default <ARBOR_DATA_DIR>/api-keys.json)
   ARBOR_PUBLIC_URL     where callers reach serve, e.g. https://arbor.example.com (the agent card names it)
   ARBOR_WATCHDOG_STALE_MS  serve drives again work that has not moved this long (default 600000)
+  ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP  webhooks to a receiver on this machine (http, any port): development only
   ARBOR_A2A_BLOCKING_WAIT_MS  how long a blocking A2A send waits before it answers "working" (default 240000)
   ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
   ARBOR_TEAM_FILE      the team a tenant without one gets at its first request (default: the built-in team)
@@ -120,13 +124,15 @@ async function main(argv: string[]): Promise<void> {
       bus: { type: "string" },
       "dry-run": { type: "boolean", default: false },
       max: { type: "string" },
+      dead: { type: "boolean", default: false },
+      status: { type: "string" },
     },
   });
   const [command = "help", arg] = positionals;
   if (values.help || command === "help") return void process.stdout.write(HELP);
 
   // With ARBOR_URL: a remote Arbor, through its HTTP API.
-  const remoteConfig = ["run", "ls", "get", "events", "team"].includes(command)
+  const remoteConfig = ["run", "ls", "get", "events", "team", "notify"].includes(command)
     ? loadRemoteConfig()
     : undefined;
   if (remoteConfig) {
@@ -144,6 +150,17 @@ async function main(argv: string[]): Promise<void> {
         return remoteGet(remote, arg, write);
       case "events":
         return remoteEvents(remote, arg, write);
+      case "notify": {
+        const { notifyRemote } = await import("./notify.ts");
+        process.exitCode = await notifyRemote(
+          arg,
+          positionals[2],
+          { dead: values.dead, status: values.status, all: values.all },
+          remote,
+          write,
+        );
+        return;
+      }
       default: {
         const { TEAM_USAGE, teamApplyRemote, teamShowRemote } = await import("./team.ts");
         if (arg === "show") return teamShowRemote(remote, write);
@@ -225,6 +242,18 @@ async function main(argv: string[]): Promise<void> {
       );
       return;
     }
+    case "notify":
+      return withRuntime(async (rt) => {
+        const { notifyCommand } = await import("./notify.ts");
+        process.exitCode = await notifyCommand(
+          arg,
+          positionals[2],
+          { dead: values.dead, status: values.status, all: values.all },
+          rt.state,
+          () => new Date(),
+          write,
+        );
+      });
     case "demo": {
       const { runDemo } = await import("./demo.ts");
       return withRuntime((rt) => runDemo(rt, write), { bus: { deliveries: 2 }, lockAs: "arbor demo" });

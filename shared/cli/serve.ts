@@ -13,6 +13,7 @@ import { componentLogger } from "../observability/logger.ts";
 import type { Llm } from "../ports/llm.ts";
 import { createLocalRuntime } from "../runtime/local.ts";
 import { createLocalEngine } from "../runtime/local-engine.ts";
+import { type LocalNotify, startLocalNotify } from "../runtime/local-notify.ts";
 import { createModel } from "../runtime/models.ts";
 import { loadToolsConfig } from "../tools/config.ts";
 import { keysFileOf } from "./keys.ts";
@@ -74,6 +75,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   let stopSteps: (() => void) | undefined;
   let watchdog: NodeJS.Timeout | undefined;
   let stopWatching: (() => void) | undefined;
+  let notify: LocalNotify | undefined;
   const engine = await createLocalEngine(rt, {
     llm: setup.llm,
     // The fallback assistant is one URN for the whole engine: only safe when it serves one tenant.
@@ -97,6 +99,8 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   });
   try {
     stopSteps = engine.start();
+    // Webhooks (callbackUrl, A2A push): recorded deliveries left by a previous process go out now.
+    notify = startLocalNotify(engine, { outbound: config.outbound, notify: config.notify });
     const drive = (staleMs: number) =>
       void engine.watchdog(staleMs).catch((error: Error) => log.error("watchdog failed", { error }));
     // This process holds the data folder's lock, so whatever was in flight when it opened the folder
@@ -118,6 +122,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
       limiter: new RateLimiter(config.rateLimits ?? {}),
       unwritable: () => rt.unwritable(), // what /healthz reports
       ...(config.a2aBlockingWaitMs !== undefined ? { a2aWaitMs: config.a2aBlockingWaitMs } : {}),
+      notify: notify.service,
     });
     server = await startServer(app, { port, host }).catch((error: NodeJS.ErrnoException) => {
       throw error.code === "EADDRINUSE"
@@ -136,6 +141,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     stopWatching?.();
     if (watchdog) clearInterval(watchdog);
     await server?.close();
+    await notify?.stop();
     stopSteps?.();
     await engine.close();
     await rt.close();

@@ -18,6 +18,11 @@ export const RETENTION_MS = {
   claim: 30 * DAY_MS,
   /** A request's plan marker, from when its plan is done (a marker still "requested" is live work). */
   donePlanMarker: 30 * DAY_MS,
+  /**
+   * A webhook delivery, from when it was delivered (its subscription keeps what was told, so a
+   * repeat is not recorded again without it); a dead one is kept until it is redriven.
+   */
+  deliveredNotification: 30 * DAY_MS,
 } as const;
 
 /** `from` plus `ms`, as the ISO 8601 time a record's `expiresAt` takes. */

@@ -32,6 +32,16 @@ describe("config", () => {
     expect(err?.message).not.toMatch(/AWS_REGION/);
   });
 
+  it("lets webhooks reach loopback receivers only when ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP says so", () => {
+    expect(loadConfig({})).toMatchObject({ notify: { allowLoopbackHttp: false } });
+    expect(loadConfig({ ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: "true" })).toMatchObject({
+      notify: { allowLoopbackHttp: true },
+    });
+    expect(() => loadConfig({ ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: "maybe" })).toThrow(
+      /ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP/,
+    );
+  });
+
   it("rejects malformed values with the variable named", () => {
     expect(() => loadConfig({ ARBOR_MODE: "cloud" })).toThrow(/ARBOR_MODE/);
     expect(() => loadConfig({ ARBOR_TENANT: "a/b" })).toThrow(/ARBOR_TENANT/);
@@ -62,6 +72,7 @@ describe("config", () => {
       endpoints: {},
       policy: { engine: "opa", bucket: "p", prefix: "", recheckMs: 300_000 },
       outbound: { allow: [], ports: [], httpsOnly: false, maxResponseBytes: 10 * 1024 * 1024 },
+      notify: { allowLoopbackHttp: false },
       // The API function counts requests per key and per tenant too (per instance).
       rateLimits: { perKey: { perSecond: 20, burst: 200 }, perTenant: { perSecond: 50, burst: 500 } },
     });

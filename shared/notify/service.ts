@@ -1,0 +1,307 @@
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { EngineDeps } from "../engine/context.ts";
+import { UnavailableError, ValidationError } from "../errors.ts";
+import { DEFAULT_RETRY, nextAttempt, type RetrySchedule } from "./backoff.ts";
+import {
+  type AttemptResult,
+  claimDelivery,
+  type DeliveryRecord,
+  type DeliveryStatus,
+  dueDeliveries,
+  getDelivery,
+  listDeliveries,
+  redriveDelivery,
+  settleDelivery,
+} from "./deliveries.ts";
+import { reconcile } from "./reconcile.ts";
+import { postDelivery } from "./sender.ts";
+import { rotateSigningSecret, type SigningSecrets, signingSecrets } from "./signing.ts";
+import {
+  deleteSubscription,
+  getSubscription,
+  liveSubscriptions,
+  SUB_KIND,
+  type Subscription,
+  type SubscriptionData,
+  type SubscriptionRecord,
+  subscribe,
+} from "./subscriptions.ts";
+import type { NotifyUrls } from "./urls.ts";
+
+/**
+ * The delivery service: the one API both runtimes drive (locally worker.ts, on AWS a rule, a queue
+ * and the notify function). How to drive it:
+ *
+ *   const notify = new NotifyService({ deps: engine.deps, urls: notifyUrls(outbound, { allowLoopbackHttp }) });
+ *   await notify.subscribe(rootTaskUrn, { kind: "callback", id, url, tenant });  // URL checked: ValidationError
+ *   await notify.reconcile(rootTaskUrn);   // on a wake-up (wakeups.ts): records deliveries, returns their ids
+ *   await notify.sweep();                  // on start and now and then: every request with an open subscription
+ *   await notify.attempt(id);              // one attempt at one delivery (claim, POST, record the result)
+ *   await notify.runDue();                 // every delivery due now (the local worker's tick)
+ *   await notify.deliveries("dead", tenant); await notify.redrive(id);   // operators
+ *   notify.onRecorded((ids) => ...);       // deliveries just recorded (the local worker's kick, a queue's send)
+ *
+ * The channels check who may subscribe or see (the engine's policy) before they call it.
+ *
+ * On AWS (to build on this): a rule with NOTIFY_WAKE_PATTERNS (wakeups.ts) targets the notify
+ * function, which calls `reconcile(requestOfWakeup(event))` and queues the ids it returns; the
+ * queue's consumer calls `attempt(id)` per message ("retry": queue it again with a delay until
+ * the record's `nextAttemptAt`, at most 10 minutes, within SQS's 15; "skipped": another worker
+ * holds it or it is not due: drop the message, the record keeps the schedule). A schedule runs
+ * `sweep()` and queues `dueDeliveries(state, now)`: that also picks up what was recorded where no
+ * queue was at hand (the API function's `subscribe` records the first notification itself).
+ */
+export interface NotifySettings {
+  retry: RetrySchedule;
+  /** How long one attempt holds its delivery (longer than the attempt's timeout). */
+  leaseMs: number;
+  /** How long one POST may take. */
+  attemptTimeoutMs: number;
+}
+
+export const DEFAULT_NOTIFY_SETTINGS: NotifySettings = {
+  retry: DEFAULT_RETRY,
+  leaseMs: 60_000,
+  attemptTimeoutMs: 10_000,
+};
+
+export interface NotifyServiceOptions {
+  /** The engine's dependencies (engine.deps): state, tasks, resources, clock, newId, log. */
+  deps: EngineDeps;
+  urls: NotifyUrls;
+  settings?: Partial<NotifySettings>;
+  /** Jitter's randomness (tests pin it). */
+  random?: () => number;
+  /** Who this worker is, in leases (default: a random id per service). */
+  holder?: string;
+}
+
+export type AttemptOutcome = "delivered" | "retry" | "dead" | "skipped" | "lost";
+
+export class NotifyService {
+  readonly deps: EngineDeps;
+  readonly urls: NotifyUrls;
+  readonly settings: NotifySettings;
+  readonly #random: () => number;
+  readonly #holder: string;
+  readonly #listeners = new Set<(ids: readonly string[]) => void>();
+
+  constructor(options: NotifyServiceOptions) {
+    this.deps = options.deps;
+    this.urls = options.urls;
+    this.settings = { ...DEFAULT_NOTIFY_SETTINGS, ...options.settings };
+    this.#random = options.random ?? Math.random;
+    this.#holder = options.holder ?? randomUUID();
+  }
+
+  /** Called with the ids of deliveries as they are recorded; returns a function that stops it. */
+  onRecorded(listener: (ids: readonly string[]) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Why `url` may not take notifications (a caller's error, before anything is written), or undefined. */
+  urlRefusal(url: string): string | undefined {
+    return this.urls.refusal(url);
+  }
+
+  /**
+   * Subscribes to a request (its root task) and records at once what it should hear now (how the
+   * request stands). ValidationError for a URL the outbound guard refuses outright.
+   */
+  async subscribe(rootTaskUrn: string, subscription: Subscription): Promise<SubscriptionRecord> {
+    const refused = this.urls.refusal(subscription.url);
+    if (refused) throw new ValidationError(`The webhook URL is refused: ${refused}`);
+    const record = await subscribe(this.deps.state, this.deps.clock, rootTaskUrn, subscription);
+    await this.reconcile(rootTaskUrn, [record.key]);
+    return record;
+  }
+
+  subscription(rootTaskUrn: string, id: string): Promise<SubscriptionRecord | undefined> {
+    return getSubscription(this.deps.state, rootTaskUrn, id);
+  }
+
+  subscriptions(rootTaskUrn: string): Promise<SubscriptionRecord[]> {
+    return liveSubscriptions(this.deps.state, rootTaskUrn);
+  }
+
+  unsubscribe(rootTaskUrn: string, id: string): Promise<boolean> {
+    return deleteSubscription(this.deps.state, this.deps.clock, rootTaskUrn, id);
+  }
+
+  /** Records the deliveries a request's move calls for (reconcile.ts); returns their ids. */
+  async reconcile(rootTaskUrn: string, known: readonly string[] = []): Promise<string[]> {
+    const ids = await reconcile(this.deps, rootTaskUrn, known);
+    if (ids.length > 0) for (const listener of this.#listeners) listener(ids);
+    return ids;
+  }
+
+  /**
+   * Reconciles every request with an open subscription (found through the status index, each
+   * confirmed on its base record): what a lost wake-up missed is recorded now. Returns the ids recorded.
+   */
+  async sweep(): Promise<string[]> {
+    const roots = new Set<string>();
+    let cursor: string | undefined;
+    do {
+      const page = await this.deps.state.byStatus<SubscriptionData>(
+        SUB_KIND,
+        "open",
+        cursor === undefined ? { limit: 100 } : { limit: 100, cursor },
+      );
+      for (const r of page.items) roots.add(r.data.rootTaskUrn);
+      cursor = page.cursor;
+    } while (cursor !== undefined);
+    const recorded: string[] = [];
+    for (const root of roots) {
+      try {
+        recorded.push(...(await this.reconcile(root)));
+      } catch (error) {
+        this.deps.log.error("notify: reconciling a request failed", {
+          rootTaskUrn: root,
+          error: error as Error,
+        });
+      }
+    }
+    return recorded;
+  }
+
+  /**
+   * One attempt at a delivery: claimed (a conditional write with a lease), POSTed, and its result
+   * recorded (delivered; pending again with the next time; dead past the retry window).
+   * `skipped`: not due or held by another worker; `lost`: the lease ran out before the result was
+   * written (another worker had taken it over).
+   */
+  async attempt(id: string): Promise<AttemptOutcome> {
+    let claimed: DeliveryRecord | undefined;
+    try {
+      claimed = await claimDelivery(
+        this.deps.state,
+        id,
+        this.#holder,
+        this.deps.clock(),
+        this.settings.leaseMs,
+      );
+    } catch (e) {
+      // Another process holds the store's lock for now (two on one data folder): a later run takes it.
+      if (e instanceof UnavailableError) return "skipped";
+      throw e;
+    }
+    if (!claimed) return "skipped";
+    const d = claimed.data;
+    let secrets: SigningSecrets | undefined;
+    if (d.signed) secrets = await signingSecrets(this.deps.state, d.tenant, this.deps.clock);
+    const posted = await postDelivery(this.urls.fetch, d, {
+      now: this.deps.clock(),
+      timeoutMs: this.settings.attemptTimeoutMs,
+      secrets,
+    });
+    const now = this.deps.clock();
+    let result: AttemptResult = posted;
+    if (!posted.delivered) {
+      const next = nextAttempt(this.settings.retry, {
+        attempts: d.attempts,
+        retryFrom: new Date(d.retryFrom),
+        now,
+        random: this.#random,
+      });
+      result = { ...posted, ...(next ? { nextAttemptAt: next } : {}) };
+    }
+    const kept = await this.#settle(claimed, result, now);
+    const outcome: AttemptOutcome = !kept
+      ? "lost"
+      : result.delivered
+        ? "delivered"
+        : result.nextAttemptAt
+          ? "retry"
+          : "dead";
+    const log = outcome === "dead" ? this.deps.log.error : this.deps.log.info;
+    log.call(this.deps.log, `notify: delivery ${outcome}`, {
+      deliveryId: id,
+      rootTaskUrn: d.rootTaskUrn,
+      attempts: d.attempts,
+      ...(posted.delivered ? {} : { error: posted.error }),
+    });
+    return outcome;
+  }
+
+  /**
+   * Records the attempt's result, trying again while the store is busy (another process's write):
+   * a result not recorded leaves the delivery to be sent again once its lease ends.
+   */
+  async #settle(claimed: DeliveryRecord, result: AttemptResult, now: Date): Promise<boolean> {
+    for (let i = 1; ; i++) {
+      try {
+        return await settleDelivery(this.deps.state, claimed, result, now);
+      } catch (e) {
+        if (!(e instanceof UnavailableError) || i >= 10) throw e;
+        await sleep(50 * i);
+      }
+    }
+  }
+
+  /** Attempts every delivery due now, a batch at a time; returns how many were attempted. */
+  async runDue(batch = 20): Promise<number> {
+    let attempted = 0;
+    for (;;) {
+      const ids = await dueDeliveries(this.deps.state, this.deps.clock(), batch);
+      if (ids.length === 0) return attempted;
+      const outcomes = await Promise.all(ids.map((id) => this.attempt(id)));
+      const moved = outcomes.filter((o) => o !== "skipped").length;
+      attempted += moved;
+      if (moved === 0 || ids.length < batch) return attempted;
+    }
+  }
+
+  deliveries(
+    status: DeliveryStatus,
+    options: { tenant?: string; limit?: number; cursor?: string } = {},
+  ): Promise<{ items: DeliveryRecord[]; cursor?: string }> {
+    return listDeliveries(this.deps.state, status, options);
+  }
+
+  delivery(id: string): Promise<DeliveryRecord | undefined> {
+    return getDelivery(this.deps.state, id);
+  }
+
+  /** Sends a dead delivery again (a new retry window); the worker is kicked. */
+  async redrive(id: string): Promise<DeliveryRecord> {
+    const record = await redriveDelivery(this.deps.state, id, this.deps.clock());
+    for (const listener of this.#listeners) listener([id]);
+    return record;
+  }
+
+  /** Redrives every dead delivery (of one tenant, when given); returns their ids. */
+  async redriveAll(tenant?: string): Promise<string[]> {
+    const ids: string[] = [];
+    const seen = new Set<string>();
+    let cursor: string | undefined;
+    do {
+      const page = await this.deliveries("dead", {
+        limit: 100,
+        ...(tenant ? { tenant } : {}),
+        ...(cursor ? { cursor } : {}),
+      });
+      for (const r of page.items) {
+        if (seen.has(r.data.id)) continue;
+        seen.add(r.data.id);
+        const current = await getDelivery(this.deps.state, r.data.id);
+        if (current?.status !== "dead") continue; // the index lags: the base record decides
+        await this.redrive(r.data.id);
+        ids.push(r.data.id);
+      }
+      cursor = page.cursor;
+    } while (cursor !== undefined);
+    return ids;
+  }
+
+  /** The tenant's callback signing secrets (created on first need). */
+  callbackSecrets(tenant: string): Promise<SigningSecrets> {
+    return signingSecrets(this.deps.state, tenant, this.deps.clock);
+  }
+
+  rotateCallbackSecret(tenant: string): Promise<SigningSecrets> {
+    return rotateSigningSecret(this.deps.state, tenant, this.deps.clock);
+  }
+}

@@ -1,0 +1,253 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ConflictError, NotFoundError, ValidationError } from "../../shared/errors.ts";
+import { DEFAULT_RETRY, nextAttempt } from "../../shared/notify/backoff.ts";
+import {
+  claimDelivery,
+  type DeliveryData,
+  deliveryId,
+  dueDeliveries,
+  getDelivery,
+  listDeliveries,
+  newDeliveryOp,
+  redriveDelivery,
+  settleDelivery,
+} from "../../shared/notify/deliveries.ts";
+import { rotateSigningSecret, signingSecrets } from "../../shared/notify/signing.ts";
+import {
+  deleteSubscription,
+  getSubscription,
+  openSubscriptions,
+  SUB_KIND,
+  subscribe,
+} from "../../shared/notify/subscriptions.ts";
+import type { StateStore } from "../../shared/ports/state-store.ts";
+
+/**
+ * The notify path's records on a state store adapter (every adapter runs it): deliveries recorded
+ * once, claimed by one worker at a time with a lease, retried on the backoff schedule until dead
+ * (at least an hour, the clock under the test's control), redriven; subscriptions; the signing
+ * secret created once. Index reads (due, listings, byParent) come after `settleIndexes` where the
+ * store's indexes lag; every decision is on a base record.
+ */
+export interface NotifyRecordsFixture {
+  store: StateStore;
+  cleanup(): Promise<void>;
+  settleIndexes?(): void;
+}
+
+const ROOT = "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m1/plan.Task.request";
+const MINUTE = 60_000;
+
+export function notifyRecordsContract(name: string, setup: () => Promise<NotifyRecordsFixture>): void {
+  describe(`notify records: ${name}`, () => {
+    let f: NotifyRecordsFixture;
+    let now: number;
+    const clock = () => new Date(now);
+    const settle = () => f.settleIndexes?.();
+
+    beforeEach(async () => {
+      f = await setup();
+      now = Date.parse("2026-06-01T09:00:00.000Z");
+    });
+    afterEach(async () => {
+      await f.cleanup();
+    });
+
+    const delivery = (seq: number, tenant = "acme"): Parameters<typeof newDeliveryOp>[0] => ({
+      id: deliveryId(`notify-sub#${ROOT}#hook`, seq),
+      channel: "callback",
+      tenant,
+      rootTaskUrn: ROOT,
+      subscriptionKey: `notify-sub#${ROOT}#hook`,
+      seq,
+      stateKey: seq === 1 ? "working" : "completed",
+      url: "https://hooks.example.com/arbor",
+      body: "{}",
+      contentType: "application/json",
+      headers: {},
+      signed: true,
+    });
+
+    it("records a delivery once: the same notification recorded again is a conflict, and nothing changes", async () => {
+      const d = delivery(1);
+      await f.store.transact([newDeliveryOp(d, clock())]);
+      now += 1000;
+      await expect(f.store.transact([newDeliveryOp(d, clock())])).rejects.toBeInstanceOf(ConflictError);
+      const record = await getDelivery(f.store, d.id);
+      expect(record).toMatchObject({ version: 1, status: "pending", data: { attempts: 0 } });
+      expect(record?.data.createdAt).toBe("2026-06-01T09:00:00.000Z");
+    });
+
+    it("one claim at a time: the lease keeps others out until it ends, and the late worker's result is not kept", async () => {
+      const d = delivery(1);
+      await f.store.transact([newDeliveryOp(d, clock())]);
+      settle();
+      expect(await dueDeliveries(f.store, clock())).toEqual([d.id]);
+      const claims = await Promise.all([
+        claimDelivery(f.store, d.id, "a", clock(), MINUTE),
+        claimDelivery(f.store, d.id, "b", clock(), MINUTE),
+      ]);
+      const [won] = claims.filter((c) => c !== undefined);
+      expect(claims.filter((c) => c !== undefined)).toHaveLength(1);
+      expect(won).toMatchObject({ status: "sending", data: { attempts: 1 } });
+      now += 30_000;
+      expect(await claimDelivery(f.store, d.id, "c", clock(), MINUTE)).toBeUndefined();
+      settle();
+      expect(await dueDeliveries(f.store, clock())).toEqual([]);
+      // The holder went quiet past its lease: another worker takes the delivery over.
+      now += 31_000;
+      settle();
+      expect(await dueDeliveries(f.store, clock())).toEqual([d.id]);
+      const taken = await claimDelivery(f.store, d.id, "c", clock(), MINUTE);
+      expect(taken).toMatchObject({ data: { attempts: 2, lease: { holder: "c" } } });
+      // The first holder's result comes too late: not kept; the second's is.
+      expect(
+        await settleDelivery(
+          f.store,
+          won as NonNullable<typeof won>,
+          { delivered: true, status: 200 },
+          clock(),
+        ),
+      ).toBe(false);
+      expect(
+        await settleDelivery(
+          f.store,
+          taken as NonNullable<typeof taken>,
+          { delivered: true, status: 204 },
+          clock(),
+        ),
+      ).toBe(true);
+      const delivered = await getDelivery(f.store, d.id);
+      expect(delivered).toMatchObject({ status: "delivered", data: { attempts: 2, lastStatus: 204 } });
+      expect(Date.parse(delivered?.expiresAt ?? "")).toBeGreaterThanOrEqual(
+        now + 30 * 24 * 60 * MINUTE - 1000,
+      );
+      expect(await claimDelivery(f.store, d.id, "a", clock(), MINUTE)).toBeUndefined();
+    });
+
+    it("retries on the backoff schedule for at least an hour, then is dead; a redrive sends it again", async () => {
+      const d = delivery(2);
+      await f.store.transact([newDeliveryOp(d, clock())]);
+      const delays: number[] = [];
+      for (let i = 0; i < 100; i++) {
+        const c = await claimDelivery(f.store, d.id, "w", clock(), MINUTE);
+        expect(c, `attempt ${i + 1} is due`).toBeDefined();
+        const claimed = c as NonNullable<typeof c>;
+        const next = nextAttempt(DEFAULT_RETRY, {
+          attempts: claimed.data.attempts,
+          retryFrom: new Date(claimed.data.retryFrom),
+          now: clock(),
+          random: () => 0.5,
+        });
+        await settleDelivery(
+          f.store,
+          claimed,
+          { delivered: false, error: "HTTP 503", status: 503, ...(next ? { nextAttemptAt: next } : {}) },
+          clock(),
+        );
+        if (!next) break;
+        delays.push(next.getTime() - now);
+        // Not due a moment before its time; due at it.
+        now = next.getTime() - 1;
+        expect(await claimDelivery(f.store, d.id, "w", clock(), MINUTE)).toBeUndefined();
+        now = next.getTime();
+      }
+      const dead = await getDelivery(f.store, d.id);
+      expect(dead?.status).toBe("dead");
+      expect(
+        Date.parse(dead?.data.deadAt ?? "") - Date.parse(dead?.data.createdAt ?? ""),
+      ).toBeGreaterThanOrEqual(60 * MINUTE);
+      expect(dead?.data).toMatchObject({ lastError: "HTTP 503", lastStatus: 503 });
+      expect(dead?.data.attempts).toBeGreaterThanOrEqual(8);
+      // Growing delays up to the cap (the last is cut to the end of the hour).
+      const capped = delays.slice(0, -1);
+      expect(capped).toEqual([...capped].sort((x, y) => x - y));
+      expect(Math.max(...delays)).toBeLessThanOrEqual(DEFAULT_RETRY.maxDelayMs);
+      settle();
+      expect(await dueDeliveries(f.store, new Date(now + 24 * 60 * MINUTE))).toEqual([]);
+      expect((await listDeliveries(f.store, "dead")).items.map((r) => r.data.id)).toEqual([d.id]);
+      expect((await listDeliveries(f.store, "dead", { tenant: "beta" })).items).toEqual([]);
+
+      now += 5 * MINUTE;
+      const redriven = await redriveDelivery(f.store, d.id, clock());
+      expect(redriven).toMatchObject({ status: "pending" });
+      expect(redriven.data.retryFrom).toBe(clock().toISOString());
+      expect(redriven.data).not.toHaveProperty("deadAt");
+      settle();
+      expect(await dueDeliveries(f.store, clock())).toEqual([d.id]);
+      await expect(redriveDelivery(f.store, d.id, clock())).rejects.toBeInstanceOf(ValidationError);
+      await expect(redriveDelivery(f.store, "dlv_nosuch", clock())).rejects.toBeInstanceOf(NotFoundError);
+    });
+
+    it("subscriptions: open; replaced under the same id (the same URL keeps what it was told, a new one does not); deleted", async () => {
+      const sub = {
+        kind: "callback" as const,
+        id: "hook",
+        url: "https://hooks.example.com/a",
+        tenant: "acme",
+      };
+      const first = await subscribe(f.store, clock, ROOT, sub);
+      expect(first).toMatchObject({ kind: SUB_KIND, status: "open", data: { sent: 0, rootTaskUrn: ROOT } });
+      // What reconcile writes when it records a delivery: told "working", one sent.
+      const { version, ...record } = first;
+      await f.store.transact([
+        {
+          op: "put",
+          record: { ...record, data: { ...first.data, notified: "working", sent: 1 } },
+          expectedVersion: version,
+        },
+      ]);
+      const kept = await subscribe(f.store, clock, ROOT, sub);
+      expect(kept.data).toMatchObject({ notified: "working", sent: 1 });
+      const moved = await subscribe(f.store, clock, ROOT, { ...sub, url: "https://hooks.example.com/b" });
+      expect(moved.data).toMatchObject({ sent: 1, subscription: { url: "https://hooks.example.com/b" } });
+      expect(moved.data.notified).toBeUndefined(); // a new receiver hears how the request stands
+      settle();
+      expect((await openSubscriptions(f.store, ROOT)).map((r) => r.data.subscription.id)).toEqual(["hook"]);
+      expect(await deleteSubscription(f.store, clock, ROOT, "hook")).toBe(true);
+      expect(await deleteSubscription(f.store, clock, ROOT, "hook")).toBe(false);
+      expect(await getSubscription(f.store, ROOT, "hook")).toBeUndefined();
+      settle();
+      expect(await openSubscriptions(f.store, ROOT)).toEqual([]);
+      await expect(subscribe(f.store, clock, ROOT, { ...sub, url: "" } as typeof sub)).rejects.toBeInstanceOf(
+        ValidationError,
+      );
+    });
+
+    it("the signing secret: created once though two ask at once; rotation keeps the old one for a while", async () => {
+      const [a, b] = await Promise.all([
+        signingSecrets(f.store, "acme", clock),
+        signingSecrets(f.store, "acme", clock),
+      ]);
+      expect(a.current.secret).toBe(b.current.secret);
+      expect((await signingSecrets(f.store, "beta", clock)).current.secret).not.toBe(a.current.secret);
+      const rotated = await rotateSigningSecret(f.store, "acme", clock);
+      expect(rotated.current.secret).not.toBe(a.current.secret);
+      expect(rotated.previous?.secret).toBe(a.current.secret);
+      expect(Date.parse(rotated.previous?.until ?? "")).toBeGreaterThan(now);
+      expect((await signingSecrets(f.store, "acme", clock)).current.secret).toBe(rotated.current.secret);
+    });
+
+    it("lists the deliveries due oldest first, and leaves those not yet due", async () => {
+      const early = delivery(1);
+      const late = delivery(2, "beta");
+      await f.store.transact([newDeliveryOp(early, clock())]);
+      now += 1000;
+      await f.store.transact([newDeliveryOp(late, clock())]);
+      const c = await claimDelivery(f.store, late.id, "w", clock(), MINUTE);
+      await settleDelivery(
+        f.store,
+        c as NonNullable<typeof c>,
+        { delivered: false, error: "HTTP 500", nextAttemptAt: new Date(now + 10 * MINUTE) },
+        clock(),
+      );
+      settle();
+      expect(await dueDeliveries(f.store, clock())).toEqual([early.id]);
+      expect(await dueDeliveries(f.store, new Date(now + 10 * MINUTE))).toEqual([early.id, late.id]);
+      const pending = (await listDeliveries(f.store, "pending", { tenant: "beta" })).items as {
+        data: DeliveryData;
+      }[];
+      expect(pending.map((r) => r.data.id)).toEqual([late.id]);
+    });
+  });
+}

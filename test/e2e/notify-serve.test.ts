@@ -1,0 +1,78 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Receiver, startReceiver, until, verifyCallback } from "./notify-fixture.ts";
+import { addKey, arborEnv, killHard, type Served, startServe } from "./serve-process.ts";
+
+/**
+ * `arbor serve` as a real process delivers callbacks: a receiver that is down when the request is
+ * made, a serve killed with SIGKILL between attempts, a new serve on the same data folder: every
+ * notification arrives, once by id, signed, within seconds of the restart; SIGTERM stops the
+ * worker with the server. The scripted offsite example as the model; the loopback receiver
+ * allowed by ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP.
+ */
+let dir: string;
+let env: NodeJS.ProcessEnv;
+let key: string;
+let receiver: Receiver;
+const running = new Set<Served>();
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "arbor-notify-serve-"));
+  env = arborEnv(join(dir, "data"), { ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: "true" });
+  key = await addKey(env, "user_ada");
+  receiver = await startReceiver();
+});
+afterAll(async () => {
+  for (const s of running) await killHard(s);
+  await receiver?.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function serve(): Promise<Served> {
+  const s = await startServe(env, ["--example", "offsite"]);
+  running.add(s);
+  void s.exited.then(() => running.delete(s));
+  return s;
+}
+
+describe("arbor serve delivers callbacks", () => {
+  it("across a SIGKILL between attempts: each notification once by id, signed", async () => {
+    receiver.answer = () => 503; // down for now
+    const first = await serve();
+    const res = await fetch(`${first.url}/v1/messages`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ text: "Plan the offsite", callbackUrl: `${receiver.url}/hooks` }),
+    });
+    expect(res.status).toBe(202);
+    await until("a first, failed attempt", () => receiver.got.length >= 1, 60_000);
+    await killHard(first);
+    const failed = new Set(receiver.got.map((g) => String(g.headers["arbor-delivery-id"])));
+
+    receiver.answer = () => 200;
+    const second = await serve();
+    await until(
+      "the failed notifications, delivered by the new process",
+      () => [...failed].every((id) => receiver.deliveredIds().has(id)),
+      60_000,
+    );
+    const secret = (await (
+      await fetch(`${second.url}/v1/callbacks/secret`, { headers: { authorization: `Bearer ${key}` } })
+    ).json()) as { secret: string };
+    const seen = new Set<string>();
+    for (const g of receiver.got.filter((x) => x.answered === 200)) {
+      const t = Number(/t=(\d+)/.exec(String(g.headers["arbor-signature"]))?.[1]);
+      expect(
+        verifyCallback(secret.secret, String(g.headers["arbor-signature"]), g.body, t, seen),
+      ).toMatchObject({
+        ok: true,
+        duplicate: false,
+      });
+    }
+    expect([...receiver.deliveredIds().values()].every((n) => n === 1)).toBe(true);
+    await second.stop();
+    expect(await second.exited).toBe(0);
+  }, 300_000);
+});
