@@ -181,6 +181,20 @@ describe("SendStreamingMessage and SubscribeToTask (1.0, the SDK's client)", () 
     expect(last.events.map((e) => e.id)).toEqual([ids.at(-1)]);
   });
 
+  it("a task canceled while it streams ends its stream canceled, with the reason", async () => {
+    const c = await a2aClient(ada.key, served.url);
+    const seen: StreamResponse[] = [];
+    for await (const r of c.sendMessageStream(streamParams("Compute the cost slowly"))) {
+      seen.push(r);
+      if (r.payload?.$case === "task")
+        await c.cancelTask({ tenant: "", id: r.payload.value.id, metadata: undefined });
+    }
+    const last = seen.at(-1) as StreamResponse;
+    expect(stateOf(last)).toBe(TaskState.TASK_STATE_CANCELED);
+    const said = last.payload?.$case === "statusUpdate" ? last.payload.value.status?.message : undefined;
+    expect(partsText(said?.parts)).toMatch(/canceled over A2A/);
+  });
+
   it("refuses another tenant's task (not found) and a Last-Event-ID it never sent", async () => {
     const c = await a2aClient(ada.key, served.url);
     const seen: StreamResponse[] = [];
