@@ -145,7 +145,8 @@ export class A2aPush {
   #on(): NotifyService {
     if (!this.#notify)
       throw new PushNotificationNotSupportedError(
-        "This server sends no push notifications: poll GetTask instead",
+        "This server sends no push notifications (its agent card says capabilities.pushNotifications: false): " +
+          "send without a push notification config, and read the task with GetTask (0.3: tasks/get)",
       );
     return this.#notify;
   }

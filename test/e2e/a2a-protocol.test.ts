@@ -118,7 +118,7 @@ describe("the agent card", () => {
         arborApiKey: { type: "http", scheme: "bearer", httpAuthSecurityScheme: { scheme: "Bearer" } },
       },
       // both
-      capabilities: { streaming: false, pushNotifications: false, extendedAgentCard: true },
+      capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: true },
       defaultInputModes: ["text/plain", "application/json"],
       defaultOutputModes: ["text/plain", "application/json"],
     });
@@ -179,7 +179,7 @@ describe("version negotiation", () => {
     });
   });
 
-  it("streaming and push methods reach the handler in both versions, and are refused while the card offers neither", async () => {
+  it("streaming and push methods reach the handler in both versions; push is refused where the server sends none", async () => {
     const m03 = {
       kind: "message",
       messageId: randomUUID(),
@@ -189,8 +189,8 @@ describe("version negotiation", () => {
     const m1 = { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text: "hi" }] };
     const push03 = { taskId: "nope", pushNotificationConfig: { url: "https://example.com/hook" } };
     const cases: [string, unknown, string | undefined, number][] = [
-      ["message/stream", { message: m03 }, undefined, -32004],
-      ["tasks/resubscribe", { id: "nope" }, undefined, -32004],
+      ["message/stream", { message: { ...m03, parts: [] } }, undefined, -32602],
+      ["tasks/resubscribe", { id: "nope" }, undefined, -32001],
       ["tasks/pushNotificationConfig/set", push03, undefined, -32003],
       ["tasks/pushNotificationConfig/get", { id: "nope" }, undefined, -32003],
       ["tasks/pushNotificationConfig/list", { id: "nope" }, undefined, -32003],
@@ -200,8 +200,8 @@ describe("version negotiation", () => {
         undefined,
         -32003,
       ],
-      ["SendStreamingMessage", { message: m1 }, "1.0", -32004],
-      ["SubscribeToTask", { id: "nope" }, "1.0", -32004],
+      ["SendStreamingMessage", { message: { ...m1, parts: [] } }, "1.0", -32602],
+      ["SubscribeToTask", { id: "nope" }, "1.0", -32001],
       [
         "CreateTaskPushNotificationConfig",
         { taskId: "nope", url: "https://example.com/hook" },
@@ -578,7 +578,7 @@ describe("A2A 1.0", () => {
     );
     expect(push.json.error).toMatchObject({
       code: -32003,
-      message: expect.stringMatching(/pushNotifications: false/),
+      message: expect.stringMatching(/capabilities\.pushNotifications: false/),
     });
   });
 
