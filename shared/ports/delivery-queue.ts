@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { ValidationError } from "../errors.ts";
 
 /**
@@ -43,4 +44,21 @@ export function checkEnqueue(ids: readonly string[], delaySeconds: number): void
 export function delayUntil(at: Date, now: Date): number {
   const s = Math.ceil((at.getTime() - now.getTime()) / 1000);
   return Math.min(MAX_DELAY_SECONDS, Math.max(0, s));
+}
+
+const DeliveryMessageSchema = z.object({ deliveryId: z.string().regex(DELIVERY_ID) });
+
+/** The body of a queued delivery: `{"deliveryId":"dlv_..."}` (what every adapter sends). */
+export const deliveryMessage = (id: string): string => JSON.stringify({ deliveryId: id });
+
+/** The delivery id a queue message carries, or undefined when the body is not a delivery message. */
+export function deliveryOfMessage(body: string): string | undefined {
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  const parsed = DeliveryMessageSchema.safeParse(json);
+  return parsed.success ? parsed.data.deliveryId : undefined;
 }

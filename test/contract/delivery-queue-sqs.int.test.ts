@@ -2,10 +2,10 @@ import { DeleteMessageCommand, ReceiveMessageCommand, type SQSClient } from "@aw
 import { afterAll, beforeAll } from "vitest";
 import {
   DELIVERY_MESSAGE_KIND,
-  deliveryOfMessage,
   MESSAGE_KIND_ATTRIBUTE,
   SqsDeliveryQueue,
 } from "../../shared/adapters/aws/sqs-delivery-queue.ts";
+import { deliveryOfMessage } from "../../shared/ports/delivery-queue.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
 import { deliveryQueueContract } from "./delivery-queue.contract.ts";
 

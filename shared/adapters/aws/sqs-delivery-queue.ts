@@ -3,9 +3,8 @@ import {
   type SendMessageBatchRequestEntry,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import { z } from "zod";
 import { UnavailableError } from "../../errors.ts";
-import { checkEnqueue, type DeliveryQueue } from "../../ports/delivery-queue.ts";
+import { checkEnqueue, type DeliveryQueue, deliveryMessage } from "../../ports/delivery-queue.ts";
 
 /**
  * The delivery queue on Amazon SQS: each id is one message, `{"deliveryId":"dlv_..."}`, with the
@@ -17,20 +16,6 @@ import { checkEnqueue, type DeliveryQueue } from "../../ports/delivery-queue.ts"
  */
 export const DELIVERY_MESSAGE_KIND = "notify.delivery";
 export const MESSAGE_KIND_ATTRIBUTE = "arbor-message";
-
-const DeliveryMessageSchema = z.object({ deliveryId: z.string().regex(/^dlv_[A-Za-z0-9_-]{1,100}$/) });
-
-/** The delivery id a queue message carries, or undefined when the body is not a delivery message. */
-export function deliveryOfMessage(body: string): string | undefined {
-  let json: unknown;
-  try {
-    json = JSON.parse(body);
-  } catch {
-    return undefined;
-  }
-  const parsed = DeliveryMessageSchema.safeParse(json);
-  return parsed.success ? parsed.data.deliveryId : undefined;
-}
 
 export interface SqsDeliveryQueueOptions {
   client: SQSClient;
@@ -52,7 +37,7 @@ export class SqsDeliveryQueue implements DeliveryQueue {
       let entries = unique.slice(i, i + 10).map(
         (id, n): SendMessageBatchRequestEntry => ({
           Id: `m${n}`,
-          MessageBody: JSON.stringify({ deliveryId: id }),
+          MessageBody: deliveryMessage(id),
           ...(delaySeconds > 0 ? { DelaySeconds: delaySeconds } : {}),
           MessageAttributes: {
             [MESSAGE_KIND_ATTRIBUTE]: { DataType: "String", StringValue: DELIVERY_MESSAGE_KIND },
