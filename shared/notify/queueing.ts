@@ -98,6 +98,9 @@ export class QueuedNotify {
   /** One attempt at a delivery; a retry is queued again for its next time. */
   async deliver(id: string): Promise<MessageOutcome> {
     const outcome = await this.service.attempt(id);
+    // "skipped" is also what a store that does not answer gives (attempt takes it for a busy lock):
+    // read the record, so an outage throws and SQS hands the message out again.
+    if (outcome === "skipped") await this.service.delivery(id);
     if (outcome === "retry") {
       const record = await this.service.delivery(id);
       if (record?.status === "pending") {
