@@ -145,11 +145,19 @@ export class NotifyFunction extends Construct {
     const policy = new ManagedPolicy(this, "NotifyDataAccess", {
       description: "Arbor notify function: reads tasks and answers, records subscriptions and deliveries",
       statements: [
-        new PolicyStatement({ sid: "Answers", actions: ["s3:GetObject"], resources: [`${bucketArn}/*`] }),
-        // A missing object is then a 404 (NoSuchKey), not a 403.
-        new PolicyStatement({ sid: "AnswerListing", actions: ["s3:ListBucket"], resources: [bucketArn] }),
         new PolicyStatement({
-          sid: "State",
+          sid: "NotifyAnswers",
+          actions: ["s3:GetObject"],
+          resources: [`${bucketArn}/*`],
+        }),
+        // A missing object is then a 404 (NoSuchKey), not a 403.
+        new PolicyStatement({
+          sid: "NotifyAnswerListing",
+          actions: ["s3:ListBucket"],
+          resources: [bucketArn],
+        }),
+        new PolicyStatement({
+          sid: "NotifyState",
           actions: [
             "dynamodb:GetItem",
             "dynamodb:BatchGetItem",
