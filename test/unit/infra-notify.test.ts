@@ -1,5 +1,8 @@
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { type CfnResource, Stack } from "aws-cdk-lib";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { type App, type CfnResource, Stack } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import type { IConstruct } from "constructs";
@@ -32,6 +35,7 @@ interface CfnRes {
   Properties: Record<string, unknown>;
 }
 
+let app: App;
 let engine: EngineStack;
 let t: Template;
 const logicalId = (c: IConstruct): string =>
@@ -61,6 +65,7 @@ const actionsOf = (role: IConstruct) =>
 beforeAll(() => {
   const created = createApp({ context: { ...cdkJson.context, stage: "prod" }, processEnv: {} });
   created.app.synth();
+  app = created.app;
   engine = created.engine;
   t = Template.fromStack(engine);
 }, 600_000);
@@ -103,6 +108,20 @@ describe("the notify function", () => {
     expect(new Set(sqsResources)).toEqual(
       new Set([arnOf(engine.notify.wakeQueue), arnOf(engine.notify.deliveries)]),
     );
+  });
+
+  it("is its own bundle, which loads on its own and says what to set before touching AWS", () => {
+    const key = (props(engine.notify.handler.function).Code as { S3Key: string }).S3Key;
+    const bundle = pathToFileURL(join(app.outdir, `asset.${key.replace(/\.zip$/, "")}`, "index.mjs")).href;
+    const script = `
+      const { handler } = await import(${JSON.stringify(bundle)});
+      try { await handler({ notify: "sweep" }); process.stdout.write("no error\\n"); }
+      catch (e) { process.stdout.write(e.name + ": " + e.message + "\\n"); }`;
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
+      env: { PATH: process.env.PATH, POWERTOOLS_LOG_LEVEL: "SILENT" },
+      encoding: "utf8",
+    });
+    expect(out).toMatch(/^ConfigError: .*ARBOR_MODE=aws/);
   });
 
   it("is alarmed on like every function", () => {
