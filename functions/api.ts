@@ -10,6 +10,7 @@ import { componentLogger } from "../shared/observability/logger.ts";
 import type { KeyStore } from "../shared/ports/key-store.ts";
 import type { AwsRuntime } from "../shared/runtime/aws.ts";
 import { createAwsApiEngine } from "../shared/runtime/aws-api-engine.ts";
+import { type AwsNotify, awsNotify } from "../shared/runtime/aws-notify.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
 /**
@@ -23,6 +24,11 @@ import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.t
  * names ARBOR_PUBLIC_URL (the stack sets the API's endpoint), never a request's Host. A blocking
  * A2A send waits ARBOR_A2A_BLOCKING_WAIT_MS at most (the stack sets 25 s, under API Gateway's
  * 30 s), then answers with the task working and the caller polls GetTask.
+ *
+ * Webhooks (`callbackUrl`, A2A push configs, the deliveries' admin routes) run on the notify path
+ * (shared/runtime/aws-notify.ts): what this function records (a subscription's first notification,
+ * a redrive) is queued on the delivery queue (ARBOR_NOTIFY_QUEUE_URL) before the response is
+ * returned; the notify function sends it.
  */
 /** An HTTP API event, payload format 2.0. */
 export type APIGatewayProxyEventV2 = Extract<LambdaEvent, { routeKey: string; rawPath: string }>;
@@ -47,9 +53,12 @@ const log = componentLogger("api");
 
 export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
   let lambda: ((event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyResult>) | undefined;
+  let notify: AwsNotify | undefined;
   const instance = coldStart(
     deps,
     ({ config, rt, engine }) => {
+      notify = awsNotify(engine.deps, config, deps.sqs ? { sqs: deps.sqs } : {});
+      notify.queued?.queueRecorded();
       if (!config.publicUrl)
         throw new ConfigError(
           "The API function names its public URL in the agent card: set ARBOR_PUBLIC_URL to the API's endpoint (the engine stack does)",
@@ -71,6 +80,7 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
         // rounds, and an EventSource reconnects with Last-Event-ID (http-events.ts).
         // A reconcile of a large running tree costs two requests per open task: every 5 s, not 2.
         events: { mode: "bounded", recheckMs: 5_000, ...(deps.eventStreams ?? {}) },
+        notify: notify.service,
       });
       lambda = handle(app);
     },
@@ -79,9 +89,19 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
   // Each request is in API Gateway's access log; the app logs what fails (with hono's request id).
   const handler = async (event: APIGatewayProxyEventV2, _context?: LambdaContext) => {
     await instance.get();
-    return (lambda as NonNullable<typeof lambda>)(withEncodedUrn(event));
+    try {
+      return await (lambda as NonNullable<typeof lambda>)(withEncodedUrn(event));
+    } finally {
+      // A frozen instance sends nothing: what the request recorded is queued before it returns.
+      await notify?.queued?.settled();
+    }
   };
-  return Object.assign(handler, { close: instance.close });
+  return Object.assign(handler, {
+    close: async () => {
+      notify?.close();
+      await instance.close();
+    },
+  });
 }
 
 /** The Lambda entry point; configured by the environment the engine stack sets. */

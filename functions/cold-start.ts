@@ -1,3 +1,4 @@
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import { type Config, loadConfig } from "../shared/config.ts";
 import type { Engine } from "../shared/engine/engine.ts";
 import { ConfigError } from "../shared/errors.ts";
@@ -14,6 +15,8 @@ export interface FunctionDeps {
   /** Default: `loadConfig()`, i.e. the environment the engine stack sets. */
   config?: () => Config;
   clients?: AwsClients;
+  /** The notify path's delivery queue (ARBOR_NOTIFY_QUEUE_URL): the notify and API functions'. */
+  sqs?: SQSClient;
   engine?: AwsEngineOptions;
   /** Counts model calls, tokens and tool calls (the step handler and the watchdog flush them). */
   metrics?: InvocationMetrics;

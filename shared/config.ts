@@ -165,6 +165,8 @@ const EnvSchema = z.object({
    * on any port only when this is on, for development.
    */
   ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: bool.default(false),
+  /** AWS: the notify function's delivery queue (SQS), where recorded deliveries are queued (the stack sets it). */
+  ARBOR_NOTIFY_QUEUE_URL: z.url().optional(),
   // the model
   ARBOR_MODEL_PROVIDER: z.enum(["bedrock", "openai"]).optional(),
   ARBOR_MODEL: z.string().min(1).optional(),
@@ -176,6 +178,7 @@ const EnvSchema = z.object({
   ARBOR_DYNAMODB_ENDPOINT: z.url().optional(),
   ARBOR_EVENTBRIDGE_ENDPOINT: z.url().optional(),
   ARBOR_S3VECTORS_ENDPOINT: z.url().optional(),
+  ARBOR_SQS_ENDPOINT: z.url().optional(),
 });
 
 /** A remote Arbor the CLI speaks to over the HTTP API (ARBOR_URL, ARBOR_KEY). */
@@ -250,6 +253,8 @@ export interface RateLimits {
 export interface NotifyConfig {
   /** Loopback receivers (http or https, any port) are allowed: development only (ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP). */
   allowLoopbackHttp: boolean;
+  /** AWS: the delivery queue (ARBOR_NOTIFY_QUEUE_URL) the notify function consumes; absent: the sweep finds what is due. */
+  queueUrl?: string;
 }
 
 export interface LocalConfig {
@@ -301,7 +306,14 @@ export interface AwsConfig {
   /** The watchdog's idea of "stopped moving". */
   watchdogStaleMs: number;
   /** `bedrock` serves the embedder; the model's own endpoint is in `model`. */
-  endpoints: { s3?: string; dynamodb?: string; eventbridge?: string; s3vectors?: string; bedrock?: string };
+  endpoints: {
+    s3?: string;
+    dynamodb?: string;
+    eventbridge?: string;
+    s3vectors?: string;
+    bedrock?: string;
+    sqs?: string;
+  };
   /** The tool registry's JSON file (ARBOR_TOOLS_FILE, bundled with the functions); absent: the built-ins. */
   toolsFile?: string;
   /** The default team's file (ARBOR_TEAM_FILE, bundled with the functions); absent: DEFAULT_TEAM. */
@@ -379,6 +391,13 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         "Deployed functions get them from the CDK stack; for a shell, copy them from `npx cdk deploy` outputs.",
     );
   }
+  // A deployed function's webhooks are https only: the loopback switch is for a developer's machine.
+  if (e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP && set.AWS_LAMBDA_FUNCTION_NAME !== undefined) {
+    throw new ConfigError(
+      "ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP is for development on one machine and is refused on Lambda: " +
+        "unset it (webhooks from a deployed stack go to https receivers only)",
+    );
+  }
   if ((e.ARBOR_VECTOR_BUCKET === undefined) !== (e.ARBOR_VECTOR_INDEX === undefined)) {
     throw new ConfigError(
       "ARBOR_VECTOR_BUCKET and ARBOR_VECTOR_INDEX go together: set both (engine stack outputs " +
@@ -391,6 +410,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (e.ARBOR_EVENTBRIDGE_ENDPOINT) endpoints.eventbridge = e.ARBOR_EVENTBRIDGE_ENDPOINT;
   if (e.ARBOR_S3VECTORS_ENDPOINT) endpoints.s3vectors = e.ARBOR_S3VECTORS_ENDPOINT;
   if (e.ARBOR_BEDROCK_ENDPOINT) endpoints.bedrock = e.ARBOR_BEDROCK_ENDPOINT;
+  if (e.ARBOR_SQS_ENDPOINT) endpoints.sqs = e.ARBOR_SQS_ENDPOINT;
   return {
     mode: "aws",
     ...(model ? { model } : {}),
@@ -418,7 +438,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
     ...(e.ARBOR_TEAM_FILE ? { teamFile: resolve(e.ARBOR_TEAM_FILE) } : {}),
     outbound: outboundSettings(e),
-    notify: { allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP },
+    notify: {
+      allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP,
+      ...(e.ARBOR_NOTIFY_QUEUE_URL ? { queueUrl: e.ARBOR_NOTIFY_QUEUE_URL } : {}),
+    },
     ...(e.ARBOR_TOOL_FUNCTION ? { toolFunction: e.ARBOR_TOOL_FUNCTION } : {}),
     ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
     ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined

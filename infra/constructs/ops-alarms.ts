@@ -77,8 +77,8 @@ export class OpsAlarms extends Construct {
       statistic: "Maximum",
       comparison: ComparisonOperator.GREATER_THAN_THRESHOLD,
       description:
-        "Arbor's dead-letter queue holds messages: steps that failed every retry, or events EventBridge " +
-        "could not deliver. Look at them and send them back with `arbor dlq redrive` (infra/README.md).",
+        "Arbor's dead-letter queue holds messages: steps that failed every retry, events EventBridge " +
+        "could not deliver, or notify messages the notify function failed five times. Look at them and send them back with `arbor dlq redrive` (infra/README.md).",
     });
     this.#alarm(
       "WatchdogRedrives",

@@ -21,6 +21,7 @@ import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
 import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/api-gateway.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
+import { NotifyFunction } from "../constructs/notify-function.ts";
 import { addOpsOutputs, OpsAlarms, readAlarmEmail } from "../constructs/ops-alarms.ts";
 import { RouteRule } from "../constructs/route-rule.ts";
 import {
@@ -81,13 +82,23 @@ export const ENGINE_OUTPUT_KEYS = {
   supervise: "SuperviseFunctionName",
   "index-output": "IndexOutputFunctionName",
   watchdog: "WatchdogFunctionName",
+  notify: "NotifyFunctionName",
+  notifyQueue: "NotifyDeliveryQueueUrl",
   toolFunction: "ToolFunctionName",
   vectorBucketName: "VectorBucketName",
   vectorIndexName: "VectorIndexName",
   apiUrl: "ApiUrl",
   agentCardUrl: "AgentCardUrl",
 } as const satisfies Record<
-  StepName | "watchdog" | "toolFunction" | "vectorBucketName" | "vectorIndexName" | "apiUrl" | "agentCardUrl",
+  | StepName
+  | "watchdog"
+  | "notify"
+  | "notifyQueue"
+  | "toolFunction"
+  | "vectorBucketName"
+  | "vectorIndexName"
+  | "apiUrl"
+  | "agentCardUrl",
   string
 >;
 
@@ -131,6 +142,8 @@ export class EngineStack extends Stack {
   readonly ops: OpsAlarms;
   /** The front door: the API function behind API Gateway's HTTP API. */
   readonly api: ArborApi;
+  /** Webhook deliveries: the notify function, its wake and delivery queues, rule and schedule. */
+  readonly notify: NotifyFunction;
 
   constructor(scope: Construct, id: string, props: EngineStackProps) {
     super(scope, id, props);
@@ -273,6 +286,26 @@ export class EngineStack extends Stack {
       throttle: props.apiThrottle ?? DEFAULT_API_THROTTLE,
     });
     this.ops.addFunction({ label: "ApiFunction", fn: this.api.function.function });
+    this.notify = new NotifyFunction(this, "Notify", {
+      ...common,
+      environment,
+      eventBus: this.storage.eventBus,
+      table: this.storage.table,
+      resourcesBucket: this.storage.resourcesBucket,
+      deadLetterQueue,
+    });
+    this.ops.addFunction({ label: "NotifyFunction", fn: this.notify.handler.function });
+    // The API function queues what it records (a subscription's first notification, a redrive).
+    this.notify.grantQueue(this.api.function.role);
+    this.api.function.function.addEnvironment("ARBOR_NOTIFY_QUEUE_URL", this.notify.deliveries.queueUrl);
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.notify, {
+      value: this.notify.handler.function.functionName,
+      description: "Notify function: webhook deliveries (A2A push, HTTP callbacks)",
+    });
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.notifyQueue, {
+      value: this.notify.deliveries.queueUrl,
+      description: "Notify delivery queue: one delivery id per message",
+    });
     new CfnOutput(this, ENGINE_OUTPUT_KEYS.apiUrl, {
       value: this.api.gateway.url,
       description: "Arbor's API (ARBOR_URL)",

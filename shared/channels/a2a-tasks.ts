@@ -16,11 +16,7 @@ import type {
   Task,
   TaskPushNotificationConfig,
 } from "@a2a-js/sdk";
-import {
-  PushNotificationNotSupportedError,
-  TaskNotCancelableError,
-  TaskNotFoundError,
-} from "@a2a-js/sdk/errors";
+import { TaskNotCancelableError, TaskNotFoundError } from "@a2a-js/sdk/errors";
 import {
   type A2ARequestHandler,
   AgentEvent,

@@ -1,5 +1,5 @@
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
-import { A2A_ERROR_CODE, VersionNotSupportedError } from "@a2a-js/sdk/errors";
+import { VersionNotSupportedError } from "@a2a-js/sdk/errors";
 import { type A2ARequestHandler, JsonRpcTransportHandler, type ServerCallContext } from "@a2a-js/sdk/server";
 
 /**

@@ -9,7 +9,8 @@ import { heading, note } from "./render.ts";
 /**
  * `arbor dlq redrive [--dry-run] [--max N]`: shows each message of the dead-letter queue (which
  * route and function, the error attributes, the event) and sends it back to its function as an
- * asynchronous invocation, deleting the message only once Lambda accepted it. A message that
+ * asynchronous invocation (a notify queue's message back to its queue), deleting the message only
+ * once it was accepted. A message that
  * cannot be sent, or whose resend fails, stays in the queue. Steps are idempotent: a message sent
  * back twice (a crash between the resend and the delete) does its work once.
  */
@@ -75,7 +76,7 @@ export async function dlqCommand(
         }
       }
       show(letter, shown, write);
-      if (options.dryRun || !letter.payload) {
+      if (options.dryRun || !(letter.payload || letter.sourceQueueArn)) {
         if (!options.dryRun) write(`   ${heading("left in the queue")}: ${letter.problem}`);
         left.push(letter);
         continue;
@@ -84,7 +85,9 @@ export async function dlqCommand(
         const fn = await queue.resend(letter);
         await queue.remove(letter);
         sent++;
-        write(`   ${heading("sent back")} to ${fn} (asynchronous invocation); deleted from the queue`);
+        write(
+          `   ${heading("sent back")} to ${fn}${letter.sourceQueueArn ? "" : " (asynchronous invocation)"}; deleted from the queue`,
+        );
       } catch (e) {
         left.push(letter);
         write(`   ${heading("left in the queue")}: ${(e as Error).message}`);
@@ -111,7 +114,9 @@ function show(letter: DeadLetter, n: number, write: (line: string) => void): voi
       ? "a step's invocation that failed every Lambda attempt"
       : letter.origin === "eventbridge"
         ? `an event EventBridge could not deliver (rule ${letter.ruleArn ?? "?"})`
-        : "a message of unknown origin";
+        : letter.origin === "sqs"
+          ? `a message the notify function failed every time, moved from ${letter.sourceQueueArn ?? "?"}`
+          : "a message of unknown origin";
   write(
     `${heading(`#${n}`)} ${letter.messageId} ${note(`${letter.sentAt ?? ""} received ${letter.receiveCount ?? "?"}x`)}`,
   );

@@ -19,6 +19,10 @@ export const METRIC_NAMES = [
   "ToolCallsFailed",
   /** Work the watchdog sent again because it had stopped moving. */
   "WatchdogRedriven",
+  /** The notify function: queue messages handled, those that failed (handed out again), ids a sweep queued. */
+  "NotifyMessages",
+  "NotifyMessagesFailed",
+  "NotifySwept",
 ] as const;
 export type MetricName = (typeof METRIC_NAMES)[number];
 export type MetricUnit = "Count" | "Milliseconds";

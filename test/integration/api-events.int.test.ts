@@ -178,10 +178,11 @@ describe("the API function's event streams (bounded: API Gateway buffers a respo
     expect(sent.headers["content-type"]).toMatch(/^text\/event-stream/);
     expect(Object.keys(sent.headers).map((h) => h.toLowerCase())).not.toContain("transfer-encoding");
     const [ack] = sent.events;
+    // The request is recorded, not planned yet: the stream opens with the Task submitted.
     expect(ack).toMatchObject({
       sseId: "0",
       id: 5,
-      result: { task: { status: { state: "TASK_STATE_WORKING" } } },
+      result: { task: { status: { state: "TASK_STATE_SUBMITTED" } } },
     });
     const acked = ack as { result: { task: { id: string; metadata: { arbor: { rootTaskId: string } } } } };
     const a2aTask = acked.result.task;

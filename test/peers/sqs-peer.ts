@@ -1,7 +1,8 @@
 /**
  * A local Amazon SQS peer for tests: an HTTP server that speaks the part of SQS's JSON protocol
  * (awsJson1_0, query-compatible) that the AWS SDK v3 client (`@aws-sdk/client-sqs` 3.x) uses for
- * SendMessage, ReceiveMessage, DeleteMessage, ChangeMessageVisibility and GetQueueAttributes, so
+ * SendMessage, SendMessageBatch, ReceiveMessage, DeleteMessage, ChangeMessageVisibility,
+ * GetQueueAttributes and GetQueueUrl, so
  * the real client can be pointed at it (`endpoint` = the peer, any region, dummy credentials).
  *
  * Protocol: `POST /` with `X-Amz-Target: AmazonSQS.<Operation>` and
@@ -14,12 +15,19 @@
  * `VisibilityTimeout`, else 30 s) and then visible again with a new receipt handle;
  * ReceiveMessage returns at most `MaxNumberOfMessages` (1-10) visible messages, oldest first, with
  * `ApproximateReceiveCount` and `SentTimestamp`; DeleteMessage needs the latest receipt handle;
- * an unknown receipt handle is `ReceiptHandleIsInvalid`. Unlike SQS: long polling does not wait
+ * an unknown receipt handle is `ReceiptHandleIsInvalid`. `DelaySeconds` (0-900, per message or per
+ * batch entry) hides a message that long after it is sent. SendMessageBatch takes 1-10 entries with
+ * distinct ids and answers `Successful` / `Failed` per entry. A queue given a redrive policy
+ * (`redrive(url, deadLetterUrl, maxReceiveCount)`) moves a message received that many times to the
+ * dead-letter queue instead of handing it out again, with the `DeadLetterQueueSourceArn` system
+ * attribute naming the source queue, as SQS does. Unlike SQS: long polling does not wait
  * (an empty queue answers at once), there is no sampling (every visible message can be received),
  * and SigV4 signatures are not verified (an `Authorization` header must be present).
  *
- * Test hooks: `start()`, `close()`, `createQueue(name)` (its URL), `messages(url)` (what the queue
- * holds), `calls` (every request's operation).
+ * Test hooks: `start()`, `close()`, `createQueue(name)` (its URL), `arnOf(url)`, `redrive(...)`,
+ * `messages(url)` (what the queue holds), `showDelayed(url)` (delayed and in-flight messages visible
+ * now: what waiting would do), `lose(url, predicate)` (messages dropped), `calls` (every request's
+ * operation).
  */
 import { createHash, randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -39,6 +47,8 @@ export interface QueuedMessage {
   receiveCount: number;
   invisibleUntil: number;
   receiptHandle: string | undefined;
+  /** Set when a redrive policy moved it here: the source queue's ARN. */
+  deadLetterSourceArn?: string;
 }
 
 type Json = Record<string, unknown>;
@@ -60,6 +70,7 @@ const md5 = (text: string) => createHash("md5").update(text, "utf8").digest("hex
 export class SqsPeer {
   readonly calls: string[] = [];
   readonly #queues = new Map<string, QueuedMessage[]>();
+  readonly #redrives = new Map<string, { deadLetterUrl: string; maxReceiveCount: number }>();
   readonly #server: Server;
   #endpoint = "";
 
@@ -87,6 +98,30 @@ export class SqsPeer {
     const url = `${this.#endpoint}/${ACCOUNT}/${name}`;
     if (!this.#queues.has(url)) this.#queues.set(url, []);
     return url;
+  }
+
+  /** The queue's ARN (`arn:aws:sqs:<region>:<account>:<name>`). */
+  arnOf(url: string, region = "us-east-1"): string {
+    return `arn:aws:sqs:${region}:${ACCOUNT}:${url.split("/").pop() ?? ""}`;
+  }
+
+  /** A redrive policy: a message received `maxReceiveCount` times goes to `deadLetterUrl` on its next receive. */
+  redrive(url: string, deadLetterUrl: string, maxReceiveCount: number): void {
+    this.#redrives.set(url, { deadLetterUrl, maxReceiveCount });
+  }
+
+  /** Makes every message of the queue visible now (delays and visibility timeouts over): what waiting would do. */
+  showDelayed(url: string): void {
+    for (const m of this.#queues.get(url) ?? []) m.invisibleUntil = 0;
+  }
+
+  /** Drops the messages `lost` picks (a message lost in transit); returns how many. */
+  lose(url: string, lost: (m: QueuedMessage) => boolean): number {
+    const queue = this.#queues.get(url) ?? [];
+    const kept = queue.filter((m) => !lost(m));
+    const n = queue.length - kept.length;
+    queue.splice(0, queue.length, ...kept);
+    return n;
   }
 
   /** What the queue holds, in flight or not. */
@@ -150,6 +185,19 @@ export class SqsPeer {
     switch (operation) {
       case "SendMessage":
         return this.#send(input);
+      case "SendMessageBatch":
+        return this.#sendBatch(input);
+      case "GetQueueUrl": {
+        const name = String(input.QueueName ?? "");
+        const url = `${this.#endpoint}/${String(input.QueueOwnerAWSAccountId ?? ACCOUNT)}/${name}`;
+        if (!this.#queues.has(url))
+          throw new SqsError(
+            "com.amazonaws.sqs#QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+            "The specified queue does not exist.",
+          );
+        return { QueueUrl: url };
+      }
       case "ReceiveMessage":
         return this.#receive(input);
       case "DeleteMessage":
@@ -193,23 +241,65 @@ export class SqsPeer {
 
   #send(input: Json): Json {
     const queue = this.#queue(input);
+    const message = this.#message(input);
+    queue.push(message);
+    return { MessageId: message.messageId, MD5OfMessageBody: md5(message.body) };
+  }
+
+  #message(input: Json): QueuedMessage {
     if (typeof input.MessageBody !== "string" || input.MessageBody.length === 0)
       throw new SqsError(
         "com.amazonaws.sqs#InvalidParameterValue",
         "InvalidParameterValue",
         "MessageBody is required",
       );
-    const message: QueuedMessage = {
+    const delay = input.DelaySeconds === undefined ? 0 : seconds(input.DelaySeconds, 0, 900, "DelaySeconds");
+    const now = Date.now();
+    return {
       messageId: randomUUID(),
       body: input.MessageBody,
       attributes: (input.MessageAttributes ?? {}) as Record<string, MessageAttribute>,
-      sentAt: Date.now(),
+      sentAt: now,
       receiveCount: 0,
-      invisibleUntil: 0,
+      invisibleUntil: delay > 0 ? now + delay * 1000 : 0,
       receiptHandle: undefined,
     };
-    queue.push(message);
-    return { MessageId: message.messageId, MD5OfMessageBody: md5(message.body) };
+  }
+
+  #sendBatch(input: Json): Json {
+    const queue = this.#queue(input);
+    const entries = Array.isArray(input.Entries) ? (input.Entries as Json[]) : [];
+    if (entries.length === 0)
+      throw new SqsError(
+        "com.amazonaws.sqs#EmptyBatchRequest",
+        "AWS.SimpleQueueService.EmptyBatchRequest",
+        "There should be at least one SendMessageBatchRequestEntry in the request.",
+      );
+    if (entries.length > 10)
+      throw new SqsError(
+        "com.amazonaws.sqs#TooManyEntriesInBatchRequest",
+        "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+        `Maximum number of entries per request are 10. You have sent ${entries.length}.`,
+      );
+    if (new Set(entries.map((e) => e.Id)).size !== entries.length)
+      throw new SqsError(
+        "com.amazonaws.sqs#BatchEntryIdsNotDistinct",
+        "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+        "Two or more batch entries in the request have the same Id.",
+      );
+    const successful: Json[] = [];
+    const failed: Json[] = [];
+    for (const entry of entries) {
+      try {
+        const message = this.#message(entry);
+        queue.push(message);
+        successful.push({ Id: entry.Id, MessageId: message.messageId, MD5OfMessageBody: md5(message.body) });
+      } catch (e) {
+        if (!(e instanceof SqsError)) throw e;
+        failed.push({ Id: entry.Id, SenderFault: true, Code: e.queryCode, Message: e.message });
+      }
+    }
+    return { Successful: successful, Failed: failed };
   }
 
   #receive(input: Json): Json {
@@ -226,9 +316,22 @@ export class SqsPeer {
     const wanted = (input.MessageAttributeNames ?? []) as string[];
     const now = Date.now();
     const out: Json[] = [];
-    for (const m of queue) {
+    const redrive = this.#redrives.get(String(input.QueueUrl));
+    for (const m of [...queue]) {
       if (out.length >= max) break;
       if (m.invisibleUntil > now) continue;
+      if (redrive && m.receiveCount >= redrive.maxReceiveCount) {
+        // Received maxReceiveCount times and back: SQS moves it to the dead-letter queue.
+        queue.splice(queue.indexOf(m), 1);
+        this.#queues.get(redrive.deadLetterUrl)?.push({
+          ...m,
+          invisibleUntil: 0,
+          receiveCount: 0,
+          receiptHandle: undefined,
+          deadLetterSourceArn: this.arnOf(String(input.QueueUrl)),
+        });
+        continue;
+      }
       m.receiveCount++;
       m.invisibleUntil = now + visibility * 1000;
       m.receiptHandle = randomUUID();
@@ -239,6 +342,8 @@ export class SqsPeer {
       if (names.includes("All") || names.includes("ApproximateReceiveCount"))
         system.ApproximateReceiveCount = String(m.receiveCount);
       if (names.includes("All") || names.includes("SentTimestamp")) system.SentTimestamp = String(m.sentAt);
+      if ((names.includes("All") || names.includes("DeadLetterQueueSourceArn")) && m.deadLetterSourceArn)
+        system.DeadLetterQueueSourceArn = m.deadLetterSourceArn;
       out.push({
         MessageId: m.messageId,
         ReceiptHandle: m.receiptHandle,

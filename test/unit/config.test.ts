@@ -42,6 +42,29 @@ describe("config", () => {
     );
   });
 
+  it("gives the AWS functions the notify queue, and refuses the loopback switch on Lambda", () => {
+    const aws = {
+      ARBOR_MODE: "aws",
+      AWS_REGION: "eu-west-1",
+      ARBOR_RESOURCES_BUCKET: "b",
+      ARBOR_TABLE_NAME: "t",
+      ARBOR_EVENT_BUS_NAME: "arbor-dev",
+      ARBOR_POLICY_ENGINE: "cedar",
+    };
+    const url = "https://sqs.eu-west-1.amazonaws.com/123456789012/arbor-dev-deliveries";
+    expect(loadConfig({ ...aws, ARBOR_NOTIFY_QUEUE_URL: url })).toMatchObject({
+      notify: { allowLoopbackHttp: false, queueUrl: url },
+    });
+    expect(() => loadConfig({ ...aws, ARBOR_NOTIFY_QUEUE_URL: "a queue" })).toThrow(/ARBOR_NOTIFY_QUEUE_URL/);
+    // A developer's shell in aws mode may reach a receiver on its machine; a deployed function may not.
+    expect(loadConfig({ ...aws, ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: "true" })).toMatchObject({
+      notify: { allowLoopbackHttp: true },
+    });
+    expect(() =>
+      loadConfig({ ...aws, ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: "true", AWS_LAMBDA_FUNCTION_NAME: "notify" }),
+    ).toThrow(/refused on Lambda/);
+  });
+
   it("rejects malformed values with the variable named", () => {
     expect(() => loadConfig({ ARBOR_MODE: "cloud" })).toThrow(/ARBOR_MODE/);
     expect(() => loadConfig({ ARBOR_TENANT: "a/b" })).toThrow(/ARBOR_TENANT/);

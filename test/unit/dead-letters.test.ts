@@ -21,6 +21,29 @@ const rule = (name: string) => `arn:aws:events:us-east-1:123456789012:rule/arbor
 const target = "arn:aws:lambda:us-east-1:123456789012:function:arbor-dev-plan";
 
 describe("a dead letter", () => {
+  it("moved by a notify queue's redrive policy goes back to that queue as it is, attributes and all", () => {
+    const source = "arn:aws:sqs:us-east-1:123456789012:arbor-dev-engine-NotifyDeliveryQueue";
+    const m = message({ deliveryId: "dlv_abc" }, { "arbor-message": "notify.delivery" });
+    const letter = readDeadLetter({
+      ...m,
+      Attributes: { ...m.Attributes, DeadLetterQueueSourceArn: source },
+    });
+    expect(letter).toMatchObject({
+      origin: "sqs",
+      sourceQueueArn: source,
+      route: "notify.delivery",
+      body: JSON.stringify({ deliveryId: "dlv_abc" }),
+      attributes: attrs({ "arbor-message": "notify.delivery" }),
+    });
+    expect(letter.problem).toBeUndefined();
+    // A wake-up (the event as the body, no attribute of ours) is named by its queue.
+    const wake = readDeadLetter({
+      ...message(event, {}),
+      Attributes: { DeadLetterQueueSourceArn: "arn:aws:sqs:us-east-1:123456789012:arbor-wake" },
+    });
+    expect(wake).toMatchObject({ origin: "sqs", route: "arbor-wake", body: JSON.stringify(event) });
+  });
+
   it("from Lambda goes back with its payload to the function of its route", () => {
     expect(
       readDeadLetter(

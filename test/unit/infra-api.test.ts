@@ -142,6 +142,8 @@ describe("the API function", () => {
     const config = loadConfig({
       ...env,
       ARBOR_PUBLIC_URL: "https://abc123.execute-api.eu-west-1.amazonaws.com",
+      // The notify delivery queue's URL (infra-notify.test.ts checks it names the queue).
+      ARBOR_NOTIFY_QUEUE_URL: "https://sqs.eu-west-1.amazonaws.com/123456789012/deliveries",
       AWS_REGION: "eu-west-1",
     });
     expect(config).toMatchObject({ mode: "aws", a2aBlockingWaitMs: 25_000 });
@@ -166,7 +168,11 @@ describe("the API function", () => {
         (s) => (Array.isArray(s.Action) ? s.Action : [s.Action]),
       ),
     );
-    expect(actions.every((a) => a.startsWith("logs:"))).toBe(true);
+    // Its logs, and queueing deliveries on the notify queue (infra-notify.test.ts checks which queue).
+    expect(actions.every((a) => a.startsWith("logs:") || a.startsWith("sqs:"))).toBe(true);
+    expect(actions.filter((a) => a.startsWith("sqs:")).sort()).toEqual(
+      ["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"].sort(),
+    );
     // The data policy's only Bedrock grant is Titan embeddings (team registration indexes assistants).
     const data = JSON.stringify(props(logicalId(engine.dataPolicy)));
     expect(data).not.toContain("InvokeModelWithResponseStream");

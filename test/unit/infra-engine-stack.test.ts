@@ -22,6 +22,7 @@ import { TitanEmbedder } from "../../shared/adapters/embeddings/titan-embedder.t
 import { DIMENSION_TAG, EMBEDDER_TAG } from "../../shared/adapters/vectors/s3-vectors-index.ts";
 import { loadConfig } from "../../shared/config.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
+import { NOTIFY_WAKE_RULE } from "../../shared/notify/wakeups.ts";
 import { AWS_EMBEDDING_DIMENSION } from "../../shared/runtime/aws-engine.ts";
 
 // The same feature flags `cdk synth` gets from cdk.json, so the tests see the same templates.
@@ -105,7 +106,10 @@ describe("routes", () => {
     const patterned = Object.values(resources(prod.template, "AWS::Events::Rule")).filter(
       (r) => r.Properties.EventPattern !== undefined,
     );
-    expect(patterned.map((r) => r.Properties.Name).sort()).toEqual(ROUTES.map((r) => r.name).sort());
+    // And the notify wake rule (infra-notify.test.ts), which targets a queue, not a step.
+    expect(patterned.map((r) => r.Properties.Name).sort()).toEqual(
+      [...ROUTES.map((r) => r.name), NOTIFY_WAKE_RULE].sort(),
+    );
     for (const route of ROUTES) {
       expect(ruleFor(route.name).Properties).toMatchObject({
         EventPattern: route.pattern,
@@ -159,7 +163,10 @@ describe("routes", () => {
       });
     }
     // No statement is added to the queue's policy here: the storage stack's already admits the bus's rules.
-    prod.template.resourceCountIs("AWS::SQS::QueuePolicy", 0);
+    // (The notify queues' own policies are checked in infra-notify.test.ts.)
+    const dlqUrl = JSON.stringify(prod.engine.resolve(prod.engine.storage.deadLetterQueue.queueUrl));
+    for (const qp of Object.values(resources(prod.template, "AWS::SQS::QueuePolicy")))
+      expect(JSON.stringify(qp.Properties.Queues)).not.toContain(dlqUrl);
   });
 
   it("lets only its rule invoke each step function", () => {
@@ -169,7 +176,8 @@ describe("routes", () => {
     const engineOnes = Object.values(resources(prod.template, "AWS::Lambda::Permission")).filter(
       (p) => JSON.stringify(p.Properties.FunctionName) !== JSON.stringify(apiFn),
     );
-    expect(engineOnes).toHaveLength(ROUTES.length + 1);
+    // And one for the notify sweep's schedule (infra-notify.test.ts).
+    expect(engineOnes).toHaveLength(ROUTES.length + 2);
     for (const route of ROUTES) {
       prod.template.hasResourceProperties("AWS::Lambda::Permission", {
         Action: "lambda:InvokeFunction",
@@ -248,7 +256,11 @@ describe("functions", () => {
   it("write to their own log group, kept a month, retained outside dev", () => {
     const groups = resources(prod.template, "AWS::Logs::LogGroup");
     // The API's groups (its function's and the access logs) are checked in infra-api.test.ts.
-    const api = [prod.engine.api.function.logGroup, prod.engine.api.gateway.accessLogs].map(logicalId);
+    const api = [
+      prod.engine.api.function.logGroup,
+      prod.engine.api.gateway.accessLogs,
+      prod.engine.notify.handler.logGroup,
+    ].map(logicalId);
     const engineGroups = Object.keys(groups).filter((g) => !api.includes(g));
     expect(engineGroups).toHaveLength(ROUTES.length + 2);
     for (const g of Object.values(groups))
@@ -304,7 +316,10 @@ describe("permissions", () => {
       for (const r of list(s.Resource).map(flat)) {
         expect(r).not.toBe("*");
         if (r.includes("*"))
-          expect([s.Sid, r]).toEqual(["Resources", expect.stringMatching(/:s3:::.*\/\*$/)]);
+          expect([s.Sid, r]).toEqual([
+            expect.stringMatching(/^(Resources|NotifyAnswers)$/),
+            expect.stringMatching(/:s3:::.*\/\*$/),
+          ]);
       }
     }
   });
@@ -426,6 +441,7 @@ describe("permissions", () => {
     ConverseCommand: ["bedrock:InvokeModel"],
     ConverseStreamCommand: ["bedrock:InvokeModelWithResponseStream"],
     InvokeCommand: ["lambda:InvokeFunction"],
+    SendMessageBatchCommand: ["sqs:SendMessage"],
   };
   const ADAPTERS = [
     "shared/adapters/aws/dynamo-state-store.ts",
@@ -435,6 +451,7 @@ describe("permissions", () => {
     "shared/adapters/embeddings/titan-embedder.ts",
     "shared/adapters/llm/bedrock-llm.ts",
     "shared/adapters/aws/lambda-tool-port.ts",
+    "shared/adapters/aws/sqs-delivery-queue.ts",
   ];
 
   it("allow every call the AWS adapters make at run time", () => {

@@ -73,6 +73,7 @@ describe("operations of the engine stack", () => {
       engine.watchdog.function,
       engine.tools.handler.function,
       engine.api.function.function,
+      engine.notify.handler.function,
     ];
     expect(lambda).toHaveLength(functions.length * 2);
     for (const fn of functions) {

@@ -3,8 +3,11 @@ import { InvokeCommand, type LambdaClient } from "@aws-sdk/client-lambda";
 import {
   ChangeMessageVisibilityCommand,
   DeleteMessageCommand,
+  GetQueueUrlCommand,
   type Message,
+  type MessageAttributeValue,
   ReceiveMessageCommand,
+  SendMessageCommand,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import { ROUTES } from "../../engine/routes.ts";
@@ -20,14 +23,21 @@ import { ConfigError, UnavailableError } from "../../errors.ts";
  * - an event EventBridge could not hand to a step's function at all: the body is the event, the
  *   attributes `RULE_ARN`, `TARGET_ARN`, `ERROR_CODE`, `ERROR_MESSAGE` (and the retry condition);
  *   the payload is rebuilt as the rule's input transformer builds it (route-rule.ts).
- * Either goes back to its function as an asynchronous invocation (`InvocationType: Event`). Every
+ * - a message SQS moved here from one of the notify function's queues (its redrive policy, after the
+ *   function failed it maxReceiveCount times): the system attribute `DeadLetterQueueSourceArn`
+ *   names the queue; the body (a delivery id, or a wake-up event) goes back to that queue as it is.
+ * Either of the first two goes back to its function as an asynchronous invocation (`InvocationType: Event`). Every
  * step is idempotent (it re-reads state and writes conditionally), so sending one again that did
  * partly run, or twice, is harmless.
  */
 export interface DeadLetter {
   messageId: string;
   receiptHandle: string;
-  origin: "lambda" | "eventbridge" | "unknown";
+  origin: "lambda" | "eventbridge" | "sqs" | "unknown";
+  /** `sqs`: the queue it was moved from, where it goes back (a notify queue). */
+  sourceQueueArn?: string;
+  /** `sqs`: its message attributes, sent back with it. */
+  attributes?: Record<string, MessageAttributeValue>;
   /** The route (the rule's name and the payload's `subscription`). */
   route?: string;
   /** The function it goes back to: EventBridge names it; for Lambda, see `DeadLetterQueue.functionFor`. */
@@ -72,6 +82,17 @@ export function readDeadLetter(message: Message): DeadLetter {
     ...(system.ApproximateReceiveCount ? { receiveCount: Number(system.ApproximateReceiveCount) } : {}),
     ...(system.SentTimestamp ? { sentAt: new Date(Number(system.SentTimestamp)).toISOString() } : {}),
   };
+  if (system.DeadLetterQueueSourceArn) {
+    const kind = attrs["arbor-message"];
+    return {
+      ...base,
+      origin: "sqs",
+      errors: {},
+      sourceQueueArn: system.DeadLetterQueueSourceArn,
+      attributes: message.MessageAttributes ?? {},
+      route: kind ?? system.DeadLetterQueueSourceArn.split(":").pop() ?? "?",
+    };
+  }
   let body: unknown;
   try {
     body = JSON.parse(base.body);
@@ -159,7 +180,7 @@ export class DeadLetterQueue {
         VisibilityTimeout: this.#o.visibilitySeconds ?? 120,
         WaitTimeSeconds: 1,
         MessageAttributeNames: ["All"],
-        MessageSystemAttributeNames: ["ApproximateReceiveCount", "SentTimestamp"],
+        MessageSystemAttributeNames: ["ApproximateReceiveCount", "SentTimestamp", "DeadLetterQueueSourceArn"],
       }),
     );
     const fresh: DeadLetter[] = [];
@@ -199,8 +220,9 @@ export class DeadLetterQueue {
     return arns[0] as string;
   }
 
-  /** Sends the payload back to its function, asynchronously; throws unless Lambda accepted it. */
+  /** Sends the payload back to its function (asynchronously), or a queue's message back to its queue; throws unless accepted. */
   async resend(letter: DeadLetter): Promise<string> {
+    if (letter.sourceQueueArn) return this.#requeue(letter, letter.sourceQueueArn);
     if (!letter.payload || !letter.route) throw new ConfigError(letter.problem ?? "nothing to send");
     const fn = letter.functionArn ?? (await this.functionFor(letter.route));
     const out = await this.#o.lambda.send(
@@ -216,6 +238,25 @@ export class DeadLetterQueue {
         `Lambda did not accept the invocation of ${fn}: status ${status}${out.FunctionError ? `, ${out.FunctionError}` : ""}`,
       );
     return fn;
+  }
+
+  async #requeue(letter: DeadLetter, arn: string): Promise<string> {
+    const [, , service, , account, name] = arn.split(":");
+    if (service !== "sqs" || !account || !name)
+      throw new ConfigError(`DeadLetterQueueSourceArn ${arn} does not name an SQS queue`);
+    const { QueueUrl } = await this.#o.sqs.send(
+      new GetQueueUrlCommand({ QueueName: name, QueueOwnerAWSAccountId: account }),
+    );
+    await this.#o.sqs.send(
+      new SendMessageCommand({
+        QueueUrl,
+        MessageBody: letter.body,
+        ...(letter.attributes && Object.keys(letter.attributes).length > 0
+          ? { MessageAttributes: letter.attributes }
+          : {}),
+      }),
+    );
+    return `queue ${name}`;
   }
 
   /** Only after a resend was accepted. */
