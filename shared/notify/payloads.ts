@@ -3,8 +3,11 @@ import { V03PushNotificationSerializer } from "@a2a-js/sdk/compat/v0_3/server";
 import { V1PushNotificationSerializer } from "@a2a-js/sdk/server";
 import {
   A2A_STATE,
+  artifactParts,
   interactionParts,
   type Outcome,
+  type OutputMode,
+  outputModes,
   type Stamp,
   statusOf,
   textPart,
@@ -31,6 +34,21 @@ export interface Body {
   contentType: string;
 }
 
+/**
+ * At most this much of an answer goes into a notification: the body is recorded with its delivery
+ * (a DynamoDB item holds 400 KB), and a webhook is a notice, not the place to fetch a long answer.
+ */
+export const MAX_NOTIFIED_ANSWER_CHARS = 64_000;
+
+/** The answer as a notification carries it: whole, or cut with a note saying where the rest is. */
+export function notifiedAnswer(output: string): string {
+  if (output.length <= MAX_NOTIFIED_ANSWER_CHARS) return output;
+  return (
+    `${output.slice(0, MAX_NOTIFIED_ANSWER_CHARS)}\n\n[cut at ${MAX_NOTIFIED_ANSWER_CHARS} of ${output.length} ` +
+    "characters: read the whole answer with GetTask (0.3: tasks/get) or GET /v1/tasks/<task URN>]"
+  );
+}
+
 /** The A2A view of a standing (a2a-mapping.ts's Outcome). */
 export function outcomeOf(s: Standing): Outcome {
   switch (s.state) {
@@ -39,28 +57,29 @@ export function outcomeOf(s: Standing): Outcome {
     case "input-required":
       return { state: "input-required", interaction: s.interaction };
     case "completed":
-      return { state: "completed", title: s.view.title, output: s.output };
+      return { state: "completed", title: s.view.title, output: notifiedAnswer(s.output) };
     default:
       return { state: s.state, reason: s.reason };
   }
 }
 
-const dataPart = (value: Record<string, unknown>): Part => ({
-  content: { $case: "data", value },
-  metadata: undefined,
-  filename: "",
-  mediaType: "application/json",
-});
-
 /**
- * The answer's parts as the caller accepts them: text unless its acceptedOutputModes leave text
- * out and take `application/json`, then a data part `{ answer }`.
+ * The answer's parts as the caller accepts them: the one shape every A2A answer has (the artifact,
+ * a stream, a push: a2a-parts.ts), text and/or a data part `{ result, title }`. Modes the
+ * subscription kept that name neither fall back to text: the config was accepted, so the caller is
+ * told something it can read.
  */
-export function answerParts(output: string, accepted: readonly string[] | undefined): Part[] {
-  const modes = (accepted ?? []).map((m) => m.toLowerCase());
-  const textOk = modes.length === 0 || modes.some((m) => m === "text/plain" || m === "text/*" || m === "*/*");
-  if (!textOk && modes.includes("application/json")) return [dataPart({ answer: output })];
-  return [textPart(output)];
+export function answerParts(
+  outcome: { output: string; title?: string },
+  accepted: readonly string[] | undefined,
+): Part[] {
+  let modes: OutputMode[];
+  try {
+    modes = outputModes(accepted ?? []);
+  } catch {
+    modes = ["text/plain"];
+  }
+  return artifactParts(outcome, modes);
 }
 
 /** The A2A Task a push carries: its status and, once done, the answer as an artifact. */
@@ -82,7 +101,7 @@ export function a2aTask(sub: A2aPushSubscription, s: Standing, stamp: Stamp, roo
             artifactId: "answer",
             name: "answer",
             description: `Arbor's answer to "${outcome.title}"`,
-            parts: answerParts(outcome.output, sub.acceptedOutputModes),
+            parts: answerParts(outcome, sub.acceptedOutputModes),
             metadata: undefined,
             extensions: [],
           },
@@ -130,7 +149,7 @@ export function callbackBody(
     type: callbackType(s),
     taskId: ids.rootTaskUrn,
     state: s.state,
-    ...(s.state === "completed" ? { answer: s.output } : {}),
+    ...(s.state === "completed" ? { answer: notifiedAnswer(s.output) } : {}),
     ...(s.state === "failed" || s.state === "canceled" ? { reason: s.reason } : {}),
     ...(s.state === "input-required"
       ? {

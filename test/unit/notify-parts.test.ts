@@ -3,7 +3,14 @@ import { describe, expect, it } from "vitest";
 import { rootTaskUrn } from "../../shared/engine/planner.ts";
 import { matchesPattern } from "../../shared/event-pattern/index.ts";
 import { DEFAULT_RETRY, nextAttempt, retryDelayMs } from "../../shared/notify/backoff.ts";
-import { a2aPushBody, a2aTask, answerParts, callbackBody } from "../../shared/notify/payloads.ts";
+import {
+  a2aPushBody,
+  a2aTask,
+  answerParts,
+  callbackBody,
+  MAX_NOTIFIED_ANSWER_CHARS,
+  notifiedAnswer,
+} from "../../shared/notify/payloads.ts";
 import { signatureHeader } from "../../shared/notify/signing.ts";
 import type { Standing } from "../../shared/notify/standing.ts";
 import type { A2aPushSubscription } from "../../shared/notify/subscriptions.ts";
@@ -127,13 +134,26 @@ describe("payloads", () => {
     expect(json.artifacts[0].parts).toContainEqual({ kind: "text", text: "100 EUR" });
   });
 
-  it("the answer as the caller accepts it: a data part when it takes JSON and not text", () => {
-    expect(answerParts("x", undefined)[0]?.content?.$case).toBe("text");
-    expect(answerParts("x", ["text/plain", "application/json"])[0]?.content?.$case).toBe("text");
-    expect(answerParts("x", ["application/json"])[0]?.content).toEqual({
+  it("the answer as the caller accepts it, in the shape of every A2A answer: text, and a data part { result, title } for JSON", () => {
+    const answer = { output: "x", title: "Cost" };
+    expect(answerParts(answer, undefined).map((p) => p.content?.$case)).toEqual(["text"]);
+    expect(answerParts(answer, ["text/plain", "application/json"]).map((p) => p.content?.$case)).toEqual([
+      "text",
+      "data",
+    ]);
+    expect(answerParts(answer, ["application/json"])[0]?.content).toEqual({
       $case: "data",
-      value: { answer: "x" },
+      value: { result: "x", title: "Cost" },
     });
+    expect(answerParts(answer, ["image/png"]).map((p) => p.content?.$case)).toEqual(["text"]);
+  });
+
+  it("a long answer is cut in a notification, saying where the whole answer is", () => {
+    expect(notifiedAnswer("short")).toBe("short");
+    const long = "a".repeat(MAX_NOTIFIED_ANSWER_CHARS + 10);
+    const cut = notifiedAnswer(long);
+    expect(cut.length).toBeLessThan(MAX_NOTIFIED_ANSWER_CHARS + 300);
+    expect(cut).toMatch(/cut at 64000 of 64010 characters: read the whole answer with GetTask/);
   });
 
   it("a callback: id, type, taskId, state, answer, at; signed over t and the raw body", () => {
