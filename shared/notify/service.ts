@@ -44,9 +44,10 @@ import type { NotifyUrls } from "./urls.ts";
  *
  * The channels check who may subscribe or see (the engine's policy) before they call it.
  *
- * On AWS (to build on this): a rule with NOTIFY_WAKE_PATTERNS (wakeups.ts) targets the notify
- * function, which calls `reconcile(requestOfWakeup(event))` and queues the ids it returns; the
- * queue's consumer calls `attempt(id)` per message ("retry": queue it again with a delay until
+ * On AWS (functions/notify.ts, shared/notify/queueing.ts): a rule with NOTIFY_WAKE_PATTERN
+ * (wakeups.ts) sends the engine's events to a wake queue; the notify function calls
+ * `reconcile(requestOfWakeup(event))` for each and queues the ids it returns on the delivery
+ * queue, whose consumer (the same function) calls `attempt(id)` per message ("retry": queue it again with a delay until
  * the record's `nextAttemptAt`, at most 10 minutes, within SQS's 15; "skipped": another worker
  * holds it or it is not due: drop the message, the record keeps the schedule). A schedule runs
  * `sweep()` and queues `dueDeliveries(state, now)`: that also picks up what was recorded where no
