@@ -46,6 +46,7 @@ export async function openAwsToolService(
       index,
       fetch: options.fetch ?? createGuardedFetch(outboundPolicy(config.outbound)),
       ...(clients.lambda ? { lambda: clients.lambda } : {}),
+      ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     },
     config.toolsFile,
   );
