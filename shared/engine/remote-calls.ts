@@ -96,6 +96,18 @@ export async function remoteOutcome(
   return (await settleRecord(deps, record, result)) ?? result;
 }
 
+/**
+ * The leaf waits on a remote call whose deadline is still to come: it has not stopped moving, so
+ * the watchdog leaves it (a call past its deadline is re-driven, and settled by the turn).
+ */
+export async function waitsOnRemote(deps: EngineDeps, taskId: string): Promise<boolean> {
+  const now = deps.clock().getTime();
+  const { items } = await deps.state.byParent<RemoteCall>(taskId, { limit: 100 });
+  return items.some(
+    (r) => r.kind === KIND && r.status === "pending" && now < Date.parse(r.data.pending.deadline),
+  );
+}
+
 export type PushOutcome = "unknown" | "unauthorized" | "accepted" | "settled" | "already-settled";
 
 /**
@@ -136,6 +148,7 @@ async function settleRecord(
         record: {
           key: record.key,
           kind: KIND,
+          parent: record.data.taskId,
           status: "settled",
           updatedAt: deps.clock().toISOString(),
           ...(record.expiresAt ? { expiresAt: record.expiresAt } : {}),
