@@ -46,7 +46,6 @@ export async function openAwsToolService(
       index,
       fetch: options.fetch ?? createGuardedFetch(outboundPolicy(config.outbound)),
       ...(clients.lambda ? { lambda: clients.lambda } : {}),
-      ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     },
     config.toolsFile,
   );

@@ -21,7 +21,8 @@ import { CallRecord, describeValue, historyOf, raceAbort, resultText, thrownMess
 import { parseToolsConfig, type ToolEntry } from "./config.ts";
 import { httpEndpointBinding } from "./http-endpoint.ts";
 import type { LambdaClientFor, LambdaFunctions } from "./lambda-function.ts";
-import type { McpConnections, McpServer } from "./mcp.ts";
+import type { McpConnections } from "./mcp.ts";
+import { a2aBinding, mcpBinding } from "./server-bindings.ts";
 
 /** The most of a result that is kept: a Message's content holds 1,000,000 characters at most. */
 export const MAX_STORED_RESULT_CHARS = 1_000_000;
@@ -364,23 +365,6 @@ export class ToolService implements ToolPort {
   }
 }
 
-function mcpBinding(name: string, entry: Extract<ToolEntry, { kind: "mcp" }>, mcp: McpConnections) {
-  const server: McpServer =
-    entry.transport === "stdio"
-      ? {
-          transport: "stdio",
-          command: entry.command as string,
-          args: entry.args,
-          ...(entry.env ? { env: entry.env } : {}),
-          ...(entry.cwd ? { cwd: entry.cwd } : {}),
-        }
-      : { transport: "http", url: entry.url as string, headers: entry.headers };
-  return mcp.binding(name, server, entry.tool ?? name, {
-    ...(entry.description ? { description: entry.description } : {}),
-    risky: entry.risky ?? false,
-  });
-}
-
 const runningKey = (taskId: string, callId: string) => `${taskId}\u0000${callId}`;
 
 interface Closable {
@@ -389,26 +373,6 @@ interface Closable {
 
 async function closeAll(held: readonly Closable[]): Promise<void> {
   await Promise.all(held.map((h) => h.close()));
-}
-
-/** A remote A2A agent: its card is fetched now (a card that cannot be is a ConfigError naming the tool). */
-function a2aBinding(
-  name: string,
-  entry: Extract<ToolEntry, { kind: "a2a" }>,
-  options: ToolServiceOptions & { fetch: typeof fetch },
-  bind: typeof a2aAgentBinding,
-) {
-  return bind(
-    name,
-    {
-      ...(entry.description ? { description: entry.description } : {}),
-      risky: entry.risky ?? false,
-      settings: { url: entry.url, headers: entry.headers },
-      openTimeoutMs: entry.timeoutMs ?? options.defaultTimeoutMs ?? 30_000,
-      callbackBase: () => (typeof options.publicUrl === "function" ? options.publicUrl() : options.publicUrl),
-    },
-    options.fetch,
-  );
 }
 
 function bindingFor(
