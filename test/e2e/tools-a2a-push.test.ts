@@ -178,6 +178,9 @@ describe("an A2A agent that pushes", () => {
     expect(other.status).toBe(400);
     expect(other.answer).toMatchObject({ error: { code: "VALIDATION" } });
     expect((await peer.push(remoteTaskId, { body: [1, 2] })).status).toBe(400);
+    // Over the body limit (1 MiB): 413, not read.
+    const huge = await peer.push(remoteTaskId, { body: { padding: "x".repeat(1024 * 1024) } });
+    expect(huge.status).toBe(413);
 
     // The task as it stands (working): accepted, nothing changes.
     expect(await peer.push(remoteTaskId)).toEqual({ status: 200, answer: { status: "accepted" } });
@@ -210,6 +213,24 @@ describe("an A2A agent that pushes", () => {
     const { view, output } = await h.engine.result(rootTaskId);
     expect(view?.status).toBe("done");
     expect(output).toBe("The venue desk says (1): Casa do Rio has room.");
+  });
+
+  it("a push that carries only the final status: the task is read back with GetTask", async () => {
+    peer.dropPushes = true;
+    const { rootTaskId, remoteTaskId } = await handedOff();
+    await peer.finish(remoteTaskId);
+    const update = {
+      statusUpdate: { taskId: remoteTaskId, contextId: "ctx", status: { state: "TASK_STATE_COMPLETED" } },
+    };
+    expect(await peer.push(remoteTaskId, { body: update })).toEqual({
+      status: 200,
+      answer: { status: "settled" },
+    });
+    expect(peer.requests.filter((r) => r.rpcMethod === "GetTask")).toHaveLength(1);
+    await h.idle();
+    const { view, output } = await h.engine.result(rootTaskId);
+    expect(view?.status).toBe("done");
+    expect(output).toBe("The venue desk says (1): Found 2 venues (in the background).");
   });
 
   it("a lost push: at the deadline one GetTask settles the call", async () => {
