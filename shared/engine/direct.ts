@@ -236,6 +236,7 @@ async function execute(
     actor: assistant.meta.id,
     callId: call.id,
     allowedTools: assistant.tools,
+    mayHandOff: true, // a remote agent's push settles the call later (remote-calls.ts)
   });
 }
 

@@ -24,6 +24,11 @@ export interface ToolContext {
   idempotencyKey?: string;
   /** Set by the tool service: which run of the call this is, from 1. */
   attempt?: number;
+  /**
+   * The caller can take a pending result (ToolResult.pending) and settle it later (the engine's
+   * inner loop can): only then may a remote A2A agent be asked to push instead of being waited on.
+   */
+  mayHandOff?: boolean;
 }
 
 /** What earlier attempts of one call left in the audit log. */

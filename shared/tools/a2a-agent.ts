@@ -165,7 +165,7 @@ export async function a2aAgentBinding(
     },
     (args: Record<string, unknown>, context: ToolContext) =>
       ask(client, args as { message: string; contextId?: string }, context, {
-        callbackBase: pushable ? options.callbackBase?.() : undefined,
+        callbackBase: pushable && context.mayHandOff ? options.callbackBase?.() : undefined,
       }),
   );
   return {

@@ -279,18 +279,23 @@ describe("an A2A agent that pushes", () => {
   });
 });
 
-describe("an agent that offers push, and an Arbor without a public URL", () => {
-  it("waits for the answer as before: sent blocking, no push config, polled until it settles", async () => {
+describe("an agent that offers push, and a call that cannot be handed off", () => {
+  const cases = [
+    { why: "Arbor has no public URL", publicUrl: undefined, mayHandOff: true },
+    { why: "the caller cannot take a pending result", publicUrl: "http://127.0.0.1:9", mayHandOff: false },
+  ];
+  it.each(cases)("$why: waits as before (blocking, no push config, polled until it settles)", async (c) => {
     const world = await openToolWorld("arbor-a2a-push-");
     const tools = await ToolService.open(
       { tools: { venue_desk: { kind: "a2a", url: peer.url } } },
-      world.options({ defaultTimeoutMs: 10_000 }),
+      world.options({ defaultTimeoutMs: 10_000, ...(c.publicUrl ? { publicUrl: c.publicUrl } : {}) }),
     );
     try {
       const context: ToolContext = {
         taskId: `${tenantUrn("acme")}/plan.Task.t1`,
         actor: `${tenantUrn("acme")}/common.Assistant.a1`,
         callId: "call_1",
+        mayHandOff: c.mayHandOff,
       };
       peer.requests.length = 0;
       const running = tools.execute("venue_desk", { message: "Lisbon, 12 people" }, context);
