@@ -38,7 +38,10 @@ const KIND = "remote-call";
 const callKey = (callbackId: string) => `remote-call#${callbackId}`;
 const slotKey = (taskId: string, slot: string) => `remote-call-of#${taskId}#${slot}`;
 
-/** Keeps a call that was handed off, before its turn ends; false when the slot waits on another already. */
+/**
+ * Keeps a call that was handed off, before its turn ends. A slot that waits on a call already (a
+ * step driven twice at once handed it off twice) keeps the first: the second's push finds no call.
+ */
 export async function holdRemoteCall(deps: EngineDeps, call: Omit<RemoteCall, "result">): Promise<void> {
   const now = deps.clock();
   const expiresAt = expiresAfter(new Date(Date.parse(call.pending.deadline)), RETENTION_MS.claim);

@@ -72,8 +72,9 @@ export interface PendingCall {
   remoteTaskId: string;
   /** ISO 8601: when the call would have timed out; then the remote is asked once. */
   deadline: string;
-  /** The attempt of the call that is out (its audit records carry it). */
+  /** The attempt of the call that is out, and the hash of its arguments (its audit records carry them). */
   attempt: number;
+  argumentsHash: string;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { argumentsHash } from "../domain/events.ts";
 import { deepFreeze } from "../domain/immutable.ts";
 import { withMeta } from "../domain/resources.ts";
 import { tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
@@ -251,7 +252,14 @@ export class ToolService implements ToolPort {
     if (isHandedOff(value)) {
       const { callbackId, tokenHash, remoteTaskId } = value;
       const deadline = new Date(this.#options.clock().getTime() + tool.timeoutMs).toISOString();
-      const pending = { callbackId, tokenHash, remoteTaskId, deadline, attempt };
+      const pending = {
+        callbackId,
+        tokenHash,
+        remoteTaskId,
+        deadline,
+        attempt,
+        argumentsHash: argumentsHash(args),
+      };
       return { content: `${name}: the remote agent is working on task ${remoteTaskId}`, pending };
     }
     return this.#outcome(name, call, value, context);
@@ -270,7 +278,10 @@ export class ToolService implements ToolPort {
     context: ToolContext,
   ): Promise<ToolResult | undefined> {
     const tool = this.#tools.get(name);
-    const call = new CallRecord(name, {}, context, pending.attempt, this.#options);
+    const call = new CallRecord(name, {}, context, pending.attempt, {
+      ...this.#options,
+      argumentsHash: pending.argumentsHash,
+    });
     if (!tool?.binding.settle)
       return call.failed("unknown_tool", `Tool "${name}" cannot take a remote answer`);
     let value: string | undefined;

@@ -144,6 +144,9 @@ describe("an A2A agent that pushes", () => {
       'Venues for "A venue in Lisbon for 12 people": Casa do Rio (40 seats), Sala Norte (16 seats).',
     );
     expect(await audit(leafId)).toEqual(["venue_desk:requested", "venue_desk:completed"]);
+    // One attempt's records: the same attempt and arguments' hash on both.
+    const records = await h.rt.audit.forTask(leafId);
+    expect(new Set(records.map((r) => `${r.attempt ?? 1}:${r.argumentsHash}`)).size).toBe(1);
     // Only SendMessage went out: no polling.
     expect(peer.requests.filter((r) => r.rpcMethod).map((r) => r.rpcMethod)).toEqual(["SendMessage"]);
 
