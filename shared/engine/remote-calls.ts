@@ -53,6 +53,7 @@ export async function holdRemoteCall(deps: EngineDeps, call: Omit<RemoteCall, "r
         record: {
           key: callKey(call.pending.callbackId),
           kind: KIND,
+          parent: call.taskId,
           status: "pending",
           updatedAt,
           expiresAt,

@@ -6,7 +6,7 @@ import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { createServerApp } from "../../shared/channels/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
-import type { RemoteCall } from "../../shared/engine/remote-calls.ts";
+import { type RemoteCall, waitsOnRemote } from "../../shared/engine/remote-calls.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
@@ -241,13 +241,15 @@ describe("an A2A agent that pushes", () => {
     const { rootTaskId, leafId, remoteTaskId } = await handedOff();
     await peer.finish(remoteTaskId);
     expect(peer.pushes).toEqual([]);
-    // Before the deadline the watchdog's re-drive finds the call still out, and leaves it.
+    // Before the deadline the watchdog leaves the leaf (nothing runs: it waits on the remote).
+    expect(await waitsOnRemote(h.engine.deps, leafId)).toBe(true);
     await h.engine.watchdog(0);
     await h.idle();
     expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("in_progress");
     expect(peer.requests.filter((r) => r.rpcMethod === "GetTask")).toEqual([]);
 
     h.advance(TIMEOUT_MS + 1);
+    expect(await waitsOnRemote(h.engine.deps, leafId)).toBe(false);
     await h.engine.watchdog(0);
     await h.idle();
     expect(peer.requests.filter((r) => r.rpcMethod === "GetTask")).toHaveLength(1);
