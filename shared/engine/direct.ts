@@ -15,7 +15,7 @@ import { approval } from "./approvals.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
 import { completed, completeTask, failTask } from "./outcome.ts";
-import { holdRemoteCall, remoteContext, remoteOutcome } from "./remote-calls.ts";
+import { holdRemoteCall, openRemoteCall, remoteContext, remoteOutcome } from "./remote-calls.ts";
 import { recordUsage, usageOf } from "./usage.ts";
 
 /**
@@ -199,15 +199,17 @@ async function runTools(
       // An approval covers one execution: a call started before (a crash) needs a new one (approvals.ts).
       const approved = await approval(deps, taskId, `confirm-${turnName(turn.n)}-${k}`, call);
       if (approved === "waiting") return true;
-      result = approved === "approved" ? await execute(deps, descriptor, call, taskId, assistant) : approved;
+      result =
+        approved === "approved" ? await execute(deps, descriptor, call, taskId, assistant, slot) : approved;
     } else {
-      result = await execute(deps, descriptor, call, taskId, assistant);
+      result = await execute(deps, descriptor, call, taskId, assistant, slot);
     }
     if (result.pending) {
-      // The turn ends here, nothing running: the push (or the deadline) brings the result.
-      const context = remoteContext(call, taskId, assistant.meta.id, assistant.tools);
-      await holdRemoteCall(deps, { taskId, slot, tool: call.name, context, pending: result.pending });
-      return true;
+      // The turn ends here, nothing running: the push (or the deadline) brings the result; a push
+      // that came before the send had its answer settles it now.
+      const settled = await holdRemoteCall(deps, taskId, slot, result.pending);
+      if (!settled) return true;
+      result = settled;
     }
     const message = {
       meta: msgMeta(taskId, slot),
@@ -229,14 +231,14 @@ async function execute(
   call: { id: string; name: string; arguments: Record<string, unknown> },
   taskId: string,
   assistant: Assistant,
+  slot: string,
 ) {
   if (!descriptor.pure) await deps.untilDurable();
+  const context = remoteContext(call, taskId, assistant.meta.id, assistant.tools);
   return deps.tools.execute(call.name, call.arguments, {
-    taskId,
-    actor: assistant.meta.id,
-    callId: call.id,
-    allowedTools: assistant.tools,
-    mayHandOff: true, // a remote agent's push settles the call later (remote-calls.ts)
+    ...context,
+    // A remote agent may push: its callback is on record before it is given out (remote-calls.ts).
+    handOff: (callback) => openRemoteCall(deps, { taskId, slot, tool: call.name, context, ...callback }),
   });
 }
 

@@ -25,10 +25,12 @@ export interface ToolContext {
   /** Set by the tool service: which run of the call this is, from 1. */
   attempt?: number;
   /**
-   * The caller can take a pending result (ToolResult.pending) and settle it later (the engine's
-   * inner loop can): only then may a remote A2A agent be asked to push instead of being waited on.
+   * Given by a caller that can take a pending result (ToolResult.pending) and settle it later (the
+   * engine's inner loop): only then may a remote A2A agent be asked to push instead of being waited
+   * on. A binding calls it before it sends the push configuration, so that the callback is on
+   * record before the agent can use it (a push may come before the send has its answer).
    */
-  mayHandOff?: boolean;
+  handOff?: (callback: { callbackId: string; tokenHash: string }) => Promise<void>;
 }
 
 /** What earlier attempts of one call left in the audit log. */

@@ -165,7 +165,7 @@ export async function a2aAgentBinding(
     },
     (args: Record<string, unknown>, context: ToolContext) =>
       ask(client, args as { message: string; contextId?: string }, context, {
-        callbackBase: pushable && context.mayHandOff ? options.callbackBase?.() : undefined,
+        callbackBase: pushable && context.handOff ? options.callbackBase?.() : undefined,
       }),
   );
   return {
@@ -231,6 +231,7 @@ async function ask(
     referenceTaskIds: [],
   };
   const callback = push.callbackBase ? newCallback(push.callbackBase) : undefined;
+  if (callback) await context.handOff?.({ callbackId: callback.callbackId, tokenHash: callback.tokenHash });
   const result = await client.sendMessage(
     {
       tenant: "",

@@ -126,7 +126,7 @@ describe("an A2A agent that pushes", () => {
       .byStatus<RemoteCall>("remote-call", "pending")
       .then((p) => p.items);
     expect(call?.data).toMatchObject({ taskId: leafId, slot: "turn-0001-tool-0", tool: "venue_desk" });
-    expect(call?.data.pending.remoteTaskId).toBe(remoteTaskId);
+    expect(call?.data.pending?.remoteTaskId).toBe(remoteTaskId);
     expect(JSON.stringify(call)).not.toContain(token); // only its hash is kept
     expect(
       (await h.engine.deps.tools.history(leafId, call?.data.context.callId as string)).running,
@@ -218,6 +218,19 @@ describe("an A2A agent that pushes", () => {
     expect(output).toBe("The venue desk says (1): Casa do Rio has room.");
   });
 
+  it("a push that comes before the send has its answer is kept, and settles the call at once", async () => {
+    peer.behaviour = "early";
+    const { rootTaskId, leafId } = await handedOff();
+    // Arbor had the callback on record before it gave it out: the push was taken, not refused.
+    expect(peer.pushes).toMatchObject([{ status: 200, answer: { status: "accepted" } }]);
+    const { view, output } = await h.engine.result(rootTaskId);
+    expect(view?.status).toBe("done");
+    expect(output).toBe("The venue desk says (1): Found 2 venues (before answering).");
+    // The remote still says working: the answer came from the early push, not from asking.
+    expect(peer.requests.filter((r) => r.rpcMethod === "GetTask")).toEqual([]);
+    expect(await audit(leafId)).toEqual(["venue_desk:requested", "venue_desk:completed"]);
+  });
+
   it("a push that carries only the final status: the task is read back with GetTask", async () => {
     peer.dropPushes = true;
     const { rootTaskId, remoteTaskId } = await handedOff();
@@ -300,7 +313,8 @@ describe("an agent that offers push, and a call that cannot be handed off", () =
         taskId: `${tenantUrn("acme")}/plan.Task.t1`,
         actor: `${tenantUrn("acme")}/common.Assistant.a1`,
         callId: "call_1",
-        mayHandOff: c.mayHandOff,
+        // A caller that can settle the call later records the callback (here: nowhere).
+        ...(c.mayHandOff ? { handOff: async () => {} } : {}),
       };
       peer.requests.length = 0;
       const running = tools.execute("venue_desk", { message: "Lisbon, 12 people" }, context);

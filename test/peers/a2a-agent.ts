@@ -51,7 +51,12 @@ export type AgentBehaviour =
   /** A task that works for `slowMs` before it completes (for timeouts). */
   | "slow"
   /** A task handed to a background job: the send returns it working; it completes `backgroundMs` later. */
-  | "background";
+  | "background"
+  /**
+   * With push: the agent is done before it answers the send. It pushes the completed task first
+   * (awaiting Arbor's answer), then answers the send with the task working (and keeps it so).
+   */
+  | "early";
 
 /** A message as the agent's executor got it (the server has given it its task and context ids). */
 export interface ReceivedMessage {
@@ -247,6 +252,20 @@ export async function startA2aAgent(
         );
         return;
       }
+      if (behaviour === "early") {
+        const done: Task = {
+          ...newTask(rc, TaskState.TASK_STATE_COMPLETED),
+          status: {
+            state: TaskState.TASK_STATE_COMPLETED,
+            message: say("Found 2 venues (before answering)."),
+            timestamp: new Date().toISOString(),
+          },
+          artifacts: [venuesArtifact(asked)],
+        };
+        await peer.push(rc.taskId, {
+          body: StreamResponse.toJSON({ payload: { $case: "task", value: done } }),
+        });
+      }
       bus.publish(AgentEvent.task(newTask(rc, TaskState.TASK_STATE_SUBMITTED)));
       switch (behaviour) {
         case "task":
@@ -279,6 +298,9 @@ export async function startA2aAgent(
           status(TaskState.TASK_STATE_WORKING, "Calling every venue in town");
           await wait(slowMs);
           status(TaskState.TASK_STATE_COMPLETED, "Called them all.");
+          return;
+        case "early":
+          status(TaskState.TASK_STATE_WORKING, "Queued");
           return;
         case "background": {
           status(TaskState.TASK_STATE_WORKING, "Queued");
