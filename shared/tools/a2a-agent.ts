@@ -35,7 +35,8 @@ import { outsideTool } from "./json-schema.ts";
  * input or authentication, is the tool failing: Arbor cannot answer for a person here.
  *
  * When the card offers push (`capabilities.pushNotifications`) and Arbor knows its own public URL
- * (`callbackBase`), the call does not wait: it is sent with `returnImmediately` and a push config
+ * (`callbackBase`), and the caller can settle the call later (`context.handOff`, which records the
+ * callback first), the call does not wait: it is sent with `returnImmediately` and a push config
  * for a callback of its own (a2a-push-client.ts), and a task that comes back still working is
  * handed off (RemoteTaskHandedOff): the engine ends the turn, and the push, or at the deadline one
  * GetTask, settles it (`settle`).
