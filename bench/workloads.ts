@@ -472,7 +472,7 @@ async function leafInMemory(m: Memory, spec: TaskSpec): Promise<{ answer: string
     const problems = tool?.check(call.arguments) ?? ["unknown tool"];
     const content =
       tool && problems.length === 0
-        ? await tool.run(call.arguments, { taskId: spec.name, actor: "bench", callId: call.id })
+        ? String(await tool.run(call.arguments, { taskId: spec.name, actor: "bench", callId: call.id }))
         : problems.join("; ");
     messages.push({ role: "tool", toolCallId: call.id, content });
   }

@@ -16,6 +16,7 @@ import { callbackSubscriptionId } from "../notify/subscriptions.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { Authenticated, KeyStore } from "../ports/key-store.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
+import { a2aCallbackRoutes } from "./http-a2a-callbacks.ts";
 import type { EventStreamOptions } from "./http-events.ts";
 import { notifyRoutes } from "./http-notify.ts";
 import { createReadRoutes } from "./http-reads.ts";
@@ -132,6 +133,9 @@ export function createHttpApi({
     return c.json({ status: "unavailable", ...errorBody("UNAVAILABLE", reason) }, 503);
   });
 
+  // A remote agent's pushes for the a2a tool's calls: their own token, not an API key (first, so
+  // the key check below never sees them).
+  app.route("/", a2aCallbackRoutes(engine));
   app.use("/v1/*", requestId());
   // Who calls: before anything is read, parsed or written.
   app.use("/v1/*", async (c, next) => {

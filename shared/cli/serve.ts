@@ -88,6 +88,8 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
       ...(setup.team ? { defaultTeam: setup.team } : {}),
     },
     toolsConfig: loadToolsConfig(config.toolsFile),
+    // Only a configured public URL: where the server listens (127.0.0.1) no remote agent reaches.
+    ...(publicUrl ? { publicUrl } : {}),
     ...(config.teamFile && !setup.team ? { teamFile: config.teamFile } : {}),
     ...(config.outbound ? { outbound: config.outbound } : {}),
     ...(config.policy?.engine === "opa"

@@ -9,12 +9,13 @@ import {
 import type { TaskView } from "../domain/task-view.ts";
 import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn.ts";
 import type { LlmMessage } from "../ports/llm.ts";
-import type { ToolDescriptor } from "../ports/tools.ts";
+import type { ToolDescriptor, ToolResult } from "../ports/tools.ts";
 import type { PutResult } from "../use-cases/resource-store.ts";
 import { approval } from "./approvals.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
 import { completed, completeTask, failTask } from "./outcome.ts";
+import { holdRemoteCall, openRemoteCall, remoteContext, remoteOutcome } from "./remote-calls.ts";
 import { recordUsage, usageOf } from "./usage.ts";
 
 /**
@@ -168,7 +169,10 @@ async function takeTurn(
   return true;
 }
 
-/** Runs the tool calls of a turn that have no result yet. True when a person must confirm first. */
+/**
+ * Runs the tool calls of a turn that have no result yet. True when the turn must wait: a person
+ * must confirm first, or a remote agent has the call and will push its answer (remote-calls.ts).
+ */
 async function runTools(
   deps: EngineDeps,
   taskId: string,
@@ -178,11 +182,16 @@ async function runTools(
   const calls = turn.message.toolCalls ?? [];
   for (const [k, call] of calls.entries()) {
     if (turn.results[k]) continue;
-    let result: { content: string; isError?: boolean };
+    const slot = `${turnName(turn.n)}-tool-${k}`;
+    const remote = await remoteOutcome(deps, taskId, slot);
+    if (remote === "waiting") return true;
+    let result: ToolResult;
     const [descriptor] = deps.tools.describe([call.name]);
     // Nobody is asked to confirm a risky call that could not run as it stands (execute checks the rest).
     const problems = descriptor?.risky ? deps.tools.check(call.name, call.arguments) : [];
-    if (!assistant.tools.includes(call.name) || !descriptor) {
+    if (remote) {
+      result = remote;
+    } else if (!assistant.tools.includes(call.name) || !descriptor) {
       result = { content: `Tool "${call.name}" is not available to ${assistant.meta.name}`, isError: true };
     } else if (problems.length > 0) {
       result = { content: `Invalid arguments for ${call.name}: ${problems.join("; ")}`, isError: true };
@@ -190,12 +199,20 @@ async function runTools(
       // An approval covers one execution: a call started before (a crash) needs a new one (approvals.ts).
       const approved = await approval(deps, taskId, `confirm-${turnName(turn.n)}-${k}`, call);
       if (approved === "waiting") return true;
-      result = approved === "approved" ? await execute(deps, descriptor, call, taskId, assistant) : approved;
+      result =
+        approved === "approved" ? await execute(deps, descriptor, call, taskId, assistant, slot) : approved;
     } else {
-      result = await execute(deps, descriptor, call, taskId, assistant);
+      result = await execute(deps, descriptor, call, taskId, assistant, slot);
+    }
+    if (result.pending) {
+      // The turn ends here, nothing running: the push (or the deadline) brings the result; a push
+      // that came before the send had its answer settles it now.
+      const settled = await holdRemoteCall(deps, taskId, slot, result.pending);
+      if (!settled) return true;
+      result = settled;
     }
     const message = {
-      meta: msgMeta(taskId, `${turnName(turn.n)}-tool-${k}`),
+      meta: msgMeta(taskId, slot),
       role: "tool" as const,
       toolCallId: call.id,
       content: result.content,
@@ -214,13 +231,14 @@ async function execute(
   call: { id: string; name: string; arguments: Record<string, unknown> },
   taskId: string,
   assistant: Assistant,
+  slot: string,
 ) {
   if (!descriptor.pure) await deps.untilDurable();
+  const context = remoteContext(call, taskId, assistant.meta.id, assistant.tools);
   return deps.tools.execute(call.name, call.arguments, {
-    taskId,
-    actor: assistant.meta.id,
-    callId: call.id,
-    allowedTools: assistant.tools,
+    ...context,
+    // A remote agent may push: its callback is on record before it is given out (remote-calls.ts).
+    handOff: (callback) => openRemoteCall(deps, { taskId, slot, tool: call.name, context, ...callback }),
   });
 }
 

@@ -28,6 +28,7 @@ import { type AnswerPrincipal, type InteractionResponse, respond } from "./inter
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
 import { indexOutput, outputOf } from "./outcome.ts";
 import { acceptedView, checkPlan, plan, rootTaskUrn } from "./planner.ts";
+import { type PushOutcome, receivePush } from "./remote-calls.ts";
 import { ROUTES, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
 import { onResourcePut } from "./supervisor.ts";
@@ -312,6 +313,11 @@ export class Engine {
 
   watchdog(staleMs: number): Promise<{ redriven: number }> {
     return watchdog(this.deps, staleMs);
+  }
+
+  /** A remote agent's push for a tool call it was handed (remote-calls.ts; POST /v1/a2a-callbacks/:id). */
+  receivePush(callbackId: string, token: string | undefined, body: unknown): Promise<PushOutcome> {
+    return receivePush(this.deps, callbackId, token, body);
   }
 
   /**

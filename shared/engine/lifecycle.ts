@@ -20,6 +20,7 @@ import { ASSISTANT_TYPE } from "./election.ts";
 import { requestInteraction } from "./interactions.ts";
 import { announceOutput } from "./outcome.ts";
 import { checkPlan, materialise } from "./planner.ts";
+import { waitsOnRemote } from "./remote-calls.ts";
 import { supervise } from "./supervisor.ts";
 
 /**
@@ -171,6 +172,7 @@ export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ red
   for (const listed of await deps.tasks.stale("in_progress", before, 1000)) {
     const t = await deps.tasks.view(listed.taskId);
     if (!t || !stillStale(t, "in_progress")) continue;
+    if (await waitsOnRemote(deps, t.taskId)) continue; // nothing runs: a remote agent has the call
     redriven++;
     const children = await childrenOf(deps, t.taskId);
     if (children.length > 0) {

@@ -24,6 +24,13 @@ export interface ToolContext {
   idempotencyKey?: string;
   /** Set by the tool service: which run of the call this is, from 1. */
   attempt?: number;
+  /**
+   * Given by a caller that can take a pending result (ToolResult.pending) and settle it later (the
+   * engine's inner loop): only then may a remote A2A agent be asked to push instead of being waited
+   * on. A binding calls it before it sends the push configuration, so that the callback is on
+   * record before the agent can use it (a push may come before the send has its answer).
+   */
+  handOff?: (callback: { callbackId: string; tokenHash: string }) => Promise<void>;
 }
 
 /** What earlier attempts of one call left in the audit log. */
@@ -49,7 +56,42 @@ export interface CallHistory {
 export interface ToolResult {
   content: string;
   isError?: boolean;
+  /**
+   * The call was handed to a remote agent that will say when it is done (an A2A push): it has no
+   * outcome yet, and nothing waits for it. The engine keeps it (engine/remote-calls.ts) and
+   * settles it with `settle` when the push comes, or at its deadline.
+   */
+  pending?: PendingCall;
 }
+
+/** A call out on a remote agent, waiting for its push (see ToolResult.pending). */
+export interface PendingCall {
+  /** Opaque; the push comes to `<public URL>/v1/a2a-callbacks/<callbackId>`. */
+  callbackId: string;
+  /** sha256 (hex) of the bearer token the push must carry; the token itself is kept nowhere. */
+  tokenHash: string;
+  /** The remote agent's task id. */
+  remoteTaskId: string;
+  /** ISO 8601: when the call would have timed out; then the remote is asked once. */
+  deadline: string;
+  /** The attempt of the call that is out, and the hash of its arguments (its audit records carry them). */
+  attempt: number;
+  argumentsHash: string;
+}
+
+/**
+ * What a binding returns instead of text when the remote agent will push its answer (see
+ * ToolResult.pending); the tool service adds the deadline and the attempt.
+ */
+export interface RemoteTaskHandedOff {
+  kind: "remote-task-handed-off";
+  callbackId: string;
+  tokenHash: string;
+  remoteTaskId: string;
+}
+
+export const isHandedOff = (v: unknown): v is RemoteTaskHandedOff =>
+  typeof v === "object" && v !== null && (v as { kind?: unknown }).kind === "remote-task-handed-off";
 
 /** What a tool name is bound to, by configuration. */
 export type ToolKind = "builtin" | "http" | "lambda" | "mcp" | "a2a";
@@ -86,6 +128,18 @@ export interface ToolPort {
    * was started and never ended (a crash), so as not to repeat it without asking.
    */
   history(taskId: string, callId: string): Promise<CallHistory>;
+  /**
+   * Settles a pending call (ToolResult.pending) of tool `name`: with the remote's pushed body, or,
+   * without one (its deadline passed), by asking the remote once. Records the attempt's outcome;
+   * never throws for the call's own failures. `undefined` when the push says the call is still
+   * running (nothing is recorded).
+   */
+  settle?(
+    name: string,
+    pending: PendingCall,
+    pushed: unknown,
+    context: ToolContext,
+  ): Promise<ToolResult | undefined>;
   /** Lets go of connections (MCP servers). */
   close?(): Promise<void>;
 }
@@ -98,6 +152,15 @@ export interface ToolBinding {
   readonly descriptor: ToolDescriptor;
   /** The problems with these arguments, each naming its field; none when they are valid. */
   check(args: Record<string, unknown>): string[];
-  /** Runs with valid arguments; throws when the tool fails (the message is shown to the model). */
-  run(args: Record<string, unknown>, context: ToolContext): Promise<string>;
+  /**
+   * Runs with valid arguments; throws when the tool fails (the message is shown to the model). A
+   * remote A2A agent that will push its answer gives a RemoteTaskHandedOff instead of text.
+   */
+  run(args: Record<string, unknown>, context: ToolContext): Promise<string | RemoteTaskHandedOff>;
+  /**
+   * The answer of a call that was handed off: from the pushed body, or (none) by asking the remote.
+   * Throws when the remote task failed or the body is not a task of it (a BadRequest-like Error);
+   * `undefined` while it is still running.
+   */
+  settle?(remoteTaskId: string, pushed: unknown, signal: AbortSignal): Promise<string | undefined>;
 }

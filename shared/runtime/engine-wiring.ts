@@ -49,6 +49,11 @@ export interface EngineOptions {
    */
   teamFile?: string;
   faults?: FaultInjector;
+  /**
+   * Where callers reach this Arbor (ARBOR_PUBLIC_URL, `arbor serve --public-url`): A2A agents that
+   * offer push answer the a2a tool there. Absent: every a2a call waits for its answer.
+   */
+  publicUrl?: string | (() => string | undefined);
   clock?: () => Date;
   newId?: () => string;
 }
@@ -76,6 +81,7 @@ export async function openTools(
     embedder: models.embedder,
     index: models.index,
     fetch: options.fetch ?? createGuardedFetch(outboundPolicy(options.outbound)),
+    ...(options.publicUrl ? { publicUrl: options.publicUrl } : {}),
   });
 }
 

@@ -18,8 +18,9 @@ import {
   JsonRpcTransportFactory,
   RestTransportFactory,
 } from "@a2a-js/sdk/client";
-import { ConfigError, ForbiddenError } from "../errors.ts";
-import type { ToolBinding, ToolContext } from "../ports/tools.ts";
+import { ConfigError, ForbiddenError, ValidationError } from "../errors.ts";
+import type { RemoteTaskHandedOff, ToolBinding, ToolContext } from "../ports/tools.ts";
+import { newCallback, readPush, stillRunning } from "./a2a-push-client.ts";
 import { outsideTool } from "./json-schema.ts";
 
 /**
@@ -32,6 +33,13 @@ import { outsideTool } from "./json-schema.ts";
  * back still submitted or working is polled until it settles or the call's signal fires (the tool
  * service's timeout). A task that ends failed, rejected or canceled, or that stops to ask for
  * input or authentication, is the tool failing: Arbor cannot answer for a person here.
+ *
+ * When the card offers push (`capabilities.pushNotifications`) and Arbor knows its own public URL
+ * (`callbackBase`), and the caller can settle the call later (`context.handOff`, which records the
+ * callback first), the call does not wait: it is sent with `returnImmediately` and a push config
+ * for a callback of its own (a2a-push-client.ts), and a task that comes back still working is
+ * handed off (RemoteTaskHandedOff): the engine ends the turn, and the push, or at the deadline one
+ * GetTask, settles it (`settle`).
  *
  * The configured headers are credentials: they, and the model's messages, go only to the origin
  * of the configured URL. The card names where the agent's interfaces are; an interface on another
@@ -76,7 +84,14 @@ export function agentCardUrl(url: string): string {
  */
 export async function a2aAgentBinding(
   name: string,
-  options: { description?: string; risky: boolean; settings: A2aAgentSettings; openTimeoutMs: number },
+  options: {
+    description?: string;
+    risky: boolean;
+    settings: A2aAgentSettings;
+    openTimeoutMs: number;
+    /** Arbor's public URL, when it has one: pushes come back under it. */
+    callbackBase?: () => string | undefined;
+  },
   fetchFn: typeof fetch,
 ): Promise<ToolBinding> {
   const cardUrl = agentCardUrl(options.settings.url);
@@ -140,7 +155,8 @@ export async function a2aAgentBinding(
   }
 
   const parameters: Record<string, unknown> = structuredClone(A2A_PARAMETERS);
-  return outsideTool(
+  const pushable = card.capabilities?.pushNotifications === true;
+  const binding = outsideTool(
     {
       name,
       kind: "a2a",
@@ -149,8 +165,39 @@ export async function a2aAgentBinding(
       risky: options.risky,
     },
     (args: Record<string, unknown>, context: ToolContext) =>
-      ask(client, args as { message: string; contextId?: string }, context),
+      ask(client, args as { message: string; contextId?: string }, context, {
+        callbackBase: pushable && context.handOff ? options.callbackBase?.() : undefined,
+      }),
   );
+  return {
+    ...binding,
+    settle: (remoteTaskId, pushed, signal) => settle(client, remoteTaskId, pushed, signal),
+  };
+}
+
+/**
+ * The answer of a handed-off call: from the push (a whole Task in a final state; a bare status
+ * update is read back with GetTask), or without one by asking once. Undefined while it runs;
+ * throws as `ask` does for a task that did not complete, and ValidationError for a push that is
+ * not about this task.
+ */
+async function settle(
+  client: Client,
+  remoteTaskId: string,
+  pushed: unknown,
+  signal: AbortSignal,
+): Promise<string | undefined> {
+  if (pushed !== undefined) {
+    const push = readPush(pushed);
+    if (push.taskId !== remoteTaskId)
+      throw new ValidationError(
+        `The push is about task ${push.taskId || "(none)"}, not ${remoteTaskId}, the task of this callback`,
+      );
+    if (stillRunning(push.state)) return undefined;
+    if (push.task) return taskAnswer(push.task);
+  }
+  const task = await client.getTask({ tenant: "", id: remoteTaskId, historyLength: 0 }, { signal });
+  return stillRunning(task.status?.state) ? undefined : taskAnswer(task);
 }
 
 /**
@@ -162,7 +209,8 @@ async function ask(
   client: Client,
   args: { message: string; contextId?: string },
   context: ToolContext,
-): Promise<string> {
+  push: { callbackBase: string | undefined },
+): Promise<string | RemoteTaskHandedOff> {
   // The tool service always gives a signal (its timeout); without one, stop at the longest timeoutMs.
   const signal = context.signal ?? AbortSignal.timeout(900_000);
   const { idempotencyKey, attempt } = context;
@@ -183,15 +231,18 @@ async function ask(
     extensions: [],
     referenceTaskIds: [],
   };
+  const callback = push.callbackBase ? newCallback(push.callbackBase) : undefined;
+  if (callback) await context.handOff?.({ callbackId: callback.callbackId, tokenHash: callback.tokenHash });
   const result = await client.sendMessage(
     {
       tenant: "",
       message,
-      // Blocking: the agent answers when the task is done, failed or stopped for input.
+      // Blocking: the agent answers when the task is done, failed or stopped for input. With a
+      // callback: at once, and it pushes the task's changes there.
       configuration: {
         acceptedOutputModes: [],
-        taskPushNotificationConfig: undefined,
-        returnImmediately: false,
+        taskPushNotificationConfig: callback?.config,
+        returnImmediately: callback !== undefined,
         historyLength: 0,
       },
       metadata: undefined,
@@ -199,6 +250,13 @@ async function ask(
     { signal },
   );
   if ("messageId" in result) return messageAnswer(result);
+  if (callback && isRunning(result))
+    return {
+      kind: "remote-task-handed-off",
+      callbackId: callback.callbackId,
+      tokenHash: callback.tokenHash,
+      remoteTaskId: result.id,
+    };
 
   // An agent may still answer with a task in progress (work handed to a background job): poll it.
   let task = result;

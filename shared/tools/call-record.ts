@@ -50,7 +50,7 @@ export class CallRecord {
     args: Record<string, unknown>,
     context: ToolContext,
     attempt: number,
-    options: { audit: AuditLog; clock: () => Date },
+    options: { audit: AuditLog; clock: () => Date; argumentsHash?: string },
   ) {
     this.#audit = options.audit;
     this.#clock = options.clock;
@@ -59,7 +59,8 @@ export class CallRecord {
       callId: context.callId,
       tool,
       actor: context.actor,
-      argumentsHash: argumentsHash(args),
+      // Given when the arguments are no longer at hand (a call settled after a remote agent's push).
+      argumentsHash: options.argumentsHash ?? argumentsHash(args),
       ...(attempt > 1 ? { attempt } : {}),
     };
   }

@@ -1,15 +1,19 @@
+import { argumentsHash } from "../domain/events.ts";
 import { deepFreeze } from "../domain/immutable.ts";
 import { withMeta } from "../domain/resources.ts";
 import { tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
+import { ValidationError } from "../errors.ts";
 import type { AuditLog } from "../ports/audit-log.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
-import type {
-  CallHistory,
-  ToolBinding,
-  ToolContext,
-  ToolDescriptor,
-  ToolPort,
-  ToolResult,
+import {
+  type CallHistory,
+  isHandedOff,
+  type PendingCall,
+  type ToolBinding,
+  type ToolContext,
+  type ToolDescriptor,
+  type ToolPort,
+  type ToolResult,
 } from "../ports/tools.ts";
 import type { ResourceStore } from "../use-cases/resource-store.ts";
 import type { a2aAgentBinding } from "./a2a-agent.ts";
@@ -18,7 +22,8 @@ import { CallRecord, describeValue, historyOf, raceAbort, resultText, thrownMess
 import { parseToolsConfig, type ToolEntry } from "./config.ts";
 import { httpEndpointBinding } from "./http-endpoint.ts";
 import type { LambdaClientFor, LambdaFunctions } from "./lambda-function.ts";
-import type { McpConnections, McpServer } from "./mcp.ts";
+import type { McpConnections } from "./mcp.ts";
+import { a2aBinding, mcpBinding } from "./server-bindings.ts";
 
 /** The most of a result that is kept: a Message's content holds 1,000,000 characters at most. */
 export const MAX_STORED_RESULT_CHARS = 1_000_000;
@@ -63,6 +68,12 @@ export interface ToolServiceOptions {
    * the SDK's `new LambdaClient({ region })`, one per region, made only when a lambda tool exists.
    */
   lambda?: LambdaClientFor;
+  /**
+   * Where callers reach this Arbor from outside (ARBOR_PUBLIC_URL, `arbor serve --public-url`):
+   * an A2A agent that offers push answers a long task there instead of holding the call. Absent:
+   * every call waits for its answer.
+   */
+  publicUrl?: string | (() => string | undefined);
 }
 
 interface Entry {
@@ -236,6 +247,57 @@ export class ToolService implements ToolPort {
         return call.failed("timeout", `${name} did not finish within ${tool.timeoutMs} ms`);
       return call.failed("error", `${name} failed: ${thrownMessage(e)}`);
     }
+    // Handed off to a remote agent that will push its answer: no outcome yet (the audit keeps the
+    // attempt "requested"); the engine keeps the pending call and settles it later (settle).
+    if (isHandedOff(value)) {
+      const { callbackId, tokenHash, remoteTaskId } = value;
+      const deadline = new Date(this.#options.clock().getTime() + tool.timeoutMs).toISOString();
+      const pending = {
+        callbackId,
+        tokenHash,
+        remoteTaskId,
+        deadline,
+        attempt,
+        argumentsHash: argumentsHash(args),
+      };
+      return { content: `${name}: the remote agent is working on task ${remoteTaskId}`, pending };
+    }
+    return this.#outcome(name, call, value, context);
+  }
+
+  /**
+   * Settles a call a remote agent was handed (ToolPort.settle): from its push, or, with none, by
+   * asking it once (still running then: the call timed out). The outcome is recorded for the
+   * attempt that was out; a push that says it still runs records nothing (undefined). A push that
+   * is not about the call's task throws (ValidationError), recording nothing.
+   */
+  async settle(
+    name: string,
+    pending: PendingCall,
+    pushed: unknown,
+    context: ToolContext,
+  ): Promise<ToolResult | undefined> {
+    const tool = this.#tools.get(name);
+    const call = new CallRecord(name, {}, context, pending.attempt, {
+      ...this.#options,
+      argumentsHash: pending.argumentsHash,
+    });
+    if (!tool?.binding.settle)
+      return call.failed("unknown_tool", `Tool "${name}" cannot take a remote answer`);
+    let value: string | undefined;
+    try {
+      value = await tool.binding.settle(pending.remoteTaskId, pushed, AbortSignal.timeout(tool.timeoutMs));
+    } catch (e) {
+      if (e instanceof ValidationError) throw e;
+      return call.failed("error", `${name} failed: ${thrownMessage(e)}`);
+    }
+    if (value !== undefined) return this.#outcome(name, call, value, context);
+    if (pushed !== undefined) return undefined;
+    return call.failed("timeout", `${name} did not finish within ${tool.timeoutMs} ms`);
+  }
+
+  /** A run's value as the call's recorded outcome: text inline, or stored when it is long. */
+  #outcome(name: string, call: CallRecord, value: unknown, context: ToolContext): Promise<ToolResult> {
     const content = resultText(value);
     if (content === undefined)
       return call.failed(
@@ -314,23 +376,6 @@ export class ToolService implements ToolPort {
   }
 }
 
-function mcpBinding(name: string, entry: Extract<ToolEntry, { kind: "mcp" }>, mcp: McpConnections) {
-  const server: McpServer =
-    entry.transport === "stdio"
-      ? {
-          transport: "stdio",
-          command: entry.command as string,
-          args: entry.args,
-          ...(entry.env ? { env: entry.env } : {}),
-          ...(entry.cwd ? { cwd: entry.cwd } : {}),
-        }
-      : { transport: "http", url: entry.url as string, headers: entry.headers };
-  return mcp.binding(name, server, entry.tool ?? name, {
-    ...(entry.description ? { description: entry.description } : {}),
-    risky: entry.risky ?? false,
-  });
-}
-
 const runningKey = (taskId: string, callId: string) => `${taskId}\u0000${callId}`;
 
 interface Closable {
@@ -339,25 +384,6 @@ interface Closable {
 
 async function closeAll(held: readonly Closable[]): Promise<void> {
   await Promise.all(held.map((h) => h.close()));
-}
-
-/** A remote A2A agent: its card is fetched now (a card that cannot be is a ConfigError naming the tool). */
-function a2aBinding(
-  name: string,
-  entry: Extract<ToolEntry, { kind: "a2a" }>,
-  options: ToolServiceOptions & { fetch: typeof fetch },
-  bind: typeof a2aAgentBinding,
-) {
-  return bind(
-    name,
-    {
-      ...(entry.description ? { description: entry.description } : {}),
-      risky: entry.risky ?? false,
-      settings: { url: entry.url, headers: entry.headers },
-      openTimeoutMs: entry.timeoutMs ?? options.defaultTimeoutMs ?? 30_000,
-    },
-    options.fetch,
-  );
 }
 
 function bindingFor(

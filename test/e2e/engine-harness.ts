@@ -46,6 +46,8 @@ export interface HarnessOptions {
    * the data folder, so a port can reach what shares it (a tool function on its own runtime).
    */
   tools?: (rt: LocalRuntime, dataDir: string) => Promise<ToolPort>;
+  /** Where Arbor is reached from outside (EngineOptions.publicUrl): A2A agents push there. */
+  publicUrl?: () => string | undefined;
   /** Hold the data folder's lock as `arbor serve` does (the runtime is then the folder's sole worker). */
   lockAs?: string;
   /**
@@ -102,6 +104,7 @@ export class Harness {
       ...(this.options.tools ? { tools: await this.options.tools(this.rt, this.dataDir) } : {}),
       ...(this.options.fetch ? { fetch: this.options.fetch } : {}),
       ...(this.options.outbound ? { outbound: this.options.outbound } : {}),
+      ...(this.options.publicUrl ? { publicUrl: this.options.publicUrl } : {}),
       ...(faults ? { faults } : {}),
     });
     this.#stop = this.engine.start();

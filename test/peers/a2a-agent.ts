@@ -11,6 +11,7 @@ import {
   type Part,
   Role,
   roleToJSON,
+  StreamResponse,
   type Task,
   TaskState,
 } from "@a2a-js/sdk";
@@ -50,7 +51,12 @@ export type AgentBehaviour =
   /** A task that works for `slowMs` before it completes (for timeouts). */
   | "slow"
   /** A task handed to a background job: the send returns it working; it completes `backgroundMs` later. */
-  | "background";
+  | "background"
+  /**
+   * With push: the agent is done before it answers the send. It pushes the completed task first
+   * (awaiting Arbor's answer), then answers the send with the task working (and keeps it so).
+   */
+  | "early";
 
 /** A message as the agent's executor got it (the server has given it its task and context ids). */
 export interface ReceivedMessage {
@@ -81,13 +87,32 @@ export interface A2aAgentPeer {
   behaviour: AgentBehaviour;
   messages: ReceivedMessage[];
   requests: ReceivedRequest[];
+  /**
+   * With `push`: the push configuration each task was sent with (by task id). A "background" task
+   * pushes its final Task there when it completes, unless `dropPushes` (a push lost on the way).
+   */
+  pushConfigs: Map<string, { url: string; token: string }>;
+  dropPushes: boolean;
+  /** Completes a "background" task now (its timer would later), and pushes it as above. */
+  finish(taskId: string): Promise<void>;
+  /** Every push the agent sent, with Arbor's answer. */
+  pushes: { taskId: string; state: string; status: number; answer: unknown }[];
+  /**
+   * POSTs the task as it stands now to its push URL, as the SDK's 1.0 sender does (a
+   * StreamResponse `{ "task": ... }`), with `Authorization: Bearer <token>`: the configured token,
+   * or `token` (null: none), or `body` instead of the task.
+   */
+  push(
+    taskId: string,
+    options?: { token?: string | null; body?: unknown },
+  ): Promise<{ status: number; answer: unknown }>;
   close(): Promise<void>;
 }
 
 const RPC_PATH = "/a2a/jsonrpc";
 
 export async function startA2aAgent(
-  options: { token?: string; slowMs?: number; backgroundMs?: number } = {},
+  options: { token?: string; slowMs?: number; backgroundMs?: number; push?: boolean } = {},
 ): Promise<A2aAgentPeer> {
   const slowMs = options.slowMs ?? 10_000;
   const backgroundMs = options.backgroundMs ?? 300;
@@ -116,7 +141,12 @@ export async function startA2aAgent(
     ],
     provider: { organization: "Example Venues", url: "https://venues.example.com" },
     version: "1.0.0",
-    capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    capabilities: {
+      streaming: false,
+      pushNotifications: options.push === true,
+      extensions: [],
+      extendedAgentCard: false,
+    },
     securitySchemes: {},
     securityRequirements: [],
     defaultInputModes: ["text/plain"],
@@ -137,6 +167,10 @@ export async function startA2aAgent(
   };
 
   const store = new InMemoryTaskStore();
+  /** The server call context of each task (the store is read with it). */
+  const contexts = new Map<string, RequestContext["context"]>();
+  const finishers = new Map<string, () => Promise<void>>();
+  let closed = false;
   const peer: A2aAgentPeer = {
     url,
     cardUrl: `${url}/${AGENT_CARD_PATH}`,
@@ -144,7 +178,38 @@ export async function startA2aAgent(
     behaviour: "message",
     messages: [],
     requests: [],
+    pushConfigs: new Map(),
+    dropPushes: false,
+    pushes: [],
+    finish: async (taskId) => {
+      const finish = finishers.get(taskId);
+      if (!finish) throw new Error(`no background task ${taskId}`);
+      await finish();
+    },
+    push: async (taskId, o = {}) => {
+      const config = peer.pushConfigs.get(taskId);
+      const context = contexts.get(taskId);
+      if (!config || !context) throw new Error(`no push configuration for task ${taskId}`);
+      const task = await store.load(taskId, context);
+      const token = o.token === undefined ? config.token : o.token;
+      const response = await fetch(config.url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
+        body: JSON.stringify(
+          o.body ?? (task ? StreamResponse.toJSON({ payload: { $case: "task", value: task } }) : {}),
+        ),
+      });
+      const text = await response.text();
+      const answer = text ? JSON.parse(text) : undefined;
+      const state = task?.status ? TaskState[task.status.state] : "";
+      peer.pushes.push({ taskId, state, status: response.status, answer });
+      return { status: response.status, answer };
+    },
     close: async () => {
+      closed = true;
       for (const p of pending) {
         clearTimeout(p.timer);
         p.done();
@@ -166,6 +231,9 @@ export async function startA2aAgent(
         parts: m.parts.map((p) => (p.content?.$case === "text" ? p.content.value : `[${p.content?.$case}]`)),
         blocking: rc.request.configuration?.returnImmediately !== true,
       });
+      const pushConfig = rc.request.configuration?.taskPushNotificationConfig;
+      if (pushConfig) peer.pushConfigs.set(rc.taskId, { url: pushConfig.url, token: pushConfig.token });
+      contexts.set(rc.taskId, rc.context);
       const asked = m.parts.map((p) => (p.content?.$case === "text" ? p.content.value : "")).join(" ");
       const ids = { taskId: rc.taskId, contextId: rc.contextId };
       const say = (text: string) => agentMessage(text, ids);
@@ -183,6 +251,20 @@ export async function startA2aAgent(
           AgentEvent.message({ ...say(`Answer to "${asked}": Casa do Rio, seats 40.`), taskId: "" }),
         );
         return;
+      }
+      if (behaviour === "early") {
+        const done: Task = {
+          ...newTask(rc, TaskState.TASK_STATE_COMPLETED),
+          status: {
+            state: TaskState.TASK_STATE_COMPLETED,
+            message: say("Found 2 venues (before answering)."),
+            timestamp: new Date().toISOString(),
+          },
+          artifacts: [venuesArtifact(asked)],
+        };
+        await peer.push(rc.taskId, {
+          body: StreamResponse.toJSON({ payload: { $case: "task", value: done } }),
+        });
       }
       bus.publish(AgentEvent.task(newTask(rc, TaskState.TASK_STATE_SUBMITTED)));
       switch (behaviour) {
@@ -217,11 +299,16 @@ export async function startA2aAgent(
           await wait(slowMs);
           status(TaskState.TASK_STATE_COMPLETED, "Called them all.");
           return;
+        case "early":
+          status(TaskState.TASK_STATE_WORKING, "Queued");
+          return;
         case "background": {
           status(TaskState.TASK_STATE_WORKING, "Queued");
-          // The executor returns while the task works on; the job later writes the result to the store.
           const context = rc.context;
-          void wait(backgroundMs).then(async () => {
+          let done = false;
+          const finish = async () => {
+            if (done) return;
+            done = true;
             const task = await store.load(rc.taskId, context);
             if (!task) return;
             task.artifacts = [venuesArtifact(asked)];
@@ -231,7 +318,11 @@ export async function startA2aAgent(
               timestamp: new Date().toISOString(),
             };
             await store.save(task, context);
-          });
+            if (peer.pushConfigs.has(rc.taskId) && !peer.dropPushes) await peer.push(rc.taskId);
+          };
+          finishers.set(rc.taskId, finish);
+          // Not when the wait ended because the peer closes: nothing is pushed from a closed agent.
+          void wait(backgroundMs).then(() => (closed ? undefined : finish()));
           return;
         }
       }
@@ -252,7 +343,10 @@ export async function startA2aAgent(
     },
   };
 
-  const handler = new DefaultRequestHandler(card, store, executor);
+  // The agent's pushes are its own (peer.push), sent when the test says: the SDK's sender is off.
+  const handler = new DefaultRequestHandler(card, store, executor, undefined, undefined, {
+    send: async () => {},
+  });
   const jsonRpc = new JsonRpcTransportHandler(handler);
 
   http.on("request", async (req, res) => {

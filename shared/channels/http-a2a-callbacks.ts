@@ -1,0 +1,66 @@
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { Engine } from "../engine/engine.ts";
+import { ValidationError } from "../errors.ts";
+import { CALLBACK_PATH } from "../tools/a2a-push-client.ts";
+import { errorBody } from "./http-api.ts";
+
+/**
+ * `POST /v1/a2a-callbacks/:id`: where a remote A2A agent that Arbor called (the `a2a` tool) pushes
+ * its task's changes. Not behind an Arbor API key: each callback has its own token, given to the
+ * agent with the call (`Authorization: Bearer <token>`, or the SDK sender's
+ * `X-A2A-Notification-Token`), checked against the hash Arbor kept, in constant time. A wrong or
+ * missing token is 401 and nothing is written; a body that is not a Task of the call's remote task
+ * is 400. A final state settles the call (once) and resumes the leaf; anything else is 200 and
+ * changes nothing (see engine/remote-calls.ts).
+ */
+export const MAX_PUSH_BYTES = 1024 * 1024;
+
+export function a2aCallbackRoutes(engine: Engine): Hono {
+  const app = new Hono();
+  app.post(
+    `${CALLBACK_PATH}/:id`,
+    bodyLimit({
+      maxSize: MAX_PUSH_BYTES,
+      onError: (c) => {
+        c.header("Connection", "close");
+        return c.json(errorBody("TOO_LARGE", `A push body is at most ${MAX_PUSH_BYTES} bytes`), 413);
+      },
+    }),
+    async (c) => {
+      const token =
+        bearer(c.req.header("authorization")) ?? c.req.header("x-a2a-notification-token") ?? undefined;
+      let body: unknown;
+      try {
+        body = JSON.parse(await c.req.text());
+      } catch {
+        body = undefined;
+      }
+      // The token first: an unauthenticated caller learns nothing of the body's problems.
+      const outcome = await engine.receivePush(c.req.param("id"), token, body ?? null).catch((e: unknown) => {
+        if (e instanceof ValidationError) return e;
+        throw e;
+      });
+      if (outcome instanceof ValidationError)
+        return c.json(errorBody("VALIDATION", `${outcome.message}. Nothing was changed`), 400);
+      if (outcome === "unknown" || outcome === "unauthorized") {
+        c.header("WWW-Authenticate", 'Bearer realm="arbor-a2a-callback"');
+        return c.json(
+          errorBody(
+            "UNAUTHENTICATED",
+            "This push is not for a call Arbor has out, or its token is wrong: send the token Arbor gave " +
+              "with the push configuration, as Authorization: Bearer <token>",
+          ),
+          401,
+        );
+      }
+      return c.json({ status: outcome });
+    },
+  );
+  return app;
+}
+
+function bearer(header: string | undefined): string | undefined {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? "");
+  return m?.[1];
+}
