@@ -248,6 +248,8 @@ export interface RateLimit {
 export interface RateLimits {
   perKey?: RateLimit;
   perTenant?: RateLimit;
+  /** Event streams open at once (SSE and A2A streams), per key and per tenant (default 20 and 100). */
+  streams?: { perKey: number; perTenant: number };
 }
 
 export interface NotifyConfig {

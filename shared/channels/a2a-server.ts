@@ -76,6 +76,14 @@ export interface A2aAppOptions {
 
 type Env = { Variables: { who: Authenticated } };
 
+/** The methods answered as event streams, in both versions (a2a-transport.ts names them). */
+const STREAM_METHODS = new Set([
+  "SendStreamingMessage",
+  "SubscribeToTask",
+  "message/stream",
+  "tasks/resubscribe",
+]);
+
 export function createA2aApp(options: A2aAppOptions): Hono<Env> {
   const log = options.log ?? componentLogger("a2a-server");
   const baseUrl = options.baseUrl;
@@ -217,18 +225,31 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
         requestedVersion: version,
       });
       log.debug("A2A request", { method: request.method, version, actor: who.actor.id });
+      // A stream holds its place among the key's open streams (the HTTP API's count too) until it ends.
+      let close: (() => void) | undefined;
+      if (STREAM_METHODS.has(request.method) && options.limiter) {
+        const opened = options.limiter.openStream(who);
+        if (typeof opened !== "function") {
+          c.header("Retry-After", String(opened.retryAfterSeconds));
+          return c.json(rpcError(id, AUTH_ERROR_CODE, throttledMessage(opened)), 429);
+        }
+        close = opened;
+      }
       try {
         const out = await jsonRpc.handle(body as Record<string, unknown>, context, version);
         if (context.activatedExtensions?.length)
           c.header(HTTP_EXTENSION_HEADER, Extensions.toServiceParameter(context.activatedExtensions));
         if (Symbol.asyncIterator in out) {
           try {
-            return await rpcEventStream(c, out, context, {
+            const stream = await rpcEventStream(c, out, context, {
               version,
               log,
               bounded: options.streams?.mode === "bounded",
               ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
+              ...(close ? { onClose: close } : {}),
             });
+            close = undefined; // the stream's own now: closed when it ends
+            return stream;
           } catch (error) {
             return reply(c, { jsonrpc: "2.0", id, error: errorOf(error, version) }, log);
           }
@@ -236,6 +257,8 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
         return reply(c, out, log);
       } catch (error) {
         return reply(c, { jsonrpc: "2.0", id, error: errorOf(error, version) }, log);
+      } finally {
+        close?.();
       }
     },
   );

@@ -333,7 +333,14 @@ export async function rpcEventStream(
   c: Context,
   out: AsyncGenerator<RpcEnvelope, void, undefined>,
   context: ServerCallContext,
-  options: { heartbeatMs?: number; log?: ArborLogger; bounded?: boolean; version?: A2aVersion } = {},
+  options: {
+    heartbeatMs?: number;
+    log?: ArborLogger;
+    bounded?: boolean;
+    version?: A2aVersion;
+    /** Called once when the stream is over (or refused at once): its place among the key's streams. */
+    onClose?: () => void;
+  } = {},
 ): Promise<Response> {
   const controller = new AbortController();
   context.state.set(STREAM_SIGNAL, controller.signal);
@@ -344,6 +351,7 @@ export async function rpcEventStream(
   } catch (error) {
     controller.abort();
     await out.return?.(undefined);
+    options.onClose?.();
     throw error;
   }
   const heartbeatMs = options.heartbeatMs ?? 15_000;
@@ -382,6 +390,7 @@ export async function rpcEventStream(
     } finally {
       c.req.raw.signal.removeEventListener("abort", stop);
       controller.abort();
+      options.onClose?.();
       await out.return?.(undefined);
     }
   });

@@ -256,7 +256,8 @@ export function createHttpApi({
   });
 
   // Further routes, each behind the key, rate limit and body bound above.
-  app.route("/", createReadRoutes(engine, events));
+  // Event streams count against the key's open streams (the same limiter as A2A's streams).
+  app.route("/", createReadRoutes(engine, limiter ? { ...events, slots: limiter } : events));
   app.route("/", createTeamRoutes(engine));
   app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));
   if (notify) app.route("/", notifyRoutes({ engine, notify }));

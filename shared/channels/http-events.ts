@@ -6,7 +6,8 @@ import type { Engine } from "../engine/engine.ts";
 import { NotFoundError, ValidationError } from "../errors.ts";
 import { readFeed, reconcile, rootTaskOf } from "../notify/feed.ts";
 import { type FeedItem, followFeed, taskOfEvent } from "../notify/feed-follow.ts";
-import { type ApiEnv, asker } from "./http-api.ts";
+import { type ApiEnv, asker, errorBody } from "./http-api.ts";
+import { type StreamSlots, throttledMessage } from "./rate-limit.ts";
 
 /**
  * `GET /v1/tasks/:urn/events` with `Accept: text/event-stream`: the task's events and those of
@@ -39,6 +40,11 @@ export interface EventStreamOptions {
   retryMs?: number;
   /** Feed events read at once (default 500): what one stream holds at most while its client does not read. */
   pageSize?: number;
+  /**
+   * How many streams a key and a tenant hold open at once (the app's rate limiter, rate-limit.ts):
+   * one more is 429 with Retry-After. Absent: no bound.
+   */
+  slots?: StreamSlots;
 }
 
 export const wantsEventStream = (c: Context): boolean =>
@@ -96,6 +102,11 @@ export async function eventStream(
   const mode = options.mode ?? "live";
   const retryMs = options.retryMs ?? (mode === "bounded" ? 1_000 : 3_000);
   if (state.closed(urn) && !(await anyAfter(engine, rootTaskId, urn, after))) return c.body(null, 204); // over, and nothing left to send: an EventSource stops reconnecting
+  const close = options.slots?.openStream(c.get("who")) ?? (() => {});
+  if (typeof close !== "function") {
+    c.header("Retry-After", String(close.retryAfterSeconds));
+    return c.json(errorBody("THROTTLED", throttledMessage(close), { scope: close.scope }), 429);
+  }
   const follow = (signal: AbortSignal) =>
     followFeed(deps, {
       rootTaskId,
@@ -115,7 +126,11 @@ export async function eventStream(
     // Buffered whole by API Gateway anyway: one body, written once.
     const controller = new AbortController();
     const parts = [`retry: ${retryMs}\n\n`];
-    for await (const item of follow(controller.signal)) parts.push(frame(item));
+    try {
+      for await (const item of follow(controller.signal)) parts.push(frame(item));
+    } finally {
+      close();
+    }
     c.header("Cache-Control", "no-cache");
     return c.body(parts.join(""), 200, { "Content-Type": "text/event-stream; charset=utf-8" });
   }
@@ -134,6 +149,7 @@ export async function eventStream(
     } finally {
       c.req.raw.signal.removeEventListener("abort", stop);
       controller.abort();
+      close();
     }
   });
 }

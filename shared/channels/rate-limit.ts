@@ -16,6 +16,8 @@ export interface Throttled {
   scope: "key" | "tenant";
   /** Whole seconds until the request would get through (Retry-After). */
   retryAfterSeconds: number;
+  /** Set when what is full is the streams a key (or tenant) may hold open at once: that many. */
+  streams?: number;
 }
 
 interface Bucket {
@@ -27,6 +29,8 @@ export class RateLimiter {
   readonly #limits: RateLimits;
   readonly #now: () => number;
   readonly #buckets = new Map<string, Bucket>();
+  /** Streams open now, per key and per tenant. */
+  readonly #open = new Map<string, number>();
 
   constructor(limits: RateLimits, now: () => number = Date.now) {
     this.#limits = limits;
@@ -53,6 +57,34 @@ export class RateLimiter {
     return undefined;
   }
 
+  /**
+   * Opens an event stream of `who` (HTTP `text/event-stream`, A2A streams): an open stream costs
+   * nothing per second, so the buckets above do not bound how many a key holds; this does (each
+   * one is a connection, a follower and its rechecks). Returns the function that closes it (call
+   * it once, when the stream ends), or why not: a key or tenant at its limit.
+   */
+  openStream(who: Authenticated): (() => void) | Throttled {
+    const limits = this.#limits.streams ?? DEFAULT_STREAM_LIMITS;
+    const ids: [Throttled["scope"], string, number][] = [
+      ["key", `key:${who.caller.tenant}:${who.actor.id}`, limits.perKey],
+      ["tenant", `tenant:${who.caller.tenant}`, limits.perTenant],
+    ];
+    for (const [scope, id, max] of ids)
+      if ((this.#open.get(id) ?? 0) >= max)
+        return { scope, retryAfterSeconds: STREAM_RETRY_SECONDS, streams: max };
+    for (const [, id] of ids) this.#open.set(id, (this.#open.get(id) ?? 0) + 1);
+    let closed = false;
+    return () => {
+      if (closed) return;
+      closed = true;
+      for (const [, id] of ids) {
+        const left = (this.#open.get(id) ?? 1) - 1;
+        if (left > 0) this.#open.set(id, left);
+        else this.#open.delete(id);
+      }
+    };
+  }
+
   #refilled(id: string, limit: RateLimit, now: number): Bucket {
     const bucket = this.#buckets.get(id) ?? { tokens: limit.burst, at: now };
     const elapsed = Math.max(0, now - bucket.at) / 1000;
@@ -63,6 +95,16 @@ export class RateLimiter {
   }
 }
 
+/** Event streams a key, and a tenant, may hold open at once unless configured (RateLimits.streams). */
+export const DEFAULT_STREAM_LIMITS = { perKey: 20, perTenant: 100 } as const;
+/** What a refused stream is told to wait before it tries again. */
+const STREAM_RETRY_SECONDS = 5;
+
+/** Where a stream takes its place: RateLimiter.openStream (a stand-in in tests). */
+export type StreamSlots = Pick<RateLimiter, "openStream">;
+
 /** What a channel says to a throttled caller. */
 export const throttledMessage = (t: Throttled) =>
-  `Too many requests ${t.scope === "key" ? "with this API key" : "from this tenant"}: try again in ${t.retryAfterSeconds} s`;
+  t.streams !== undefined
+    ? `Too many event streams open ${t.scope === "key" ? "with this API key" : "in this tenant"} (at most ${t.streams} at once): close one, or try again in ${t.retryAfterSeconds} s`
+    : `Too many requests ${t.scope === "key" ? "with this API key" : "from this tenant"}: try again in ${t.retryAfterSeconds} s`;
