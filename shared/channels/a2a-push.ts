@@ -154,6 +154,8 @@ export class A2aPush {
   #check(config: TaskPushNotificationConfig): void {
     const notify = this.#on();
     if (!config.url) throw new RequestMalformedError("The push notification config needs a url (https)");
+    const problem = configProblem(config);
+    if (problem) throw new RequestMalformedError(`The push notification config is not valid: ${problem}`);
     const refused = notify.urlRefusal(config.url);
     if (refused) throw new RequestMalformedError(`The push notification url is refused: ${refused}`);
   }
@@ -205,6 +207,39 @@ export class A2aPush {
     this.#log.info("A2A push subscribed", { actor: who.actor.id, rootTaskId: link.rootTaskId });
     return record;
   }
+}
+
+/** An HTTP token (RFC 9110 `token`): what an authentication scheme is. */
+const SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/;
+/** What a header value may not carry (a line break would end the header): control characters. */
+const hasControl = (text: string) =>
+  Array.from(text).some((ch) => {
+    const code = ch.charCodeAt(0);
+    return code < 0x20 || code === 0x7f;
+  });
+
+/**
+ * Why a push config could never be kept or sent, or undefined: the bounds its subscription is
+ * kept with (notify/subscriptions.ts) and what an HTTP header may carry, checked when it is given.
+ */
+function configProblem(config: TaskPushNotificationConfig): string | undefined {
+  const { url, token, id, authentication: auth } = config;
+  if (url.length > 2048) return `its url is at most 2048 characters (this one has ${url.length})`;
+  if (id && id.length > 200) return `its id is at most 200 characters (this one has ${id.length})`;
+  if (token && token.length > 4096)
+    return `its token is at most 4096 characters (this one has ${token.length})`;
+  if (token && hasControl(token))
+    return "its token has a control character (a line break?): a header cannot carry it";
+  if (auth?.scheme || auth?.credentials) {
+    if (!SCHEME.test(auth.scheme ?? ""))
+      return "its authentication scheme is one word of at most 64 characters (Bearer, Basic...)";
+    if (!auth.credentials) return "its authentication has a scheme but no credentials";
+    if (auth.credentials.length > 4096)
+      return `its authentication credentials are at most 4096 characters (these have ${auth.credentials.length})`;
+    if (hasControl(auth.credentials))
+      return "its authentication credentials have a control character: a header cannot carry them";
+  }
+  return undefined;
 }
 
 /** A subscription as A2A shows a push config. */

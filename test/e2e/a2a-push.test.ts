@@ -215,6 +215,38 @@ describe("A2A push notifications", () => {
     expect(await conversations()).toBe(convs);
   });
 
+  it("refuses a push config that could never be sent (too long, or what no HTTP header may carry) before anything is written", async () => {
+    const c = await a2aClient(ada.key, served.url);
+    const task = await send(c, userMessage("What is the cost per person?"));
+    const conversations = async () => (await h.rt.resources.childUrns("cld:common.Tenant.acme")).length;
+    const [subs, convs] = [await subscriptionCount(), await conversations()];
+    const url = `${receiver.url}/push/bounds`;
+    const refused: [string, ReturnType<typeof pushConfig> & { id?: string }, RegExp][] = [
+      ["a long url", pushConfig(`${url}?${"a".repeat(3000)}`, "t"), /url is at most 2048/],
+      ["a long token", pushConfig(url, "t".repeat(5000)), /token is at most 4096/],
+      ["a token with a line break", pushConfig(url, "t\r\nX-Injected: 1"), /token/],
+      [
+        "long credentials",
+        pushConfig(url, "t", { scheme: "Bearer", credentials: "c".repeat(5000) }),
+        /credentials are at most 4096/,
+      ],
+      [
+        "a scheme that is not one word",
+        pushConfig(url, "t", { scheme: "Bearer x\n", credentials: "c" }),
+        /scheme/,
+      ],
+      ["a long id", { ...pushConfig(url, "t"), id: "i".repeat(300) }, /id is at most 200/],
+    ];
+    for (const [what, config, why] of refused) {
+      await expect(c.createTaskPushNotificationConfig({ ...config, taskId: task.id }), what).rejects.toThrow(
+        why,
+      );
+      await expect(sendWithPush(c, "Again?", config), what).rejects.toThrow(why);
+    }
+    expect(await subscriptionCount()).toBe(subs);
+    expect(await conversations()).toBe(convs);
+  });
+
   it("refuses a loopback receiver unless the operator turned on the development switch", async () => {
     // A second endpoint on the same engine whose operator left the switch off (the default).
     const strict = new NotifyService({ deps: h.engine.deps, urls: notifyUrls() });
