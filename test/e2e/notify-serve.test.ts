@@ -75,4 +75,76 @@ describe("arbor serve delivers callbacks", () => {
     await second.stop();
     expect(await second.exited).toBe(0);
   }, 300_000);
+
+  it("an A2A send acknowledged with a push config, SIGKILL right after the ACK: a new process pushes the final Task with the token", async () => {
+    receiver.answer = () => 200;
+    const first = await serve();
+    // Seed 003's request as a 0.3 client sends it: not blocking, a push config with a token.
+    const res = await fetch(`${first.url}/a2a`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "message/send",
+        params: {
+          message: {
+            kind: "message",
+            messageId: "m-kill",
+            role: "user",
+            parts: [{ kind: "text", text: "Plan the offsite" }],
+          },
+          configuration: {
+            blocking: false,
+            pushNotificationConfig: { url: `${receiver.url}/push-kill`, token: "tok-kill" },
+          },
+        },
+      }),
+    });
+    const ack = (await res.json()) as { result: { id: string; status: { state: string } } };
+    await killHard(first); // at once: whatever the ACK promised is on disk, nothing more
+    expect(["submitted", "working"]).toContain(ack.result.status.state);
+
+    const second = await serve();
+    const pushes = () => receiver.got.filter((g) => g.path === "/push-kill" && g.answered === 200);
+    const pushed = (state: string) =>
+      pushes().find((g) => (JSON.parse(g.body) as { status: { state: string } }).status.state === state);
+    // The offsite asks before it sends its email: the new process pushes the question...
+    await until(
+      "the question, pushed by the new process",
+      () => pushed("input-required") !== undefined,
+      60_000,
+    );
+    const answer = await fetch(`${second.url}/a2a`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 2,
+        method: "message/send",
+        params: {
+          message: {
+            kind: "message",
+            messageId: "m-kill-answer",
+            role: "user",
+            taskId: ack.result.id,
+            parts: [{ kind: "text", text: "approve" }],
+          },
+          configuration: { blocking: false },
+        },
+      }),
+    });
+    expect(((await answer.json()) as { error?: unknown }).error).toBeUndefined();
+    // ...and, answered, the final Task with the caller's token.
+    await until("the final Task", () => pushed("completed") !== undefined, 60_000);
+    const got = pushed("completed");
+    expect(got?.headers.authorization).toBe("Bearer tok-kill");
+    expect(got?.headers["x-a2a-notification-token"]).toBe("tok-kill");
+    expect(JSON.parse(got?.body ?? "{}")).toMatchObject({ kind: "task", id: ack.result.id });
+    // Each notification once by id (nothing was attempted before the kill).
+    const ids = pushes().map((g) => String(g.headers["arbor-delivery-id"]));
+    expect(new Set(ids).size).toBe(ids.length);
+    await second.stop();
+    expect(await second.exited).toBe(0);
+  }, 120_000);
 });
