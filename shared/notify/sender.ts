@@ -12,10 +12,13 @@ import { SIGNATURE_HEADER, type SigningSecrets, signatureHeader } from "./signin
  * receivers deduplicate on it), the delivery's own (an A2A push's Authorization and
  * X-A2A-Notification-Token), and for a callback `Arbor-Signature` made now (signing.ts). A 3xx is
  * a failure (the guard follows no redirect); so is a timeout, a refused address, any non-2xx.
+ * The status decides: the answer's body is read for a second at most, then let go.
  */
 export const DELIVERY_ID_HEADER = "Arbor-Delivery-Id";
 /** How much of a receiver's answer is read (to free the connection; the content is not used). */
 const READ_LIMIT = 4096;
+/** How long that reading may take once the status is in. */
+const DRAIN_MS = 1_000;
 
 export type PostResult =
   | { delivered: true; status: number }
@@ -54,11 +57,15 @@ export async function postDelivery(
   }
 }
 
-/** Reads a few KB of the body and lets go of the rest. */
+/**
+ * Reads a few KB of the body, for at most DRAIN_MS, and lets go of the rest: a receiver that drips
+ * its answer, or never ends it, holds the attempt no longer (its connection is closed).
+ */
 async function drain(response: Response): Promise<void> {
   const reader = response.body?.getReader();
   if (!reader) return;
   let seen = 0;
+  const giveUp = setTimeout(() => void reader.cancel().catch(() => undefined), DRAIN_MS);
   try {
     while (seen < READ_LIMIT) {
       const { done, value } = await reader.read();
@@ -68,5 +75,7 @@ async function drain(response: Response): Promise<void> {
     await reader.cancel();
   } catch {
     // The answer's body does not matter: the status decided.
+  } finally {
+    clearTimeout(giveUp);
   }
 }
