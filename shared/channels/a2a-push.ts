@@ -108,7 +108,7 @@ export class A2aPush {
     this.#check(params);
     const task = await this.#task(params.taskId, context);
     const record = await this.#subscribe(task, params, context, []);
-    return configOf(record.data.subscription as A2aPushSubscription);
+    return configOf(record.data.subscription as A2aPushSubscription, callerOf(context).actor.id);
   }
 
   async get(
@@ -175,7 +175,7 @@ export class A2aPush {
     return (await notify.subscriptions(link.rootTaskId))
       .map((r) => r.data.subscription)
       .filter((s): s is A2aPushSubscription => s.kind === "a2a-push" && s.a2aTaskId === task.id)
-      .map(configOf);
+      .map((s) => configOf(s, callerOf(context).actor.id));
   }
 
   async #subscribe(
@@ -201,6 +201,7 @@ export class A2aPush {
       a2aTaskId: task.id,
       contextId: task.contextId,
       tenant: who.caller.tenant,
+      owner: who.actor.id,
       ...(acceptedOutputModes.length > 0 ? { acceptedOutputModes } : {}),
     };
     const record = await notify.subscribe(link.rootTaskId, subscription);
@@ -242,14 +243,22 @@ function configProblem(config: TaskPushNotificationConfig): string | undefined {
   return undefined;
 }
 
-/** A subscription as A2A shows a push config. */
-function configOf(s: A2aPushSubscription): TaskPushNotificationConfig {
+/**
+ * A subscription as A2A shows a push config to `viewer` (an actor id). Its token and credentials
+ * are the receiver's secrets: shown only to whoever gave them, never to another caller who may
+ * read the task (a tenant's admin reading a partner agent's task): they get the token empty and
+ * the scheme without its credentials.
+ */
+function configOf(s: A2aPushSubscription, viewer: string): TaskPushNotificationConfig {
+  const own = s.owner === viewer;
   return {
     tenant: "",
     id: s.id,
     taskId: s.a2aTaskId,
     url: s.url,
-    token: s.token ?? "",
-    authentication: s.authentication ? { ...s.authentication } : undefined,
+    token: own ? (s.token ?? "") : "",
+    authentication: s.authentication
+      ? { scheme: s.authentication.scheme, credentials: own ? s.authentication.credentials : "" }
+      : undefined,
   };
 }

@@ -41,6 +41,8 @@ export const A2aPushSchema = z
     a2aTaskId: z.string().min(1).max(200),
     contextId: z.string().min(1).max(1000),
     tenant: z.string().min(1).max(64),
+    /** Who gave the config (an actor id): only they are shown its token and credentials again. */
+    owner: z.string().min(1).max(200).optional(),
     acceptedOutputModes: z.array(z.string().min(1).max(200)).max(50).optional(),
   })
   .strict();

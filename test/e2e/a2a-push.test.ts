@@ -12,6 +12,8 @@ import {
   a2aScript,
   ada,
   intruder,
+  partner,
+  root,
   rootOf,
   send,
   serveA2a,
@@ -192,6 +194,36 @@ describe("A2A push notifications", () => {
       theirs.createTaskPushNotificationConfig({ ...pushConfig(`${receiver.url}/push/x`), taskId: task.id }),
     ).rejects.toThrow(/not found/i);
     expect(await subscriptionCount()).toBe(before);
+  });
+
+  it("a config's token and credentials are shown again only to whoever gave them, not to an admin who may read the task", async () => {
+    const agent = await a2aClient(partner.key, served.url);
+    const task = await send(agent, userMessage("What is the cost per person?"));
+    await agent.createTaskPushNotificationConfig({
+      ...pushConfig(`${receiver.url}/push/owner`, "tok-owner", {
+        scheme: "Basic",
+        credentials: "cGFydG5lcjpwdw==",
+      }),
+      id: "cfg-owner",
+      taskId: task.id,
+    });
+    const mine = await agent.getTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "cfg-owner" });
+    expect(mine).toMatchObject({ token: "tok-owner", authentication: { credentials: "cGFydG5lcjpwdw==" } });
+
+    const admin = await a2aClient(root.key, served.url);
+    const seen = await admin.getTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "cfg-owner" });
+    expect(seen).toMatchObject({ id: "cfg-owner", url: `${receiver.url}/push/owner`, token: "" });
+    expect(seen.authentication).toMatchObject({ scheme: "Basic", credentials: "" });
+    const listed = await admin.listTaskPushNotificationConfig({
+      tenant: "",
+      taskId: task.id,
+      pageSize: 10,
+      pageToken: "",
+    });
+    expect(listed.configs.map((c) => [c.token, c.authentication?.credentials])).toEqual([["", ""]]);
+    // What is sent is unchanged: the receiver still gets the credentials it was given.
+    await until("the push of the finished task", () => pushedTo("/push/owner").length >= 1);
+    expect(pushedTo("/push/owner")[0]?.headers.authorization).toBe("Basic cGFydG5lcjpwdw==");
   });
 
   it("refuses a push URL at a private or metadata address, or plain http, before anything is written", async () => {
