@@ -43,7 +43,7 @@ export interface RemoteCall {
 }
 
 const KIND = "remote-call";
-/** The most pushes kept from before a send had its answer (an agent that pushes every step). */
+/** The most pushes kept from before a send had its answer (an agent that pushes every step): the latest. */
 const MAX_EARLY = 20;
 const callKey = (callbackId: string) => `remote-call#${callbackId}`;
 const slotKey = (taskId: string, slot: string) => `remote-call-of#${taskId}#${slot}`;
@@ -218,7 +218,8 @@ export async function receivePush(
 
 /** Adds a push to a sending call's early ones; false when the record changed meanwhile. */
 async function keepEarly(deps: EngineDeps, record: StateRecord<RemoteCall>, body: unknown): Promise<boolean> {
-  const early = [...(record.data.early ?? []), body].slice(0, MAX_EARLY);
+  // The latest are kept: an agent says it is working as often as it likes, and its final state comes last.
+  const early = [...(record.data.early ?? []), body].slice(-MAX_EARLY);
   try {
     await deps.state.transact([
       {

@@ -231,6 +231,17 @@ describe("an A2A agent that pushes", () => {
     expect(await audit(leafId)).toEqual(["venue_desk:requested", "venue_desk:completed"]);
   });
 
+  it("an agent that pushes many times before the send has its answer: the last pushes are kept, the final one settles the call", async () => {
+    peer.behaviour = "early-chatty";
+    const { rootTaskId } = await handedOff();
+    expect(peer.pushes).toHaveLength(26);
+    expect(peer.pushes.every((p) => p.status === 200)).toBe(true);
+    const { view, output } = await h.engine.result(rootTaskId);
+    expect(view?.status).toBe("done");
+    expect(output).toBe("The venue desk says (1): Found 2 venues (before answering).");
+    expect(peer.requests.filter((r) => r.rpcMethod === "GetTask")).toEqual([]);
+  });
+
   it("a push that carries only the final status: the task is read back with GetTask", async () => {
     peer.dropPushes = true;
     const { rootTaskId, remoteTaskId } = await handedOff();

@@ -56,7 +56,9 @@ export type AgentBehaviour =
    * With push: the agent is done before it answers the send. It pushes the completed task first
    * (awaiting Arbor's answer), then answers the send with the task working (and keeps it so).
    */
-  | "early";
+  | "early"
+  /** As `early`, but the completed task comes after 25 pushes that say it is working. */
+  | "early-chatty";
 
 /** A message as the agent's executor got it (the server has given it its task and context ids). */
 export interface ReceivedMessage {
@@ -252,7 +254,14 @@ export async function startA2aAgent(
         );
         return;
       }
-      if (behaviour === "early") {
+      if (behaviour === "early-chatty")
+        for (let i = 0; i < 25; i++)
+          await peer.push(rc.taskId, {
+            body: StreamResponse.toJSON({
+              payload: { $case: "task", value: newTask(rc, TaskState.TASK_STATE_WORKING) },
+            }),
+          });
+      if (behaviour === "early" || behaviour === "early-chatty") {
         const done: Task = {
           ...newTask(rc, TaskState.TASK_STATE_COMPLETED),
           status: {
@@ -300,6 +309,7 @@ export async function startA2aAgent(
           status(TaskState.TASK_STATE_COMPLETED, "Called them all.");
           return;
         case "early":
+        case "early-chatty":
           status(TaskState.TASK_STATE_WORKING, "Queued");
           return;
         case "background": {
