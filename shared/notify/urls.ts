@@ -1,5 +1,11 @@
+import { type Ip, parseIp } from "../outbound/addresses.ts";
 import { createGuardedFetch, type GuardOptions, urlRefusal } from "../outbound/guard.ts";
-import { DEFAULT_OUTBOUND, type OutboundSettings, outboundPolicy } from "../outbound/policy.ts";
+import {
+  addressRefusal,
+  DEFAULT_OUTBOUND,
+  type OutboundSettings,
+  outboundPolicy,
+} from "../outbound/policy.ts";
 
 /**
  * Where notifications may go: through the outbound guard (shared/outbound/guard.ts), stricter than
@@ -16,7 +22,8 @@ import { DEFAULT_OUTBOUND, type OutboundSettings, outboundPolicy } from "../outb
  *     operator's (ARBOR_OUTBOUND_PORTS), public addresses and those the operator allows
  *     (ARBOR_OUTBOUND_ALLOW), checked again at connect time (a name resolving to a private or
  *     metadata address fails the attempt), no redirects (a 3xx is a refusal), a bounded response.
- * `refusal` checks the URL alone (scheme, credentials, port, a literal address), not DNS: a name
+ * `refusal` checks the URL alone (scheme, credentials, port, a literal address, a loopback name
+ * such as `localhost`), not DNS: a name
  * resolving somewhere refused fails at send, and its delivery dead-letters.
  */
 export interface NotifyUrls {
@@ -25,6 +32,7 @@ export interface NotifyUrls {
 }
 
 const LOOPBACK_NAMES = new Set(["localhost", "127.0.0.1", "[::1]"]);
+const LOOPBACK = parseIp("127.0.0.1") as Ip;
 
 /** A URL's host is loopback by its own text (a literal, or `localhost`): nothing is resolved. */
 export function isLoopbackUrl(url: URL): boolean {
@@ -58,6 +66,13 @@ export function notifyUrls(
     }
     if (pick(u) === "loopback") return urlRefusal(loopback, u);
     const why = urlRefusal(strict, u);
+    // `localhost` and `*.localhost` are loopback by definition (RFC 6761): refused now, as a literal
+    // 127.0.0.1 is, rather than at each attempt until the delivery is dead (unless the operator allows the name).
+    if (why === undefined && isLoopbackUrl(u) && addressRefusal(strict, u.hostname, LOOPBACK) !== undefined)
+      return (
+        `${u.hostname} is a loopback name, a receiver on Arbor's own machine: refused ` +
+        "(a loopback receiver needs ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP=true, for development)"
+      );
     if (why?.startsWith("plain http is refused"))
       return (
         "plain http is refused: webhook URLs must be https" +

@@ -16,6 +16,7 @@ import type { Standing } from "../../shared/notify/standing.ts";
 import type { A2aPushSubscription } from "../../shared/notify/subscriptions.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { NOTIFY_WAKE_PATTERNS, requestOf, requestOfWakeup } from "../../shared/notify/wakeups.ts";
+import { DEFAULT_OUTBOUND } from "../../shared/outbound/policy.ts";
 
 /** The notify path's pure parts: backoff, wake-ups, the URL rule, payloads in both A2A versions, signatures. */
 const MESSAGE = "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m1";
@@ -75,6 +76,13 @@ describe("webhook URLs", () => {
     expect(strict.refusal("http://hooks.example.com/a")).toMatch(/must be https/);
     expect(strict.refusal("http://127.0.0.1:9999/a")).toMatch(/ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP/);
     expect(strict.refusal("https://127.0.0.1/a")).toMatch(/loopback/);
+    // Names that are loopback by definition (RFC 6761) are refused when given too, not only at send.
+    for (const url of ["https://localhost/a", "https://LOCALHOST./a", "https://hooks.localhost/a"])
+      expect(strict.refusal(url), url).toMatch(/loopback.*ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP/);
+    // ...unless the operator lets the guard reach them.
+    expect(
+      notifyUrls({ ...DEFAULT_OUTBOUND, allow: ["localhost"] }).refusal("https://localhost/a"),
+    ).toBeUndefined();
     expect(dev.refusal("http://127.0.0.1:9999/a")).toBeUndefined();
     expect(dev.refusal("http://localhost:9999/a")).toBeUndefined();
     expect(dev.refusal("http://hooks.example.com/a")).toMatch(/must be https/);
