@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto";
+import { MAX_JSON_DEPTH, nestsDeeperThan } from "../domain/input-limits.ts";
 import type { ToolCall } from "../domain/resources.ts";
 import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
 import { ConflictError, ValidationError } from "../errors.ts";
@@ -43,6 +44,8 @@ export interface RemoteCall {
 }
 
 const KIND = "remote-call";
+/** How deep a push may nest: a Task's envelope (task, artifacts, parts, data...) around MAX_JSON_DEPTH. */
+const MAX_PUSH_DEPTH = MAX_JSON_DEPTH + 16;
 /** The most pushes kept from before a send had its answer (an agent that pushes every step): the latest. */
 const MAX_EARLY = 20;
 const callKey = (callbackId: string) => `remote-call#${callbackId}`;
@@ -188,8 +191,8 @@ export type PushOutcome = "unknown" | "unauthorized" | "accepted" | "settled" | 
 /**
  * A push for a callback: checks the token against the kept hash (constant time), then lets the
  * tool read the body. A final answer settles the call once and sends the leaf's next turn; a
- * task still running, or a call settled already, changes nothing. A body about another task
- * throws ValidationError (nothing written).
+ * task still running, or a call settled already, changes nothing. A body about another task, or
+ * nested deeper than MAX_PUSH_DEPTH, throws ValidationError (nothing written).
  */
 export async function receivePush(
   deps: EngineDeps,
@@ -201,6 +204,9 @@ export async function receivePush(
   if (!record || record.kind !== KIND) return "unknown";
   if (!token || !sameHash(token, record.data.tokenHash)) return "unauthorized";
   if (record.data.result) return "already-settled";
+  // Data as deep as Arbor takes any JSON, inside a Task's envelope: deeper fails whatever reads it.
+  if (nestsDeeperThan(body, MAX_PUSH_DEPTH))
+    throw new ValidationError(`A push's JSON is nested at most ${MAX_PUSH_DEPTH} levels`);
   // Before the send has its answer: kept, and read once the call is pending (holdRemoteCall).
   for (let tries = 0; !record.data.pending && tries < 5; tries++) {
     if (await keepEarly(deps, record, body)) return "accepted";

@@ -242,6 +242,33 @@ describe("an A2A agent that pushes", () => {
     expect(peer.requests.filter((r) => r.rpcMethod === "GetTask")).toEqual([]);
   });
 
+  it("a push nested deeper than a Task's data may be is 400 and changes nothing", async () => {
+    const { rootTaskId, leafId, remoteTaskId } = await handedOff();
+    const before = await remoteCalls();
+    const config = peer.pushConfigs.get(remoteTaskId) as { url: string; token: string };
+    const deep = `${"[".repeat(100_000)}${"]".repeat(100_000)}`;
+    const res = await fetch(config.url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${config.token}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        task: {
+          id: remoteTaskId,
+          contextId: "c",
+          status: { state: "TASK_STATE_COMPLETED" },
+          artifacts: [{ artifactId: "a", parts: [{ data: { data: "DEEP" } }] }],
+        },
+      }).replace('"DEEP"', deep),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({
+      error: { code: "VALIDATION", message: /nested at most 80 levels/ },
+    });
+    await h.idle();
+    expect(await remoteCalls()).toEqual(before);
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("in_progress");
+    expect(await toolResults(leafId)).toEqual([]);
+  });
+
   it("a push that carries only the final status: the task is read back with GetTask", async () => {
     peer.dropPushes = true;
     const { rootTaskId, remoteTaskId } = await handedOff();
