@@ -37,10 +37,10 @@ import { outsideTool } from "./json-schema.ts";
  * When the card offers push (`capabilities.pushNotifications`) and Arbor knows its own public URL
  * (`callbackBase`), and the caller can settle the call later (`context.handOff`, which records the
  * callback first; or `context.callback`, one the caller made and recorded: the tool function on
- * AWS, which has no public URL of its own), the call does not wait: it is sent with `returnImmediately` and a push config
- * for a callback of its own (a2a-push-client.ts), and a task that comes back still working is
- * handed off (RemoteTaskHandedOff): the engine ends the turn, and the push, or at the deadline one
- * GetTask, settles it (`settle`).
+ * AWS, which has no public URL of its own), the call does not wait: it is sent with
+ * `returnImmediately` and a push config for a callback of its own (a2a-push-client.ts), and a
+ * task that comes back still working is handed off (RemoteTaskHandedOff): the engine ends the
+ * turn, and the push, or at the deadline one GetTask, settles it (`settle`).
  *
  * The configured headers are credentials: they, and the model's messages, go only to the origin
  * of the configured URL. The card names where the agent's interfaces are; an interface on another
