@@ -54,10 +54,12 @@ const ORGANISER = { purpose: "Find venues for team events with the venue desk" }
 const TEAM = {
   assistants: [
     { name: "Coordinator", id: "coordinator", ...COORDINATOR },
-    { name: "Organiser", id: "organiser", ...ORGANISER, tools: ["venue_desk"] },
+    { name: "Organiser", id: "organiser", ...ORGANISER, tools: ["venue_desk", "plain_desk"] },
   ],
 };
 const ASK = "A venue in Lisbon for 12 people";
+/** The tool the leaf calls: the agent that pushes, or one whose card does not offer push. */
+let desk: "venue_desk" | "plain_desk" = "venue_desk";
 
 /** The model: a plan with one part (the venue), the part's call to the venue desk, then its answer. */
 function model(request: ConverseWireRequest) {
@@ -81,7 +83,7 @@ function model(request: ConverseWireRequest) {
     };
   const messages = request.messages ?? [];
   const result = messages.flatMap((m) => m.content ?? []).find((b) => b.toolResult)?.toolResult;
-  if (!result) return { toolCalls: [{ name: "venue_desk", arguments: { message: ASK } }] };
+  if (!result) return { toolCalls: [{ name: desk, arguments: { message: ASK } }] };
   return { content: `The venue desk says: ${result.content?.[0]?.text?.split("\n")[0] ?? "?"}` };
 }
 
@@ -89,6 +91,7 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
   let world: AwsWorld;
   let peer: EventBridgePeer;
   let agent: A2aAgentPeer;
+  let plain: A2aAgentPeer;
   let toolPeer: LambdaInvokePeer;
   let gateway: Server;
   let gatewayUrl: string;
@@ -138,6 +141,8 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
     // Far off: each test finishes the remote task itself (agent.finish), or lets it run.
     agent = await startA2aAgent({ push: true, backgroundMs: 600_000 });
     agent.behaviour = "background";
+    plain = await startA2aAgent();
+    plain.behaviour = "task";
     // API Gateway's HTTP API on loopback: each request to the API function as a payload 2.0 event.
     gateway = createServer(async (req, res) => {
       let text = "";
@@ -161,7 +166,12 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
     const toolsFile = join(dir, "tools.json");
     writeFileSync(
       toolsFile,
-      JSON.stringify({ tools: { venue_desk: { kind: "a2a", url: agent.url, timeoutMs: CALL_TIMEOUT_MS } } }),
+      JSON.stringify({
+        tools: {
+          venue_desk: { kind: "a2a", url: agent.url, timeoutMs: CALL_TIMEOUT_MS },
+          plain_desk: { kind: "a2a", url: plain.url, timeoutMs: CALL_TIMEOUT_MS },
+        },
+      }),
     );
     world = await startAwsWorld({
       name: "arbor-a2a-push",
@@ -216,6 +226,7 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
     await toolPeer?.close();
     await rt?.close();
     await agent?.close();
+    await plain?.close();
     gateway?.closeAllConnections();
     await new Promise((r) => gateway?.close(r));
     await world?.close();
@@ -310,6 +321,35 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
     await agent.finish(remoteTaskId);
     await drain();
     expect(await audit(leafId)).toEqual(["venue_desk:requested", "venue_desk:completed"]);
+  });
+
+  it("an agent whose card does not offer push is waited on as before; the unused callback is no wait", async () => {
+    desk = "plain_desk";
+    try {
+      const sent = await call(apiEvent("POST", "/v1/messages", { key: admin.key, body: { text: ASK } }));
+      const rootTaskId = String(sent.json.rootTaskId);
+      await drain();
+      expect((await rt.tasks.view(rootTaskId))?.status).toBe("done");
+      const [leaf] = await rt.tasks.children(rootTaskId);
+      const leafId = leaf?.taskId ?? "";
+      expect(await audit(leafId)).toEqual(["plain_desk:requested", "plain_desk:completed"]);
+      // Sent blocking, without a push config.
+      const send = plain.requests.find((r) => r.rpcMethod === "SendMessage");
+      expect((send?.params as { configuration?: Record<string, unknown> }).configuration).not.toHaveProperty(
+        "taskPushNotificationConfig",
+      );
+      expect(plain.messages.map((m) => m.blocking)).toEqual([true]);
+      // The step recorded a callback before the call (it cannot know the card): nothing points to
+      // it, it is not pending, and it expires.
+      const sending = (await rt.state.byStatus<RemoteCall>("remote-call", "sending")).items.filter(
+        (c) => c.data.taskId === leafId,
+      );
+      expect(sending).toHaveLength(1);
+      expect(sending[0]?.expiresAt).toBeDefined();
+      expect((await pendingCalls()).filter((c) => c.data.taskId === leafId)).toEqual([]);
+    } finally {
+      desk = "venue_desk";
+    }
   });
 
   it("a lost push: at the deadline the watchdog re-drives the leaf and the tool function asks the agent once", async () => {
