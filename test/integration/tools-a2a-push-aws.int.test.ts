@@ -335,9 +335,10 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
       expect(await audit(leafId)).toEqual(["plain_desk:requested", "plain_desk:completed"]);
       // Sent blocking, without a push config.
       const send = plain.requests.find((r) => r.rpcMethod === "SendMessage");
-      expect((send?.params as { configuration?: Record<string, unknown> }).configuration).not.toHaveProperty(
-        "taskPushNotificationConfig",
-      );
+      const configuration = (send?.params as { configuration?: Record<string, unknown> } | undefined)
+        ?.configuration;
+      expect(configuration).toBeDefined();
+      expect(configuration).not.toHaveProperty("taskPushNotificationConfig");
       expect(plain.messages.map((m) => m.blocking)).toEqual([true]);
       // The step recorded a callback before the call (it cannot know the card): nothing points to
       // it, it is not pending, and it expires.
