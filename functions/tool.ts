@@ -5,12 +5,14 @@ import { EmfMetrics } from "../shared/observability/emf-metrics.ts";
 import { componentLogger } from "../shared/observability/logger.ts";
 import { meteredAudit } from "../shared/observability/metered.ts";
 import type { InvocationMetrics } from "../shared/ports/metrics.ts";
-import type { ToolContext, ToolPort } from "../shared/ports/tools.ts";
+import type { ToolContext, ToolPort, ToolResult } from "../shared/ports/tools.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws.ts";
 import { type AwsToolsOptions, openAwsToolService } from "../shared/runtime/aws-tools.ts";
 import {
   type ExecuteToolResponse,
   type ListToolsResponse,
+  type SettleToolResponse,
+  type ToolFunctionRequest,
   ToolFunctionRequestSchema,
 } from "../shared/tools/tool-function-protocol.ts";
 
@@ -21,6 +23,11 @@ import {
  * registry's lambda tools, their settings and headers, the MCP and A2A connections (opened at its
  * cold start), the outbound guard. The ready and turn steps call it synchronously through
  * LambdaToolPort (shared/adapters/aws/lambda-tool-port.ts).
+ *
+ * An A2A agent that offers push is given the callback the turn step made and recorded (the
+ * request's `context.callback`): the call comes back `pending` and the turn ends. SettleTool
+ * settles such a call later, with the push the API function received or, at its deadline, by
+ * asking the agent once (GetTask), and records its outcome in the audit log, here, where the tool is.
  *
  * A tool's own failures (invalid arguments, unknown tool, policy deny, a throw, a timeout, a huge
  * result) are results, recorded in the audit log, never thrown. The handler throws only for input
@@ -47,7 +54,7 @@ export interface ToolLambdaContext {
 export type ToolHandler = ((
   input: unknown,
   context?: ToolLambdaContext,
-) => Promise<ListToolsResponse | ExecuteToolResponse>) & { close(): Promise<void> };
+) => Promise<ListToolsResponse | ExecuteToolResponse | SettleToolResponse>) & { close(): Promise<void> };
 
 /** Time kept back from Lambda's deadline so a call still out is recorded as failed before it. */
 const DEADLINE_MARGIN_MS = 5_000;
@@ -73,8 +80,9 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
     const parsed = ToolFunctionRequestSchema.safeParse(input);
     if (!parsed.success) {
       throw new ValidationError(
-        'Invalid tool function input: expected { "op": "ListTools" } or { "op": "ExecuteTool", "tool", ' +
-          '"arguments", "context": { "taskId", "actor", "callId", "allowedTools" } }, as LambdaToolPort sends it',
+        'Invalid tool function input: expected { "op": "ListTools" }, { "op": "ExecuteTool", "tool", ' +
+          '"arguments", "context": { "taskId", "actor", "callId", "allowedTools" } } or { "op": "SettleTool", ' +
+          '"tool", "pending", "pushed", "context" }, as LambdaToolPort sends them',
         formatIssues(parsed.error),
       );
     }
@@ -83,29 +91,63 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
     if (request.op === "ListTools") return { tools: service.list() };
     const started = Date.now();
     const remaining = lambda?.getRemainingTimeInMillis?.();
+    const { callback, ...given } = request.context;
     const context: ToolContext = {
-      taskId: request.context.taskId,
-      actor: request.context.actor,
-      callId: request.context.callId,
-      ...(request.context.allowedTools ? { allowedTools: request.context.allowedTools } : {}),
+      taskId: given.taskId,
+      actor: given.actor,
+      callId: given.callId,
+      ...(given.allowedTools ? { allowedTools: given.allowedTools } : {}),
+      // Made and recorded by the turn step (LambdaToolPort): an A2A agent that pushes gets it.
+      ...(callback && request.op === "ExecuteTool" ? { callback } : {}),
       ...(remaining !== undefined
         ? { signal: AbortSignal.timeout(Math.max(1, remaining - DEADLINE_MARGIN_MS)) }
         : {}),
     };
-    const result = await service.execute(request.tool, request.arguments, context);
-    log.info("tool call done", {
-      tool: request.tool,
-      urn: request.context.taskId,
-      callId: request.context.callId,
-      isError: result.isError === true,
-      durationMs: Date.now() - started,
-      ...(lambda?.awsRequestId ? { requestId: lambda.awsRequestId } : {}),
-    });
-    return {
-      result: result.isError ? { content: result.content, isError: true } : { content: result.content },
+    const done = (result: ToolResult, what: string) => {
+      log.info(what, {
+        tool: request.tool,
+        urn: given.taskId,
+        callId: given.callId,
+        isError: result.isError === true,
+        ...(result.pending ? { remoteTaskId: result.pending.remoteTaskId } : {}),
+        durationMs: Date.now() - started,
+        ...(lambda?.awsRequestId ? { requestId: lambda.awsRequestId } : {}),
+      });
+      return { result: wire(result) };
     };
+    if (request.op === "SettleTool") return settle(service, request, context, done);
+    return done(await service.execute(request.tool, request.arguments, context), "tool call done");
   };
   return Object.assign(handle, { close: instance.close });
+}
+
+/** A ToolResult as it crosses the wire: only the fields the protocol names. */
+const wire = (r: ToolResult): ToolResult => ({
+  content: r.content,
+  ...(r.isError ? { isError: true } : {}),
+  ...(r.pending ? { pending: r.pending } : {}),
+});
+
+/**
+ * SettleTool (ToolPort.settle, for the turn step's deadline and the API function's push route): a
+ * push about another task is `invalid` (nothing recorded), a push that says the remote still works
+ * is `running`, anything else the call's recorded outcome.
+ */
+async function settle(
+  service: ToolPort,
+  request: Extract<ToolFunctionRequest, { op: "SettleTool" }>,
+  context: ToolContext,
+  done: (result: ToolResult, what: string) => { result: ToolResult },
+): Promise<SettleToolResponse> {
+  if (!service.settle)
+    return { invalid: "This tool function cannot settle a call a remote agent was handed" };
+  try {
+    const result = await service.settle(request.tool, request.pending, request.pushed, context);
+    return result ? done(result, "remote call settled") : { running: true };
+  } catch (e) {
+    if (e instanceof ValidationError) return { invalid: e.message };
+    throw e;
+  }
 }
 
 interface Instance {

@@ -298,6 +298,12 @@ export class EngineStack extends Stack {
     // The API function queues what it records (a subscription's first notification, a redrive).
     this.notify.grantQueue(this.api.function.role);
     this.api.function.function.addEnvironment("ARBOR_NOTIFY_QUEUE_URL", this.notify.deliveries.queueUrl);
+    // The steps that run tools make the callback an A2A agent that pushes is given (the tool
+    // function has no public URL: the API's endpoint there would close a cycle, API -> API function
+    // -> tool function -> API). The push comes to the API function, which settles the call
+    // through the tool function (SettleTool).
+    for (const route of ROUTES.filter((r) => r.runsTools))
+      this.steps[route.name].function.addEnvironment("ARBOR_PUBLIC_URL", this.api.gateway.url);
     new CfnOutput(this, ENGINE_OUTPUT_KEYS.notify, {
       value: this.notify.handler.function.functionName,
       description: "Notify function: webhook deliveries (A2A push, HTTP callbacks)",

@@ -31,6 +31,22 @@ export interface ToolContext {
    * record before the agent can use it (a push may come before the send has its answer).
    */
   handOff?: (callback: { callbackId: string; tokenHash: string }) => Promise<void>;
+  /**
+   * A callback the caller made and put on record already (through its own handOff), for a tool
+   * that runs elsewhere: the tool function on AWS, which cannot record one (LambdaToolPort makes it
+   * in the turn step and sends it with the call). A binding that hands off uses it instead of
+   * making its own, and calls no handOff for it.
+   */
+  callback?: GivenCallback;
+}
+
+/** A callback made and recorded by the caller (ToolContext.callback): the push comes to `url`. */
+export interface GivenCallback {
+  callbackId: string;
+  /** The bearer token the push must carry (the record keeps only its hash). */
+  token: string;
+  /** `<public URL>/v1/a2a-callbacks/<callbackId>`. */
+  url: string;
 }
 
 /** What earlier attempts of one call left in the audit log. */

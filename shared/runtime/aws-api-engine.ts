@@ -59,7 +59,10 @@ export const NO_MODEL: Llm = {
   },
 };
 
-/** The tools of `port` as a function that runs none sees them: listed, described, never run. */
+/**
+ * The tools of `port` as a function that runs none sees them: listed, described, never run; a call
+ * a remote agent was handed is settled through it (in the tool function) when its push comes.
+ */
 export function listingOnly(port: ToolPort): ToolPort {
   return {
     list: () => port.list(),
@@ -67,6 +70,8 @@ export function listingOnly(port: ToolPort): ToolPort {
     check: (name, args) => port.check(name, args),
     execute: (name, args, context) => NO_TOOLS.execute(name, args, context),
     history: (taskId, callId) => port.history(taskId, callId),
+    // A remote agent's push (POST /v1/a2a-callbacks/:id) is settled in the tool function.
+    ...(port.settle ? { settle: port.settle.bind(port) } : {}),
     close: () => port.close?.() ?? Promise.resolve(),
   };
 }

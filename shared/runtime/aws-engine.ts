@@ -94,6 +94,8 @@ export function openToolFunction(
     functionName,
     audit: rt.audit,
     clock: options.clock ?? (() => new Date()),
+    // The turn step's public URL: an A2A agent that pushes is given a callback under it.
+    ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
   });
 }
 

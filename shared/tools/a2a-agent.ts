@@ -20,7 +20,7 @@ import {
 } from "@a2a-js/sdk/client";
 import { ConfigError, ForbiddenError, ValidationError } from "../errors.ts";
 import type { RemoteTaskHandedOff, ToolBinding, ToolContext } from "../ports/tools.ts";
-import { newCallback, readPush, stillRunning } from "./a2a-push-client.ts";
+import { type Callback, callbackOf, newCallback, readPush, stillRunning } from "./a2a-push-client.ts";
 import { outsideTool } from "./json-schema.ts";
 
 /**
@@ -36,10 +36,11 @@ import { outsideTool } from "./json-schema.ts";
  *
  * When the card offers push (`capabilities.pushNotifications`) and Arbor knows its own public URL
  * (`callbackBase`), and the caller can settle the call later (`context.handOff`, which records the
- * callback first), the call does not wait: it is sent with `returnImmediately` and a push config
- * for a callback of its own (a2a-push-client.ts), and a task that comes back still working is
- * handed off (RemoteTaskHandedOff): the engine ends the turn, and the push, or at the deadline one
- * GetTask, settles it (`settle`).
+ * callback first; or `context.callback`, one the caller made and recorded: the tool function on
+ * AWS, which has no public URL of its own), the call does not wait: it is sent with
+ * `returnImmediately` and a push config for a callback of its own (a2a-push-client.ts), and a
+ * task that comes back still working is handed off (RemoteTaskHandedOff): the engine ends the
+ * turn, and the push, or at the deadline one GetTask, settles it (`settle`).
  *
  * The configured headers are credentials: they, and the model's messages, go only to the origin
  * of the configured URL. The card names where the agent's interfaces are; an interface on another
@@ -165,9 +166,9 @@ export async function a2aAgentBinding(
       risky: options.risky,
     },
     (args: Record<string, unknown>, context: ToolContext) =>
-      ask(client, args as { message: string; contextId?: string }, context, {
-        callbackBase: pushable && context.handOff ? options.callbackBase?.() : undefined,
-      }),
+      ask(client, args as { message: string; contextId?: string }, context, () =>
+        pushable ? callbackFor(context, options.callbackBase) : Promise.resolve(undefined),
+      ),
   );
   return {
     ...binding,
@@ -209,7 +210,7 @@ async function ask(
   client: Client,
   args: { message: string; contextId?: string },
   context: ToolContext,
-  push: { callbackBase: string | undefined },
+  pushTo: () => Promise<Callback | undefined>,
 ): Promise<string | RemoteTaskHandedOff> {
   // The tool service always gives a signal (its timeout); without one, stop at the longest timeoutMs.
   const signal = context.signal ?? AbortSignal.timeout(900_000);
@@ -231,8 +232,7 @@ async function ask(
     extensions: [],
     referenceTaskIds: [],
   };
-  const callback = push.callbackBase ? newCallback(push.callbackBase) : undefined;
-  if (callback) await context.handOff?.({ callbackId: callback.callbackId, tokenHash: callback.tokenHash });
+  const callback = await pushTo();
   const result = await client.sendMessage(
     {
       tenant: "",
@@ -267,6 +267,23 @@ async function ask(
     task = await client.getTask({ tenant: "", id: task.id, historyLength: 0 }, { signal });
   }
   return taskAnswer(task);
+}
+
+/**
+ * The call's callback, when the caller can settle the call later: the one the caller made and
+ * recorded already (ToolContext.callback: the turn step's, for the tool function on AWS), or a new
+ * one under Arbor's public URL, recorded through handOff before the agent can use it.
+ */
+async function callbackFor(
+  context: ToolContext,
+  base: (() => string | undefined) | undefined,
+): Promise<Callback | undefined> {
+  if (context.callback) return callbackOf(context.callback);
+  const publicUrl = context.handOff ? base?.() : undefined;
+  if (!publicUrl) return undefined;
+  const callback = newCallback(publicUrl);
+  await context.handOff?.({ callbackId: callback.callbackId, tokenHash: callback.tokenHash });
+  return callback;
 }
 
 const isRunning = (t: Task) =>

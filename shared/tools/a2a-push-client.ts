@@ -2,6 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { StreamResponse, Task, type TaskPushNotificationConfig, TaskState } from "@a2a-js/sdk";
 import { legacyPushNotificationToV1StreamResponse } from "@a2a-js/sdk/compat/v0_3";
 import { ValidationError } from "../errors.ts";
+import type { GivenCallback } from "../ports/tools.ts";
 
 /**
  * Arbor as an A2A client that lets a remote agent push its answer (the `a2a` tool, when the
@@ -29,6 +30,11 @@ export function newCallback(publicUrl: string): Callback {
   const callbackId = randomBytes(18).toString("base64url");
   const token = randomBytes(32).toString("base64url");
   const url = `${publicUrl.replace(/\/+$/, "")}${CALLBACK_PATH}/${callbackId}`;
+  return callbackOf({ callbackId, token, url });
+}
+
+/** The push configuration of a callback already made (ToolContext.callback, or newCallback's). */
+export function callbackOf({ callbackId, token, url }: GivenCallback): Callback {
   return {
     callbackId,
     token,

@@ -6,13 +6,38 @@ import { z } from "zod";
  * these schemas, so a change to one side that the other cannot read fails loudly, naming the field.
  */
 
+/**
+ * A callback the turn step made and recorded before the call (ToolContext.callback): an A2A agent
+ * that offers push is given it, and the call comes back pending instead of waiting.
+ */
+const GivenCallbackSchema = z
+  .object({
+    callbackId: z.string().regex(/^[A-Za-z0-9_-]{16,64}$/),
+    token: z.string().min(32).max(128),
+    url: z.url().max(2000),
+  })
+  .strict();
+
 /** The ToolContext fields that cross the wire (the signal stays behind; the service sets the key). */
 const CallContextSchema = z.object({
   taskId: z.string().min(1).max(1000),
   actor: z.string().min(1).max(1000),
   callId: z.string().min(1).max(128),
   allowedTools: z.array(z.string().min(1).max(200)).max(1000).optional(),
+  callback: GivenCallbackSchema.optional(),
 });
+
+/** A call out on a remote agent (ToolResult.pending, ports/tools.ts PendingCall). */
+const PendingCallSchema = z
+  .object({
+    callbackId: z.string().min(1).max(200),
+    tokenHash: z.string().regex(/^[0-9a-f]{64}$/),
+    remoteTaskId: z.string().min(1).max(1000),
+    deadline: z.iso.datetime(),
+    attempt: z.number().int().min(1),
+    argumentsHash: z.string().min(1).max(200),
+  })
+  .strict();
 
 export const ToolFunctionRequestSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("ListTools") }).strict(),
@@ -21,6 +46,16 @@ export const ToolFunctionRequestSchema = z.discriminatedUnion("op", [
       op: z.literal("ExecuteTool"),
       tool: z.string().min(1).max(200),
       arguments: z.record(z.string(), z.unknown()),
+      context: CallContextSchema,
+    })
+    .strict(),
+  // ToolPort.settle: a pending call, with the remote's push (absent: its deadline passed).
+  z
+    .object({
+      op: z.literal("SettleTool"),
+      tool: z.string().min(1).max(200),
+      pending: PendingCallSchema,
+      pushed: z.unknown().optional(),
       context: CallContextSchema,
     })
     .strict(),
@@ -39,7 +74,22 @@ export const ToolDescriptorSchema = z.object({
 export const ListToolsResponseSchema = z.object({ tools: z.array(ToolDescriptorSchema) });
 export type ListToolsResponse = z.infer<typeof ListToolsResponseSchema>;
 
-export const ExecuteToolResponseSchema = z.object({
-  result: z.object({ content: z.string(), isError: z.boolean().optional() }),
+const ToolResultSchema = z.object({
+  content: z.string(),
+  isError: z.boolean().optional(),
+  pending: PendingCallSchema.optional(),
 });
+
+export const ExecuteToolResponseSchema = z.object({ result: ToolResultSchema });
 export type ExecuteToolResponse = z.infer<typeof ExecuteToolResponseSchema>;
+
+/**
+ * SettleTool's answer: the call's result; `running` when the push says the remote still works
+ * (nothing recorded); `invalid` when the push is not about the call's task (nothing recorded).
+ */
+export const SettleToolResponseSchema = z.union([
+  z.object({ result: ToolResultSchema }).strict(),
+  z.object({ running: z.literal(true) }).strict(),
+  z.object({ invalid: z.string() }).strict(),
+]);
+export type SettleToolResponse = z.infer<typeof SettleToolResponseSchema>;

@@ -71,7 +71,8 @@ export interface ToolServiceOptions {
   /**
    * Where callers reach this Arbor from outside (ARBOR_PUBLIC_URL, `arbor serve --public-url`):
    * an A2A agent that offers push answers a long task there instead of holding the call. Absent:
-   * every call waits for its answer.
+   * every call waits for its answer, unless its caller gives a callback (ToolContext.callback: the
+   * tool function on AWS).
    */
   publicUrl?: string | (() => string | undefined);
 }

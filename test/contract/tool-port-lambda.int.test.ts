@@ -8,7 +8,12 @@ import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
 import { ASSISTANT, openToolWorld, TASK, type ToolWorld } from "../e2e/tool-world.ts";
 import { type LambdaHandler, LambdaInvokePeer, type LambdaPeerOptions } from "../peers/lambda-invoke.ts";
-import { contractBindings, type ToolRuns, toolPortContract } from "./tool-port.contract.ts";
+import {
+  CONTRACT_PUBLIC_URL,
+  contractBindings,
+  type ToolRuns,
+  toolPortContract,
+} from "./tool-port.contract.ts";
 
 /**
  * The Lambda-backed ToolPort of the engine's steps on AWS, through the real `@aws-sdk/client-lambda`
@@ -60,7 +65,8 @@ toolPortContract(
   "LambdaToolPort -> tool function (real Lambda client, local Invoke peer)",
   async (bindings) => {
     const r = await remote(bindings);
-    const port = await openPort(r);
+    // The turn step's public URL: the port makes the callback an A2A agent that pushes is given.
+    const port = await openPort(r, { publicUrl: CONTRACT_PUBLIC_URL });
     return {
       port,
       audit: r.world.rt.audit,

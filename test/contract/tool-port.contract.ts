@@ -1,6 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ValidationError } from "../../shared/errors.ts";
 import type { AuditLog } from "../../shared/ports/audit-log.ts";
 import type { ToolBinding, ToolContext, ToolPort } from "../../shared/ports/tools.ts";
+import { callbackOf, newCallback } from "../../shared/tools/a2a-push-client.ts";
 import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
 import { jsonSchemaChecker } from "../../shared/tools/json-schema.ts";
 import type { ResourceStore } from "../../shared/use-cases/resource-store.ts";
@@ -20,9 +22,14 @@ export interface ToolPortSetup {
   close(): Promise<void>;
 }
 
+/** Arbor's public URL for the contract's callbacks: a port that makes them (LambdaToolPort) is given it. */
+export const CONTRACT_PUBLIC_URL = "https://arbor.example.com";
+
 /** What the bindings saw: every run, with the context the tool got. */
 export interface ToolRuns {
   runs: { tool: string; args: Record<string, unknown>; context: ToolContext }[];
+  /** The push URLs `remote_desk` gave its agent. */
+  pushUrls: string[];
   /** `slow` waits for this to be called. */
   release: () => void;
 }
@@ -32,7 +39,7 @@ const HUGE = 100_000;
 /** The tools every port is set up with. */
 export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } {
   let release = () => {};
-  const seen: ToolRuns = { runs: [], release: () => release() };
+  const seen: ToolRuns = { runs: [], pushUrls: [], release: () => release() };
   const tool = (
     name: string,
     parameters: Record<string, unknown>,
@@ -59,6 +66,45 @@ export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } 
     required: ["text"],
     additionalProperties: false,
   };
+  // A remote agent that pushes (as tools/a2a-agent.ts with a card that offers push): the call is
+  // handed off with the caller's callback (ToolContext.callback) or one it makes and records
+  // through handOff; without either it waits. Its push is `{ taskId, state }`.
+  const remote: ToolBinding = {
+    ...tool("remote_desk", text, () => ""),
+    descriptor: {
+      name: "remote_desk",
+      kind: "a2a",
+      description: "The contract's remote agent that pushes",
+      parameters: text,
+      risky: false,
+      pure: false,
+    },
+    run: async (args, context) => {
+      seen.runs.push({ tool: "remote_desk", args, context });
+      const callback = context.callback
+        ? callbackOf(context.callback)
+        : context.handOff
+          ? newCallback(CONTRACT_PUBLIC_URL)
+          : undefined;
+      if (!callback) return `remote: ${String(args.text)} (waited)`;
+      if (!context.callback)
+        await context.handOff?.({ callbackId: callback.callbackId, tokenHash: callback.tokenHash });
+      seen.pushUrls.push(callback.config.url);
+      return {
+        kind: "remote-task-handed-off",
+        callbackId: callback.callbackId,
+        tokenHash: callback.tokenHash,
+        remoteTaskId: `remote-${String(args.text)}`,
+      };
+    },
+    settle: async (remoteTaskId, pushed) => {
+      if (pushed === undefined) return `asked: ${remoteTaskId} is done`;
+      const push = pushed as { taskId?: string; state?: string };
+      if (push.taskId !== remoteTaskId)
+        throw new ValidationError(`The push is about task ${push.taskId}, not ${remoteTaskId}`);
+      return push.state === "working" ? undefined : `pushed: ${remoteTaskId} ${push.state}`;
+    },
+  };
   const bindings = [
     tool("echo", text, (args) => `echo: ${String(args.text)}`),
     tool("send_note", text, (args) => `sent: ${String(args.text)}`, { risky: true }),
@@ -74,6 +120,7 @@ export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } 
           release = () => resolve("slow: done");
         }),
     ),
+    remote,
   ];
   return { bindings, seen };
 }
@@ -86,7 +133,7 @@ export function toolPortContract(
     let s: ToolPortSetup;
     let seen: ToolRuns;
     let n = 0;
-    const ALL = ["echo", "send_note", "boom", "huge", "slow"];
+    const ALL = ["echo", "send_note", "boom", "huge", "slow", "remote_desk"];
     const context = (allowedTools: readonly string[] = ALL): ToolContext => ({
       taskId: TASK,
       actor: ASSISTANT,
@@ -203,6 +250,66 @@ export function toolPortContract(
         last: "completed",
         idempotencyKey: key,
       });
+    });
+
+    it("hands a call to a remote agent that pushes: pending with the recorded callback, then settled once by its push", async () => {
+      const c = context();
+      const handedOff: { callbackId: string; tokenHash: string }[] = [];
+      const handOff = async (callback: { callbackId: string; tokenHash: string }) => {
+        handedOff.push(callback);
+      };
+      const result = await s.port.execute("remote_desk", { text: "venue" }, { ...c, handOff });
+      // The callback was on record (handOff) before the agent got it, under Arbor's public URL.
+      expect(handedOff).toHaveLength(1);
+      const [callback] = handedOff;
+      expect(seen.pushUrls).toEqual([`${CONTRACT_PUBLIC_URL}/v1/a2a-callbacks/${callback?.callbackId}`]);
+      expect(result).toEqual({
+        content: "remote_desk: the remote agent is working on task remote-venue",
+        pending: {
+          callbackId: callback?.callbackId,
+          tokenHash: callback?.tokenHash,
+          remoteTaskId: "remote-venue",
+          deadline: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+          attempt: 1,
+          argumentsHash: expect.any(String),
+        },
+      });
+      expect(await stages(c.callId)).toEqual(["requested:1"]);
+      const pending = result.pending as NonNullable<typeof result.pending>;
+
+      // Still working: nothing recorded. About another task: refused, nothing recorded.
+      expect(
+        await s.port.settle?.("remote_desk", pending, { taskId: "remote-venue", state: "working" }, c),
+      ).toBe(undefined);
+      await expect(
+        s.port.settle?.("remote_desk", pending, { taskId: "elsewhere", state: "completed" }, c),
+      ).rejects.toBeInstanceOf(ValidationError);
+      expect(await stages(c.callId)).toEqual(["requested:1"]);
+      // Done: the outcome, recorded for the attempt that was out, with its arguments' hash.
+      expect(
+        await s.port.settle?.("remote_desk", pending, { taskId: "remote-venue", state: "completed" }, c),
+      ).toEqual({ content: "pushed: remote-venue completed" });
+      expect(await stages(c.callId)).toEqual(["requested:1", "completed:1"]);
+      const hashes = (await s.audit.forTask(TASK))
+        .filter((r) => r.callId === c.callId)
+        .map((r) => r.argumentsHash);
+      expect(new Set(hashes)).toEqual(new Set([pending.argumentsHash]));
+    });
+
+    it("settles a pending call whose push never came by asking the remote once; a caller that cannot settle later waits", async () => {
+      const c = context();
+      const out = await s.port.execute("remote_desk", { text: "hall" }, { ...c, handOff: async () => {} });
+      const pending = out.pending as NonNullable<typeof out.pending>;
+      expect(await s.port.settle?.("remote_desk", pending, undefined, c)).toEqual({
+        content: "asked: remote-hall is done",
+      });
+      expect(await stages(c.callId)).toEqual(["requested:1", "completed:1"]);
+
+      const w = context();
+      expect(await s.port.execute("remote_desk", { text: "room" }, w)).toEqual({
+        content: "remote: room (waited)",
+      });
+      expect(await stages(w.callId)).toEqual(["requested:1", "completed:1"]);
     });
 
     it("joins a call that is still out instead of running it twice, and says it is running", async () => {

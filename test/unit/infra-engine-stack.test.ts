@@ -236,9 +236,17 @@ describe("functions", () => {
         ARBOR_MODEL_PROVIDER: "bedrock",
         ARBOR_MODEL: DEFAULT_MODEL,
       });
-      // Lambda sets AWS_REGION itself; CloudFormation fills in the references.
+      // Lambda sets AWS_REGION itself; CloudFormation fills in the references (the ready and turn
+      // steps' ARBOR_PUBLIC_URL: the API's endpoint).
       const env = Object.fromEntries(
-        Object.entries(vars).map(([k, v]) => [k, typeof v === "string" ? v : "value-from-cloudformation"]),
+        Object.entries(vars).map(([k, v]) => [
+          k,
+          typeof v === "string"
+            ? v
+            : k === "ARBOR_PUBLIC_URL"
+              ? "https://abc123.execute-api.eu-west-1.amazonaws.com"
+              : "value-from-cloudformation",
+        ]),
       );
       const config = loadConfig({ ...env, AWS_REGION: "eu-west-1" });
       expect(config).toMatchObject({

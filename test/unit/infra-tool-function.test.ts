@@ -69,6 +69,12 @@ const modelCallers = (s: Synthesized) => [
   ["watchdog", s.engine.watchdog] as const,
 ];
 
+/** What CloudFormation puts in the variables the template computes (a Ref, the API's endpoint). */
+const CFN_VALUES: Record<string, string> = {
+  ARBOR_TOOL_FUNCTION: "arbor-prod-engine-Tools",
+  ARBOR_PUBLIC_URL: "https://abc123.execute-api.eu-west-1.amazonaws.com",
+};
+
 let plain: Synthesized;
 let withTools: Synthesized;
 beforeAll(() => {
@@ -114,14 +120,24 @@ describe("the tool function", () => {
       expect([name, vars.ARBOR_TOOL_FUNCTION]).toEqual([name, runsTools ? ref : undefined]);
       if (!runsTools) continue;
       const env = Object.fromEntries(
-        Object.entries(vars).map(([k, v]) => [
-          k,
-          typeof v === "string" ? v : k === "ARBOR_TOOL_FUNCTION" ? "arbor-prod-engine-Tools" : "from-cfn",
-        ]),
+        Object.entries(vars).map(([k, v]) => [k, typeof v === "string" ? v : (CFN_VALUES[k] ?? "from-cfn")]),
       );
       expect(loadConfig({ ...env, AWS_REGION: "eu-west-1" })).toMatchObject({
         toolFunction: "arbor-prod-engine-Tools",
+        publicUrl: CFN_VALUES.ARBOR_PUBLIC_URL,
       });
+    }
+  });
+
+  it("has no public URL; the ready and turn steps have the API's, for the callbacks of A2A agents that push", () => {
+    const apiUrl = plain.template.findOutputs(ENGINE_OUTPUT_KEYS.apiUrl)[ENGINE_OUTPUT_KEYS.apiUrl]?.Value;
+    expect(apiUrl).toBeDefined();
+    const toolVars = fnProps(plain, plain.engine.tools.handler.function).Environment.Variables;
+    expect(toolVars).not.toHaveProperty("ARBOR_PUBLIC_URL");
+    for (const [name, fn] of modelCallers(plain)) {
+      const vars = fnProps(plain, fn.function).Environment.Variables;
+      const runsTools = ROUTES.find((r) => r.name === name)?.runsTools === true;
+      expect([name, vars.ARBOR_PUBLIC_URL]).toEqual([name, runsTools ? apiUrl : undefined]);
     }
   });
 

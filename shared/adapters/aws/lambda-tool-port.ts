@@ -10,12 +10,22 @@ import {
 } from "../../errors.ts";
 import { componentLogger } from "../../observability/logger.ts";
 import type { AuditLog } from "../../ports/audit-log.ts";
-import type { CallHistory, ToolContext, ToolDescriptor, ToolPort, ToolResult } from "../../ports/tools.ts";
+import type {
+  CallHistory,
+  GivenCallback,
+  PendingCall,
+  ToolContext,
+  ToolDescriptor,
+  ToolPort,
+  ToolResult,
+} from "../../ports/tools.ts";
+import { newCallback } from "../../tools/a2a-push-client.ts";
 import { CallRecord, historyOf } from "../../tools/call-record.ts";
 import { jsonSchemaChecker } from "../../tools/json-schema.ts";
 import {
   ExecuteToolResponseSchema,
   ListToolsResponseSchema,
+  SettleToolResponseSchema,
   type ToolFunctionRequest,
 } from "../../tools/tool-function-protocol.ts";
 
@@ -42,6 +52,10 @@ import {
  *   now from this process, which a second execute of the same call joins instead of repeating.
  * - No retries of an Invoke that reached the function: a retry after a lost answer could run an
  *   effect twice. A throttled Invoke (the function did not run) is retried a few times.
+ * - An A2A agent that offers push (with `publicUrl`, for a caller with handOff: the turn step):
+ *   the callback is made and recorded here and sent with the call; the function's answer is then
+ *   `pending` and the turn ends. `settle` (SettleTool) settles it in the function, with the push
+ *   the API function received or, at the deadline, by asking the agent once.
  */
 
 /** The tool function's timeout (the engine stack sets it): a call's answer comes within it. */
@@ -69,6 +83,12 @@ export interface LambdaToolPortOptions {
   throttleBackoffMs?: readonly number[];
   /** Destroy the client on close (default: false, the caller owns it). */
   ownsClient?: boolean;
+  /**
+   * Where callers reach this Arbor (ARBOR_PUBLIC_URL of the turn step): with it, an `a2a` call of a
+   * caller that can settle it later (ToolContext.handOff) gets a callback made and recorded here,
+   * which the tool function gives an agent that offers push. Absent: every call waits.
+   */
+  publicUrl?: string;
 }
 
 const log = componentLogger("tool-port");
@@ -158,12 +178,7 @@ export class LambdaToolPort implements ToolPort {
       op: "ExecuteTool",
       tool: name,
       arguments: args,
-      context: {
-        taskId: context.taskId,
-        actor: context.actor,
-        callId: context.callId,
-        ...(context.allowedTools ? { allowedTools: [...context.allowedTools] } : {}),
-      },
+      context: { ...wireContext(context), ...(await this.#callback(name, context)) },
     };
     try {
       const { payload } = await invoke(this.#options, request, this.#options.invokeTimeoutMs, context.signal);
@@ -173,8 +188,8 @@ export class LambdaToolPort implements ToolPort {
           `the tool function answered ExecuteTool with something else than { result: { content } }`,
           { details: { mayHaveRun: true } },
         );
-      const { content, isError } = parsed.data.result;
-      return isError ? { content, isError } : { content };
+      const { content, isError, pending } = parsed.data.result;
+      return { content, ...(isError ? { isError } : {}), ...(pending ? { pending } : {}) };
     } catch (e) {
       const error = asToolFunctionError(this.#options.functionName, e);
       if (this.#closed) throw error;
@@ -187,6 +202,59 @@ export class LambdaToolPort implements ToolPort {
       });
       return this.#failed(name, args, context, before, error);
     }
+  }
+
+  /**
+   * The callback an A2A agent that offers push may be given: made here (the tool function has no
+   * public URL) and put on record through the caller's handOff before the call goes out, as the
+   * binding does in process (tools/a2a-agent.ts). Only for `a2a` tools of a caller that can settle
+   * the call later; a callback the agent is never given (it does not push, or it answered at once)
+   * is a record nothing points to, which expires.
+   */
+  async #callback(name: string, context: ToolContext): Promise<{ callback?: GivenCallback }> {
+    const { publicUrl } = this.#options;
+    if (!publicUrl || !context.handOff || this.#tools.get(name)?.descriptor.kind !== "a2a") return {};
+    const { callbackId, token, tokenHash, config } = newCallback(publicUrl);
+    await context.handOff({ callbackId, tokenHash });
+    return { callback: { callbackId, token, url: config.url } };
+  }
+
+  /**
+   * Settles a call a remote agent was handed (ToolPort.settle), in the tool function, which holds
+   * the tool and records the outcome (SettleTool). A push about another task is a ValidationError;
+   * a tool function that cannot be reached throws (the push is answered 5xx and sent again; the
+   * turn step that asks at the deadline fails and is re-driven).
+   */
+  async settle(
+    name: string,
+    pending: PendingCall,
+    pushed: unknown,
+    context: ToolContext,
+  ): Promise<ToolResult | undefined> {
+    const request: ToolFunctionRequest = {
+      op: "SettleTool",
+      tool: name,
+      pending,
+      ...(pushed !== undefined ? { pushed } : {}),
+      context: wireContext(context),
+    };
+    let payload: unknown;
+    try {
+      ({ payload } = await invoke(this.#options, request, this.#options.invokeTimeoutMs, context.signal));
+    } catch (e) {
+      throw asToolFunctionError(this.#options.functionName, e);
+    }
+    const parsed = SettleToolResponseSchema.safeParse(payload);
+    if (!parsed.success)
+      throw new UnavailableError(
+        "the tool function answered SettleTool with something else than { result }, { running } or { invalid }: " +
+          "deploy the engine stack's functions from one commit",
+      );
+    const answer = parsed.data;
+    if ("invalid" in answer) throw new ValidationError(answer.invalid);
+    if ("running" in answer) return undefined;
+    const { content, isError } = answer.result;
+    return isError ? { content, isError } : { content };
   }
 
   /**
@@ -223,6 +291,14 @@ export class LambdaToolPort implements ToolPort {
     return record.failed(reason, `${name} failed: ${error.message}.${outcome}`);
   }
 }
+
+/** The ToolContext fields that cross the wire (tool-function-protocol.ts). */
+const wireContext = (context: ToolContext) => ({
+  taskId: context.taskId,
+  actor: context.actor,
+  callId: context.callId,
+  ...(context.allowedTools ? { allowedTools: [...context.allowedTools] } : {}),
+});
 
 /**
  * Compiles a tool's checker when it is first needed (most steps check no arguments). A schema this
