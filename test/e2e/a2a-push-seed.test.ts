@@ -7,6 +7,7 @@ import { ArborCaller } from "../../shared/channels/a2a-store.ts";
 import { ArborA2aTasks } from "../../shared/channels/a2a-tasks.ts";
 import { authenticatedAs } from "../../shared/ports/key-store.ts";
 import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local-notify.ts";
+import { seed003Request } from "../fixtures/seed-003.ts";
 import { ANSWER, a2aScript, ada, serveA2a, TEAM } from "./a2a-fixtures.ts";
 import { Harness } from "./engine-harness.ts";
 import { type Receiver, startReceiver, until } from "./notify-fixture.ts";
@@ -38,32 +39,6 @@ afterAll(async () => {
   await h?.close();
 });
 
-/** Seed 003 section 8.1's request, as its document writes it. */
-function seedRequest(webhook: string, token: string): string {
-  return `{
-  "jsonrpc": "2.0",
-  "id": "${randomUUID()}",
-  "method": "message/send",
-  "params": {
-    "message": {
-      "kind": "message",
-      "messageId": "${randomUUID()}",
-      "role": "user",
-      "parts": [{ "kind": "text", "text": "What is the cost per person?" }],
-      "contextId": "${randomUUID()}"
-    },
-    "configuration": {
-      "blocking": false,
-      "acceptedOutputModes": ["text/plain", "application/json"],
-      "pushNotificationConfig": {
-        "url": "${webhook}",
-        "token": "${token}"
-      }
-    }
-  }
-}`;
-}
-
 /** The final Task the webhook at `path` received with `token`, checked as seed 003 section 8.3 reads it. */
 async function finalTaskAt(path: string, token: string, taskId: string | undefined): Promise<void> {
   const completed = (r: Receiver["got"][number]) =>
@@ -83,7 +58,7 @@ async function finalTaskAt(path: string, token: string, taskId: string | undefin
 describe("seed 003 section 8.1, verbatim", () => {
   it("message/send with blocking false and a push config: an ACK at once, then the final Task at the webhook", async () => {
     const token = randomUUID();
-    const body = seedRequest(`${receiver.url}/api/webhook/tasks`, token);
+    const body = seed003Request(`${receiver.url}/api/webhook/tasks`, token);
     const res = await fetch(`${served.url}/a2a`, {
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer ${ada.key}` },
@@ -116,7 +91,7 @@ describe("seed 003 section 8.1, verbatim", () => {
     });
     expect(context.requestedVersion).toBe("0.3");
     const token = randomUUID();
-    const out = (await legacy.handle(seedRequest(`${receiver.url}/seed/in-process`, token), context)) as {
+    const out = (await legacy.handle(seed003Request(`${receiver.url}/seed/in-process`, token), context)) as {
       result?: { id: string; kind: string; status: { state: string } };
       error?: unknown;
     };

@@ -23,6 +23,7 @@ import { deliveryOfMessage } from "../../shared/ports/delivery-queue.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import { type Receiver, startReceiver } from "../e2e/notify-fixture.ts";
+import { seed003Request } from "../fixtures/seed-003.ts";
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import type { ConverseWireRequest } from "../peers/fake-bedrock.ts";
@@ -337,28 +338,7 @@ describe("webhook deliveries on AWS: the notify function between the engine's ev
 
   it("seed 003 section 8.1 verbatim (0.3 message/send, blocking false, no version header): an ACK, then the final Task with the bearer token", async () => {
     const token = randomUUID();
-    const body = `{
-  "jsonrpc": "2.0",
-  "id": "${randomUUID()}",
-  "method": "message/send",
-  "params": {
-    "message": {
-      "kind": "message",
-      "messageId": "${randomUUID()}",
-      "role": "user",
-      "parts": [{ "kind": "text", "text": "What is the cost per person?" }],
-      "contextId": "${randomUUID()}"
-    },
-    "configuration": {
-      "blocking": false,
-      "acceptedOutputModes": ["text/plain", "application/json"],
-      "pushNotificationConfig": {
-        "url": "${receiver.url}/api/webhook/seed-03",
-        "token": "${token}"
-      }
-    }
-  }
-}`;
+    const body = seed003Request(`${receiver.url}/api/webhook/seed-03`, token);
     const event = apiEvent("POST", "/a2a", { key: partner.key });
     const ack = await call({
       ...event,
