@@ -226,6 +226,16 @@ export async function receivePush(
 async function keepEarly(deps: EngineDeps, record: StateRecord<RemoteCall>, body: unknown): Promise<boolean> {
   // The latest are kept: an agent says it is working as often as it likes, and its final state comes last.
   const early = [...(record.data.early ?? []), body].slice(-MAX_EARLY);
+  return rewrite(deps, record, "sending", { ...record.data, early });
+}
+
+/** The record in a new status with new data, if nobody wrote it since it was read (false if somebody did). */
+async function rewrite(
+  deps: EngineDeps,
+  record: StateRecord<RemoteCall>,
+  status: string,
+  data: RemoteCall,
+): Promise<boolean> {
   try {
     await deps.state.transact([
       {
@@ -234,10 +244,10 @@ async function keepEarly(deps: EngineDeps, record: StateRecord<RemoteCall>, body
           key: record.key,
           kind: KIND,
           parent: record.data.taskId,
-          status: "sending",
+          status,
           updatedAt: deps.clock().toISOString(),
           ...(record.expiresAt ? { expiresAt: record.expiresAt } : {}),
-          data: { ...record.data, early },
+          data,
         },
         expectedVersion: record.version,
       },
@@ -256,28 +266,9 @@ async function settleRecord(
   result: ToolResult,
 ): Promise<ToolResult | undefined> {
   const { pending: _, ...kept } = result;
-  try {
-    await deps.state.transact([
-      {
-        op: "put",
-        record: {
-          key: record.key,
-          kind: KIND,
-          parent: record.data.taskId,
-          status: "settled",
-          updatedAt: deps.clock().toISOString(),
-          ...(record.expiresAt ? { expiresAt: record.expiresAt } : {}),
-          data: { ...record.data, result: kept },
-        },
-        expectedVersion: record.version,
-      },
-    ]);
-    return undefined;
-  } catch (e) {
-    if (!(e instanceof ConflictError)) throw e;
-    const now = await deps.state.get<RemoteCall>(record.key);
-    return now?.data.result ?? result;
-  }
+  if (await rewrite(deps, record, "settled", { ...record.data, result: kept })) return undefined;
+  const now = await deps.state.get<RemoteCall>(record.key);
+  return now?.data.result ?? result;
 }
 
 function sameHash(token: string, hexHash: string): boolean {
