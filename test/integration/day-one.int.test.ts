@@ -9,9 +9,10 @@ import type { AwsConfig } from "../../shared/config.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
-import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
+import type { FakeBedrock } from "../peers/fake-bedrock.ts";
 import type { LaggingIndex } from "../peers/lagging-dynamo.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
+import { planningModel } from "../peers/planning-model.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**
@@ -68,25 +69,21 @@ const EMAIL = { to: "team@example.com", subject: "Team lunch", body: "Friday at 
 const ANSWER = "Lunch for 12 costs 240 EUR; the invitation went out.";
 
 /** The model's side: one plan, two leaves (a calculation; an email, which is risky), one evaluation. */
-function answer(request: ConverseWireRequest) {
-  const forced = request.toolConfig?.toolChoice?.tool?.name;
-  if (forced === "create_plan") return { toolCalls: [{ name: "create_plan", arguments: PLAN }] };
-  if (forced === "report_evaluation")
-    return {
-      toolCalls: [{ name: "report_evaluation", arguments: { passed: true, reason: "both", answer: ANSWER } }],
-    };
-  const messages = request.messages ?? [];
-  const prompt = messages[0]?.content?.[0]?.text ?? "";
-  const result = messages.flatMap((m) => m.content ?? []).find((b) => b.toolResult)?.toolResult;
-  const resultText = result?.content?.[0]?.text ?? "?";
-  if (prompt.includes("# Task: Cost estimate"))
-    return result
-      ? { content: `Total: ${resultText} EUR` }
-      : { toolCalls: [{ name: "calculator", arguments: { a: 12, b: 20, op: "multiply" } }] };
-  if (prompt.includes("# Task: Invitation"))
-    return result ? { content: resultText } : { toolCalls: [{ name: "send_email", arguments: EMAIL }] };
-  throw new Error(`unexpected model request: ${prompt.slice(0, 200)}`);
-}
+const answer = planningModel({
+  plan: PLAN,
+  evaluation: { reason: "both", answer: ANSWER },
+  leaf: ({ prompt, toolResult }) => {
+    if (prompt.includes("# Task: Cost estimate"))
+      return toolResult !== undefined
+        ? { content: `Total: ${toolResult} EUR` }
+        : { toolCalls: [{ name: "calculator", arguments: { a: 12, b: 20, op: "multiply" } }] };
+    if (prompt.includes("# Task: Invitation"))
+      return toolResult !== undefined
+        ? { content: toolResult }
+        : { toolCalls: [{ name: "send_email", arguments: EMAIL }] };
+    throw new Error(`unexpected model request: ${prompt.slice(0, 200)}`);
+  },
+});
 
 type Reply = {
   status: number;

@@ -14,9 +14,10 @@ import type { InvocationMetrics, MetricName } from "../../shared/ports/metrics.t
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
 import { type AwsEngineClients, createAwsEngine, policyFor } from "../../shared/runtime/aws-engine.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
-import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
+import type { FakeBedrock } from "../peers/fake-bedrock.ts";
 import type { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
+import { planningModel } from "../peers/planning-model.ts";
 import { type AwsWorld, EventBridgePlayer, MODEL, startAwsWorld } from "./aws-world.ts";
 
 /**
@@ -62,30 +63,19 @@ const INVITATION = "Lunch on Friday at noon, on the team. Reply by Wednesday.";
 const ANSWER = "Lunch for 12 costs 240 EUR; the invitation is ready.";
 
 /** The model's side of the run: one plan, two leaves (one calls the calculator), one evaluation. */
-function answer(request: ConverseWireRequest) {
-  const forced = request.toolConfig?.toolChoice?.tool?.name;
-  if (forced === "create_plan") return { toolCalls: [{ name: "create_plan", arguments: PLAN }] };
-  if (forced === "report_evaluation") {
-    return {
-      toolCalls: [
-        {
-          name: "report_evaluation",
-          arguments: { passed: true, reason: "both parts are there", answer: ANSWER },
-        },
-      ],
-    };
-  }
-  const messages = request.messages ?? [];
-  const prompt = messages[0]?.content?.[0]?.text ?? "";
-  const toolResult = messages.flatMap((m) => m.content ?? []).find((b) => b.toolResult)?.toolResult;
-  if (prompt.includes("# Task: Cost estimate")) {
-    if (!toolResult)
-      return { toolCalls: [{ name: "calculator", arguments: { a: 12, b: 20, op: "multiply" } }] };
-    return { content: `Total: ${toolResult.content?.[0]?.text ?? "?"} EUR` };
-  }
-  if (prompt.includes("# Task: Invitation")) return { content: INVITATION };
-  throw new Error(`unexpected model request: ${prompt.slice(0, 200)}`);
-}
+const answer = planningModel({
+  plan: PLAN,
+  evaluation: { reason: "both parts are there", answer: ANSWER },
+  leaf: ({ prompt, toolResult }) => {
+    if (prompt.includes("# Task: Cost estimate")) {
+      if (toolResult === undefined)
+        return { toolCalls: [{ name: "calculator", arguments: { a: 12, b: 20, op: "multiply" } }] };
+      return { content: `Total: ${toolResult} EUR` };
+    }
+    if (prompt.includes("# Task: Invitation")) return { content: INVITATION };
+    throw new Error(`unexpected model request: ${prompt.slice(0, 200)}`);
+  },
+});
 
 describe("the engine step handler on AWS adapters, driven as EventBridge drives it", () => {
   let world: AwsWorld;

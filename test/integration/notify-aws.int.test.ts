@@ -26,7 +26,7 @@ import { type Receiver, startReceiver } from "../e2e/notify-fixture.ts";
 import { seed003Request } from "../fixtures/seed-003.ts";
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
-import type { ConverseWireRequest } from "../peers/fake-bedrock.ts";
+import { planningModel } from "../peers/planning-model.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
@@ -68,29 +68,11 @@ const TEAM = {
 const ANSWER = "The cost per person is 100 EUR.";
 
 /** The model: one plan with one part, the part's answer, an evaluation that passes. */
-function model(request: ConverseWireRequest) {
-  const forced = request.toolConfig?.toolChoice?.tool?.name;
-  if (forced === "create_plan")
-    return {
-      toolCalls: [
-        {
-          name: "create_plan",
-          arguments: {
-            name: "Cost per person",
-            ...COORDINATOR,
-            subtasks: [{ name: "Cost estimate", ...ANALYST }],
-          },
-        },
-      ],
-    };
-  if (forced === "report_evaluation")
-    return {
-      toolCalls: [
-        { name: "report_evaluation", arguments: { passed: true, reason: "it is there", answer: ANSWER } },
-      ],
-    };
-  return { content: ANSWER };
-}
+const model = planningModel({
+  plan: { name: "Cost per person", ...COORDINATOR, subtasks: [{ name: "Cost estimate", ...ANALYST }] },
+  evaluation: { reason: "it is there", answer: ANSWER },
+  leaf: () => ({ content: ANSWER }),
+});
 
 /** Lambda's SQS record, as the event source mapping hands it to the function. */
 interface SqsRecord {

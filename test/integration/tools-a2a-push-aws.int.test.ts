@@ -19,8 +19,8 @@ import { guardedFetch } from "../e2e/tool-world.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
-import type { ConverseWireRequest } from "../peers/fake-bedrock.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
+import { planningModel } from "../peers/planning-model.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**
@@ -62,30 +62,14 @@ const ASK = "A venue in Lisbon for 12 people";
 let desk: "venue_desk" | "plain_desk" = "venue_desk";
 
 /** The model: a plan with one part (the venue), the part's call to the venue desk, then its answer. */
-function model(request: ConverseWireRequest) {
-  const forced = request.toolConfig?.toolChoice?.tool?.name;
-  if (forced === "create_plan")
-    return {
-      toolCalls: [
-        {
-          name: "create_plan",
-          arguments: {
-            name: "Team event",
-            ...COORDINATOR,
-            subtasks: [{ name: "Find a venue", ...ORGANISER }],
-          },
-        },
-      ],
-    };
-  if (forced === "report_evaluation")
-    return {
-      toolCalls: [{ name: "report_evaluation", arguments: { passed: true, reason: "it names one" } }],
-    };
-  const messages = request.messages ?? [];
-  const result = messages.flatMap((m) => m.content ?? []).find((b) => b.toolResult)?.toolResult;
-  if (!result) return { toolCalls: [{ name: desk, arguments: { message: ASK } }] };
-  return { content: `The venue desk says: ${result.content?.[0]?.text?.split("\n")[0] ?? "?"}` };
-}
+const model = planningModel({
+  plan: { name: "Team event", ...COORDINATOR, subtasks: [{ name: "Find a venue", ...ORGANISER }] },
+  evaluation: { reason: "it names one" },
+  leaf: ({ toolResult }) =>
+    toolResult === undefined
+      ? { toolCalls: [{ name: desk, arguments: { message: ASK } }] }
+      : { content: `The venue desk says: ${toolResult.split("\n")[0]}` },
+});
 
 describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API function resumes the leaf", () => {
   let world: AwsWorld;
