@@ -6,11 +6,11 @@ import { arborAgentCard } from "../../shared/channels/a2a-server.ts";
 import { ArborCaller } from "../../shared/channels/a2a-store.ts";
 import { ArborA2aTasks } from "../../shared/channels/a2a-tasks.ts";
 import { authenticatedAs } from "../../shared/ports/key-store.ts";
-import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local-notify.ts";
+import type { LocalNotify } from "../../shared/runtime/local-notify.ts";
 import { seed003Request } from "../fixtures/seed-003.ts";
-import { ANSWER, a2aScript, ada, serveA2a, TEAM } from "./a2a-fixtures.ts";
-import { Harness } from "./engine-harness.ts";
-import { type Receiver, startReceiver, until } from "./notify-fixture.ts";
+import { ANSWER, ada, type serveA2a } from "./a2a-fixtures.ts";
+import type { Harness } from "./engine-harness.ts";
+import { type PushWorld, type Receiver, startPushWorld, stopPushWorld, until } from "./notify-fixture.ts";
 
 /**
  * Seed 003 section 8.1's request, sent verbatim as a client written from that document sends it:
@@ -26,18 +26,12 @@ let notify: LocalNotify;
 let served: Awaited<ReturnType<typeof serveA2a>>;
 let receiver: Receiver;
 
+let world: PushWorld | undefined;
 beforeAll(async () => {
-  h = await Harness.create({ script: a2aScript(200), assistants: TEAM, settings: { electionThreshold: -1 } });
-  notify = startLocalNotify(h.engine, { notify: { allowLoopbackHttp: true }, worker: { tickMs: 60_000 } });
-  served = await serveA2a(h.engine, { notify: notify.service });
-  receiver = await startReceiver();
+  world = await startPushWorld();
+  ({ h, notify, served, receiver } = world);
 });
-afterAll(async () => {
-  await served?.close();
-  await notify?.stop();
-  await receiver?.close();
-  await h?.close();
-});
+afterAll(() => stopPushWorld(world));
 
 /** The final Task the webhook at `path` received with `token`, checked as seed 003 section 8.3 reads it. */
 async function finalTaskAt(path: string, token: string, taskId: string | undefined): Promise<void> {

@@ -5,11 +5,10 @@ import { NotifyService } from "../../shared/notify/service.ts";
 import { SUB_KIND } from "../../shared/notify/subscriptions.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { collectPages } from "../../shared/ports/state-store.ts";
-import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local-notify.ts";
+import type { LocalNotify } from "../../shared/runtime/local-notify.ts";
 import {
   ANSWER,
   a2aClient,
-  a2aScript,
   ada,
   intruder,
   partner,
@@ -17,11 +16,17 @@ import {
   rootOf,
   send,
   serveA2a,
-  TEAM,
   userMessage,
 } from "./a2a-fixtures.ts";
-import { Harness } from "./engine-harness.ts";
-import { type Receiver, startReceiver, until } from "./notify-fixture.ts";
+import type { Harness } from "./engine-harness.ts";
+import {
+  type PushWorld,
+  type Receiver,
+  startPushWorld,
+  startReceiver,
+  stopPushWorld,
+  until,
+} from "./notify-fixture.ts";
 
 /**
  * A2A push notifications (1.0) end to end: the SDK's own client sends with a push config and
@@ -34,18 +39,12 @@ let notify: LocalNotify;
 let served: Awaited<ReturnType<typeof serveA2a>>;
 let receiver: Receiver;
 
+let world: PushWorld | undefined;
 beforeAll(async () => {
-  h = await Harness.create({ script: a2aScript(200), assistants: TEAM, settings: { electionThreshold: -1 } });
-  notify = startLocalNotify(h.engine, { notify: { allowLoopbackHttp: true }, worker: { tickMs: 60_000 } });
-  served = await serveA2a(h.engine, { notify: notify.service });
-  receiver = await startReceiver();
+  world = await startPushWorld();
+  ({ h, notify, served, receiver } = world);
 });
-afterAll(async () => {
-  await served?.close();
-  await notify?.stop();
-  await receiver?.close();
-  await h?.close();
-});
+afterAll(() => stopPushWorld(world));
 
 const pushConfig = (url: string, token = "", authentication?: { scheme: string; credentials: string }) => ({
   tenant: "",

@@ -2,6 +2,9 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local-notify.ts";
+import { a2aScript, serveA2a, TEAM } from "./a2a-fixtures.ts";
+import { Harness } from "./engine-harness.ts";
 
 /**
  * What the notify tests share: a webhook receiver (a real node:http server on 127.0.0.1) that
@@ -122,4 +125,37 @@ export function verifyCallback(
   const duplicate = seen.has(id);
   seen.add(id);
   return { ok: true, id, duplicate };
+}
+
+/**
+ * What the A2A push tests share: a harness answering with `a2aScript`, the local notify path
+ * (loopback receivers allowed, the worker kicked on each recording rather than ticking), Arbor's
+ * A2A app on a real port, and a webhook receiver.
+ */
+export interface PushWorld {
+  h: Harness;
+  notify: LocalNotify;
+  served: Awaited<ReturnType<typeof serveA2a>>;
+  receiver: Receiver;
+}
+
+export async function startPushWorld(): Promise<PushWorld> {
+  const h = await Harness.create({
+    script: a2aScript(200),
+    assistants: TEAM,
+    settings: { electionThreshold: -1 },
+  });
+  const notify = startLocalNotify(h.engine, {
+    notify: { allowLoopbackHttp: true },
+    worker: { tickMs: 60_000 },
+  });
+  const served = await serveA2a(h.engine, { notify: notify.service });
+  return { h, notify, served, receiver: await startReceiver() };
+}
+
+export async function stopPushWorld(world: Partial<PushWorld> | undefined): Promise<void> {
+  await world?.served?.close();
+  await world?.notify?.stop();
+  await world?.receiver?.close();
+  await world?.h?.close();
 }
