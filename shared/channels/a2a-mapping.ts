@@ -11,7 +11,7 @@ import { isTerminal } from "../domain/task-state.ts";
 import { isUrn, tenantOf } from "../domain/urn.ts";
 import type { Asker, Engine } from "../engine/engine.ts";
 import type { InteractionResponse } from "../engine/interactions.ts";
-import { pendingInteractions } from "../engine/interactions.ts";
+import { waitingInTree } from "../engine/interactions.ts";
 import { ArborError } from "../errors.ts";
 import { artifactParts, dataPart, type OutputMode, textPart } from "./a2a-parts.ts";
 import type { Authenticated } from "./api-keys.ts";
@@ -77,21 +77,8 @@ export async function readOutcome(engine: Engine, rootTaskId: string, asker: Ask
 }
 
 /** Interactions that tasks of the tree (the root first) wait on now; terminal subtrees are skipped. */
-export async function waitingInteractions(
-  engine: Engine,
-  rootTaskId: string,
-): Promise<InteractionResource[]> {
-  const out: InteractionResource[] = [];
-  const walk = async (taskId: string): Promise<void> => {
-    const view = await engine.deps.tasks.view(taskId);
-    if (!view || isTerminal(view.status)) return;
-    if (view.status === "awaiting_user") out.push(...(await pendingInteractions(engine.deps, taskId)));
-    for (const child of await engine.deps.tasks.children(taskId))
-      if (!isTerminal(child.status)) await walk(child.taskId);
-  };
-  await walk(rootTaskId);
-  return out;
-}
+export const waitingInteractions = (engine: Engine, rootTaskId: string): Promise<InteractionResource[]> =>
+  waitingInTree(engine.deps, rootTaskId);
 
 // ---- messages and parts ---------------------------------------------------------------------------
 

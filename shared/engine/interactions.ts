@@ -251,3 +251,17 @@ export async function pendingInteractions(deps: EngineDeps, taskId: string): Pro
       r.meta.type === "uip.Interaction" && (r as InteractionResource).status === "pending",
   );
 }
+
+/** Interactions that tasks of a tree (the root first) wait on now; terminal subtrees are skipped. */
+export async function waitingInTree(deps: EngineDeps, rootTaskId: string): Promise<InteractionResource[]> {
+  const out: InteractionResource[] = [];
+  const walk = async (taskId: string): Promise<void> => {
+    const view = await deps.tasks.view(taskId);
+    if (!view || isTerminal(view.status)) return;
+    if (view.status === "awaiting_user") out.push(...(await pendingInteractions(deps, taskId)));
+    for (const child of await deps.tasks.children(taskId))
+      if (!isTerminal(child.status)) await walk(child.taskId);
+  };
+  await walk(rootTaskId);
+  return out;
+}

@@ -2,7 +2,7 @@ import type { InteractionResource } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import type { EngineDeps } from "../engine/context.ts";
-import { pendingInteractions } from "../engine/interactions.ts";
+import { waitingInTree } from "../engine/interactions.ts";
 import { outputOf } from "../engine/outcome.ts";
 import { acceptedView } from "../engine/planner.ts";
 
@@ -31,7 +31,7 @@ export async function standing(d: EngineDeps, rootTaskUrn: string): Promise<Stan
     if (view.status === "done") return { state: "completed", view, output };
     return { state: view.status === "failed" ? "failed" : "canceled", view, reason: output };
   }
-  const [interaction] = await waiting(d, rootTaskUrn);
+  const [interaction] = await waitingInTree(d, rootTaskUrn);
   return interaction ? { state: "input-required", view, interaction } : { state: "working", view };
 }
 
@@ -42,17 +42,3 @@ export function stateKey(s: Standing): string {
 
 export const isFinalStanding = (s: Standing): boolean =>
   s.state === "completed" || s.state === "failed" || s.state === "canceled";
-
-/** Interactions that tasks of the tree (the root first) wait on now; terminal subtrees are skipped. */
-async function waiting(deps: EngineDeps, rootTaskUrn: string): Promise<InteractionResource[]> {
-  const out: InteractionResource[] = [];
-  const walk = async (taskId: string): Promise<void> => {
-    const view = await deps.tasks.view(taskId);
-    if (!view || isTerminal(view.status)) return;
-    if (view.status === "awaiting_user") out.push(...(await pendingInteractions(deps, taskId)));
-    for (const child of await deps.tasks.children(taskId))
-      if (!isTerminal(child.status)) await walk(child.taskId);
-  };
-  await walk(rootTaskUrn);
-  return out;
-}
