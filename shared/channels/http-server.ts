@@ -10,7 +10,7 @@ import { createHttpApi, errorHandler, type HttpApiParts, notFoundJson } from "./
  *
  * Every channel is a sub-app built from the same parts (the engine, the API keys, a logger) and
  * mounted in `createServerApp`, each under its own paths: the HTTP API (/v1/..., /healthz) and the
- * A2A endpoint (/a2a, /.well-known/agent-card.json).
+ * A2A endpoint (/a2a, /.well-known/agent-card.json), the chat channels (/slack/..., /teams/...).
  *
  * Each sub-app authenticates its own routes (the HTTP API guards /v1/* only, so nothing it does
  * reaches another channel's paths) and keeps its own error mapping (Hono applies a sub-app's
@@ -21,12 +21,18 @@ export interface ServerAppParts extends HttpApiParts {
   publicUrl: string | (() => string);
   /** How long a blocking A2A send waits before it answers with the task working (A2aAppOptions.waitMs). */
   a2aWaitMs?: number;
+  /**
+   * The chat channels' routes (Slack under /slack, Teams under /teams: shared/channels/chat-routes.ts),
+   * mounted before the HTTP API. Each verifies its own caller (a Slack signature, a Teams token).
+   */
+  chat?: Hono;
 }
 
 export function createServerApp(parts: ServerAppParts): Hono {
-  const { publicUrl, a2aWaitMs, ...api } = parts;
+  const { publicUrl, a2aWaitMs, chat, ...api } = parts;
   const log = parts.log ?? componentLogger("http-server");
   const app = new Hono();
+  if (chat) app.route("/", chat);
   app.route("/", createHttpApi({ ...api, log }));
   // One limiter for both: a key's requests count the same on every channel.
   app.route(
