@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signSlackBody } from "../../shared/channels/slack/verify.ts";
 import { commandForm, eventCallback, interactivityForm } from "../peers/fake-slack.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
-import { SECRET, type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";
+import { type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";
 
 /**
  * Requests that are not Slack's, or not for a workspace Arbor serves, are refused before anything
