@@ -106,6 +106,12 @@ describe("Slack blocks", () => {
     expect(sections(r).join("\n")).toContain("<@U42> answered: *Allow*");
     const byApi = questionBlocks({ ...risky, answered: { by: "user_ada", summary: "Deny" } }, snapshot());
     expect(sections(byApi).join("\n")).toContain("`user_ada` answered: *Deny*");
+    const ended = questionBlocks(
+      { ...risky, answered: { by: "system_engine", summary: "not answered: the request canceled" } },
+      snapshot(),
+    );
+    expect(buttons(ended)).toHaveLength(0);
+    expect(sections(ended).join("\n")).toContain("_not answered: the request canceled_");
   });
 
   it("input questions, many options and an editable plan open a modal", () => {

@@ -185,7 +185,9 @@ export function questionBlocks(q: ThreadQuestion, s: ThreadSnapshot): ChatRender
   const tail: KnownBlock[] = q.answered
     ? [
         section(
-          `:ballot_box_with_check: ${answerer(q.answered.by)} answered: *${esc(cut(q.answered.summary, 1000))}*`,
+          q.answered.by.startsWith("system_")
+            ? `:heavy_minus_sign: _${esc(cut(q.answered.summary, 1000))}_` // the request ended without it
+            : `:ballot_box_with_check: ${answerer(q.answered.by)} answered: *${esc(cut(q.answered.summary, 1000))}*`,
         ),
       ]
     : [questionActions(q), context(`Only the person who asked, or an admin, may answer · ${whereToRead(s)}`)];
