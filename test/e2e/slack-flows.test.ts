@@ -112,6 +112,27 @@ describe("Slack, end to end", () => {
     );
   });
 
+  it("a direct message starts a request answered in its own thread in the DM", async () => {
+    const dm = eventCallback({
+      team: TEAM,
+      eventId: "EvDm1",
+      event: {
+        type: "message",
+        channel_type: "im",
+        user: "U_ADA",
+        text: "invite the team",
+        channel: "D1",
+        ts: "1780000002.000100",
+      },
+    });
+    expect((await w.post("/slack/events", dm)).status).toBe(200);
+    const question = await waitFor(
+      "the approval in the DM's thread",
+      withButton("D1", "1780000002.000100", "Allow"),
+    );
+    expect(question.threadTs).toBe("1780000002.000100");
+  });
+
   it("a retried event (X-Slack-Retry-Num) writes nothing new; a retry after a crashed first attempt completes it", async () => {
     const body = mention("Ev200", "U_ADA", "invite the team");
     const conversation = `cld:common.Tenant.acme/common.Conversation.${slackConversationName(TEAM, "C1", TS)}`;
