@@ -280,6 +280,16 @@ export function notifyRecordsContract(name: string, setup: () => Promise<NotifyR
       await expect(
         subscribe(f.store, clock, ROOT, { ...thread, team: "" } as typeof thread),
       ).rejects.toBeInstanceOf(ValidationError);
+      // Its id is the thread's: a webhook under it (an A2A push config naming it) is refused.
+      await expect(
+        subscribe(f.store, clock, ROOT, {
+          kind: "callback",
+          id: thread.id,
+          url: "https://x.example/",
+          tenant: "acme",
+        }),
+      ).rejects.toBeInstanceOf(ConflictError);
+      expect((await getSubscription(f.store, ROOT, thread.id))?.data.subscription.kind).toBe("slack");
     });
 
     it("a chat thread's record: one lease at a time, taken over once it ends; the late holder's writes fail", async () => {
