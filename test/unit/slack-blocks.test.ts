@@ -4,6 +4,7 @@ import {
   ACTION_OPTION,
   answerBlocks,
   MAX_BLOCKS,
+  mrkdwn,
   parseOpenValue,
   parseOptionValue,
   progressBlocks,
@@ -154,5 +155,12 @@ describe("Slack blocks", () => {
     expect(r.text.length).toBeLessThanOrEqual(3000);
     const failed = answerBlocks(snapshot({ state: "failed", reason: "the budget ran out" }));
     expect(failed.text).toBe("Failed: the budget ran out");
+  });
+
+  it("the answer's Markdown reads as Slack's mrkdwn, escaped", () => {
+    expect(mrkdwn("# Plan\n**Venue**: the [barn](https://example.com/barn?a=1&b=2) <3")).toBe(
+      "*Plan*\n*Venue*: the <https://example.com/barn?a=1&amp;b=2|barn> &lt;3",
+    );
+    expect(mrkdwn("[x](javascript:alert(1))")).toBe("[x](javascript:alert(1))");
   });
 });
