@@ -207,4 +207,26 @@ describe("Slack requests that are refused", () => {
     expect(((await help.json()) as { text: string }).text).toContain("/arbor <request>");
     expect(await w.written()).toEqual(before);
   });
+
+  it("someone of another organisation in a shared channel is told no, and nothing is written", async () => {
+    const before = await w.written();
+    const calls = w.fake.calls("chat.postEphemeral").length;
+    const foreign = eventCallback({
+      team: TEAM,
+      eventId: "EvForeign1",
+      event: {
+        type: "app_mention",
+        user: "U_EXT",
+        user_team: "T_OTHER",
+        text: "<@UBOT> plan",
+        channel: "C1",
+        ts: "1780000000.000950",
+      },
+    });
+    expect((await w.post("/slack/events", foreign)).status).toBe(200);
+    expect(String(w.fake.calls("chat.postEphemeral").slice(calls)[0]?.args.text)).toMatch(
+      /members of this workspace only/,
+    );
+    expect(await w.written()).toEqual(before);
+  });
 });
