@@ -57,8 +57,9 @@ beforeEach(() => {
   teams.plan.length = 0;
 });
 
-const card = (body: Record<string, unknown>) =>
-  (body.attachments as { contentType: string; content: Record<string, unknown> }[])[0] ?? { content: {} };
+type Attachment = { contentType?: string; content: Record<string, unknown> };
+const card = (body: Record<string, unknown>): Attachment =>
+  (body.attachments as Attachment[] | undefined)?.[0] ?? { content: {} };
 
 describe("the Teams surface", () => {
   it("posts a progress card with Arbor's token and replaces it as the tree moves", async () => {
