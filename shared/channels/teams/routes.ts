@@ -44,9 +44,6 @@ import { rootOf } from "./watch.ts";
 const BODY_LIMIT = 256 * 1024;
 const WATCH = /^watch\s+(cld:\S+)$/i;
 
-/** What core's submit takes besides SubmitRequest (idempotency, a named conversation). */
-type ChatSubmit = SubmitRequest & { idempotencyKey?: string; conversationName?: string };
-
 export function teamsRoutes(parts: ChatRouteParts): Hono {
   const clock = parts.clock ?? (() => new Date());
   const outbound = parts.fetch ?? fetch;
@@ -141,7 +138,7 @@ async function submit(
   activityId: string,
   text: string,
 ) {
-  const request: ChatSubmit = {
+  const request: SubmitRequest = {
     tenant: who.tenant,
     text,
     actor: who.actor,
