@@ -2,7 +2,6 @@ import { Hono } from "hono";
 import type { ChatRouteParts, TeamsThread } from "../../chat/types.ts";
 import type { SubmitRequest } from "../../engine/engine.ts";
 import { ArborError } from "../../errors.ts";
-import type { Subscription } from "../../notify/subscriptions.ts";
 import { componentLogger } from "../../observability/logger.ts";
 import {
   type Activity,
@@ -128,9 +127,6 @@ function threadOf(activity: Activity, tenant: string, aadTenantId: string): Team
   };
 }
 
-/** The notify path takes a TeamsThread as a subscription (core's subscriptions.ts). */
-const asSubscription = (thread: TeamsThread) => thread as unknown as Subscription;
-
 async function submit(
   parts: ChatRouteParts,
   who: Person,
@@ -147,7 +143,7 @@ async function submit(
     conversationName: teamsConversationName(thread.aadTenantId, thread.conversationId),
   };
   const submitted = await parts.engine.submit(request);
-  await parts.notify.subscribe(submitted.rootTaskId, asSubscription(thread));
+  await parts.notify.subscribe(submitted.rootTaskId, thread);
 }
 
 async function watchRequest(
@@ -164,5 +160,5 @@ async function watchRequest(
     await reply(thread, `There is no request ${taskUrn} you may follow.`);
     return;
   }
-  await parts.notify.subscribe(root, asSubscription(thread));
+  await parts.notify.subscribe(root, thread);
 }
