@@ -98,10 +98,10 @@ export function teamsRoutes(parts: ChatRouteParts): Hono {
     } catch (error) {
       if (!(error instanceof ArborError)) throw error;
       // The person's mistake or a refusal: told in the conversation; Teams is answered 200 (no retry).
-      await reply(
-        thread,
-        error.code === "FORBIDDEN" ? "You may not do that here." : error.message.slice(0, 500),
-      );
+      const refusal = watch
+        ? "You may not do that here."
+        : "This conversation was started by someone else: Arbor takes its follow-ups from them or an admin. Start your own in a personal chat with Arbor.";
+      await reply(thread, error.code === "FORBIDDEN" ? refusal : error.message.slice(0, 500));
       return c.body(null, 200);
     }
     return c.body(null, 202);
