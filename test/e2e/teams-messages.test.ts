@@ -84,6 +84,23 @@ describe("Teams messages", () => {
     expect(reply?.body.text).toMatch(/There is no request .* you may follow/);
   });
 
+  it("tells someone who follows up in another person's conversation why it is refused, and writes nothing", async () => {
+    const group = "19:group-chat@thread.v2";
+    expect((await w.send(w.message("Plan the offsite", { conversation: group }))).status).toBe(202);
+    await w.h.idle();
+    const before = await w.written();
+    const res = await w.send(w.message("Make it a week", { from: BOB, conversation: group }));
+    expect(res.status).toBe(200);
+    expect(await w.written()).toBe(before);
+    await until("the refusal is posted in the group chat", () =>
+      w.teams.activities.some((a) => a.conversationId === group),
+    );
+    const reply = w.teams.activities.find(
+      (a) => a.conversationId === group && /someone else/.test(String(a.body.text)),
+    );
+    expect(reply?.body.text).toMatch(/started by someone else/);
+  });
+
   it("ignores a message without text, and one that is not from a person", async () => {
     const before = await w.written();
     expect((await w.send(w.message(""))).status).toBe(200);
