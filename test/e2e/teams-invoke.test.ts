@@ -47,6 +47,8 @@ describe("Teams card actions", () => {
     expect(body).toMatchObject({ statusCode: 400, type: "application/vnd.microsoft.error" });
     expect(body.value.message).toMatch(/approve, deny/);
     expect(await status()).toBe("pending");
+    const notUrn = await invoke({ interaction: "not a urn", option: "approve" });
+    expect(notUrn.statusCode).toBe(400);
     const unknown = await invoke({ interaction: question, option: "approve" }, { verb: "arbor.delete" });
     expect(unknown.statusCode).toBe(400);
     expect(await status()).toBe("pending");

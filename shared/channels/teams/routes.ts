@@ -42,6 +42,16 @@ import { rootOf } from "./watch.ts";
  */
 const BODY_LIMIT = 256 * 1024;
 const WATCH = /^watch\s+(cld:\S+)$/i;
+/** Errors the person is told about in the conversation (their message, or the policy). */
+const TOLD = new Set([
+  "VALIDATION",
+  "FORBIDDEN",
+  "NOT_FOUND",
+  "CONFLICT",
+  "TOO_LARGE",
+  "DUPLICATE",
+  "INVALID_URN",
+]);
 
 export function teamsRoutes(parts: ChatRouteParts): Hono {
   const clock = parts.clock ?? (() => new Date());
@@ -96,7 +106,8 @@ export function teamsRoutes(parts: ChatRouteParts): Hono {
       if (watch?.[1]) await watchRequest(parts, who, thread, watch[1], reply);
       else await submit(parts, who, thread, activity.id, text);
     } catch (error) {
-      if (!(error instanceof ArborError)) throw error;
+      // Arbor unavailable or throttled: 5xx, so that Teams tries the activity again.
+      if (!(error instanceof ArborError) || !TOLD.has(error.code)) throw error;
       // The person's mistake or a refusal: told in the conversation; Teams is answered 200 (no retry).
       const refusal = watch
         ? "You may not do that here."
