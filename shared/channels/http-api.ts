@@ -31,6 +31,7 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  * reads or writes anything), and maps the result; errors map to statuses in one place (below).
  *
  *   POST /v1/messages                      {text, conversationUrn?, mode?, title?, callbackUrl?} -> 202
+ *                                          (Idempotency-Key header: a retry returns the same 202, writes nothing new)
  *                                          (callbackUrl: signed webhooks as the request moves, http-notify.ts)
  *   GET  /v1/tasks/:urn                    the task's view and output               -> 200
  *   GET  /v1/tasks/:urn/interactions       questions waiting below the task         -> 200
@@ -179,11 +180,14 @@ export function createHttpApi({
     });
     // A webhook URL the outbound guard refuses outright is refused before anything is written.
     if (req.callbackUrl !== undefined) callbackRefusal(notify, req.callbackUrl);
+    // Idempotency-Key (1-200 characters, within the caller's tenant): a retry gets the same 202.
+    const idempotencyKey = c.req.header("Idempotency-Key");
     const submitted = await engine.submit({
       tenant: caller.tenant,
       roles: caller.roles,
       actor,
       text: req.text,
+      ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
       ...(req.conversationUrn ? { conversationUrn: req.conversationUrn } : {}),
       ...(req.mode ? { mode: req.mode } : {}),
       ...(req.title ? { title: req.title } : {}),

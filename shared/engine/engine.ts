@@ -1,11 +1,10 @@
 import type { Actor } from "../domain/events.ts";
-import { checkRequestText } from "../domain/input-limits.ts";
 import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { parseTeam, type TeamDiff, teamDiff } from "../domain/team.ts";
-import { lastElement, parentUrn, qualifiedType, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
-import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.ts";
+import { parentUrn, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
+import { ConflictError, ForbiddenError, ValidationError } from "../errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import {
   type Caller,
@@ -13,58 +12,34 @@ import {
   ResourceAccess,
   type ResourceAction,
 } from "../use-cases/resource-access.ts";
-import {
-  COMMANDS,
-  type EngineDeps,
-  type PlanCommand,
-  planMarkerKey,
-  type ResumeCommand,
-  send,
-  type TaskCommand,
-} from "./context.ts";
+import type { EngineDeps, PlanCommand, ResumeCommand, TaskCommand } from "./context.ts";
 import { runTurn } from "./direct.ts";
 import { indexAssistants } from "./election.ts";
 import { type AnswerPrincipal, type InteractionResponse, respond } from "./interactions.ts";
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
 import { indexOutput, outputOf } from "./outcome.ts";
-import { acceptedView, checkPlan, plan, rootTaskUrn } from "./planner.ts";
+import { acceptedView, checkPlan, plan } from "./planner.ts";
 import { type PushOutcome, receivePush } from "./remote-calls.ts";
 import { ROUTES, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
+import { type SubmitRequest, type Submitted, submit } from "./submit.ts";
 import { onResourcePut } from "./supervisor.ts";
 import { DEFAULT_TREE_TASKS, type TaskTree, taskTree } from "./task-tree.ts";
 import { activeAssistants, applyTeam, storedAssistants, Teams, teamUrn, withTeamApplyLease } from "./team.ts";
+
+export type { SubmitRequest, Submitted } from "./submit.ts";
 
 /**
  * The orchestration engine: the steps wired to the bus. Each subscription is one step, and each
  * step is idempotent, so duplicate deliveries, retries and re-drives are harmless. On AWS the same
  * subscriptions are EventBridge rules targeting one Lambda per step.
  */
-export interface SubmitRequest {
-  /** The tenant the caller belongs to, as the channel authenticated it. */
-  tenant: string;
-  text: string;
-  actor: Actor;
-  /** The caller's roles, as the channel knows them (for the policy). */
-  roles?: readonly string[];
-  /** Continue a conversation; omit to start one. */
-  conversationUrn?: string;
-  mode?: "eager" | "lazy";
-  title?: string;
-}
-
 export interface AssistantDefinition extends Descriptors {
   name: string;
   /** A readable id for the URN (default: a hash of tenant + name). */
   id?: string;
   tools?: string[];
   model?: string;
-}
-
-export interface Submitted {
-  conversationUrn: Urn;
-  messageUrn: Urn;
-  rootTaskId: Urn;
 }
 
 /**
@@ -204,58 +179,7 @@ export class Engine {
    * bus. A new conversation records its actor as the one who started it (`startedBy`).
    */
   async submit(req: SubmitRequest): Promise<Submitted> {
-    const d = this.deps;
-    // The limits every channel keeps (domain/input-limits.ts), checked again before the first write.
-    checkRequestText(req.text);
-    const tenant = tenantUrn(req.tenant);
-    const principal = principalOf(
-      req.actor,
-      { tenant: req.tenant, ...(req.roles ? { roles: req.roles } : {}) },
-      req.tenant,
-    );
-    // The message goes under the conversation (or a new one under the tenant): checked before any write.
-    await this.#access.authorize(principal, "resource.write", req.conversationUrn ?? tenant);
-    if (req.conversationUrn) {
-      const last = lastElement(req.conversationUrn);
-      if (qualifiedType(last) !== "common.Conversation")
-        throw new ValidationError(
-          `${req.conversationUrn} is not a conversation: pass a common.Conversation URN`,
-        );
-      if (!(await d.resources.get(req.conversationUrn)))
-        throw new NotFoundError("Conversation", req.conversationUrn);
-    }
-    // Somebody is there to take the request's tasks (a tenant's first request: its default team).
-    await this.#teams.ensure(req.tenant);
-    if (!(await d.resources.get(tenant)))
-      await d.resources.put({ meta: withMeta({ type: "common.Tenant", name: req.tenant, id: req.tenant }) });
-    let conversationUrn = req.conversationUrn as Urn | undefined;
-    if (!conversationUrn) {
-      const meta = withMeta({ type: "common.Conversation", name: d.newId(), parent: tenant });
-      // Whose it is comes from the authenticated caller, never from the request.
-      await d.resources.put({ meta, startedBy: req.actor.id, ...(req.title ? { title: req.title } : {}) });
-      conversationUrn = meta.id;
-    }
-    const message = withMeta({ type: "common.Message", name: d.newId(), parent: conversationUrn });
-    await d.resources.put({ meta: message, role: "user", content: req.text });
-    const command = { messageUrn: message.id, mode: req.mode ?? "eager" };
-    // Durable before the command is sent: if the command is lost, the watchdog sends it again.
-    await d.state.transact([
-      {
-        op: "put",
-        record: {
-          key: planMarkerKey(message.id),
-          kind: "plan",
-          status: "requested",
-          updatedAt: d.clock().toISOString(),
-          data: command,
-        },
-        expectedVersion: 0,
-      },
-    ]);
-    await send(d, COMMANDS.plan, command, message.id);
-    // The caller's answer (a 202, an A2A ACK) says the request is kept: on disk before it leaves.
-    await d.untilDurable();
-    return { conversationUrn, messageUrn: message.id, rootTaskId: rootTaskUrn(message.id) };
+    return submit(this.deps, this.#access, this.#teams, req);
   }
 
   /** An answer to an interaction, from any channel. An edited plan is checked before it is accepted. */

@@ -1,0 +1,244 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http-server.ts";
+import type { Actor } from "../../shared/domain/events.ts";
+import { tenantUrn } from "../../shared/domain/urn.ts";
+import { COMMANDS, planMarkerKey } from "../../shared/engine/context.ts";
+import type { SubmitRequest } from "../../shared/engine/engine.ts";
+import { PLAN_RESEND_AFTER_MS } from "../../shared/engine/submit.ts";
+import { ConflictError, ForbiddenError, ValidationError } from "../../shared/errors.ts";
+import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
+import { serveHttp } from "./http-fixture.ts";
+import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
+
+/**
+ * Engine.submit with an idempotency key (a channel's retry: Slack's event id, an HTTP client's
+ * Idempotency-Key) and a conversation name (one conversation per chat thread): a retry writes
+ * nothing new and returns the same ids; a crash between the writes is completed by the retry;
+ * a named conversation is created once and continued after.
+ */
+let plans = 0;
+const script: ScriptFunction = (r) => {
+  if (isPlan(r)) {
+    plans++;
+    return planOf({ name: "Answer", purpose: "Answer the question" });
+  }
+  if (isEvaluation(r)) return pass();
+  return { content: "Lisbon, 14-15 May." };
+};
+const BOB: Actor = { id: "user_bob", kind: "human" };
+
+let h: Harness | undefined;
+let server: RunningServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  await h?.close();
+  h = undefined;
+});
+
+async function world(): Promise<Harness> {
+  plans = 0;
+  h = await Harness.create({ script, assistants: GENERALIST, settings: { electionThreshold: -1 } });
+  return h;
+}
+
+/** What a tenant holds: its conversations and messages (URNs), and the plan commands published. */
+async function written(w: Harness) {
+  const urns = await w.engine.deps.resources.descendantUrns(tenantUrn("acme"));
+  return {
+    conversations: urns.filter((u) => /common\.Conversation\.[^/]+$/.test(u)).sort(),
+    messages: urns.filter((u) => /^cld:[^/]+\/[^/]+\/common\.Message\.[^/]+$/.test(u)).sort(),
+  };
+}
+
+function countPlanCommands(w: Harness): { n: number } {
+  const seen = { n: 0 };
+  w.rt.bus.subscribe({
+    name: "count-plans",
+    pattern: { "detail-type": [COMMANDS.plan] },
+    handler: async () => {
+      seen.n++;
+    },
+  });
+  return seen;
+}
+
+const ask = (extra: Partial<SubmitRequest> = {}): SubmitRequest => ({
+  tenant: "acme",
+  text: "When is the offsite?",
+  actor: PERSON,
+  ...extra,
+});
+
+describe("a submit with an idempotency key", () => {
+  it("repeated, returns the same ids and writes nothing new, nor plans twice", async () => {
+    const w = await world();
+    const commands = countPlanCommands(w);
+    const first = await w.engine.submit(ask({ idempotencyKey: "slack:Ev123" }));
+    await w.idle();
+    const before = await written(w);
+    const again = await w.engine.submit(ask({ idempotencyKey: "slack:Ev123" }));
+    await w.idle();
+    expect(again).toEqual(first);
+    expect(await written(w)).toEqual(before);
+    expect(before.messages.filter((m) => m.startsWith(first.conversationUrn))).toEqual([first.messageUrn]);
+    expect(commands.n).toBe(1);
+    expect(plans).toBe(1);
+    expect((await w.engine.result(first.rootTaskId)).output).toBe("Lisbon, 14-15 May.");
+    // Another key is another message.
+    const other = await w.engine.submit(ask({ idempotencyKey: "slack:Ev124" }));
+    expect(other.messageUrn).not.toBe(first.messageUrn);
+  });
+
+  it("repeated while the first is still being planned, does not send the plan again", async () => {
+    const w = await world();
+    const commands = countPlanCommands(w);
+    const first = await w.engine.submit(ask({ idempotencyKey: "k1" }));
+    const again = await w.engine.submit(ask({ idempotencyKey: "k1" }));
+    await w.idle();
+    expect(again).toEqual(first);
+    expect(commands.n).toBe(1);
+  });
+
+  it("reused for another text is a conflict, and nothing is written", async () => {
+    const w = await world();
+    await w.engine.submit(ask({ idempotencyKey: "k2" }));
+    await w.idle();
+    const before = await written(w);
+    await expect(
+      w.engine.submit(ask({ idempotencyKey: "k2", text: "Something else" })),
+    ).rejects.toBeInstanceOf(ConflictError);
+    expect(await written(w)).toEqual(before);
+  });
+
+  it("a key or conversation name out of bounds is refused before anything is written", async () => {
+    const w = await world();
+    const before = await written(w);
+    for (const bad of [
+      { idempotencyKey: "" },
+      { idempotencyKey: "x".repeat(201) },
+      { conversationName: "has space" },
+      { conversationName: "x".repeat(101) },
+      { conversationName: "" },
+    ])
+      await expect(w.engine.submit(ask(bad))).rejects.toBeInstanceOf(ValidationError);
+    expect(await written(w)).toEqual(before);
+  });
+
+  it("a crash after the message, before the plan marker: the retry completes the request", async () => {
+    const w = await world();
+    await w.restart();
+    const crash = new CrashAt("after-write", "submit");
+    await w.open(crash);
+    await expect(w.engine.submit(ask({ idempotencyKey: "k3" }))).rejects.toThrow(/simulated crash/);
+    await w.restart(); // a new process, no faults
+    const mid = await written(w);
+    expect(mid.messages).toHaveLength(1);
+    const retried = await w.engine.submit(ask({ idempotencyKey: "k3" }));
+    await w.idle();
+    expect(retried.messageUrn).toBe(mid.messages[0]);
+    expect(await written(w)).toEqual(mid);
+    expect((await w.engine.result(retried.rootTaskId)).output).toBe("Lisbon, 14-15 May.");
+  });
+
+  it("a crash after the plan marker, before the command: a later retry sends it (once)", async () => {
+    const w = await world();
+    await w.restart();
+    await w.open(new CrashAt("before-publish", COMMANDS.plan));
+    await expect(w.engine.submit(ask({ idempotencyKey: "k4" }))).rejects.toThrow(/simulated crash/);
+    await w.restart();
+    const commands = countPlanCommands(w);
+    const soon = await w.engine.submit(ask({ idempotencyKey: "k4" }));
+    await w.idle();
+    // Just after: it may be being planned; the command is not sent twice.
+    expect(commands.n).toBe(0);
+    expect((await w.engine.deps.state.get(planMarkerKey(soon.messageUrn)))?.status).toBe("requested");
+    w.advance(PLAN_RESEND_AFTER_MS);
+    const later = await w.engine.submit(ask({ idempotencyKey: "k4" }));
+    await w.idle();
+    expect(later).toEqual(soon);
+    expect(commands.n).toBe(1);
+    expect((await w.engine.result(later.rootTaskId)).output).toBe("Lisbon, 14-15 May.");
+    expect(plans).toBe(1);
+  });
+});
+
+describe("a submit with a conversation name", () => {
+  it("creates the conversation (started by the actor), then continues it; another person is refused", async () => {
+    const w = await world();
+    const first = await w.engine.submit(ask({ conversationName: "slack-T1-C1-1700000000_0001" }));
+    expect(first.conversationUrn).toBe(
+      "cld:common.Tenant.acme/common.Conversation.slack-T1-C1-1700000000_0001",
+    );
+    const conversation = await w.engine.deps.resources.getAs("common.Conversation", first.conversationUrn);
+    expect(conversation?.startedBy).toBe(PERSON.id);
+    const second = await w.engine.submit(
+      ask({ conversationName: "slack-T1-C1-1700000000_0001", text: "And?" }),
+    );
+    expect(second.conversationUrn).toBe(first.conversationUrn);
+    expect(second.messageUrn).not.toBe(first.messageUrn);
+    await expect(
+      w.engine.submit(ask({ conversationName: "slack-T1-C1-1700000000_0001", actor: BOB })),
+    ).rejects.toBeInstanceOf(ForbiddenError);
+    // An admin may continue anybody's.
+    const admin = await w.engine.submit(
+      ask({ conversationName: "slack-T1-C1-1700000000_0001", actor: BOB, roles: ["admin"], text: "Admin" }),
+    );
+    expect(admin.conversationUrn).toBe(first.conversationUrn);
+    await w.idle();
+  });
+
+  it("two first messages racing both land in one conversation", async () => {
+    const w = await world();
+    const [a, b] = await Promise.all([
+      w.engine.submit(ask({ conversationName: "race", idempotencyKey: "a", text: "One" })),
+      w.engine.submit(ask({ conversationName: "race", idempotencyKey: "b", text: "Two" })),
+    ]);
+    expect(a.conversationUrn).toBe(b.conversationUrn);
+    expect(a.messageUrn).not.toBe(b.messageUrn);
+    const conversation = await w.engine.deps.resources.getAs("common.Conversation", a.conversationUrn);
+    expect(conversation?.startedBy).toBe(PERSON.id);
+    // Somebody else racing in loses as a second message would: refused, nothing of theirs written.
+    const [c, d] = await Promise.allSettled([
+      w.engine.submit(ask({ conversationName: "race2", text: "Ada's" })),
+      w.engine.submit(ask({ conversationName: "race2", actor: BOB, text: "Bob's" })),
+    ]);
+    const won = [c, d].filter((r) => r.status === "fulfilled");
+    expect(won).toHaveLength(1);
+    const lost = [c, d].find((r) => r.status === "rejected");
+    expect(lost?.reason).toBeInstanceOf(ForbiddenError);
+    await w.idle();
+  });
+});
+
+describe("POST /v1/messages with an Idempotency-Key", () => {
+  it("twice: the same 202 body, one message", async () => {
+    const w = await world();
+    const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
+    server = await serveHttp({ engine: w.engine, keys: new ApiKeys({ keys: [ada.entry] }) });
+    const post = async (key: string | undefined) => {
+      const res = await fetch(`${server?.url}/v1/messages`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${ada.key}`,
+          "content-type": "application/json",
+          ...(key === undefined ? {} : { "idempotency-key": key }),
+        },
+        body: JSON.stringify({ text: "When is the offsite?" }),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const first = await post("retry-me-1");
+    const before = await written(w);
+    const second = await post("retry-me-1");
+    expect(first.status).toBe(202);
+    expect(second).toEqual(first);
+    expect(await written(w)).toEqual(before);
+    const bad = await post("x".repeat(201));
+    expect(bad.status).toBe(400);
+    expect(await written(w)).toEqual(before);
+    await w.idle();
+  });
+});
