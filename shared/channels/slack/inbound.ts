@@ -27,16 +27,6 @@ export interface Inbound {
   limiter: RateLimiter;
 }
 
-/**
- * The options "core" adds to submit (branch chat-core): a retried submit with the same key returns
- * the first one's request and writes nothing new; `conversationName` names the conversation
- * (created if absent, continued if present).
- */
-export interface ChatSubmitOptions {
-  idempotencyKey?: string;
-  conversationName?: string;
-}
-
 export type ConversationRef = { urn: string } | { name: string };
 
 export interface WorkRequest {
@@ -52,7 +42,7 @@ export interface WorkRequest {
 
 export async function startWork(x: Inbound, person: SlackPerson, w: WorkRequest): Promise<Submitted> {
   const { engine } = x.parts;
-  const request: SubmitRequest & ChatSubmitOptions = {
+  const request: SubmitRequest = {
     tenant: person.caller.tenant,
     roles: person.caller.roles,
     actor: person.actor,

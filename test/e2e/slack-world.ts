@@ -1,0 +1,104 @@
+import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { slackRoutes } from "../../shared/channels/slack/routes.ts";
+import { slackSurface } from "../../shared/channels/slack/surface.ts";
+import type { ChatSettings } from "../../shared/chat/types.ts";
+import { tenantUrn } from "../../shared/domain/urn.ts";
+import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import type { LocalNotify } from "../../shared/runtime/local-notify.ts";
+import { startLocalNotify } from "../../shared/runtime/local-notify.ts";
+import { type FakeSlack, slackPost, startFakeSlack } from "../peers/fake-slack.ts";
+import { Harness } from "./engine-harness.ts";
+import { serveHttp } from "./http-fixture.ts";
+
+/**
+ * What the Slack end-to-end tests share: a harness (scripted model, controllable clock), the
+ * local notify path with the Slack surface, the real server with the Slack routes mounted as
+ * `arbor serve` mounts them, and the fake Slack API the real WebClient talks to. People:
+ *   U_ADA   mapped to `user_ada` (the HTTP API key `ada` is hers too)
+ *   U_BOB   a member of the workspace, not mapped: `user_slack.T1.U_BOB`
+ *   U_ADM   an admin (settings `admins`)
+ */
+export const SECRET = "slack-signing-secret-for-tests";
+export const TOKEN = "xoxb-test-token-acme-1";
+export const TEAM = "T1";
+export const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
+
+export interface SlackWorld {
+  h: Harness;
+  notify: LocalNotify;
+  server: RunningServer;
+  fake: FakeSlack;
+  settings: ChatSettings;
+  /** Signs and POSTs to a Slack route at the harness's clock (`skewSeconds` moves the signature's time). */
+  post(path: string, body: string, headers?: Record<string, string>, skewSeconds?: number): Promise<Response>;
+  /** How much is written: resources of the tenant, event streams, notify subscriptions, Slack thread heads. */
+  written(): Promise<{ resources: number; streams: number; subscriptions: number }>;
+  close(): Promise<void>;
+}
+
+export async function startSlackWorld(options: {
+  script: ScriptFunction;
+  assistants: AssistantDefinition[];
+}): Promise<SlackWorld> {
+  const h = await Harness.create({ ...options, settings: { electionThreshold: -1 } });
+  const fake = await startFakeSlack({ tokens: { [TOKEN]: TEAM } });
+  const settings: ChatSettings = {
+    slack: {
+      signingSecret: SECRET,
+      apiUrl: fake.apiUrl,
+      workspaces: {
+        [TEAM]: {
+          tenant: "acme",
+          botToken: TOKEN,
+          users: { U_ADA: "user_ada" },
+          admins: ["U_ADM"],
+          defaultRoles: [],
+        },
+      },
+    },
+  };
+  const source = async () => settings;
+  const clock = () => new Date(h.now);
+  const surface = slackSurface(source, { state: h.engine.deps.state, clock });
+  const notify = startLocalNotify(h.engine, {
+    notify: { allowLoopbackHttp: true },
+    worker: { tickMs: 60_000 },
+    ...({ surfaces: { slack: surface } } as object),
+  });
+  const server = await serveHttp({
+    engine: h.engine,
+    keys: new ApiKeys({ keys: [ada.entry] }),
+    notify: notify.service,
+    chat: slackRoutes({ engine: h.engine, notify: notify.service, settings: source, clock }),
+  });
+  return {
+    h,
+    notify,
+    server,
+    fake,
+    settings,
+    post: (path, body, headers = {}, skewSeconds = 0) =>
+      slackPost(`${server.url}${path}`, SECRET, body, Math.floor(h.now / 1000) + skewSeconds, headers),
+    async written() {
+      const state = h.engine.deps.state;
+      const resources = (await h.engine.deps.resources.descendantUrns(tenantUrn("acme"))).length;
+      let streams = 0;
+      let cursor: string | undefined;
+      do {
+        const page = await state.listStreams(cursor ? { cursor } : {});
+        streams += page.items.length;
+        cursor = page.cursor;
+      } while (cursor);
+      const subscriptions = (await state.byStatus("notify-sub", "open")).items.length;
+      return { resources, streams, subscriptions };
+    },
+    async close() {
+      await server.close();
+      await notify.stop();
+      await fake.close();
+      await h.close();
+    },
+  };
+}
