@@ -36,7 +36,8 @@ export const DELIVERY_STATUSES: readonly DeliveryStatus[] = ["pending", "sending
 export interface DeliveryData {
   /** The event id (also the record's id). */
   id: string;
-  channel: "a2a-push" | "callback";
+  /** The subscription's kind: a webhook (POSTed, sender.ts) or a chat thread (synced, chat/sync.ts). */
+  channel: "a2a-push" | "callback" | "slack" | "teams";
   tenant: string;
   rootTaskUrn: string;
   subscriptionKey: string;
@@ -44,7 +45,9 @@ export interface DeliveryData {
   seq: number;
   /** The standing it tells (standing.ts stateKey). */
   stateKey: string;
+  /** A webhook's URL; for a chat thread `<kind>:<subscription id>` (nothing is POSTed to it). */
   url: string;
+  /** A webhook's body; for a chat thread, the ThreadSnapshot's JSON (chat/snapshot.ts). */
   body: string;
   contentType: string;
   /** Headers sent as they are (the A2A push's authorization). Never shown by listings. */

@@ -1,9 +1,16 @@
+import { threadDigest, threadSnapshot } from "../chat/snapshot.ts";
+import type { ThreadSnapshot } from "../chat/types.ts";
 import type { EngineDeps } from "../engine/context.ts";
 import { ConflictError } from "../errors.ts";
 import { type DeliveryData, deliveryId, newDeliveryOp } from "./deliveries.ts";
 import { a2aPushBody, a2aTask, type Body, callbackBody } from "./payloads.ts";
 import { isFinalStanding, type Standing, standing, stateKey } from "./standing.ts";
-import { openSubscriptions, type SubscriptionData, type SubscriptionRecord } from "./subscriptions.ts";
+import {
+  isChatSubscription,
+  openSubscriptions,
+  type SubscriptionData,
+  type SubscriptionRecord,
+} from "./subscriptions.ts";
 
 /**
  * Deliveries come from the state, never only from an event: `reconcile(deps, rootTaskUrn)` reads
@@ -13,6 +20,11 @@ import { openSubscriptions, type SubscriptionData, type SubscriptionRecord } fro
  * finds the subscription told already and records nothing; two reconciling at once: one wins the
  * subscription's version, the other re-reads and finds nothing to do. Once it has recorded how the
  * request ended, a subscription is `done` (the sweep leaves it alone).
+ *
+ * A chat thread (a Slack or Teams subscription) shows more than the standing: its state key is the
+ * standing's plus a digest of what the thread shows (chat/snapshot.ts: the state, each task's status
+ * and assistant, the waiting questions), so every visible move records one delivery, whose body is
+ * the ThreadSnapshot's JSON (the thread sync, chat/sync.ts, applies it).
  *
  * How to drive it: `const ids = await reconcile(deps, rootTaskUrn)` (the ids of the deliveries it
  * recorded: hand them to the sender, or to a queue). `deps` is the engine's (engine.deps): only its
@@ -36,7 +48,7 @@ export async function reconcile(
     if (sub?.status === "open") subs.push(sub);
   }
   if (subs.length === 0) return [];
-  const now = await standing(deps, rootTaskUrn);
+  const now = await seen(deps, rootTaskUrn, subs);
   const recorded: string[] = [];
   for (const sub of subs) {
     const id = await recordFor(deps, rootTaskUrn, sub, now);
@@ -45,16 +57,41 @@ export async function reconcile(
   return recorded;
 }
 
+/** How the request stands, and (for chat subscriptions) what a thread shows of it. */
+interface Seen {
+  standing: Standing;
+  snapshot?: ThreadSnapshot;
+}
+
+async function seen(
+  deps: EngineDeps,
+  rootTaskUrn: string,
+  subs: readonly SubscriptionRecord[],
+): Promise<Seen> {
+  const s = await standing(deps, rootTaskUrn);
+  if (!subs.some((sub) => isChatSubscription(sub.data.subscription))) return { standing: s };
+  return { standing: s, snapshot: await threadSnapshot(deps, rootTaskUrn, { standing: s }) };
+}
+
+/** The state key a subscription is told (the same key: nothing new to tell). */
+function keyFor(sub: SubscriptionRecord, now: Seen): string {
+  const key = stateKey(now.standing);
+  return isChatSubscription(sub.data.subscription) && now.snapshot
+    ? `${key}#${threadDigest(now.snapshot)}`
+    : key;
+}
+
 async function recordFor(
   deps: EngineDeps,
   rootTaskUrn: string,
   first: SubscriptionRecord,
-  firstStanding: Standing,
+  firstSeen: Seen,
 ): Promise<string | undefined> {
   let sub: SubscriptionRecord | undefined = first;
-  let s = firstStanding;
+  let now = firstSeen;
   for (let attempt = 0; sub && attempt < 5; attempt++) {
-    const key = stateKey(s);
+    const key = keyFor(sub, now);
+    const s = now.standing;
     if (sub.status !== "open" || sub.data.notified === key) return undefined;
     const seq = sub.data.sent + 1;
     const id = deliveryId(sub.key, seq);
@@ -73,14 +110,14 @@ async function recordFor(
           },
           expectedVersion: version,
         },
-        newDeliveryOp(delivery(deps, rootTaskUrn, sub, s, { id, seq, key, at }), at),
+        newDeliveryOp(delivery(deps, rootTaskUrn, sub, now, { id, seq, key, at }), at),
       ]);
       return id;
     } catch (e) {
       if (!(e instanceof ConflictError)) throw e;
       // Another reconciler moved the subscription: read it, then the state, again.
       sub = await deps.state.get<SubscriptionData>(sub.key);
-      s = await standing(deps, rootTaskUrn);
+      if (sub) now = await seen(deps, rootTaskUrn, [sub]);
     }
   }
   return undefined;
@@ -90,10 +127,32 @@ function delivery(
   deps: EngineDeps,
   rootTaskUrn: string,
   sub: SubscriptionRecord,
-  s: Standing,
+  now: Seen,
   ids: { id: string; seq: number; key: string; at: Date },
 ): Omit<DeliveryData, "createdAt" | "retryFrom" | "nextAttemptAt" | "attempts"> {
   const subscription = sub.data.subscription;
+  const s = now.standing;
+  const common = {
+    id: ids.id,
+    channel: subscription.kind,
+    tenant: subscription.tenant,
+    rootTaskUrn,
+    subscriptionKey: sub.key,
+    seq: ids.seq,
+    stateKey: ids.key,
+  };
+  if (isChatSubscription(subscription)) {
+    // The thread sync applies it through the channel's surface: nothing is POSTed, nothing signed.
+    const snapshot = now.snapshot ?? { rootTaskUrn, state: s.state };
+    return {
+      ...common,
+      url: `${subscription.kind}:${subscription.id}`,
+      body: JSON.stringify({ ...snapshot, at: ids.at.toISOString() }),
+      contentType: "application/json",
+      headers: {},
+      signed: false,
+    };
+  }
   let body: Body;
   let headers: Record<string, string> = {};
   if (subscription.kind === "a2a-push") {
@@ -107,13 +166,7 @@ function delivery(
     body = callbackBody(subscription, s, { eventId: ids.id, rootTaskUrn, at: ids.at.toISOString() });
   }
   return {
-    id: ids.id,
-    channel: subscription.kind,
-    tenant: subscription.tenant,
-    rootTaskUrn,
-    subscriptionKey: sub.key,
-    seq: ids.seq,
-    stateKey: ids.key,
+    ...common,
     url: subscription.url,
     body: body.body,
     contentType: body.contentType,

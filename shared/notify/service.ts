@@ -20,6 +20,7 @@ import { rotateSigningSecret, type SigningSecrets, signingSecrets } from "./sign
 import {
   deleteSubscription,
   getSubscription,
+  isChatSubscription,
   liveSubscriptions,
   SUB_KIND,
   type Subscription,
@@ -112,8 +113,11 @@ export class NotifyService {
    * request stands). ValidationError for a URL the outbound guard refuses outright.
    */
   async subscribe(rootTaskUrn: string, subscription: Subscription): Promise<SubscriptionRecord> {
-    const refused = this.urls.refusal(subscription.url);
-    if (refused) throw new ValidationError(`The webhook URL is refused: ${refused}`);
+    // A chat thread has no URL (the Teams channel checks its service URL before it subscribes).
+    if (!isChatSubscription(subscription)) {
+      const refused = this.urls.refusal(subscription.url);
+      if (refused) throw new ValidationError(`The webhook URL is refused: ${refused}`);
+    }
     const record = await subscribe(this.deps.state, this.deps.clock, rootTaskUrn, subscription);
     await this.reconcile(rootTaskUrn, [record.key]);
     return record;

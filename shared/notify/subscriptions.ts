@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
+import { SlackThreadSchema, TeamsThreadSchema } from "../chat/types.ts";
 import { formatIssues } from "../domain/resources.ts";
 import { ConflictError, ValidationError } from "../errors.ts";
 import type { StateRecord, StateStore } from "../ports/state-store.ts";
@@ -9,6 +10,7 @@ import type { StateRecord, StateStore } from "../ports/state-store.ts";
  *
  *   await subscribe(state, clock, rootTaskUrn, { kind: "callback", id, url, tenant });
  *   await subscribe(state, clock, rootTaskUrn, { kind: "a2a-push", id: configId, protocol: "1.0", url, ... });
+ *   await subscribe(state, clock, rootTaskUrn, slackThread);   // a SlackThread / TeamsThread (chat/types.ts)
  *   await openSubscriptions(state, rootTaskUrn);   // byParent(`notify-subs#<root>`), open ones
  *   await deleteSubscription(state, clock, rootTaskUrn, id);
  *
@@ -56,10 +58,31 @@ export const CallbackSchema = z
   })
   .strict();
 
-export const SubscriptionSchema = z.discriminatedUnion("kind", [A2aPushSchema, CallbackSchema]);
+/**
+ * The kinds: webhooks (a URL, checked by NotifyService.subscribe against the outbound guard) and
+ * chat threads (a Slack thread, a Teams conversation: no URL; their deliveries go to the thread sync,
+ * shared/chat/sync.ts, through the channel's surface; the Teams channel checks the service URL
+ * before it subscribes).
+ */
+export const SubscriptionSchema = z.discriminatedUnion("kind", [
+  A2aPushSchema,
+  CallbackSchema,
+  SlackThreadSchema,
+  TeamsThreadSchema,
+]);
 export type A2aPushSubscription = z.infer<typeof A2aPushSchema>;
 export type CallbackSubscription = z.infer<typeof CallbackSchema>;
 export type Subscription = z.infer<typeof SubscriptionSchema>;
+export type WebhookSubscription = A2aPushSubscription | CallbackSubscription;
+export type ChatSubscription = Extract<Subscription, { kind: "slack" | "teams" }>;
+
+export const isChatSubscription = (s: Subscription): s is ChatSubscription =>
+  s.kind === "slack" || s.kind === "teams";
+
+/** Where a subscription's notifications go: its URL, or its thread (the same target keeps what it was told). */
+function targetOf(s: Subscription): string {
+  return isChatSubscription(s) ? `${s.kind}:${JSON.stringify(s)}` : s.url;
+}
 
 /** What a subscription record holds: the subscription, and what it was last told. */
 export interface SubscriptionData {
@@ -98,7 +121,10 @@ export async function subscribe(
     const now = clock().toISOString();
     // The same receiver (a config updated under its id) is not told again what it was told; a new
     // URL, or one deleted and made again, hears how the request stands now.
-    const same = current?.status !== "deleted" && current?.data.subscription.url === subscription.url;
+    const same =
+      current !== undefined &&
+      current.status !== "deleted" &&
+      targetOf(current.data.subscription) === targetOf(subscription);
     const notified = same ? current?.data.notified : undefined;
     const data: SubscriptionData = {
       subscription,

@@ -15,7 +15,13 @@ import type { BusEnvelope } from "../ports/event-bus.ts";
  *
  *   - RESOURCE_PUT of an output (source `arbor`): every ending of any task writes and announces it;
  *   - INTERACTION_REQUESTED (a task waits for a person), INTERACTION_ANSWERED (it goes on),
- *     TASK_READY and PLAN_REQUESTED (source `arbor.engine`): the request is planned and working.
+ *     TASK_READY and PLAN_REQUESTED (source `arbor.engine`): the request is planned and working;
+ *   - TURN_REQUESTED of turn 1 (a task started: elected, in progress) or 0 (a task goes on after an
+ *     answer, a remote agent's push or the watchdog), not the turns after (nothing a thread shows
+ *     moves between a task's turns): a chat thread shows each task's status and assistant, and the
+ *     TASK_READY that starts a task is read before its start is recorded (the step runs on the same
+ *     event), so its first turn's command is what says it started. No other event says so: the task
+ *     log's own events (TaskStarted, ...) are not on the bus.
  */
 export const NOTIFY_WAKE_RULE = "notify-wake";
 
@@ -25,6 +31,7 @@ export const NOTIFY_WAKE_PATTERNS: readonly EventPattern[] = [
     source: [SOURCE],
     "detail-type": [INTERACTION_REQUESTED, COMMANDS.resume, COMMANDS.ready, COMMANDS.plan],
   },
+  { source: [SOURCE], "detail-type": [COMMANDS.turn], detail: { turn: [0, 1] } },
 ];
 
 /** The patterns as one ($or), for a bus or a rule that takes one pattern. */

@@ -65,6 +65,17 @@ describe("wake-ups", () => {
     for (const t of ["INTERACTION_REQUESTED", "INTERACTION_ANSWERED", "TASK_READY", "PLAN_REQUESTED"])
       expect(matches({ source: "arbor.engine", "detail-type": t, detail: {} }), t).toBe(true);
     expect(matches({ source: "arbor.engine", "detail-type": "TURN_REQUESTED", detail: {} })).toBe(false);
+    // A task's first turn (it started: elected, in progress) and a turn after an answer wake; later turns not.
+    for (const turn of [0, 1])
+      expect(matches({ source: "arbor.engine", "detail-type": "TURN_REQUESTED", detail: { turn } })).toBe(
+        true,
+      );
+    expect(matches({ source: "arbor.engine", "detail-type": "TURN_REQUESTED", detail: { turn: 2 } })).toBe(
+      false,
+    );
+    expect(requestOfWakeup({ "detail-type": "TURN_REQUESTED", detail: { taskId: CHILD, turn: 1 } })).toBe(
+      ROOT,
+    );
   });
 });
 
