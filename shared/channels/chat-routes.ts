@@ -13,6 +13,8 @@ import type { StateStore } from "../ports/state-store.ts";
 import { errorBody } from "./http-api.ts";
 import { slackRoutes } from "./slack/routes.ts";
 import { slackSurface } from "./slack/surface.ts";
+import { teamsRoutes } from "./teams/routes.ts";
+import { teamsSurface } from "./teams/surface.ts";
 
 /**
  * The chat channels on the one app, and their side of the notify path. How to drive it:
@@ -59,12 +61,14 @@ export function chatRoutes(
   for (const channel of Object.keys(CHANNELS) as Channel[])
     app.use(`/${channel}/*`, gate(channel, parts.settings, log));
   app.route("/", slackRoutes(parts));
+  app.route("/", teamsRoutes(parts));
   return app;
 }
 
 export function chatSurfaces(settings: ChatSettingsSource, deps: ChatSurfaceDeps): ChatSurfaces {
   return {
     slack: slackSurface(settings, { state: deps.state, ...(deps.clock ? { clock: deps.clock } : {}) }),
+    teams: teamsSurface(settings, { fetch: deps.fetch, ...(deps.clock ? { clock: deps.clock } : {}) }),
   };
 }
 
