@@ -3,7 +3,7 @@ import { ScriptedLlm } from "../adapters/llm/scripted-llm.ts";
 import { FileKeyStore } from "../adapters/local/file-key-store.ts";
 import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
 import { ApiKeys, readApiKeysFile, watchApiKeysFile } from "../channels/api-keys.ts";
-import { chatChannelsOf, chatRoutes } from "../channels/chat-routes.ts";
+import { chatChannelsOf, chatRoutes, chatSurfaces } from "../channels/chat-routes.ts";
 import { createServerApp, type RunningServer, startServer } from "../channels/http-server.ts";
 import { RateLimiter } from "../channels/rate-limit.ts";
 import { fileChatSettings } from "../chat/settings.ts";
@@ -13,6 +13,7 @@ import type { TeamFile } from "../domain/team.ts";
 import { tenantUrn } from "../domain/urn.ts";
 import { FALLBACK_ID } from "../engine/default-team.ts";
 import { ConfigError } from "../errors.ts";
+import { notifyUrls } from "../notify/urls.ts";
 import { componentLogger } from "../observability/logger.ts";
 import { createGuardedFetch } from "../outbound/guard.ts";
 import { outboundPolicy } from "../outbound/policy.ts";
@@ -118,7 +119,19 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   try {
     stopSteps = engine.start();
     // Webhooks (callbackUrl, A2A push): recorded deliveries left by a previous process go out now.
-    notify = startLocalNotify(engine, { outbound: config.outbound, notify: config.notify });
+    // Slack and Teams threads: their deliveries are sent through the channels' surfaces (the Teams
+    // one through the notify path's guarded fetch: the service URL came from an activity).
+    const surfaces = chatSettings
+      ? chatSurfaces(chatSettings, {
+          fetch: notifyUrls(config.outbound, { allowLoopbackHttp: config.notify?.allowLoopbackHttp }).fetch,
+          state: engine.deps.state,
+        })
+      : undefined;
+    notify = startLocalNotify(engine, {
+      outbound: config.outbound,
+      notify: config.notify,
+      ...(surfaces ? { surfaces } : {}),
+    });
     const drive = (staleMs: number) =>
       void engine.watchdog(staleMs).catch((error: Error) => log.error("watchdog failed", { error }));
     // This process holds the data folder's lock, so whatever was in flight when it opened the folder
