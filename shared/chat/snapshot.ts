@@ -79,7 +79,8 @@ async function flatten(deps: EngineDeps, root: TreeNode): Promise<ThreadTask[]> 
   }));
 }
 
-function questionOf(i: InteractionResource): ThreadQuestion {
+/** A question as a thread shows it (waiting: no `answered`). */
+export function questionOf(i: InteractionResource): ThreadQuestion {
   return {
     urn: i.meta.id,
     kind: i.kind,

@@ -1,11 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import { type ChatSurfaces, syncThread } from "../chat/sync.ts";
 import type { EngineDeps } from "../engine/context.ts";
 import { UnavailableError, ValidationError } from "../errors.ts";
 import { DEFAULT_RETRY, nextAttempt, type RetrySchedule } from "./backoff.ts";
 import {
   type AttemptResult,
   claimDelivery,
+  type DeliveryData,
   type DeliveryRecord,
   type DeliveryStatus,
   dueDeliveries,
@@ -77,9 +79,28 @@ export interface NotifyServiceOptions {
   random?: () => number;
   /** Who this worker is, in leases (default: a random id per service). */
   holder?: string;
+  /**
+   * The chat channels' outbound sides (Slack, Teams: their ChatSurface), for chat deliveries (the
+   * thread sync, chat/sync.ts), or a function that returns them (read at each chat attempt: the
+   * settings load asynchronously and may change). A chat delivery whose channel has none is retried,
+   * then dead, with an error saying what to configure.
+   */
+  surfaces?: ChatSurfaces | (() => ChatSurfaces | undefined | Promise<ChatSurfaces | undefined>);
 }
 
 export type AttemptOutcome = "delivered" | "retry" | "dead" | "skipped" | "lost";
+
+/** How one try went (a POST's result, or a thread sync's: `retryable` false ends it dead). */
+type SendResult =
+  | { delivered: true; status: number }
+  | {
+      delivered: false;
+      error: string;
+      status?: number;
+      retryable?: boolean;
+      retryAfterMs?: number;
+      soon?: boolean;
+    };
 
 export class NotifyService {
   readonly deps: EngineDeps;
@@ -88,6 +109,7 @@ export class NotifyService {
   readonly #random: () => number;
   readonly #holder: string;
   readonly #listeners = new Set<(ids: readonly string[]) => void>();
+  readonly #surfaces: NotifyServiceOptions["surfaces"];
 
   constructor(options: NotifyServiceOptions) {
     this.deps = options.deps;
@@ -95,6 +117,7 @@ export class NotifyService {
     this.settings = { ...DEFAULT_NOTIFY_SETTINGS, ...options.settings };
     this.#random = options.random ?? Math.random;
     this.#holder = options.holder ?? randomUUID();
+    this.#surfaces = options.surfaces;
   }
 
   /** Called with the ids of deliveries as they are recorded; returns a function that stops it. */
@@ -195,23 +218,32 @@ export class NotifyService {
     }
     if (!claimed) return "skipped";
     const d = claimed.data;
-    let secrets: SigningSecrets | undefined;
-    if (d.signed) secrets = await signingSecrets(this.deps.state, d.tenant, this.deps.clock);
-    const posted = await postDelivery(this.urls.fetch, d, {
-      now: this.deps.clock(),
-      timeoutMs: this.settings.attemptTimeoutMs,
-      secrets,
-    });
+    const posted = await this.#send(d);
     const now = this.deps.clock();
     let result: AttemptResult = posted;
     if (!posted.delivered) {
-      const next = nextAttempt(this.settings.retry, {
-        attempts: d.attempts,
-        retryFrom: new Date(d.retryFrom),
-        now,
-        random: this.#random,
-      });
-      result = { ...posted, ...(next ? { nextAttemptAt: next } : {}) };
+      // Not retryable (a chat platform said the thread is gone): dead at once.
+      // A thread another attempt holds (`soon`): again shortly, no backoff (it is no failure).
+      const next =
+        posted.retryable === false
+          ? undefined
+          : posted.soon
+            ? now
+            : nextAttempt(this.settings.retry, {
+                attempts: d.attempts,
+                retryFrom: new Date(d.retryFrom),
+                now,
+                random: this.#random,
+              });
+      // The platform's Retry-After is kept when it is later than the schedule (within the window).
+      const after = posted.retryAfterMs !== undefined ? now.getTime() + posted.retryAfterMs : undefined;
+      const at = next && after !== undefined && after > next.getTime() ? new Date(after) : next;
+      result = {
+        delivered: false,
+        error: posted.error,
+        ...(posted.status !== undefined ? { status: posted.status } : {}),
+        ...(at ? { nextAttemptAt: at } : {}),
+      };
     }
     const kept = await this.#settle(claimed, result, now);
     const outcome: AttemptOutcome = !kept
@@ -229,6 +261,26 @@ export class NotifyService {
       ...(posted.delivered ? {} : { error: posted.error }),
     });
     return outcome;
+  }
+
+  /** One try: a webhook is POSTed (sender.ts), a chat thread synced through its surface (chat/sync.ts). */
+  async #send(d: DeliveryData): Promise<SendResult> {
+    if (d.channel === "slack" || d.channel === "teams") {
+      const surfaces = typeof this.#surfaces === "function" ? await this.#surfaces() : this.#surfaces;
+      const synced = await syncThread(this.deps, d, surfaces, {
+        // Per attempt: two attempts of this worker (one batch) on one thread never sync it at once.
+        holder: `${this.#holder}/${d.id}/${d.attempts}`,
+        leaseMs: this.settings.leaseMs,
+      });
+      return synced.delivered ? { delivered: true, status: 200 } : synced;
+    }
+    let secrets: SigningSecrets | undefined;
+    if (d.signed) secrets = await signingSecrets(this.deps.state, d.tenant, this.deps.clock);
+    return postDelivery(this.urls.fetch, d, {
+      now: this.deps.clock(),
+      timeoutMs: this.settings.attemptTimeoutMs,
+      secrets,
+    });
   }
 
   /**

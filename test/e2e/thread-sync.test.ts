@@ -1,0 +1,254 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
+import type { ChatSurfaces } from "../../shared/chat/sync.ts";
+import { getThread } from "../../shared/chat/thread-record.ts";
+import type { SlackThread, TeamsThread } from "../../shared/chat/types.ts";
+import { NotifyService } from "../../shared/notify/service.ts";
+import { subKey } from "../../shared/notify/subscriptions.ts";
+import { notifyUrls } from "../../shared/notify/urls.ts";
+import { NOTIFY_WAKE_PATTERNS, requestOfWakeup } from "../../shared/notify/wakeups.ts";
+import { RecordingSurface } from "../fixtures/recording-surface.ts";
+import { Harness, PERSON } from "./engine-harness.ts";
+
+/**
+ * The thread sync end to end on the local engine (the offsite scenario: a tree of depth 3, one
+ * risky call to approve), through a recording surface: one progress message kept up to date, the
+ * question posted then updated with who answered what, the answer posted once; wake-ups twice, two
+ * workers, failures (retryable, not), and a worker that dies mid-sync: nothing posted twice, except
+ * in the one documented window (a post the platform took whose id was not recorded yet).
+ */
+const SLACK: SlackThread = {
+  kind: "slack",
+  id: "slack-T1-C1",
+  tenant: "acme",
+  team: "T1",
+  channel: "C1",
+};
+const MINUTE = 60_000;
+
+let h: Harness | undefined;
+const offs: (() => void)[] = [];
+afterEach(async () => {
+  for (const off of offs.splice(0)) off();
+  await h?.close();
+  h = undefined;
+});
+
+/**
+ * A worker: a notify service, reconciling on every wake-up (twice, as a redelivered event would)
+ * and attempting what is due at once (the local worker's kick on a recording).
+ */
+function worker(
+  w: Harness,
+  surfaces: ChatSurfaces | (() => ChatSurfaces | undefined),
+  holder: string,
+  options: { kick?: boolean } = {},
+) {
+  const service = new NotifyService({
+    deps: w.engine.deps,
+    urls: notifyUrls(),
+    surfaces,
+    holder,
+    random: () => 0,
+  });
+  for (const [i, pattern] of NOTIFY_WAKE_PATTERNS.entries()) {
+    const off = w.rt.bus.subscribe({
+      name: `${holder}-wake-${i}`,
+      pattern,
+      handler: async (event) => {
+        const root = requestOfWakeup(event);
+        if (!root) return;
+        for (let n = 0; n < 2; n++) await service.reconcile(root);
+        if (options.kick !== false) await service.runDue();
+      },
+    });
+    offs.push(off);
+  }
+  return service;
+}
+
+/** Runs the request to its end: the bus idle, each worker's due deliveries attempted, questions approved. */
+async function runToEnd(w: Harness, rootTaskId: string, workers: NotifyService[]): Promise<void> {
+  for (let round = 0; round < 40; round++) {
+    await w.idle();
+    await Promise.all(workers.map((s) => s.runDue()));
+    const view = await w.rt.tasks.view(rootTaskId);
+    const first = workers[0] as NotifyService;
+    const due =
+      (await first.deliveries("pending")).items.length + (await first.deliveries("sending")).items.length;
+    if (view?.status === "done" && due === 0) return;
+    for (const p of await w.pending(rootTaskId))
+      await w.engine.respond(p.meta.id, { selectedOptionId: "approve" }, PERSON);
+    if (due > 0) w.advance(MINUTE); // retries come due
+  }
+  throw new Error(`the request did not end: ${(await w.rt.tasks.view(rootTaskId))?.status}`);
+}
+
+/** What a thread must show once the request ended, whatever happened on the way. */
+function expectFinished(surface: RecordingSurface<unknown>, options: { progressPosts?: number } = {}): void {
+  const progress = surface.posts("progress");
+  expect(progress).toHaveLength(options.progressPosts ?? 1);
+  const progressId = progress.at(-1)?.id as string;
+  expect(surface.messages.get(progressId)?.payload).toMatchObject({ kind: "progress", state: "completed" });
+  const questions = surface.posts("question");
+  expect(questions).toHaveLength(1);
+  const q = surface.messages.get(questions[0]?.id as string)?.payload;
+  expect(q).toMatchObject({ purpose: "confirm_risky_action", answered: { by: PERSON.id, summary: "Allow" } });
+  const answers = surface.posts("answer");
+  expect(answers).toHaveLength(1);
+  expect(answers[0]?.render.text).toMatch(/Logistics/);
+}
+
+describe("a Slack thread synced through its surface", () => {
+  it("one progress message kept up to date, the question posted then answered, the answer once", async () => {
+    h = await Harness.create({ script, assistants: ASSISTANTS });
+    const surface = new RecordingSurface<SlackThread>("slack");
+    const notify = worker(h, { slack: surface }, "w1");
+    const { rootTaskId } = await h.submit(REQUEST);
+    await notify.subscribe(rootTaskId, SLACK);
+    await runToEnd(h, rootTaskId, [notify]);
+    expectFinished(surface);
+    // The progress message moved with the tree: updated, showing tasks in progress with their assistants.
+    const progressId = surface.posts("progress")[0]?.id as string;
+    const updates = surface.sent.filter((s) => s.op === "update" && s.id === progressId);
+    expect(updates.length).toBeGreaterThan(3);
+    const shown = updates.flatMap((u) => u.render.payload.tasks as string[]);
+    expect(shown.some((t) => /Invite the team \[in_progress\] Communications/.test(t))).toBe(true);
+    expect(shown.some((t) => /^ {4}Shortlist venues \[done\] Event planner/.test(t))).toBe(true);
+    // No thread of its own (a slash command's): the progress message heads it, every later call knows it.
+    expect(surface.sent[0]?.context.threadHead).toBeUndefined();
+    expect(surface.sent.slice(1).every((s) => s.context.threadHead === progressId)).toBe(true);
+    const thread = await getThread(h.engine.deps.state, subKey(rootTaskId, SLACK.id));
+    expect(thread?.status).toBe("done");
+    expect(thread?.data).toMatchObject({
+      progress: progressId,
+      threadHead: progressId,
+      answer: expect.any(String),
+    });
+    expect(thread?.data.lease).toBeUndefined();
+    expect((await notify.deliveries("delivered")).items.length).toBeGreaterThan(3);
+    expect((await notify.deliveries("dead")).items).toEqual([]);
+  });
+
+  it("two workers on the same state: nothing posted twice", async () => {
+    h = await Harness.create({ script, assistants: ASSISTANTS });
+    const surface = new RecordingSurface<SlackThread>("slack");
+    const a = worker(h, { slack: surface }, "w1");
+    const b = worker(h, { slack: surface }, "w2");
+    const { rootTaskId } = await h.submit(REQUEST);
+    await a.subscribe(rootTaskId, { ...SLACK, threadTs: "1700000000.000100" });
+    await runToEnd(h, rootTaskId, [a, b]);
+    expectFinished(surface);
+    // A thread of its own: no head is invented.
+    expect(surface.sent.every((s) => s.context.threadHead === undefined)).toBe(true);
+  });
+
+  it("a retryable failure (rate limited), then success: each message once; Retry-After respected", async () => {
+    h = await Harness.create({ script, assistants: ASSISTANTS });
+    const surface = new RecordingSurface<SlackThread>("slack");
+    const notify = worker(h, { slack: surface }, "w1");
+    surface.failures.push({ retryable: true, retryAfterMs: 30 * MINUTE });
+    const { rootTaskId } = await h.submit(REQUEST);
+    await notify.subscribe(rootTaskId, SLACK);
+    await h.idle();
+    await notify.runDue();
+    expect(surface.sent).toEqual([]);
+    const limited = (await notify.deliveries("pending")).items.filter((d) =>
+      /ratelimited/.test(d.data.lastError ?? ""),
+    );
+    expect(limited).toHaveLength(1);
+    expect(Date.parse(limited[0]?.data.nextAttemptAt ?? "")).toBe(h.now + 30 * MINUTE);
+    // The rate limit holds the thread: its later deliveries wait too, then the thread catches up.
+    h.advance(10 * MINUTE);
+    await notify.runDue();
+    expect(surface.sent).toEqual([]);
+    h.advance(20 * MINUTE);
+    await notify.runDue();
+    expect(surface.posts("question")).toHaveLength(1);
+    await runToEnd(h, rootTaskId, [notify]);
+    expectFinished(surface);
+  });
+
+  it("a failure that is not retryable: that delivery dead at once, listed with the dead ones", async () => {
+    h = await Harness.create({ script, assistants: ASSISTANTS });
+    const surface = new RecordingSurface<SlackThread>("slack");
+    const notify = worker(h, { slack: surface }, "w1");
+    surface.failures.push({ retryable: false });
+    const { rootTaskId } = await h.submit(REQUEST);
+    await notify.subscribe(rootTaskId, SLACK);
+    await h.idle();
+    await notify.runDue();
+    const dead = (await notify.deliveries("dead")).items;
+    expect(dead).toHaveLength(1);
+    expect(dead[0]?.data).toMatchObject({
+      channel: "slack",
+      seq: 1,
+      attempts: 1,
+      lastError: "channel_not_found",
+    });
+    // That delivery is over; the thread's later ones (the platform answering again) bring it up to date.
+    expect(surface.posts("progress")).toHaveLength(1);
+  });
+
+  it("no surface for the channel: retried, then dead, saying what to configure", async () => {
+    h = await Harness.create({ script, assistants: ASSISTANTS });
+    const notify = worker(h, () => undefined, "w1");
+    const { rootTaskId } = await h.submit(REQUEST);
+    const teams: TeamsThread = {
+      kind: "teams",
+      id: "teams-19-abc",
+      tenant: "acme",
+      serviceUrl: "https://smba.trafficmanager.net/emea/",
+      conversationId: "19:abc@thread.tacv2",
+      aadTenantId: "aad-1",
+    };
+    await notify.subscribe(rootTaskId, teams);
+    await h.idle();
+    for (let i = 0; i < 30 && (await notify.deliveries("dead")).items.length === 0; i++) {
+      await notify.runDue();
+      h.advance(10 * MINUTE);
+    }
+    const dead = (await notify.deliveries("dead")).items;
+    expect(dead.length).toBeGreaterThan(0);
+    expect(dead[0]?.data.attempts).toBeGreaterThan(1);
+    expect(dead[0]?.data.lastError).toMatch(/no teams surface .*configure Teams in the chat settings/);
+  });
+
+  for (const [what, dieOn, progressPosts] of [
+    ["while updating a question (its message recorded): nothing posted twice", "update-question", 1],
+    [
+      "right after the platform took the first post (the one window): only that message twice",
+      "post-progress",
+      2,
+    ],
+  ] as const)
+    it(`a worker dies mid-sync ${what}`, async () => {
+      const w = await Harness.create({ script, assistants: ASSISTANTS });
+      h = w;
+      const surface = new RecordingSurface<SlackThread>("slack");
+      surface.dieOn = (op, render) =>
+        dieOn === "post-progress"
+          ? op === "post" && render.payload.kind === "progress"
+          : op === "update" && render.payload.kind === "question";
+      const first = worker(w, { slack: surface }, "w1", { kick: false });
+      const { rootTaskId } = await w.submit(REQUEST);
+      await first.subscribe(rootTaskId, SLACK);
+      // The first worker runs until it dies (its attempt never returns: a SIGKILL).
+      for (let round = 0; round < 40 && !surface.died; round++) {
+        await w.idle();
+        void first.runDue();
+        await new Promise((r) => setTimeout(r, 50));
+        if (surface.died) break;
+        for (const p of await w.pending(rootTaskId))
+          await w.engine.respond(p.meta.id, { selectedOptionId: "approve" }, PERSON);
+      }
+      expect(surface.died).toBe(true);
+      for (const off of offs.splice(0)) off(); // the dead worker hears nothing more
+      // A new worker on the same data, once the dead one's leases ran out.
+      w.advance(5 * MINUTE);
+      const second = worker(w, { slack: surface }, "w2");
+      await second.sweep();
+      await runToEnd(w, rootTaskId, [second]);
+      expectFinished(surface, { progressPosts });
+    });
+});
