@@ -236,4 +236,14 @@ describe("answering a question in Slack", () => {
       actor: PERSON.id,
     });
   });
+
+  it("a modal Slack will not open (an expired trigger) is told to the person, who clicks again", async () => {
+    const { approval, message } = await lazyRequest();
+    w.fake.fail("views.open", { error: "expired_trigger_id" });
+    expect((await click("U_ADA", message, "Edit the plan…")).status).toBe(200);
+    expect(String(w.fake.calls("chat.postEphemeral").at(-1)?.args.text)).toMatch(/could not be opened/);
+    await click("U_ADA", message, "Edit the plan…");
+    expect(w.fake.calls("views.open")).toHaveLength(2);
+    expect(await status(approval.meta.id)).toBe("pending");
+  });
 });

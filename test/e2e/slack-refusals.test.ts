@@ -164,4 +164,27 @@ describe("Slack requests that are refused", () => {
     expect(await w.written()).toEqual(before);
     expect(w.fake.calls()).toHaveLength(0);
   });
+
+  it("a workspace over its rate is told so, only the person sees it, and nothing is written", async () => {
+    const limited = await startSlackWorld({
+      script: () => ({ content: "ok" }),
+      assistants: GENERALIST,
+      limits: { perTenant: { burst: 0, perSecond: 0.1 } },
+    });
+    try {
+      const before = await limited.written();
+      expect((await limited.post("/slack/events", mention("Ev9"))).status).toBe(200);
+      const [told] = limited.fake.calls("chat.postEphemeral");
+      expect(told?.args).toMatchObject({ user: "U_ADA", channel: "C1" });
+      expect(String(told?.args.text)).toMatch(/Too many requests from this workspace: try again in 10 s/);
+      const cmd = await limited.post(
+        "/slack/commands",
+        commandForm({ team: TEAM, channel: "C1", user: "U_ADA", text: "plan" }),
+      );
+      expect(((await cmd.json()) as { text: string }).text).toMatch(/Too many requests/);
+      expect(await limited.written()).toEqual(before);
+    } finally {
+      await limited.close();
+    }
+  });
 });

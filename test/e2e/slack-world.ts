@@ -4,6 +4,7 @@ import type { RunningServer } from "../../shared/channels/http-server.ts";
 import { slackRoutes } from "../../shared/channels/slack/routes.ts";
 import { slackSurface } from "../../shared/channels/slack/surface.ts";
 import type { ChatSettings } from "../../shared/chat/types.ts";
+import type { RateLimits } from "../../shared/config.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import type { LocalNotify } from "../../shared/runtime/local-notify.ts";
@@ -41,8 +42,14 @@ export interface SlackWorld {
 export async function startSlackWorld(options: {
   script: ScriptFunction;
   assistants: AssistantDefinition[];
+  /** Requests per Slack user and per workspace (slackRoutes' default when absent). */
+  limits?: RateLimits;
 }): Promise<SlackWorld> {
-  const h = await Harness.create({ ...options, settings: { electionThreshold: -1 } });
+  const h = await Harness.create({
+    script: options.script,
+    assistants: options.assistants,
+    settings: { electionThreshold: -1 },
+  });
   const fake = await startFakeSlack({ tokens: { [TOKEN]: TEAM } });
   const settings: ChatSettings = {
     slack: {
@@ -71,7 +78,10 @@ export async function startSlackWorld(options: {
     engine: h.engine,
     keys: new ApiKeys({ keys: [ada.entry] }),
     notify: notify.service,
-    chat: slackRoutes({ engine: h.engine, notify: notify.service, settings: source, clock }),
+    chat: slackRoutes(
+      { engine: h.engine, notify: notify.service, settings: source, clock },
+      options.limits ? { limits: options.limits } : {},
+    ),
   });
   return {
     h,

@@ -26,7 +26,8 @@ export function workspaceOf(settings: SlackSettings | undefined, team: unknown):
 }
 
 export function personOf(team: string, user: string, ws: SlackWorkspace): SlackPerson {
-  const mapped = ws.users[`${team}.${user}`] ?? ws.users[user];
+  const own = (key: string) => (Object.hasOwn(ws.users, key) ? ws.users[key] : undefined);
+  const mapped = own(`${team}.${user}`) ?? own(user);
   const id = mapped ?? `user_slack.${team}.${user}`;
   const admin = ws.admins.includes(user) || ws.admins.includes(id) || ws.admins.includes(`${team}.${user}`);
   const roles = [...new Set([...ws.defaultRoles, ...(admin ? ["admin"] : [])])];

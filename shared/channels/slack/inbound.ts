@@ -1,7 +1,6 @@
 import type { ChatRouteParts, SlackSettings, SlackWorkspace } from "../../chat/types.ts";
 import type { SubmitRequest, Submitted } from "../../engine/engine.ts";
 import { isArborError, ValidationError } from "../../errors.ts";
-import type { Subscription } from "../../notify/subscriptions.ts";
 import type { ArborLogger } from "../../observability/logger.ts";
 import { type RateLimiter, throttledMessage } from "../rate-limit.ts";
 import { slackClient } from "./client.ts";
@@ -66,7 +65,7 @@ export async function subscribeThread(
   threadTs: string | undefined,
 ): Promise<void> {
   const thread = slackThread(x.ws.tenant, x.team, channel, threadTs, rootTaskUrn);
-  await x.parts.notify.subscribe(rootTaskUrn, thread as unknown as Subscription);
+  await x.parts.notify.subscribe(rootTaskUrn, thread);
   await x.parts.engine.deps.untilDurable();
 }
 

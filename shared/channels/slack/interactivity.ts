@@ -87,18 +87,21 @@ export async function onBlockActions(x: Inbound, p: ActionPayload): Promise<void
       if (interaction.status !== "pending") return say("That question was already answered.");
       // views.open must use the trigger within 3 s of the click: made here, bounded.
       const client = slackClient(x.ws.botToken, x.slack.apiUrl, { timeoutMs: EPHEMERAL_TIMEOUT_MS });
-      await client.views.open({
-        trigger_id: p.trigger_id,
-        view: answerModal(interaction, { urn, mode: v.mode, channel, threadTs }),
-      });
+      try {
+        await client.views.open({
+          trigger_id: p.trigger_id,
+          view: answerModal(interaction, { urn, mode: v.mode, channel, threadTs }),
+        });
+      } catch (error) {
+        // An expired trigger, Slack slow: the person clicks again.
+        x.log.warn("slack: views.open failed", { team: x.team, error: (error as Error).message });
+        return say("The form could not be opened: click the button again.");
+      }
     }
   } catch (error) {
     const message = refusalText(error);
     if (message && isArborError(error)) return say(message);
-    if (isArborError(error)) throw error;
-    // views.open failed (an expired trigger, Slack slow): the person clicks again.
-    x.log.warn("slack: views.open failed", { team: x.team, error: (error as Error).message });
-    return say("The form could not be opened: click the button again.");
+    throw error;
   }
 }
 
