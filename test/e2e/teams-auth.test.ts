@@ -150,6 +150,10 @@ describe("Teams activity tokens", () => {
     );
   });
 
+  it("refuses an activity from a channel the signing key is not endorsed for", async () => {
+    await refused({ ...w.message("webchat"), channelId: "webchat" }, undefined, 401, /not endorsed/);
+  });
+
   it("refuses a tenant Arbor does not serve with 403", async () => {
     const m = w.message("other tenant");
     const foreign = {

@@ -58,6 +58,14 @@ interface ActionData {
   value?: unknown;
 }
 
+const isInteraction = (urn: string) => {
+  try {
+    return qualifiedType(lastElement(urn)) === "uip.Interaction";
+  } catch {
+    return false; // not a URN
+  }
+};
+
 const str = (v: unknown, max: number) => (typeof v === "string" && v.length <= max ? v : undefined);
 
 /** The invoke's answer for an Action.Execute (see the header). */
@@ -68,8 +76,7 @@ export async function cardAction(engine: Engine, who: Person, value: unknown): P
   const urn = str(data.interaction, 1000);
   if ((verb !== ANSWER_VERB && verb !== REFRESH_VERB) || !urn)
     return error(400, "BadRequest", "This card action is not one Arbor knows.");
-  if (qualifiedType(lastElement(urn)) !== "uip.Interaction")
-    return error(400, "BadRequest", "This card does not name a question.");
+  if (!isInteraction(urn)) return error(400, "BadRequest", "This card does not name a question.");
   const asker = { actor: who.actor, caller: { tenant: who.tenant, roles: who.roles } };
   try {
     if (verb === ANSWER_VERB) {

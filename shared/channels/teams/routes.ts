@@ -2,7 +2,6 @@ import { Hono } from "hono";
 import type { ChatRouteParts, TeamsThread } from "../../chat/types.ts";
 import type { SubmitRequest } from "../../engine/engine.ts";
 import { ArborError } from "../../errors.ts";
-import type { Subscription } from "../../notify/subscriptions.ts";
 import { componentLogger } from "../../observability/logger.ts";
 import {
   type Activity,
@@ -43,9 +42,16 @@ import { rootOf } from "./watch.ts";
  */
 const BODY_LIMIT = 256 * 1024;
 const WATCH = /^watch\s+(cld:\S+)$/i;
-
-/** What core's submit takes besides SubmitRequest (idempotency, a named conversation). */
-type ChatSubmit = SubmitRequest & { idempotencyKey?: string; conversationName?: string };
+/** Errors the person is told about in the conversation (their message, or the policy). */
+const TOLD = new Set([
+  "VALIDATION",
+  "FORBIDDEN",
+  "NOT_FOUND",
+  "CONFLICT",
+  "TOO_LARGE",
+  "DUPLICATE",
+  "INVALID_URN",
+]);
 
 export function teamsRoutes(parts: ChatRouteParts): Hono {
   const clock = parts.clock ?? (() => new Date());
@@ -100,12 +106,13 @@ export function teamsRoutes(parts: ChatRouteParts): Hono {
       if (watch?.[1]) await watchRequest(parts, who, thread, watch[1], reply);
       else await submit(parts, who, thread, activity.id, text);
     } catch (error) {
-      if (!(error instanceof ArborError)) throw error;
+      // Arbor unavailable or throttled: 5xx, so that Teams tries the activity again.
+      if (!(error instanceof ArborError) || !TOLD.has(error.code)) throw error;
       // The person's mistake or a refusal: told in the conversation; Teams is answered 200 (no retry).
-      await reply(
-        thread,
-        error.code === "FORBIDDEN" ? "You may not do that here." : error.message.slice(0, 500),
-      );
+      const refusal = watch
+        ? "You may not do that here."
+        : "This conversation was started by someone else: Arbor takes its follow-ups from them or an admin. Start your own in a personal chat with Arbor.";
+      await reply(thread, error.code === "FORBIDDEN" ? refusal : error.message.slice(0, 500));
       return c.body(null, 200);
     }
     return c.body(null, 202);
@@ -131,9 +138,6 @@ function threadOf(activity: Activity, tenant: string, aadTenantId: string): Team
   };
 }
 
-/** The notify path takes a TeamsThread as a subscription (core's subscriptions.ts). */
-const asSubscription = (thread: TeamsThread) => thread as unknown as Subscription;
-
 async function submit(
   parts: ChatRouteParts,
   who: Person,
@@ -141,7 +145,7 @@ async function submit(
   activityId: string,
   text: string,
 ) {
-  const request: ChatSubmit = {
+  const request: SubmitRequest = {
     tenant: who.tenant,
     text,
     actor: who.actor,
@@ -150,7 +154,7 @@ async function submit(
     conversationName: teamsConversationName(thread.aadTenantId, thread.conversationId),
   };
   const submitted = await parts.engine.submit(request);
-  await parts.notify.subscribe(submitted.rootTaskId, asSubscription(thread));
+  await parts.notify.subscribe(submitted.rootTaskId, thread);
 }
 
 async function watchRequest(
@@ -167,5 +171,5 @@ async function watchRequest(
     await reply(thread, `There is no request ${taskUrn} you may follow.`);
     return;
   }
-  await parts.notify.subscribe(root, asSubscription(thread));
+  await parts.notify.subscribe(root, thread);
 }
