@@ -1,12 +1,6 @@
 import { type Context, Hono, type MiddlewareHandler } from "hono";
-import type {
-  ChatRouteParts,
-  ChatSettings,
-  ChatSettingsSource,
-  ChatSurface,
-  SlackThread,
-  TeamsThread,
-} from "../chat/types.ts";
+import type { ChatSurfaces } from "../chat/sync.ts";
+import type { ChatRouteParts, ChatSettings, ChatSettingsSource } from "../chat/types.ts";
 import { isArborError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { StateStore } from "../ports/state-store.ts";
@@ -36,10 +30,7 @@ import { teamsSurface } from "./teams/surface.ts";
  * every call (a rotated token is taken); the Teams surface's calls go through `fetch`, the outbound
  * guard's, as every URL that came from a request (an activity's serviceUrl) must.
  */
-export interface ChatSurfaces {
-  slack?: ChatSurface<SlackThread>;
-  teams?: ChatSurface<TeamsThread>;
-}
+export type { ChatSurfaces };
 
 export interface ChatSurfaceDeps {
   /** The outbound guard's fetch (the notify path's): the Teams surface calls the Bot Connector with it. */

@@ -130,23 +130,33 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
     return { status: res.statusCode, body };
   };
 
-  /** A POST as API Gateway hands it over, with this raw body (a signature is over the bytes). */
+  /**
+   * A POST as API Gateway hands it over, with this raw body (a signature is over the bytes); a form
+   * body base64-encoded, as the HTTP API passes a body that is not JSON or text.
+   */
   const rawPost = (path: string, body: string, headers: Record<string, string>) => {
     const event = apiEvent("POST", path);
+    const base64 = headers["content-type"] === "application/x-www-form-urlencoded";
     return {
       ...event,
       routeKey: `POST /${path.split("/")[1]}/{proxy+}`,
       pathParameters: { proxy: path.split("/").slice(2).join("/") },
       headers: { ...event.headers, "content-length": String(Buffer.byteLength(body)), ...headers },
-      body,
-      isBase64Encoded: false,
+      body: base64 ? Buffer.from(body).toString("base64") : body,
+      isBase64Encoded: base64,
     } as APIGatewayProxyEventV2;
   };
-  const slackPost = (path: string, body: string, secret = SIGNING_SECRET) =>
+  const slackPost = (
+    path: string,
+    body: string,
+    headers: Record<string, string> = {},
+    secret = SIGNING_SECRET,
+  ) =>
     call(
       rawPost(path, body, {
         "content-type": body.startsWith("{") ? "application/json" : "application/x-www-form-urlencoded",
         ...signSlackBody(secret, body, Math.floor(Date.now() / 1000)),
+        ...headers,
       }),
     );
   const teamsPost = async (activity: Record<string, unknown>) =>
@@ -211,6 +221,13 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
     }
     throw new Error("AWS did not settle within 60 rounds");
   };
+
+  /** The emails the tool function really sent (its ExecuteTool calls of send_email). */
+  const emailsSent = () =>
+    toolPeer.invocations.filter((i) => {
+      const p = i.payload as { op?: string; tool?: string };
+      return p.op === "ExecuteTool" && p.tool === "send_email";
+    }).length;
 
   /** Every item of the state table: what "nothing written" is measured by. */
   const tableItems = async (): Promise<number> => {
@@ -348,6 +365,7 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
       const res = await slackPost(
         "/slack/events",
         mention("Ev_BAD", "<@UBOT> invite the team"),
+        {},
         "not-the-secret-x",
       );
       expect(res.status).toBe(401);
@@ -363,8 +381,13 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
       expect(world.bedrock?.calls.length ?? 0).toBe(modelCalls);
 
       // Slack retries the event (X-Slack-Retry-Num): the same request, nothing new.
-      const retried = await slackPost("/slack/events", mention("Ev_AWS_1", "<@UBOT> invite the team"));
+      const items = await tableItems();
+      const retried = await slackPost("/slack/events", mention("Ev_AWS_1", "<@UBOT> invite the team"), {
+        "x-slack-retry-num": "1",
+        "x-slack-retry-reason": "http_timeout",
+      });
       expect(retried.status).toBe(200);
+      expect(await tableItems()).toBe(items);
 
       await settle();
       const thread = slack.thread("C_AWS", "1780000000.000100").filter((m) => m.ts !== "1780000000.000100");
@@ -374,8 +397,9 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
       const question = thread.find((m) => buttonsOf(m).length > 0);
       expect(question).toBeDefined();
       expect(textOf(question as FakeMessage)).toContain("send_email");
-      // Nothing is answered yet: no answer in the thread.
+      // Nothing is answered yet: no answer in the thread, no email sent.
       expect(thread.some((m) => m.text.includes(ANSWER))).toBe(false);
+      expect(emailsSent()).toBe(0);
 
       const allow = buttonsOf(question as FakeMessage).find((b) => /allow|approve|run/i.test(b.text));
       expect(allow).toBeDefined();
@@ -394,10 +418,13 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
       expect(click.status).toBe(200);
       await settle();
 
+      expect(emailsSent()).toBe(1);
       const after = slack.thread("C_AWS", "1780000000.000100");
+      // The progress message, kept up to date: now done.
+      expect(textOf(slack.message("C_AWS", progress.ts) as FakeMessage)).toMatch(/Done/);
       expect(after.some((m) => m.text.includes(ANSWER) || textOf(m).includes(ANSWER))).toBe(true);
       const answeredQuestion = slack.message("C_AWS", (question as FakeMessage).ts);
-      expect(textOf(answeredQuestion as FakeMessage)).toContain("user_ada");
+      expect(textOf(answeredQuestion as FakeMessage)).toMatch(/`user_ada` answered: \*Allow\*/);
       expect(buttonsOf(answeredQuestion as FakeMessage)).toEqual([]);
       // One progress message, kept up to date; one answer, though every wake-up came twice.
       const answers = after.filter((m) => m.text.includes(ANSWER) || textOf(m).includes(ANSWER));
@@ -437,7 +464,7 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
         text: "<at>Arbor</at> invite the team",
         ...base(),
       });
-      expect(ack.status).toBeLessThan(300);
+      expect(ack.status).toBe(202);
       await settle();
       const posted = teams.activities.filter((a) => a.conversationId === "a:aws-chat-ada");
       expect(posted.length).toBeGreaterThanOrEqual(2);
@@ -462,7 +489,14 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
       expect(invoke.status).toBe(200);
       expect(invoke.body).toContain("user_ada");
       await settle();
+      expect(emailsSent()).toBe(2); // Slack's, then this one
       const all = teams.activities.filter((a) => a.conversationId === "a:aws-chat-ada");
+      const [progress] = all;
+      expect(progress?.method).toBe("POST");
+      // The progress card, replaced once the request is done; the question's, to say who answered.
+      const replaced = all.filter((a) => a.method === "PUT").map((a) => JSON.stringify(a.body));
+      expect(replaced.some((b) => b.includes("Invite the team: completed"))).toBe(true);
+      expect(replaced.some((b) => b.includes("Allow send_email?") && b.includes("user_ada"))).toBe(true);
       expect(all.some((a) => JSON.stringify(a.body).includes(ANSWER))).toBe(true);
       expect(all.filter((a) => a.method === "POST" && JSON.stringify(a.body).includes(ANSWER))).toHaveLength(
         1,
