@@ -3,7 +3,23 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signSlackBody } from "../../shared/channels/slack/verify.ts";
-import { addKey, arborCli, arborEnv, killHard, type Served, startServe } from "./serve-process.ts";
+import {
+  buttonClick,
+  buttonsOf,
+  eventCallback,
+  interactivityForm,
+  startFakeSlack,
+  textOf,
+} from "../peers/fake-slack.ts";
+import {
+  addKey,
+  arborCli,
+  arborEnv,
+  eventually,
+  killHard,
+  type Served,
+  startServe,
+} from "./serve-process.ts";
 
 /**
  * `arbor serve` mounts Slack and Teams from the chat settings file (<dataDir>/chat.json, or
@@ -13,13 +29,14 @@ import { addKey, arborCli, arborEnv, killHard, type Served, startServe } from ".
  * nothing read; the Slack routes verify each request against the file's signing secret.
  */
 const SIGNING_SECRET = "chat-serve-signing-secret-1";
-const settings = (extra: Record<string, unknown> = {}) =>
+const BOT_TOKEN = "xoxb-serve-token-1";
+const settings = (apiUrl?: string) =>
   JSON.stringify({
     slack: {
       signingSecret: SIGNING_SECRET,
-      workspaces: { T0SERVE: { tenant: "acme", botToken: "xoxb-serve-token-1" } },
+      ...(apiUrl ? { apiUrl } : {}),
+      workspaces: { T0SERVE: { tenant: "acme", botToken: BOT_TOKEN, users: { U_ADA: "user_ada" } } },
     },
-    ...extra,
   });
 
 let dir: string;
@@ -105,4 +122,67 @@ describe("arbor serve and the chat settings file", () => {
     expect(await s.exited).toBe(0);
     await rm(file);
   }, 180_000);
+
+  it("a mention is acked, and the thread gets the progress and the answer through the local notify path", async () => {
+    const slack = await startFakeSlack({ tokens: { [BOT_TOKEN]: "T0SERVE" } });
+    const file = join(dataDir, "chat.json");
+    await writeFile(file, settings(slack.apiUrl), { mode: 0o600 });
+    await chmod(file, 0o600);
+    try {
+      const s = await serve();
+      const mention = eventCallback({
+        team: "T0SERVE",
+        eventId: "Ev_SERVE_1",
+        event: {
+          type: "app_mention",
+          user: "U_ADA",
+          channel: "C_SERVE",
+          ts: "1780000000.000100",
+          text: "<@UBOT> plan the offsite",
+        },
+      });
+      expect((await post(`${s.url}/slack/events`, mention, signed(mention))).status).toBe(200);
+      // The offsite example asks before it sends its email: the question comes to the thread.
+      const asked = await eventually(
+        async () => slack.thread("C_SERVE", "1780000000.000100"),
+        (t) => t.some((m) => buttonsOf(m).length > 0),
+        60_000,
+      );
+      const question = asked.find((m) => buttonsOf(m).length > 0);
+      expect(textOf(asked[0] as never)).toMatch(/Plan the offsite/);
+      const allow = question ? buttonsOf(question).find((b) => b.text === "Allow") : undefined;
+      expect(allow).toBeDefined();
+      const form = interactivityForm(
+        buttonClick({
+          team: "T0SERVE",
+          user: "U_ADA",
+          channel: "C_SERVE",
+          message: question as never,
+          button: allow as never,
+        }),
+      );
+      const click = await fetch(`${s.url}/slack/interactivity`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", ...signed(form) },
+        body: form,
+      });
+      expect(click.status).toBe(200);
+      const thread = await eventually(
+        async () => slack.thread("C_SERVE", "1780000000.000100"),
+        (t) => t.length >= 3 && /Done/.test(textOf(t[0] as never)),
+        60_000,
+      );
+      // The progress message (now done), the question (now answered: who, what), the answer.
+      expect(textOf(thread[0] as never)).toMatch(/Done/);
+      expect(textOf(slack.message("C_SERVE", question?.ts ?? "") as never)).toMatch(
+        /`user_ada` answered: \*Allow\*/,
+      );
+      expect(thread).toHaveLength(3);
+      for (const c of slack.calls()) expect(c.token).toBe(BOT_TOKEN);
+      await s.stop();
+    } finally {
+      await slack.close();
+      await rm(file, { force: true });
+    }
+  }, 240_000);
 });
