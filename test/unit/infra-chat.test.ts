@@ -194,6 +194,14 @@ describe("the chat secret", () => {
     expect(statementsOf(byName).some((st) => list(st.Action).some((a) => a.startsWith("kms:")))).toBe(false);
   });
 
+  it("allows every call the chat settings loader makes (and it makes GetSecretValue only)", () => {
+    const source = readFileSync(new URL("../../shared/chat/settings.ts", import.meta.url), "utf8");
+    const commands = new Set([...source.matchAll(/\b([A-Z][A-Za-z0-9]*Command)\b/g)].map((m) => m[1]));
+    expect([...commands]).toEqual(["GetSecretValueCommand"]);
+    const granted = statementsOf(byArn).flatMap((st) => list(st.Action));
+    expect(granted).toContain("secretsmanager:GetSecretValue");
+  });
+
   it("is granted to nobody without -c chatSecret", () => {
     expect(none.engine.chat).toBeUndefined();
     expect(
