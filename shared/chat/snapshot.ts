@@ -50,7 +50,25 @@ export async function threadSnapshot(
   };
   if (s.state === "completed") snapshot.answer = notifiedAnswer(s.output);
   if (s.state === "failed" || s.state === "canceled") snapshot.reason = s.reason.slice(0, 4000);
-  return snapshot;
+  return bounded(snapshot);
+}
+
+/**
+ * A delivery's body is stored with it (a DynamoDB item holds 400 KB): past MAX_SNAPSHOT_CHARS the
+ * questions' content (a plan's JSON, a tool call's arguments) is left out; their titles, options
+ * and bindings stay (the full question is one read away: GET /v1/tasks/<urn>/interactions).
+ */
+export const MAX_SNAPSHOT_CHARS = 200_000;
+
+function bounded(s: ThreadSnapshot): ThreadSnapshot {
+  if (JSON.stringify(s).length <= MAX_SNAPSHOT_CHARS) return s;
+  return {
+    ...s,
+    questions: s.questions.map((q) => {
+      const { content: _, ...display } = q.display;
+      return { ...q, display };
+    }),
+  };
 }
 
 /** The tree's tasks breadth first, with depth and the elected assistant's name (its resource's). */

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { InteractionResource } from "../domain/resources.ts";
 import type { EngineDeps } from "../engine/context.ts";
 import { ConflictError } from "../errors.ts";
@@ -6,6 +7,7 @@ import type { SubscriptionData } from "../notify/subscriptions.ts";
 import { questionOf } from "./snapshot.ts";
 import { type HeldThread, type ThreadData, takeThread } from "./thread-record.ts";
 import {
+  type ChatRender,
   ChatSendError,
   type ChatSurface,
   type SlackThread,
@@ -181,6 +183,8 @@ function failure(e: unknown): SyncResult {
   return { delivered: false, retryable: true, error: (e as Error).message ?? String(e) };
 }
 
+const digest = (r: ChatRender) => createHash("sha256").update(JSON.stringify(r)).digest("hex").slice(0, 16);
+
 /** A ref with no thread of its own (a slash command's request): the first message Arbor posts heads it. */
 const hasOwnThread = (ref: SlackThread | TeamsThread) => ref.kind === "teams" || ref.threadTs !== undefined;
 
@@ -197,14 +201,18 @@ async function apply(
     conversationUrn: s.conversationUrn,
     ...(t.threadHead ? { threadHead: t.threadHead } : {}),
   });
-  // 1. progress
+  // 1. progress (updated only when what it shows changed: the platforms rate-limit updates)
+  const progress = surface.render.progress(s);
+  const shown = digest(progress);
   if (t.progress === undefined) {
-    const id = await surface.post(ref, surface.render.progress(s), context());
+    const id = await surface.post(ref, progress, context());
     t.progress = id;
+    t.progressShown = shown;
     if (!hasOwnThread(ref) && t.threadHead === undefined) t.threadHead = id;
     await held.save(); // the window: a crash before this line posts the progress again
-  } else {
-    await surface.update(ref, t.progress, surface.render.progress(s), context());
+  } else if (t.progressShown !== shown) {
+    await surface.update(ref, t.progress, progress, context());
+    t.progressShown = shown;
   }
   // 2. new questions
   for (const q of s.questions) {

@@ -1,11 +1,12 @@
+import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
 import { ConflictError } from "../errors.ts";
 import type { RecordInput, StateRecord, StateStore } from "../ports/state-store.ts";
 
 /**
  * What the thread sync (sync.ts) knows of one chat thread: the messages Arbor posted in it, and
  * the last snapshot applied. A state record (kind `chat-thread`, key `chat-thread#<subscription key>`,
- * parent `chat-threads#<root task URN>`, status `open`, `done` once the answer is posted), every
- * write conditional on the version read. How to drive it:
+ * parent `chat-threads#<root task URN>`, status `open`, `done` once the answer is posted, then
+ * expiring as a delivered notification does), every write conditional on the version read. How to drive it:
  *
  *   const held = await takeThread(state, key, { rootTaskUrn, channel }, holder, now, leaseMs);
  *   // { thread } | { busy: untilIso }: another worker syncs the thread now (retry soon)
@@ -33,6 +34,8 @@ export interface ThreadData {
   channel: "slack" | "teams";
   /** The progress message's id, once posted. */
   progress?: string;
+  /** A hash of what the progress message shows now: it is updated only when that changes. */
+  progressShown?: string;
   /** The thread's head (SurfaceContext.threadHead): the first message Arbor posted, when the ref has no thread of its own. */
   threadHead?: string;
   /** The questions posted, by interaction URN. */
@@ -101,6 +104,9 @@ export async function takeThread(
   const save = async (status?: "done") => {
     thread.status = status ?? thread.status ?? "open";
     thread.updatedAt = clock().toISOString();
+    // Once the answer is posted the record only guards against posting again: kept as long as a delivery is.
+    if (thread.status === "done")
+      thread.expiresAt = expiresAfter(clock(), RETENTION_MS.deliveredNotification);
     await write(state, thread);
   };
   return {

@@ -106,15 +106,22 @@ export async function submit(
     req.tenant,
   );
   const to = target(req);
-  const existing = to.urn ? await d.resources.get(to.urn) : undefined;
+  let existing: unknown;
   // The message goes under the conversation (or a new one under the tenant): checked before any write.
-  await access.authorize(principal, "resource.write", existing || !to.named ? (to.urn ?? tenant) : tenant);
   if (req.conversationUrn) {
+    await access.authorize(principal, "resource.write", req.conversationUrn);
     if (qualifiedType(lastElement(req.conversationUrn)) !== "common.Conversation")
       throw new ValidationError(
         `${req.conversationUrn} is not a conversation: pass a common.Conversation URN`,
       );
+    existing = await d.resources.get(req.conversationUrn);
     if (!existing) throw new NotFoundError("Conversation", req.conversationUrn);
+  } else if (to.urn) {
+    // A named one (its URN is ours, under the caller's tenant): continued if there, else created.
+    existing = await d.resources.get(to.urn);
+    await access.authorize(principal, "resource.write", existing ? to.urn : tenant);
+  } else {
+    await access.authorize(principal, "resource.write", tenant);
   }
   // Somebody is there to take the request's tasks (a tenant's first request: its default team).
   await teams.ensure(req.tenant);

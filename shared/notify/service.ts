@@ -36,11 +36,14 @@ import type { NotifyUrls } from "./urls.ts";
  * The delivery service: the one API both runtimes drive (locally worker.ts, on AWS a rule, a queue
  * and the notify function). How to drive it:
  *
- *   const notify = new NotifyService({ deps: engine.deps, urls: notifyUrls(outbound, { allowLoopbackHttp }) });
+ *   const notify = new NotifyService({ deps: engine.deps, urls: notifyUrls(outbound, { allowLoopbackHttp }),
+ *                                      surfaces: { slack: slackSurface(...), teams: teamsSurface(...) } });
  *   await notify.subscribe(rootTaskUrn, { kind: "callback", id, url, tenant });  // URL checked: ValidationError
+ *   await notify.subscribe(rootTaskUrn, slackThread);   // a SlackThread / TeamsThread (chat/types.ts): no URL
  *   await notify.reconcile(rootTaskUrn);   // on a wake-up (wakeups.ts): records deliveries, returns their ids
  *   await notify.sweep();                  // on start and now and then: every request with an open subscription
- *   await notify.attempt(id);              // one attempt at one delivery (claim, POST, record the result)
+ *   await notify.attempt(id);              // one attempt at one delivery (claim, POST or thread sync
+ *                                          // through the channel's surface (chat/sync.ts), record the result)
  *   await notify.runDue();                 // every delivery due now (the local worker's tick)
  *   await notify.deliveries("dead", tenant); await notify.redrive(id);   // operators
  *   notify.onRecorded((ids) => ...);       // deliveries just recorded (the local worker's kick, a queue's send)

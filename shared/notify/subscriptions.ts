@@ -118,6 +118,11 @@ export async function subscribe(
   const key = subKey(rootTaskUrn, subscription.id);
   for (let attempt = 0; ; attempt++) {
     const current = await state.get<SubscriptionData>(key);
+    // An id is one subscriber's: a push config never replaces a chat thread or a callback (nor the other way).
+    if (current && current.status !== "deleted" && current.data.subscription.kind !== subscription.kind)
+      throw new ConflictError(
+        `The subscription id ${subscription.id} is taken by a ${current.data.subscription.kind} subscription: choose another id`,
+      );
     const now = clock().toISOString();
     // The same receiver (a config updated under its id) is not told again what it was told; a new
     // URL, or one deleted and made again, hears how the request stands now.

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { getThread, THREAD_KIND, takeThread } from "../../shared/chat/thread-record.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../shared/errors.ts";
 import { DEFAULT_RETRY, nextAttempt } from "../../shared/notify/backoff.ts";
 import {
@@ -248,6 +249,82 @@ export function notifyRecordsContract(name: string, setup: () => Promise<NotifyR
         data: DeliveryData;
       }[];
       expect(pending.map((r) => r.data.id)).toEqual([late.id]);
+    });
+
+    it("a chat thread: subscribed with no URL (the same thread keeps what it was told)", async () => {
+      const thread = {
+        kind: "slack" as const,
+        id: "slack-T1-C1-1700000000.000100",
+        tenant: "acme",
+        team: "T1",
+        channel: "C1",
+        threadTs: "1700000000.000100",
+      };
+      const first = await subscribe(f.store, clock, ROOT, thread);
+      const { version, ...record } = first;
+      await f.store.transact([
+        {
+          op: "put",
+          record: { ...record, data: { ...first.data, notified: "working#abc", sent: 1 } },
+          expectedVersion: version,
+        },
+      ]);
+      expect((await subscribe(f.store, clock, ROOT, thread)).data).toMatchObject({
+        notified: "working#abc",
+        sent: 1,
+        subscription: thread,
+      });
+      // Another thread under the id (another message's thread) hears how the request stands.
+      const moved = await subscribe(f.store, clock, ROOT, { ...thread, threadTs: "1700000000.000200" });
+      expect(moved.data.notified).toBeUndefined();
+      await expect(
+        subscribe(f.store, clock, ROOT, { ...thread, team: "" } as typeof thread),
+      ).rejects.toBeInstanceOf(ValidationError);
+      // Its id is the thread's: a webhook under it (an A2A push config naming it) is refused.
+      await expect(
+        subscribe(f.store, clock, ROOT, {
+          kind: "callback",
+          id: thread.id,
+          url: "https://x.example/",
+          tenant: "acme",
+        }),
+      ).rejects.toBeInstanceOf(ConflictError);
+      expect((await getSubscription(f.store, ROOT, thread.id))?.data.subscription.kind).toBe("slack");
+    });
+
+    it("a chat thread's record: one lease at a time, taken over once it ends; the late holder's writes fail", async () => {
+      const about = { rootTaskUrn: ROOT, channel: "slack" as const };
+      const question = `${ROOT}/uip.Interaction.q1`;
+      const a = await takeThread(f.store, "sub-1", about, "a", clock, MINUTE);
+      if (!("held" in a)) throw new Error("the first holder must get the thread");
+      a.held.thread.data.progress = "1700000000.000300";
+      a.held.thread.data.questions[question] = { messageId: "1700000000.000400", answered: false };
+      await a.held.save();
+      expect(await takeThread(f.store, "sub-1", about, "b", clock, MINUTE)).toEqual({
+        busy: new Date(now + MINUTE).toISOString(),
+      });
+      now += MINUTE + 1;
+      const b = await takeThread(f.store, "sub-1", about, "b", clock, MINUTE);
+      if (!("held" in b)) throw new Error("the lease ran out: the thread is b's");
+      expect(b.held.thread.data).toMatchObject({
+        progress: "1700000000.000300",
+        questions: { [question]: { messageId: "1700000000.000400", answered: false } },
+        appliedSeq: 0,
+      });
+      a.held.thread.data.answer = "late";
+      await expect(a.held.save()).rejects.toBeInstanceOf(ConflictError);
+      b.held.thread.data.answer = "1700000000.000500";
+      b.held.thread.data.appliedSeq = 7;
+      await b.held.release();
+      const stored = await getThread(f.store, "sub-1");
+      expect(stored).toMatchObject({
+        kind: THREAD_KIND,
+        status: "done",
+        data: { answer: "1700000000.000500", appliedSeq: 7 },
+      });
+      expect(stored?.data.lease).toBeUndefined();
+      // Released: anyone takes it at once.
+      expect("held" in (await takeThread(f.store, "sub-1", about, "c", clock, MINUTE))).toBe(true);
     });
   });
 }

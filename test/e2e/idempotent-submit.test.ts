@@ -8,6 +8,8 @@ import { COMMANDS, planMarkerKey } from "../../shared/engine/context.ts";
 import type { SubmitRequest } from "../../shared/engine/engine.ts";
 import { PLAN_RESEND_AFTER_MS } from "../../shared/engine/submit.ts";
 import { ConflictError, ForbiddenError, ValidationError } from "../../shared/errors.ts";
+import { NotifyService } from "../../shared/notify/service.ts";
+import { notifyUrls } from "../../shared/notify/urls.ts";
 import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
 import { serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
@@ -239,6 +241,33 @@ describe("POST /v1/messages with an Idempotency-Key", () => {
     const bad = await post("x".repeat(201));
     expect(bad.status).toBe(400);
     expect(await written(w)).toEqual(before);
+    await w.idle();
+  });
+
+  it("a crash between the submit and the callback's subscription: the retry subscribes it", async () => {
+    const w = await world();
+    const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
+    const notify = new NotifyService({ deps: w.engine.deps, urls: notifyUrls() });
+    server = await serveHttp({ engine: w.engine, keys: new ApiKeys({ keys: [ada.entry] }), notify });
+    // The first POST got as far as the submit, then the process died: no subscription.
+    const text = "When is the offsite?";
+    const first = await w.engine.submit(ask({ text, idempotencyKey: "cb-1" }));
+    expect(await notify.subscriptions(first.rootTaskId)).toEqual([]);
+    const res = await fetch(`${server.url}/v1/messages`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${ada.key}`,
+        "content-type": "application/json",
+        "idempotency-key": "cb-1",
+      },
+      body: JSON.stringify({ text, callbackUrl: "https://hooks.example.com/arbor" }),
+    });
+    expect(res.status).toBe(202);
+    expect(await res.json()).toMatchObject({ ...first });
+    const subs = await notify.subscriptions(first.rootTaskId);
+    expect(subs.map((r) => r.data.subscription)).toMatchObject([
+      { kind: "callback", url: "https://hooks.example.com/arbor" },
+    ]);
     await w.idle();
   });
 });

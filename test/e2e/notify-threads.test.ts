@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
-import { threadDigest, threadSnapshot } from "../../shared/chat/snapshot.ts";
+import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import { THREAD_TASKS, threadDigest, threadSnapshot } from "../../shared/chat/snapshot.ts";
 import type { SlackThread, TeamsThread, ThreadSnapshot } from "../../shared/chat/types.ts";
 import { ValidationError } from "../../shared/errors.ts";
 import { DELIVERY_KIND, type DeliveryData } from "../../shared/notify/deliveries.ts";
@@ -9,6 +10,7 @@ import { notifyUrls } from "../../shared/notify/urls.ts";
 import { NOTIFY_WAKE_PATTERNS, requestOfWakeup } from "../../shared/notify/wakeups.ts";
 import { collectPages } from "../../shared/ports/state-store.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
+import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
  * Chat threads on the notify path: a Slack thread or a Teams conversation is a subscription kind
@@ -127,6 +129,36 @@ describe("a chat thread subscribed to a request", () => {
     expect(s).toMatchObject({ state: "working", rootTaskUrn: rootTaskId, questions: [], taskCount: 1 });
     expect(s.tasks).toEqual([{ taskId: rootTaskId, depth: 0, title: REQUEST, status: "open" }]);
     await h.idle();
+  });
+
+  it("shows at most THREAD_TASKS tasks of a wide tree, breadth first, and says it is cut", async () => {
+    // 1 + 6 + 36 tasks: more than a thread shows.
+    const spec = {
+      name: "Survey",
+      purpose: "Collect every part",
+      subtasks: Array.from({ length: 6 }, (_, i) => ({
+        name: `area ${i + 1}`,
+        purpose: `Cover area ${i + 1}`,
+        subtasks: Array.from({ length: 6 }, (_, j) => ({
+          name: `part ${i + 1}.${j + 1}`,
+          purpose: "Report it",
+        })),
+      })),
+    };
+    const wide: ScriptFunction = (r) => {
+      if (isPlan(r)) return planOf(spec);
+      if (isEvaluation(r)) return pass();
+      return { content: "reported" };
+    };
+    h = await Harness.create({ script: wide, assistants: GENERALIST, settings: { electionThreshold: -1 } });
+    const { rootTaskId } = await h.submit("Survey everything");
+    await h.idle();
+    const s = await threadSnapshot(h.engine.deps, rootTaskId);
+    expect(s).toMatchObject({ state: "completed", taskCount: THREAD_TASKS, truncated: true });
+    expect(s.tasks).toHaveLength(THREAD_TASKS);
+    expect(s.tasks[0]).toMatchObject({ taskId: rootTaskId, depth: 0, assistant: "Generalist" });
+    expect(s.tasks.map((t) => t.depth)).toEqual([0, ...Array(6).fill(1), ...Array(23).fill(2)]);
+    expect(s.tasks.every((t) => t.status === "done")).toBe(true);
   });
 
   it("has no URL to check; a malformed thread is refused and nothing is written", async () => {
