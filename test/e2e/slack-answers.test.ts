@@ -246,4 +246,25 @@ describe("answering a question in Slack", () => {
     expect(w.fake.calls("views.open")).toHaveLength(2);
     expect(await status(approval.meta.id)).toBe("pending");
   });
+
+  it("a click by someone of another organisation (a shared channel) is refused, even if their user id is mapped", async () => {
+    const { approval, message } = await lazyRequest();
+    const button = buttonsOf(message).find((b) => b.text === "Run it");
+    const payload = buttonClick({
+      team: TEAM,
+      user: "U_ADA",
+      channel: "C1",
+      message,
+      button: button as never,
+    });
+    const res = await w.post(
+      "/slack/interactivity",
+      interactivityForm({ ...payload, user: { id: "U_ADA", team_id: "T_OTHER" } }),
+    );
+    expect(res.status).toBe(200);
+    expect(String(w.fake.calls("chat.postEphemeral").at(-1)?.args.text)).toMatch(
+      /members of this workspace only/,
+    );
+    expect(await status(approval.meta.id)).toBe("pending");
+  });
 });

@@ -187,4 +187,46 @@ describe("Slack requests that are refused", () => {
       await limited.close();
     }
   });
+
+  it("a mention with nothing to do, or `help`, is answered with the help, only to that person, writing nothing", async () => {
+    const before = await w.written();
+    const calls = w.fake.calls("chat.postEphemeral").length;
+    const bare = eventCallback({
+      team: TEAM,
+      eventId: "EvHelp1",
+      event: { type: "app_mention", user: "U_ADA", text: "<@UBOT>", channel: "C1", ts: "1780000000.000900" },
+    });
+    expect((await w.post("/slack/events", bare)).status).toBe(200);
+    const told = w.fake.calls("chat.postEphemeral").slice(calls);
+    expect(told).toHaveLength(1);
+    expect(String(told[0]?.args.text)).toContain("/arbor watch <task URN>");
+    const help = await w.post(
+      "/slack/commands",
+      commandForm({ team: TEAM, channel: "C1", user: "U_ADA", text: "help" }),
+    );
+    expect(((await help.json()) as { text: string }).text).toContain("/arbor <request>");
+    expect(await w.written()).toEqual(before);
+  });
+
+  it("someone of another organisation in a shared channel is told no, and nothing is written", async () => {
+    const before = await w.written();
+    const calls = w.fake.calls("chat.postEphemeral").length;
+    const foreign = eventCallback({
+      team: TEAM,
+      eventId: "EvForeign1",
+      event: {
+        type: "app_mention",
+        user: "U_EXT",
+        user_team: "T_OTHER",
+        text: "<@UBOT> plan",
+        channel: "C1",
+        ts: "1780000000.000950",
+      },
+    });
+    expect((await w.post("/slack/events", foreign)).status).toBe(200);
+    expect(String(w.fake.calls("chat.postEphemeral").slice(calls)[0]?.args.text)).toMatch(
+      /members of this workspace only/,
+    );
+    expect(await w.written()).toEqual(before);
+  });
 });

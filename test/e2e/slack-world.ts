@@ -72,7 +72,7 @@ export async function startSlackWorld(options: {
   const notify = startLocalNotify(h.engine, {
     notify: { allowLoopbackHttp: true },
     worker: { tickMs: 60_000 },
-    ...({ surfaces: { slack: surface } } as object),
+    surfaces: { slack: surface },
   });
   const server = await serveHttp({
     engine: h.engine,

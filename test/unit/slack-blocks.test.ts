@@ -4,6 +4,7 @@ import {
   ACTION_OPTION,
   answerBlocks,
   MAX_BLOCKS,
+  mrkdwn,
   parseOpenValue,
   parseOptionValue,
   progressBlocks,
@@ -106,6 +107,12 @@ describe("Slack blocks", () => {
     expect(sections(r).join("\n")).toContain("<@U42> answered: *Allow*");
     const byApi = questionBlocks({ ...risky, answered: { by: "user_ada", summary: "Deny" } }, snapshot());
     expect(sections(byApi).join("\n")).toContain("`user_ada` answered: *Deny*");
+    const ended = questionBlocks(
+      { ...risky, answered: { by: "system_engine", summary: "not answered: the request canceled" } },
+      snapshot(),
+    );
+    expect(buttons(ended)).toHaveLength(0);
+    expect(sections(ended).join("\n")).toContain("_not answered: the request canceled_");
   });
 
   it("input questions, many options and an editable plan open a modal", () => {
@@ -148,5 +155,12 @@ describe("Slack blocks", () => {
     expect(r.text.length).toBeLessThanOrEqual(3000);
     const failed = answerBlocks(snapshot({ state: "failed", reason: "the budget ran out" }));
     expect(failed.text).toBe("Failed: the budget ran out");
+  });
+
+  it("the answer's Markdown reads as Slack's mrkdwn, escaped", () => {
+    expect(mrkdwn("# Plan\n**Venue**: the [barn](https://example.com/barn?a=1&b=2) <3")).toBe(
+      "*Plan*\n*Venue*: the <https://example.com/barn?a=1&amp;b=2|barn> &lt;3",
+    );
+    expect(mrkdwn("[x](javascript:alert(1))")).toBe("[x](javascript:alert(1))");
   });
 });

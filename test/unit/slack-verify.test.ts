@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   MAX_SLACK_BODY_BYTES,
@@ -98,5 +99,37 @@ describe("readBody and parseSlackJson", () => {
       ok: true,
       value: { type: "url_verification" },
     });
+  });
+});
+
+describe("verifySlackRequest, property-based", () => {
+  it("takes every body signed within the window, and refuses it once any byte of it changes", () => {
+    fc.assert(
+      fc.property(
+        fc.string({ maxLength: 2000 }),
+        fc.integer({ min: -300, max: 300 }),
+        fc.nat(),
+        fc.integer({ min: 1, max: 0xffff }),
+        (b, skew, at, delta) => {
+          const headers = headersFor(b, nowS + skew);
+          expect(verifySlackRequest(SECRET, headers, b, NOW)).toBeUndefined();
+          if (b.length === 0) return;
+          const i = at % b.length;
+          const changed = `${b.slice(0, i)}${String.fromCharCode((b.charCodeAt(i) + delta) % 0x10000)}${b.slice(i + 1)}`;
+          if (Buffer.from(changed).equals(Buffer.from(b))) return; // lone surrogates encode alike
+          expect(verifySlackRequest(SECRET, headers, changed, NOW)).toMatch(/does not match/);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it("refuses any header that is not a signature, whatever the body", () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 200 }), fc.string({ maxLength: 100 }), (b, signature) => {
+        expect(verifySlackRequest(SECRET, { timestamp: String(nowS), signature }, b, NOW)).toBeDefined();
+      }),
+      { numRuns: 300 },
+    );
   });
 });

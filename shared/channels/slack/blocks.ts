@@ -42,6 +42,18 @@ const STATE_LABEL: Record<ThreadSnapshot["state"], string> = {
 /** Slack's mrkdwn escapes (https://api.slack.com/reference/surfaces/formatting#escaping). */
 export const esc = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
+/**
+ * The Markdown a model answers in, as Slack's mrkdwn shows it: escaped, headings and `**bold**` as
+ * `*bold*`, `[text](https://...)` as a link. Lists and code blocks read the same in both.
+ */
+export function mrkdwn(markdown: string): string {
+  return esc(markdown)
+    .replace(/^#{1,6}[ \t]+(.+)$/gm, "*$1*")
+    .replace(/\*\*([^*\n]+)\*\*/g, "*$1*")
+    .replace(/__([^_\n]+)__/g, "*$1*")
+    .replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)|]+)\)/g, "<$2|$1>");
+}
+
 export const cut = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max - 1)}…`);
 
 const section = (text: string): SectionBlock => ({
@@ -185,7 +197,9 @@ export function questionBlocks(q: ThreadQuestion, s: ThreadSnapshot): ChatRender
   const tail: KnownBlock[] = q.answered
     ? [
         section(
-          `:ballot_box_with_check: ${answerer(q.answered.by)} answered: *${esc(cut(q.answered.summary, 1000))}*`,
+          q.answered.by.startsWith("system_")
+            ? `:heavy_minus_sign: _${esc(cut(q.answered.summary, 1000))}_` // the request ended without it
+            : `:ballot_box_with_check: ${answerer(q.answered.by)} answered: *${esc(cut(q.answered.summary, 1000))}*`,
         ),
       ]
     : [questionActions(q), context(`Only the person who asked, or an admin, may answer · ${whereToRead(s)}`)];
@@ -200,8 +214,9 @@ export function answerBlocks(s: ThreadSnapshot): ChatRender {
   const where = context(whereToRead(s));
   if (s.state === "completed") {
     const answer = s.answer?.trim() || "(no answer text)";
-    const body = chunked(esc(answer), MAX_BLOCKS - 2);
-    const whole = body.length * (SECTION_CHARS - 20) >= answer.length;
+    const text = mrkdwn(answer);
+    const body = chunked(text, MAX_BLOCKS - 2);
+    const whole = body.length * (SECTION_CHARS - 20) >= text.length;
     const blocks: KnownBlock[] = [...body];
     if (!whole) blocks.push(context("The answer is cut here: the whole of it is the request's output"));
     blocks.push(where);

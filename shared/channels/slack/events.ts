@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { isArborError } from "../../errors.ts";
 import { personOf, slackConversationName, slackSubmitKey } from "./identity.ts";
-import { HELP_TEXT, type Inbound, refusalText, startWork, tell, throttled } from "./inbound.ts";
+import { FOREIGN_TEXT, HELP_TEXT, type Inbound, refusalText, startWork, tell, throttled } from "./inbound.ts";
 import { threadHead } from "./thread-heads.ts";
 
 /**
@@ -21,6 +21,8 @@ const EventSchema = z
   .object({
     type: z.string(),
     user: z.string().max(64).optional(),
+    /** The person's own workspace: another organisation's in a shared (Slack Connect) channel. */
+    user_team: z.string().max(32).optional(),
     text: z.string().max(200_000).optional(),
     channel: z.string().max(64).optional(),
     channel_type: z.string().max(32).optional(),
@@ -55,9 +57,14 @@ export async function onEvent(x: Inbound, payload: EventCallback): Promise<Event
   const direct = e.type === "message" && e.channel_type === "im";
   if (!mention && !direct) return "ignored";
 
-  const person = personOf(x.team, e.user, x.ws);
   const threadTs = e.thread_ts ?? e.ts;
   const where = { channel: e.channel, user: e.user, threadTs };
+  // Someone of another organisation in a shared channel is not a person of this tenant.
+  if (e.user_team !== undefined && e.user_team !== x.team) {
+    await tell(x, where, FOREIGN_TEXT);
+    return "told";
+  }
+  const person = personOf(x.team, e.user, x.ws);
   const limited = throttled(x, person);
   if (limited) {
     await tell(x, where, limited);

@@ -134,6 +134,9 @@ export function refusalText(error: unknown): string | undefined {
   }
 }
 
+export const FOREIGN_TEXT =
+  "Arbor takes requests and answers from members of this workspace only, not from other organisations in a shared channel.";
+
 export const HELP_TEXT = [
   "*Arbor* runs a team of assistants on your request and keeps you posted in a thread.",
   "• `/arbor <request>`: start a request in this channel (its progress, questions and answer come in a thread)",

@@ -4,7 +4,7 @@ import { isArborError } from "../../errors.ts";
 import { ACTION_OPEN, ACTION_OPTION, parseOpenValue, parseOptionValue } from "./blocks.ts";
 import { slackClient } from "./client.ts";
 import { personOf, type SlackPerson } from "./identity.ts";
-import { EPHEMERAL_TIMEOUT_MS, type Inbound, refusalText, tell, throttled } from "./inbound.ts";
+import { EPHEMERAL_TIMEOUT_MS, FOREIGN_TEXT, type Inbound, refusalText, tell, throttled } from "./inbound.ts";
 import {
   answerModal,
   CHOICE_BLOCK,
@@ -27,7 +27,7 @@ import {
  */
 interface ActionPayload {
   type: "block_actions";
-  user: { id: string };
+  user: { id: string; team_id?: string };
   trigger_id?: string;
   channel?: { id?: string };
   container?: { channel_id?: string; thread_ts?: string; message_ts?: string };
@@ -37,7 +37,7 @@ interface ActionPayload {
 
 interface SubmissionPayload {
   type: "view_submission";
-  user: { id: string };
+  user: { id: string; team_id?: string };
   view: { callback_id?: string; private_metadata?: string; state?: { values?: unknown } };
 }
 
@@ -62,6 +62,7 @@ export async function onBlockActions(x: Inbound, p: ActionPayload): Promise<void
   const threadTs = p.message?.thread_ts ?? p.container?.thread_ts ?? p.message?.ts ?? p.container?.message_ts;
   const where = { channel: channel ?? "", user: p.user.id, threadTs };
   const say = (text: string) => (channel ? tell(x, where, text) : Promise.resolve());
+  if (p.user.team_id !== undefined && p.user.team_id !== x.team) return say(FOREIGN_TEXT);
   const limited = throttled(x, person);
   if (limited) return say(limited);
   try {
@@ -120,6 +121,7 @@ export async function onViewSubmission(x: Inbound, p: SubmissionPayload): Promis
     errors: { [field]: text },
   });
   if (!meta || !urn) return refuse("This form does not name a question of this workspace's requests.");
+  if (p.user.team_id !== undefined && p.user.team_id !== x.team) return refuse(FOREIGN_TEXT);
   const person = personOf(x.team, p.user.id, x.ws);
   const limited = throttled(x, person);
   if (limited) return refuse(limited);
