@@ -101,6 +101,18 @@ describe("Teams messages", () => {
     expect(reply?.body.text).toMatch(/started by someone else/);
   });
 
+  it("says hello when it is added to a conversation", async () => {
+    const added = {
+      ...w.message(""),
+      type: "conversationUpdate",
+      conversation: { id: "19:team-general@thread.tacv2", tenantId: AAD_TENANT, conversationType: "channel" },
+      membersAdded: [{ id: "28:bot-id" }],
+    };
+    expect((await w.send(added)).status).toBe(200);
+    const hello = w.teams.activities.find((a) => a.conversationId === "19:team-general@thread.tacv2");
+    expect(hello?.body.text).toMatch(/^Hi, I'm Arbor/);
+  });
+
   it("ignores a message without text, and one that is not from a person", async () => {
     const before = await w.written();
     expect((await w.send(w.message(""))).status).toBe(200);

@@ -176,6 +176,18 @@ describe("the Teams surface", () => {
     await expect(s.post(thread, render, context)).rejects.toMatchObject({ retryable: false });
   });
 
+  it("replies to a channel post's activity when the thread names one", async () => {
+    const s = surface();
+    const channelPost = { ...thread, conversationId: "19:general@thread.tacv2", replyToId: "1700000000001" };
+    await s.post(channelPost, s.render.progress(snapshot()), context);
+    expect(teams.activities[0]).toMatchObject({
+      method: "POST",
+      conversationId: "19:general@thread.tacv2",
+      activityId: "1700000000001",
+      body: { replyToId: "1700000000001", type: "message" },
+    });
+  });
+
   it("sends nothing to a service URL that is not allowed (checked again before every call)", async () => {
     const s = surface();
     const elsewhere = { ...thread, serviceUrl: `${teams.base}/elsewhere/` };

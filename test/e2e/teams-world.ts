@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import { teamsRoutes } from "../../shared/channels/teams/routes.ts";
+import { teamsSurface } from "../../shared/channels/teams/surface.ts";
 import type { ChatSettings, TeamsSettings } from "../../shared/chat/types.ts";
 import { createGuardedFetch } from "../../shared/outbound/guard.ts";
 import { outboundPolicy } from "../../shared/outbound/policy.ts";
@@ -51,10 +52,6 @@ export async function startTeamsWorld(): Promise<TeamsWorld> {
     assistants: MAILER,
     settings: { electionThreshold: -1 },
   });
-  const notify = startLocalNotify(h.engine, {
-    notify: { allowLoopbackHttp: true },
-    worker: { tickMs: 60_000 },
-  });
   const clock = () => new Date(h.now);
   const teams = await startFakeTeams({ clock });
   const settings = teams.settings({
@@ -63,6 +60,12 @@ export async function startTeamsWorld(): Promise<TeamsWorld> {
     },
   });
   const chat: ChatSettings = { teams: settings };
+  // The local notify path with the Teams surface: progress, questions and answers go to the fake Bot Connector.
+  const notify = startLocalNotify(h.engine, {
+    notify: { allowLoopbackHttp: true },
+    worker: { tickMs: 60_000 },
+    surfaces: { teams: teamsSurface(async () => chat, { fetch: guardedFetch, clock }) },
+  });
   const app = teamsRoutes({
     engine: h.engine,
     notify: notify.service,

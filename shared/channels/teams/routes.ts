@@ -36,12 +36,17 @@ import { rootOf } from "./watch.ts";
  *             elsewhere (the HTTP API, the CLI, Slack), when the person may read it.
  *   invoke    `adaptiveCard/action` (Action.Execute): the answer or refresh of invoke.ts, its body
  *             the invoke response (the refreshed card, or an error).
- *   others    200, nothing done (conversationUpdate and the like).
+ *   conversationUpdate  the bot added: a short welcome in the conversation.
+ *   others    200, nothing done.
  * What the person must be told at once (a refused watch, a message that does not fit) is a short
  * reply through the Bot Connector with `fetch` (the outbound guard's: pass it as parts.fetch).
  */
 const BODY_LIMIT = 256 * 1024;
 const WATCH = /^watch\s+(cld:\S+)$/i;
+const WELCOME =
+  "Hi, I'm Arbor. Tell me what you need done (mention me in a channel): I plan it with my team of " +
+  "assistants, keep one card here up to date, ask before anything risky, and post the answer. " +
+  "`watch <task URN>` follows a request you started elsewhere.";
 /** Errors the person is told about in the conversation (their message, or the policy). */
 const TOLD = new Set([
   "VALIDATION",
@@ -98,6 +103,11 @@ export function teamsRoutes(parts: ChatRouteParts): Hono {
         });
       return c.json(await cardAction(parts.engine, who, activity.value), 200);
     }
+    if (activity.type === "conversationUpdate") {
+      const added = activity.membersAdded?.some((m) => m.id === activity?.recipient?.id);
+      if (added) await reply(thread, WELCOME);
+      return c.body(null, 200);
+    }
     if (activity.type !== "message" || !who || !activity.id) return c.body(null, 200);
     const text = messageText(activity);
     if (!text) return c.body(null, 200);
@@ -124,7 +134,9 @@ function threadOf(activity: Activity, tenant: string, aadTenantId: string): Team
   const conversationId = activity.conversation.id;
   // A channel post outside a thread id (no `;messageid=`) is replied to as a thread of its own.
   const replyToId =
-    activity.conversation.conversationType === "channel" && !conversationId.includes(";messageid=")
+    activity.type === "message" &&
+    activity.conversation.conversationType === "channel" &&
+    !conversationId.includes(";messageid=")
       ? activity.id
       : undefined;
   return {
