@@ -1,13 +1,14 @@
 import { readFileSync } from "node:fs";
 import { App, type CfnResource, Stack } from "aws-cdk-lib";
-import { Template } from "aws-cdk-lib/assertions";
+import type { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createApp, readChatSecret, SettingsError } from "../../infra/app.ts";
+import { readChatSecret, SettingsError } from "../../infra/app.ts";
 import type { EngineStack } from "../../infra/stacks/engine-stack.ts";
 import { loadConfig } from "../../shared/config.ts";
+import { synthesized } from "../fixtures/synth.ts";
 
 /**
  * Slack and Teams on the deployed stack: with `-c chatSecret` the HTTP API routes /slack/... and
@@ -15,10 +16,6 @@ import { loadConfig } from "../../shared/config.ts";
  * that one secret (and decrypt with its key, through Secrets Manager only); without it, no chat
  * route and no secret grant anywhere. The secret's value is never in a template.
  */
-const cdkJson = JSON.parse(readFileSync(new URL("../../cdk.json", import.meta.url), "utf8")) as {
-  context: Record<string, unknown>;
-};
-
 const ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:arbor/prod/chat-AbC123";
 const KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
 
@@ -38,14 +35,10 @@ interface Synthesized {
   t: Template;
 }
 
-/** The app as infra/app.ts builds it (bundling skipped: only the templates matter here). */
+/** The engine stack of the app as infra/app.ts builds it (test/fixtures/synth.ts: once per context and worker). */
 function synth(context: Record<string, unknown>): Synthesized {
-  const { app, engine } = createApp({
-    context: { ...cdkJson.context, "aws:cdk:bundling-stacks": [], ...context },
-    processEnv: {},
-  });
-  app.synth();
-  return { app, engine, t: Template.fromStack(engine) };
+  const { app, engine, template } = synthesized(context);
+  return { app, engine, t: template };
 }
 
 const logicalId = (c: IConstruct): string =>
@@ -81,8 +74,11 @@ let byName: Synthesized;
 let none: Synthesized;
 
 beforeAll(() => {
-  byArn = synth({ stage: "prod", chatSecret: ARN, chatSecretKey: KEY });
-  byName = synth({ stage: "dev-chat", chatSecret: "arbor/dev/chat" });
+  // Bundling skipped for the two chat apps (only their templates matter here); the app without
+  // chat is the one the other infra tests synthesize.
+  const noBundling = { "aws:cdk:bundling-stacks": [] };
+  byArn = synth({ stage: "prod", chatSecret: ARN, chatSecretKey: KEY, ...noBundling });
+  byName = synth({ stage: "dev-chat", chatSecret: "arbor/dev/chat", ...noBundling });
   none = synth({ stage: "dev" });
 }, 420_000);
 
