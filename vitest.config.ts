@@ -1,16 +1,64 @@
+import { relative } from "node:path";
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
 
-// Two projects: `unit` needs nothing but Node; `integration` starts the local AWS peers
-// (DynamoDB Local, s3rver, the EventBridge PutEvents peer) once in its global setup.
+/**
+ * The files that take longest, longest first (measured on 2 cores). Started first, they do not
+ * end the run alone on one worker while the other sits idle; the rest follow in vitest's order.
+ * A file missing from this list only starts later: keep it roughly current, no test depends on it.
+ */
+const LONGEST_FIRST = [
+  "test/e2e/serve-crash.test.ts",
+  "test/e2e/notify-serve.test.ts",
+  "test/e2e/team-cli.test.ts",
+  "test/contract/object-store-s3.int.test.ts",
+  "test/unit/infra-engine-stack.test.ts",
+  "test/unit/infra-tools.test.ts",
+  "test/unit/infra-storage-stack.test.ts",
+  "test/unit/infra-tool-function.test.ts",
+  "test/unit/infra-ops.test.ts",
+  "test/unit/infra-notify.test.ts",
+  "test/unit/infra-api.test.ts",
+  "test/unit/infra-team.test.ts",
+];
+
+/**
+ * Unit files that must run alone in their own process (module isolation): they measure the process
+ * (heap, RSS), set V8 flags, or read counters a module keeps for the whole process (open feed
+ * follows) and expect only their own there.
+ */
+const ISOLATED = [
+  "test/e2e/memory-bounds.test.ts",
+  "test/e2e/outbound-guard.test.ts",
+  "test/unit/feed-follow.test.ts",
+  "test/e2e/http-events.test.ts",
+];
+
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const rank = (spec: TestSpecification) => {
+      const i = LONGEST_FIRST.indexOf(relative(spec.project.config.root, spec.moduleId));
+      return i < 0 ? LONGEST_FIRST.length : i;
+    };
+    return sorted.sort((a, b) => rank(a) - rank(b)); // stable: the others keep vitest's order
+  }
+}
+
+// Three projects: `unit` needs nothing but Node; `unit-isolated` is the few unit files that need a
+// process of their own; `integration` starts the local AWS peers (DynamoDB Local, s3rver, the
+// EventBridge PutEvents peer) once in its global setup.
 // Timeouts hold on a loaded machine (CI, or 2 cores shared with other work): a CDK synthesis or a
 // child process can take ten times what it takes alone, and vitest's 5 s / 10 s defaults failed
 // tests that pass. A test that truly hangs still fails, later.
+const timeouts = { testTimeout: 60_000, hookTimeout: 120_000 };
 export default defineConfig({
   test: {
     // Two files at a time. Vitest's default on two cores is one (cores - 1), which runs the suite
     // serially; most files wait on child processes, peers and disks rather than on a core, so a
     // second worker halves the run. The timeouts below are set for that contention.
     maxWorkers: 2,
+    sequence: { sequencer: LongestFirst },
     // Structured logs stay quiet in tests; set POWERTOOLS_LOG_LEVEL=DEBUG to see them.
     env: { POWERTOOLS_LOG_LEVEL: process.env.POWERTOOLS_LOG_LEVEL ?? "SILENT" },
     // In CI, also write a JSON report; .ci/run prints its totals as one summary line.
@@ -20,9 +68,21 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["test/**/*.test.ts", "policies/**/*.test.ts"],
-          exclude: ["**/*.int.test.ts", "**/node_modules/**"],
-          testTimeout: 60_000,
-          hookTimeout: 120_000,
+          exclude: ["**/*.int.test.ts", "**/node_modules/**", ...ISOLATED],
+          // One process per worker for all its files, and the modules they import loaded once in
+          // it, instead of a new process that loads them all again for every file (most of a small
+          // file's time). Test files keep no state outside what they create (no env changes, no
+          // module mocks, spies restored); the infra files share one synthesis per context
+          // (test/fixtures/synth.ts).
+          isolate: false,
+          ...timeouts,
+        },
+      },
+      {
+        test: {
+          name: "unit-isolated",
+          include: ISOLATED,
+          ...timeouts,
         },
       },
       {
@@ -30,8 +90,7 @@ export default defineConfig({
           name: "integration",
           include: ["test/**/*.int.test.ts"],
           globalSetup: ["test/peers/global-setup.ts"],
-          testTimeout: 60_000,
-          hookTimeout: 120_000,
+          ...timeouts,
         },
       },
     ],

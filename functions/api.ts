@@ -1,15 +1,20 @@
+import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import type { Hono } from "hono";
 import { type APIGatewayProxyResult, handle, type LambdaEvent } from "hono/aws-lambda";
 import { StateKeyStore } from "../shared/adapters/shared/state-key-store.ts";
+import { chatRoutes } from "../shared/channels/chat-routes.ts";
 import type { EventStreamOptions } from "../shared/channels/http-events.ts";
 import { createServerApp } from "../shared/channels/http-server.ts";
 import { CachedKeyStore } from "../shared/channels/key-cache.ts";
 import { RateLimiter } from "../shared/channels/rate-limit.ts";
 import { ConfigError } from "../shared/errors.ts";
 import { componentLogger } from "../shared/observability/logger.ts";
+import { createGuardedFetch } from "../shared/outbound/guard.ts";
+import { outboundPolicy } from "../shared/outbound/policy.ts";
 import type { KeyStore } from "../shared/ports/key-store.ts";
 import type { AwsRuntime } from "../shared/runtime/aws.ts";
 import { createAwsApiEngine } from "../shared/runtime/aws-api-engine.ts";
+import { type AwsChat, awsChatSettings } from "../shared/runtime/aws-chat.ts";
 import { type AwsNotify, awsNotify } from "../shared/runtime/aws-notify.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
@@ -29,6 +34,12 @@ import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.t
  * (shared/runtime/aws-notify.ts): what this function records (a subscription's first notification,
  * a redrive) is queued on the delivery queue (ARBOR_NOTIFY_QUEUE_URL) before the response is
  * returned; the notify function sends it.
+ *
+ * Slack and Teams (shared/channels/chat-routes.ts: /slack/..., /teams/...) when the stack has the
+ * chat secret (ARBOR_CHAT_SECRET_ARN, from -c chatSecret): their settings are read from it and kept
+ * five minutes. Each request is verified (Slack's signature, Teams' token), recorded, and answered
+ * at once; the work runs on the engine's functions and the replies come from the notify function.
+ * Without the secret these routes are not mounted (nor routed by API Gateway).
  */
 /** An HTTP API event, payload format 2.0. */
 export type APIGatewayProxyEventV2 = Extract<LambdaEvent, { routeKey: string; rawPath: string }>;
@@ -40,6 +51,12 @@ export interface ApiDeps extends FunctionDeps {
   keyCacheTtlMs?: number;
   /** Event streams' waits (always bounded here; tests shorten them). */
   eventStreams?: Omit<EventStreamOptions, "mode">;
+  /** The chat secret's client (default: one for ARBOR_SECRETSMANAGER_ENDPOINT or the region). */
+  secretsManager?: SecretsManagerClient;
+  /** What the chat routes fetch themselves (the Teams signing keys); default the outbound guard's. */
+  chatFetch?: typeof fetch;
+  /** The chat routes' clock (Slack's signature window, token expiry; tests move it). */
+  clock?: () => Date;
 }
 
 export type ApiHandler = ((
@@ -54,6 +71,7 @@ const log = componentLogger("api");
 export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
   let lambda: ((event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyResult>) | undefined;
   let notify: AwsNotify | undefined;
+  let chat: AwsChat | undefined;
   const instance = coldStart(
     deps,
     ({ config, rt, engine }) => {
@@ -66,6 +84,10 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
       const keys: KeyStore = new CachedKeyStore(new StateKeyStore(rt.state), {
         ...(deps.now ? { now: deps.now } : {}),
         ...(deps.keyCacheTtlMs !== undefined ? { ttlMs: deps.keyCacheTtlMs } : {}),
+      });
+      chat = awsChatSettings(config, {
+        ...(deps.secretsManager ? { client: deps.secretsManager } : {}),
+        ...(deps.now ? { now: deps.now } : {}),
       });
       const app: Hono = createServerApp({
         engine,
@@ -81,6 +103,17 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
         // A reconcile of a large running tree costs two requests per open task: every 5 s, not 2.
         events: { mode: "bounded", recheckMs: 5_000, ...(deps.eventStreams ?? {}) },
         notify: notify.service,
+        ...(chat
+          ? {
+              chat: chatRoutes({
+                engine,
+                notify: notify.service,
+                settings: chat.settings,
+                fetch: deps.chatFetch ?? createGuardedFetch(outboundPolicy(config.outbound)),
+                ...(deps.clock ? { clock: deps.clock } : {}),
+              }),
+            }
+          : {}),
       });
       lambda = handle(app);
     },
@@ -99,6 +132,7 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
   return Object.assign(handler, {
     close: async () => {
       notify?.close();
+      chat?.close();
       await instance.close();
     },
   });

@@ -1,9 +1,11 @@
+import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { z } from "zod";
 import { formatIssues } from "../shared/domain/resources.ts";
 import { ConfigError, ValidationError } from "../shared/errors.ts";
 import type { BatchResult, QueuedNotify } from "../shared/notify/queueing.ts";
 import { EmfMetrics } from "../shared/observability/emf-metrics.ts";
 import { componentLogger } from "../shared/observability/logger.ts";
+import { type AwsChat, awsChatSettings } from "../shared/runtime/aws-chat.ts";
 import {
   type AwsNotify,
   type AwsNotifyOptions,
@@ -25,6 +27,10 @@ import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.t
  * threw comes back alone and, after the queue's maxReceiveCount, goes to the dead-letter queue. A
  * receiver that refuses is not a failure here: the record keeps its own retries, then is dead
  * (GET /v1/admin/deliveries?status=dead, POST .../redrive).
+ *
+ * Slack and Teams threads: with the chat secret (ARBOR_CHAT_SECRET_ARN) a chat delivery is sent by
+ * the thread sync through the channel's surface (progress, questions, the answer), its settings
+ * (the bot tokens, the Teams app's password) read from the secret and kept five minutes.
  */
 const SqsEventSchema = z.object({
   Records: z
@@ -38,6 +44,8 @@ const SweepSchema = z.union([
 
 export interface NotifyFunctionDeps extends FunctionDeps {
   notify?: AwsNotifyOptions;
+  /** The chat secret's client (default: one for ARBOR_SECRETSMANAGER_ENDPOINT or the region). */
+  secretsManager?: SecretsManagerClient;
 }
 
 export type NotifyHandler = ((
@@ -50,10 +58,16 @@ const log = componentLogger("notify");
 export function createNotifyHandler(deps: NotifyFunctionDeps = {}): NotifyHandler {
   const metrics = deps.metrics ?? new EmfMetrics();
   let notify: AwsNotify | undefined;
+  let chat: AwsChat | undefined;
   const instance = coldStart(
     { ...deps, metrics },
     ({ engine, config }) => {
-      notify = awsNotify(engine.deps, config, { ...(deps.sqs ? { sqs: deps.sqs } : {}), ...deps.notify });
+      chat = awsChatSettings(config, deps.secretsManager ? { client: deps.secretsManager } : {});
+      notify = awsNotify(engine.deps, config, {
+        ...(deps.sqs ? { sqs: deps.sqs } : {}),
+        ...(chat ? { chat: chat.settings } : {}),
+        ...deps.notify,
+      });
       if (!notify.queued)
         throw new ConfigError(
           "The notify function queues deliveries: set ARBOR_NOTIFY_QUEUE_URL to the delivery queue (the engine stack does)",
@@ -94,6 +108,7 @@ export function createNotifyHandler(deps: NotifyFunctionDeps = {}): NotifyHandle
   return Object.assign(handle, {
     close: async () => {
       notify?.close();
+      chat?.close();
       await instance.close();
     },
   });

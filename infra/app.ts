@@ -9,6 +9,7 @@ import { ConfigError, ValidationError } from "../shared/errors.ts";
 import { DEFAULT_TOOLS, parseToolsConfig } from "../shared/tools/config.ts";
 import { readTeamFile } from "../shared/use-cases/team-file.ts";
 import { type ApiThrottle, DEFAULT_API_THROTTLE } from "./constructs/api-gateway.ts";
+import { type ChatSecretRef, KMS_KEY_ARN, SECRET_ARN, SECRET_NAME } from "./constructs/chat-secret.ts";
 import { PROJECT_ROOT } from "./constructs/engine-function.ts";
 import type { DeployedTeam } from "./constructs/team-file.ts";
 import { type ToolRegistry, undeployableEntries } from "./constructs/tool-registry.ts";
@@ -25,6 +26,8 @@ export const CONTEXT_KEYS = {
   apiRateLimit: "apiRateLimit",
   apiBurstLimit: "apiBurstLimit",
   team: "team",
+  chatSecret: "chatSecret",
+  chatSecretKey: "chatSecretKey",
 } as const;
 
 /** The model the engine steps call unless `-c model=<id>` says otherwise. */
@@ -95,6 +98,36 @@ const ApiContextSchema = z
   })
   .transform((c): ApiThrottle => ({ rateLimit: c.apiRateLimit, burstLimit: c.apiBurstLimit }));
 
+/**
+ * The chat channels' secret (`-c chatSecret=<complete ARN or name>`, `-c chatSecretKey=<KMS key
+ * ARN>`): only where it is, never its value (shared/channels/CHAT-DEPLOY.md).
+ */
+const ChatContextSchema = z
+  .object({
+    chatSecret: z
+      .string()
+      .refine((v) => (v.startsWith("arn:") ? SECRET_ARN.test(v) : SECRET_NAME.test(v)), {
+        message:
+          "the chat settings secret's complete ARN (as create-secret prints it, ending in -<6 characters>) or " +
+          "its name (letters, digits and /_+=.@-), e.g. arbor/prod/chat",
+      })
+      .optional(),
+    chatSecretKey: z
+      .string()
+      .regex(
+        KMS_KEY_ARN,
+        "the ARN of the KMS key that encrypts the chat secret (arn:aws:kms:<region>:<account>:key/<id>)",
+      )
+      .optional(),
+  })
+  .refine((c) => c.chatSecretKey === undefined || c.chatSecret !== undefined, {
+    path: ["chatSecretKey"],
+    message: "chatSecretKey goes with chatSecret: give -c chatSecret=<the secret's ARN or name> too",
+  })
+  .transform((c): ChatSecretRef | undefined =>
+    c.chatSecret ? { secret: c.chatSecret, ...(c.chatSecretKey ? { key: c.chatSecretKey } : {}) } : undefined,
+  );
+
 /** Bad CDK context: the message says which key to fix. */
 export class SettingsError extends Error {
   override readonly name = "SettingsError";
@@ -108,6 +141,11 @@ export function readSettings(scope: Construct): ArborSettings {
 /** Reads and validates the HTTP API's throttling (`-c apiRateLimit=50 -c apiBurstLimit=100`), with defaults. */
 export function readApiThrottle(scope: Construct): ApiThrottle {
   return parseContext(scope, ApiContextSchema);
+}
+
+/** Reads and validates the chat secret (`-c chatSecret`, `-c chatSecretKey`); undefined: no chat channels. */
+export function readChatSecret(scope: Construct): ChatSecretRef | undefined {
+  return parseContext(scope, ChatContextSchema);
 }
 
 /** Reads and validates the engine's model from CDK context (`-c model=<id>`), with defaults. */
@@ -225,6 +263,7 @@ export function createApp(options: CreateAppOptions = {}) {
   const tools = readToolRegistry(app);
   const apiThrottle = readApiThrottle(app);
   const team = readTeam(app, tools);
+  const chat = readChatSecret(app);
   const env = environmentFrom(processEnv);
   const removalPolicy = settings.removalPolicy === "destroy" ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
   const storage = new StorageStack(app, `arbor-${settings.stage}-storage`, {
@@ -248,6 +287,7 @@ export function createApp(options: CreateAppOptions = {}) {
     ...(tools ? { tools } : {}),
     apiThrottle,
     ...(team ? { team } : {}),
+    ...(chat ? { chat } : {}),
   });
   // cdk-nag 3 is a CDK policy-validation plugin (it was an Aspect up to v2): its findings are
   // reported, and fail synthesis, after the templates are written. Acknowledgements sit next to

@@ -179,6 +179,26 @@ const EnvSchema = z.object({
   ARBOR_EVENTBRIDGE_ENDPOINT: z.url().optional(),
   ARBOR_S3VECTORS_ENDPOINT: z.url().optional(),
   ARBOR_SQS_ENDPOINT: z.url().optional(),
+  ARBOR_SECRETSMANAGER_ENDPOINT: z.url().optional(),
+  /**
+   * The chat channels' settings (Slack, Teams: shared/chat/settings.ts). Locally a JSON file only
+   * its owner may read (default <dataDir>/chat.json, when present); on AWS a Secrets Manager secret
+   * (its ARN or name: the engine stack sets it from -c chatSecret). Re-read after the TTL.
+   */
+  ARBOR_CHAT_SETTINGS_FILE: z.string().min(1).optional(),
+  ARBOR_CHAT_SECRET_ARN: z
+    .string()
+    .regex(
+      /^(arn:aws[a-z-]*:secretsmanager:[a-z]{2,}(-[a-z]+)+-\d{1,2}:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}|[A-Za-z0-9/_+=.@-]{1,512})$/,
+      "a Secrets Manager secret's ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>) or name",
+    )
+    .optional(),
+  ARBOR_CHAT_SETTINGS_TTL_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(1_000, "at least 1000 (a second), e.g. 300000 (five minutes)")
+    .max(3_600_000, "at most 3600000 (an hour): a rotated secret must be taken in time")
+    .default(300_000),
 });
 
 /** A remote Arbor the CLI speaks to over the HTTP API (ARBOR_URL, ARBOR_KEY). */
@@ -290,6 +310,11 @@ export interface LocalConfig {
   notify?: NotifyConfig;
   /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); absent: the A2A server's default. */
   a2aBlockingWaitMs?: number;
+  /**
+   * The chat settings file (ARBOR_CHAT_SETTINGS_FILE, else <dataDir>/chat.json); `required` when it
+   * was named (its absence is then an error, not "no chat channels"). loadConfig always sets it.
+   */
+  chat?: { file: string; required: boolean; ttlMs: number };
 }
 
 export interface AwsConfig {
@@ -315,6 +340,7 @@ export interface AwsConfig {
     s3vectors?: string;
     bedrock?: string;
     sqs?: string;
+    secretsmanager?: string;
   };
   /** The tool registry's JSON file (ARBOR_TOOLS_FILE, bundled with the functions); absent: the built-ins. */
   toolsFile?: string;
@@ -334,6 +360,8 @@ export interface AwsConfig {
   a2aBlockingWaitMs?: number;
   /** Requests per key and per tenant, counted per API function instance (ARBOR_RATE_LIMIT_PER_*). */
   rateLimits?: RateLimits;
+  /** The chat settings' secret (ARBOR_CHAT_SECRET_ARN); absent: no chat channels on this stack. */
+  chat?: { secretId: string; ttlMs: number };
 }
 
 export type Config = LocalConfig | AwsConfig;
@@ -349,6 +377,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   const e = parsed.data;
   const model = modelConfig(e);
   if (e.ARBOR_MODE === "local") {
+    if (e.ARBOR_CHAT_SECRET_ARN)
+      throw new ConfigError(
+        "ARBOR_CHAT_SECRET_ARN is read on AWS only (ARBOR_MODE=aws): locally the chat settings are a " +
+          "file only you may read, ARBOR_CHAT_SETTINGS_FILE (default <data folder>/chat.json); unset it",
+      );
     return {
       mode: "local",
       ...(model ? { model } : {}),
@@ -368,6 +401,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
         ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
         : {}),
+      chat: {
+        file: resolve(e.ARBOR_CHAT_SETTINGS_FILE ?? join(e.ARBOR_DATA_DIR, "chat.json")),
+        required: e.ARBOR_CHAT_SETTINGS_FILE !== undefined,
+        ttlMs: e.ARBOR_CHAT_SETTINGS_TTL_MS,
+      },
     };
   }
   const missing = (
@@ -413,6 +451,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (e.ARBOR_S3VECTORS_ENDPOINT) endpoints.s3vectors = e.ARBOR_S3VECTORS_ENDPOINT;
   if (e.ARBOR_BEDROCK_ENDPOINT) endpoints.bedrock = e.ARBOR_BEDROCK_ENDPOINT;
   if (e.ARBOR_SQS_ENDPOINT) endpoints.sqs = e.ARBOR_SQS_ENDPOINT;
+  if (e.ARBOR_SECRETSMANAGER_ENDPOINT) endpoints.secretsmanager = e.ARBOR_SECRETSMANAGER_ENDPOINT;
+  if (e.ARBOR_CHAT_SETTINGS_FILE)
+    throw new ConfigError(
+      "ARBOR_CHAT_SETTINGS_FILE is for `arbor serve`; on AWS the chat settings are a Secrets Manager " +
+        "secret, ARBOR_CHAT_SECRET_ARN (deploy with -c chatSecret=<its ARN or name>): unset it",
+    );
   return {
     mode: "aws",
     ...(model ? { model } : {}),
@@ -450,6 +494,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
       : {}),
     rateLimits: rateLimitsOf(e),
+    ...(e.ARBOR_CHAT_SECRET_ARN
+      ? { chat: { secretId: e.ARBOR_CHAT_SECRET_ARN, ttlMs: e.ARBOR_CHAT_SETTINGS_TTL_MS } }
+      : {}),
   };
 }
 

@@ -33,12 +33,24 @@ export const API_ROUTES = [
   { path: "/healthz", methods: [HttpMethod.GET] },
 ] as const;
 
+/**
+ * The chat channels' routes (shared/channels/chat-routes.ts): Slack's events, slash commands and
+ * interactivity, Teams' activities. Only when the stack has the chat secret (-c chatSecret):
+ * without it API Gateway answers these paths itself (404), the function is not invoked.
+ */
+export const CHAT_ROUTES = [
+  { path: "/slack/{proxy+}", methods: [HttpMethod.POST] },
+  { path: "/teams/{proxy+}", methods: [HttpMethod.POST] },
+] as const;
+
 export interface ApiGatewayProps {
   /** The API function (functions/api.ts). */
   readonly handler: IFunction;
   readonly throttle: ApiThrottle;
   readonly logRetention: RetentionDays;
   readonly removalPolicy: RemovalPolicy;
+  /** The chat channels' routes too (CHAT_ROUTES): the stack has their secret. */
+  readonly chat?: boolean;
 }
 
 /**
@@ -99,6 +111,15 @@ export class ApiGateway extends Construct {
             "Callers are authenticated by the app itself, with Arbor API keys (Authorization: Bearer, sha256 " +
             "in the state table) checked per request; /healthz and the agent card are public by design.",
         });
+    for (const route of props.chat ? CHAT_ROUTES : [])
+      for (const r of this.api.addRoutes({ path: route.path, methods: [...route.methods], integration }))
+        Validations.of(r).acknowledge({
+          id: "AwsSolutions-APIG4",
+          reason:
+            "Slack and Teams cannot present an IAM or JWT authorizer's credentials: the app verifies each request " +
+            "itself, Slack's by its v0 signature on the raw body (5-minute window), Teams' by the Bot Framework " +
+            "JWT (issuer, audience, expiry, signing key, service URL).",
+        });
     this.url = this.api.apiEndpoint;
   }
 }
@@ -113,6 +134,8 @@ export interface ArborApiProps {
   readonly throttle: ApiThrottle;
   readonly logRetention: RetentionDays;
   readonly removalPolicy: RemovalPolicy;
+  /** The chat channels' routes too (see CHAT_ROUTES). */
+  readonly chat?: boolean;
 }
 
 /** Under API Gateway's 30 s integration timeout, with room to answer. */
@@ -154,6 +177,7 @@ export class ArborApi extends Construct {
       throttle: props.throttle,
       logRetention: props.logRetention,
       removalPolicy: props.removalPolicy,
+      ...(props.chat ? { chat: true } : {}),
     });
     this.function.function.addEnvironment("ARBOR_PUBLIC_URL", this.gateway.url);
   }

@@ -20,6 +20,7 @@ import type { Construct } from "constructs";
 import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
 import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/api-gateway.ts";
+import { ChatSecret, type ChatSecretRef } from "../constructs/chat-secret.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import { NotifyFunction } from "../constructs/notify-function.ts";
 import { addOpsOutputs, OpsAlarms, readAlarmEmail } from "../constructs/ops-alarms.ts";
@@ -71,6 +72,12 @@ export interface EngineStackProps extends StackProps {
   readonly watchdogStale?: Duration;
   /** The HTTP API's stage throttling (`-c apiRateLimit`, `-c apiBurstLimit`); default DEFAULT_API_THROTTLE. */
   readonly apiThrottle?: ApiThrottle;
+  /**
+   * The chat channels' settings secret (`-c chatSecret`, `-c chatSecretKey`): the API function
+   * serves the Slack and Teams routes, the notify function posts to them; both read it. None: no
+   * chat routes on the API, and neither function may read any secret.
+   */
+  readonly chat?: ChatSecretRef;
 }
 
 /** The CloudFormation output key of each function name and of the vector store names. */
@@ -144,6 +151,8 @@ export class EngineStack extends Stack {
   readonly api: ArborApi;
   /** Webhook deliveries: the notify function, its wake and delivery queues, rule and schedule. */
   readonly notify: NotifyFunction;
+  /** The chat channels' secret and who reads it (the API and notify functions); none without -c chatSecret. */
+  readonly chat: ChatSecret | undefined;
 
   constructor(scope: Construct, id: string, props: EngineStackProps) {
     super(scope, id, props);
@@ -284,6 +293,7 @@ export class EngineStack extends Stack {
       ...(props.team ? { bundledFiles: { [BUNDLED_TEAM_FILE]: stageTeamFile(this, props.team.team) } } : {}),
       policies: [this.dataPolicy, this.tools.invokePolicy],
       throttle: props.apiThrottle ?? DEFAULT_API_THROTTLE,
+      ...(props.chat ? { chat: true } : {}),
     });
     this.ops.addFunction({ label: "ApiFunction", fn: this.api.function.function });
     this.notify = new NotifyFunction(this, "Notify", {
@@ -295,6 +305,10 @@ export class EngineStack extends Stack {
       deadLetterQueue,
     });
     this.ops.addFunction({ label: "NotifyFunction", fn: this.notify.handler.function });
+    // Slack and Teams: the API function takes their requests, the notify function posts the threads.
+    this.chat = props.chat ? new ChatSecret(this, "ChatSecret", props.chat) : undefined;
+    for (const fn of this.chat ? [this.api.function, this.notify.handler] : [])
+      this.chat?.grantRead(fn.function, fn.role);
     // The API function queues what it records (a subscription's first notification, a redrive).
     this.notify.grantQueue(this.api.function.role);
     this.api.function.function.addEnvironment("ARBOR_NOTIFY_QUEUE_URL", this.notify.deliveries.queueUrl);

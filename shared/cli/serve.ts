@@ -3,13 +3,20 @@ import { ScriptedLlm } from "../adapters/llm/scripted-llm.ts";
 import { FileKeyStore } from "../adapters/local/file-key-store.ts";
 import { OpaPolicyEngine } from "../adapters/policy/opa-policy-engine.ts";
 import { ApiKeys, readApiKeysFile, watchApiKeysFile } from "../channels/api-keys.ts";
+import { chatChannelsOf, chatRoutes, chatSurfaces } from "../channels/chat-routes.ts";
 import { createServerApp, type RunningServer, startServer } from "../channels/http-server.ts";
 import { RateLimiter } from "../channels/rate-limit.ts";
+import { fileChatSettings } from "../chat/settings.ts";
+import type { ChatSettingsSource } from "../chat/types.ts";
 import { type LocalConfig, MODEL_HELP, parsePublicUrl } from "../config.ts";
 import type { TeamFile } from "../domain/team.ts";
 import { tenantUrn } from "../domain/urn.ts";
 import { FALLBACK_ID } from "../engine/default-team.ts";
+import { ConfigError } from "../errors.ts";
+import { notifyUrls } from "../notify/urls.ts";
 import { componentLogger } from "../observability/logger.ts";
+import { createGuardedFetch } from "../outbound/guard.ts";
+import { outboundPolicy } from "../outbound/policy.ts";
 import type { Llm } from "../ports/llm.ts";
 import { createLocalRuntime } from "../runtime/local.ts";
 import { createLocalEngine } from "../runtime/local-engine.ts";
@@ -25,6 +32,11 @@ import { heading, note } from "./render.ts";
  * keys file get in; a tenant gets its default team at its first request (Engine.submit). It holds the data folder's lock
  * (one process per folder), so what a previous process left in flight is driven again at once;
  * from then on the watchdog drives work that has not moved for ARBOR_WATCHDOG_STALE_MS.
+ *
+ * Slack and Teams (/slack/..., /teams/...: shared/channels/chat-routes.ts) take their settings from
+ * the chat settings file (ARBOR_CHAT_SETTINGS_FILE, else <dataDir>/chat.json), which only its owner
+ * may read: checked at start (a bad one stops the server, saying what to fix), then read again when
+ * it changes. Without the file the chat routes answer 404 until one is written.
  */
 export interface ServeOptions {
   port: string | undefined;
@@ -61,6 +73,11 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     process.stderr.write(`${noKeysHelp(keysFile)}\n`);
     return 2;
   }
+  const chatSettings = config.chat
+    ? fileChatSettings({ file: config.chat.file, required: config.chat.required, ttlMs: config.chat.ttlMs })
+    : undefined;
+  const chatChannels = await checkChatSettings(chatSettings);
+  if (chatChannels === "invalid") return 2;
   const setup = chooseModel(config, options.example);
   if (!setup) {
     process.stderr.write(
@@ -102,7 +119,19 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   try {
     stopSteps = engine.start();
     // Webhooks (callbackUrl, A2A push): recorded deliveries left by a previous process go out now.
-    notify = startLocalNotify(engine, { outbound: config.outbound, notify: config.notify });
+    // Slack and Teams threads: their deliveries are sent through the channels' surfaces (the Teams
+    // one through the notify path's guarded fetch: the service URL came from an activity).
+    const surfaces = chatSettings
+      ? chatSurfaces(chatSettings, {
+          fetch: notifyUrls(config.outbound, { allowLoopbackHttp: config.notify?.allowLoopbackHttp }).fetch,
+          state: engine.deps.state,
+        })
+      : undefined;
+    notify = startLocalNotify(engine, {
+      outbound: config.outbound,
+      notify: config.notify,
+      ...(surfaces ? { surfaces } : {}),
+    });
     const drive = (staleMs: number) =>
       void engine.watchdog(staleMs).catch((error: Error) => log.error("watchdog failed", { error }));
     // This process holds the data folder's lock, so whatever was in flight when it opened the folder
@@ -125,6 +154,17 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
       unwritable: () => rt.unwritable(), // what /healthz reports
       ...(config.a2aBlockingWaitMs !== undefined ? { a2aWaitMs: config.a2aBlockingWaitMs } : {}),
       notify: notify.service,
+      ...(chatSettings
+        ? {
+            chat: chatRoutes({
+              engine,
+              notify: notify.service,
+              settings: chatSettings,
+              // The Teams signing keys: through the outbound guard, as every call out.
+              fetch: createGuardedFetch(outboundPolicy(config.outbound)),
+            }),
+          }
+        : {}),
     });
     server = await startServer(app, { port, host }).catch((error: NodeJS.ErrnoException) => {
       throw error.code === "EADDRINUSE"
@@ -134,6 +174,9 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     process.stdout.write(
       `${heading("Arbor's HTTP API")} on ${server.url} (model ${setup.llm.id}; ${file.keys.length} key${file.keys.length === 1 ? "" : "s"}, tenants ${tenants.join(", ")})\n` +
         `${note(`Try: curl -H "Authorization: Bearer <key>" -H "content-type: application/json" -d '{"text":"..."}' ${server.url}/v1/messages`)}\n` +
+        (chatChannels.length > 0
+          ? `${note(`Chat: ${chatChannels.join(" and ")} (${chatChannels.map((c) => `${server?.url}/${c.toLowerCase()}/...`).join(", ")}; see shared/channels/CHAT-DEPLOY.md)`)}\n`
+          : "") +
         `${note("Ctrl-C stops it.")}\n`,
     );
     const signal = await untilStopped();
@@ -147,6 +190,21 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     stopSteps?.();
     await engine.close();
     await rt.close();
+  }
+}
+
+/**
+ * The chat channels the settings file has, or "invalid" once the reason is printed (a file others
+ * may read, not JSON, a bad field): the server does not start with settings it would refuse.
+ */
+async function checkChatSettings(settings: ChatSettingsSource | undefined): Promise<string[] | "invalid"> {
+  if (!settings) return [];
+  try {
+    return chatChannelsOf(await settings());
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    return "invalid";
   }
 }
 

@@ -1,5 +1,7 @@
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { SqsDeliveryQueue } from "../adapters/aws/sqs-delivery-queue.ts";
+import { chatSurfaces } from "../channels/chat-routes.ts";
+import type { ChatSettingsSource } from "../chat/types.ts";
 import type { AwsConfig } from "../config.ts";
 import type { EngineDeps } from "../engine/context.ts";
 import type { Engine } from "../engine/engine.ts";
@@ -33,6 +35,11 @@ import { defaultPolicy, engineOn } from "./engine-wiring.ts";
  *
  * Webhooks go through notifyUrls (shared/notify/urls.ts): https only. On Lambda the loopback
  * switch (ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP) is refused by loadConfig, and the stack never sets it.
+ *
+ * Chat threads (Slack, Teams): with `chat` (the chat secret's settings, shared/runtime/aws-chat.ts)
+ * the service gets the channels' surfaces (shared/channels/chat-routes.ts chatSurfaces): a chat
+ * delivery is sent by the thread sync through them. The Teams surface calls the Bot Connector with
+ * the same guarded fetch the webhooks go through (the service URL came from an activity).
  */
 export interface AwsNotifyOptions {
   /** The delivery queue's client (default: one for ARBOR_SQS_ENDPOINT or the region). */
@@ -43,6 +50,8 @@ export interface AwsNotifyOptions {
   /** Tests: how names are resolved by the outbound guard. */
   guard?: GuardOptions;
   random?: () => number;
+  /** The chat channels' settings: Slack and Teams deliveries are sent (the notify function's). */
+  chat?: ChatSettingsSource;
 }
 
 export interface AwsNotify {
@@ -53,12 +62,17 @@ export interface AwsNotify {
 }
 
 export function awsNotify(deps: EngineDeps, config: AwsConfig, options: AwsNotifyOptions = {}): AwsNotify {
+  const urls = notifyUrls(config.outbound, {
+    allowLoopbackHttp: config.notify?.allowLoopbackHttp,
+    ...(options.guard ? { guard: options.guard } : {}),
+  });
+  const surfaces = options.chat
+    ? chatSurfaces(options.chat, { fetch: urls.fetch, state: deps.state, clock: deps.clock })
+    : undefined;
   const service = new NotifyService({
     deps,
-    urls: notifyUrls(config.outbound, {
-      allowLoopbackHttp: config.notify?.allowLoopbackHttp,
-      ...(options.guard ? { guard: options.guard } : {}),
-    }),
+    urls,
+    ...(surfaces ? { surfaces } : {}),
     ...(options.settings ? { settings: options.settings } : {}),
     ...(options.random ? { random: options.random } : {}),
   });

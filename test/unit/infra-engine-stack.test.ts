@@ -11,12 +11,12 @@ import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js"
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { StepInputSchema } from "../../functions/engine-step.ts";
-import { createApp, DEFAULT_MODEL, readModel, SettingsError } from "../../infra/app.ts";
+import { DEFAULT_MODEL, readModel, SettingsError } from "../../infra/app.ts";
 import { OPS_OUTPUT_KEYS } from "../../infra/constructs/ops-alarms.ts";
 import { toCdkEventPattern } from "../../infra/constructs/route-rule.ts";
 import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
-import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../infra/stacks/engine-stack.ts";
-import { STORAGE_OUTPUT_KEYS, type StorageStack } from "../../infra/stacks/storage-stack.ts";
+import { ENGINE_OUTPUT_KEYS } from "../../infra/stacks/engine-stack.ts";
+import { STORAGE_OUTPUT_KEYS } from "../../infra/stacks/storage-stack.ts";
 import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { TitanEmbedder } from "../../shared/adapters/embeddings/titan-embedder.ts";
 import { DIMENSION_TAG, EMBEDDER_TAG } from "../../shared/adapters/vectors/s3-vectors-index.ts";
@@ -24,26 +24,10 @@ import { loadConfig } from "../../shared/config.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
 import { NOTIFY_WAKE_RULE } from "../../shared/notify/wakeups.ts";
 import { AWS_EMBEDDING_DIMENSION } from "../../shared/runtime/aws-engine.ts";
+import { type Synthesized, synthesized } from "../fixtures/synth.ts";
 
 // The same feature flags `cdk synth` gets from cdk.json, so the tests see the same templates.
-const cdkJson = JSON.parse(readFileSync(new URL("../../cdk.json", import.meta.url), "utf8")) as {
-  context: Record<string, unknown>;
-};
 const root = new URL("../../", import.meta.url);
-
-interface Synthesized {
-  app: App;
-  storage: StorageStack;
-  engine: EngineStack;
-  template: Template;
-}
-
-/** The app as infra/app.ts builds it, synthesized once (cdk-nag runs and throws on any finding). */
-function synth(context: Record<string, unknown>): Synthesized {
-  const { app, storage, engine } = createApp({ context: { ...cdkJson.context, ...context }, processEnv: {} });
-  app.synth();
-  return { app, storage, engine, template: Template.fromStack(engine) };
-}
 
 interface CfnRes {
   Type: string;
@@ -84,12 +68,13 @@ function statements(t: Template): (Statement & { policy: string })[] {
 let prod: Synthesized;
 let dev: Synthesized;
 
-// Bundling runs once per entry and process (every function of an entry shares the bundle); each
-// synthesis then adds CDK's template validation, a few seconds for both stages.
+// Each stage's app as `cdk synth` makes it (cdk-nag included), synthesized once per test worker and
+// shared with the other infra test files (test/fixtures/synth.ts): bundling every entry and CDK's
+// template validation take seconds for each stage.
 beforeAll(() => {
-  prod = synth({ stage: "prod" });
-  dev = synth({ stage: "dev" });
-}, 420_000);
+  prod = synthesized({ stage: "prod" });
+  dev = synthesized({ stage: "dev" });
+}, 600_000);
 
 describe("routes", () => {
   const ruleFor = (name: string) => {
@@ -569,7 +554,7 @@ describe("cdk-nag AwsSolutions", () => {
 
   it("still passes with an inference profile, whose grant spans the profile's regions for that model only", () => {
     const profile = "us.anthropic.claude-3-5-haiku-20241022-v1:0";
-    const withProfile = synth({ stage: "dev-profile", model: profile });
+    const withProfile = synthesized({ stage: "dev-profile", model: profile });
     expect(new AwsSolutionsChecks().validateScope(withProfile.app).violations).toEqual([]);
     const [model] = statements(withProfile.template).filter((s) => s.Sid === "Model");
     expect(list(model?.Resource).map(flat)).toEqual([

@@ -1,13 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { type App, type CfnResource, Stack } from "aws-cdk-lib";
-import { Template } from "aws-cdk-lib/assertions";
+import type { Template } from "aws-cdk-lib/assertions";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../infra/app.ts";
 import {
   MAX_RECEIVES,
   NOTIFY_BATCH_SIZE,
@@ -19,6 +17,7 @@ import { COMMANDS, SOURCE } from "../../shared/engine/context.ts";
 import { INTERACTION_REQUESTED } from "../../shared/engine/interactions.ts";
 import { compilePattern } from "../../shared/event-pattern/index.ts";
 import { NOTIFY_WAKE_PATTERN, NOTIFY_WAKE_RULE } from "../../shared/notify/wakeups.ts";
+import { synthesized } from "../fixtures/synth.ts";
 
 /**
  * The notify path as `cdk synth` makes it (cdk-nag included: a finding neither fixed nor
@@ -26,9 +25,6 @@ import { NOTIFY_WAKE_PATTERN, NOTIFY_WAKE_RULE } from "../../shared/notify/wakeu
  * wake and delivery queues, the wake rule, the sweep schedule, the API function's grant to queue,
  * the alarms. One synthesis for the whole file.
  */
-const cdkJson = JSON.parse(readFileSync(new URL("../../cdk.json", import.meta.url), "utf8")) as {
-  context: Record<string, unknown>;
-};
 
 interface CfnRes {
   Type: string;
@@ -62,12 +58,9 @@ const statementsOf = (role: IConstruct): { Action: string | string[]; Resource: 
 const actionsOf = (role: IConstruct) =>
   new Set(statementsOf(role).flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action])));
 
+// The prod app, synthesized once per test worker and shared with the other infra test files.
 beforeAll(() => {
-  const created = createApp({ context: { ...cdkJson.context, stage: "prod" }, processEnv: {} });
-  created.app.synth();
-  app = created.app;
-  engine = created.engine;
-  t = Template.fromStack(engine);
+  ({ app, engine, template: t } = synthesized({ stage: "prod" }));
 }, 600_000);
 
 describe("the notify function", () => {

@@ -1,12 +1,11 @@
-import { readFileSync } from "node:fs";
-import { Template } from "aws-cdk-lib/assertions";
+import type { Template } from "aws-cdk-lib/assertions";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../infra/app.ts";
 import { ALARMS, OPS_OUTPUT_KEYS } from "../../infra/constructs/ops-alarms.ts";
 import type { EngineStack } from "../../infra/stacks/engine-stack.ts";
 import { STORAGE_OUTPUT_KEYS, type StorageStack } from "../../infra/stacks/storage-stack.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
+import { synthesized } from "../fixtures/synth.ts";
 
 /**
  * The operations of the engine stack: alarms (dead letters, every function's errors and
@@ -14,9 +13,6 @@ import { ROUTES } from "../../shared/engine/routes.ts";
  * outputs that say where things are. The app is synthesized as `cdk synth` does it, cdk-nag
  * included (a finding neither fixed nor acknowledged fails the synthesis).
  */
-const cdkJson = JSON.parse(readFileSync(new URL("../../cdk.json", import.meta.url), "utf8")) as {
-  context: Record<string, unknown>;
-};
 
 interface CfnRes {
   Type: string;
@@ -28,19 +24,11 @@ let storage: StorageStack;
 let template: Template;
 let withEmail: Template;
 
-function synth(context: Record<string, unknown>) {
-  const made = createApp({ context: { ...cdkJson.context, ...context }, processEnv: {} });
-  made.app.synth();
-  return made;
-}
-
+// The prod app is synthesized once per test worker and shared with the other infra test files.
 beforeAll(() => {
-  const made = synth({ stage: "prod" });
-  engine = made.engine;
-  storage = made.storage;
-  template = Template.fromStack(engine);
-  withEmail = Template.fromStack(synth({ stage: "dev", alarmEmail: "ops@example.com" }).engine);
-}, 240_000);
+  ({ engine, storage, template } = synthesized({ stage: "prod" }));
+  withEmail = synthesized({ stage: "dev", alarmEmail: "ops@example.com" }).template;
+}, 600_000);
 
 const alarms = (t: Template) =>
   Object.values(t.findResources("AWS::CloudWatch::Alarm") as Record<string, CfnRes>).map((r) => r.Properties);
@@ -130,7 +118,7 @@ describe("operations of the engine stack", () => {
       Protocol: "email",
       Endpoint: "ops@example.com",
     });
-    expect(() => synth({ stage: "dev", alarmEmail: "not-an-address" })).toThrow(
+    expect(() => synthesized({ stage: "dev", alarmEmail: "not-an-address" })).toThrow(
       /Invalid CDK context alarmEmail="not-an-address": give an email address/,
     );
   });

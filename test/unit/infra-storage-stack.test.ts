@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { App, type CfnResource, Stack, Token } from "aws-cdk-lib";
-import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
+import { Annotations, Match, type Template } from "aws-cdk-lib/assertions";
 import { Bucket } from "aws-cdk-lib/aws-s3";
 import { Queue } from "aws-cdk-lib/aws-sqs";
 import { AwsSolutionsChecks } from "cdk-nag";
@@ -10,11 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { createApp, readSettings, SettingsError } from "../../infra/app.ts";
 import { STORAGE_OUTPUT_KEYS, type StorageStack } from "../../infra/stacks/storage-stack.ts";
 import { ALL_GSIS, TABLE_KEYS, TTL_ATTRIBUTE } from "../../shared/adapters/aws/dynamo-schema.ts";
-
-// The same feature flags `cdk synth` gets from cdk.json, so the tests see the same templates.
-const cdkJson = JSON.parse(readFileSync(new URL("../../cdk.json", import.meta.url), "utf8")) as {
-  context: Record<string, unknown>;
-};
+import { synthesized } from "../fixtures/synth.ts";
 
 interface Synthesized {
   app: App;
@@ -22,11 +18,14 @@ interface Synthesized {
   template: Template;
 }
 
-/** Builds the app exactly as infra/app.ts does, for one stage, and synthesizes it once. */
+/**
+ * The app exactly as infra/app.ts builds it, for one stage: synthesized once per test worker and
+ * shared with the other infra test files (test/fixtures/synth.ts). Synthesis runs the validation
+ * plugins (cdk-nag included) and throws on any finding.
+ */
 function synth(stage: string): Synthesized {
-  const { app, storage } = createApp({ context: { ...cdkJson.context, stage }, processEnv: {} });
-  // Synthesis runs the validation plugins (cdk-nag included) and throws on any finding.
-  return { app, storage, template: Template.fromStack(storage) };
+  const { app, storage, storageTemplate } = synthesized({ stage });
+  return { app, storage, template: storageTemplate };
 }
 
 const logicalId = (c: IConstruct): string => {
@@ -37,13 +36,13 @@ const logicalId = (c: IConstruct): string => {
 let prod: Synthesized;
 let dev: Synthesized;
 
-// One synthesis per stage for the whole file. The first one loads CDK's CloudFormation schema
+// One synthesis per stage (and test worker). The first one loads CDK's CloudFormation schema
 // validation (the same checks `cdk synth` runs), a few seconds on a cold start; each bundles the
 // engine stack's three entries (steps, watchdog, tool function), a minute or more on a busy machine.
 beforeAll(() => {
   prod = synth("prod");
   dev = synth("dev");
-}, 420_000);
+}, 600_000);
 
 describe("buckets", () => {
   const dataBuckets = () => [prod.storage.resourcesBucket, prod.storage.policiesBucket];
@@ -321,5 +320,5 @@ describe("app settings", () => {
       processEnv: { CDK_DEFAULT_ACCOUNT: "123456789012", CDK_DEFAULT_REGION: "eu-west-1" },
     });
     expect([storage.account, storage.region]).toEqual(["123456789012", "eu-west-1"]);
-  });
+  }, 180_000); // createApp bundles every function again: seconds of CPU, minutes on a loaded machine
 });

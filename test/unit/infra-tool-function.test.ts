@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { type App, type CfnResource, Stack } from "aws-cdk-lib";
-import { Template } from "aws-cdk-lib/assertions";
+import type { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -13,6 +13,7 @@ import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../infra/stacks/engine-
 import { TOOL_CALL_MAX_MS, TOOL_FUNCTION_TIMEOUT_MS } from "../../shared/adapters/aws/lambda-tool-port.ts";
 import { loadConfig } from "../../shared/config.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
+import { synthesized } from "../fixtures/synth.ts";
 
 /**
  * The tool function in the engine stack: the only function holding the tools' grants and
@@ -42,11 +43,8 @@ interface Statement {
   Resource: unknown;
 }
 
-function synth(context: Record<string, unknown>): Synthesized {
-  const { app, engine } = createApp({ context: { ...cdkJson.context, ...context }, processEnv: {} });
-  app.synth();
-  return { app, engine, template: Template.fromStack(engine) };
-}
+/** The app as `cdk synth` makes it, once per test worker and context (test/fixtures/synth.ts). */
+const synth = (context: Record<string, unknown>): Synthesized => synthesized(context);
 const logicalId = (c: IConstruct): string =>
   Stack.of(c).getLogicalId((c.node.defaultChild ?? c) as CfnResource);
 const resources = (s: Synthesized) =>
@@ -80,7 +78,7 @@ let withTools: Synthesized;
 beforeAll(() => {
   plain = synth({ stage: "prod" });
   withTools = synth({ stage: "prod", tools: REGISTRY });
-}, 240_000);
+}, 600_000);
 
 describe("the tool function", () => {
   it("runs functions/tool.ts with a timeout above any tool call's, and no retries or dead-letter queue (it is only called synchronously)", () => {

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { App, type CfnResource, RemovalPolicy, Stack } from "aws-cdk-lib";
-import { Template } from "aws-cdk-lib/assertions";
+import type { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import type { IConstruct } from "constructs";
@@ -14,6 +14,7 @@ import { EngineStack } from "../../infra/stacks/engine-stack.ts";
 import { StorageStack } from "../../infra/stacks/storage-stack.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
 import { loadToolsConfig, parseToolsConfig } from "../../shared/tools/config.ts";
+import { synthesized } from "../fixtures/synth.ts";
 
 // The same feature flags `cdk synth` gets from cdk.json, so the tests see the same templates.
 const cdkJson = JSON.parse(readFileSync(new URL("../../cdk.json", import.meta.url), "utf8")) as {
@@ -30,12 +31,11 @@ interface Synthesized {
   template: Template;
 }
 
-/** The app as infra/app.ts builds it, synthesized (cdk-nag runs and throws on any finding). */
-function synth(context: Record<string, unknown>): Synthesized {
-  const { app, engine } = createApp({ context: { ...cdkJson.context, ...context }, processEnv: {} });
-  app.synth();
-  return { app, engine, template: Template.fromStack(engine) };
-}
+/**
+ * The app as infra/app.ts builds it, synthesized (cdk-nag runs and throws on any finding): once per
+ * test worker and context, shared with the other infra test files (test/fixtures/synth.ts).
+ */
+const synth = (context: Record<string, unknown>): Synthesized => synthesized(context);
 
 const tmp = mkdtempSync(join(tmpdir(), "arbor-infra-tools-"));
 function registryFile(name: string, content: unknown): string {
@@ -87,7 +87,7 @@ beforeAll(() => {
     },
   });
   withoutLambda = synth({ stage: "prod", tools: other });
-}, 240_000);
+}, 600_000);
 
 describe("a deployed tool registry", () => {
   it("reaches the tool function only, as tools.json in its bundle, which ARBOR_TOOLS_FILE names", () => {
