@@ -176,7 +176,9 @@ export class Engine {
 
   /**
    * A person's (or agent's) message: stored, then planned. Returns at once; progress arrives on the
-   * bus. A new conversation records its actor as the one who started it (`startedBy`).
+   * bus. A new conversation records its actor as the one who started it (`startedBy`). With an
+   * `idempotencyKey` a repeated submit returns the same ids and writes nothing new; a
+   * `conversationName` names the conversation (created if absent, continued if there): submit.ts.
    */
   async submit(req: SubmitRequest): Promise<Submitted> {
     return submit(this.deps, this.#access, this.#teams, req);

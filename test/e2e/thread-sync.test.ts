@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
-import type { ChatSurfaces } from "../../shared/chat/sync.ts";
+import { type ChatSurfaces, ENDED_BY } from "../../shared/chat/sync.ts";
 import { getThread } from "../../shared/chat/thread-record.ts";
 import type { SlackThread, TeamsThread } from "../../shared/chat/types.ts";
 import { NotifyService } from "../../shared/notify/service.ts";
@@ -212,6 +212,28 @@ describe("a Slack thread synced through its surface", () => {
     expect(dead.length).toBeGreaterThan(0);
     expect(dead[0]?.data.attempts).toBeGreaterThan(1);
     expect(dead[0]?.data.lastError).toMatch(/no teams surface .*configure Teams in the chat settings/);
+  });
+
+  it("a request canceled while its question waits: the question shows it ended unanswered, then the reason", async () => {
+    h = await Harness.create({ script, assistants: ASSISTANTS });
+    const surface = new RecordingSurface<SlackThread>("slack");
+    const notify = worker(h, { slack: surface }, "w1");
+    const { rootTaskId } = await h.submit(REQUEST, "lazy"); // the plan waits for its approval
+    await notify.subscribe(rootTaskId, SLACK);
+    await h.idle();
+    await notify.runDue();
+    const [question] = surface.posts("question");
+    expect(question?.render.payload).toMatchObject({ purpose: "approve_plan" });
+    await h.engine.cancel(rootTaskId, PERSON, "not now");
+    await h.idle();
+    await notify.runDue();
+    expect(surface.messages.get(question?.id as string)?.payload).toMatchObject({
+      answered: { by: ENDED_BY, summary: "not answered: the request canceled" },
+    });
+    const answers = surface.posts("answer");
+    expect(answers).toHaveLength(1);
+    expect(answers[0]?.render.payload).toMatchObject({ state: "canceled" });
+    expect(answers[0]?.render.text).toMatch(/not now/);
   });
 
   for (const [what, dieOn, progressPosts] of [
