@@ -11,6 +11,7 @@ import {
   startFakeSlack,
   textOf,
 } from "../peers/fake-slack.ts";
+import { startFakeTeams } from "../peers/fake-teams.ts";
 import {
   addKey,
   arborCli,
@@ -182,6 +183,94 @@ describe("arbor serve and the chat settings file", () => {
       await s.stop();
     } finally {
       await slack.close();
+      await rm(file, { force: true });
+    }
+  }, 240_000);
+
+  it("a Teams message is acked, and the conversation gets the progress, the question card and, once allowed, the answer", async () => {
+    const teams = await startFakeTeams();
+    const ada = "0a0a0a0a-0000-0000-0000-00000000ada0";
+    const file = join(dataDir, "chat.json");
+    const chat = {
+      teams: teams.settings({
+        tenants: {
+          "aad-serve": { tenant: "acme", users: { [ada]: "user_ada" }, admins: [], defaultRoles: [] },
+        },
+      }),
+    };
+    await writeFile(file, JSON.stringify(chat), { mode: 0o600 });
+    await chmod(file, 0o600);
+    // The fake Teams is on loopback: the development switches for the signing keys (the outbound
+    // guard) and for the Bot Connector (the notify path's loopback switch).
+    const s = await serve({
+      ARBOR_OUTBOUND_ALLOW: "127.0.0.1",
+      ARBOR_OUTBOUND_PORTS: "1024-65535",
+      ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: "true",
+    });
+    try {
+      const activity = (extra: Record<string, unknown>) => ({
+        channelId: "msteams",
+        serviceUrl: teams.serviceUrl,
+        from: { id: `29:${ada}`, aadObjectId: ada, name: "Ada" },
+        recipient: { id: "28:bot-id", name: "Arbor" },
+        conversation: { id: "a:serve-ada", tenantId: "aad-serve", conversationType: "personal" },
+        channelData: { tenant: { id: "aad-serve" } },
+        ...extra,
+      });
+      const send = async (a: Record<string, unknown>) =>
+        post(`${s.url}/teams/messages`, JSON.stringify(a), {
+          authorization: `Bearer ${await teams.activityToken(teams.serviceUrl)}`,
+        });
+      const ack = await send(
+        activity({ type: "message", id: "msg-serve-1", text: "<at>Arbor</at> plan the offsite" }),
+      );
+      expect(ack.status).toBe(202);
+      const posted = () => teams.activities.filter((a) => a.conversationId === "a:serve-ada");
+      const asked = await eventually(
+        async () => posted(),
+        (all) => all.some((a) => JSON.stringify(a.body).includes("Action.Execute")),
+        60_000,
+      );
+      const card = JSON.stringify(asked.find((a) => JSON.stringify(a.body).includes("Action.Execute"))?.body);
+      const interaction = /"interaction":"([^"]+)"/.exec(card)?.[1];
+      expect(interaction).toBeDefined();
+      const invoke = await send(
+        activity({
+          type: "invoke",
+          name: "adaptiveCard/action",
+          id: "inv-serve-1",
+          value: {
+            action: {
+              type: "Action.Execute",
+              verb: "arbor.answer",
+              data: { interaction, option: "approve" },
+            },
+            trigger: "manual",
+          },
+        }),
+      );
+      expect(invoke.status).toBe(200);
+      const done = await eventually(
+        async () => posted(),
+        (all) => all.some((a) => a.method === "PUT" && JSON.stringify(a.body).includes(": completed")),
+        60_000,
+      );
+      expect(done.some((a) => a.method === "PUT" && JSON.stringify(a.body).includes(": completed"))).toBe(
+        true,
+      );
+      // Posted: the progress card, the question card, the answer (once).
+      await eventually(
+        async () => posted().filter((a) => a.method === "POST"),
+        (p) => p.length >= 3,
+        30_000,
+      );
+      expect(posted().filter((a) => a.method === "POST")).toHaveLength(3);
+      // Every call to the Bot Connector carried the bot's own token, from the token endpoint.
+      for (const a of done) expect(a.authorization).toMatch(/^Bearer \S+/);
+      await s.stop();
+    } finally {
+      await killHard(s).catch(() => undefined);
+      await teams.close();
       await rm(file, { force: true });
     }
   }, 240_000);
