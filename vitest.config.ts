@@ -25,13 +25,19 @@ const LONGEST_FIRST = [
 /**
  * Unit files that must run alone in their own process (module isolation): they measure the process
  * (heap, RSS), set V8 flags, or read counters a module keeps for the whole process (open feed
- * follows) and expect only their own there.
+ * follows) and expect only their own there. A new test file that changes process-wide state
+ * (process.env, vi.mock, fake timers, a spy it does not restore, a global) or reads such a
+ * counter belongs here too; the others run in the `unit` project, one process per worker.
  */
 const ISOLATED = [
   "test/e2e/memory-bounds.test.ts",
   "test/e2e/outbound-guard.test.ts",
+  // openFollows(): the feed follows open in the whole process.
   "test/unit/feed-follow.test.ts",
   "test/e2e/http-events.test.ts",
+  "test/e2e/http-events-backpressure.test.ts",
+  "test/e2e/a2a-streams.test.ts",
+  "test/e2e/stream-limits.test.ts",
 ];
 
 class LongestFirst extends BaseSequencer {
