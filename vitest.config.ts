@@ -11,6 +11,8 @@ const LONGEST_FIRST = [
   "test/e2e/serve-crash.test.ts",
   "test/e2e/notify-serve.test.ts",
   "test/e2e/team-cli.test.ts",
+  "test/e2e/chat-serve.test.ts",
+  "test/integration/chat-aws.int.test.ts",
   "test/contract/object-store-s3.int.test.ts",
   "test/unit/infra-engine-stack.test.ts",
   "test/unit/infra-tools.test.ts",
@@ -20,6 +22,7 @@ const LONGEST_FIRST = [
   "test/unit/infra-notify.test.ts",
   "test/unit/infra-api.test.ts",
   "test/unit/infra-team.test.ts",
+  "test/unit/infra-chat.test.ts",
 ];
 
 /**

@@ -76,11 +76,16 @@ export class NotifyWorker {
     });
   }
 
-  /** Runs once now (after the run in progress), and resolves when done: for tests and the CLI. */
+  /**
+   * Runs once now (after the run in progress), and resolves when done, with no attempt of this
+   * worker still in flight: for tests and the CLI (a test that moves the clock next must not have
+   * an attempt of a run a wake-up started meanwhile finish at the moved time).
+   */
   async runNow(sweep = false): Promise<void> {
     await this.#running;
     if (sweep) await this.#service.sweep();
     await this.#service.runDue();
+    while (this.#running) await this.#running;
   }
 
   async #loop(): Promise<void> {
