@@ -33,6 +33,14 @@ beforeAll(async () => {
   // A "Bot Connector" that redirects a post elsewhere, or answers with 10 MB.
   rogue = createServer((req, res) => {
     req.resume();
+    if (req.url?.includes("hang")) return; // never answers
+    if (req.url?.includes("trickle")) {
+      // Answers at once, then a byte now and then, forever.
+      res.writeHead(201, { "content-type": "application/json" });
+      const timer = setInterval(() => res.write(" "), 200);
+      res.on("close", () => clearInterval(timer));
+      return;
+    }
     if (req.url?.includes("redirect"))
       res.writeHead(307, { location: `${teams.serviceUrl}v3/conversations/x/activities` }).end();
     else {
@@ -48,6 +56,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await slack.close();
   await teams.close();
+  rogue.closeAllConnections();
   await new Promise<void>((r) => rogue.close(() => r()));
 });
 
@@ -141,7 +150,7 @@ describe("a Bot Connector that misbehaves", () => {
           tenants: { t: { tenant: "acme", users: {}, admins: [], defaultRoles: [] } },
         }),
       }),
-      { fetch: createGuardedFetch(outboundPolicy(LOOPBACK_ALLOWED)), timeoutMs: 5_000 },
+      { fetch: createGuardedFetch(outboundPolicy(LOOPBACK_ALLOWED)), timeoutMs: 1_000 },
     );
   const threadAt = (serviceUrl: string): TeamsThread => ({
     kind: "teams",
@@ -161,6 +170,19 @@ describe("a Bot Connector that misbehaves", () => {
     expect(error).toBeInstanceOf(ChatSendError);
     expect(teams.activities.length).toBe(before);
   });
+
+  for (const [what, path] of [
+    ["that never answers", "hang"],
+    ["that answers at once and then trickles its body forever", "trickle"],
+  ])
+    it(`one ${what}: a retryable failure once the call's time is up, not a sync held forever`, async () => {
+      const serviceUrl = `${rogueUrl}/${path}/`;
+      const error = await surfaceTo(serviceUrl)
+        .post(threadAt(serviceUrl), { text: "x", payload: { attachments: [] } }, context)
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ChatSendError);
+      expect(error).toMatchObject({ retryable: true });
+    });
 
   it("an answer of 10 MB is not read whole: a failure the sync can retry, not a crash", async () => {
     const serviceUrl = `${rogueUrl}/huge/`;
