@@ -4,7 +4,7 @@ import { slackConversationName } from "../../shared/channels/slack/identity.ts";
 import type { Urn } from "../../shared/domain/urn.ts";
 import { requestInteraction } from "../../shared/engine/interactions.ts";
 import { rootTaskUrn } from "../../shared/engine/planner.ts";
-import { eventCallback, type FakeMessage, interactivityForm } from "../peers/fake-slack.ts";
+import { commandForm, eventCallback, type FakeMessage, interactivityForm } from "../peers/fake-slack.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 import { type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";
 
@@ -43,13 +43,13 @@ const message: FakeMessage = {
   history: [],
 };
 
-const clickWith = (actionId: string, value: string, user = "U_ADA") =>
+const clickWith = (actionId: string, value: string, user = "U_ADA", team = TEAM) =>
   w.post(
     "/slack/interactivity",
     interactivityForm({
       type: "block_actions",
-      team: { id: TEAM },
-      user: { id: user, team_id: TEAM },
+      team: { id: team },
+      user: { id: user, team_id: team },
       trigger_id: "trig.attack",
       container: { channel_id: "C1", message_ts: message.ts, thread_ts: TS },
       channel: { id: "C1" },
@@ -58,13 +58,13 @@ const clickWith = (actionId: string, value: string, user = "U_ADA") =>
     }),
   );
 
-const submission = (privateMetadata: string, values: Record<string, unknown>, user = "U_ADA") =>
+const submission = (privateMetadata: string, values: Record<string, unknown>, user = "U_ADA", team = TEAM) =>
   w.post(
     "/slack/interactivity",
     interactivityForm({
       type: "view_submission",
-      team: { id: TEAM },
-      user: { id: user, team_id: TEAM },
+      team: { id: team },
+      user: { id: user, team_id: team },
       view: { callback_id: "arbor.answer", private_metadata: privateMetadata, state: { values } },
     }),
   );
@@ -114,6 +114,45 @@ describe("buttons that name what they should not", () => {
     const res = await clickWith(`${ACTION_OPTION}.0`, `${approval.meta.id}\nallow-everything`);
     expect(res.status).toBe(200);
     expect(lastTold()).toMatch(/selectedOptionId must be one of/);
+    expect(await status(approval.meta.id)).toBe("pending");
+    expect(await w.written()).toEqual(before);
+  });
+});
+
+describe("two workspaces mapped to two tenants", () => {
+  it("an admin of workspace B can neither answer, open, submit nor watch a request of workspace A's tenant", async () => {
+    const slack = w.settings.slack;
+    if (!slack) throw new Error("the world has Slack settings");
+    slack.workspaces.T2 = {
+      tenant: "globex",
+      botToken: slack.workspaces[TEAM]?.botToken ?? "",
+      users: {},
+      admins: ["U_EVE"],
+      defaultRoles: [],
+    };
+    const { rootTaskId, approval } = await lazyRequest();
+    const before = await w.written();
+    await clickWith(`${ACTION_OPTION}.0`, `${approval.meta.id}\napprove`, "U_EVE", "T2");
+    expect(lastTold()).toMatch(/does not name a question of this workspace's requests/);
+    await clickWith(`${ACTION_OPEN}.0`, `edit\n${approval.meta.id}`, "U_EVE", "T2");
+    expect(lastTold()).toMatch(/does not name a question of this workspace's requests/);
+    expect(w.fake.calls("views.open")).toHaveLength(0);
+    const res = await submission(
+      JSON.stringify({ urn: approval.meta.id, mode: "edit" }),
+      {
+        "arbor.value": { value: { type: "plain_text_input", value: "{}" } },
+      },
+      "U_EVE",
+      "T2",
+    );
+    expect(await res.json()).toMatchObject({ response_action: "errors" });
+    const watch = await w.post(
+      "/slack/commands",
+      commandForm({ team: "T2", channel: "C9", user: "U_EVE", text: `watch ${rootTaskId}` }),
+    );
+    expect(((await watch.json()) as { text: string }).text).toMatch(
+      /There is no request .* that you can follow here/,
+    );
     expect(await status(approval.meta.id)).toBe("pending");
     expect(await w.written()).toEqual(before);
   });
