@@ -55,6 +55,19 @@ describe("Teams card actions that cross a line", () => {
     expect(JSON.stringify(read.value)).not.toContain("Invite");
   });
 
+  it("an admin of this Teams tenant cannot `watch` another Arbor tenant's request (nothing subscribed)", async () => {
+    const { rootTaskId } = await w.h.engine.submit({
+      tenant: "globex",
+      text: "Invite the team",
+      actor: PERSON,
+    });
+    await w.h.idle();
+    const res = await w.send(w.message(`watch ${rootTaskId}`, { from: ROOT, conversation: "a:root-watch" }));
+    expect(res.status).toBeLessThan(500);
+    await w.h.idle();
+    expect(await w.notify.service.subscriptions(rootTaskId)).toEqual([]);
+  });
+
   it("data of the wrong types, or with extra fields: refused or ignored, never taken as an answer", async () => {
     const q = await questionOf("acme");
     for (const data of [
