@@ -30,7 +30,8 @@ import {
  * own, or a later delivery's: the thread catches up in one attempt), unless it was applied already
  * (a delivery older than the last applied is done: a newer snapshot shows more). In this order:
  *   1. progress: posted once (its id kept; when the ref has no thread of its own, it heads the
- *      thread: SurfaceContext.threadHead), then updated;
+ *      thread: SurfaceContext.threadHead), then updated; posted anew when someone deleted it (an
+ *      update the surface says is `gone`), so later deliveries do not all end dead;
  *   2. each question waiting that was not posted yet: posted;
  *   3. each question posted and no longer waiting: updated once to show who answered what (read
  *      from the interaction: response.actor, the chosen option's label or a short value), or that
@@ -211,7 +212,12 @@ async function apply(
     if (!hasOwnThread(ref) && t.threadHead === undefined) t.threadHead = id;
     await held.save(); // the window: a crash before this line posts the progress again
   } else if (t.progressShown !== shown) {
-    await surface.update(ref, t.progress, progress, context());
+    if (!(await updated(surface, ref, t.progress, progress, context()))) {
+      // Someone deleted the progress message: posted anew (in the same thread), then kept up to date.
+      t.progress = await surface.post(ref, progress, context());
+      t.progressShown = shown;
+      await held.save(); // the same window as the first post
+    }
     t.progressShown = shown;
   }
   // 2. new questions
@@ -227,7 +233,8 @@ async function apply(
     if (posted.answered || waiting.has(urn)) continue;
     const shown = await answeredQuestion(deps, urn, s);
     if (!shown) continue; // still pending, and the request goes on: it may be waiting again later
-    await surface.update(ref, posted.messageId, surface.render.question(shown, s), context());
+    // A question's message someone deleted is not posted again: the answer is recorded, nothing waits on it.
+    await updated(surface, ref, posted.messageId, surface.render.question(shown, s), context());
     posted.answered = true;
     await held.save();
   }
@@ -235,6 +242,23 @@ async function apply(
   if (isFinal(s) && t.answer === undefined) {
     t.answer = await surface.post(ref, surface.render.answer(s), context());
     await held.save();
+  }
+}
+
+/** Replaces a message; false when it is not there any more (ChatSendError `gone`): the caller decides. */
+async function updated(
+  surface: ChatSurface<SlackThread | TeamsThread>,
+  ref: SlackThread | TeamsThread,
+  id: string,
+  message: ChatRender,
+  context: SurfaceContext,
+): Promise<boolean> {
+  try {
+    await surface.update(ref, id, message, context);
+    return true;
+  } catch (e) {
+    if (e instanceof ChatSendError && e.gone) return false;
+    throw e;
   }
 }
 

@@ -184,11 +184,20 @@ export interface SurfaceContext {
 export class ChatSendError extends Error {
   readonly retryable: boolean;
   readonly retryAfterMs: number | undefined;
-  constructor(message: string, options: { retryable: boolean; retryAfterMs?: number; cause?: unknown }) {
+  /**
+   * An update whose message is not there any more (someone deleted it: Slack `message_not_found`,
+   * the Bot Connector's 404 on the activity): the sync posts the message anew instead of ending dead.
+   */
+  readonly gone: boolean;
+  constructor(
+    message: string,
+    options: { retryable: boolean; retryAfterMs?: number; gone?: boolean; cause?: unknown },
+  ) {
     super(message, options.cause === undefined ? {} : { cause: options.cause });
     this.name = "ChatSendError";
     this.retryable = options.retryable;
     this.retryAfterMs = options.retryAfterMs;
+    this.gone = options.gone ?? false;
   }
 }
 

@@ -11,6 +11,10 @@ import type { TaskStatus } from "../../domain/task-state.ts";
  *   parseOptionValue(action.value)   // { urn, optionId } of an ACTION_OPTION button
  *   parseOpenValue(action.value)     // { urn, mode } of an ACTION_OPEN button (modals.ts)
  *
+ * Every text a person, a tool or the model wrote is escaped (`esc`), the message's top-level
+ * `text` too (what notifications show, mobile ones only): a title or an answer saying `<!channel>`
+ * or `<https://evil|a link>` pings or links nobody.
+ *
  * Slack's limits kept here: a section's text at most 3000 characters, a message at most 50
  * blocks, a button's value at most 2000 characters (an interaction URN is at most 1000, an
  * option id 100: they always fit, so no value is ever mapped through a store).
@@ -115,7 +119,7 @@ export function progressBlocks(s: ThreadSnapshot): ChatRender {
     blocks.push(context(`${more} more tasks are not shown: read the whole tree over the HTTP API`));
   blocks.push(context(whereToRead(s)));
   return {
-    text: cut(`${s.title}: ${STATE_LABEL[s.state].replace(/^:[a-z_]+: /, "")}`, TEXT_CHARS),
+    text: cut(esc(`${s.title}: ${STATE_LABEL[s.state].replace(/^:[a-z_]+: /, "")}`), TEXT_CHARS),
     payload: { blocks },
   };
 }
@@ -207,7 +211,7 @@ export function questionBlocks(q: ThreadQuestion, s: ThreadSnapshot): ChatRender
   const text = q.answered
     ? `${q.display.title}: answered by ${q.answered.by} (${q.answered.summary})`
     : `Question: ${q.display.title}`;
-  return { text: cut(text, TEXT_CHARS), payload: { blocks } };
+  return { text: cut(esc(text), TEXT_CHARS), payload: { blocks } };
 }
 
 export function answerBlocks(s: ThreadSnapshot): ChatRender {
@@ -220,12 +224,12 @@ export function answerBlocks(s: ThreadSnapshot): ChatRender {
     const blocks: KnownBlock[] = [...body];
     if (!whole) blocks.push(context("The answer is cut here: the whole of it is the request's output"));
     blocks.push(where);
-    return { text: cut(answer, TEXT_CHARS), payload: { blocks } };
+    return { text: cut(esc(answer), TEXT_CHARS), payload: { blocks } };
   }
   const label = s.state === "canceled" ? ":black_square_for_stop: Canceled" : ":x: Failed";
   const text = `${label}${s.reason ? `: ${s.reason}` : ""}`;
   return {
-    text: cut(text.replace(/^:[a-z_]+: /, ""), TEXT_CHARS),
+    text: cut(esc(text.replace(/^:[a-z_]+: /, "")), TEXT_CHARS),
     payload: { blocks: [section(esc(text)), where] },
   };
 }

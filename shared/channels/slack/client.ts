@@ -81,6 +81,8 @@ export function toChatSendError(error: unknown, call: string): ChatSendError {
     }
     return new ChatSendError(`Slack refused ${call}: ${code}`, {
       retryable: RETRYABLE.has(code),
+      // chat.update of a message someone deleted: the sync posts it anew.
+      ...(code === "message_not_found" ? { gone: true } : {}),
       cause: error,
     });
   }

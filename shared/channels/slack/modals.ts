@@ -114,6 +114,12 @@ export function readSubmission(
   const value = state[VALUE_BLOCK]?.value?.value ?? undefined;
   const errors: Record<string, string> = {};
   if (meta.mode === "edit") {
+    // Only a plan's approval is edited: an "edit" form naming any other question (its metadata not
+    // the one Arbor set) would otherwise answer it with its first option (a risky call's "Allow").
+    if (i.purpose !== "approve_plan" || i.kind !== "confirm")
+      return {
+        errors: { [VALUE_BLOCK]: "This form does not fit the question: answer it with its own buttons" },
+      };
     if (!value) errors[VALUE_BLOCK] = "Give the plan as JSON, or close this and press the plan's own buttons";
     else {
       try {

@@ -73,6 +73,9 @@ export class TeamsKeySet {
       set = { keys: new Map(), fetchedAt: 0, triedAt: 0 };
       this.#sets.set(metadataUrl, set);
     }
+    // A fetch in flight (a burst of activities after a cold start, or a refresh for a new kid):
+    // its keys are waited for, not judged missing (a 503 or a 401 for every activity but the first).
+    if (set.loading) await set.loading;
     const stale = set.fetchedAt === 0 || now - set.fetchedAt > this.#options.ttlMs;
     if (stale && now - set.triedAt >= Math.min(this.#options.refreshMs, 10_000))
       await this.#load(metadataUrl, set);

@@ -123,6 +123,8 @@ export class BotConnector {
     if (status < 200 || status >= 300)
       throw new ChatSendError(`The Bot Connector answered ${status} to ${what}: ${text.slice(0, 200)}`, {
         retryable: false,
+        // An update of an activity someone deleted: the sync posts it anew (a post that 404s stays dead).
+        ...(replace && status === 404 ? { gone: true } : {}),
       });
     if (replace) return replace;
     let id: unknown;
