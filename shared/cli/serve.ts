@@ -13,6 +13,7 @@ import type { TeamFile } from "../domain/team.ts";
 import { tenantUrn } from "../domain/urn.ts";
 import { FALLBACK_ID } from "../engine/default-team.ts";
 import { ConfigError } from "../errors.ts";
+import { releaseOrphanedLeases } from "../notify/orphans.ts";
 import { notifyUrls } from "../notify/urls.ts";
 import { componentLogger } from "../observability/logger.ts";
 import { createGuardedFetch } from "../outbound/guard.ts";
@@ -127,6 +128,9 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
           state: engine.deps.state,
         })
       : undefined;
+    // The lock says no other process works on this folder: a delivery or a thread still held is
+    // held by a process that is gone, and goes on now rather than when its lease runs out.
+    await releaseOrphanedLeases(engine.deps.state, engine.deps.clock());
     notify = startLocalNotify(engine, {
       outbound: config.outbound,
       notify: config.notify,

@@ -13,6 +13,7 @@ import {
   redriveDelivery,
   settleDelivery,
 } from "../../shared/notify/deliveries.ts";
+import { releaseOrphanedLeases } from "../../shared/notify/orphans.ts";
 import { rotateSigningSecret, signingSecrets } from "../../shared/notify/signing.ts";
 import {
   deleteSubscription,
@@ -325,6 +326,32 @@ export function notifyRecordsContract(name: string, setup: () => Promise<NotifyR
       expect(stored?.data.lease).toBeUndefined();
       // Released: anyone takes it at once.
       expect("held" in (await takeThread(f.store, "sub-1", about, "c", clock, MINUTE))).toBe(true);
+    });
+
+    it("leases left by a process that is gone are let go at once by the one that takes over", async () => {
+      const about = { rootTaskUrn: ROOT, channel: "slack" as const };
+      await f.store.transact([newDeliveryOp(delivery(1), clock())]);
+      await f.store.transact([newDeliveryOp(delivery(2), clock())]);
+      const [one, two] = [deliveryId(`notify-sub#${ROOT}#hook`, 1), deliveryId(`notify-sub#${ROOT}#hook`, 2)];
+      expect(await claimDelivery(f.store, one, "gone", clock(), MINUTE)).toBeDefined();
+      const held = await takeThread(f.store, "sub-1", about, "gone", clock, MINUTE);
+      if (!("held" in held)) throw new Error("the first holder must get the thread");
+      await held.held.save();
+      // Still held: nobody else may take them...
+      expect(await claimDelivery(f.store, one, "next", clock(), MINUTE)).toBeUndefined();
+      expect("busy" in (await takeThread(f.store, "sub-1", about, "next", clock, MINUTE))).toBe(true);
+      settle();
+      // ...until the process that knows it is alone lets go of them (the pending one is untouched).
+      expect(await releaseOrphanedLeases(f.store, clock())).toBe(2);
+      expect((await getDelivery(f.store, two))?.status).toBe("pending");
+      settle();
+      expect(await dueDeliveries(f.store, clock())).toEqual(expect.arrayContaining([one, two]));
+      const claimed = await claimDelivery(f.store, one, "next", clock(), MINUTE);
+      expect(claimed?.data).toMatchObject({ attempts: 2, lease: { holder: "next" } });
+      expect("held" in (await takeThread(f.store, "sub-1", about, "next", clock, MINUTE))).toBe(true);
+      // A lease that ran out needs no letting go.
+      settle();
+      expect(await releaseOrphanedLeases(f.store, new Date(now + 2 * MINUTE))).toBe(0);
     });
   });
 }
