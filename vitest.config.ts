@@ -9,7 +9,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
  */
 const LONGEST_FIRST = [
   "test/e2e/serve-crash.test.ts",
-  "test/e2e/attack-serve-crash.test.ts",
+  "test/e2e/slack-serve-crash.test.ts",
   "test/e2e/notify-serve.test.ts",
   "test/e2e/team-cli.test.ts",
   "test/e2e/chat-serve.test.ts",

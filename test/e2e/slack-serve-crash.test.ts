@@ -23,8 +23,8 @@ import { addKey, arborEnv, eventually, killHard, type Served, startServe } from 
  * documented window, the platform took the post and the process died before its ts was recorded),
  * the answer once, and a denied risky call never reports its effect.
  */
-const SECRET = "attack-serve-signing-secret";
-const TOKEN = "xoxb-attack-serve-1";
+const SECRET = "crash-serve-signing-secret";
+const TOKEN = "xoxb-crash-serve-1";
 const TEAM = "T0CRASH";
 const CHANNEL = "C_CRASH";
 const ONE = "1780000000.000100";
