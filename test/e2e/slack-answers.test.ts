@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { questionBlocks } from "../../shared/channels/slack/blocks.ts";
+import { questionOf } from "../../shared/chat/snapshot.ts";
 import type { ThreadQuestion, ThreadSnapshot } from "../../shared/chat/types.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
 import { requestInteraction } from "../../shared/engine/interactions.ts";
@@ -33,15 +34,6 @@ beforeEach(async () => {
 });
 afterEach(async () => w?.close());
 
-const asQuestion = (i: InteractionResource): ThreadQuestion => ({
-  urn: i.meta.id,
-  kind: i.kind,
-  purpose: i.purpose,
-  display: i.display,
-  ...(i.options ? { options: i.options } : {}),
-  ...(i.validation ? { validation: i.validation } : {}),
-  ...(i.binding ? { binding: i.binding } : {}),
-});
 const snapshotOf = (root: string): ThreadSnapshot => ({
   rootTaskUrn: root,
   conversationUrn: root.split("/").slice(0, 2).join("/"),
@@ -68,7 +60,7 @@ async function lazyRequest() {
   await w.h.idle();
   const [approval] = await w.h.pending(rootTaskId);
   if (!approval) throw new Error("expected the plan's approval");
-  return { rootTaskId, approval, message: posted(asQuestion(approval), rootTaskId) };
+  return { rootTaskId, approval, message: posted(questionOf(approval), rootTaskId) };
 }
 
 const click = (user: string, message: FakeMessage, text: string) => {
@@ -199,7 +191,7 @@ describe("answering a question in Slack", () => {
       validation: { regex: "^[A-Z]{3}$", required: true },
     });
     const q = (await w.h.engine.deps.resources.getAs("uip.Interaction", urn)) as InteractionResource;
-    const message = posted(asQuestion(q), rootTaskId);
+    const message = posted(questionOf(q), rootTaskId);
     await click("U_ADA", message, "Answer…");
     const view = w.fake.calls("views.open").at(-1)?.args.view as { private_metadata: string };
     const submit = (value: string) =>

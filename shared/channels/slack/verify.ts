@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { MAX_JSON_DEPTH, nestsDeeperThan } from "../../domain/input-limits.ts";
+import { BodyTooLargeError, readBounded } from "../http-read.ts";
 
 /**
  * Slack's request signing, checked on the RAW body before anything is parsed or written
@@ -62,23 +63,12 @@ export function signSlackBody(
  * read). Content-Length is believed only to refuse early; the bytes read are what count.
  */
 export async function readBody(request: Request, limit: number): Promise<string | "too-large"> {
-  const declared = Number(request.headers.get("content-length") ?? "0");
-  if (Number.isFinite(declared) && declared > limit) return "too-large";
-  if (!request.body) return "";
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => undefined);
-      return "too-large";
-    }
-    chunks.push(value);
+  try {
+    return await readBounded(request, limit);
+  } catch (e) {
+    if (e instanceof BodyTooLargeError) return "too-large";
+    throw e;
   }
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 /** A JSON body Slack sent, or why not (not JSON; nests deeper than any Slack payload does). */

@@ -1,7 +1,7 @@
 import { decodeProtectedHeader, importJWK, type JWK, type JWTPayload, jwtVerify } from "jose";
 import type { TeamsSettings, TeamsTenant } from "../../chat/types.ts";
+import { fetchWithTimeout, readBounded } from "../http-read.ts";
 import { type Activity, aadTenantOf, sameServiceUrl, serviceUrlAllowed } from "./activity.ts";
-import { fetchWithTimeout, readBounded } from "./http-read.ts";
 
 /**
  * Who may talk to the Teams bot: every incoming activity's `Authorization: Bearer <JWT>` checked

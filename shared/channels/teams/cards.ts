@@ -1,3 +1,4 @@
+import { questionOf } from "../../chat/snapshot.ts";
 import type { ChatRender, ThreadQuestion, ThreadSnapshot, ThreadTask } from "../../chat/types.ts";
 import type { InteractionResource } from "../../domain/resources.ts";
 
@@ -220,13 +221,7 @@ export function answerSummary(
 /** An interaction resource as a thread shows it (answered: who and what, from its response). */
 export function threadQuestion(i: InteractionResource): ThreadQuestion {
   return {
-    urn: i.meta.id,
-    kind: i.kind,
-    purpose: i.purpose,
-    display: i.display,
-    ...(i.options ? { options: i.options } : {}),
-    ...(i.validation ? { validation: i.validation } : {}),
-    ...(i.binding ? { binding: i.binding } : {}),
+    ...questionOf(i),
     ...(i.status === "answered" && i.response
       ? { answered: { by: i.response.actor, summary: answerSummary(i, i.response) } }
       : {}),

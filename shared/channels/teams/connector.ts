@@ -5,8 +5,8 @@ import {
   type TeamsThread,
 } from "../../chat/types.ts";
 import { OutboundRefusedError } from "../../outbound/errors.ts";
+import { fetchWithTimeout, readBounded } from "../http-read.ts";
 import { serviceUrlAllowed } from "./activity.ts";
-import { fetchWithTimeout, readBounded } from "./http-read.ts";
 
 /**
  * Arbor's own client for the Bot Connector REST API (v3), the few calls the Teams surface makes.

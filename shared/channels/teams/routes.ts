@@ -3,6 +3,7 @@ import type { ChatRouteParts, TeamsThread } from "../../chat/types.ts";
 import type { SubmitRequest } from "../../engine/engine.ts";
 import { ArborError } from "../../errors.ts";
 import { componentLogger } from "../../observability/logger.ts";
+import { BodyTooLargeError, readBounded } from "../http-read.ts";
 import {
   type Activity,
   messageText,
@@ -13,7 +14,6 @@ import {
 } from "./activity.ts";
 import { checkActivity, TeamsKeySet, verifyToken } from "./auth.ts";
 import { BotConnector } from "./connector.ts";
-import { BodyTooLargeError, readBounded } from "./http-read.ts";
 import { cardAction, type Person, personOf } from "./invoke.ts";
 import { rootOf } from "./watch.ts";
 

@@ -1,6 +1,6 @@
 /**
- * Small HTTP helpers the Teams channel shares (the key set fetches, the Bot Connector calls). How
- * to drive it:
+ * Small HTTP helpers the chat channels share (a Slack or Teams request's body, the Teams key set
+ * fetches, the Bot Connector calls). How to drive it:
  *
  *   const text = await readBounded(response, 64 * 1024);   // throws BodyTooLargeError past the bound
  *   const res = await fetchWithTimeout(fetch, url, init, 10_000);  // aborts after the timeout
