@@ -45,9 +45,11 @@ export function slackSurface(
   const clientFor = async (ref: SlackThread) => {
     const slack = (await settings())?.slack;
     const ws = workspaceOf(slack, ref.team);
+    // Retried: the settings may be back in a moment (a file being replaced, a secret mid-rotation);
+    // a workspace left out for good ends dead when the delivery's retries run out.
     if (!slack || !ws)
-      throw new ChatSendError(`Slack workspace ${ref.team} is not in the chat settings any more`, {
-        retryable: false,
+      throw new ChatSendError(`Slack workspace ${ref.team} is not in the chat settings (now)`, {
+        retryable: true,
       });
     if (ws.tenant !== ref.tenant)
       throw new ChatSendError(`Slack workspace ${ref.team} now maps to another tenant: not posting there`, {

@@ -84,7 +84,8 @@ export class BotConnector {
   async send(thread: TeamsThread, activity: OutgoingActivity, replace?: string): Promise<string> {
     const settings = (await this.#settings())?.teams;
     if (!settings)
-      throw new ChatSendError("Teams is not configured (no teams settings)", { retryable: false });
+      // Retried, as for Slack: the settings may be back in a moment; if not, dead when retries run out.
+      throw new ChatSendError("Teams is not configured (no teams settings now)", { retryable: true });
     if (!serviceUrlAllowed(thread.serviceUrl, settings.allowedServiceUrls))
       throw new ChatSendError(`The service URL ${thread.serviceUrl} is not an allowed one`, {
         retryable: false,
