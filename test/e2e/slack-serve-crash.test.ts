@@ -104,6 +104,13 @@ const questionIn = (ts: string) =>
 /** The progress messages: a first section of the request's title, then its state (blocks.ts). */
 const PROGRESS = /^\*[^*\n]+\*\n:[a-z_]+: (Working|Waiting for an answer|Done|Failed|Canceled)/;
 const progressIn = (ts: string) => thread(ts).filter((m) => PROGRESS.test(textOf(m)));
+/** A progress message that shows how its request ended. */
+const ENDED = /^\*[^*\n]+\*\n:[a-z_]+: (Done|Failed|Canceled)/;
+/**
+ * The progress message the thread record keeps updating: the last one posted. In the window the
+ * first post is orphaned (Slack took it, its ts was never recorded) and stays as it was forever.
+ */
+const liveProgressIn = (ts: string) => progressIn(ts).at(-1);
 const isQuestion = (m: FakeMessage) => buttonsOf(m).length > 0 || /answered/.test(textOf(m));
 /** What is neither a progress message nor a question: the answer (or how the request failed). */
 const answersIn = (ts: string) => {
@@ -150,7 +157,10 @@ describe("arbor serve with Slack, killed and started again", () => {
     const done = (ts: string) =>
       eventually(
         async () => thread(ts),
-        (t) => /Done|Failed|Canceled/.test(textOf(t[0] as FakeMessage)) && answersIn(ts).length > 0,
+        () => {
+          const live = liveProgressIn(ts);
+          return live !== undefined && ENDED.test(textOf(live)) && answersIn(ts).length > 0;
+        },
         120_000,
       );
     const one = await done(ONE);
@@ -160,6 +170,8 @@ describe("arbor serve with Slack, killed and started again", () => {
       [ONE, one, "Allow"],
       [TWO, two, "Deny"],
     ] as const) {
+      // The progress message the thread keeps shows how the request ended.
+      expect(textOf(liveProgressIn(ts) as FakeMessage), `progress in ${ts}`).toMatch(ENDED);
       // The progress message at most twice (the window), the question once, shown answered once.
       expect(progressIn(ts).length, `progress posts in ${ts}`).toBeGreaterThanOrEqual(1);
       expect(progressIn(ts).length, `progress posts in ${ts}`).toBeLessThanOrEqual(2);
