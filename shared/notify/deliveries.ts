@@ -89,18 +89,36 @@ export function newDeliveryOp(
 
 /** Ids of deliveries due now (pending and due, or sending with a lease that ran out), oldest first. */
 export async function dueDeliveries(state: StateStore, now: Date, limit = 50): Promise<string[]> {
+  return (await dueDeliveryRefs(state, now, limit)).map((d) => d.id);
+}
+
+/** A delivery due now: its id, the subscription it is for, its channel. */
+export interface DueRef {
+  id: string;
+  subscriptionKey: string;
+  channel: DeliveryData["channel"];
+}
+
+/** The deliveries due now as dueDeliveries finds them, each with the subscription it is for. */
+export async function dueDeliveryRefs(state: StateStore, now: Date, limit = 50): Promise<DueRef[]> {
   // updatedBefore is exclusive: what is due at this very millisecond is due.
   const before = new Date(now.getTime() + 1).toISOString();
-  const ids: string[] = [];
+  const due: DueRef[] = [];
   for (const status of ["pending", "sending"] as const) {
     const page = await state.byStatus<DeliveryData>(DELIVERY_KIND, status, {
       updatedBefore: before,
-      limit: limit - ids.length,
+      limit: limit - due.length,
     });
-    ids.push(...page.items.map((r) => r.data.id));
-    if (ids.length >= limit) break;
+    due.push(
+      ...page.items.map((r) => ({
+        id: r.data.id,
+        subscriptionKey: r.data.subscriptionKey,
+        channel: r.data.channel,
+      })),
+    );
+    if (due.length >= limit) break;
   }
-  return ids;
+  return due;
 }
 
 /** Whether the base record is due for an attempt now (the index may lag: decide on the record). */

@@ -10,7 +10,7 @@ import {
   type DeliveryData,
   type DeliveryRecord,
   type DeliveryStatus,
-  dueDeliveries,
+  dueDeliveryRefs,
   getDelivery,
   listDeliveries,
   redriveDelivery,
@@ -305,12 +305,28 @@ export class NotifyService {
   async runDue(batch = 20): Promise<number> {
     let attempted = 0;
     for (;;) {
-      const ids = await dueDeliveries(this.deps.state, this.deps.clock(), batch);
-      if (ids.length === 0) return attempted;
-      const outcomes = await Promise.all(ids.map((id) => this.attempt(id)));
+      const due = await dueDeliveryRefs(this.deps.state, this.deps.clock(), batch);
+      if (due.length === 0) return attempted;
+      // A chat thread's deliveries one after another (it is synced under one lease: at once, all
+      // but one would only find it busy; the first brings the thread up to date and the rest find
+      // their snapshot applied); everything else side by side (a slow webhook holds up no other).
+      const groups = new Map<string, typeof due>();
+      for (const d of due) {
+        const key = d.channel === "slack" || d.channel === "teams" ? d.subscriptionKey : d.id;
+        groups.set(key, [...(groups.get(key) ?? []), d]);
+      }
+      const outcomes = (
+        await Promise.all(
+          [...groups.values()].map(async (group) => {
+            const done: AttemptOutcome[] = [];
+            for (const d of group) done.push(await this.attempt(d.id));
+            return done;
+          }),
+        )
+      ).flat();
       const moved = outcomes.filter((o) => o !== "skipped").length;
       attempted += moved;
-      if (moved === 0 || ids.length < batch) return attempted;
+      if (moved === 0 || due.length < batch) return attempted;
     }
   }
 

@@ -130,6 +130,26 @@ describe("a Slack thread synced through its surface", () => {
     expect((await notify.deliveries("dead")).items).toEqual([]);
   });
 
+  it("deliveries piled up for one thread: one run brings it up to date, none left waiting on a busy thread", async () => {
+    h = await Harness.create({ script, assistants: ASSISTANTS });
+    const surface = new RecordingSurface<SlackThread>("slack");
+    // Reconciles on every wake-up but attempts nothing: the deliveries pile up, as on a restart.
+    const notify = worker(h, { slack: surface }, "w1", { kick: false });
+    const { rootTaskId } = await h.submit(REQUEST);
+    await notify.subscribe(rootTaskId, SLACK);
+    await h.idle();
+    const piled = (await notify.deliveries("pending")).items.length;
+    expect(piled).toBeGreaterThan(2);
+    await notify.runDue();
+    // One thread's deliveries go one after another: the first applies the newest snapshot, the
+    // others find it applied. Nothing is left to retry because the thread was busy.
+    expect((await notify.deliveries("pending")).items).toEqual([]);
+    expect((await notify.deliveries("sending")).items).toEqual([]);
+    expect((await notify.deliveries("delivered")).items).toHaveLength(piled);
+    expect(surface.posts("progress")).toHaveLength(1);
+    expect(surface.posts("question")).toHaveLength(1);
+  });
+
   it("two workers on the same state: nothing posted twice", async () => {
     h = await Harness.create({ script, assistants: ASSISTANTS });
     const surface = new RecordingSurface<SlackThread>("slack");
