@@ -4,6 +4,7 @@ import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import { questionOf } from "../chat/snapshot.ts";
 import { MAX_JSON_DEPTH, MAX_REQUEST_CHARS, nestsDeeperThan } from "../domain/input-limits.ts";
 import { formatIssues, type InteractionResource, InteractionResponseSchema } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
@@ -325,17 +326,7 @@ export async function readJson<S extends z.ZodType>(
 }
 
 function interactionView(i: InteractionResource) {
-  return {
-    urn: i.meta.id,
-    taskId: parentUrn(i.meta.id),
-    kind: i.kind,
-    purpose: i.purpose,
-    display: i.display,
-    ...(i.options ? { options: i.options } : {}),
-    ...(i.validation ? { validation: i.validation } : {}),
-    ...(i.binding ? { binding: i.binding } : {}),
-    links: { answer: answerPath(i.meta.id) },
-  };
+  return { ...questionOf(i), taskId: parentUrn(i.meta.id), links: { answer: answerPath(i.meta.id) } };
 }
 
 /** A tree node as the API shows it: links to the task and to each question's answer. */

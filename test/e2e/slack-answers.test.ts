@@ -7,8 +7,8 @@ import { requestInteraction } from "../../shared/engine/interactions.ts";
 import { buttonClick, buttonsOf, type FakeMessage, interactivityForm } from "../peers/fake-slack.ts";
 import { PERSON } from "./engine-harness.ts";
 import { until } from "./notify-fixture.ts";
-import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
-import { type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";
+import { GENERALIST } from "./scenarios.ts";
+import { oneVenue, type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";
 
 /**
  * Answering in Slack: the buttons and modals of a question, clicked by the person who asked, by
@@ -18,19 +18,7 @@ import { type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";
  */
 let w: SlackWorld;
 beforeEach(async () => {
-  w = await startSlackWorld({
-    script: (r) =>
-      isPlan(r)
-        ? planOf({
-            name: "Offsite",
-            purpose: "Plan the offsite",
-            subtasks: [{ name: "Venue", purpose: "Pick one" }],
-          })
-        : isEvaluation(r)
-          ? pass("booked")
-          : { content: "the barn" },
-    assistants: GENERALIST,
-  });
+  w = await startSlackWorld({ script: oneVenue, assistants: GENERALIST });
 });
 afterEach(async () => w?.close());
 

@@ -5,8 +5,8 @@ import type { Urn } from "../../shared/domain/urn.ts";
 import { requestInteraction } from "../../shared/engine/interactions.ts";
 import { rootTaskUrn } from "../../shared/engine/planner.ts";
 import { commandForm, eventCallback, type FakeMessage, interactivityForm } from "../peers/fake-slack.ts";
-import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
-import { type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";
+import { GENERALIST } from "./scenarios.ts";
+import { oneVenue, type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";
 
 /**
  * Slack as its worst users (and a confused Slack) would send it, every request validly signed: a
@@ -17,19 +17,7 @@ import { type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";
  */
 let w: SlackWorld;
 beforeEach(async () => {
-  w = await startSlackWorld({
-    script: (r) =>
-      isPlan(r)
-        ? planOf({
-            name: "Offsite",
-            purpose: "Plan the offsite",
-            subtasks: [{ name: "Venue", purpose: "Pick one" }],
-          })
-        : isEvaluation(r)
-          ? pass("booked")
-          : { content: "the barn" },
-    assistants: GENERALIST,
-  });
+  w = await startSlackWorld({ script: oneVenue, assistants: GENERALIST });
 });
 afterEach(async () => w?.close());
 

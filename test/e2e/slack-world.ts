@@ -12,6 +12,7 @@ import { startLocalNotify } from "../../shared/runtime/local-notify.ts";
 import { type FakeSlack, slackPost, startFakeSlack } from "../peers/fake-slack.ts";
 import { Harness } from "./engine-harness.ts";
 import { serveHttp } from "./http-fixture.ts";
+import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
  * What the Slack end-to-end tests share: a harness (scripted model, controllable clock), the
@@ -38,6 +39,18 @@ export interface SlackWorld {
   written(): Promise<{ resources: number; streams: number; subscriptions: number }>;
   close(): Promise<void>;
 }
+
+/** A small request: a plan of one subtask (a venue), its answer "the barn", judged done. */
+export const oneVenue: ScriptFunction = (r) =>
+  isPlan(r)
+    ? planOf({
+        name: "Offsite",
+        purpose: "Plan the offsite",
+        subtasks: [{ name: "Venue", purpose: "Pick one" }],
+      })
+    : isEvaluation(r)
+      ? pass("booked")
+      : { content: "the barn" };
 
 export async function startSlackWorld(options: {
   script: ScriptFunction;
