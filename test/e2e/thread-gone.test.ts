@@ -2,11 +2,10 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
 import type { ChatSurfaces } from "../../shared/chat/sync.ts";
 import type { SlackThread } from "../../shared/chat/types.ts";
-import { NotifyService } from "../../shared/notify/service.ts";
-import { notifyUrls } from "../../shared/notify/urls.ts";
-import { NOTIFY_WAKE_PATTERNS, requestOfWakeup } from "../../shared/notify/wakeups.ts";
+import type { NotifyService } from "../../shared/notify/service.ts";
 import { RecordingSurface } from "../fixtures/recording-surface.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
+import { threadWorker } from "./thread-worker.ts";
 
 /**
  * A thread whose messages someone deleted in the chat (the progress message, a question's message):
@@ -32,29 +31,7 @@ afterEach(async () => {
   h = undefined;
 });
 
-function worker(w: Harness, surfaces: ChatSurfaces): NotifyService {
-  const service = new NotifyService({
-    deps: w.engine.deps,
-    urls: notifyUrls(),
-    surfaces,
-    holder: "w1",
-    random: () => 0,
-  });
-  for (const [i, pattern] of NOTIFY_WAKE_PATTERNS.entries())
-    offs.push(
-      w.rt.bus.subscribe({
-        name: `gone-wake-${i}`,
-        pattern,
-        handler: async (event) => {
-          const root = requestOfWakeup(event);
-          if (!root) return;
-          await service.reconcile(root);
-          await service.runDue();
-        },
-      }),
-    );
-  return service;
-}
+const worker = (w: Harness, surfaces: ChatSurfaces) => threadWorker(w, surfaces, "w1", offs);
 
 async function runToEnd(w: Harness, rootTaskId: string, notify: NotifyService, onQuestion?: () => void) {
   for (let round = 0; round < 40; round++) {

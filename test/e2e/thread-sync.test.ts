@@ -3,12 +3,11 @@ import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts"
 import { type ChatSurfaces, ENDED_BY } from "../../shared/chat/sync.ts";
 import { getThread } from "../../shared/chat/thread-record.ts";
 import type { SlackThread, TeamsThread } from "../../shared/chat/types.ts";
-import { NotifyService } from "../../shared/notify/service.ts";
+import type { NotifyService } from "../../shared/notify/service.ts";
 import { subKey } from "../../shared/notify/subscriptions.ts";
-import { notifyUrls } from "../../shared/notify/urls.ts";
-import { NOTIFY_WAKE_PATTERNS, requestOfWakeup } from "../../shared/notify/wakeups.ts";
 import { RecordingSurface } from "../fixtures/recording-surface.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
+import { threadWorker } from "./thread-worker.ts";
 
 /**
  * The thread sync end to end on the local engine (the offsite scenario: a tree of depth 3, one
@@ -34,38 +33,13 @@ afterEach(async () => {
   h = undefined;
 });
 
-/**
- * A worker: a notify service, reconciling on every wake-up (twice, as a redelivered event would)
- * and attempting what is due at once (the local worker's kick on a recording).
- */
-function worker(
+/** A worker reconciling every wake-up twice (as a redelivered event would), kicking unless told not to. */
+const worker = (
   w: Harness,
   surfaces: ChatSurfaces | (() => ChatSurfaces | undefined),
   holder: string,
   options: { kick?: boolean } = {},
-) {
-  const service = new NotifyService({
-    deps: w.engine.deps,
-    urls: notifyUrls(),
-    surfaces,
-    holder,
-    random: () => 0,
-  });
-  for (const [i, pattern] of NOTIFY_WAKE_PATTERNS.entries()) {
-    const off = w.rt.bus.subscribe({
-      name: `${holder}-wake-${i}`,
-      pattern,
-      handler: async (event) => {
-        const root = requestOfWakeup(event);
-        if (!root) return;
-        for (let n = 0; n < 2; n++) await service.reconcile(root);
-        if (options.kick !== false) await service.runDue();
-      },
-    });
-    offs.push(off);
-  }
-  return service;
-}
+) => threadWorker(w, surfaces, holder, offs, { ...options, reconciles: 2 });
 
 /** Runs the request to its end: the bus idle, each worker's due deliveries attempted, questions approved. */
 async function runToEnd(w: Harness, rootTaskId: string, workers: NotifyService[]): Promise<void> {
