@@ -1,11 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { ScanCommand } from "@aws-sdk/client-dynamodb";
-import {
-  DeleteMessageCommand,
-  ReceiveMessageCommand,
-  SendMessageCommand,
-  type SQSClient,
-} from "@aws-sdk/client-sqs";
+import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "../../functions/api.ts";
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
@@ -17,7 +12,6 @@ import { signSlackBody } from "../../shared/channels/slack/verify.ts";
 import type { ChatSettings } from "../../shared/chat/types.ts";
 import type { AwsConfig } from "../../shared/config.ts";
 import { compilePattern } from "../../shared/event-pattern/index.ts";
-import type { BatchResult } from "../../shared/notify/queueing.ts";
 import { NOTIFY_WAKE_PATTERN } from "../../shared/notify/wakeups.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
@@ -38,6 +32,7 @@ import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { SecretsManagerPeer } from "../peers/secrets-manager-peer.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
+import { pollQueue } from "../peers/sqs-poll.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**
@@ -87,17 +82,6 @@ const model = planningModel({
       ? { content: "invited" }
       : { toolCalls: [{ name: "send_email", arguments: EMAIL }] },
 });
-
-interface SqsRecord {
-  messageId: string;
-  receiptHandle: string;
-  body: string;
-  attributes: Record<string, string>;
-  messageAttributes: Record<string, unknown>;
-  eventSource: "aws:sqs";
-  eventSourceARN: string;
-  awsRegion: string;
-}
 
 describe("Slack and Teams on AWS: the API function, the engine steps and the notify function", () => {
   let world: AwsWorld;
@@ -177,40 +161,8 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
     return sent.length;
   };
 
-  /** Lambda's event source mapping: batches of the queue's visible messages, until none is left. */
-  const poll = async (queueUrl: string): Promise<number> => {
-    let handled = 0;
-    for (;;) {
-      const out = await sqs.send(
-        new ReceiveMessageCommand({
-          QueueUrl: queueUrl,
-          MaxNumberOfMessages: 10,
-          VisibilityTimeout: 360,
-          MessageAttributeNames: ["All"],
-          MessageSystemAttributeNames: ["All"],
-        }),
-      );
-      const messages = out.Messages ?? [];
-      if (messages.length === 0) return handled;
-      const Records: SqsRecord[] = messages.map((m) => ({
-        messageId: m.MessageId ?? "",
-        receiptHandle: m.ReceiptHandle ?? "",
-        body: m.Body ?? "",
-        attributes: (m.Attributes ?? {}) as Record<string, string>,
-        messageAttributes: m.MessageAttributes ?? {},
-        eventSource: "aws:sqs",
-        eventSourceARN: sqsPeer.arnOf(queueUrl),
-        awsRegion: "us-east-1",
-      }));
-      const result = (await notify({ Records }, { awsRequestId: randomUUID() })) as BatchResult;
-      const failed = new Set(result.batchItemFailures.map((f) => f.itemIdentifier));
-      for (const m of messages)
-        if (!failed.has(m.MessageId ?? ""))
-          await sqs.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle }));
-      handled += messages.length;
-      if (failed.size === messages.length) return handled;
-    }
-  };
+  /** Lambda's event source mapping (test/peers/sqs-poll.ts). */
+  const poll = (queueUrl: string): Promise<number> => pollQueue(sqs, sqsPeer, queueUrl, notify);
 
   /** AWS until it is quiet: steps on their events, wake-ups to the wake queue, both queues consumed. */
   const settle = async (): Promise<void> => {

@@ -2,12 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { PutRuleCommand } from "@aws-sdk/client-eventbridge";
-import {
-  DeleteMessageCommand,
-  ReceiveMessageCommand,
-  SendMessageCommand,
-  type SQSClient,
-} from "@aws-sdk/client-sqs";
+import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "../../functions/api.ts";
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
@@ -17,7 +12,6 @@ import { newApiKey } from "../../shared/channels/api-keys.ts";
 import { dlqCommand } from "../../shared/cli/dlq.ts";
 import type { AwsConfig } from "../../shared/config.ts";
 import { compilePattern } from "../../shared/event-pattern/index.ts";
-import type { BatchResult } from "../../shared/notify/queueing.ts";
 import { NOTIFY_WAKE_PATTERN, NOTIFY_WAKE_RULE } from "../../shared/notify/wakeups.ts";
 import { deliveryOfMessage } from "../../shared/ports/delivery-queue.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
@@ -28,6 +22,7 @@ import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
+import { pollQueue } from "../peers/sqs-poll.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**
@@ -74,18 +69,6 @@ const model = planningModel({
   leaf: () => ({ content: ANSWER }),
 });
 
-/** Lambda's SQS record, as the event source mapping hands it to the function. */
-interface SqsRecord {
-  messageId: string;
-  receiptHandle: string;
-  body: string;
-  attributes: Record<string, string>;
-  messageAttributes: Record<string, unknown>;
-  eventSource: "aws:sqs";
-  eventSourceARN: string;
-  awsRegion: string;
-}
-
 describe("webhook deliveries on AWS: the notify function between the engine's events and the receivers", () => {
   let world: AwsWorld;
   let peer: EventBridgePeer;
@@ -129,40 +112,9 @@ describe("webhook deliveries on AWS: the notify function between the engine's ev
     return sent.length;
   };
 
-  /** Lambda's event source mapping: batches of the queue's visible messages to `fn` until none is left. */
-  const poll = async (queueUrl: string, fn: NotifyHandler = notify): Promise<number> => {
-    let handled = 0;
-    for (;;) {
-      const out = await sqs.send(
-        new ReceiveMessageCommand({
-          QueueUrl: queueUrl,
-          MaxNumberOfMessages: 10,
-          VisibilityTimeout: 360,
-          MessageAttributeNames: ["All"],
-          MessageSystemAttributeNames: ["All"],
-        }),
-      );
-      const messages = out.Messages ?? [];
-      if (messages.length === 0) return handled;
-      const Records: SqsRecord[] = messages.map((m) => ({
-        messageId: m.MessageId ?? "",
-        receiptHandle: m.ReceiptHandle ?? "",
-        body: m.Body ?? "",
-        attributes: (m.Attributes ?? {}) as Record<string, string>,
-        messageAttributes: m.MessageAttributes ?? {},
-        eventSource: "aws:sqs",
-        eventSourceARN: sqsPeer.arnOf(queueUrl),
-        awsRegion: "us-east-1",
-      }));
-      const result = (await fn({ Records }, { awsRequestId: randomUUID() })) as BatchResult;
-      const failed = new Set(result.batchItemFailures.map((f) => f.itemIdentifier));
-      for (const m of messages)
-        if (!failed.has(m.MessageId ?? ""))
-          await sqs.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle }));
-      handled += messages.length;
-      if (failed.size === messages.length) return handled; // they come back after the visibility timeout
-    }
-  };
+  /** Lambda's event source mapping (test/peers/sqs-poll.ts). */
+  const poll = (queueUrl: string, fn: NotifyHandler = notify): Promise<number> =>
+    pollQueue(sqs, sqsPeer, queueUrl, fn);
 
   /** AWS until it is quiet: steps on their events, wake-ups to the wake queue, both queues consumed. */
   const settle = async (): Promise<void> => {
