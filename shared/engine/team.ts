@@ -136,9 +136,10 @@ export class Teams {
   /** Tenants seen with assistants: a request of theirs needs no look-up. */
   readonly #staffed = new Set<string>();
 
-  constructor(readonly deps: TeamDeps & Pick<EngineDeps, "settings" | "log">) {}
+  constructor(readonly deps: TeamDeps & Pick<EngineDeps, "settings" | "log" | "tools">) {}
 
   async ensure(tenant: string): Promise<void> {
+    await this.#registerTools(tenant);
     if (this.#staffed.has(tenant)) return;
     const d = this.deps;
     if ((await d.resources.childUrns(tenantUrn(tenant), ASSISTANT_TYPE)).length === 0) {
@@ -159,6 +160,22 @@ export class Teams {
       }
     }
     this.remember(tenant);
+  }
+
+  /**
+   * The tenant's Tool resources made the configuration's (tools/tool-registry.ts; remembered by
+   * the tool port, so this is no work on most requests). Not the request's failure when it
+   * cannot be done: the tools run from the configuration, and ListTools registers them again.
+   */
+  async #registerTools(tenant: string): Promise<void> {
+    try {
+      await this.deps.tools.register?.(tenant);
+    } catch (error) {
+      this.deps.log.warn("could not register the tenant's Tool resources; ListTools will try again", {
+        tenant,
+        error: (error as Error).message,
+      });
+    }
   }
 
   /** The tenant has a team now (applied, or registered). */
