@@ -40,6 +40,17 @@ interface RegistryRecord {
   tools: string[];
 }
 
+const TENANT_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** The URN of a tenant whose id is one (tenantUrn formats whatever it is given). */
+function tenantOfId(tenant: string): Urn {
+  if (!TENANT_ID.test(tenant))
+    throw new ValidationError(
+      `${JSON.stringify(tenant.slice(0, 80))} is not a tenant id: 1-128 of A-Z a-z 0-9 _ -`,
+    );
+  return tenantUrn(tenant);
+}
+
 /** A namespace a caller asked for, checked: undefined (all), or one that NAMESPACE allows. */
 export function checkNamespace(namespace: unknown): string | undefined {
   if (namespace === undefined) return undefined;
@@ -116,7 +127,7 @@ export async function storedTools(
   namespace?: string,
 ): Promise<ToolDescriptor[]> {
   const ns = checkNamespace(namespace);
-  const stored = (await resources.children(tenantUrn(tenant), TOOL_TYPE)) as ToolResource[];
+  const stored = (await resources.children(tenantOfId(tenant), TOOL_TYPE)) as ToolResource[];
   return stored
     .map(descriptorOf)
     .filter((d) => ns === undefined || d.namespace === ns)
@@ -139,7 +150,7 @@ export async function registerTools(
   tenant: string,
   descriptors: readonly ToolDescriptor[],
 ): Promise<ToolRegistration> {
-  const parent = tenantUrn(tenant); // a tenant id that cannot be in a URN is refused here
+  const parent = tenantOfId(tenant); // a tenant id that cannot be in a URN is refused here
   const wanted = descriptors.map((d) => toolResource(tenant, d));
   const registryHashValue = registryHash(descriptors);
   const urns = wanted.map((r) => r.meta.id as Urn);
