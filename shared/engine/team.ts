@@ -139,8 +139,12 @@ export class Teams {
   constructor(readonly deps: TeamDeps & Pick<EngineDeps, "settings" | "log" | "tools">) {}
 
   async ensure(tenant: string): Promise<void> {
+    if (!this.#staffed.has(tenant)) await this.#staff(tenant);
+    // Once the tenant has a team: a request that is refused for want of one writes nothing.
     await this.#registerTools(tenant);
-    if (this.#staffed.has(tenant)) return;
+  }
+
+  async #staff(tenant: string): Promise<void> {
     const d = this.deps;
     if ((await d.resources.childUrns(tenantUrn(tenant), ASSISTANT_TYPE)).length === 0) {
       const team: TeamFile = d.settings.defaultTeam ?? { assistants: DEFAULT_TEAM };
