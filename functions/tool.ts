@@ -11,6 +11,7 @@ import { type AwsToolsOptions, openAwsToolService } from "../shared/runtime/aws-
 import {
   type ExecuteToolResponse,
   type ListToolsResponse,
+  type RegisterToolsResponse,
   type SettleToolResponse,
   type ToolFunctionRequest,
   ToolFunctionRequestSchema,
@@ -54,7 +55,9 @@ export interface ToolLambdaContext {
 export type ToolHandler = ((
   input: unknown,
   context?: ToolLambdaContext,
-) => Promise<ListToolsResponse | ExecuteToolResponse | SettleToolResponse>) & { close(): Promise<void> };
+) => Promise<ListToolsResponse | RegisterToolsResponse | ExecuteToolResponse | SettleToolResponse>) & {
+  close(): Promise<void>;
+};
 
 /** Time kept back from Lambda's deadline so a call still out is recorded as failed before it. */
 const DEADLINE_MARGIN_MS = 5_000;
@@ -80,7 +83,8 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
     const parsed = ToolFunctionRequestSchema.safeParse(input);
     if (!parsed.success) {
       throw new ValidationError(
-        'Invalid tool function input: expected { "op": "ListTools" }, { "op": "ExecuteTool", "tool", ' +
+        'Invalid tool function input: expected { "op": "ListTools", "tenant", "namespace" }, ' +
+          '{ "op": "RegisterTools", "tenant" }, { "op": "ExecuteTool", "tool", ' +
           '"arguments", "context": { "taskId", "actor", "callId", "allowedTools" } } or { "op": "SettleTool", ' +
           '"tool", "pending", "pushed", "context" }, as LambdaToolPort sends them',
         formatIssues(parsed.error),
@@ -88,7 +92,13 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
     }
     const request = parsed.data;
     const service = await instance.get();
-    if (request.op === "ListTools") return { tools: service.list() };
+    if (request.op === "ListTools") {
+      if (request.tenant === undefined) return { tools: service.list() };
+      // ListTools of a tenant: its stored Tool resources, read here where the configuration is.
+      return { tools: await tenantTools(service).listTools(request.tenant, namespaceOption(request)) };
+    }
+    if (request.op === "RegisterTools")
+      return { registration: await tenantTools(service).register(request.tenant) };
     const started = Date.now();
     const remaining = lambda?.getRemainingTimeInMillis?.();
     const { callback, ...given } = request.context;
@@ -120,6 +130,19 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
   };
   return Object.assign(handle, { close: instance.close });
 }
+
+/** The tool service's ListTools and register, which a tool function's service must have. */
+function tenantTools(service: ToolPort): Required<Pick<ToolPort, "listTools" | "register">> {
+  const { listTools, register } = service;
+  if (!listTools || !register)
+    throw new ConfigError(
+      "This tool function's tool service keeps no Tool resources (no listTools/register)",
+    );
+  return { listTools: listTools.bind(service), register: register.bind(service) };
+}
+
+const namespaceOption = (r: { namespace?: string | undefined }) =>
+  r.namespace !== undefined ? { namespace: r.namespace } : {};
 
 /** A ToolResult as it crosses the wire: only the fields the protocol names. */
 const wire = (r: ToolResult): ToolResult => ({

@@ -41,6 +41,14 @@ allow if {
 	input.resource.type == "common.Tenant"
 }
 
+# Anyone of the tenant reads its tools (ListTools, GET /v1/tools): names, descriptions and
+# schemas, never a binding's settings. Only the engine writes them (registration).
+allow if {
+	input.action == "resource.read"
+	same_tenant
+	input.resource.type == "common.Tool"
+}
+
 # An assistant calls the tools it is configured with, for its own tenant.
 allow if {
 	input.action == "tool.call"

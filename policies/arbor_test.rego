@@ -188,3 +188,13 @@ test_assistant_reads_the_tenant_a_remote_agent_does_not if {
 	not authz.allow with input as req30
 }
 
+
+test_anyone_of_the_tenant_reads_its_tools_only_the_engine_writes_them if {
+	tools := "cld:common.Tenant.acme/common.Tool.registry"
+	req31 := unowned(bob, "resource.read", tools, "common.Tool")
+	authz.allow with input as req31
+	req32 := unowned(partner, "resource.read", tools, "common.Tool")
+	authz.allow with input as req32
+	req33 := unowned(bob, "resource.write", tools, "common.Tool")
+	not authz.allow with input as req33
+}

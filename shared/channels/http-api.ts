@@ -22,6 +22,7 @@ import type { EventStreamOptions } from "./http-events.ts";
 import { notifyRoutes } from "./http-notify.ts";
 import { createReadRoutes } from "./http-reads.ts";
 import { createTeamRoutes } from "./http-team.ts";
+import { createToolRoutes } from "./http-tools.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
 /**
@@ -264,6 +265,7 @@ export function createHttpApi({
   // Event streams count against the key's open streams (the same limiter as A2A's streams).
   app.route("/", createReadRoutes(engine, limiter ? { ...events, slots: limiter } : events));
   app.route("/", createTeamRoutes(engine));
+  app.route("/", createToolRoutes(engine));
   app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));
   if (notify) app.route("/", notifyRoutes({ engine, notify }));
 

@@ -51,6 +51,9 @@ Commands
       --dry-run          show the change only
       --tenant <tenant>  the tenant (local data folder; default ARBOR_TENANT; remote: the key's)
   team show            print a tenant's team as a team file
+  tools ls             list a tenant's tools (its stored Tool resources), by namespace
+      --namespace <ns>   only the tools of one namespace (a tool entry's "namespace", else its kind)
+      --tenant <tenant>  the tenant (local data folder; default ARBOR_TENANT; remote: the key's)
   demo                 walk through the local foundation: resources, task log, event bus, replay
   ls [urn] [--all]     list the resources directly below a URN (default: your tenant); --all for every level
   get <urn>            print one resource as JSON
@@ -58,7 +61,7 @@ Commands
   replay               rebuild every task view from the event log and check it against the stored views
   help                 this text
 
-  With ARBOR_URL and ARBOR_KEY set, run, ls, get, events, team and notify speak to that Arbor (a
+  With ARBOR_URL and ARBOR_KEY set, run, ls, get, events, team, notify and tools speak to that Arbor (a
   deployed stack's API, or another machine's arbor serve) through its HTTP API instead of the local
   data folder: the same tree, questions answered here; team and notify need an admin's key.
 
@@ -126,13 +129,14 @@ async function main(argv: string[]): Promise<void> {
       max: { type: "string" },
       dead: { type: "boolean", default: false },
       status: { type: "string" },
+      namespace: { type: "string" },
     },
   });
   const [command = "help", arg] = positionals;
   if (values.help || command === "help") return void process.stdout.write(HELP);
 
   // With ARBOR_URL: a remote Arbor, through its HTTP API.
-  const remoteConfig = ["run", "ls", "get", "events", "team", "notify"].includes(command)
+  const remoteConfig = ["run", "ls", "get", "events", "team", "notify", "tools"].includes(command)
     ? loadRemoteConfig()
     : undefined;
   if (remoteConfig) {
@@ -150,6 +154,8 @@ async function main(argv: string[]): Promise<void> {
         return remoteGet(remote, arg, write);
       case "events":
         return remoteEvents(remote, arg, write);
+      case "tools":
+        return (await import("./tools.ts")).toolsRemote(remote, arg, values.namespace, write);
       case "notify": {
         const { notifyRemote } = await import("./notify.ts");
         process.exitCode = await notifyRemote(
@@ -241,6 +247,15 @@ async function main(argv: string[]): Promise<void> {
         write,
       );
       return;
+    }
+    case "tools": {
+      const config = loadConfig();
+      if (config.mode !== "local")
+        throw new Error(
+          "arbor tools works on the local data folder, or on a remote Arbor with ARBOR_URL and ARBOR_KEY; unset ARBOR_MODE",
+        );
+      const { toolsLocal } = await import("./tools.ts");
+      return toolsLocal(config, values.tenant ?? config.tenant, arg, values.namespace, write);
     }
     case "notify":
       return withRuntime(async (rt) => {

@@ -250,6 +250,15 @@ export const ToolResourceSchema = resource("common.Tool", {
   }),
   /** Risky tools wait for a person's confirmation bound to their exact arguments. */
   risky: z.boolean().default(false),
+  /** It changes nothing outside Arbor (ToolDescriptor.pure). */
+  pure: z.boolean().default(false),
+  /** What ListTools filters by (tools/config.ts NAMESPACE); absent on records older than namespaces. */
+  namespace: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/)
+    .optional(),
+  /** sha256 of what was registered (tools/tool-registry.ts): a registration rewrites only what differs. */
+  fingerprint: z.string().max(128).optional(),
   binding: z.object({
     kind: z.enum(["builtin", "http", "lambda", "mcp", "a2a"]),
     config: z.record(z.string(), z.unknown()).default({}),

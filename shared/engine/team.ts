@@ -136,10 +136,15 @@ export class Teams {
   /** Tenants seen with assistants: a request of theirs needs no look-up. */
   readonly #staffed = new Set<string>();
 
-  constructor(readonly deps: TeamDeps & Pick<EngineDeps, "settings" | "log">) {}
+  constructor(readonly deps: TeamDeps & Pick<EngineDeps, "settings" | "log" | "tools">) {}
 
   async ensure(tenant: string): Promise<void> {
-    if (this.#staffed.has(tenant)) return;
+    if (!this.#staffed.has(tenant)) await this.#staff(tenant);
+    // Once the tenant has a team: a request that is refused for want of one writes nothing.
+    await this.#registerTools(tenant);
+  }
+
+  async #staff(tenant: string): Promise<void> {
     const d = this.deps;
     if ((await d.resources.childUrns(tenantUrn(tenant), ASSISTANT_TYPE)).length === 0) {
       const team: TeamFile = d.settings.defaultTeam ?? { assistants: DEFAULT_TEAM };
@@ -159,6 +164,22 @@ export class Teams {
       }
     }
     this.remember(tenant);
+  }
+
+  /**
+   * The tenant's Tool resources made the configuration's (tools/tool-registry.ts; remembered by
+   * the tool port, so this is no work on most requests). Not the request's failure when it
+   * cannot be done: the tools run from the configuration, and ListTools registers them again.
+   */
+  async #registerTools(tenant: string): Promise<void> {
+    try {
+      await this.deps.tools.register?.(tenant);
+    } catch (error) {
+      this.deps.log.warn("could not register the tenant's Tool resources; ListTools will try again", {
+        tenant,
+        error: (error as Error).message,
+      });
+    }
   }
 
   /** The tenant has a team now (applied, or registered). */

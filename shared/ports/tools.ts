@@ -121,10 +121,27 @@ export interface ToolDescriptor extends LlmToolSpec {
    * crash changes nothing anyone can see, so it need not wait for what led to it to be on disk.
    */
   pure: boolean;
+  /** What ListTools filters by (tools/config.ts NAMESPACE): the entry's own, else its kind. */
+  namespace?: string | undefined;
+}
+
+/** What registering a tenant's Tool resources did (ToolPort.register). */
+export interface ToolRegistration {
+  /** Tool names whose resource was written (new or changed), and deleted (no longer configured). */
+  written: string[];
+  deleted: string[];
+  /** The hash of the registered set: the tenant's resources are this configuration's. */
+  registryHash: string;
+  /** The URNs of the tenant's Tool resources, in the configuration's order. */
+  urns: string[];
 }
 
 export interface ToolPort {
-  /** Every tool there is (ListTools). */
+  /**
+   * The tools this process knows (the configuration it started with; on AWS the tool function's
+   * ListTools at cold start): what the engine checks team files and model turns against, from
+   * memory. ListTools for a tenant is `listTools`, read from its stored Tool resources.
+   */
   list(): ToolDescriptor[];
   /** Descriptors of the named tools that exist (unknown names are left out); they may be frozen. */
   describe(names: readonly string[]): ToolDescriptor[];
@@ -156,6 +173,18 @@ export interface ToolPort {
     pushed: unknown,
     context: ToolContext,
   ): Promise<ToolResult | undefined>;
+  /**
+   * ListTools (seeds/001): the tenant's stored Tool resources (`cld:common.Tenant.<t>/common.Tool.*`),
+   * of one namespace or all, by name. The tenant's resources are registered from the configuration
+   * first when they are not this configuration's. A namespace that is not one (tools/config.ts
+   * NAMESPACE) is a ValidationError.
+   */
+  listTools?(tenant: string, options?: { namespace?: string }): Promise<ToolDescriptor[]>;
+  /**
+   * Makes the tenant's Tool resources the configuration's: writes what is new or changed, deletes
+   * what is no longer configured, nothing when they already are. Idempotent, safe to race.
+   */
+  register?(tenant: string): Promise<ToolRegistration>;
   /** Lets go of connections (MCP servers). */
   close?(): Promise<void>;
 }

@@ -70,6 +70,9 @@ export function listingOnly(port: ToolPort): ToolPort {
     check: (name, args) => port.check(name, args),
     execute: (name, args, context) => NO_TOOLS.execute(name, args, context),
     history: (taskId, callId) => port.history(taskId, callId),
+    // ListTools of a tenant, and its registration, are the tool function's (it holds the configuration).
+    ...(port.listTools ? { listTools: port.listTools.bind(port) } : {}),
+    ...(port.register ? { register: port.register.bind(port) } : {}),
     // A remote agent's push (POST /v1/a2a-callbacks/:id) is settled in the tool function.
     ...(port.settle ? { settle: port.settle.bind(port) } : {}),
     close: () => port.close?.() ?? Promise.resolve(),

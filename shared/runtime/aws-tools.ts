@@ -39,6 +39,7 @@ export async function openAwsToolService(
     loadToolsConfig(config.toolsFile),
     {
       resources: rt.resources,
+      state: rt.state, // each tenant's tool registration record (tools/tool-registry.ts)
       audit: rt.audit,
       untilDurable: () => rt.untilDurable(),
       policy: options.policy ?? (await policyFor(config, clients.s3)),

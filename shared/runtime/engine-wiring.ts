@@ -74,6 +74,7 @@ export async function openTools(
   if (options.tools) return options.tools;
   return ToolService.open(options.toolsConfig ?? DEFAULT_TOOLS, {
     resources: rt.resources,
+    state: rt.state, // each tenant's tool registration record (tools/tool-registry.ts)
     audit: rt.audit,
     untilDurable: () => rt.untilDurable(),
     policy: options.policy ?? defaultPolicy(),

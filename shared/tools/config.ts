@@ -9,7 +9,7 @@ import { BUILTIN_NAMES } from "./builtins.ts";
  * zod; an error names the bad field (`tools.fetch_page.allowedHosts: ...`).
  *
  *   { "tools": {
- *       "calculate_sha256": { "kind": "builtin", "function": "sha256" },
+ *       "calculate_sha256": { "kind": "builtin", "function": "sha256", "namespace": "hashing" },
  *       "fetch_page": { "kind": "builtin", "function": "http_request", "allowedHosts": ["example.com"] },
  *       "weather": { "kind": "http", "url": "https://api.example.com/weather", "method": "GET",
  *                    "description": "...", "parameters": { "type": "object", ... } },
@@ -20,7 +20,23 @@ import { BUILTIN_NAMES } from "./builtins.ts";
  */
 export const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
+/**
+ * A namespace groups tools for ListTools (`GET /v1/tools?namespace=web`): 1-64 of a-z 0-9 _ -,
+ * starting with a letter or a digit (lower case only, so `Web` and `web` are never two groups).
+ * A tool's entry may give one (`"namespace": "web"`); without one it is the tool's kind
+ * (`builtin`, `http`, `lambda`, `mcp`, `a2a`): known from the configuration alone, so a remote
+ * server or agent renaming itself never moves a tool.
+ */
+export const NAMESPACE = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+export const NAMESPACE_RULE = "1-64 of a-z 0-9 _ -, starting with a letter or a digit";
+
+/** A tool entry's namespace: its own, else its kind. */
+export const namespaceOf = (entry: { kind: string; namespace?: string | undefined }): string =>
+  entry.namespace ?? entry.kind;
+
 const common = {
+  /** The tool's namespace (default: its kind): what ListTools filters by. */
+  namespace: z.string().regex(NAMESPACE, `a namespace is ${NAMESPACE_RULE}`).optional(),
   description: z.string().min(1).max(4000).optional(),
   /** Wait for a person's confirmation of the exact arguments before each call. */
   risky: z.boolean().optional(),

@@ -39,8 +39,22 @@ const PendingCallSchema = z
   })
   .strict();
 
+/** A tenant id, as URNs take it (domain/urn.ts). */
+const TenantIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "a tenant id: 1-128 of A-Z a-z 0-9 _ -");
+
 export const ToolFunctionRequestSchema = z.discriminatedUnion("op", [
-  z.object({ op: z.literal("ListTools") }).strict(),
+  // Without a tenant: the configured tools (a port's cold start). With one: ListTools of seeds/001,
+  // the tenant's stored Tool resources (registered first if need be), of `namespace` or all. The
+  // namespace is checked by the service (tools/tool-registry.ts), which says what one may be.
+  z
+    .object({
+      op: z.literal("ListTools"),
+      tenant: TenantIdSchema.optional(),
+      namespace: z.string().max(1000).optional(),
+    })
+    .strict(),
+  // ToolPort.register: the tenant's Tool resources made the configuration's.
+  z.object({ op: z.literal("RegisterTools"), tenant: TenantIdSchema }).strict(),
   z
     .object({
       op: z.literal("ExecuteTool"),
@@ -69,10 +83,21 @@ export const ToolDescriptorSchema = z.object({
   kind: z.enum(["builtin", "http", "lambda", "mcp", "a2a"]),
   risky: z.boolean(),
   pure: z.boolean(),
+  namespace: z.string().min(1).max(64).optional(),
 });
 
 export const ListToolsResponseSchema = z.object({ tools: z.array(ToolDescriptorSchema) });
 export type ListToolsResponse = z.infer<typeof ListToolsResponseSchema>;
+
+export const RegisterToolsResponseSchema = z.object({
+  registration: z.object({
+    written: z.array(z.string()),
+    deleted: z.array(z.string()),
+    registryHash: z.string().min(1),
+    urns: z.array(z.string()),
+  }),
+});
+export type RegisterToolsResponse = z.infer<typeof RegisterToolsResponseSchema>;
 
 const ToolResultSchema = z.object({
   content: z.string(),

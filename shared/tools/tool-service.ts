@@ -1,10 +1,11 @@
 import { argumentsHash } from "../domain/events.ts";
 import { deepFreeze } from "../domain/immutable.ts";
 import { withMeta } from "../domain/resources.ts";
-import { tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
+import { tenantOf } from "../domain/urn.ts";
 import { ValidationError } from "../errors.ts";
 import type { AuditLog } from "../ports/audit-log.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
+import type { StateStore } from "../ports/state-store.ts";
 import {
   type CallHistory,
   isHandedOff,
@@ -13,17 +14,19 @@ import {
   type ToolContext,
   type ToolDescriptor,
   type ToolPort,
+  type ToolRegistration,
   type ToolResult,
 } from "../ports/tools.ts";
 import type { ResourceStore } from "../use-cases/resource-store.ts";
 import type { a2aAgentBinding } from "./a2a-agent.ts";
 import { type BuiltinDeps, builtinBinding } from "./builtins.ts";
 import { CallRecord, describeValue, historyOf, raceAbort, resultText, thrownMessage } from "./call-record.ts";
-import { parseToolsConfig, type ToolEntry } from "./config.ts";
+import { namespaceOf, parseToolsConfig, type ToolEntry } from "./config.ts";
 import { httpEndpointBinding } from "./http-endpoint.ts";
 import type { LambdaClientFor, LambdaFunctions } from "./lambda-function.ts";
 import type { McpConnections } from "./mcp.ts";
 import { a2aBinding, mcpBinding } from "./server-bindings.ts";
+import { checkNamespace, registerTools, storedTools } from "./tool-registry.ts";
 
 /** The most of a result that is kept: a Message's content holds 1,000,000 characters at most. */
 export const MAX_STORED_RESULT_CHARS = 1_000_000;
@@ -47,6 +50,11 @@ export const MAX_STORED_RESULT_CHARS = 1_000_000;
 
 export interface ToolServiceOptions {
   resources: ResourceStore;
+  /**
+   * Where each tenant's tool registration is recorded (tools/tool-registry.ts), so that racing
+   * registrations end with one set. Absent: each registration compares the stored resources only.
+   */
+  state?: StateStore;
   audit: AuditLog;
   /** Decides each call (tool.call); absent, every configured tool may be called. */
   policy?: PolicyEngine;
@@ -79,8 +87,13 @@ export interface ToolServiceOptions {
 
 interface Entry {
   binding: ToolBinding;
+  /** The binding's descriptor with its namespace (what list and describe give). */
+  descriptor: ToolDescriptor;
   timeoutMs: number;
 }
+
+/** Tenants registered by this process, remembered at most this many (then registered again: a no-op). */
+const MAX_REGISTERED = 10_000;
 
 export class ToolService implements ToolPort {
   readonly #tools = new Map<string, Entry>();
@@ -90,9 +103,16 @@ export class ToolService implements ToolPort {
   readonly #running = new Map<string, Promise<ToolResult>>();
   /** What the tools hold open (MCP connections and servers, Lambda clients): closed by close(). */
   readonly #held: readonly Closable[];
+  /**
+   * Each tenant's registration by this process (tools/tool-registry.ts), in flight or done. The
+   * configuration of a process never changes, so a tenant registered once stays registered for it;
+   * a changed configuration is a new process (a restart, a new Lambda instance), which registers
+   * each tenant again on its first need. A failed registration is forgotten (tried again).
+   */
+  readonly #registered = new Map<string, Promise<ToolRegistration>>();
 
   constructor(
-    bindings: readonly (ToolBinding & { timeoutMs?: number })[],
+    bindings: readonly (ToolBinding & { timeoutMs?: number; namespace?: string })[],
     options: ToolServiceOptions,
     held: readonly Closable[] = [],
   ) {
@@ -101,8 +121,10 @@ export class ToolService implements ToolPort {
     this.#maxInline = Math.min(options.maxInlineChars ?? 16_000, MAX_STORED_RESULT_CHARS);
     for (const b of bindings) {
       deepFreeze(b.descriptor); // shared with every caller
+      const namespace = checkNamespace(b.namespace ?? b.descriptor.namespace) ?? b.descriptor.kind;
       this.#tools.set(b.descriptor.name, {
         binding: b,
+        descriptor: deepFreeze({ ...b.descriptor, namespace }),
         timeoutMs: b.timeoutMs ?? options.defaultTimeoutMs ?? 30_000,
       });
     }
@@ -142,7 +164,11 @@ export class ToolService implements ToolPort {
             : entry.kind === "a2a"
               ? await a2aBinding(name, entry, options, a2a as typeof a2aAgentBinding)
               : bindingFor(name, entry, deps, lambda);
-        bindings.push({ ...binding, ...(entry.timeoutMs ? { timeoutMs: entry.timeoutMs } : {}) });
+        bindings.push({
+          ...binding,
+          namespace: namespaceOf(entry),
+          ...(entry.timeoutMs ? { timeoutMs: entry.timeoutMs } : {}),
+        });
       }
       return new ToolService(bindings, options, held);
     } catch (e) {
@@ -157,14 +183,14 @@ export class ToolService implements ToolPort {
   }
 
   list(): ToolDescriptor[] {
-    return [...this.#tools.values()].map((t) => t.binding.descriptor);
+    return [...this.#tools.values()].map((t) => t.descriptor);
   }
 
   describe(names: readonly string[]): ToolDescriptor[] {
     const out: ToolDescriptor[] = [];
     for (const n of names) {
       const t = this.#tools.get(n);
-      if (t) out.push(t.binding.descriptor);
+      if (t) out.push(t.descriptor);
     }
     return out;
   }
@@ -173,25 +199,25 @@ export class ToolService implements ToolPort {
     return this.#tools.get(name)?.binding.check(args) ?? [];
   }
 
-  /** Stores every tool's schema as a Tool resource of the tenant (what ListTools reads on AWS). */
-  async register(tenant: string): Promise<Urn[]> {
-    const urns: Urn[] = [];
-    for (const { binding } of this.#tools.values()) {
-      const d = binding.descriptor;
-      const { urn } = await this.#options.resources.put({
-        meta: withMeta({
-          type: "common.Tool",
-          name: d.name,
-          parent: tenantUrn(tenant),
-          purpose: d.description,
-        }),
-        function: { name: d.name, description: d.description, parameters: d.parameters },
-        risky: d.risky,
-        binding: { kind: d.kind, config: {} }, // settings may hold secrets: they stay in the configuration
-      });
-      urns.push(urn);
-    }
-    return urns;
+  /**
+   * Makes the tenant's Tool resources this configuration's (tools/tool-registry.ts), once per
+   * tenant per process; registrations of one tenant at once in this process share one.
+   */
+  register(tenant: string): Promise<ToolRegistration> {
+    const known = this.#registered.get(tenant);
+    if (known) return known;
+    if (this.#registered.size >= MAX_REGISTERED) this.#registered.clear();
+    const registration = registerTools(this.#options, tenant, this.list());
+    this.#registered.set(tenant, registration);
+    registration.catch(() => this.#registered.delete(tenant));
+    return registration;
+  }
+
+  /** ListTools: the tenant's stored Tool resources (registered first if need be), of a namespace or all. */
+  async listTools(tenant: string, options: { namespace?: string } = {}): Promise<ToolDescriptor[]> {
+    const namespace = checkNamespace(options.namespace); // refused before anything is written
+    await this.register(tenant);
+    return storedTools(this.#options.resources, tenant, namespace);
   }
 
   async execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
@@ -222,11 +248,11 @@ export class ToolService implements ToolPort {
     const problems = tool.binding.check(args);
     if (problems.length)
       return call.failed("invalid_arguments", `Invalid arguments for ${name}: ${problems.join("; ")}`);
-    const denied = await this.#denied(tool.binding.descriptor, context);
+    const denied = await this.#denied(tool.descriptor, context);
     if (denied) return call.failed("denied", denied);
     // A call that can change something outside is on record ("requested"), on disk, before it
     // runs; a pure one, or one that never starts, has only its outcome recorded (it changed nothing).
-    const { pure, kind } = tool.binding.descriptor;
+    const { pure, kind } = tool.descriptor;
     if (!pure) {
       await call.requested();
       await this.#options.untilDurable?.();

@@ -129,6 +129,33 @@ describe("LambdaToolPort: when the tool function cannot answer", () => {
     expect(seen.runs[0]?.context.idempotencyKey).toBe(idempotencyKeyOf(TASK, "ctx_1"));
   });
 
+  it("ListTools of a tenant is asked of the tool function each time; a bad namespace is refused before any Invoke; a registration is remembered for its TTL", async () => {
+    const x = await start();
+    let now = Date.parse("2026-06-01T09:00:00.000Z");
+    port = await openPort(x, { clock: () => new Date(now), registerTtlMs: 60_000 });
+    const list = port.listTools?.bind(port);
+    const register = port.register?.bind(port);
+    if (!list || !register) throw new Error("LambdaToolPort lists and registers");
+    expect((await list("acme", { namespace: "notes" })).map((d) => d.name)).toEqual(["echo", "send_note"]);
+    expect((await list("acme")).map((d) => d.namespace)).toContain("desks");
+    await expect(list("acme", { namespace: "../notes" })).rejects.toThrow(/a namespace is 1-64/);
+    await register("acme");
+    await register("acme"); // remembered: no second Invoke
+    now += 60_000;
+    await register("acme"); // its TTL passed: asked again (the function's record says nothing changed)
+    expect(x.peer.invocations.slice(1).map((i) => i.payload)).toEqual([
+      { op: "ListTools", tenant: "acme", namespace: "notes" },
+      { op: "ListTools", tenant: "acme" },
+      { op: "RegisterTools", tenant: "acme" },
+      { op: "RegisterTools", tenant: "acme" },
+    ]);
+    // The function itself refuses what the port would not send, naming the rule.
+    await expect(x.handler({ op: "ListTools", tenant: "acme", namespace: "*" })).rejects.toThrow(
+      /a namespace is 1-64/,
+    );
+    await expect(x.handler({ op: "ListTools", tenant: "../acme" })).rejects.toThrow(ValidationError);
+  });
+
   it("a function error (the state table down in the function) is a failed call that did not start, on record", async () => {
     const x = await start((handler) => ({
       [FUNCTION]: (event) => {

@@ -5,6 +5,7 @@ import type { ToolBinding, ToolContext, ToolPort } from "../../shared/ports/tool
 import { callbackOf, newCallback } from "../../shared/tools/a2a-push-client.ts";
 import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
 import { jsonSchemaChecker } from "../../shared/tools/json-schema.ts";
+import { toolResource, toolUrn } from "../../shared/tools/tool-registry.ts";
 import type { ResourceStore } from "../../shared/use-cases/resource-store.ts";
 import { ASSISTANT, TASK } from "../e2e/tool-world.ts";
 
@@ -44,7 +45,7 @@ export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } 
     name: string,
     parameters: Record<string, unknown>,
     run: (args: Record<string, unknown>) => Promise<string> | string,
-    extra: { risky?: boolean } = {},
+    extra: { risky?: boolean; namespace?: string } = {},
   ): ToolBinding => ({
     descriptor: {
       name,
@@ -53,6 +54,7 @@ export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } 
       parameters,
       risky: extra.risky ?? false,
       pure: false,
+      ...(extra.namespace ? { namespace: extra.namespace } : {}),
     },
     check: jsonSchemaChecker(parameters, `tools.${name}`),
     run: async (args, context) => {
@@ -78,6 +80,7 @@ export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } 
       parameters: text,
       risky: false,
       pure: false,
+      namespace: "desks",
     },
     run: async (args, context) => {
       seen.runs.push({ tool: "remote_desk", args, context });
@@ -106,8 +109,8 @@ export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } 
     },
   };
   const bindings = [
-    tool("echo", text, (args) => `echo: ${String(args.text)}`),
-    tool("send_note", text, (args) => `sent: ${String(args.text)}`, { risky: true }),
+    tool("echo", text, (args) => `echo: ${String(args.text)}`, { namespace: "notes" }),
+    tool("send_note", text, (args) => `sent: ${String(args.text)}`, { risky: true, namespace: "notes" }),
     tool("boom", { type: "object" }, () => {
       throw new Error("kaput, the backend is down");
     }),
@@ -173,6 +176,75 @@ export function toolPortContract(
       });
       expect(s.port.describe(["send_note"])[0]?.risky).toBe(true);
       expect(Object.isFrozen(echo)).toBe(true);
+    });
+
+    const listed = async (tenant: string, namespace?: string) =>
+      (await listTools(tenant, namespace)).map((d) => d.name);
+    const listTools = (tenant: string, namespace?: string) => {
+      if (!s.port.listTools) throw new Error(`${name} has no listTools`);
+      return s.port.listTools(tenant, namespace === undefined ? {} : { namespace });
+    };
+
+    it("ListTools: the tenant's stored Tool resources, by name, of one namespace or all", async () => {
+      expect(await listed("acme")).toEqual([...ALL].sort());
+      expect(await listed("acme", "notes")).toEqual(["echo", "send_note"]);
+      expect(await listed("acme", "http")).toEqual(["boom", "huge", "slow"]); // no namespace: the kind
+      expect(await listed("acme", "desks")).toEqual(["remote_desk"]);
+      expect(await listed("acme", "nothing-here")).toEqual([]);
+      const [echo] = await listTools("acme", "notes");
+      expect(echo).toMatchObject({ name: "echo", namespace: "notes", kind: "http", risky: false });
+      // Written by the registration: one resource per tool under the tenant, without settings.
+      const stored = await s.resources.getAs("common.Tool", toolUrn("acme", "send_note"));
+      expect(stored).toMatchObject({
+        namespace: "notes",
+        risky: true,
+        binding: { kind: "http", config: {} },
+        function: { name: "send_note", parameters: { required: ["text"] } },
+      });
+    });
+
+    it("ListTools answers from the stored resources, never from memory, and never across tenants", async () => {
+      await listTools("acme");
+      await listTools("beta");
+      // What the store says is what is listed: a resource changed, one gone, one only beta has.
+      const [echo] = s.port.describe(["echo"]);
+      if (!echo) throw new Error("echo is configured");
+      await s.resources.put({
+        ...toolResource("acme", echo),
+        function: { ...toolResource("acme", echo).function, description: "changed in the store" },
+      });
+      await s.resources.delete(toolUrn("acme", "huge"));
+      await s.resources.put(toolResource("beta", { ...echo, name: "beta_only", namespace: "notes" }));
+      const acme = await listTools("acme");
+      expect(acme.find((d) => d.name === "echo")?.description).toBe("changed in the store");
+      expect(acme.map((d) => d.name)).not.toContain("huge");
+      expect(acme.map((d) => d.name)).not.toContain("beta_only");
+      expect(await listed("beta", "notes")).toEqual(["beta_only", "echo", "send_note"]);
+      // The configured tools are still what runs: the port's own list is unchanged.
+      expect(s.port.list().map((d) => d.name)).toContain("huge");
+    });
+
+    it("refuses a namespace that is not one, saying what one is, and writes nothing", async () => {
+      for (const bad of ["../notes", "*", "notes/*", "x".repeat(10_000), "ñotes", "Notes", "", " "]) {
+        await expect(listTools("gamma", bad)).rejects.toThrow(ValidationError);
+        await expect(listTools("gamma", bad)).rejects.toThrow(/a namespace is 1-64 of a-z 0-9 _ -/);
+      }
+      expect(await s.resources.childUrns("cld:common.Tenant.gamma", "common.Tool")).toEqual([]);
+    });
+
+    it("registers a tenant's tools once however many ask at once: one set, the configuration's", async () => {
+      if (!s.port.register) throw new Error(`${name} has no register`);
+      const [first, second] = await Promise.all([
+        s.port.register("delta"),
+        s.port.register("delta"),
+        listTools("delta"),
+      ]);
+      expect(second.registryHash).toBe(first.registryHash);
+      expect(first.urns.sort()).toEqual(ALL.map((n) => toolUrn("delta", n)).sort());
+      expect(await s.resources.childUrns("cld:common.Tenant.delta", "common.Tool")).toEqual(
+        ALL.map((n) => toolUrn("delta", n)).sort(),
+      );
+      expect(await s.port.register("delta")).toMatchObject({ registryHash: first.registryHash });
     });
 
     it("executes a call: the result, and the call on record as requested then completed", async () => {

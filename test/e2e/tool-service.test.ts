@@ -163,7 +163,7 @@ describe("ListTools and ExecuteTool", () => {
       parameters: { type: "object", required: ["text"] },
     });
 
-    const urns = await tools.register("acme");
+    const { urns } = await tools.register("acme");
     const stored = await rt.resources.getAs("common.Tool", urns[0] as string);
     expect(stored?.function.parameters).toMatchObject({ type: "object" });
 

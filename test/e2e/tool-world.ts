@@ -59,6 +59,7 @@ export async function openToolWorld(prefix: string): Promise<ToolWorld> {
     index,
     options: (extra = {}) => ({
       resources: rt.resources,
+      state: rt.state,
       audit: rt.audit,
       clock: () => new Date("2026-06-01T09:00:00.000Z"),
       embedder,

@@ -140,7 +140,7 @@ describe("a tool bound to a Lambda function", () => {
     expect(completed).toMatchObject({ actor: ASSISTANT, durationMs: expect.any(Number) });
 
     // The Tool resource says what the tool is bound to, not which function (settings stay in the file).
-    const [urn] = await tools.register("acme");
+    const [urn] = (await tools.register("acme")).urns;
     const stored = await rt.resources.getAs("common.Tool", urn as string);
     expect(stored?.binding).toEqual({ kind: "lambda", config: {} });
   });

@@ -70,7 +70,13 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
           pTenant: fc.option(tenant, { nil: undefined }),
           rTenant: tenant,
           action: fc.constantFrom(...POLICY_ACTIONS),
-          type: fc.constantFrom("uip.Interaction", "plan.Task", "common.Conversation", "common.Tenant"),
+          type: fc.constantFrom(
+            "uip.Interaction",
+            "plan.Task",
+            "common.Conversation",
+            "common.Tenant",
+            "common.Tool",
+          ),
           owner: fc.option(who, { nil: undefined }),
           tool: fc.option(name, { nil: undefined }),
           allowed: fc.option(fc.array(name, { maxLength: 3 }), { nil: undefined }),
@@ -112,7 +118,8 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
           if (f.action === "resource.read" || f.action === "resource.write") {
             const assistant = f.kind === "agent" && f.id.startsWith("cld:");
             const starts = f.action === "resource.write" && !f.tool && f.type === "common.Tenant";
-            expect(assistant || admin || owns || starts).toBe(true);
+            const readsTools = f.action === "resource.read" && f.type === "common.Tool";
+            expect(assistant || admin || owns || starts || readsTools).toBe(true);
           }
         },
       ),

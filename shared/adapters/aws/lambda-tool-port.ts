@@ -17,6 +17,7 @@ import type {
   ToolContext,
   ToolDescriptor,
   ToolPort,
+  ToolRegistration,
   ToolResult,
 } from "../../ports/tools.ts";
 import { newCallback } from "../../tools/a2a-push-client.ts";
@@ -25,9 +26,11 @@ import { jsonSchemaChecker } from "../../tools/json-schema.ts";
 import {
   ExecuteToolResponseSchema,
   ListToolsResponseSchema,
+  RegisterToolsResponseSchema,
   SettleToolResponseSchema,
   type ToolFunctionRequest,
 } from "../../tools/tool-function-protocol.ts";
+import { checkNamespace } from "../../tools/tool-registry.ts";
 
 /**
  * The tool port of the engine's steps on AWS: every call goes to the tool function
@@ -38,6 +41,14 @@ import {
  * - ListTools is invoked once, when the port is opened (the step's cold start): `list`, `describe`
  *   and `check` answer from that list, without a call. `check` validates against the tool's JSON
  *   Schema (what the model is shown); the function checks again, with the tool's own checker.
+ * - `listTools(tenant, { namespace })` is ListTools of seeds/001, asked of the tool function each
+ *   time: it reads the tenant's stored Tool resources (registering them first if need be), where
+ *   the configuration is. A namespace that is not one is refused here, before any Invoke.
+ * - `register(tenant)` asks the tool function to register the tenant's Tool resources (the
+ *   engine's first request of a tenant, see engine/team.ts): remembered per tenant for
+ *   `registerTtlMs` (5 minutes), then asked again, so a tool function deployed with another
+ *   configuration registers it within that time of the tenant's next request (the tool function
+ *   itself registers each tenant again on its first ListTools after a deploy).
  * - ExecuteTool is a synchronous Invoke (RequestResponse), bounded by `invokeTimeoutMs`: the tool
  *   function's own timeout (TOOL_FUNCTION_TIMEOUT_MS) plus a margin. Each tool call is bounded below
  *   that by the tool service (a tool's timeoutMs, at most TOOL_CALL_MAX_MS on a deployed stack), so
@@ -67,6 +78,9 @@ export const TOOL_FUNCTION_TIMEOUT_MS = 240_000;
  */
 export const TOOL_CALL_MAX_MS = TOOL_FUNCTION_TIMEOUT_MS - 10_000;
 const DEFAULT_INVOKE_TIMEOUT_MS = TOOL_FUNCTION_TIMEOUT_MS + 10_000;
+const REGISTER_TTL_MS = 5 * 60_000;
+/** Tenants whose registration is remembered, at most this many (then asked again). */
+const MAX_REGISTERED = 10_000;
 const THROTTLE_BACKOFF_MS = [200, 1_000, 3_000];
 
 export interface LambdaToolPortOptions {
@@ -81,6 +95,8 @@ export interface LambdaToolPortOptions {
   invokeTimeoutMs?: number;
   /** Waits between throttled attempts (default 0.2, 1 and 3 s); tests make them short. */
   throttleBackoffMs?: readonly number[];
+  /** How long a tenant's registration is remembered before `register` asks again (default 5 minutes). */
+  registerTtlMs?: number;
   /** Destroy the client on close (default: false, the caller owns it). */
   ownsClient?: boolean;
   /**
@@ -102,6 +118,8 @@ export class LambdaToolPort implements ToolPort {
   readonly #options: LambdaToolPortOptions;
   readonly #tools = new Map<string, Entry>();
   readonly #running = new Map<string, Promise<ToolResult>>();
+  /** Each tenant's registration, with when it was asked for (see `register`). */
+  readonly #registered = new Map<string, { at: number; registration: Promise<ToolRegistration> }>();
   #closed = false;
 
   private constructor(options: LambdaToolPortOptions, descriptors: readonly ToolDescriptor[]) {
@@ -142,6 +160,48 @@ export class LambdaToolPort implements ToolPort {
 
   check(name: string, args: Record<string, unknown>): string[] {
     return this.#tools.get(name)?.check(args) ?? [];
+  }
+
+  async listTools(tenant: string, options: { namespace?: string } = {}): Promise<ToolDescriptor[]> {
+    const namespace = checkNamespace(options.namespace);
+    const request: ToolFunctionRequest = {
+      op: "ListTools",
+      tenant,
+      ...(namespace !== undefined ? { namespace } : {}),
+    };
+    const parsed = ListToolsResponseSchema.safeParse(await this.#ask(request));
+    if (!parsed.success)
+      throw new UnavailableError(
+        "the tool function answered ListTools with something else than { tools: [...] }: deploy the engine stack's functions from one commit",
+      );
+    return parsed.data.tools.map((d) => deepFreeze(d));
+  }
+
+  register(tenant: string): Promise<ToolRegistration> {
+    const now = this.#options.clock().getTime();
+    const known = this.#registered.get(tenant);
+    if (known && now - known.at < (this.#options.registerTtlMs ?? REGISTER_TTL_MS)) return known.registration;
+    if (this.#registered.size >= MAX_REGISTERED) this.#registered.clear();
+    const registration = this.#ask({ op: "RegisterTools", tenant }).then((payload) => {
+      const parsed = RegisterToolsResponseSchema.safeParse(payload);
+      if (!parsed.success)
+        throw new UnavailableError(
+          "the tool function answered RegisterTools with something else than { registration }: deploy the engine stack's functions from one commit",
+        );
+      return parsed.data.registration;
+    });
+    this.#registered.set(tenant, { at: now, registration });
+    registration.catch(() => this.#registered.delete(tenant));
+    return registration;
+  }
+
+  /** One request the tool function answers with data (no call is recorded): its errors thrown. */
+  async #ask(request: ToolFunctionRequest): Promise<unknown> {
+    try {
+      return (await invoke(this.#options, request, this.#options.invokeTimeoutMs)).payload;
+    } catch (e) {
+      throw asToolFunctionError(this.#options.functionName, e);
+    }
   }
 
   async execute(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {

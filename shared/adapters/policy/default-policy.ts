@@ -51,6 +51,15 @@ when {
   resource.type == "common.Tenant"
 };
 
+// Anyone of the tenant reads its tools (ListTools, GET /v1/tools): names, descriptions and
+// schemas, never a binding's settings. Only the engine writes them (registration).
+permit (principal, action == Arbor::Action::"resource.read", resource)
+when {
+  principal has tenant &&
+  principal.tenant == resource.tenant &&
+  resource.type == "common.Tool"
+};
+
 // An assistant calls the tools it is configured with, for its own tenant.
 permit (principal is Arbor::Agent, action == Arbor::Action::"tool.call", resource)
 when {
