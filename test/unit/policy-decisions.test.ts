@@ -70,7 +70,13 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
           pTenant: fc.option(tenant, { nil: undefined }),
           rTenant: tenant,
           action: fc.constantFrom(...POLICY_ACTIONS),
-          type: fc.constantFrom("uip.Interaction", "plan.Task", "common.Conversation", "common.Tenant"),
+          type: fc.constantFrom(
+            "uip.Interaction",
+            "plan.Task",
+            "common.Conversation",
+            "common.Tenant",
+            "rdf.Graph",
+          ),
           owner: fc.option(who, { nil: undefined }),
           tool: fc.option(name, { nil: undefined }),
           allowed: fc.option(fc.array(name, { maxLength: 3 }), { nil: undefined }),
@@ -113,6 +119,11 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
             const assistant = f.kind === "agent" && f.id.startsWith("cld:");
             const starts = f.action === "resource.write" && !f.tool && f.type === "common.Tenant";
             expect(assistant || admin || owns || starts).toBe(true);
+          }
+          if (f.action === "graph.read" || f.action === "graph.write") {
+            // A tenant's graph: its assistants and its admins only, and on a graph only.
+            expect(f.tool ? "tool" : f.type).toBe("rdf.Graph");
+            expect((f.kind === "agent" && f.id.startsWith("cld:")) || admin).toBe(true);
           }
         },
       ),
