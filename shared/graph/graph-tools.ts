@@ -72,7 +72,8 @@ function parseTriples(
 }
 
 export function graphAdd(deps: GraphToolDeps): BuiltinFunction {
-  const schema = z.object({ triples: z.array(triple).min(1).max(GRAPH_LIMITS.triplesPerCall) });
+  // Strict: no argument names a tenant or anything else the call does not take.
+  const schema = z.object({ triples: z.array(triple).min(1).max(GRAPH_LIMITS.triplesPerCall) }).strict();
   return {
     description:
       "Adds facts to your tenant's knowledge graph (RDF triples: subject, predicate, object), for later " +
@@ -98,10 +99,12 @@ export function graphAdd(deps: GraphToolDeps): BuiltinFunction {
 }
 
 export function graphQuery(deps: GraphToolDeps): BuiltinFunction {
-  const schema = z.object({
-    patterns: z.array(triple).min(1).max(GRAPH_LIMITS.patternsPerQuery),
-    limit: z.number().int().min(1).max(GRAPH_LIMITS.resultsPerQuery).default(20),
-  });
+  const schema = z
+    .object({
+      patterns: z.array(triple).min(1).max(GRAPH_LIMITS.patternsPerQuery),
+      limit: z.number().int().min(1).max(GRAPH_LIMITS.resultsPerQuery).default(20),
+    })
+    .strict();
   return {
     description:
       "Finds facts in your tenant's knowledge graph: triple patterns where any term may be a variable " +
@@ -123,7 +126,7 @@ export function graphQuery(deps: GraphToolDeps): BuiltinFunction {
 }
 
 export function graphRemove(deps: GraphToolDeps): BuiltinFunction {
-  const schema = z.object({ patterns: z.array(triple).min(1).max(GRAPH_LIMITS.triplesPerCall) });
+  const schema = z.object({ patterns: z.array(triple).min(1).max(GRAPH_LIMITS.triplesPerCall) }).strict();
   return {
     description:
       "Removes facts from your tenant's knowledge graph: every triple matching any of the patterns " +
