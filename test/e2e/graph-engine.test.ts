@@ -1,10 +1,19 @@
+import { join } from "node:path";
+import { DataFactory } from "n3";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
 import type { Actor } from "../../shared/domain/events.ts";
+import { SimulatedCrash } from "../../shared/engine/context.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import { graphStoreOf } from "../../shared/graph/state-graph-store.ts";
-import { Harness } from "./engine-harness.ts";
+import type { ToolPort } from "../../shared/ports/tools.ts";
+import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
+import { DEFAULT_TOOLS } from "../../shared/tools/config.ts";
+import { ToolService } from "../../shared/tools/tool-service.ts";
+import { Harness, PERSON } from "./engine-harness.ts";
 import { firstUser, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
+import { embedder } from "./tool-world.ts";
 
 /**
  * The graph tool end to end, on the local runtime with the scripted model: an assistant adds what
@@ -113,5 +122,72 @@ describe("the graph tool in the engine", () => {
     const graph = graphStoreOf(h.rt.state);
     expect(await graph.count("acme")).toBe(4);
     expect(await graph.count("beta")).toBe(0);
+  });
+});
+
+describe("a crash after graph_add ran, before its result was recorded", () => {
+  it("the call runs again after the restart and adds nothing twice: same triples, same blank node IRI", async () => {
+    let crashing = true;
+    let runs = 0;
+    // The tools of each process: graph_add really runs; in the first process, the process then
+    // "dies" before the engine can record the result.
+    const tools = async (rt: Harness["rt"], dataDir: string): Promise<ToolPort> => {
+      const service = await ToolService.open(DEFAULT_TOOLS, {
+        resources: rt.resources,
+        audit: rt.audit,
+        clock: () => new Date("2026-06-01T09:00:00.000Z"),
+        embedder,
+        index: await LocalVectorIndex.open(join(dataDir, "tool-vectors"), {
+          embedderId: embedder.id,
+          dimension: embedder.dimension,
+        }),
+        fetch: async () => new Response("no network here", { status: 599 }),
+        graph: graphStoreOf(rt.state),
+        policy: defaultPolicy(),
+      });
+      const execute = service.execute.bind(service);
+      service.execute = async (name, args, context) => {
+        const result = await execute(name, args, context);
+        if (name === "graph_add") runs++;
+        if (name === "graph_add" && crashing) throw new SimulatedCrash("after-write", "graph_add");
+        return result;
+      };
+      return service;
+    };
+    h = await Harness.create({
+      script,
+      assistants: LIBRARIAN,
+      settings: { electionThreshold: -1 },
+      bus: { maxAttempts: 1 },
+      tools,
+    });
+    const { rootTaskId } = await h.submit("Remember: Ada Lovelace wrote Note G");
+    await h.idle();
+    expect(runs).toBe(1);
+    const graph = () => graphStoreOf(h?.rt.state as Harness["rt"]["state"]);
+    const { variable: v } = DataFactory;
+    const after = await graph().query("acme", [{ subject: v("s"), predicate: v("p"), object: v("o") }]);
+    expect(after.bindings).toHaveLength(4);
+    const blank = (b: typeof after) =>
+      b.bindings.map((x) => x.get("s")?.value).find((v) => v?.startsWith("urn:arbor:genid:"));
+    const firstBlank = blank(after);
+
+    crashing = false;
+    await h.restart();
+    for (let round = 0; round < 10; round++) {
+      await h.idle();
+      const view = await h.rt.tasks.view(rootTaskId);
+      if (view && ["done", "failed", "canceled"].includes(view.status)) break;
+      for (const p of await h.pending(rootTaskId))
+        await h.engine.respond(p.meta.id, { selectedOptionId: "approve" }, PERSON);
+      h.advance(10 * 60_000);
+      await h.engine.watchdog(60_000);
+    }
+    const { view, output } = await h.engine.result(rootTaskId);
+    expect(view?.status).toBe("done");
+    expect(runs).toBe(2);
+    expect(output).toMatch(/^The graph says: Added 0 triples \(4 already there\); the graph holds 4\./);
+    expect(output).toContain(`_:note = ${firstBlank}`);
+    expect(await graph().count("acme")).toBe(4);
   });
 });

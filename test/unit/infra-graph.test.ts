@@ -24,27 +24,32 @@ describe("the tool function can keep the graph", () => {
     resources[Stack.of(c).getLogicalId((c.node.defaultChild ?? c) as CfnResource)]?.Properties ?? {};
   const tools = s.engine.tools.handler;
 
-  it("is given the state table and may read, list and transact on it", () => {
-    const env = (props(tools.function) as { Environment: { Variables: Record<string, unknown> } }).Environment
-      .Variables;
-    expect(env.ARBOR_TABLE_NAME).toBeDefined();
-    const grants = ((props(tools.role).ManagedPolicyArns ?? []) as { Ref: string }[]).flatMap(
-      ({ Ref }) =>
-        (resources[Ref]?.Properties.PolicyDocument as { Statement: Statement[] } | undefined)?.Statement ??
-        [],
-    );
-    const state = grants.find((g) => g.Sid === "State");
-    expect(state).toBeDefined();
-    expect(list(state?.Action ?? [])).toEqual(
-      expect.arrayContaining([
-        "dynamodb:GetItem",
-        "dynamodb:Query",
-        "dynamodb:PutItem",
-        "dynamodb:DeleteItem",
-        "dynamodb:ConditionCheckItem",
-      ]),
-    );
-    const granted = JSON.stringify(state?.Resource);
-    expect(granted).toContain(`/index/${GSI.byParent.name}`);
-  });
+  // The tool function runs the graph tools; the API function answers GET /v1/graph.
+  for (const [name, fn] of [
+    ["tool function", tools],
+    ["API function", s.engine.api.function],
+  ] as const)
+    it(`${name}: is given the state table and may read, list and transact on it`, () => {
+      const env = (props(fn.function) as { Environment: { Variables: Record<string, unknown> } }).Environment
+        .Variables;
+      expect(env.ARBOR_TABLE_NAME).toBeDefined();
+      const grants = ((props(fn.role).ManagedPolicyArns ?? []) as { Ref: string }[]).flatMap(
+        ({ Ref }) =>
+          (resources[Ref]?.Properties.PolicyDocument as { Statement: Statement[] } | undefined)?.Statement ??
+          [],
+      );
+      const state = grants.find((g) => g.Sid === "State");
+      expect(state).toBeDefined();
+      expect(list(state?.Action ?? [])).toEqual(
+        expect.arrayContaining([
+          "dynamodb:GetItem",
+          "dynamodb:Query",
+          "dynamodb:PutItem",
+          "dynamodb:DeleteItem",
+          "dynamodb:ConditionCheckItem",
+        ]),
+      );
+      const granted = JSON.stringify(state?.Resource);
+      expect(granted).toContain(`/index/${GSI.byParent.name}`);
+    });
 });
