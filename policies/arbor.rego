@@ -10,6 +10,8 @@ default allow := false
 
 resource_actions := {"resource.read", "resource.write"}
 
+graph_actions := {"graph.read", "graph.write"}
+
 # The engine's own steps act for every tenant.
 allow if input.principal.kind == "system"
 
@@ -55,6 +57,23 @@ allow if {
 	input.principal.kind == "agent"
 	same_tenant
 	input.resource.tool in input.context.allowedTools
+}
+
+# A tenant's graph (its linked data, resource type rdf.Graph, no owner: the tenant's, not a
+# conversation's): its assistants read and write it (what they learn, for later tasks)...
+allow if {
+	input.action in graph_actions
+	input.resource.type == "rdf.Graph"
+	input.principal.kind == "agent"
+	same_tenant
+	startswith(input.principal.id, "cld:")
+}
+
+# ...and so do its admins. Nobody else: not a person without the role, not a remote agent.
+allow if {
+	input.action in graph_actions
+	input.resource.type == "rdf.Graph"
+	admin
 }
 
 # A person answers the interactions of the conversations they started, approvals of risky

@@ -198,3 +198,35 @@ test_anyone_of_the_tenant_reads_its_tools_only_the_engine_writes_them if {
 	req33 := unowned(bob, "resource.write", tools, "common.Tool")
 	not authz.allow with input as req33
 }
+
+graph_of(tenant) := {"id": concat("", ["cld:common.Tenant.", tenant]), "tenant": tenant, "type": "rdf.Graph"}
+
+test_agent_writes_its_tenants_graph if {
+	authz.allow with input as {"principal": agent, "action": "graph.write", "resource": graph_of("acme"), "context": {}}
+}
+
+test_agent_never_reads_another_tenants_graph if {
+	not authz.allow with input as {"principal": agent, "action": "graph.read", "resource": graph_of("other"), "context": {}}
+}
+
+test_admin_reads_the_graph if {
+	authz.allow with input as {
+		"principal": {"id": "user_ada", "kind": "human", "tenant": "acme", "roles": ["admin"]},
+		"action": "graph.read",
+		"resource": graph_of("acme"),
+		"context": {},
+	}
+}
+
+test_person_without_the_role_does_not_read_the_graph if {
+	not authz.allow with input as {
+		"principal": {"id": "user_bob", "kind": "human", "tenant": "acme"},
+		"action": "graph.read",
+		"resource": graph_of("acme"),
+		"context": {},
+	}
+}
+
+test_remote_agent_does_not_read_the_graph if {
+	not authz.allow with input as {"principal": remote_agent, "action": "graph.read", "resource": graph_of("acme"), "context": {}}
+}

@@ -19,6 +19,7 @@ import type { Authenticated, KeyStore } from "../ports/key-store.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
 import { a2aCallbackRoutes } from "./http-a2a-callbacks.ts";
 import type { EventStreamOptions } from "./http-events.ts";
+import { createGraphRoutes } from "./http-graph.ts";
 import { notifyRoutes } from "./http-notify.ts";
 import { createReadRoutes } from "./http-reads.ts";
 import { createTeamRoutes } from "./http-team.ts";
@@ -48,6 +49,7 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *                                          events as SSE, resumable (http-events.ts) -> 200
  *   GET  /v1/admin/team                    the tenant's team (admins)               -> 200
  *   PUT  /v1/admin/team?dryRun=true        a team file: its diff, applied unless dry -> 200
+ *   GET  /v1/graph?s=&p=&o=                the tenant's graph, one pattern (http-graph.ts) -> 200
  *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
  *   /v1/admin/keys                         a tenant's API keys, for its admins (admin-keys.ts)
  *   /v1/callbacks/secret, /v1/admin/callbacks/secret/rotate, /v1/admin/deliveries...
@@ -266,6 +268,7 @@ export function createHttpApi({
   app.route("/", createReadRoutes(engine, limiter ? { ...events, slots: limiter } : events));
   app.route("/", createTeamRoutes(engine));
   app.route("/", createToolRoutes(engine));
+  app.route("/", createGraphRoutes(engine));
   app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));
   if (notify) app.route("/", notifyRoutes({ engine, notify }));
 

@@ -54,6 +54,9 @@ Commands
   tools ls             list a tenant's tools (its stored Tool resources), by namespace
       --namespace <ns>   only the tools of one namespace (a tool entry's "namespace", else its kind)
       --tenant <tenant>  the tenant (local data folder; default ARBOR_TENANT; remote: the key's)
+  graph query [s] [p] [o]  the triples of a tenant's graph (linked data) matching a pattern; ?x or - matches anything
+      --max <n>          at most n triples (1-100, default 100)
+      --tenant <tenant>  the tenant (local data folder; default ARBOR_TENANT; remote: the key's, an admin's)
   demo                 walk through the local foundation: resources, task log, event bus, replay
   ls [urn] [--all]     list the resources directly below a URN (default: your tenant); --all for every level
   get <urn>            print one resource as JSON
@@ -61,7 +64,7 @@ Commands
   replay               rebuild every task view from the event log and check it against the stored views
   help                 this text
 
-  With ARBOR_URL and ARBOR_KEY set, run, ls, get, events, team, notify and tools speak to that Arbor (a
+  With ARBOR_URL and ARBOR_KEY set, run, ls, get, events, team, notify, tools and graph speak to that Arbor (a
   deployed stack's API, or another machine's arbor serve) through its HTTP API instead of the local
   data folder: the same tree, questions answered here; team and notify need an admin's key.
 
@@ -136,7 +139,7 @@ async function main(argv: string[]): Promise<void> {
   if (values.help || command === "help") return void process.stdout.write(HELP);
 
   // With ARBOR_URL: a remote Arbor, through its HTTP API.
-  const remoteConfig = ["run", "ls", "get", "events", "team", "notify", "tools"].includes(command)
+  const remoteConfig = ["run", "ls", "get", "events", "team", "notify", "tools", "graph"].includes(command)
     ? loadRemoteConfig()
     : undefined;
   if (remoteConfig) {
@@ -156,6 +159,11 @@ async function main(argv: string[]): Promise<void> {
         return remoteEvents(remote, arg, write);
       case "tools":
         return (await import("./tools.ts")).toolsRemote(remote, arg, values.namespace, write);
+      case "graph": {
+        const { GRAPH_USAGE, graphQueryRemote } = await import("./graph.ts");
+        if (arg !== "query") throw new Error(GRAPH_USAGE);
+        return graphQueryRemote(remote, positionals.slice(2), values.max, write);
+      }
       case "notify": {
         const { notifyRemote } = await import("./notify.ts");
         process.exitCode = await notifyRemote(
@@ -268,6 +276,12 @@ async function main(argv: string[]): Promise<void> {
           () => new Date(),
           write,
         );
+      });
+    case "graph":
+      return withRuntime(async (rt) => {
+        const { GRAPH_USAGE, graphQueryLocal } = await import("./graph.ts");
+        if (arg !== "query") throw new Error(GRAPH_USAGE);
+        await graphQueryLocal(rt.state, values.tenant ?? rt.tenant, positionals.slice(2), values.max, write);
       });
     case "demo": {
       const { runDemo } = await import("./demo.ts");

@@ -6,7 +6,15 @@ import { z } from "zod";
  * decision has an id, a hash of its input and the revision of the policies that made it, so that
  * a log line or an audit record can point at it.
  */
-export const POLICY_ACTIONS = ["resource.read", "resource.write", "tool.call", "interaction.answer"] as const;
+export const POLICY_ACTIONS = [
+  "resource.read",
+  "resource.write",
+  "tool.call",
+  "interaction.answer",
+  /** A tenant's linked data (shared/graph/): resource `cld:common.Tenant.<t>`, type `rdf.Graph`. */
+  "graph.read",
+  "graph.write",
+] as const;
 export type PolicyAction = (typeof POLICY_ACTIONS)[number];
 
 export const PolicyInputSchema = z.object({

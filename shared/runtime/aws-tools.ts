@@ -1,5 +1,6 @@
 import type { LambdaClient } from "@aws-sdk/client-lambda";
 import type { AwsConfig } from "../config.ts";
+import { graphStoreOf } from "../graph/state-graph-store.ts";
 import { createGuardedFetch } from "../outbound/guard.ts";
 import { outboundPolicy } from "../outbound/policy.ts";
 import type { Embedder } from "../ports/embeddings.ts";
@@ -46,6 +47,7 @@ export async function openAwsToolService(
       clock: options.clock ?? (() => new Date()),
       embedder,
       index,
+      graph: graphStoreOf(rt.state),
       fetch: options.fetch ?? createGuardedFetch(outboundPolicy(config.outbound)),
       ...(clients.lambda ? { lambda: clients.lambda } : {}),
     },

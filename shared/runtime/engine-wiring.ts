@@ -4,6 +4,7 @@ import { DEFAULT_CEDAR_POLICY } from "../adapters/policy/default-policy.ts";
 import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import type { EngineSettings, FaultInjector } from "../engine/context.ts";
 import { Engine } from "../engine/engine.ts";
+import { graphStoreOf } from "../graph/state-graph-store.ts";
 import { componentLogger } from "../observability/logger.ts";
 import { createGuardedFetch } from "../outbound/guard.ts";
 import { type OutboundSettings, outboundPolicy } from "../outbound/policy.ts";
@@ -81,6 +82,7 @@ export async function openTools(
     clock: options.clock ?? (() => new Date()),
     embedder: models.embedder,
     index: models.index,
+    graph: graphStoreOf(rt.state),
     fetch: options.fetch ?? createGuardedFetch(outboundPolicy(options.outbound)),
     ...(options.publicUrl ? { publicUrl: options.publicUrl } : {}),
   });

@@ -2,6 +2,8 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { formatIssues, type Message } from "../domain/resources.ts";
 import { descendantPrefix, rootUrn, tenantOf } from "../domain/urn.ts";
+import type { GraphStore } from "../graph/graph-store.ts";
+import { graphAdd, graphQuery, graphRemove } from "../graph/graph-tools.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolBinding, ToolContext, ToolDescriptor } from "../ports/tools.ts";
@@ -36,6 +38,8 @@ export interface BuiltinDeps {
   fetch: typeof fetch;
   /** Decides the resource tools' reads (resource.read); the tenant boundary holds without it too. */
   policy?: PolicyEngine;
+  /** The tenants' linked data, for the graph tools (shared/graph/). */
+  graph?: GraphStore;
 }
 
 /** Per-tool settings of a built-in (from the tool's configuration entry). */
@@ -212,6 +216,9 @@ export const BUILTIN_NAMES = [
   "search_resources",
   "read_resource",
   "http_request",
+  "graph_add",
+  "graph_query",
+  "graph_remove",
 ] as const;
 export type BuiltinName = (typeof BUILTIN_NAMES)[number];
 
@@ -241,8 +248,24 @@ function builtinFunction(
       return readResource(need());
     case "http_request":
       return httpRequest(need(), settings);
+    case "graph_add":
+    case "graph_query":
+    case "graph_remove": {
+      // Both runtimes give the graph store; a tool service opened without one (a test's) still
+      // opens, and a call says what is missing.
+      const make = { graph_add: graphAdd, graph_query: graphQuery, graph_remove: graphRemove }[name];
+      return make({ graph: deps?.graph ?? noGraph(name), policy: deps?.policy });
+    }
   }
 }
+
+/** The graph of a tool service opened without one: every call fails, saying so. */
+const noGraph = (name: string): GraphStore => {
+  const fail = async (): Promise<never> => {
+    throw new Error(`${name} has no graph store here: this tool service was opened without one`);
+  };
+  return { add: fail, remove: fail, query: fail, count: fail };
+};
 
 /** A tool named `name` bound to a built-in function. */
 export function builtinBinding(

@@ -215,6 +215,9 @@ export const DEFAULT_TOOLS: ToolsConfig = {
     send_email: { kind: "builtin", function: "send_email" },
     search_resources: { kind: "builtin", function: "search_resources" },
     read_resource: { kind: "builtin", function: "read_resource" },
+    graph_add: { kind: "builtin", function: "graph_add" },
+    graph_query: { kind: "builtin", function: "graph_query" },
+    graph_remove: { kind: "builtin", function: "graph_remove" },
   },
 };
 

@@ -76,6 +76,7 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
             "common.Conversation",
             "common.Tenant",
             "common.Tool",
+            "rdf.Graph",
           ),
           owner: fc.option(who, { nil: undefined }),
           tool: fc.option(name, { nil: undefined }),
@@ -120,6 +121,11 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
             const starts = f.action === "resource.write" && !f.tool && f.type === "common.Tenant";
             const readsTools = f.action === "resource.read" && f.type === "common.Tool";
             expect(assistant || admin || owns || starts || readsTools).toBe(true);
+          }
+          if (f.action === "graph.read" || f.action === "graph.write") {
+            // A tenant's graph: its assistants and its admins only, and on a graph only.
+            expect(f.tool ? "tool" : f.type).toBe("rdf.Graph");
+            expect((f.kind === "agent" && f.id.startsWith("cld:")) || admin).toBe(true);
           }
         },
       ),

@@ -69,6 +69,33 @@ when {
   context.allowedTools.contains(resource.tool)
 };
 
+// A tenant's graph (its linked data, resource type rdf.Graph, no owner: the tenant's, not a
+// conversation's): its assistants read and write it (what they learn, for later tasks)...
+permit (
+  principal is Arbor::Agent,
+  action in [Arbor::Action::"graph.read", Arbor::Action::"graph.write"],
+  resource
+)
+when {
+  principal has tenant &&
+  principal.tenant == resource.tenant &&
+  principal.id like "cld:*" &&
+  resource.type == "rdf.Graph"
+};
+
+// ...and so do its admins. Nobody else: not a person without the role, not a remote agent.
+permit (
+  principal is Arbor::Human,
+  action in [Arbor::Action::"graph.read", Arbor::Action::"graph.write"],
+  resource
+)
+when {
+  principal has tenant &&
+  principal.tenant == resource.tenant &&
+  principal.roles.contains("admin") &&
+  resource.type == "rdf.Graph"
+};
+
 // A person answers the interactions of the conversations they started, approvals of risky
 // actions included; a person with the admin role answers any of their tenant's. (An agent never
 // answers one, not even in what it started: no rule permits it.)

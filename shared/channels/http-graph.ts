@@ -1,0 +1,91 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import { formatIssues } from "../domain/resources.ts";
+import type { Engine } from "../engine/engine.ts";
+import { ValidationError } from "../errors.ts";
+import { authorizeGraph } from "../graph/graph-access.ts";
+import { GRAPH_LIMITS } from "../graph/graph-store.ts";
+import { graphStoreOf } from "../graph/state-graph-store.ts";
+import { type ObjectTerm, parseTerm, type TermScope, termOutput } from "../graph/terms.ts";
+import { principalOf } from "../use-cases/resource-access.ts";
+import type { ApiEnv } from "./http-api.ts";
+
+/**
+ * The caller's tenant's graph over the HTTP API (mounted in http-api.ts, behind its key and rate
+ * limit), for people and operators; assistants use the graph tools. The tenant is the key's; the
+ * policy decides `graph.read` (by default the tenant's admins):
+ *
+ *   GET /v1/graph?s=&p=&o=&limit=   the triples matching one pattern -> 200 {tenant, triples, more, total}
+ *
+ * Each of s, p, o is a term as the graph tools take it (an IRI, a prefixed name such as
+ * `schema:name`, a `cld:` URN of the tenant; for o also a literal as JSON, `{"value":"Ada"}`), or
+ * left out to match anything. limit: 1-100, default 100.
+ */
+const GraphQuery = z
+  .object({
+    s: z.string().min(1).max(2_100).optional(),
+    p: z.string().min(1).max(2_100).optional(),
+    o: z.string().min(1).max(10_000).optional(),
+    limit: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(GRAPH_LIMITS.resultsPerQuery)
+      .default(GRAPH_LIMITS.resultsPerQuery),
+  })
+  .strict();
+
+export function createGraphRoutes(engine: Engine): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+
+  app.get("/v1/graph", async (c) => {
+    const { actor, caller } = c.get("who");
+    const q = GraphQuery.safeParse(c.req.query());
+    if (!q.success) throw new ValidationError("The query is not valid", formatIssues(q.error));
+    const tenant = caller.tenant;
+    await authorizeGraph(engine.deps.policy, principalOf(actor, caller, tenant), "graph.read", tenant);
+    const scope: TermScope = { tenant, variables: true };
+    const term = (raw: string | undefined, name: "s" | "p" | "o", variable: string) =>
+      parseTerm(
+        raw === undefined ? `?${variable}` : name === "o" ? objectOf(raw) : raw,
+        name,
+        scope,
+        name === "o",
+      );
+    const pattern = {
+      subject: term(q.data.s, "s", "subject"),
+      predicate: term(q.data.p, "p", "predicate"),
+      object: term(q.data.o, "o", "object"),
+    };
+    const graph = graphStoreOf(engine.deps.state);
+    const { bindings, more } = await graph.query(tenant, [pattern], { limit: q.data.limit });
+    const at = (b: ReadonlyMap<string, unknown>, position: keyof typeof pattern, name: string) => {
+      const given = pattern[position];
+      return termOutput((given.termType === "Variable" ? b.get(name) : given) as ObjectTerm);
+    };
+    return c.json({
+      tenant,
+      triples: bindings.map((b) => ({
+        subject: at(b, "subject", "subject"),
+        predicate: at(b, "predicate", "predicate"),
+        object: at(b, "object", "object"),
+      })),
+      more,
+      total: await graph.count(tenant),
+    });
+  });
+
+  return app;
+}
+
+/** `o` as given: a literal when it is JSON (`{"value": ...}`), else an IRI. */
+function objectOf(raw: string): unknown {
+  if (!raw.trimStart().startsWith("{")) return raw;
+  try {
+    return JSON.parse(raw);
+  } catch (cause) {
+    throw new ValidationError(
+      `o is not a literal as JSON (${(cause as Error).message}): give {"value": "..."}`,
+    );
+  }
+}

@@ -1,0 +1,90 @@
+import { GRAPH_LIMITS } from "../graph/graph-store.ts";
+import { graphStoreOf } from "../graph/state-graph-store.ts";
+import { type ObjectTerm, parseTerm, type TermInput, termOutput } from "../graph/terms.ts";
+import type { StateStore } from "../ports/state-store.ts";
+import type { Remote } from "./remote.ts";
+import { note } from "./render.ts";
+
+/**
+ * `arbor graph query [s] [p] [o] [--max n]`: the triples of a tenant's graph matching one pattern,
+ * one line each (N-Triples-like). Each term as the graph tools take it; `?x` or `-` (or nothing)
+ * matches anything; a literal object as JSON, '{"value":"Ada","language":"en"}'. Locally: the data
+ * folder's graph of ARBOR_TENANT (or --tenant), read as its operator; remotely (ARBOR_URL,
+ * ARBOR_KEY): `GET /v1/graph` with the key's tenant (an admin's key).
+ */
+export const GRAPH_USAGE = "Usage: arbor graph query [subject] [predicate] [object] [--max n] [--tenant t]";
+
+type Write = (line: string) => void;
+interface Shown {
+  subject: TermInput;
+  predicate: TermInput;
+  object: TermInput;
+}
+
+const wildcard = (raw: string | undefined) => raw === undefined || raw === "-" || raw.startsWith("?");
+const objectOf = (raw: string): unknown => (raw.trimStart().startsWith("{") ? JSON.parse(raw) : raw);
+const limitOf = (max: string | undefined) => {
+  const n = max === undefined ? GRAPH_LIMITS.resultsPerQuery : Number(max);
+  if (!Number.isInteger(n) || n < 1 || n > GRAPH_LIMITS.resultsPerQuery)
+    throw new Error(`--max must be a whole number from 1 to ${GRAPH_LIMITS.resultsPerQuery}`);
+  return n;
+};
+
+export async function graphQueryLocal(
+  state: StateStore,
+  tenant: string,
+  terms: readonly (string | undefined)[],
+  max: string | undefined,
+  write: Write,
+): Promise<void> {
+  const [s, p, o] = terms;
+  const scope = { tenant, variables: true };
+  const term = (raw: string | undefined, name: string, object: boolean) =>
+    parseTerm(wildcard(raw) ? `?${name}` : object ? objectOf(raw as string) : raw, name, scope, object);
+  const pattern = {
+    subject: term(s, "s", false),
+    predicate: term(p, "p", false),
+    object: term(o, "o", true),
+  };
+  const graph = graphStoreOf(state);
+  const { bindings, more } = await graph.query(tenant, [pattern], { limit: limitOf(max) });
+  const at = (b: ReadonlyMap<string, unknown>, given: (typeof pattern)["subject"], name: string) =>
+    termOutput((given.termType === "Variable" ? b.get(name) : given) as ObjectTerm);
+  const rows = bindings.map((b) => ({
+    subject: at(b, pattern.subject, "s"),
+    predicate: at(b, pattern.predicate, "p"),
+    object: at(b, pattern.object, "o"),
+  }));
+  show(rows, more, tenant, await graph.count(tenant), write);
+}
+
+export async function graphQueryRemote(
+  remote: Remote,
+  terms: readonly (string | undefined)[],
+  max: string | undefined,
+  write: Write,
+): Promise<void> {
+  const query = new URLSearchParams();
+  (["s", "p", "o"] as const).forEach((name, i) => {
+    const raw = terms[i];
+    if (!wildcard(raw)) query.set(name, raw as string);
+  });
+  query.set("limit", String(limitOf(max)));
+  const answer = await remote.get<{ tenant: string; triples: Shown[]; more: boolean; total: number }>(
+    `/v1/graph?${query}`,
+  );
+  show(answer.triples, answer.more, answer.tenant, answer.total, write);
+}
+
+function show(rows: readonly Shown[], more: boolean, tenant: string, total: number, write: Write): void {
+  const text = (t: TermInput) =>
+    typeof t === "string"
+      ? `<${t}>`
+      : `${JSON.stringify(t.value)}${t.language ? `@${t.language}` : t.datatype ? `^^${t.datatype}` : ""}`;
+  for (const r of rows) write(`${text(r.subject)} ${text(r.predicate)} ${text(r.object)} .`);
+  write(
+    note(
+      `${rows.length} triple${rows.length === 1 ? "" : "s"}${more ? " (more match: narrow the pattern or raise --max)" : ""}; the graph of ${tenant} holds ${total}`,
+    ),
+  );
+}

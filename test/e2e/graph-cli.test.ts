@@ -1,0 +1,76 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { DataFactory } from "n3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { graphStoreOf } from "../../shared/graph/state-graph-store.ts";
+import { createLocalRuntime } from "../../shared/runtime/local.ts";
+
+/** `arbor graph query` as a person runs it: a real process on a data folder whose graph holds triples. */
+const run = promisify(execFile);
+const bin = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+let dataDir: string;
+const arbor = async (...args: string[]) => {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [bin, ...args], {
+      env: {
+        ...process.env,
+        ARBOR_DATA_DIR: dataDir,
+        ARBOR_TENANT: "acme",
+        NO_COLOR: "1",
+        ARBOR_URL: "",
+        ARBOR_KEY: "",
+      },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string };
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+};
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), "arbor-graph-cli-"));
+  const rt = createLocalRuntime({ mode: "local", tenant: "acme", dataDir, durable: false });
+  const { namedNode: iri, literal } = DataFactory;
+  await graphStoreOf(rt.state).add("acme", [
+    {
+      subject: iri("https://example.org/ada"),
+      predicate: iri("https://schema.org/name"),
+      object: literal("Ada", "en"),
+    },
+    {
+      subject: iri("https://example.org/ada"),
+      predicate: iri("https://schema.org/knows"),
+      object: iri("https://example.org/bob"),
+    },
+  ]);
+  await rt.close();
+});
+afterAll(() => rm(dataDir, { recursive: true, force: true }));
+
+describe("arbor graph query", () => {
+  it("prints the triples matching a pattern, and says how many the graph holds", async () => {
+    const all = await arbor("graph", "query");
+    expect(all.stderr).toBe("");
+    expect(all.code).toBe(0);
+    expect(all.stdout).toContain('<https://example.org/ada> <schema:name> "Ada"@en .');
+    expect(all.stdout).toContain("<https://example.org/ada> <schema:knows> <https://example.org/bob> .");
+    expect(all.stdout).toMatch(/2 triples; the graph of acme holds 2/);
+    const names = await arbor("graph", "query", "-", "schema:name", "?o");
+    expect(names.stdout).toMatch(/^<https:\/\/example\.org\/ada> <schema:name> "Ada"@en \.\n1 triple;/);
+    const other = await arbor("graph", "query", "--tenant", "beta");
+    expect(other.stdout).toMatch(/0 triples; the graph of beta holds 0/);
+  }, 60_000);
+
+  it("says what is wrong with a bad term or command", async () => {
+    const bad = await arbor("graph", "query", "not-an-iri");
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/is not an IRI/);
+    const usage = await arbor("graph", "drop");
+    expect(usage.code).not.toBe(0);
+    expect(usage.stderr).toMatch(/Usage: arbor graph query/);
+  }, 60_000);
+});
