@@ -21,6 +21,7 @@ import { a2aCallbackRoutes } from "./http-a2a-callbacks.ts";
 import type { EventStreamOptions } from "./http-events.ts";
 import { notifyRoutes } from "./http-notify.ts";
 import { createReadRoutes } from "./http-reads.ts";
+import { resourceEventRoutes } from "./http-resource-events.ts";
 import { createTeamRoutes } from "./http-team.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
 
@@ -45,6 +46,8 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *   GET  /v1/tasks/:urn/events             a task's event stream, paginated (JSON)  -> 200
  *                                          or, Accept: text/event-stream, its tree's
  *                                          events as SSE, resumable (http-events.ts) -> 200
+ *   GET  /v1/resource-events?prefix=<urn>  resource writes at/below the URN, as SSE
+ *                                          (http-resource-events.ts; 501 on the API function) -> 200
  *   GET  /v1/admin/team                    the tenant's team (admins)               -> 200
  *   PUT  /v1/admin/team?dryRun=true        a team file: its diff, applied unless dry -> 200
  *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
@@ -264,6 +267,7 @@ export function createHttpApi({
   // Event streams count against the key's open streams (the same limiter as A2A's streams).
   app.route("/", createReadRoutes(engine, limiter ? { ...events, slots: limiter } : events));
   app.route("/", createTeamRoutes(engine));
+  app.route("/", resourceEventRoutes(engine, limiter ? { ...events, slots: limiter } : events));
   app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));
   if (notify) app.route("/", notifyRoutes({ engine, notify }));
 
