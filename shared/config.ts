@@ -143,7 +143,7 @@ const EnvSchema = z.object({
     .optional(),
   /** The watchdog re-drives work that has not moved for this long; longer than any step may run. */
   /** Which resource writes go on the bus as RESOURCE_PUT (use-cases/resource-events.ts). */
-  ARBOR_RESOURCE_EVENTS: z.enum(["default", "all"]).default("default"),
+  ARBOR_RESOURCE_EVENTS: z.enum(["default", "all", "off"]).default("default"),
   ARBOR_WATCHDOG_STALE_MS: z.coerce
     .number()
     .int("whole milliseconds")
@@ -308,8 +308,8 @@ export interface LocalConfig {
   outbound?: OutboundSettings;
   /** `arbor serve`'s watchdog re-drives work that has not moved for this long (ARBOR_WATCHDOG_STALE_MS). */
   watchdogStaleMs?: number;
-  /** ARBOR_RESOURCE_EVENTS: `all` announces a task's transcript too; absent: `default`. */
-  resourceEvents?: "default" | "all";
+  /** ARBOR_RESOURCE_EVENTS (use-cases/resource-events.ts): `all` adds a task's transcript, `off` only outputs; absent: `default`. */
+  resourceEvents?: "default" | "all" | "off";
   /** Webhook deliveries (ARBOR_NOTIFY_*); absent: https only. */
   notify?: NotifyConfig;
   /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); absent: the A2A server's default. */
@@ -336,8 +336,8 @@ export interface AwsConfig {
   vectors?: { bucket: string; index: string };
   /** The watchdog's idea of "stopped moving". */
   watchdogStaleMs: number;
-  /** ARBOR_RESOURCE_EVENTS: `all` announces a task's transcript too; absent: `default`. */
-  resourceEvents?: "default" | "all";
+  /** ARBOR_RESOURCE_EVENTS (use-cases/resource-events.ts): `all` adds a task's transcript, `off` only outputs; absent: `default`. */
+  resourceEvents?: "default" | "all" | "off";
   /** `bedrock` serves the embedder; the model's own endpoint is in `model`. */
   endpoints: {
     s3?: string;

@@ -39,8 +39,11 @@ export const RESOURCE_DELETE = "RESOURCE_DELETE";
 export type ResourceEventType = typeof RESOURCE_PUT | typeof RESOURCE_DELETE;
 export const RESOURCE_EVENT_TYPES: readonly ResourceEventType[] = [RESOURCE_PUT, RESOURCE_DELETE];
 
-/** `default`: every write but a task's transcript; `all`: the transcript too (ARBOR_RESOURCE_EVENTS). */
-export type ResourceEventsSetting = "default" | "all";
+/**
+ * ARBOR_RESOURCE_EVENTS. `default`: every write but a task's transcript; `all`: the transcript too;
+ * `off`: none but the outputs the engine announces (its wake-ups), as before resource events.
+ */
+export type ResourceEventsSetting = "default" | "all" | "off";
 
 /** What a notice says about one resource written or removed. */
 export interface ResourceNotice {
@@ -93,9 +96,20 @@ function isTaskMessage(meta: WrittenMeta): boolean {
  * Whether the store announces a put of this resource: everything but the Messages under a task
  * (with `all`: everything but a task's output, which the engine announces when the task ends).
  */
-export function announcesPut(meta: WrittenMeta, setting: ResourceEventsSetting = "default"): boolean {
+export function announcesPut(
+  meta: WrittenMeta,
+  setting: Exclude<ResourceEventsSetting, "off"> = "default",
+): boolean {
   if (!isTaskMessage(meta)) return true;
   return setting === "all" && meta.name !== "output";
+}
+
+/** The announcer the composition roots give the store: none when the setting is `off`. */
+export function resourceAnnouncer(
+  bus: EventBus,
+  setting: ResourceEventsSetting = "default",
+): ResourceAnnouncer | undefined {
+  return setting === "off" ? undefined : new BusAnnouncer(bus, setting);
 }
 
 /** Where the store sends its notices (the composition roots give it one over the bus). */
@@ -113,11 +127,11 @@ export interface ResourceAnnouncer {
  */
 export class BusAnnouncer implements ResourceAnnouncer {
   readonly #bus: EventBus;
-  readonly #setting: ResourceEventsSetting;
+  readonly #setting: Exclude<ResourceEventsSetting, "off">;
   #waiting: { event: BusEventInput; done: (error?: unknown) => void }[] = [];
   #publishing = false;
 
-  constructor(bus: EventBus, setting: ResourceEventsSetting = "default") {
+  constructor(bus: EventBus, setting: Exclude<ResourceEventsSetting, "off"> = "default") {
     this.#bus = bus;
     this.#setting = setting;
   }

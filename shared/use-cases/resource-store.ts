@@ -45,7 +45,7 @@ export class ResourceStore {
 
   readonly #announcer: ResourceAnnouncer | undefined;
 
-  constructor(objects: ObjectStore, options: { announcer?: ResourceAnnouncer } = {}) {
+  constructor(objects: ObjectStore, options: { announcer?: ResourceAnnouncer | undefined } = {}) {
     this.#objects = objects;
     this.#announcer = options.announcer;
   }

@@ -104,8 +104,12 @@ describe("config", () => {
 
   it("reads which resource writes are announced (ARBOR_RESOURCE_EVENTS), refusing anything else", () => {
     expect(loadConfig({ ...aws, ARBOR_RESOURCE_EVENTS: "all" })).toMatchObject({ resourceEvents: "all" });
-    expect(loadConfig({ ARBOR_RESOURCE_EVENTS: "all" })).toMatchObject({ mode: "local", resourceEvents: "all" });
+    expect(loadConfig({ ARBOR_RESOURCE_EVENTS: "all" })).toMatchObject({
+      mode: "local",
+      resourceEvents: "all",
+    });
     expect(loadConfig({})).toMatchObject({ resourceEvents: "default" });
+    expect(loadConfig({ ARBOR_RESOURCE_EVENTS: "off" })).toMatchObject({ resourceEvents: "off" });
     expect(() => loadConfig({ ARBOR_RESOURCE_EVENTS: "everything" })).toThrow(/ARBOR_RESOURCE_EVENTS/);
   });
 

@@ -16,6 +16,7 @@ import {
   BusAnnouncer,
   RESOURCE_DELETE,
   RESOURCE_PUT,
+  resourceAnnouncer,
   resourceEvent,
 } from "../../shared/use-cases/resource-events.ts";
 import { ResourceStore } from "../../shared/use-cases/resource-store.ts";
@@ -129,6 +130,11 @@ describe("which puts the store announces", () => {
     await store(bus, "all").put({ meta: turn, role: "assistant", content: "thinking" });
     await store(bus, "all").put({ meta: output, role: "assistant", content: "done" });
     expect(bus.published.map((e) => e.detail.name)).toEqual(["turn-1"]);
+  });
+
+  it("`off` gives the store no announcer (the engine's outputs are still announced, by the engine)", () => {
+    expect(resourceAnnouncer(new RecordingBus(), "off")).toBeUndefined();
+    expect(resourceAnnouncer(new RecordingBus())).toBeInstanceOf(BusAnnouncer);
   });
 
   it("without an announcer, writes go on as before and nothing is published", async () => {
