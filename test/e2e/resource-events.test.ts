@@ -6,7 +6,9 @@ import { type ApiEnv, errorHandler } from "../../shared/channels/http-api.ts";
 import { resourceEventRoutes } from "../../shared/channels/http-resource-events.ts";
 import { createServerApp, type RunningServer } from "../../shared/channels/http-server.ts";
 import { RateLimiter } from "../../shared/channels/rate-limit.ts";
+import { followResourceEvents } from "../../shared/cli/resource-events.ts";
 import { eventIdFor } from "../../shared/domain/events.ts";
+import { withMeta } from "../../shared/domain/resources.ts";
 import { isWithin, parentUrn, tenantUrn } from "../../shared/domain/urn.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import type { Authenticated } from "../../shared/ports/key-store.ts";
@@ -279,6 +281,26 @@ describe("refusals", () => {
     }
     expect(again).toBe(200);
     for (const c of streams) c.abort();
+    for (const r of opened) await r.body?.cancel().catch(() => {});
+    // Every slot comes back once its client has gone: three streams open again.
+    let reopened: number[] = [];
+    for (let i = 0; i < 100; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      const cs = [0, 1, 2].map(() => new AbortController());
+      const rs = await Promise.all(
+        cs.map((c) =>
+          fetch(streamUrl(WATCHED), {
+            headers: { ...auth(acme.key), accept: "text/event-stream" },
+            signal: c.signal,
+          }),
+        ),
+      );
+      reopened = rs.map((r) => r.status);
+      for (const c of cs) c.abort();
+      for (const r of rs) await r.body?.cancel().catch(() => {});
+      if (reopened.every((s) => s === 200)) break;
+    }
+    expect(reopened).toEqual([200, 200, 200]);
   });
 });
 
@@ -350,5 +372,38 @@ describe("on the API function (bounded)", () => {
     expect(body.error.message).toContain("EventBridge rule");
     expect((await get(tenantUrn("beta"))).status).toBe(403);
     expect((await get("cld:")).status).toBe(400);
+  });
+});
+
+describe("arbor events --prefix", () => {
+  it("prints a line for each put and delete under the prefix, until interrupted", async () => {
+    const lines: string[] = [];
+    const controller = new AbortController();
+    const following = followResourceEvents(
+      { url: server.url, key: admin.key },
+      WATCHED,
+      (l) => lines.push(l),
+      {
+        signal: controller.signal,
+      },
+    );
+    // Until the stream is up, a write is not seen: write until one is.
+    const note = withMeta({ type: "common.Message", name: "note", parent: WATCHED });
+    for (let i = 0; i < 200 && lines.length === 0; i++) {
+      await h.rt.resources.put({ meta: note, role: "user", content: `note ${i}` });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(await h.rt.resources.delete(note.id)).toBe(true);
+    for (let i = 0; i < 200 && !lines.some((l) => l.includes("DELETE")); i++)
+      await new Promise((r) => setTimeout(r, 20));
+    controller.abort();
+    await following;
+    expect(lines[0]).toMatch(
+      /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ {2}PUT {5}common\.Message {8}cld:common\.Tenant\.acme\//,
+    );
+    expect(lines.at(-1)).toContain(`DELETE  common.Message        ${note.id}`);
+    await expect(
+      followResourceEvents({ url: server.url, key: acme.key }, tenantUrn("beta"), () => {}),
+    ).rejects.toThrow(/^403: .*your own tenant/);
   });
 });
