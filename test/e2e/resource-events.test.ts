@@ -10,6 +10,7 @@ import { followResourceEvents } from "../../shared/cli/resource-events.ts";
 import { eventIdFor } from "../../shared/domain/events.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { isWithin, parentUrn, tenantUrn } from "../../shared/domain/urn.ts";
+import { UnavailableError } from "../../shared/errors.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import type { Authenticated } from "../../shared/ports/key-store.ts";
 import { resourceEvent } from "../../shared/use-cases/resource-events.ts";
@@ -405,5 +406,48 @@ describe("arbor events --prefix", () => {
     await expect(
       followResourceEvents({ url: server.url, key: acme.key }, tenantUrn("beta"), () => {}),
     ).rejects.toThrow(/^403: .*your own tenant/);
+  });
+});
+
+describe("a publish that fails after the write (the worst moment)", () => {
+  it("fails the step, which the bus runs again: the notices come then, with the same ids, and the run ends as usual", async () => {
+    const g = await Harness.create({ script, assistants: GENERALIST, settings: { electionThreshold: -1 } });
+    try {
+      const bus = g.rt.bus;
+      const publish = bus.publish.bind(bus);
+      let failed = 0;
+      bus.publish = async (events) => {
+        if (
+          failed === 0 &&
+          events.some((e) => e.detailType === "RESOURCE_PUT" && e.detail.resourceType === "plan.Task")
+        ) {
+          failed++;
+          throw new UnavailableError("the bus is down for a moment");
+        }
+        return publish(events);
+      };
+      const seen: BusEnvelope[] = [];
+      bus.subscribe({
+        name: "operator: tasks",
+        pattern: {
+          source: ["arbor"],
+          "detail-type": ["RESOURCE_PUT"],
+          detail: { resourceType: ["plan.Task"] },
+        },
+        handler: async (e) => void seen.push(e),
+      });
+      const { rootTaskId } = await g.submit("Plan our offsite");
+      await g.idle();
+      expect(failed).toBe(1);
+      expect((await g.engine.result(rootTaskId)).view?.status).toBe("done");
+      const tasks = await g.rt.resources.descendantUrns(parentUrn(rootTaskId) as string, "plan.Task");
+      expect(tasks).toHaveLength(3);
+      // Every task's notice came (after the retry), each id once per write of the same bytes.
+      expect(new Set(seen.map((e) => e.detail.urn))).toEqual(new Set(tasks));
+      for (const e of seen)
+        expect(e.id).toBe(eventIdFor("RESOURCE_PUT", e.detail.urn as string, e.detail.contentHash as string));
+    } finally {
+      await g.close();
+    }
   });
 });
