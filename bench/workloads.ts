@@ -216,6 +216,10 @@ interface Arbor {
   close(): Promise<number>;
 }
 
+const resourceEvents = ((v) => (v === "default" || v === "all" || v === "off" ? v : undefined))(
+  process.env.ARBOR_RESOURCE_EVENTS,
+);
+
 async function openArbor(plan: TaskSpec, options: ArborOptions, shape?: TreeShape): Promise<Arbor> {
   const dataDir = await mkdtemp(join(options.baseDir, "arbor-bench-"));
   const rt = createLocalRuntime({
@@ -224,6 +228,8 @@ async function openArbor(plan: TaskSpec, options: ArborOptions, shape?: TreeShap
     dataDir,
     durable: options.durable,
     syncEachWrite: options.syncEachWrite === true,
+    // Which writes go on the bus (ARBOR_RESOURCE_EVENTS=default|all|off): to compare their cost.
+    ...(resourceEvents ? { resourceEvents } : {}),
   });
   const llm = new ScriptedLlm(benchScript(plan), { latencyMs: options.latencyMs, copyRequests: false });
   const engine = await createLocalEngine(rt, {

@@ -142,6 +142,8 @@ const EnvSchema = z.object({
     .max(3_600_000, "at most 3600000 (an hour); behind API Gateway keep it under 30000, e.g. 25000")
     .optional(),
   /** The watchdog re-drives work that has not moved for this long; longer than any step may run. */
+  /** Which resource writes go on the bus as RESOURCE_PUT (use-cases/resource-events.ts). */
+  ARBOR_RESOURCE_EVENTS: z.enum(["default", "all", "off"]).default("default"),
   ARBOR_WATCHDOG_STALE_MS: z.coerce
     .number()
     .int("whole milliseconds")
@@ -306,6 +308,8 @@ export interface LocalConfig {
   outbound?: OutboundSettings;
   /** `arbor serve`'s watchdog re-drives work that has not moved for this long (ARBOR_WATCHDOG_STALE_MS). */
   watchdogStaleMs?: number;
+  /** ARBOR_RESOURCE_EVENTS (use-cases/resource-events.ts): `all` adds a task's transcript, `off` only outputs; absent: `default`. */
+  resourceEvents?: "default" | "all" | "off";
   /** Webhook deliveries (ARBOR_NOTIFY_*); absent: https only. */
   notify?: NotifyConfig;
   /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); absent: the A2A server's default. */
@@ -332,6 +336,8 @@ export interface AwsConfig {
   vectors?: { bucket: string; index: string };
   /** The watchdog's idea of "stopped moving". */
   watchdogStaleMs: number;
+  /** ARBOR_RESOURCE_EVENTS (use-cases/resource-events.ts): `all` adds a task's transcript, `off` only outputs; absent: `default`. */
+  resourceEvents?: "default" | "all" | "off";
   /** `bedrock` serves the embedder; the model's own endpoint is in `model`. */
   endpoints: {
     s3?: string;
@@ -398,6 +404,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       outbound: outboundSettings(e),
       notify: { allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP },
       watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
+      resourceEvents: e.ARBOR_RESOURCE_EVENTS,
       ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
         ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
         : {}),
@@ -470,6 +477,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ? { vectors: { bucket: e.ARBOR_VECTOR_BUCKET, index: e.ARBOR_VECTOR_INDEX } }
       : {}),
     watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
+    resourceEvents: e.ARBOR_RESOURCE_EVENTS,
     ...(e.ARBOR_STAGE ? { stage: e.ARBOR_STAGE } : {}),
     endpoints,
     policy:

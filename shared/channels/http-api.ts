@@ -22,6 +22,7 @@ import type { EventStreamOptions } from "./http-events.ts";
 import { createGraphRoutes } from "./http-graph.ts";
 import { notifyRoutes } from "./http-notify.ts";
 import { createReadRoutes } from "./http-reads.ts";
+import { resourceEventRoutes } from "./http-resource-events.ts";
 import { createTeamRoutes } from "./http-team.ts";
 import { createToolRoutes } from "./http-tools.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
@@ -47,6 +48,8 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *   GET  /v1/tasks/:urn/events             a task's event stream, paginated (JSON)  -> 200
  *                                          or, Accept: text/event-stream, its tree's
  *                                          events as SSE, resumable (http-events.ts) -> 200
+ *   GET  /v1/resource-events?prefix=<urn>  resource writes at/below the URN, as SSE
+ *                                          (http-resource-events.ts; 501 on the API function) -> 200
  *   GET  /v1/admin/team                    the tenant's team (admins)               -> 200
  *   PUT  /v1/admin/team?dryRun=true        a team file: its diff, applied unless dry -> 200
  *   GET  /v1/graph?s=&p=&o=                the tenant's graph, one pattern (http-graph.ts) -> 200
@@ -269,6 +272,7 @@ export function createHttpApi({
   app.route("/", createTeamRoutes(engine));
   app.route("/", createToolRoutes(engine));
   app.route("/", createGraphRoutes(engine));
+  app.route("/", resourceEventRoutes(engine, limiter ? { ...events, slots: limiter } : events));
   app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));
   if (notify) app.route("/", notifyRoutes({ engine, notify }));
 

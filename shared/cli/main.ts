@@ -61,6 +61,7 @@ Commands
   ls [urn] [--all]     list the resources directly below a URN (default: your tenant); --all for every level
   get <urn>            print one resource as JSON
   events <stream>      print the event log of one stream (a task URN)
+  events --prefix <urn>  follow a running Arbor's resource writes at and below a URN (needs ARBOR_URL)
   replay               rebuild every task view from the event log and check it against the stored views
   help                 this text
 
@@ -156,6 +157,10 @@ async function main(argv: string[]): Promise<void> {
       case "get":
         return remoteGet(remote, arg, write);
       case "events":
+        if (values.prefix) {
+          const { followResourceEvents } = await import("./resource-events.ts");
+          return followResourceEvents(remoteConfig, values.prefix, write);
+        }
         return remoteEvents(remote, arg, write);
       case "tools":
         return (await import("./tools.ts")).toolsRemote(remote, arg, values.namespace, write);
@@ -306,6 +311,10 @@ async function main(argv: string[]): Promise<void> {
         write(JSON.stringify(doc, null, 2));
       });
     case "events":
+      if (values.prefix) {
+        const { RESOURCE_EVENTS_USAGE } = await import("./resource-events.ts");
+        throw new Error(RESOURCE_EVENTS_USAGE);
+      }
       return withRuntime(async (rt) => {
         if (!arg) throw new Error("Usage: arbor events <task-urn>");
         const events = await rt.state.readStream(arg);

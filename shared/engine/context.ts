@@ -10,6 +10,7 @@ import type { PolicyEngine } from "../ports/policy.ts";
 import type { StateStore } from "../ports/state-store.ts";
 import type { ToolPort } from "../ports/tools.ts";
 import type { VectorIndex } from "../ports/vector-index.ts";
+import { resourceEvent } from "../use-cases/resource-events.ts";
 import type { ResourceStore } from "../use-cases/resource-store.ts";
 import type { RecordResult, TaskLog } from "../use-cases/task-log.ts";
 
@@ -131,7 +132,10 @@ export async function send(
   await deps.bus.publish([event]);
 }
 
-/** Announces a resource write (the parent of an output Message is woken by this). */
+/**
+ * Announces a task's output (its parent's supervisor is woken by this), once the task's end is
+ * recorded: the one RESOURCE_PUT the resource store leaves to the engine (resource-events.ts).
+ */
 export async function announcePut(
   deps: EngineDeps,
   urn: string,
@@ -140,15 +144,7 @@ export async function announcePut(
   contentHash: string,
 ): Promise<void> {
   deps.faults?.hit("before-publish", "RESOURCE_PUT");
-  await deps.bus.publish([
-    {
-      id: eventIdFor("RESOURCE_PUT", urn, contentHash),
-      source: "arbor",
-      detailType: COMMANDS.resourcePut,
-      detail: { urn, resourceType, name, contentHash },
-      resources: [urn],
-    },
-  ]);
+  await deps.bus.publish([resourceEvent(COMMANDS.resourcePut, { urn, resourceType, name, contentHash })]);
 }
 
 // ---- task events with deterministic ids -----------------------------------------------------------

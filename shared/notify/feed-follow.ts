@@ -93,7 +93,8 @@ export async function* followFeed(
       pattern: {
         source: ["arbor"],
         "detail-type": [COMMANDS.resourcePut],
-        detail: { urn: [{ prefix: rootTaskId }] },
+        // Outputs only: a task's end is what moves the feed, not the other writes announced below it.
+        detail: { urn: [{ prefix: rootTaskId }], name: ["output"] },
       },
       handler: poke,
     }),

@@ -6,6 +6,7 @@ import { EventBridgeEventBus } from "../adapters/aws/eventbridge-event-bus.ts";
 import { S3ObjectStore } from "../adapters/aws/s3-object-store.ts";
 import { EventLogAudit } from "../adapters/shared/event-log-audit.ts";
 import type { AwsConfig } from "../config.ts";
+import { resourceAnnouncer } from "../use-cases/resource-events.ts";
 import { ResourceStore } from "../use-cases/resource-store.ts";
 import { TaskLog } from "../use-cases/task-log.ts";
 import type { Runtime } from "./runtime.ts";
@@ -49,7 +50,8 @@ export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): A
     objects,
     state,
     bus,
-    resources: new ResourceStore(objects),
+    // Every writer announces its writes the same way (resource-events.ts).
+    resources: new ResourceStore(objects, { announcer: resourceAnnouncer(bus, config.resourceEvents) }),
     tasks: new TaskLog(state),
     audit: new EventLogAudit(state), // audit#<task> streams in the state table
     // S3 and DynamoDB acknowledge a write once it is stored durably: nothing to wait for.

@@ -11,6 +11,7 @@ import { SqliteDatabase } from "../adapters/local/sqlite-database.ts";
 import { SqliteObjectStore } from "../adapters/local/sqlite-object-store.ts";
 import { SqliteStateStore } from "../adapters/local/sqlite-state-store.ts";
 import type { LocalConfig } from "../config.ts";
+import { resourceAnnouncer } from "../use-cases/resource-events.ts";
 import { ResourceStore } from "../use-cases/resource-store.ts";
 import { TaskLog } from "../use-cases/task-log.ts";
 import type { Runtime } from "./runtime.ts";
@@ -93,7 +94,8 @@ export function createLocalRuntime(config: LocalConfig, options: LocalRuntimeOpt
     objects,
     state,
     bus,
-    resources: new ResourceStore(objects),
+    // Every writer announces its writes the same way (resource-events.ts).
+    resources: new ResourceStore(objects, { announcer: resourceAnnouncer(bus, config.resourceEvents) }),
     tasks: new TaskLog(state),
     audit: new SqliteAuditLog({ database }),
     untilDurable: () => database.untilDurable(), // the files layout fsyncs each file as it writes it

@@ -18,6 +18,7 @@ import {
 } from "../domain/urn.ts";
 import { ValidationError } from "../errors.ts";
 import { listAll, type ObjectStore } from "../ports/object-store.ts";
+import type { ResourceAnnouncer, ResourceNotice } from "./resource-events.ts";
 
 /**
  * Typed resources over the object store: validated on write (nothing is written when invalid)
@@ -26,6 +27,10 @@ import { listAll, type ObjectStore } from "../ports/object-store.ts";
  * Resources come back frozen (they may be shared): change a copy, `{ ...resource, field }`, and
  * put that. When the object store hands back the very bytes it was given or read before (the
  * local store's cache does), the resource parsed from them is reused instead of parsed again.
+ *
+ * With an announcer (the composition roots give one over the bus: resource-events.ts), every put
+ * the announcer wants and every delete of something that was there is announced once it is
+ * stored, as RESOURCE_PUT / RESOURCE_DELETE: every writer announces the same way, on both runtimes.
  */
 export interface PutResult {
   urn: Urn;
@@ -38,8 +43,11 @@ export class ResourceStore {
   /** Bytes -> the frozen resource they hold; entries go when the object store lets go of the bytes. */
   readonly #parsed = new WeakMap<Uint8Array, AnyResource>();
 
-  constructor(objects: ObjectStore) {
+  readonly #announcer: ResourceAnnouncer | undefined;
+
+  constructor(objects: ObjectStore, options: { announcer?: ResourceAnnouncer | undefined } = {}) {
     this.#objects = objects;
+    this.#announcer = options.announcer;
   }
 
   async put(resource: unknown): Promise<PutResult> {
@@ -48,14 +56,23 @@ export class ResourceStore {
     await this.#objects.put(objectKey(parsed.meta.id), body, { contentType: "application/json" });
     this.#parsed.set(body, deepFreeze(parsed));
     let digest: string | undefined;
-    return {
+    const written: PutResult = {
       urn: parsed.meta.id as Urn,
-      // Worked out when asked for: most writes are never announced.
+      // Worked out when asked for: a task's transcript is never announced.
       get contentHash() {
         digest ??= hash("sha256", body);
         return digest;
       },
     };
+    const { meta } = parsed;
+    if (this.#announcer?.announces(meta))
+      await this.#announcer.announce("RESOURCE_PUT", {
+        urn: meta.id,
+        resourceType: meta.type,
+        name: meta.name,
+        contentHash: written.contentHash,
+      });
+    return written;
   }
 
   async get(urn: string): Promise<AnyResource | undefined> {
@@ -135,8 +152,18 @@ export class ResourceStore {
     return this.#load(await this.descendantUrns(urn, type));
   }
 
-  async delete(urn: string): Promise<void> {
-    await this.#objects.delete(objectKey(urn));
+  /**
+   * Removes a resource; true when it was there. Announced (RESOURCE_DELETE, naming the hash of
+   * what was removed) only when it was: deleting what is absent changes nothing and says nothing.
+   */
+  async delete(urn: string): Promise<boolean> {
+    const key = objectKey(urn);
+    const bytes = await this.#objects.get(key);
+    if (bytes === undefined) return false;
+    await this.#objects.delete(key);
+    if (this.#announcer)
+      await this.#announcer.announce("RESOURCE_DELETE", deletedNotice(urn, bytes, this.#parsed.get(bytes)));
+    return true;
   }
 
   async #listUrns(prefix: string, delimiter: string | undefined, type?: ResourceType): Promise<Urn[]> {
@@ -154,6 +181,20 @@ export class ResourceStore {
     // A resource deleted between listing and reading is simply not returned.
     return (await this.getMany(urns)).filter((r): r is AnyResource => r !== undefined);
   }
+}
+
+/** What a delete's notice says of the document removed (one that no longer parses: its URN's type). */
+function deletedNotice(urn: string, bytes: Uint8Array, known: AnyResource | undefined): ResourceNotice {
+  let meta: { type: string; name: string } | undefined = known?.meta.id === urn ? known.meta : undefined;
+  if (!meta) {
+    try {
+      meta = readResource(urn, bytes).meta;
+    } catch {
+      const last = lastElement(urn);
+      meta = { type: qualifiedType(last), name: last.id };
+    }
+  }
+  return { urn, resourceType: meta.type, name: meta.name, contentHash: hash("sha256", bytes) };
 }
 
 function decode(urn: string, bytes: Uint8Array): unknown {

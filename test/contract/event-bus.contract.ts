@@ -181,6 +181,45 @@ export function eventBusContract(name: string, setup: () => Promise<BusFixture>)
       expect(b.ids()).toEqual([shared.id]);
     });
 
+    it("routes by a prefix of `resources` (any element matches): a subscriber by URN prefix", async () => {
+      const got = recorder();
+      const tenant = "cld:common.Tenant.acme";
+      await f.subscribe({
+        name: "acme-resources",
+        pattern: {
+          source: [SOURCE],
+          "detail-type": ["RESOURCE_PUT", "RESOURCE_DELETE"],
+          resources: [{ prefix: `${tenant}/` }],
+        },
+        handler: got.handler,
+      });
+      const put = (urn: string, ...others: string[]) =>
+        ev("RESOURCE_PUT", { urn }, { resources: [...others, urn] });
+      const mine = put(`${tenant}/common.Conversation.c1`);
+      const deep = ev(
+        "RESOURCE_DELETE",
+        { urn: `${tenant}/common.Conversation.c1/common.Message.m1` },
+        {
+          resources: [`${tenant}/common.Conversation.c1/common.Message.m1`],
+        },
+      );
+      const secondElement = put(`${tenant}/common.Tool.calc`, "cld:common.Tenant.beta/common.Tool.calc");
+      const lookalike = put("cld:common.Tenant.acme2/common.Conversation.c1"); // acme2: not below acme/
+      const other = put("cld:common.Tenant.beta/common.Conversation.c1");
+      const itself = put(tenant); // the prefix ends in "/": the tenant's own URN is not below it
+      const none = ev("RESOURCE_PUT", { urn: `${tenant}/common.Conversation.c9` }); // no resources at all
+      const otherType = ev(
+        "TaskStarted",
+        { taskId: PARENT },
+        { resources: [`${tenant}/common.Conversation.c1`] },
+      );
+
+      await f.bus.publish([mine, deep, secondElement, lookalike, other, itself, none, otherType]);
+      await f.settle();
+
+      expect(got.ids()).toEqual(sorted([mine.id, deep.id, secondElement.id]));
+    });
+
     it("stops delivering after unsubscribe", async () => {
       const got = recorder();
       const unsubscribe = await f.subscribe({

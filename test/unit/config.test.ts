@@ -92,6 +92,7 @@ describe("config", () => {
       tableName: "t",
       eventBusName: "arbor-prod",
       watchdogStaleMs: 600_000,
+      resourceEvents: "default",
       endpoints: {},
       policy: { engine: "opa", bucket: "p", prefix: "", recheckMs: 300_000 },
       outbound: { allow: [], ports: [], httpsOnly: false, maxResponseBytes: 10 * 1024 * 1024 },
@@ -99,6 +100,17 @@ describe("config", () => {
       // The API function counts requests per key and per tenant too (per instance).
       rateLimits: { perKey: { perSecond: 20, burst: 200 }, perTenant: { perSecond: 50, burst: 500 } },
     });
+  });
+
+  it("reads which resource writes are announced (ARBOR_RESOURCE_EVENTS), refusing anything else", () => {
+    expect(loadConfig({ ...aws, ARBOR_RESOURCE_EVENTS: "all" })).toMatchObject({ resourceEvents: "all" });
+    expect(loadConfig({ ARBOR_RESOURCE_EVENTS: "all" })).toMatchObject({
+      mode: "local",
+      resourceEvents: "all",
+    });
+    expect(loadConfig({})).toMatchObject({ resourceEvents: "default" });
+    expect(loadConfig({ ARBOR_RESOURCE_EVENTS: "off" })).toMatchObject({ resourceEvents: "off" });
+    expect(() => loadConfig({ ARBOR_RESOURCE_EVENTS: "everything" })).toThrow(/ARBOR_RESOURCE_EVENTS/);
   });
 
   it("reads the engine's vector index, watchdog and endpoint settings in AWS mode", () => {

@@ -549,6 +549,39 @@ describe("arrays (eb-event-patterns-arrays)", () => {
       noMatch: [{ resources: [arn("999999999999")] }, { resources: [] }],
     },
     {
+      // AWS: prefix matching on `resources`, e.g. {"resources":[{"prefix":"arn:aws:ec2:us-east-1:123456789012:"}]}
+      name: "prefix on the resources array: any element with the prefix, case-sensitive, strings only",
+      pattern: { resources: [{ prefix: "arn:aws:ec2:us-east-1:123456789012:" }] },
+      match: [
+        { resources: [arn("999999999999"), arn("123456789012")] },
+        { resources: "arn:aws:ec2:us-east-1:123456789012:volume/vol-1" },
+      ],
+      noMatch: [
+        { resources: [arn("999999999999")] },
+        { resources: ["ARN:AWS:EC2:US-EAST-1:123456789012:instance/i-1"] },
+        { resources: [] },
+        {},
+      ],
+    },
+    {
+      name: "an exact URN or a prefix of it below: what a subscriber by URN prefix uses",
+      pattern: {
+        resources: [
+          "cld:common.Tenant.acme/common.Conversation.c1",
+          { prefix: "cld:common.Tenant.acme/common.Conversation.c1/" },
+        ],
+      },
+      match: [
+        { resources: ["cld:common.Tenant.acme/common.Conversation.c1"] },
+        { resources: ["cld:common.Tenant.acme/common.Conversation.c1/common.Message.m1"] },
+      ],
+      noMatch: [
+        { resources: ["cld:common.Tenant.acme/common.Conversation.c10"] },
+        { resources: ["cld:common.Tenant.acme/common.Conversation.c1x/common.Message.m1"] },
+        { resources: ["cld:common.Tenant.acme"] },
+      ],
+    },
+    {
       name: "operators apply to each element; nested arrays are flattened",
       pattern: { tags: [{ prefix: "env:" }] },
       match: [{ tags: ["team:a", "env:prod"] }, { tags: [["x"], ["env:dev"]] }],
