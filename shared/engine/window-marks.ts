@@ -1,6 +1,5 @@
 import type { Actor } from "../domain/events.ts";
 import { isTerminal } from "../domain/task-state.ts";
-import { lastElement } from "../domain/urn.ts";
 import { ConflictError, NotFoundError } from "../errors.ts";
 import { childrenOf } from "./children.ts";
 import type { EngineDeps } from "./context.ts";
@@ -118,9 +117,7 @@ export async function markWindow(
 
 /** How many turns of `taskId`'s inner loop are stored (turn-0001 ... turn-NNNN, without gaps). */
 async function storedTurns(deps: EngineDeps, taskId: string): Promise<number> {
-  const names = new Set(
-    (await deps.resources.childUrns(taskId, "common.Message")).map((u) => lastElement(u).id),
-  );
+  const names = new Set((await deps.resources.children(taskId, "common.Message")).map((m) => m.meta.name));
   let n = 0;
   while (names.has(`turn-${String(n + 1).padStart(4, "0")}`)) n++;
   return n;

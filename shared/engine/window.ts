@@ -14,12 +14,14 @@ import type { LlmMessage, LlmToolCall, LlmToolSpec } from "../ports/llm.ts";
  *    first; the prompt was built to a quarter of the window, prompt.ts).
  * 2. Turns before `fromTurn` (a person truncated or cleared the conversation, window-marks.ts) are
  *    not sent.
- * 3. The newest turns are sent whole, newest first, while they fit. The newest turn is always
+ * 3. The newest turns are sent whole, newest first, while they fit in WHOLE_SHARE (3/4) of the room
+ *    left after rule 1, so that older turns keep a place as stubs. The newest turn is always
  *    sent: if it alone does not fit, each of its tool results is cut to an equal share of what is
  *    left (its start, and where to read the rest).
- * 4. From the first turn that does not fit whole, older turns are sent with their tool results
+ * 4. From the first turn that does not fit so, older turns are sent with their tool results
  *    replaced by a stub (the tool's name, the result's size, and the Message URN to read it with
- *    `read_resource`) and their long call arguments replaced likewise, while they fit.
+ *    `read_resource`; a result shorter than its stub stays) and their call arguments longer than
+ *    STUB_ARGUMENTS_TOKENS replaced likewise, while they fit.
  * 5. From the first turn that does not fit even so, it and every older turn are left out whole,
  *    and one message after the prompt says how many turns are left out and why.
  * A turn's tool calls and their results stay together: a turn is sent (whole or stubbed) or left
@@ -75,6 +77,8 @@ export interface Window {
 }
 
 export const MESSAGE_OVERHEAD = 4;
+/** The share of the room (after the fixed part) whole turns may take; the newest is whole regardless. */
+export const WHOLE_SHARE = 0.75;
 /** Call arguments longer than this (in tokens) are replaced by a stub in a stubbed turn. */
 export const STUB_ARGUMENTS_TOKENS = 200;
 
@@ -111,6 +115,8 @@ export function buildWindow(input: WindowInput): Window {
   // Room for the note, counted at its longest (as if every turn were left out), when one may be needed.
   const note: LlmMessage = { role: "user", content: markerText(sendable.length, cleared) };
   let left = input.budget - fixed - (sendable.length > 1 || cleared > 0 ? messageTokens(count, note) : 0);
+  // Whole turns take at most WHOLE_SHARE of the room; stubbed older turns may fill the rest.
+  let wholeRoom = Math.floor(left * WHOLE_SHARE);
   let mode: "whole" | "stub" = "whole";
   let whole = 0;
   let stubbed = 0;
@@ -121,15 +127,17 @@ export function buildWindow(input: WindowInput): Window {
       const messages = cost(full) <= left ? full : cutToFit(turn, left, count);
       chosen.push(messages);
       left -= cost(messages);
+      wholeRoom -= cost(messages);
       whole++;
       continue;
     }
     if (mode === "whole") {
       const full = turnMessages(turn, "whole");
       const c = cost(full);
-      if (c <= left) {
+      if (c <= left && c <= wholeRoom) {
         chosen.push(full);
         left -= c;
+        wholeRoom -= c;
         whole++;
         continue;
       }
@@ -205,7 +213,9 @@ function turnMessages(
       });
       continue;
     }
-    const content = mode === "stub" ? stubText(call.name, r) : r.content;
+    // A stub replaces a result only when it is the shorter of the two.
+    const stub = mode === "stub" ? stubText(call.name, r) : r.content;
+    const content = stub.length < r.content.length ? stub : r.content;
     out.push({ role: "tool", toolCallId: r.toolCallId, content, ...(r.isError ? { isError: true } : {}) });
   }
   return out;
