@@ -70,7 +70,8 @@ export async function markWindow(
   if (!view) throw new NotFoundError("Task", taskId);
   if (isTerminal(view.status))
     throw new ConflictError(`Task ${taskId} has ended (${view.status}): its conversation is kept as it is`);
-  if ((await childrenOf(deps, taskId)).length > 0)
+  const task = await deps.resources.getAs("plan.Task", taskId);
+  if ((task?.subtasks?.length ?? 0) > 0 || (await childrenOf(deps, taskId)).length > 0)
     throw new ConflictError(
       `Task ${taskId} is not a leaf: its subtasks hold the conversations; truncate or clear one of them`,
     );
