@@ -32,6 +32,8 @@ export interface TokenCounter {
   readonly family: TokenFamily;
   /** Tokens of `text`, never below 0; deterministic. */
   count(text: string): number;
+  /** Set when the family's tokenizer could not be loaded and the estimate counts instead. */
+  readonly problem?: string;
 }
 
 /** How much the published Claude tokenizer's count is raised for the Claude models it approximates. */
@@ -71,8 +73,15 @@ export function tokenCounter(model: string | undefined): Promise<TokenCounter> {
   if (family === "estimate") return Promise.resolve(estimateCounter);
   let counter = loaded.get(family);
   if (!counter) {
-    counter = load(family).then((encode) => counterOf(family, encode));
-    counter.catch(() => loaded.delete(family)); // a failed load is tried again next time
+    // A tokenizer that cannot be loaded (a bundle without tiktoken's wasm) does not stop the turn:
+    // the estimate counts instead, once per process, and says why (window-context.ts logs it).
+    counter = load(family).then(
+      (encode) => counterOf(family, encode),
+      (e: unknown): TokenCounter => ({
+        ...estimateCounter,
+        problem: `the ${family} tokenizer could not be loaded (${e instanceof Error ? e.message : String(e)}); counting with the estimate (characters / ${ESTIMATE_CHARS_PER_TOKEN})`,
+      }),
+    );
     loaded.set(family, counter);
   }
   return counter;

@@ -29,8 +29,17 @@ export function requestBudget(deps: Pick<EngineDeps, "settings">, assistant: Ass
 export const promptBudget = (deps: Pick<EngineDeps, "settings">, assistant: Assistant): number =>
   Math.floor(requestBudget(deps, assistant) / 4);
 
-export function counterFor(deps: Pick<EngineDeps, "llm">, assistant: Assistant): Promise<TokenCounter> {
-  return tokenCounter(modelOf(deps, assistant));
+const warned = new WeakSet<TokenCounter>();
+export async function counterFor(
+  deps: Pick<EngineDeps, "llm" | "log">,
+  assistant: Assistant,
+): Promise<TokenCounter> {
+  const counter = await tokenCounter(modelOf(deps, assistant));
+  if (counter.problem && !warned.has(counter)) {
+    warned.add(counter);
+    deps.log.warn(counter.problem, { model: modelOf(deps, assistant) });
+  }
+  return counter;
 }
 
 /** The window of the next model request of `taskId`'s inner loop. */
