@@ -28,6 +28,7 @@ export const CONTEXT_KEYS = {
   team: "team",
   chatSecret: "chatSecret",
   chatSecretKey: "chatSecretKey",
+  contextTokens: "contextTokens",
 } as const;
 
 /** The model the engine steps call unless `-c model=<id>` says otherwise. */
@@ -78,8 +79,21 @@ const ModelContextSchema = z
         "a Bedrock model id or inference profile id, e.g. anthropic.claude-3-5-haiku-20241022-v1:0",
       )
       .default(DEFAULT_MODEL),
+    /** A leaf's context window in tokens (ARBOR_CONTEXT_TOKENS); absent: the engine's default. */
+    contextTokens: z.coerce
+      .number()
+      .int("whole tokens")
+      .min(2_000, "at least 2000 tokens, e.g. 32000")
+      .max(10_000_000, "at most 10000000 tokens, e.g. 200000 for Claude")
+      .optional(),
   })
-  .transform((c): EngineModel => ({ provider: c.modelProvider, id: c.model }));
+  .transform(
+    (c): EngineModel => ({
+      provider: c.modelProvider,
+      id: c.model,
+      ...(c.contextTokens === undefined ? {} : { contextTokens: c.contextTokens }),
+    }),
+  );
 
 /** The HTTP API's stage throttling: requests per second (steady) and at once (burst), all routes together. */
 const ApiContextSchema = z

@@ -169,6 +169,17 @@ const EnvSchema = z.object({
   ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: bool.default(false),
   /** AWS: the notify function's delivery queue (SQS), where recorded deliveries are queued (the stack sets it). */
   ARBOR_NOTIFY_QUEUE_URL: z.url().optional(),
+  /**
+   * A leaf's context window in tokens (its model request and the answer together; see
+   * shared/engine/window.ts): at least the model's smallest window you use, e.g. 32000; an
+   * assistant's limits.contextTokens overrides it.
+   */
+  ARBOR_CONTEXT_TOKENS: z.coerce
+    .number()
+    .int("whole tokens")
+    .min(2_000, "at least 2000 tokens, e.g. 32000")
+    .max(10_000_000, "at most 10000000 tokens, e.g. 200000 for Claude")
+    .optional(),
   // the model
   ARBOR_MODEL_PROVIDER: z.enum(["bedrock", "openai"]).optional(),
   ARBOR_MODEL: z.string().min(1).optional(),
@@ -314,6 +325,8 @@ export interface LocalConfig {
   notify?: NotifyConfig;
   /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); absent: the A2A server's default. */
   a2aBlockingWaitMs?: number;
+  /** A leaf's context window in tokens (ARBOR_CONTEXT_TOKENS); absent: the engine's default. */
+  contextTokens?: number;
   /**
    * The chat settings file (ARBOR_CHAT_SETTINGS_FILE, else <dataDir>/chat.json); `required` when it
    * was named (its absence is then an error, not "no chat channels"). loadConfig always sets it.
@@ -364,6 +377,8 @@ export interface AwsConfig {
   publicUrl?: string;
   /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); the stack sets 25 s. */
   a2aBlockingWaitMs?: number;
+  /** A leaf's context window in tokens (ARBOR_CONTEXT_TOKENS); absent: the engine's default. */
+  contextTokens?: number;
   /** Requests per key and per tenant, counted per API function instance (ARBOR_RATE_LIMIT_PER_*). */
   rateLimits?: RateLimits;
   /** The chat settings' secret (ARBOR_CHAT_SECRET_ARN); absent: no chat channels on this stack. */
@@ -408,6 +423,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
         ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
         : {}),
+      ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
       chat: {
         file: resolve(e.ARBOR_CHAT_SETTINGS_FILE ?? join(e.ARBOR_DATA_DIR, "chat.json")),
         required: e.ARBOR_CHAT_SETTINGS_FILE !== undefined,
@@ -502,6 +518,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
       : {}),
     rateLimits: rateLimitsOf(e),
+    ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
     ...(e.ARBOR_CHAT_SECRET_ARN
       ? { chat: { secretId: e.ARBOR_CHAT_SECRET_ARN, ttlMs: e.ARBOR_CHAT_SETTINGS_TTL_MS } }
       : {}),

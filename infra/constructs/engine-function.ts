@@ -44,12 +44,14 @@ export const BUNDLING: BundlingOptions = {
     "import { createRequire as __arborRequire } from 'node:module'; const require = __arborRequire(import.meta.url);" +
     " import { fileURLToPath as __arborPath } from 'node:url'; const __filename = __arborPath(import.meta.url);" +
     " const __dirname = __arborPath(new URL('.', import.meta.url));",
-  // The Cedar policy engine reads its wasm next to the module that loads it (`__dirname`).
+  // The Cedar policy engine reads its wasm next to the module that loads it (`__dirname`); so does
+  // tiktoken, which counts Claude's tokens for the context window (shared/engine/tokens.ts).
   commandHooks: {
     beforeBundling: () => [],
     beforeInstall: () => [],
     afterBundling: (inputDir: string, outputDir: string) => [
       `cp "${inputDir}/node_modules/@cedar-policy/cedar-wasm/nodejs/cedar_wasm_bg.wasm" "${outputDir}/"`,
+      `cp "${inputDir}/node_modules/tiktoken/lite/tiktoken_bg.wasm" "${outputDir}/"`,
     ],
   },
 };

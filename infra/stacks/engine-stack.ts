@@ -40,6 +40,8 @@ export interface EngineModel {
   readonly provider: "bedrock";
   /** A Bedrock model id or a cross-region inference profile id (`us.`, `eu.`, ... prefix). */
   readonly id: string;
+  /** Its context window in tokens (`-c contextTokens`, ARBOR_CONTEXT_TOKENS); absent: the engine's default. */
+  readonly contextTokens?: number;
 }
 
 export interface EngineStackProps extends StackProps {
@@ -181,6 +183,7 @@ export class EngineStack extends Stack {
       ARBOR_VECTOR_INDEX: this.vectors.indexName,
       ARBOR_MODEL_PROVIDER: props.model.provider,
       ARBOR_MODEL: props.model.id,
+      ...(props.model.contextTokens ? { ARBOR_CONTEXT_TOKENS: String(props.model.contextTokens) } : {}),
       POWERTOOLS_LOG_LEVEL: "INFO",
       ARBOR_STAGE: props.stage,
     };

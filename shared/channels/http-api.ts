@@ -18,6 +18,7 @@ import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { Authenticated, KeyStore } from "../ports/key-store.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
 import { a2aCallbackRoutes } from "./http-a2a-callbacks.ts";
+import { createConversationRoutes } from "./http-conversation.ts";
 import type { EventStreamOptions } from "./http-events.ts";
 import { createGraphRoutes } from "./http-graph.ts";
 import { notifyRoutes } from "./http-notify.ts";
@@ -43,6 +44,7 @@ import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
  *                                          questions), breadth first, at most N tasks -> 200
  *   POST /v1/tasks/:urn/cancel             {reason?}                                -> 202
  *   POST /v1/interactions/:urn/answer      {selectedOptionId?, inputValue?, comment?} -> 204
+ *   POST /v1/tasks/:urn/conversation/truncate {keepLast} | .../clear   a leaf's window mark (http-conversation.ts) -> 200
  *   GET  /v1/resources/:urn                one resource                             -> 200
  *   GET  /v1/resources/:urn/children       one level below it, paginated            -> 200
  *   GET  /v1/tasks/:urn/events             a task's event stream, paginated (JSON)  -> 200
@@ -273,6 +275,7 @@ export function createHttpApi({
   app.route("/", createToolRoutes(engine));
   app.route("/", createGraphRoutes(engine));
   app.route("/", resourceEventRoutes(engine, limiter ? { ...events, slots: limiter } : events));
+  app.route("/", createConversationRoutes(engine));
   app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));
   if (notify) app.route("/", notifyRoutes({ engine, notify }));
 

@@ -43,7 +43,10 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
   const fallback = `${tenantUrn(config.tenant)}/common.Assistant.${FALLBACK_ID}`;
   const engine = await createLocalEngine(rt, {
     llm: setup.llm,
-    settings: { fallbackAssistant: fallback },
+    settings: {
+      fallbackAssistant: fallback,
+      ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
+    },
     toolsConfig: loadToolsConfig(config.toolsFile),
     ...(config.teamFile ? { teamFile: config.teamFile } : {}),
     ...(config.outbound ? { outbound: config.outbound } : {}),

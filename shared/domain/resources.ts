@@ -231,7 +231,12 @@ export const AssistantSchema = resource("common.Assistant", {
   /** Names of the tools this assistant may call. */
   tools: z.array(z.string()).default([]),
   limits: z
-    .object({ maxTurns: z.number().int().min(1).optional(), maxTokens: z.number().int().min(1).optional() })
+    .object({
+      maxTurns: z.number().int().min(1).optional(),
+      maxTokens: z.number().int().min(1).optional(),
+      /** This assistant's context window in tokens (its model's, or less); default the engine's. */
+      contextTokens: z.number().int().min(2_000).max(10_000_000).optional(),
+    })
     .default({}),
   /**
    * When it was removed from its tenant's team (`arbor team apply`): a retired assistant is kept,

@@ -30,8 +30,14 @@ export interface EngineSettings {
   pricePer1kTokens: { input: number; output: number };
   /** How many of the most similar resources a leaf gets as context. */
   contextResults: number;
-  /** Characters of context a leaf gets at most (ancestors + similar resources). */
-  contextChars: number;
+  /**
+   * Tokens of a leaf's context window: its model request (system prompt, tools, prompt, turns)
+   * and the answer together (ARBOR_CONTEXT_TOKENS; an assistant's limits.contextTokens overrides it).
+   * The task prompt (ancestors + similar resources) gets at most a quarter of it (window-context.ts).
+   */
+  contextTokens: number;
+  /** Of contextTokens, how many are kept for the model's answer (at most half of it). */
+  answerTokens: number;
   /**
    * How long one step may go on taking turns of a leaf's inner loop before it hands the next turn
    * on as a command (a Lambda function must end within its timeout).

@@ -8,7 +8,6 @@ import {
 } from "../domain/resources.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn.ts";
-import type { LlmMessage } from "../ports/llm.ts";
 import type { ToolDescriptor, ToolResult } from "../ports/tools.ts";
 import type { PutResult } from "../use-cases/resource-store.ts";
 import { approval } from "./approvals.ts";
@@ -17,6 +16,8 @@ import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts"
 import { completed, completeTask, failTask } from "./outcome.ts";
 import { holdRemoteCall, openRemoteCall, remoteContext, remoteOutcome } from "./remote-calls.ts";
 import { recordUsage, usageOf } from "./usage.ts";
+import type { WindowTurn } from "./window.ts";
+import { contextWindow, counterFor, fitTokens, promptBudget } from "./window-context.ts";
 
 /**
  * Direct mode: a leaf's assistant runs the inner loop (LLM, tool calls, repeat until no tool is
@@ -91,7 +92,7 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshL
     const prompt = {
       meta: msgMeta(taskId, "prompt"),
       role: "user" as const,
-      content: await buildPrompt(deps, task),
+      content: await buildPrompt(deps, task, assistant),
     };
     await deps.resources.put(prompt);
     transcript.prompt = prompt;
@@ -142,13 +143,21 @@ async function takeTurn(
     return false;
   }
 
-  const tools = deps.tools.describe(assistant.tools);
+  const tools = deps.tools
+    .describe(assistant.tools)
+    .map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
+  const system = systemPrompt(assistant);
+  // Within the token budget: the newest turns whole, older ones stubbed or left out (window.ts).
+  const window = await contextWindow(deps, taskId, assistant, {
+    system,
+    prompt: transcript.prompt?.content ?? "",
+    tools,
+    turns: toWindowTurns(transcript),
+  });
   const response = await deps.llm.complete({
-    system: systemPrompt(assistant),
-    messages: toLlmMessages(transcript),
-    ...(tools.length
-      ? { tools: tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) }
-      : {}),
+    system,
+    messages: window.messages,
+    ...(tools.length ? { tools } : {}),
     ...(assistant.model ? { model: assistant.model } : {}),
   });
   deps.faults?.hit("after-llm", "turn");
@@ -278,29 +287,30 @@ const systemPrompt = (a: Assistant) =>
   `You are ${a.meta.name}.\n${toDescription(a.meta)}\n\nWork on the task you are given. Use your tools when they help. ` +
   "When you are done, answer with the result itself, without asking follow-up questions.";
 
-function toLlmMessages(t: Transcript): LlmMessage[] {
-  const out: LlmMessage[] = [{ role: "user", content: t.prompt?.content ?? "" }];
-  for (const turn of t.turns) {
-    out.push({
-      role: "assistant",
-      ...(turn.message.content ? { content: turn.message.content } : {}),
-      ...(turn.message.toolCalls?.length ? { toolCalls: turn.message.toolCalls } : {}),
-    });
-    for (const r of turn.results) {
-      if (r)
-        out.push({
-          role: "tool",
+/** The stored turns as the window takes them (window.ts decides what is sent). */
+function toWindowTurns(t: Transcript): WindowTurn[] {
+  return t.turns.map((turn) => ({
+    n: turn.n,
+    urn: turn.message.meta.id,
+    ...(turn.message.content ? { content: turn.message.content } : {}),
+    ...(turn.message.toolCalls?.length ? { toolCalls: turn.message.toolCalls } : {}),
+    results: turn.results.map(
+      (r) =>
+        r && {
+          urn: r.meta.id,
           toolCallId: r.toolCallId as string,
           content: r.content ?? "",
           ...(r.isError ? { isError: true } : {}),
-        });
-    }
-  }
-  return out;
+        },
+    ),
+  }));
 }
 
-/** The task, what it belongs to (ancestors by URN) and the most similar earlier results, within a size budget. */
-async function buildPrompt(deps: EngineDeps, task: TaskResource): Promise<string> {
+/**
+ * The task, what it belongs to (ancestors by URN) and the most similar earlier results, within a
+ * quarter of the request's token budget (window-context.ts).
+ */
+async function buildPrompt(deps: EngineDeps, task: TaskResource, assistant: Assistant): Promise<string> {
   const parts = [`# Task: ${task.meta.name}`, toDescription(task.meta)];
   const context: string[] = [];
   for (const a of await deps.resources.ancestorsOf(task.meta.id)) {
@@ -312,10 +322,8 @@ async function buildPrompt(deps: EngineDeps, task: TaskResource): Promise<string
   if (context.length) parts.push("# Context", ...context);
   const similar = await similarResults(deps, task);
   if (similar.length) parts.push("# Related results", ...similar);
-  let text = parts.filter(Boolean).join("\n");
-  if (text.length > deps.settings.contextChars)
-    text = `${text.slice(0, deps.settings.contextChars)}\n[context cut to fit]`;
-  return text;
+  const text = parts.filter(Boolean).join("\n");
+  return fitTokens(text, promptBudget(deps, assistant), await counterFor(deps, assistant));
 }
 
 async function similarResults(deps: EngineDeps, task: TaskResource): Promise<string[]> {

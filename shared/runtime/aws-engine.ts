@@ -65,6 +65,10 @@ export async function createAwsEngine(
     ...(config.outbound ? { outbound: config.outbound } : {}),
     policy: options.policy ?? (await policyFor(config, clients.s3)),
     ...options,
+    // ARBOR_CONTEXT_TOKENS, under what the caller sets.
+    ...(config.contextTokens
+      ? { settings: { contextTokens: config.contextTokens, ...options.settings } }
+      : {}),
   };
   // With a tool function, every call goes to it: this function opens no tool and holds no grant.
   const tools =

@@ -24,7 +24,8 @@ export const DEFAULT_SETTINGS: EngineSettings = {
   defaultBudgets: DEFAULT_BUDGETS,
   pricePer1kTokens: { input: 0.0008, output: 0.004 },
   contextResults: 3,
-  contextChars: 12_000,
+  contextTokens: 32_000,
+  answerTokens: 4_096,
   maxConcurrentSteps: 256,
   turnStepMs: 60_000,
 };

@@ -387,7 +387,12 @@ describe("permissions", () => {
       };
       expect(Environment.Variables).not.toHaveProperty("ARBOR_TOOLS_FILE");
       const bundle = join(prod.app.outdir, `asset.${Code.S3Key.replace(/\.zip$/, "")}`);
-      expect(readdirSync(bundle).sort()).toEqual(["cedar_wasm_bg.wasm", "index.mjs", "index.mjs.map"]);
+      expect(readdirSync(bundle).sort()).toEqual([
+        "cedar_wasm_bg.wasm",
+        "index.mjs",
+        "index.mjs.map",
+        "tiktoken_bg.wasm",
+      ]);
     }
     const invokes = statements(prod.template).filter((s) =>
       list(s.Action).some((a) => a.startsWith("lambda:")),

@@ -320,8 +320,9 @@ describe("bundling with files", () => {
   it("copies each file into the bundle's root after BUNDLING's own hook, which stays as it was", () => {
     const hooks = bundlingWith({ "tools.json": "/srv/cdk.out/tools.abc.json" }).commandHooks;
     const base = BUNDLING.commandHooks?.afterBundling("/in", "/out") ?? [];
-    expect(base).toHaveLength(1);
+    expect(base).toHaveLength(2);
     expect(base[0]).toContain("cedar_wasm_bg.wasm");
+    expect(base[1]).toContain("tiktoken/lite/tiktoken_bg.wasm");
     expect(hooks?.afterBundling("/in", "/out")).toEqual([
       ...base,
       'cp "/srv/cdk.out/tools.abc.json" "/out/tools.json"',
