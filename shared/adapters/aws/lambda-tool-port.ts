@@ -298,6 +298,7 @@ const wireContext = (context: ToolContext) => ({
   actor: context.actor,
   callId: context.callId,
   ...(context.allowedTools ? { allowedTools: [...context.allowedTools] } : {}),
+  ...(context.activity ? { activity: context.activity } : {}),
 });
 
 /**
