@@ -42,7 +42,7 @@ export async function readState(deps: EngineDeps, taskId: string): Promise<TaskS
 }
 
 const shown = (value: unknown, max: number) => {
-  const text = typeof value === "string" ? value : JSON.stringify(value ?? null);
+  const text = JSON.stringify(value ?? null); // as JSON: "3" and 3 read apart
   return text.length > max ? `${text.slice(0, max)}… [${text.length - max} more characters]` : text;
 };
 
