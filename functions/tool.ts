@@ -107,6 +107,8 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
       actor: given.actor,
       callId: given.callId,
       ...(given.allowedTools ? { allowedTools: given.allowedTools } : {}),
+      // An activity's call and scoped messages (shared/engine/activities.ts): its handler gets them.
+      ...(given.activity ? { activity: given.activity } : {}),
       // Made and recorded by the turn step (LambdaToolPort): an A2A agent that pushes gets it.
       ...(callback && request.op === "ExecuteTool" ? { callback } : {}),
       ...(remaining !== undefined

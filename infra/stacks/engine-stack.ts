@@ -90,6 +90,7 @@ export const ENGINE_OUTPUT_KEYS = {
   resume: "ResumeFunctionName",
   supervise: "SuperviseFunctionName",
   "index-output": "IndexOutputFunctionName",
+  activity: "ActivityFunctionName",
   watchdog: "WatchdogFunctionName",
   notify: "NotifyFunctionName",
   notifyQueue: "NotifyDeliveryQueueUrl",

@@ -146,6 +146,11 @@ export const MessageSchema = resource("common.Message", {
    * the task failed or was canceled, and `content` says why.
    */
   isError: z.boolean().optional(),
+  /**
+   * role=tool: a latent call's result without an output path (seed 004): shown to the model in
+   * the next turn only, then elided from the messages of later turns.
+   */
+  ephemeral: z.boolean().optional(),
 }).superRefine((m, ctx) => {
   if (m.toolCalls && m.role !== "assistant") {
     ctx.addIssue({
@@ -310,6 +315,25 @@ export const InteractionResourceSchema = resource("uip.Interaction", {
   response: InteractionResponseSchema.extend({ actor: z.string() }).optional(),
 });
 
+/**
+ * One entry of a task's state (seed 004): what a call with `_outputPath` stored, under the task,
+ * named by its path (`state.forecast`). Written again by the same call, it is the same document.
+ */
+export const TaskStateSchema = resource("plan.State", {
+  path: z.string().min(7).max(500),
+  value: z.unknown().refine((v) => JSON.stringify(v ?? null).length <= 100_000, {
+    message: "a state value is at most 100,000 characters as JSON",
+  }),
+  /** The call that stored it. */
+  source: z.object({
+    tool: z.string().min(1).max(200),
+    callId: z.string().min(1).max(128),
+    turn: z.number().int(),
+  }),
+  /** A latent call's branching path this entry's path was collapsed from (the first alternative). */
+  collapsedFrom: z.string().max(500).optional(),
+});
+
 export const RESOURCE_SCHEMAS = {
   "common.Tenant": TenantSchema,
   "common.Conversation": ConversationSchema,
@@ -318,6 +342,7 @@ export const RESOURCE_SCHEMAS = {
   "common.Assistant": AssistantSchema,
   "common.Tool": ToolResourceSchema,
   "uip.Interaction": InteractionResourceSchema,
+  "plan.State": TaskStateSchema,
 } as const;
 
 export type ResourceType = keyof typeof RESOURCE_SCHEMAS;
@@ -330,6 +355,7 @@ export type TaskResource = ResourceOf<"plan.Task">;
 export type Assistant = ResourceOf<"common.Assistant">;
 export type ToolResource = ResourceOf<"common.Tool">;
 export type InteractionResource = ResourceOf<"uip.Interaction">;
+export type TaskState = ResourceOf<"plan.State">;
 export type AnyResource = { [T in ResourceType]: ResourceOf<T> }[ResourceType];
 
 export const isResourceType = (t: unknown): t is ResourceType =>

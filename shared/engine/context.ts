@@ -101,6 +101,8 @@ export const COMMANDS = {
   turn: "TURN_REQUESTED",
   resume: "INTERACTION_ANSWERED",
   resourcePut: "RESOURCE_PUT",
+  /** A fire-and-forget activity call, recorded by its turn, to run once (engine/activity-step.ts). */
+  activity: "ACTIVITY_REQUESTED",
 } as const;
 
 /** The durable mark of a request that still has to be planned (the plan command's outbox). */

@@ -8,8 +8,10 @@ import {
 } from "../domain/resources.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn.ts";
-import type { ToolDescriptor, ToolResult } from "../ports/tools.ts";
+import type { ActivityInvocation, ToolDescriptor, ToolResult } from "../ports/tools.ts";
 import type { PutResult } from "../use-cases/resource-store.ts";
+import { activityAware, advertised, prepareCall, runPrepared } from "./activities.ts";
+import { stateNote } from "./activity-state.ts";
 import { approval } from "./approvals.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
@@ -143,10 +145,10 @@ async function takeTurn(
     return false;
   }
 
-  const tools = deps.tools
-    .describe(assistant.tools)
-    .map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
-  const system = systemPrompt(assistant);
+  // An activity-aware leaf's tools advertise `_outputPath` (engine/activities.ts).
+  const tools = advertised(deps.tools.describe(assistant.tools));
+  // The task's state (activities and output paths, engine/activities.ts): none, nothing added.
+  const system = systemPrompt(assistant) + (await stateNote(deps, taskId));
   // Within the token budget: the newest turns whole, older ones stubbed or left out (window.ts).
   const window = await contextWindow(deps, taskId, assistant, {
     system,
@@ -189,29 +191,45 @@ async function runTools(
   turn: Transcript["turns"][number],
 ): Promise<boolean> {
   const calls = turn.message.toolCalls ?? [];
+  // Activities and output paths (engine/activities.ts): opt-in, by the assistant's tools.
+  const aware = activityAware(deps, assistant);
   for (const [k, call] of calls.entries()) {
     if (turn.results[k]) continue;
     const slot = `${turnName(turn.n)}-tool-${k}`;
     const remote = await remoteOutcome(deps, taskId, slot);
     if (remote === "waiting") return true;
     let result: ToolResult;
+    let ephemeral = false;
     const [descriptor] = deps.tools.describe([call.name]);
+    const prepared = prepareCall(aware, descriptor, call);
+    const own = prepared && "call" in prepared ? prepared.call : call; // without its meta-properties
+    const run = async () => {
+      if (!prepared || "error" in prepared)
+        return execute(deps, descriptor as ToolDescriptor, own, taskId, assistant, slot);
+      const place = { taskId, turn: turn.n, slot, assistant };
+      const ran = await runPrepared(deps, prepared, place, (extra) =>
+        execute(deps, descriptor as ToolDescriptor, own, taskId, assistant, slot, extra.activity),
+      );
+      ephemeral = ran.ephemeral ?? false;
+      return ran.result;
+    };
     // Nobody is asked to confirm a risky call that could not run as it stands (execute checks the rest).
-    const problems = descriptor?.risky ? deps.tools.check(call.name, call.arguments) : [];
+    const problems = descriptor?.risky ? deps.tools.check(call.name, own.arguments) : [];
     if (remote) {
       result = remote;
     } else if (!assistant.tools.includes(call.name) || !descriptor) {
       result = { content: `Tool "${call.name}" is not available to ${assistant.meta.name}`, isError: true };
+    } else if (prepared && "error" in prepared) {
+      result = prepared.error;
     } else if (problems.length > 0) {
       result = { content: `Invalid arguments for ${call.name}: ${problems.join("; ")}`, isError: true };
     } else if (descriptor.risky) {
       // An approval covers one execution: a call started before (a crash) needs a new one (approvals.ts).
       const approved = await approval(deps, taskId, `confirm-${turnName(turn.n)}-${k}`, call);
       if (approved === "waiting") return true;
-      result =
-        approved === "approved" ? await execute(deps, descriptor, call, taskId, assistant, slot) : approved;
+      result = approved === "approved" ? await run() : approved;
     } else {
-      result = await execute(deps, descriptor, call, taskId, assistant, slot);
+      result = await run();
     }
     if (result.pending) {
       // The turn ends here, nothing running: the push (or the deadline) brings the result; a push
@@ -226,6 +244,7 @@ async function runTools(
       toolCallId: call.id,
       content: result.content,
       ...(result.isError ? { isError: true } : {}),
+      ...(ephemeral ? { ephemeral: true } : {}),
     };
     await deps.resources.put(message);
     turn.results[k] = message; // the caller sends the transcript on without reading it again
@@ -241,11 +260,13 @@ async function execute(
   taskId: string,
   assistant: Assistant,
   slot: string,
+  activity?: ActivityInvocation,
 ) {
   if (!descriptor.pure) await deps.untilDurable();
   const context = remoteContext(call, taskId, assistant.meta.id, assistant.tools);
   return deps.tools.execute(call.name, call.arguments, {
     ...context,
+    ...(activity ? { activity } : {}),
     // A remote agent may push: its callback is on record before it is given out (remote-calls.ts).
     handOff: (callback) => openRemoteCall(deps, { taskId, slot, tool: call.name, context, ...callback }),
   });
@@ -289,6 +310,7 @@ const systemPrompt = (a: Assistant) =>
 
 /** The stored turns as the window takes them (window.ts decides what is sent). */
 function toWindowTurns(t: Transcript): WindowTurn[] {
+  const lastTurn = t.turns.at(-1)?.n;
   return t.turns.map((turn) => ({
     n: turn.n,
     urn: turn.message.meta.id,
@@ -299,12 +321,15 @@ function toWindowTurns(t: Transcript): WindowTurn[] {
         r && {
           urn: r.meta.id,
           toolCallId: r.toolCallId as string,
-          content: r.content ?? "",
+          // An ephemeral result (engine/activities.ts) is shown in the next turn only.
+          content: r.ephemeral && turn.n !== lastTurn ? EPHEMERAL_ELIDED : (r.content ?? ""),
           ...(r.isError ? { isError: true } : {}),
         },
     ),
   }));
 }
+
+const EPHEMERAL_ELIDED = "[an intermediate result, shown once: elided]";
 
 /**
  * The task, what it belongs to (ancestors by URN) and the most similar earlier results, within a

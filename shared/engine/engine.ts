@@ -12,6 +12,7 @@ import {
   ResourceAccess,
   type ResourceAction,
 } from "../use-cases/resource-access.ts";
+import { runActivity } from "./activity-step.ts";
 import type { EngineDeps, PlanCommand, ResumeCommand, TaskCommand } from "./context.ts";
 import { runTurn } from "./direct.ts";
 import { indexAssistants } from "./election.ts";
@@ -85,6 +86,7 @@ export class Engine {
       resume: (e) => resume(d, e.detail as unknown as ResumeCommand),
       supervise: (e) => onResourcePut(d, e.detail),
       "index-output": (e) => indexOutput(d, e.detail),
+      activity: (e) => runActivity(d, e.detail),
     };
     const offs = ROUTES.map((route) =>
       d.bus.subscribe({

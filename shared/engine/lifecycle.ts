@@ -4,6 +4,7 @@ import { schedule } from "../domain/scheduler.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { parentUrn, type Urn } from "../domain/urn.ts";
+import { redriveActivities } from "./activity-step.ts";
 import { childrenOf } from "./children.ts";
 import {
   agentActor,
@@ -200,6 +201,8 @@ export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ red
     redriven++;
     await send(deps, COMMANDS.ready, { taskId: t.taskId }, t.taskId, `watchdog:${before}`);
   }
+  // Fire-and-forget activities still to run (activity-step.ts): they may outlive their task.
+  redriven += await redriveActivities(deps, before);
   if (redriven > 0) deps.log.info("watchdog re-drove stalled work", { redriven });
   return { redriven };
 }

@@ -6,7 +6,7 @@ import { COMMANDS, SOURCE } from "./context.ts";
  * subscriptions (`Engine.start`) and for the AWS deployment, where each route is an EventBridge
  * rule of the same name and pattern targeting the step's Lambda function.
  */
-export type StepName = "plan" | "ready" | "turn" | "resume" | "supervise" | "index-output";
+export type StepName = "plan" | "ready" | "turn" | "resume" | "supervise" | "index-output" | "activity";
 
 export interface Route {
   name: StepName;
@@ -76,5 +76,13 @@ export const ROUTES: readonly Route[] = [
     callsModel: false,
     runsTools: false,
     description: "Embeds a finished task's output for later tasks' context",
+  },
+  {
+    name: "activity",
+    pattern: command(COMMANDS.activity),
+    queued: false,
+    callsModel: false,
+    runsTools: true,
+    description: "Runs a fire-and-forget activity call once, through the tool port, after its turn went on",
   },
 ];

@@ -38,6 +38,41 @@ export interface ToolContext {
    * making its own, and calls no handOff for it.
    */
   callback?: GivenCallback;
+  /**
+   * Set by the engine for a call to an activity (ToolDescriptor.activity): the whole call with
+   * its meta-properties and the messages the task scoped in. An activity's handler gets them as
+   * `(call, tool, context)` (tools/activities.ts).
+   */
+  activity?: ActivityInvocation;
+}
+
+/**
+ * A call as an activity sees it: its own arguments (checked against the tool's schema) and the
+ * meta-properties the engine took off them before the check.
+ */
+export interface ActivityCall {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+  /** As the model wrote it, e.g. `state.sunny || state.rainy`. */
+  _outputPath?: string | undefined;
+  /** The model's own name for this call (free text), if it gave one. */
+  _instance?: string | undefined;
+  /** The alternatives of `_outputPath`, parsed (one: a plain path; several: the activity picks one). */
+  outputPaths?: string[] | undefined;
+}
+
+/** A message the task scoped in for an activity: its prompt and transcript up to the call. */
+export interface ScopedMessage {
+  role: "user" | "assistant" | "tool";
+  content: string;
+  /** The message's URN. */
+  urn?: string | undefined;
+}
+
+export interface ActivityInvocation {
+  call: ActivityCall;
+  context: ScopedMessage[];
 }
 
 /** A callback made and recorded by the caller (ToolContext.callback): the push comes to `url`. */
@@ -123,6 +158,14 @@ export interface ToolDescriptor extends LlmToolSpec {
   pure: boolean;
   /** What ListTools filters by (tools/config.ts NAMESPACE): the entry's own, else its kind. */
   namespace?: string | undefined;
+  /**
+   * An activity (seed 004): its handler gets `(call, tool, context)`; a call with `_outputPath`
+   * is awaited and its result stored in the task's state (the activity may choose among
+   * `a || b`), a call without one is fire-and-forget. Absent: an ordinary tool.
+   */
+  activity?: boolean | undefined;
+  /** The JSON Schema of what the tool returns, when it declares one (an activity's `_output`). */
+  outputSchema?: Record<string, unknown> | undefined;
 }
 
 /** What registering a tenant's Tool resources did (ToolPort.register). */

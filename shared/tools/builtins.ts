@@ -10,6 +10,7 @@ import type { ToolBinding, ToolContext, ToolDescriptor } from "../ports/tools.ts
 import type { VectorIndex } from "../ports/vector-index.ts";
 import { type Principal, ResourceAccess } from "../use-cases/resource-access.ts";
 import type { ResourceStore } from "../use-cases/resource-store.ts";
+import { ACTIVITIES, ACTIVITY_NAMES, activityBinding, isActivityName } from "./activities.ts";
 
 /**
  * The built-in functions a tool name can be bound to. Each is defined once with a zod schema: the
@@ -219,11 +220,13 @@ export const BUILTIN_NAMES = [
   "graph_add",
   "graph_query",
   "graph_remove",
+  // Activities (tools/activities.ts): `(call, tool, context)` handlers, `_outputPath`, fire-and-forget.
+  ...ACTIVITY_NAMES,
 ] as const;
 export type BuiltinName = (typeof BUILTIN_NAMES)[number];
 
 function builtinFunction(
-  name: BuiltinName,
+  name: Exclude<BuiltinName, (typeof ACTIVITY_NAMES)[number]>,
   deps: BuiltinDeps | undefined,
   settings: BuiltinSettings,
 ): BuiltinFunction {
@@ -274,6 +277,7 @@ export function builtinBinding(
   options: { description?: string; risky?: boolean; settings?: BuiltinSettings },
   deps?: BuiltinDeps,
 ): ToolBinding {
+  if (isActivityName(fn)) return activityBinding(name, ACTIVITIES[fn], options);
   const f = builtinFunction(fn, deps, options.settings ?? {});
   const { $schema: _drop, ...parameters } = z.toJSONSchema(f.schema, { io: "input" }) as Record<
     string,

@@ -18,6 +18,36 @@ const GivenCallbackSchema = z
   })
   .strict();
 
+/**
+ * An activity's call and the messages its task scoped in (ToolContext.activity, ports/tools.ts):
+ * the engine sends them, the activity's handler gets them as `(call, tool, context)`.
+ */
+const ActivityInvocationSchema = z
+  .object({
+    call: z
+      .object({
+        id: z.string().min(1).max(128),
+        name: z.string().min(1).max(200),
+        arguments: z.record(z.string(), z.unknown()),
+        _outputPath: z.string().max(500).optional(),
+        _instance: z.string().max(200).optional(),
+        outputPaths: z.array(z.string().min(1).max(500)).max(8).optional(),
+      })
+      .strict(),
+    context: z
+      .array(
+        z
+          .object({
+            role: z.enum(["user", "assistant", "tool"]),
+            content: z.string().max(10_000),
+            urn: z.string().max(2000).optional(),
+          })
+          .strict(),
+      )
+      .max(50),
+  })
+  .strict();
+
 /** The ToolContext fields that cross the wire (the signal stays behind; the service sets the key). */
 const CallContextSchema = z.object({
   taskId: z.string().min(1).max(1000),
@@ -25,6 +55,7 @@ const CallContextSchema = z.object({
   callId: z.string().min(1).max(128),
   allowedTools: z.array(z.string().min(1).max(200)).max(1000).optional(),
   callback: GivenCallbackSchema.optional(),
+  activity: ActivityInvocationSchema.optional(),
 });
 
 /** A call out on a remote agent (ToolResult.pending, ports/tools.ts PendingCall). */
@@ -84,6 +115,8 @@ export const ToolDescriptorSchema = z.object({
   risky: z.boolean(),
   pure: z.boolean(),
   namespace: z.string().min(1).max(64).optional(),
+  activity: z.boolean().optional(),
+  outputSchema: z.record(z.string(), z.unknown()).optional(),
 });
 
 export const ListToolsResponseSchema = z.object({ tools: z.array(ToolDescriptorSchema) });

@@ -1,8 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { ValidationError } from "../../shared/errors.ts";
 import type { AuditLog } from "../../shared/ports/audit-log.ts";
 import type { ToolBinding, ToolContext, ToolPort } from "../../shared/ports/tools.ts";
 import { callbackOf, newCallback } from "../../shared/tools/a2a-push-client.ts";
+import { activityBinding, defineActivity } from "../../shared/tools/activities.ts";
 import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
 import { jsonSchemaChecker } from "../../shared/tools/json-schema.ts";
 import { toolResource, toolUrn } from "../../shared/tools/tool-registry.ts";
@@ -29,6 +31,8 @@ export const CONTRACT_PUBLIC_URL = "https://arbor.example.com";
 /** What the bindings saw: every run, with the context the tool got. */
 export interface ToolRuns {
   runs: { tool: string; args: Record<string, unknown>; context: ToolContext }[];
+  /** What the activity `branch` was given: `(call, tool, context)`, as its handler saw them. */
+  activities: { call: unknown; tool: unknown; context: unknown }[];
   /** The push URLs `remote_desk` gave its agent. */
   pushUrls: string[];
   /** `slow` waits for this to be called. */
@@ -40,7 +44,7 @@ const HUGE = 100_000;
 /** The tools every port is set up with. */
 export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } {
   let release = () => {};
-  const seen: ToolRuns = { runs: [], pushUrls: [], release: () => release() };
+  const seen: ToolRuns = { runs: [], activities: [], pushUrls: [], release: () => release() };
   const tool = (
     name: string,
     parameters: Record<string, unknown>,
@@ -124,6 +128,22 @@ export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } 
         }),
     ),
     remote,
+    // An activity (tools/activities.ts): stores to the first path offered when `go`, else the second.
+    activityBinding(
+      "branch",
+      defineActivity({
+        description: "The contract's activity",
+        schema: z.object({ go: z.boolean() }),
+        output: { type: "boolean" },
+        run: (call, tool, context) => {
+          seen.activities.push({ call, tool, context });
+          const [yes, no] = call.outputPaths ?? [];
+          return yes && no
+            ? { outputPath: call.arguments.go ? yes : no, value: call.arguments.go }
+            : "no paths";
+        },
+      }),
+    ),
   ];
   return { bindings, seen };
 }
@@ -136,7 +156,7 @@ export function toolPortContract(
     let s: ToolPortSetup;
     let seen: ToolRuns;
     let n = 0;
-    const ALL = ["echo", "send_note", "boom", "huge", "slow", "remote_desk"];
+    const ALL = ["echo", "send_note", "boom", "huge", "slow", "remote_desk", "branch"];
     const context = (allowedTools: readonly string[] = ALL): ToolContext => ({
       taskId: TASK,
       actor: ASSISTANT,
@@ -245,6 +265,35 @@ export function toolPortContract(
         ALL.map((n) => toolUrn("delta", n)).sort(),
       );
       expect(await s.port.register("delta")).toMatchObject({ registryHash: first.registryHash });
+    });
+
+    it("runs an activity with its call, its own descriptor and the scoped messages, and says it is one", async () => {
+      const [branch] = s.port.describe(["branch"]);
+      expect(branch).toMatchObject({ activity: true, outputSchema: { type: "boolean" } });
+      expect(Object.keys(branch?.parameters.properties as object)).toEqual(["go", "_outputPath"]);
+      const c = context();
+      const call = {
+        id: c.callId,
+        name: "branch",
+        arguments: { go: false },
+        _outputPath: "state.yes || state.no",
+        _instance: "first",
+        outputPaths: ["state.yes", "state.no"],
+      };
+      const scoped = [
+        { role: "user" as const, content: "# Task: decide", urn: `${TASK}/common.Message.p` },
+        { role: "assistant" as const, content: "[calls: branch]" },
+      ];
+      const result = await s.port.execute(
+        "branch",
+        { go: false },
+        { ...c, activity: { call, context: scoped } },
+      );
+      expect(result).toEqual({ content: '{"outputPath":"state.no","value":false}' });
+      expect(seen.activities).toEqual([
+        { call, tool: expect.objectContaining({ name: "branch", activity: true }), context: scoped },
+      ]);
+      expect(await stages(c.callId)).toEqual(["requested:1", "completed:1"]);
     });
 
     it("executes a call: the result, and the call on record as requested then completed", async () => {

@@ -167,10 +167,10 @@ describe("a deployed tool registry", () => {
     );
   });
 
-  it("gives it to the tool function only; the steps that run a leaf's inner loop (ready, turn) may call that function, nothing else", () => {
+  it("gives it to the tool function only; the steps that run tools (a leaf's inner loop: ready, turn; a fire-and-forget activity) may call that function, nothing else", () => {
     const ref = (c: IConstruct) => ({ Ref: logicalId(c) });
     const { dataPolicy, modelPolicy, toolPolicy, tools } = withTools.engine;
-    expect(ROUTES.filter((r) => r.runsTools).map((r) => r.name)).toEqual(["ready", "turn"]);
+    expect(ROUTES.filter((r) => r.runsTools).map((r) => r.name)).toEqual(["ready", "turn", "activity"]);
     for (const route of ROUTES) {
       expect(props(withTools, withTools.engine.steps[route.name].role).ManagedPolicyArns).toEqual([
         ref(dataPolicy),

@@ -358,6 +358,7 @@ const wireContext = (context: ToolContext) => ({
   actor: context.actor,
   callId: context.callId,
   ...(context.allowedTools ? { allowedTools: [...context.allowedTools] } : {}),
+  ...(context.activity ? { activity: context.activity } : {}),
 });
 
 /**
