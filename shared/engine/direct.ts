@@ -12,6 +12,7 @@ import type { LlmMessage } from "../ports/llm.ts";
 import type { ToolDescriptor, ToolResult } from "../ports/tools.ts";
 import type { PutResult } from "../use-cases/resource-store.ts";
 import { approval } from "./approvals.ts";
+import { askPerson, isAskPerson } from "./ask.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
 import { completed, completeTask, failTask } from "./outcome.ts";
@@ -193,6 +194,11 @@ async function runTools(
       result = remote;
     } else if (!assistant.tools.includes(call.name) || !descriptor) {
       result = { content: `Tool "${call.name}" is not available to ${assistant.meta.name}`, isError: true };
+    } else if (isAskPerson(descriptor)) {
+      // A question for a person: asked once per call, the turn waits with nothing running (ask.ts).
+      const asked = await askPerson(deps, taskId, `ask-${turnName(turn.n)}-${k}`, call);
+      if (asked === "waiting") return true;
+      result = asked;
     } else if (problems.length > 0) {
       result = { content: `Invalid arguments for ${call.name}: ${problems.join("; ")}`, isError: true };
     } else if (descriptor.risky) {

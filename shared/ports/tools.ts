@@ -121,6 +121,11 @@ export interface ToolDescriptor extends LlmToolSpec {
    * crash changes nothing anyone can see, so it need not wait for what led to it to be on disk.
    */
   pure: boolean;
+  /**
+   * Not run by a tool service at all: the engine's step handles the call itself (`ask_person`: it
+   * asks a person and the task waits, see engine/ask.ts), on every runtime.
+   */
+  engine?: "ask_person" | undefined;
 }
 
 export interface ToolPort {

@@ -199,6 +199,7 @@ export const DEFAULT_TOOLS: ToolsConfig = {
     send_email: { kind: "builtin", function: "send_email" },
     search_resources: { kind: "builtin", function: "search_resources" },
     read_resource: { kind: "builtin", function: "read_resource" },
+    ask_person: { kind: "builtin", function: "ask_person" },
   },
 };
 

@@ -69,6 +69,7 @@ export const ToolDescriptorSchema = z.object({
   kind: z.enum(["builtin", "http", "lambda", "mcp", "a2a"]),
   risky: z.boolean(),
   pure: z.boolean(),
+  engine: z.literal("ask_person").optional(),
 });
 
 export const ListToolsResponseSchema = z.object({ tools: z.array(ToolDescriptorSchema) });
