@@ -11,6 +11,7 @@ import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, parentUrn, taskDepth } from "../domain/urn.ts";
 import type { LlmToolSpec } from "../ports/llm.ts";
+import { askStrategy, chosenStrategy, personDecides, StrategySchema, waysForward } from "./ask-strategy.ts";
 import { childrenOf } from "./children.ts";
 import { claim, finishClaim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send } from "./context.ts";
@@ -23,7 +24,8 @@ import { recordUsage } from "./usage.ts";
  * Message, i.e. under the parent's URN prefix), never by polling. When every child of the current
  * round has ended, the parent's result is judged against its own `evaluation` exactly once per
  * round (a claim per round), and either completes, gets corrective subtasks for another round, or
- * fails clearly when rounds run out.
+ * fails clearly when no way forward was proposed. When the evaluator proposes more than one way
+ * forward, or the corrective rounds are spent, a person chooses (choose_strategy, ask-strategy.ts).
  */
 const EVAL_CLAIM_STALE_MS = 5 * 60_000;
 
@@ -33,6 +35,8 @@ const EvaluationSchema = z.object({
   /** The combined result for the person, when passed. */
   answer: z.string().optional(),
   corrective_subtasks: z.array(TaskSpecSchema).optional(),
+  /** Other ways forward than corrective_subtasks: with any, a person chooses (ask-strategy.ts). */
+  alternative_strategies: z.array(StrategySchema).max(5).optional(),
 });
 type Evaluation = z.infer<typeof EvaluationSchema>;
 
@@ -40,7 +44,8 @@ export const EVALUATE_TOOL: LlmToolSpec = {
   name: "report_evaluation",
   description:
     "Report whether the subtasks' results together meet the task's evaluation criteria. If they do, give the " +
-    "combined answer. If not, say why and list corrective subtasks that would fix it.",
+    "combined answer. If not, say why and list corrective subtasks that would fix it; if there are other " +
+    "reasonable ways forward, list them as alternative_strategies (a person will choose).",
   parameters: (() => {
     const { $schema: _s, ...schema } = z.toJSONSchema(EvaluationSchema) as Record<string, unknown>;
     return schema;
@@ -74,12 +79,17 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
     | undefined
   )[];
   const round = Math.max(0, ...childTasks.map((t) => t?.round ?? 0));
+  // A person was asked how this round goes on: their answer is applied once (ask-strategy.ts).
+  const evaluated = () => evaluate(deps, parent, children, round);
+  if (await chosenStrategy(deps, parent, round, evaluated, () => combined(deps, children))) return;
   const claimKey = `eval#${parentId}#${round}`;
   if (!(await claim(deps, claimKey, EVAL_CLAIM_STALE_MS))) return;
 
-  const evaluation = await evaluate(deps, parent, children, round);
+  const evaluation = await evaluated();
   const maxRounds = parent.budgets.maxCorrectiveRounds ?? DEFAULT_BUDGETS.maxCorrectiveRounds;
-  if (evaluation.passed) {
+  if (!evaluation.passed && personDecides(waysForward(evaluation), round, maxRounds)) {
+    await askStrategy(deps, parent, round, maxRounds, evaluation);
+  } else if (evaluation.passed) {
     await completeTask(
       deps,
       parentId,
