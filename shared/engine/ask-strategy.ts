@@ -124,24 +124,48 @@ export async function chosenStrategy(
   deps: EngineDeps,
   parent: TaskResource,
   round: number,
-  evaluation: () => Promise<Evaluated>,
+  evaluationOf: (round: number) => Promise<Evaluated>,
   results: () => Promise<string>,
 ): Promise<boolean> {
-  const question = await deps.resources.getAs(
-    "uip.Interaction",
-    interactionMeta(parent.meta.id, strategyQuestion(round)).id,
-  );
+  // The strategy that started this round, cut short by a crash (some of its subtasks never made):
+  // made whole now, before the round is judged. Its claim still held by a live applier: wait for it.
+  if (round > 0 && (await unfinished(deps, strategyClaim(parent.meta.id, round - 1)))) {
+    const earlier = await questionOf(deps, parent, round - 1);
+    if (earlier?.status === "answered") await once(deps, parent, round - 1, earlier, evaluationOf, results);
+    return true;
+  }
+  const question = await questionOf(deps, parent, round);
   if (!question) return false;
   if (question.status !== "answered") {
     // Asked, but a crash came before the parent moved to awaiting_user: announced now.
     await requestInteraction(deps, parent.meta.id, question.meta.name, requestOf(question));
     return true;
   }
-  const key = strategyClaim(parent.meta.id, round);
-  if (!(await claim(deps, key, STRATEGY_CLAIM_STALE_MS))) return true;
-  await apply(deps, parent, round, question, await evaluation(), results);
-  await finishClaim(deps, key);
+  await once(deps, parent, round, question, evaluationOf, results);
   return true;
+}
+
+const questionOf = (deps: EngineDeps, parent: TaskResource, round: number) =>
+  deps.resources.getAs("uip.Interaction", interactionMeta(parent.meta.id, strategyQuestion(round)).id);
+
+/** A claim taken and not finished (its holder is at work, or crashed). */
+export async function unfinished(deps: EngineDeps, key: string): Promise<boolean> {
+  const record = await deps.state.get<{ state?: string }>(key);
+  return record !== undefined && record.data?.state !== "done";
+}
+
+async function once(
+  deps: EngineDeps,
+  parent: TaskResource,
+  round: number,
+  question: InteractionResource,
+  evaluationOf: (round: number) => Promise<Evaluated>,
+  results: () => Promise<string>,
+): Promise<void> {
+  const key = strategyClaim(parent.meta.id, round);
+  if (!(await claim(deps, key, STRATEGY_CLAIM_STALE_MS))) return;
+  await apply(deps, parent, round, question, await evaluationOf(round), results);
+  await finishClaim(deps, key);
 }
 
 async function apply(

@@ -3,6 +3,7 @@ import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import {
   formatIssues,
   type TaskResource,
+  type TaskSpec,
   TaskSpecSchema,
   toDescription,
   withMeta,
@@ -11,7 +12,14 @@ import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, parentUrn, taskDepth } from "../domain/urn.ts";
 import type { LlmToolSpec } from "../ports/llm.ts";
-import { askStrategy, chosenStrategy, personDecides, StrategySchema, waysForward } from "./ask-strategy.ts";
+import {
+  askStrategy,
+  chosenStrategy,
+  personDecides,
+  StrategySchema,
+  unfinished,
+  waysForward,
+} from "./ask-strategy.ts";
 import { childrenOf } from "./children.ts";
 import { claim, finishClaim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send } from "./context.ts";
@@ -80,12 +88,13 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
   )[];
   const round = Math.max(0, ...childTasks.map((t) => t?.round ?? 0));
   // A person was asked how this round goes on: their answer is applied once (ask-strategy.ts).
-  const evaluated = () => evaluate(deps, parent, children, round);
-  if (await chosenStrategy(deps, parent, round, evaluated, () => combined(deps, children))) return;
+  const evaluationOf = (r: number) => evaluate(deps, parent, children, r); // stored for an earlier round
+  if (await chosenStrategy(deps, parent, round, evaluationOf, () => combined(deps, children))) return;
+  if (await unfinishedCorrection(deps, parent, round, evaluationOf)) return;
   const claimKey = `eval#${parentId}#${round}`;
   if (!(await claim(deps, claimKey, EVAL_CLAIM_STALE_MS))) return;
 
-  const evaluation = await evaluated();
+  const evaluation = await evaluationOf(round);
   const maxRounds = parent.budgets.maxCorrectiveRounds ?? DEFAULT_BUDGETS.maxCorrectiveRounds;
   if (!evaluation.passed && personDecides(waysForward(evaluation), round, maxRounds)) {
     await askStrategy(deps, parent, round, maxRounds, evaluation);
@@ -108,13 +117,7 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
         `round ${round} failed (${evaluation.reason}) and the corrective plan was invalid: ${problems.join("; ")}`,
       );
     } else {
-      for (const spec of evaluation.corrective_subtasks) {
-        const id = await materialise(deps, spec, parentId, parent.budgets, {
-          withChildren: true,
-          round: round + 1,
-        });
-        await send(deps, COMMANDS.ready, { taskId: id }, id);
-      }
+      await correct(deps, parent, round + 1, evaluation.corrective_subtasks);
     }
   } else {
     const why =
@@ -124,6 +127,36 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
     await failTask(deps, parentId, `${evaluation.reason} (${why})`);
   }
   await finishClaim(deps, claimKey);
+}
+
+async function correct(deps: EngineDeps, parent: TaskResource, round: number, specs: TaskSpec[]) {
+  for (const spec of specs) {
+    const id = await materialise(deps, spec, parent.meta.id, parent.budgets, { withChildren: true, round });
+    await send(deps, COMMANDS.ready, { taskId: id }, id);
+  }
+}
+
+/**
+ * The corrective round that started this round, cut short by a crash (its evaluation's claim never
+ * finished, so some of its subtasks may never have been made): made whole now, before this round is
+ * judged. Making it again writes the same tasks (deterministic URNs) and sends the same commands.
+ */
+async function unfinishedCorrection(
+  deps: EngineDeps,
+  parent: TaskResource,
+  round: number,
+  evaluationOf: (round: number) => Promise<Evaluation>,
+): Promise<boolean> {
+  const key = `eval#${parent.meta.id}#${round - 1}`;
+  if (round === 0 || !(await unfinished(deps, key))) return false;
+  if (!(await claim(deps, key, EVAL_CLAIM_STALE_MS))) return true; // its holder is still at it
+  const earlier = await evaluationOf(round - 1);
+  const maxRounds = parent.budgets.maxCorrectiveRounds ?? DEFAULT_BUDGETS.maxCorrectiveRounds;
+  const automatic = !personDecides(waysForward(earlier), round - 1, maxRounds);
+  const remade = !earlier.passed && automatic && (earlier.corrective_subtasks?.length ?? 0) > 0;
+  if (remade) await correct(deps, parent, round, earlier.corrective_subtasks ?? []);
+  await finishClaim(deps, key);
+  return remade; // else (a person chose how it went on) this round is judged now
 }
 
 /** The stored evaluation of this round, or a new one from the model (stored before it is acted on). */

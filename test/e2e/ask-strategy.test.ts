@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
-import { Harness, PERSON } from "./engine-harness.ts";
+import type { FaultPoint } from "../../shared/engine/context.ts";
+import { SimulatedCrash } from "../../shared/engine/context.ts";
+import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
 import { GENERALIST, GENERALIST_URN, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
 
 /**
@@ -174,5 +176,92 @@ describe("choose_strategy", () => {
     await h.idle();
     expect((await h.engine.result(rootTaskId)).output).toBe("held");
     expect(await h.rt.resources.children(rootTaskId, "uip.Interaction")).toEqual([]);
+  });
+
+  for (const [point, step, why] of [
+    ["after-record", "UserInteractionResponded", "answered, the resume not sent"],
+    ["after-record", "TaskCreated", "the first of the strategy's subtasks made, the second not"],
+  ] as [FaultPoint, string, string][]) {
+    it(`a crash ${point} ${step} (${why}): the strategy is applied whole, once`, async () => {
+      const { root, asked, harness } = await failedRound();
+      const crash = new CrashAt(point, step);
+      await harness.restart();
+      await harness.open(crash); // the process that takes the answer dies at the point
+      await harness.engine
+        .respond(asked.meta.id, { selectedOptionId: "strategy-2" }, PERSON)
+        .catch(() => undefined);
+      await harness.idle();
+      expect(crash.fired).toBe(true);
+      await harness.restart(); // a new process, no faults
+      for (let i = 0; i < 20 && !(await harness.engine.result(root)).view?.status.match(/done|failed/); i++) {
+        harness.advance(10 * 60_000); // past every claim's staleness
+        await harness.engine.watchdog(60_000);
+        await harness.idle();
+      }
+      const { view, output } = await harness.engine.result(root);
+      expect(view?.status).toBe("done");
+      expect(output).toBe("offsite held");
+      expect(calls(harness, "find a venue")).toBe(1);
+      expect(calls(harness, "book it")).toBe(1);
+      expect(calls(harness, "ask the venue again")).toBe(0);
+      // This process's model (a new one at each restart) judged round 1 only: round 0 was judged before.
+      expect(harness.llm.calls.filter(isEvaluation)).toHaveLength(1);
+    });
+  }
+
+  it("an automatic corrective round cut short by a crash (one of its two subtasks made) is made whole", async () => {
+    // Dies at the first task made after the first evaluation: inside the corrective round's making.
+    class CrashInCorrection {
+      armed = false;
+      fired = false;
+      hit(point: FaultPoint, step: string): void {
+        if (point === "after-llm" && step === "evaluate") this.armed = true;
+        if (this.fired || (this.armed && point === "after-record" && step === "TaskCreated")) {
+          this.fired = true;
+          throw new SimulatedCrash(point, step);
+        }
+      }
+    }
+    let evaluations = 0;
+    const crash = new CrashInCorrection();
+    h = await Harness.create({
+      script: (r) => {
+        if (isPlan(r))
+          return planOf({ name: "Offsite", purpose: "Hold it", subtasks: [{ name: "book the venue" }] });
+        if (isEvaluation(r))
+          return ++evaluations === 1
+            ? {
+                toolCalls: [
+                  {
+                    name: "report_evaluation",
+                    arguments: {
+                      passed: false,
+                      reason: "no venue",
+                      corrective_subtasks: [{ name: "find a venue" }, { name: "book it" }],
+                    },
+                  },
+                ],
+              }
+            : pass("held");
+        return { content: "ok" };
+      },
+      assistants: GENERALIST,
+      settings: { fallbackAssistant: GENERALIST_URN },
+      bus: { maxAttempts: 1 },
+    });
+    await h.restart();
+    await h.open(crash);
+    const { rootTaskId } = await h.submit("Hold the offsite");
+    await h.idle();
+    expect(crash.fired).toBe(true);
+    await h.restart();
+    for (let i = 0; i < 20 && !(await h.engine.result(rootTaskId)).view?.status.match(/done|failed/); i++) {
+      h.advance(10 * 60_000);
+      await h.engine.watchdog(60_000);
+      await h.idle();
+    }
+    expect((await h.engine.result(rootTaskId)).output).toBe("held");
+    expect(calls(h, "find a venue")).toBe(1);
+    expect(calls(h, "book it")).toBe(1);
   });
 });
