@@ -3,6 +3,7 @@ import { ApiKeys } from "../../shared/channels/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http-server.ts";
 import type { StoredEvent } from "../../shared/domain/events.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
+import { interactionMeta, requestInteraction } from "../../shared/engine/interactions.ts";
 import { askingScript, CLERK, COLOUR_QUESTION, DATE_QUESTION } from "./ask-fixture.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { acme, serveHttp } from "./http-fixture.ts";
@@ -191,5 +192,24 @@ describe("ask_person over the HTTP API", () => {
     expect(seen).toHaveLength(1);
     const done = (await eventsOf(root)).filter((e) => e.type === "TaskCompleted");
     expect(done).toHaveLength(1);
+  });
+
+  it("a regex that could hang is never run: refused when asked, and an answer to one stored around the rule is refused", async () => {
+    const root = await start(DATE_QUESTION);
+    const deps = h?.engine.deps as NonNullable<typeof h>["engine"]["deps"];
+    const evil = { kind: "input" as const, purpose: "request_info" as const, display: { title: "Evil?" } };
+    await expect(
+      requestInteraction(deps, root, "evil", { ...evil, validation: { regex: "^(a+)+$" } }),
+    ).rejects.toThrow(/cannot be asked/);
+    expect(await deps.resources.getAs("uip.Interaction", interactionMeta(root, "evil").id)).toBeUndefined();
+    // Written straight into the store (as by an older version): the answer is refused, not matched.
+    const meta = interactionMeta(root, "stored");
+    await deps.resources.put({ meta, ...evil, validation: { regex: "^(a+)+$" }, status: "pending" });
+    const res = await api("POST", `/v1/interactions/${enc(meta.id)}/answer`, {
+      inputValue: `${"a".repeat(40)}b`,
+    });
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.json.error)).toMatch(/cannot be checked safely/);
+    expect((await deps.resources.getAs("uip.Interaction", meta.id))?.status).toBe("pending");
   });
 });
