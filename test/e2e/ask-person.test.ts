@@ -44,6 +44,7 @@ async function api(method: string, path: string, body?: unknown) {
 }
 
 const enc = encodeURIComponent;
+const pendingOf = async (root: string): Promise<InteractionResource[]> => (h ? h.pending(root) : []);
 const eventsOf = async (taskId: string) =>
   (await h?.rt.state.readStream(taskId, { fromSeq: 1, limit: 500 })) as StoredEvent[];
 
@@ -112,7 +113,7 @@ describe("ask_person over the HTTP API", () => {
   it("composite: answered with a text of the person's own", async () => {
     const seen: string[] = [];
     const root = await start(COLOUR_QUESTION, seen);
-    const [q] = (await h?.pending(root)) as InteractionResource[];
+    const [q] = await pendingOf(root);
     expect(q).toMatchObject({ kind: "composite", purpose: "request_info" });
     expect(q?.options?.map((o) => o.label)).toEqual(["Red", "Blue", "Green"]);
     const url = `/v1/interactions/${enc(q?.meta.id as string)}/answer`;
@@ -135,7 +136,7 @@ describe("ask_person over the HTTP API", () => {
   it("composite: answered with one of the options", async () => {
     const seen: string[] = [];
     const root = await start(COLOUR_QUESTION, seen);
-    const [q] = (await h?.pending(root)) as InteractionResource[];
+    const [q] = await pendingOf(root);
     const url = `/v1/interactions/${enc(q?.meta.id as string)}/answer`;
     expect((await api("POST", url, { selectedOptionId: "option-2" })).status).toBe(204);
     await h?.idle();
@@ -172,7 +173,7 @@ describe("ask_person over the HTTP API", () => {
   it("an answer racing a duplicate resume and a second answer: the model is told once, the leaf completes once", async () => {
     const seen: string[] = [];
     const root = await start(DATE_QUESTION, seen);
-    const [q] = (await h?.pending(root)) as InteractionResource[];
+    const [q] = await pendingOf(root);
     const urn = q?.meta.id as string;
     const outcomes = await Promise.allSettled([
       h?.engine.respond(urn, { inputValue: "2026-07-03" }, PERSON),
