@@ -104,10 +104,14 @@ export function interactionParts(interaction: InteractionResource): Part[] {
   const lines = [display.title];
   if (display.description) lines.push(display.description);
   if (display.content !== undefined) lines.push(JSON.stringify(display.content, null, 2).slice(0, 4000));
+  const choices = options.map((o) => `${o.id} (${o.label})`).join(", ");
+  const regex = interaction.validation?.regex;
   lines.push(
-    options.length
-      ? `Answer with one of: ${options.map((o) => `${o.id} (${o.label})`).join(", ")}.`
-      : "Answer with the value asked for.",
+    interaction.kind === "composite"
+      ? `Answer with one of: ${choices}; or with an answer of your own${regex ? ` matching ${regex}` : ""}.`
+      : options.length
+        ? `Answer with one of: ${choices}.`
+        : `Answer with the value asked for${regex ? `, matching ${regex}` : ""}.`,
   );
   return [
     textPart(lines.join("\n\n")),
@@ -120,6 +124,7 @@ export function interactionParts(interaction: InteractionResource): Part[] {
         ...(display.description ? { description: display.description } : {}),
         ...(display.content !== undefined ? { content: display.content } : {}),
         options: options.map((o) => ({ id: o.id, label: o.label })),
+        ...(interaction.validation ? { validation: interaction.validation } : {}),
       },
     }),
   ];
@@ -161,7 +166,12 @@ export function answerFrom(
   if (chosen)
     return {
       interaction,
-      response: { ...base, selectedOptionId: chosen.id, ...(inputValue ? { inputValue } : {}) },
+      // A composite question takes an option or a text, not both (domain/ask-question.ts).
+      response: {
+        ...base,
+        selectedOptionId: chosen.id,
+        ...(inputValue && interaction.kind !== "composite" ? { inputValue } : {}),
+      },
     };
   // An approval may come as an edited plan: JSON, with nothing else.
   if (interaction.purpose === "approve_plan" && (inputValue ?? text).startsWith("{"))
@@ -169,7 +179,11 @@ export function answerFrom(
       interaction,
       response: { ...base, selectedOptionId: "approve", inputValue: inputValue ?? text },
     };
-  if (interaction.kind === "input" || (options.length === 0 && interaction.kind !== "confirm")) {
+  if (
+    interaction.kind === "input" ||
+    interaction.kind === "composite" ||
+    (options.length === 0 && interaction.kind !== "confirm")
+  ) {
     const value = inputValue ?? text;
     if (value) return { interaction, response: { ...base, inputValue: value } };
   }

@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { answerRegexProblem } from "../domain/ask-question.ts";
 import type { InteractionResource, InteractionResponseSchema } from "../domain/resources.ts";
 import { heading, note, printable } from "./render.ts";
 
@@ -6,9 +7,15 @@ import { heading, note, printable } from "./render.ts";
  * A question to the person at the terminal (a plan to approve, a risky call to allow, a task to
  * assign), the same for a local run and a remote one: its title, description and content, its
  * options numbered. `--yes` takes the default option; the answer is read from `answers` (stdin's
- * lines). Undefined when stdin ends without an answer.
+ * lines). A free answer (an `input` question, or a `composite` one's text that names no option) is
+ * held to the question's regex here too, and asked again when it does not match. Undefined when
+ * stdin ends without an answer.
  */
-export type Question = Pick<InteractionResource, "display"> & { options?: InteractionResource["options"] };
+export type Question = Pick<InteractionResource, "display"> & {
+  options?: InteractionResource["options"];
+  kind?: InteractionResource["kind"];
+  validation?: InteractionResource["validation"];
+};
 export type Answer = z.input<typeof InteractionResponseSchema>;
 
 export async function ask(
@@ -29,14 +36,32 @@ export async function ask(
     out.write(`> ${fallback.id} (--yes)\n`);
     return { selectedOptionId: fallback.id };
   }
+  const free = !options.length || i.kind === "composite";
   for (;;) {
-    out.write(options.length ? `Choose 1-${options.length} or an id: ` : "Your answer: ");
+    out.write(
+      !options.length
+        ? "Your answer: "
+        : free
+          ? `Choose 1-${options.length} or an id, or write your own answer: `
+          : `Choose 1-${options.length} or an id: `,
+    );
     const next = await answers.next();
     if (next.done) return undefined;
     const text = next.value.trim();
-    if (!options.length) return { inputValue: text };
     const chosen = options[Number(text) - 1] ?? options.find((o) => o.id === text);
     if (chosen) return { selectedOptionId: chosen.id };
+    if (free) {
+      const regex = i.validation?.regex;
+      const problem =
+        !text && i.validation?.required
+          ? "An answer is required."
+          : regex && text
+            ? answerRegexProblem(regex, text)
+            : undefined;
+      if (!problem && (text || i.kind === "input")) return { inputValue: text };
+      out.write(`${printable(problem ?? "An answer is needed.")}\n`);
+      continue;
+    }
     out.write(`"${text}" is not one of the choices.\n`);
   }
 }

@@ -13,6 +13,7 @@ import type { PutResult } from "../use-cases/resource-store.ts";
 import { activityAware, advertised, prepareCall, runPrepared } from "./activities.ts";
 import { stateNote } from "./activity-state.ts";
 import { approval } from "./approvals.ts";
+import { askPerson, isAskPerson } from "./ask.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
 import { completed, completeTask, failTask } from "./outcome.ts";
@@ -219,6 +220,11 @@ async function runTools(
       result = remote;
     } else if (!assistant.tools.includes(call.name) || !descriptor) {
       result = { content: `Tool "${call.name}" is not available to ${assistant.meta.name}`, isError: true };
+    } else if (isAskPerson(descriptor)) {
+      // A question for a person: asked once per call, the turn waits with nothing running (ask.ts).
+      const asked = await askPerson(deps, taskId, `ask-${turnName(turn.n)}-${k}`, call);
+      if (asked === "waiting") return true;
+      result = asked;
     } else if (prepared && "error" in prepared) {
       result = prepared.error;
     } else if (problems.length > 0) {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { answerRegexProblem, regexProblem } from "../domain/ask-question.ts";
 import type { Actor } from "../domain/events.ts";
 import {
   InteractionDisplaySchema,
@@ -55,6 +56,9 @@ export async function requestInteraction(
   request: InteractionRequest,
 ): Promise<Urn> {
   const meta = interactionMeta(taskId, name);
+  // Every answer is checked against the regex in the process that takes it: one that could hang it is never asked.
+  const unsafe = request.validation?.regex === undefined ? undefined : regexProblem(request.validation.regex);
+  if (unsafe) throw new ValidationError(`The question "${request.display.title}" cannot be asked`, [unsafe]);
   const existing = await deps.resources.getAs("uip.Interaction", meta.id);
   if (!existing) await deps.resources.put({ meta, ...request, status: "pending" });
   const view = await deps.tasks.view(taskId);
@@ -220,24 +224,43 @@ async function mayAnswer(
     );
 }
 
+/**
+ * Whether an answer fits its question, by kind: `select`/`confirm` take one of the options;
+ * `input` takes a text (non-empty when `required`); `composite` takes EITHER one of the options OR
+ * a non-empty text of the answerer's own, never both and never neither (domain/ask-question.ts).
+ * A text is held to `validation.regex` (an empty text of a question that does not require one is
+ * no answer to check), within the bounds that keep a regex from hanging the process.
+ */
 function checkAnswer(interaction: InteractionResource, response: InteractionResponse): void {
   const problems: string[] = [];
   const ids = interaction.options?.map((o) => o.id) ?? [];
-  if (response.selectedOptionId !== undefined && !ids.includes(response.selectedOptionId)) {
+  const chose = response.selectedOptionId !== undefined;
+  const text = response.inputValue;
+  const wrote = text !== undefined && text !== "";
+  if (chose && !ids.includes(response.selectedOptionId as string)) {
     problems.push(`selectedOptionId must be one of ${ids.join(", ")}`);
   }
-  if (
-    (interaction.kind === "select" || interaction.kind === "confirm") &&
-    ids.length > 0 &&
-    response.selectedOptionId === undefined
-  ) {
-    problems.push(`choose one of ${ids.join(", ")}`);
-  }
   const v = interaction.validation;
-  if (interaction.kind === "input" && v?.required && !response.inputValue)
-    problems.push("an input value is required");
-  if (v?.regex && response.inputValue !== undefined && !new RegExp(v.regex).test(response.inputValue)) {
-    problems.push(`input must match ${v.regex}`);
+  switch (interaction.kind) {
+    case "select":
+    case "confirm":
+      if (ids.length > 0 && !chose) problems.push(`choose one of ${ids.join(", ")}`);
+      break;
+    case "input":
+      if (v?.required && !wrote) problems.push("an input value is required");
+      break;
+    case "composite":
+      if (chose === wrote)
+        problems.push(
+          `answer with either one of the options (${ids.join(", ")}) as selectedOptionId, or your own text as inputValue: ${
+            chose ? "not both" : "one of them is needed"
+          }`,
+        );
+      break;
+  }
+  if (v?.regex && text !== undefined && (wrote || v.required)) {
+    const problem = answerRegexProblem(v.regex, text);
+    if (problem) problems.push(problem);
   }
   if (problems.length)
     throw new ValidationError(`That answer does not fit "${interaction.display.title}"`, problems);

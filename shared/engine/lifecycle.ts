@@ -116,8 +116,11 @@ export async function resume(deps: EngineDeps, cmd: ResumeCommand): Promise<void
       if ((await childrenOf(deps, taskId)).length > 0) return proceed(deps, taskId);
       return send(deps, COMMANDS.turn, { taskId, turn: 1 }, taskId, `resume:${cmd.interactionUrn}`);
     }
+    case "choose_strategy":
+      // The parent's supervise step of the round applies the chosen way forward, once (ask-strategy.ts).
+      return supervise(deps, taskId);
     default:
-      // confirm_risky_action, request_info, choose_strategy: the inner loop reads the answer.
+      // confirm_risky_action, request_info: the inner loop reads the answer.
       return send(deps, COMMANDS.turn, { taskId, turn: 0 }, taskId, `resume:${cmd.interactionUrn}`);
   }
 }

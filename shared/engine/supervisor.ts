@@ -3,6 +3,7 @@ import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import {
   formatIssues,
   type TaskResource,
+  type TaskSpec,
   TaskSpecSchema,
   toDescription,
   withMeta,
@@ -11,6 +12,14 @@ import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, parentUrn, taskDepth } from "../domain/urn.ts";
 import type { LlmToolSpec } from "../ports/llm.ts";
+import {
+  askStrategy,
+  chosenStrategy,
+  personDecides,
+  StrategySchema,
+  unfinished,
+  waysForward,
+} from "./ask-strategy.ts";
 import { childrenOf } from "./children.ts";
 import { claim, finishClaim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send } from "./context.ts";
@@ -23,7 +32,8 @@ import { recordUsage } from "./usage.ts";
  * Message, i.e. under the parent's URN prefix), never by polling. When every child of the current
  * round has ended, the parent's result is judged against its own `evaluation` exactly once per
  * round (a claim per round), and either completes, gets corrective subtasks for another round, or
- * fails clearly when rounds run out.
+ * fails clearly when no way forward was proposed. When the evaluator proposes more than one way
+ * forward, or the corrective rounds are spent, a person chooses (choose_strategy, ask-strategy.ts).
  */
 const EVAL_CLAIM_STALE_MS = 5 * 60_000;
 
@@ -33,6 +43,8 @@ const EvaluationSchema = z.object({
   /** The combined result for the person, when passed. */
   answer: z.string().optional(),
   corrective_subtasks: z.array(TaskSpecSchema).optional(),
+  /** Other ways forward than corrective_subtasks: with any, a person chooses (ask-strategy.ts). */
+  alternative_strategies: z.array(StrategySchema).max(5).optional(),
 });
 type Evaluation = z.infer<typeof EvaluationSchema>;
 
@@ -40,7 +52,8 @@ export const EVALUATE_TOOL: LlmToolSpec = {
   name: "report_evaluation",
   description:
     "Report whether the subtasks' results together meet the task's evaluation criteria. If they do, give the " +
-    "combined answer. If not, say why and list corrective subtasks that would fix it.",
+    "combined answer. If not, say why and list corrective subtasks that would fix it; if there are other " +
+    "reasonable ways forward, list them as alternative_strategies (a person will choose).",
   parameters: (() => {
     const { $schema: _s, ...schema } = z.toJSONSchema(EvaluationSchema) as Record<string, unknown>;
     return schema;
@@ -74,12 +87,18 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
     | undefined
   )[];
   const round = Math.max(0, ...childTasks.map((t) => t?.round ?? 0));
+  // A person was asked how this round goes on: their answer is applied once (ask-strategy.ts).
+  const evaluationOf = (r: number) => evaluate(deps, parent, children, r); // stored for an earlier round
+  if (await chosenStrategy(deps, parent, round, evaluationOf, () => combined(deps, children))) return;
+  if (await unfinishedCorrection(deps, parent, round, evaluationOf)) return;
   const claimKey = `eval#${parentId}#${round}`;
   if (!(await claim(deps, claimKey, EVAL_CLAIM_STALE_MS))) return;
 
-  const evaluation = await evaluate(deps, parent, children, round);
+  const evaluation = await evaluationOf(round);
   const maxRounds = parent.budgets.maxCorrectiveRounds ?? DEFAULT_BUDGETS.maxCorrectiveRounds;
-  if (evaluation.passed) {
+  if (!evaluation.passed && personDecides(waysForward(evaluation), round, maxRounds)) {
+    await askStrategy(deps, parent, round, maxRounds, evaluation);
+  } else if (evaluation.passed) {
     await completeTask(
       deps,
       parentId,
@@ -98,13 +117,7 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
         `round ${round} failed (${evaluation.reason}) and the corrective plan was invalid: ${problems.join("; ")}`,
       );
     } else {
-      for (const spec of evaluation.corrective_subtasks) {
-        const id = await materialise(deps, spec, parentId, parent.budgets, {
-          withChildren: true,
-          round: round + 1,
-        });
-        await send(deps, COMMANDS.ready, { taskId: id }, id);
-      }
+      await correct(deps, parent, round + 1, evaluation.corrective_subtasks);
     }
   } else {
     const why =
@@ -114,6 +127,36 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
     await failTask(deps, parentId, `${evaluation.reason} (${why})`);
   }
   await finishClaim(deps, claimKey);
+}
+
+async function correct(deps: EngineDeps, parent: TaskResource, round: number, specs: TaskSpec[]) {
+  for (const spec of specs) {
+    const id = await materialise(deps, spec, parent.meta.id, parent.budgets, { withChildren: true, round });
+    await send(deps, COMMANDS.ready, { taskId: id }, id);
+  }
+}
+
+/**
+ * The corrective round that started this round, cut short by a crash (its evaluation's claim never
+ * finished, so some of its subtasks may never have been made): made whole now, before this round is
+ * judged. Making it again writes the same tasks (deterministic URNs) and sends the same commands.
+ */
+async function unfinishedCorrection(
+  deps: EngineDeps,
+  parent: TaskResource,
+  round: number,
+  evaluationOf: (round: number) => Promise<Evaluation>,
+): Promise<boolean> {
+  const key = `eval#${parent.meta.id}#${round - 1}`;
+  if (round === 0 || !(await unfinished(deps, key))) return false;
+  if (!(await claim(deps, key, EVAL_CLAIM_STALE_MS))) return true; // its holder is still at it
+  const earlier = await evaluationOf(round - 1);
+  const maxRounds = parent.budgets.maxCorrectiveRounds ?? DEFAULT_BUDGETS.maxCorrectiveRounds;
+  const automatic = !personDecides(waysForward(earlier), round - 1, maxRounds);
+  const remade = !earlier.passed && automatic && (earlier.corrective_subtasks?.length ?? 0) > 0;
+  if (remade) await correct(deps, parent, round, earlier.corrective_subtasks ?? []);
+  await finishClaim(deps, key);
+  return remade; // else (a person chose how it went on) this round is judged now
 }
 
 /** The stored evaluation of this round, or a new one from the model (stored before it is acted on). */

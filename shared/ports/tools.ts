@@ -166,6 +166,11 @@ export interface ToolDescriptor extends LlmToolSpec {
   activity?: boolean | undefined;
   /** The JSON Schema of what the tool returns, when it declares one (an activity's `_output`). */
   outputSchema?: Record<string, unknown> | undefined;
+  /**
+   * Not run by a tool service at all: the engine's step handles the call itself (`ask_person`: it
+   * asks a person and the task waits, see engine/ask.ts), on every runtime.
+   */
+  engine?: "ask_person" | undefined;
 }
 
 /** What registering a tenant's Tool resources did (ToolPort.register). */

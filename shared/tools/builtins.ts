@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
+import { AskQuestionSchema } from "../domain/ask-question.ts";
 import { formatIssues, type Message } from "../domain/resources.ts";
 import { descendantPrefix, rootUrn, tenantOf } from "../domain/urn.ts";
 import type { GraphStore } from "../graph/graph-store.ts";
@@ -24,6 +25,8 @@ export interface BuiltinFunction<S extends z.ZodObject = z.ZodObject> {
   risky?: boolean;
   /** No effect outside Arbor (see ToolDescriptor.pure). Default false. */
   pure?: boolean;
+  /** Handled by the engine's step, never run here (ToolDescriptor.engine). */
+  engine?: "ask_person";
   run(args: z.output<S>, context: ToolContext): Promise<string> | string;
 }
 
@@ -88,6 +91,23 @@ const sendEmail = define({
   schema: z.object({ to: z.email(), subject: z.string().min(1).max(200), body: z.string().max(20_000) }),
   risky: true,
   run: ({ to, subject }) => `Email "${subject}" queued for ${to}`,
+});
+
+/**
+ * Asks a person and waits for the answer (engine/ask.ts): the engine's step handles the call, on
+ * both runtimes; the tool service never runs it (if a call reaches it, it is refused).
+ */
+const askPerson = define({
+  description:
+    "Asks a person a question and waits for the answer (the task pauses until someone answers). Give a title; " +
+    "options to choose from, or none for a free written answer, or options with freeAnswer: true for either. " +
+    "validation.regex/required hold the written answer to a pattern. The result is the person's answer.",
+  schema: AskQuestionSchema,
+  pure: true,
+  engine: "ask_person",
+  run: () => {
+    throw new Error("ask_person is answered by a person through the engine; it cannot run as a function");
+  },
 });
 
 /** The tenant a task belongs to: a built-in never reaches beyond it. */
@@ -222,6 +242,7 @@ export const BUILTIN_NAMES = [
   "graph_remove",
   // Activities (tools/activities.ts): `(call, tool, context)` handlers, `_outputPath`, fire-and-forget.
   ...ACTIVITY_NAMES,
+  "ask_person",
 ] as const;
 export type BuiltinName = (typeof BUILTIN_NAMES)[number];
 
@@ -259,6 +280,8 @@ function builtinFunction(
       const make = { graph_add: graphAdd, graph_query: graphQuery, graph_remove: graphRemove }[name];
       return make({ graph: deps?.graph ?? noGraph(name), policy: deps?.policy });
     }
+    case "ask_person":
+      return askPerson;
   }
 }
 
@@ -290,6 +313,7 @@ export function builtinBinding(
     parameters,
     risky: options.risky ?? f.risky ?? false,
     pure: f.pure ?? false,
+    ...(f.engine ? { engine: f.engine } : {}),
   };
   // The arguments as checked, for run() to use without parsing them again.
   const checked = new WeakMap<object, z.output<typeof f.schema>>();

@@ -218,6 +218,7 @@ export const DEFAULT_TOOLS: ToolsConfig = {
     graph_add: { kind: "builtin", function: "graph_add" },
     graph_query: { kind: "builtin", function: "graph_query" },
     graph_remove: { kind: "builtin", function: "graph_remove" },
+    ask_person: { kind: "builtin", function: "ask_person" },
   },
 };
 

@@ -117,6 +117,7 @@ export const ToolDescriptorSchema = z.object({
   namespace: z.string().min(1).max(64).optional(),
   activity: z.boolean().optional(),
   outputSchema: z.record(z.string(), z.unknown()).optional(),
+  engine: z.literal("ask_person").optional(),
 });
 
 export const ListToolsResponseSchema = z.object({ tools: z.array(ToolDescriptorSchema) });

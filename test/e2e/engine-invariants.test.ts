@@ -270,9 +270,16 @@ describe("budgets end runaway work with a clear terminal state", () => {
     });
     const { rootTaskId } = await h.submit("never satisfied");
     await h.idle();
+    // With the rounds spent, a person decides how it goes on (choose_strategy): here, to stop.
+    const [asked] = await h.pending(rootTaskId);
+    expect(asked).toMatchObject({ kind: "select", purpose: "choose_strategy" });
+    await h.engine.respond(asked?.meta.id as string, { selectedOptionId: "stop" }, PERSON);
+    await h.idle();
     const view = await h.rt.tasks.view(rootTaskId);
     expect(view?.status).toBe("failed");
-    expect(view?.failureReason).toMatch(/not good enough \(after 2 corrective round\(s\), the limit\)/);
+    expect(view?.failureReason).toMatch(
+      /not good enough \(round 2 failed, after 2 corrective round\(s\); user_ada chose to stop here\)/,
+    );
     expect(evaluations(h)).toBe(3);
     expect((await h.rt.tasks.children(rootTaskId)).length).toBe(3);
   });

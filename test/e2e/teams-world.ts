@@ -1,7 +1,9 @@
 import type { Hono } from "hono";
+import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { teamsRoutes } from "../../shared/channels/teams/routes.ts";
 import { teamsSurface } from "../../shared/channels/teams/surface.ts";
 import type { ChatSettings, TeamsSettings } from "../../shared/chat/types.ts";
+import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import { createGuardedFetch } from "../../shared/outbound/guard.ts";
 import { outboundPolicy } from "../../shared/outbound/policy.ts";
 import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local-notify.ts";
@@ -46,10 +48,12 @@ export interface TeamsWorld {
 
 let activityCount = 0;
 
-export async function startTeamsWorld(): Promise<TeamsWorld> {
+export async function startTeamsWorld(
+  options: { script?: ScriptFunction; assistants?: AssistantDefinition[] } = {},
+): Promise<TeamsWorld> {
   const h = await Harness.create({
-    script: inviteByEmail,
-    assistants: MAILER,
+    script: options.script ?? inviteByEmail,
+    assistants: options.assistants ?? MAILER,
     settings: { electionThreshold: -1 },
   });
   const clock = () => new Date(h.now);

@@ -1,4 +1,5 @@
 import type { KnownBlock, ModalView } from "@slack/types";
+import { answerRegexProblem } from "../../domain/ask-question.ts";
 import type { InteractionResource } from "../../domain/resources.ts";
 import type { InteractionResponse } from "../../engine/interactions.ts";
 import { cut, esc, type ModalMode } from "./blocks.ts";
@@ -60,11 +61,14 @@ export function answerModal(i: InteractionResource, meta: ModalMeta): ModalView 
     },
   ];
   const options = i.options ?? [];
+  const composite = i.kind === "composite";
   if (meta.mode !== "edit" && options.length > 0)
     blocks.push({
       type: "input",
       block_id: CHOICE_BLOCK,
-      label: plain("Choose"),
+      label: plain(composite ? "Choose one…" : "Choose"),
+      // A composite question: an option or a text of one's own, either one (readSubmission).
+      optional: composite,
       element: {
         type: "static_select",
         action_id: "choice",
@@ -76,7 +80,9 @@ export function answerModal(i: InteractionResource, meta: ModalMeta): ModalView 
     blocks.push({
       type: "input",
       block_id: VALUE_BLOCK,
-      label: plain(meta.mode === "edit" ? "The plan (JSON)" : "Your answer"),
+      label: plain(
+        meta.mode === "edit" ? "The plan (JSON)" : composite ? "…or your own answer" : "Your answer",
+      ),
       optional: meta.mode !== "edit" && !i.validation?.required && i.kind !== "input",
       element: {
         type: "plain_text_input",
@@ -141,15 +147,19 @@ export function readSubmission(
     errors[CHOICE_BLOCK] = "Choose one of the options shown";
   const v = i.validation;
   if (i.kind === "input" && v?.required && !value) errors[VALUE_BLOCK] = "An answer is required";
-  if (v?.regex && value) {
-    let ok = false;
-    try {
-      ok = new RegExp(v.regex).test(value);
-    } catch {
-      ok = true; // a pattern we cannot read is the engine's to judge
-    }
-    if (!ok) errors[VALUE_BLOCK] = cut(`Must match ${v.regex}`, 2000);
+  if (i.kind === "composite" && (choice !== undefined) === Boolean(value)) {
+    const why = value
+      ? "Choose an option or write your own answer, not both"
+      : "Choose an option or write your own answer";
+    errors[value ? VALUE_BLOCK : CHOICE_BLOCK] = why;
   }
+  // The same bounded check as the engine's (a regex that could hang is never run).
+  const problem = v?.regex && value ? answerRegexProblem(v.regex, value) : undefined;
+  if (problem)
+    errors[VALUE_BLOCK] = cut(
+      problem.startsWith("input must match") ? `Must match ${v?.regex}` : problem,
+      2000,
+    );
   if (Object.keys(errors).length > 0) return { errors };
   return {
     response: { ...(choice ? { selectedOptionId: choice } : {}), ...(value ? { inputValue: value } : {}) },

@@ -146,30 +146,35 @@ export function questionCard(q: ThreadQuestion, requestTitle?: string): Card {
             ? { style: "destructive" }
             : {}),
       });
-  } else if (options.length > 0) {
-    const preset = options.find((o) => o.isDefault)?.id;
-    body.push({
-      type: "Input.ChoiceSet",
-      id: "choice",
-      style: "compact",
-      isRequired: true,
-      errorMessage: "Choose one",
-      choices: options.map((o) => ({ title: cut(o.label, 200), value: o.id })),
-      ...(preset ? { value: preset } : {}),
-    });
-    actions.push(submit("Answer"));
   } else {
-    body.push({
-      type: "Input.Text",
-      id: "value",
-      isMultiline: q.purpose !== "request_info",
-      isRequired: q.validation?.required ?? q.kind === "input",
-      ...(q.validation?.regex
-        ? { regex: q.validation.regex, errorMessage: `Must match ${q.validation.regex}` }
-        : {}),
-      placeholder: "Your answer",
-    });
-    actions.push(submit("Send"));
+    // A composite question: a choice set and a text, either one (both or neither: the engine refuses).
+    const composite = q.kind === "composite";
+    if (options.length > 0) {
+      const preset = options.find((o) => o.isDefault)?.id;
+      body.push({
+        type: "Input.ChoiceSet",
+        id: "choice",
+        style: "compact",
+        isRequired: !composite,
+        errorMessage: "Choose one",
+        ...(composite ? { label: "Choose one…", placeholder: "(or write your own answer below)" } : {}),
+        choices: options.map((o) => ({ title: cut(o.label, 200), value: o.id })),
+        ...(preset && !composite ? { value: preset } : {}),
+      });
+    }
+    if (options.length === 0 || composite)
+      body.push({
+        type: "Input.Text",
+        id: "value",
+        isMultiline: q.purpose !== "request_info",
+        isRequired: !composite && (q.validation?.required ?? q.kind === "input"),
+        ...(composite ? { label: "…or your own answer" } : {}),
+        ...(q.validation?.regex
+          ? { regex: q.validation.regex, errorMessage: `Must match ${q.validation.regex}` }
+          : {}),
+        placeholder: "Your answer",
+      });
+    actions.push(submit(options.length > 0 ? "Answer" : "Send"));
   }
   return card(body, {
     actions,

@@ -81,7 +81,8 @@ export async function cardAction(engine: Engine, who: Person, value: unknown): P
   try {
     if (verb === ANSWER_VERB) {
       const option = str(data.option, 100) ?? str(data.choice, 100);
-      const input = str(data.value, 100_000);
+      // An empty text field is no answer (a composite card sends it along with the choice).
+      const input = option && data.value === "" ? undefined : str(data.value, 100_000);
       await engine.respond(
         urn,
         {
