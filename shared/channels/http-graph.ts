@@ -5,8 +5,8 @@ import type { Engine } from "../engine/engine.ts";
 import { ValidationError } from "../errors.ts";
 import { authorizeGraph } from "../graph/graph-access.ts";
 import { GRAPH_LIMITS } from "../graph/graph-store.ts";
+import { matchTriples } from "../graph/match.ts";
 import { graphStoreOf } from "../graph/state-graph-store.ts";
-import { type ObjectTerm, parseTerm, type TermScope, termOutput } from "../graph/terms.ts";
 import { principalOf } from "../use-cases/resource-access.ts";
 import type { ApiEnv } from "./http-api.ts";
 
@@ -44,48 +44,11 @@ export function createGraphRoutes(engine: Engine): Hono<ApiEnv> {
     if (!q.success) throw new ValidationError("The query is not valid", formatIssues(q.error));
     const tenant = caller.tenant;
     await authorizeGraph(engine.deps.policy, principalOf(actor, caller, tenant), "graph.read", tenant);
-    const scope: TermScope = { tenant, variables: true };
-    const term = (raw: string | undefined, name: "s" | "p" | "o", variable: string) =>
-      parseTerm(
-        raw === undefined ? `?${variable}` : name === "o" ? objectOf(raw) : raw,
-        name,
-        scope,
-        name === "o",
-      );
-    const pattern = {
-      subject: term(q.data.s, "s", "subject"),
-      predicate: term(q.data.p, "p", "predicate"),
-      object: term(q.data.o, "o", "object"),
-    };
-    const graph = graphStoreOf(engine.deps.state);
-    const { bindings, more } = await graph.query(tenant, [pattern], { limit: q.data.limit });
-    const at = (b: ReadonlyMap<string, unknown>, position: keyof typeof pattern, name: string) => {
-      const given = pattern[position];
-      return termOutput((given.termType === "Variable" ? b.get(name) : given) as ObjectTerm);
-    };
     return c.json({
       tenant,
-      triples: bindings.map((b) => ({
-        subject: at(b, "subject", "subject"),
-        predicate: at(b, "predicate", "predicate"),
-        object: at(b, "object", "object"),
-      })),
-      more,
-      total: await graph.count(tenant),
+      ...(await matchTriples(graphStoreOf(engine.deps.state), tenant, q.data, q.data.limit)),
     });
   });
 
   return app;
-}
-
-/** `o` as given: a literal when it is JSON (`{"value": ...}`), else an IRI. */
-function objectOf(raw: string): unknown {
-  if (!raw.trimStart().startsWith("{")) return raw;
-  try {
-    return JSON.parse(raw);
-  } catch (cause) {
-    throw new ValidationError(
-      `o is not a literal as JSON (${(cause as Error).message}): give {"value": "..."}`,
-    );
-  }
 }

@@ -1,6 +1,7 @@
 import { GRAPH_LIMITS } from "../graph/graph-store.ts";
+import { matchTriples, type ShownTriple } from "../graph/match.ts";
 import { graphStoreOf } from "../graph/state-graph-store.ts";
-import { type ObjectTerm, parseTerm, type TermInput, termOutput } from "../graph/terms.ts";
+import type { TermInput } from "../graph/terms.ts";
 import type { StateStore } from "../ports/state-store.ts";
 import type { Remote } from "./remote.ts";
 import { note } from "./render.ts";
@@ -15,14 +16,9 @@ import { note } from "./render.ts";
 export const GRAPH_USAGE = "Usage: arbor graph query [subject] [predicate] [object] [--max n] [--tenant t]";
 
 type Write = (line: string) => void;
-interface Shown {
-  subject: TermInput;
-  predicate: TermInput;
-  object: TermInput;
-}
+type Shown = ShownTriple;
 
 const wildcard = (raw: string | undefined) => raw === undefined || raw === "-" || raw.startsWith("?");
-const objectOf = (raw: string): unknown => (raw.trimStart().startsWith("{") ? JSON.parse(raw) : raw);
 const limitOf = (max: string | undefined) => {
   const n = max === undefined ? GRAPH_LIMITS.resultsPerQuery : Number(max);
   if (!Number.isInteger(n) || n < 1 || n > GRAPH_LIMITS.resultsPerQuery)
@@ -37,25 +33,9 @@ export async function graphQueryLocal(
   max: string | undefined,
   write: Write,
 ): Promise<void> {
-  const [s, p, o] = terms;
-  const scope = { tenant, variables: true };
-  const term = (raw: string | undefined, name: string, object: boolean) =>
-    parseTerm(wildcard(raw) ? `?${name}` : object ? objectOf(raw as string) : raw, name, scope, object);
-  const pattern = {
-    subject: term(s, "s", false),
-    predicate: term(p, "p", false),
-    object: term(o, "o", true),
-  };
-  const graph = graphStoreOf(state);
-  const { bindings, more } = await graph.query(tenant, [pattern], { limit: limitOf(max) });
-  const at = (b: ReadonlyMap<string, unknown>, given: (typeof pattern)["subject"], name: string) =>
-    termOutput((given.termType === "Variable" ? b.get(name) : given) as ObjectTerm);
-  const rows = bindings.map((b) => ({
-    subject: at(b, pattern.subject, "s"),
-    predicate: at(b, pattern.predicate, "p"),
-    object: at(b, pattern.object, "o"),
-  }));
-  show(rows, more, tenant, await graph.count(tenant), write);
+  const [s, p, o] = terms.map((t) => (wildcard(t) ? undefined : t));
+  const answer = await matchTriples(graphStoreOf(state), tenant, { s, p, o }, limitOf(max));
+  show(answer.triples, answer.more, tenant, answer.total, write);
 }
 
 export async function graphQueryRemote(

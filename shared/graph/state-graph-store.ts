@@ -54,7 +54,7 @@ export interface StateGraphStoreOptions {
   maxTriples?: number;
   /** Bytes of N-Triples per tenant (default GRAPH_LIMITS.bytesPerTenant). */
   maxBytes?: number;
-  /** Attempts of a write that loses races (default 12). */
+  /** Attempts of a write that loses races (default 30: writers of one tenant take turns at its head). */
   maxAttempts?: number;
   /** Listings of a lagging index before a query gives up (default 6). */
   maxListings?: number;
@@ -95,7 +95,7 @@ export class StateGraphStore implements GraphStore {
     this.#clock = options.clock ?? (() => new Date());
     this.#maxTriples = options.maxTriples ?? GRAPH_LIMITS.triplesPerTenant;
     this.#maxBytes = options.maxBytes ?? GRAPH_LIMITS.bytesPerTenant;
-    this.#maxAttempts = options.maxAttempts ?? 12;
+    this.#maxAttempts = options.maxAttempts ?? 30;
     this.#maxListings = options.maxListings ?? 6;
     this.#sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
     this.#cachedTriples = options.cachedTriples ?? 50_000;
@@ -105,9 +105,15 @@ export class StateGraphStore implements GraphStore {
     checkTenant(tenant);
     checkCount(triples.length, "add");
     const lines = [...new Set(triples.map(nTriple))];
-    return this.#write(tenant, async (head) => {
-      const existing = await Promise.all(lines.map((nt) => this.#state.get(tripleKey(tenant, nt))));
-      const fresh = lines.filter((_, i) => existing[i] === undefined);
+    // Which triples are there: read once, and again only when a triple (not the head) lost a race.
+    let present: boolean[] | undefined;
+    return this.#write(tenant, async (head, lost) => {
+      if (!present || (lost !== undefined && lost !== headKey(tenant)))
+        present = (await Promise.all(lines.map((nt) => this.#state.get(tripleKey(tenant, nt))))).map(
+          (r) => r !== undefined,
+        );
+      const known = present;
+      const fresh = lines.filter((_, i) => !known[i]);
       const bytes = fresh.reduce((n, nt) => n + Buffer.byteLength(nt), 0);
       if (fresh.length > 0 && head.count + fresh.length > this.#maxTriples)
         throw new TooLargeError(
@@ -175,7 +181,11 @@ export class StateGraphStore implements GraphStore {
    */
   async #write(
     tenant: string,
-    plan: (head: Head) => Promise<{
+    /** `lost`: the key of the record whose condition failed in the attempt before, if any. */
+    plan: (
+      head: Head,
+      lost: string | undefined,
+    ) => Promise<{
       added: string[];
       removed: string[];
       unchanged: number;
@@ -184,11 +194,12 @@ export class StateGraphStore implements GraphStore {
       version?: number;
     }>,
   ): Promise<GraphWrite> {
+    let lost: string | undefined;
     for (let attempt = 1; ; attempt++) {
       const record = await this.#state.get<Head>(headKey(tenant));
       const version = record?.version ?? 0;
       const head = record?.data ?? { count: 0, bytes: 0, digest: ZERO };
-      const change = await plan(head);
+      const change = await plan(head, lost);
       if (change.version !== undefined && change.version !== version) {
         if (attempt >= this.#maxAttempts) throw busy(tenant);
         continue; // the graph moved between the two reads
@@ -197,7 +208,6 @@ export class StateGraphStore implements GraphStore {
       if (change.added.length === 0 && change.removed.length === 0)
         return { changed: 0, unchanged: change.unchanged, total: head.count, ...more };
       const removedKeys = change.removed.map((nt) => tripleKey(tenant, nt));
-      const removedRecords = await Promise.all(removedKeys.map((k) => this.#state.get(k)));
       let digest = head.digest;
       let bytes = head.bytes;
       for (const nt of change.added) {
@@ -228,16 +238,18 @@ export class StateGraphStore implements GraphStore {
             },
             expectedVersion: 0,
           })),
-          ...removedKeys.map((key, i) => ({
+          ...removedKeys.map((key) => ({
             op: "delete" as const,
             key,
-            expectedVersion: removedRecords[i]?.version ?? 1,
+            expectedVersion: 1, // a triple's record is written once, never updated
           })),
         ]);
       } catch (e) {
         if (!(e instanceof ConflictError) || attempt >= this.#maxAttempts)
           throw e instanceof ConflictError ? busy(tenant, e) : e;
-        await this.#sleep(Math.random() * Math.min(200, 5 * 2 ** attempt));
+        // Which record lost (unknown: treated as a triple, so what is there is read again).
+        lost = typeof e.details.id === "string" ? e.details.id : "?";
+        await this.#sleep(Math.random() * Math.min(250, 5 * 2 ** attempt));
         continue;
       }
       this.#applyToCache(tenant, version, version + 1, change.added, change.removed);

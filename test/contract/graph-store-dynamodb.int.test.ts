@@ -85,4 +85,23 @@ describe("a graph whose index lags", () => {
       await drop();
     }
   });
+
+  it("twenty writers of one tenant at the same moment: every one's triples land, the count is exact", async () => {
+    const { tableName, drop } = await table();
+    try {
+      const writers = Array.from(
+        { length: 20 },
+        () => new StateGraphStore(new DynamoStateStore({ client, tableName })),
+      );
+      const results = await Promise.allSettled(
+        writers.map((w, i) =>
+          w.add("acme", [t(`w${i}`, "p", "1"), t(`w${i}`, "p", "2"), t("shared", "p", "1")]),
+        ),
+      );
+      expect(results.filter((r) => r.status === "rejected")).toEqual([]);
+      expect(await writers[0]?.count("acme")).toBe(41);
+    } finally {
+      await drop();
+    }
+  }, 60_000);
 });

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { StoredEvent } from "../../shared/domain/events.ts";
 import type { FaultPoint } from "../../shared/engine/context.ts";
+import { interactionMeta } from "../../shared/engine/interactions.ts";
 import { askingScript, CLERK, DATE_QUESTION } from "./ask-fixture.ts";
 import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
 
@@ -80,4 +81,37 @@ describe("ask_person survives a crash at the worst moments", () => {
       expect(await h.rt.resources.children(rootTaskId, "uip.Interaction")).toHaveLength(1);
     });
   }
+
+  it("a crash between storing the question and the task's move to awaiting_user: announced when driven again, once", async () => {
+    const seen: string[] = [];
+    const crash = new CrashAt("after-write", "turn");
+    h = await Harness.create({
+      script: askingScript(DATE_QUESTION, seen),
+      assistants: CLERK,
+      settings: { electionThreshold: -1 },
+      bus: { maxAttempts: 1 },
+    });
+    await h.restart();
+    await h.open(crash);
+    const { rootTaskId } = await h.submit("Book the offsite");
+    await h.idle();
+    expect(crash.fired).toBe(true);
+    // What the dying step had written of the question: stored, pending, the task still in progress.
+    const meta = interactionMeta(rootTaskId, "ask-turn-0001-0");
+    await h.rt.resources.put({
+      meta,
+      kind: "input",
+      purpose: "request_info",
+      display: { title: DATE_QUESTION.title },
+      validation: DATE_QUESTION.validation,
+      status: "pending",
+    });
+    await h.restart();
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("in_progress");
+    await runToEnd(h, rootTaskId);
+    expect((await h.engine.result(rootTaskId)).output).toBe("booked: 2026-07-03 (told by user_ada)");
+    const events = (await h.rt.state.readStream(rootTaskId, { fromSeq: 1, limit: 500 })) as StoredEvent[];
+    expect(events.filter((e) => e.type === "UserInteractionRequested")).toHaveLength(1);
+    expect(seen).toHaveLength(1);
+  });
 });

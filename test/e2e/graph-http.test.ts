@@ -2,6 +2,8 @@ import { DataFactory } from "n3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { graphQueryRemote } from "../../shared/cli/graph.ts";
+import { Remote } from "../../shared/cli/remote.ts";
 import { graphStoreOf } from "../../shared/graph/state-graph-store.ts";
 import { Harness } from "./engine-harness.ts";
 import { serveHttp } from "./http-fixture.ts";
@@ -106,5 +108,20 @@ describe("GET /v1/graph", () => {
       expect([query, bad.status]).toEqual([query, 400]);
       expect(JSON.stringify(bad.body)).toMatch(message);
     }
+  });
+
+  it("is what `arbor graph query` asks a remote Arbor (ARBOR_URL, ARBOR_KEY)", async () => {
+    const lines: string[] = [];
+    await graphQueryRemote(
+      new Remote({ url: server.url, key: acmeAdmin.key }),
+      ["-", "schema:name"],
+      "10",
+      (l) => lines.push(l),
+    );
+    expect(lines[0]).toBe('<https://example.org/ada> <schema:name> "Ada"@en .');
+    expect(lines[1]).toMatch(/1 triple; the graph of acme holds 2/);
+    await expect(
+      graphQueryRemote(new Remote({ url: server.url, key: acmePerson.key }), [], undefined, () => {}),
+    ).rejects.toThrow(/may not read the graph of tenant acme/);
   });
 });
