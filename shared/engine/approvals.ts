@@ -76,6 +76,18 @@ async function confirmation(
     });
     return "waiting";
   }
+  if (existing.status === "pending") {
+    // Stored before a crash that came before the task moved to awaiting_user: nobody was told, and
+    // the watchdog would drive the task for ever. Announced now (a no-op once the task waits).
+    await requestInteraction(deps, taskId, name, {
+      kind: existing.kind,
+      purpose: existing.purpose,
+      display: existing.display,
+      ...(existing.options ? { options: existing.options } : {}),
+      ...(existing.binding ? { binding: existing.binding } : {}),
+    });
+    return "waiting";
+  }
   if (existing.status !== "answered") return "waiting";
   const bound = existing.binding?.tool === call.name && existing.binding.argumentsHash === boundTo;
   return bound && existing.response?.selectedOptionId === "approve" ? "approved" : "denied";

@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import { argumentsHash, type StoredEvent } from "../../shared/domain/events.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
-import { Harness, PERSON } from "./engine-harness.ts";
+import { interactionMeta } from "../../shared/engine/interactions.ts";
+import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
@@ -90,5 +92,59 @@ describe("approvals of risky calls", () => {
     expect(view?.status).toBe("done");
     expect(output).toMatch(/^noted: A person declined to run send_email/);
     expect((await h.rt.audit.forTask(rootTaskId)).filter((r) => r.tool === "send_email")).toEqual([]);
+  });
+});
+
+describe("an approval stored before a crash that came before the task waited", () => {
+  it("is announced when the task is driven again, once, and the call runs once on the answer", async () => {
+    let sent = 0;
+    const script: ScriptFunction = (r) => {
+      if (isPlan(r)) return planOf({ name: "Invite", purpose: "Invite the team by email" });
+      if (isEvaluation(r)) return pass();
+      return r.messages.some((m) => m.role === "tool")
+        ? { content: "invited" }
+        : { toolCalls: [email("team@example.com")] };
+    };
+    const crash = new CrashAt("after-write", "turn");
+    h = await Harness.create({ script, assistants: MAILER, bus: { maxAttempts: 1 } });
+    await h.restart();
+    await h.open(crash);
+    const { rootTaskId } = await h.submit("Invite the team");
+    await h.idle();
+    expect(crash.fired).toBe(true);
+    // What the dying step had written of the question: stored and pending, the task in progress.
+    const call = email("team@example.com");
+    await h.rt.resources.put({
+      meta: interactionMeta(rootTaskId, "confirm-turn-0001-0"),
+      kind: "confirm",
+      purpose: "confirm_risky_action",
+      display: { title: "Allow send_email?", content: call.arguments, contentKind: "Json" },
+      options: [
+        { id: "approve", label: "Allow", style: "primary" },
+        { id: "deny", label: "Deny", style: "danger" },
+      ],
+      binding: { tool: "send_email", argumentsHash: argumentsHash(call.arguments) },
+      status: "pending",
+    });
+    await h.restart();
+    const execute = h.engine.deps.tools.execute.bind(h.engine.deps.tools);
+    h.engine.deps.tools.execute = async (name, args, context) => {
+      if (name === "send_email") sent++;
+      return execute(name, args, context);
+    };
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("in_progress");
+    h.advance(10 * 60_000); // past the turn's claim
+    await h.engine.watchdog(60_000);
+    await h.idle();
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("awaiting_user");
+    const [question] = await h.pending(rootTaskId);
+    expect(question?.meta.name).toBe("confirm-turn-0001-0");
+    expect(sent).toBe(0);
+    await h.engine.respond(question?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
+    await h.idle();
+    expect((await h.engine.result(rootTaskId)).view?.status).toBe("done");
+    expect(sent).toBe(1);
+    const events = (await h.rt.state.readStream(rootTaskId, { fromSeq: 1, limit: 500 })) as StoredEvent[];
+    expect(events.filter((e) => e.type === "UserInteractionRequested")).toHaveLength(1);
   });
 });
