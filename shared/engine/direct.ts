@@ -11,8 +11,7 @@ import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn
 import type { LlmMessage } from "../ports/llm.ts";
 import type { ActivityInvocation, ToolDescriptor, ToolResult } from "../ports/tools.ts";
 import type { PutResult } from "../use-cases/resource-store.ts";
-import { activityAware, advertised, prepareCall, runPrepared } from "./activities.ts";
-import { stateNote } from "./activity-state.ts";
+import { activityAware, advertised, prepareCall, runPrepared, stateNoteFor } from "./activities.ts";
 import { approval } from "./approvals.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
@@ -147,7 +146,7 @@ async function takeTurn(
   const tools = deps.tools.describe(assistant.tools);
   const response = await deps.llm.complete({
     // The task's state (activities and output paths, engine/activities.ts): none, nothing added.
-    system: systemPrompt(assistant) + (await stateNote(deps, taskId)),
+    system: systemPrompt(assistant) + (await stateNoteFor(deps, taskId, tools)),
     messages: toLlmMessages(transcript),
     ...(tools.length ? { tools: advertised(tools) } : {}),
     ...(assistant.model ? { model: assistant.model } : {}),
