@@ -26,11 +26,12 @@ describe("the activity step", () => {
       (r) => r.Type === "AWS::Events::Rule" && r.Properties.Name === "activity",
     );
     expect(rules).toHaveLength(1);
-    expect(rules[0]?.Properties.EventPattern).toEqual({
+    const rule = rules[0] as Res;
+    expect(rule.Properties.EventPattern).toEqual({
       source: [SOURCE],
       "detail-type": [COMMANDS.activity],
     });
-    const [target] = rules[0]?.Properties.Targets as {
+    const [target] = rule.Properties.Targets as {
       Arn: unknown;
       InputTransformer: { InputTemplate: string };
     }[];
