@@ -315,6 +315,45 @@ describe("a fire-and-forget activity", () => {
     expect(runs).toBe(1);
   });
 
+  it("a command lost after its record (its task long ended): the watchdog sends it again, once", async () => {
+    const note = slowNote();
+    note.g.open();
+    h = await harness(NOTER, leafScript([]), { slow_note: note.fn });
+    const taskId = "cld:common.Tenant.acme/plan.Task.t-lost";
+    const call = { id: "call-lost", name: "slow_note", arguments: { message: "hi" } };
+    await h.rt.state.transact([
+      {
+        op: "put",
+        record: {
+          key: activityKey(taskId, "turn-0002-tool-3"),
+          kind: "activity",
+          parent: taskId,
+          status: "requested",
+          updatedAt: new Date(h.now).toISOString(),
+          data: {
+            taskId,
+            slot: "turn-0002-tool-3",
+            turn: 2,
+            actor: "cld:x",
+            allowedTools: ["slow_note"],
+            call,
+          },
+        },
+        expectedVersion: 0,
+      },
+    ]);
+    await h.engine.watchdog(60_000); // too fresh yet: nothing
+    await h.idle();
+    expect(note.counts.runs).toBe(0);
+    h.advance(20 * 60_000);
+    await h.engine.watchdog(60_000);
+    await h.engine.watchdog(60_000); // twice: the second finds it done (or held)
+    await h.idle();
+    expect(note.counts).toEqual({ runs: 1, effects: 1 });
+    expect(note.seen[0]?.call).toEqual(call);
+    expect((await h.rt.state.get(activityKey(taskId, "turn-0002-tool-3")))?.status).toBe("done");
+  });
+
   it("a malformed command changes nothing", async () => {
     const note = slowNote();
     h = await harness(NOTER, leafScript([]), { slow_note: note.fn });
