@@ -115,6 +115,8 @@ export const ENGINE_OUTPUT_KEYS = {
 /** A step that may call the model waits for it: long answers and Bedrock's retries take minutes. */
 const MODEL_STEP = { timeout: Duration.minutes(5), memorySize: 1024 } as const;
 const PLAIN_STEP = { timeout: Duration.minutes(1), memorySize: 512 } as const;
+/** A step that runs tools and calls no model (activity): it waits on the tool function (4 minutes at most). */
+const TOOL_STEP = { timeout: Duration.minutes(5), memorySize: 512 } as const;
 
 /** Inference profile ids start with their geography (`us.anthropic...`, `global.anthropic...`). */
 const INFERENCE_PROFILE = /^(us|us-gov|eu|apac|jp|au|ca|global)\.(.+)$/;
@@ -204,7 +206,7 @@ export class EngineStack extends Stack {
       const id = pascal(route.name);
       const fn = new EngineFunction(this, `${id}Step`, {
         ...common,
-        ...(route.callsModel ? MODEL_STEP : PLAIN_STEP),
+        ...(route.callsModel ? MODEL_STEP : route.runsTools ? TOOL_STEP : PLAIN_STEP),
         entry: "functions/engine-step.ts",
         description: `Arbor engine step "${route.name}": ${route.description}`,
         // A tool runs only on the model's tool call, in a leaf's inner loop (ready, turn): only

@@ -3,7 +3,7 @@ import type { LlmToolSpec } from "../ports/llm.ts";
 import type { ActivityCall, ToolDescriptor, ToolResult } from "../ports/tools.ts";
 import { readStoredOutcome } from "../tools/activities.ts";
 import { parseOutputPath, splitMeta, withOutputPath } from "../tools/activity-paths.ts";
-import { scopedMessages, writeState } from "./activity-state.ts";
+import { scopedMessages, stateNote, writeState } from "./activity-state.ts";
 import { fireActivity } from "./activity-step.ts";
 import type { EngineDeps } from "./context.ts";
 
@@ -51,6 +51,15 @@ export function advertised(tools: readonly ToolDescriptor[]): LlmToolSpec[] {
     description: t.description,
     parameters: aware ? withOutputPath(t.parameters) : t.parameters,
   }));
+}
+
+/** The task's state for the system prompt of an activity-aware leaf; nothing (and no read) for others. */
+export async function stateNoteFor(
+  deps: EngineDeps,
+  taskId: string,
+  tools: readonly ToolDescriptor[],
+): Promise<string> {
+  return tools.some((t) => t.activity) ? stateNote(deps, taskId) : "";
 }
 
 /**

@@ -32,6 +32,7 @@ export async function writeState(deps: EngineDeps, w: StateWrite): Promise<TaskS
     ...(w.collapsedFrom ? { collapsedFrom: w.collapsedFrom } : {}),
   };
   await deps.resources.put(entry);
+  deps.faults?.hit("after-write", "state");
   return entry;
 }
 

@@ -10,8 +10,7 @@ import type { TaskView } from "../domain/task-view.ts";
 import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn.ts";
 import type { ActivityInvocation, ToolDescriptor, ToolResult } from "../ports/tools.ts";
 import type { PutResult } from "../use-cases/resource-store.ts";
-import { activityAware, advertised, prepareCall, runPrepared } from "./activities.ts";
-import { stateNote } from "./activity-state.ts";
+import { activityAware, advertised, prepareCall, runPrepared, stateNoteFor } from "./activities.ts";
 import { approval } from "./approvals.ts";
 import { askPerson, isAskPerson } from "./ask.ts";
 import { claim } from "./claims.ts";
@@ -146,10 +145,11 @@ async function takeTurn(
     return false;
   }
 
+  const described = deps.tools.describe(assistant.tools);
   // An activity-aware leaf's tools advertise `_outputPath` (engine/activities.ts).
-  const tools = advertised(deps.tools.describe(assistant.tools));
+  const tools = advertised(described);
   // The task's state (activities and output paths, engine/activities.ts): none, nothing added.
-  const system = systemPrompt(assistant) + (await stateNote(deps, taskId));
+  const system = systemPrompt(assistant) + (await stateNoteFor(deps, taskId, described));
   // Within the token budget: the newest turns whole, older ones stubbed or left out (window.ts).
   const window = await contextWindow(deps, taskId, assistant, {
     system,

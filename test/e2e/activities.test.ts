@@ -11,7 +11,7 @@ import type { ActivityCall, ScopedMessage, ToolDescriptor } from "../../shared/p
 import { type ActivityFunction, activityBinding, defineActivity } from "../../shared/tools/activities.ts";
 import { builtinBinding } from "../../shared/tools/builtins.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
-import { CrashAt, Harness, type HarnessOptions } from "./engine-harness.ts";
+import { CrashAt, Harness, type HarnessOptions, PERSON } from "./engine-harness.ts";
 import { isPlan, planOf } from "./scenarios.ts";
 
 /**
@@ -287,6 +287,73 @@ describe("a fire-and-forget activity", () => {
     expect(record?.data.outcome).toMatch(/never ended/);
   });
 
+  it("a risky one runs only once a person allowed it, and then once", async () => {
+    let runs = 0;
+    const risky = defineActivity({
+      description: "Sends a notice to everyone",
+      schema: z.object({ message: z.string() }),
+      risky: true,
+      run: () => {
+        runs++;
+        return "sent";
+      },
+    });
+    h = await harness(NOTER, leafScript([{ toolCalls: [CALL] }]), { slow_note: risky });
+    const { rootTaskId } = await h.submit("Check the forecast and note it");
+    await h.idle();
+    const [question] = await h.pending(rootTaskId);
+    expect(question?.binding?.tool).toBe("slow_note");
+    expect(runs).toBe(0);
+    expect(await h.rt.state.get(activityKey(rootTaskId, "turn-0001-tool-0"))).toBeUndefined();
+    await h.engine.respond(question?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
+    await h.idle();
+    expect((await h.engine.result(rootTaskId)).view?.status).toBe("done");
+    expect(runs).toBe(1);
+    h.advance(20 * 60_000);
+    await h.engine.watchdog(60_000);
+    await h.idle();
+    expect(runs).toBe(1);
+  });
+
+  it("a command lost after its record (its task long ended): the watchdog sends it again, once", async () => {
+    const note = slowNote();
+    note.g.open();
+    h = await harness(NOTER, leafScript([]), { slow_note: note.fn });
+    const taskId = "cld:common.Tenant.acme/plan.Task.t-lost";
+    const call = { id: "call-lost", name: "slow_note", arguments: { message: "hi" } };
+    await h.rt.state.transact([
+      {
+        op: "put",
+        record: {
+          key: activityKey(taskId, "turn-0002-tool-3"),
+          kind: "activity",
+          parent: taskId,
+          status: "requested",
+          updatedAt: new Date(h.now).toISOString(),
+          data: {
+            taskId,
+            slot: "turn-0002-tool-3",
+            turn: 2,
+            actor: "cld:x",
+            allowedTools: ["slow_note"],
+            call,
+          },
+        },
+        expectedVersion: 0,
+      },
+    ]);
+    await h.engine.watchdog(60_000); // too fresh yet: nothing
+    await h.idle();
+    expect(note.counts.runs).toBe(0);
+    h.advance(20 * 60_000);
+    await h.engine.watchdog(60_000);
+    await h.engine.watchdog(60_000); // twice: the second finds it done (or held)
+    await h.idle();
+    expect(note.counts).toEqual({ runs: 1, effects: 1 });
+    expect(note.seen[0]?.call).toEqual(call);
+    expect((await h.rt.state.get(activityKey(taskId, "turn-0002-tool-3")))?.status).toBe("done");
+  });
+
   it("a malformed command changes nothing", async () => {
     const note = slowNote();
     h = await harness(NOTER, leafScript([]), { slow_note: note.fn });
@@ -359,6 +426,40 @@ describe("output paths", () => {
     const first = h.llm.calls.filter((r) => !isPlan(r))[0] as LlmRequest;
     const props = first.tools?.[0]?.parameters.properties as Record<string, { description?: string }>;
     expect(props._outputPath?.description).toMatch(/state\.sunny \|\| state\.rainy/);
+  });
+
+  it("a crash after the state is written and before the result: the re-driven turn writes the same, once", async () => {
+    h = await Harness.create({
+      script: leafScript([
+        {
+          toolCalls: [
+            {
+              id: "c1",
+              name: "compare_threshold",
+              arguments: { value: 3, threshold: 25, _outputPath: "state.hot || state.cold" },
+            },
+          ],
+        },
+      ]),
+      assistants: [{ ...(WEATHER[0] as AssistantDefinition), tools: ["compare_threshold"] }],
+      toolsConfig: { tools: { compare_threshold: { kind: "builtin", function: "compare_threshold" } } },
+      faults: new CrashAt("after-write", "state"),
+    });
+    const { rootTaskId } = await h.submit("Check the forecast and note it");
+    await h.idle();
+    const written = await readState(h.engine.deps, rootTaskId);
+    expect(written.map((e) => e.path)).toEqual(["state.cold"]);
+    expect(await toolResults(rootTaskId)).toEqual([]);
+    await h.restart();
+    h.advance(20 * 60_000);
+    await h.engine.watchdog(60_000);
+    await h.idle();
+    expect((await h.engine.result(rootTaskId)).view?.status).toBe("done");
+    const state = await readState(h.engine.deps, rootTaskId);
+    expect(state).toEqual(written); // the same document, nothing beside it
+    expect((await toolResults(rootTaskId)).map((r) => r.content)).toEqual([
+      'Stored at state.cold (chosen of state.hot || state.cold).\n{"value":3,"threshold":25,"above":false}',
+    ]);
   });
 
   it("a handler that names a path it was not offered gets an error, and nothing is written", async () => {

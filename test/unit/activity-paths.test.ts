@@ -2,7 +2,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { TaskStateSchema } from "../../shared/domain/resources.ts";
-import type { ToolContext } from "../../shared/ports/tools.ts";
+import { prepareCall } from "../../shared/engine/activities.ts";
+import type { ToolContext, ToolDescriptor } from "../../shared/ports/tools.ts";
 import {
   ACTIVITIES,
   activityBinding,
@@ -161,5 +162,58 @@ describe("the wire and the state", () => {
     };
     expect(TaskStateSchema.safeParse({ ...entry, value: { a: 1 } }).success).toBe(true);
     expect(TaskStateSchema.safeParse({ ...entry, value: "x".repeat(100_001) }).success).toBe(false);
+  });
+});
+
+describe("prepareCall (the engine's side)", () => {
+  const tool = (activity: boolean): ToolDescriptor => ({
+    name: "t",
+    kind: "builtin",
+    description: "d",
+    parameters: { type: "object" },
+    risky: false,
+    pure: true,
+    ...(activity ? { activity: true } : {}),
+  });
+  const call = (args: Record<string, unknown>) => ({ id: "c1", name: "t", arguments: args });
+
+  it("leaves a leaf without activities alone: nothing taken off", () => {
+    expect(prepareCall(false, tool(false), call({ a: 1, _outputPath: "state.x" }))).toBeUndefined();
+    expect(prepareCall(true, undefined, call({ a: 1 }))).toBeUndefined();
+  });
+
+  it("says how each call runs, with its own arguments only", () => {
+    expect(prepareCall(true, tool(true), call({ a: 1 }))).toMatchObject({
+      mode: "activity-fire",
+      call: { arguments: { a: 1 } },
+    });
+    expect(prepareCall(true, tool(true), call({ a: 1, _outputPath: "state.x || state.y" }))).toMatchObject({
+      mode: "activity-stored",
+      call: { arguments: { a: 1 } },
+      activity: { _outputPath: "state.x || state.y", outputPaths: ["state.x", "state.y"] },
+    });
+    expect(prepareCall(true, tool(false), call({ a: 1 }))).toMatchObject({ mode: "latent-ephemeral" });
+    expect(prepareCall(true, tool(false), call({ _outputPath: "state.x || state.y" }))).toEqual({
+      mode: "latent-stored",
+      call: { id: "c1", name: "t", arguments: {} },
+      activity: {
+        id: "c1",
+        name: "t",
+        arguments: {},
+        _outputPath: "state.x || state.y",
+        outputPaths: ["state.x"],
+      },
+      collapsedFrom: "state.x || state.y",
+    });
+  });
+
+  it.each([
+    [{ _instance: { x: 1 } }, /Invalid _instance/],
+    [{ _instance: "i".repeat(201) }, /Invalid _instance/],
+    [{ _outputPath: ["state.x"] }, /Invalid _outputPath must be a string/],
+    [{ _outputPath: "state.x\nstate.y" }, /is not a state path/],
+  ])("refuses %j: an error result, nothing to run", (args, problem) => {
+    const prepared = prepareCall(true, tool(true), call(args));
+    expect(prepared).toEqual({ error: { content: expect.stringMatching(problem), isError: true } });
   });
 });

@@ -26,11 +26,12 @@ describe("the activity step", () => {
       (r) => r.Type === "AWS::Events::Rule" && r.Properties.Name === "activity",
     );
     expect(rules).toHaveLength(1);
-    expect(rules[0]?.Properties.EventPattern).toEqual({
+    const rule = rules[0] as Res;
+    expect(rule.Properties.EventPattern).toEqual({
       source: [SOURCE],
       "detail-type": [COMMANDS.activity],
     });
-    const [target] = rules[0]?.Properties.Targets as {
+    const [target] = rule.Properties.Targets as {
       Arn: unknown;
       InputTransformer: { InputTemplate: string };
     }[];
@@ -42,7 +43,8 @@ describe("the activity step", () => {
     const fn = resources()[logicalId(prod.engine.steps.activity.function)] as Res;
     const vars = (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables;
     expect(vars.ARBOR_TOOL_FUNCTION).toEqual({ Ref: logicalId(prod.engine.tools.handler.function) });
-    expect(fn.Properties).toMatchObject({ Timeout: 60, MemorySize: 512 });
+    // It waits on the tool function (up to 4 minutes): 5 minutes, as the steps that run tools.
+    expect(fn.Properties).toMatchObject({ Timeout: 300, MemorySize: 512 });
     // The data and the right to invoke the tool function; no model policy.
     const role = resources()[logicalId(prod.engine.steps.activity.role)] as Res;
     expect(role.Properties.ManagedPolicyArns).toEqual([

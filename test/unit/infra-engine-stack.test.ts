@@ -188,13 +188,14 @@ describe("functions", () => {
   const watchdogFn = () => logicalId(prod.engine.watchdog.function);
   const toolFn = () => logicalId(prod.engine.tools.handler.function);
 
-  it("run Node.js 22 on ARM64, with the long timeout only where the model is called", () => {
+  it("run Node.js 22 on ARM64, with the long timeout only where the model is called or tools run", () => {
     for (const [route, id] of stepFunctions()) {
       expect(props(prod.template, id)).toMatchObject({
         Runtime: "nodejs22.x",
         Architectures: ["arm64"],
         Handler: "index.handler",
-        Timeout: route.callsModel ? 300 : 60,
+        // A step that runs tools waits on the tool function (activity: no model, yet 5 minutes).
+        Timeout: route.callsModel || route.runsTools ? 300 : 60,
         MemorySize: route.callsModel ? 1024 : 512,
       });
     }
