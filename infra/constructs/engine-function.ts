@@ -19,6 +19,29 @@ export const FUNCTION_RUNTIME = Runtime.NODEJS_22_X;
 /** The repository root: entries, package-lock.json and tsconfig.json are found from here. */
 export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
+/** Packages kept out of the bundle and shipped as files (the context window's tokenizers). */
+export const TOKENIZER_PACKAGES = ["gpt-tokenizer", "@anthropic-ai/tokenizer"] as const;
+
+/**
+ * One shell command copying what the tokenizers load into `<outputDir>/node_modules`: gpt-tokenizer's
+ * ESM build, @anthropic-ai/tokenizer's CommonJS build and the tiktoken (lite, with its wasm) it
+ * requires; without source maps and type declarations (7.5 MB).
+ */
+export function tokenizerCopy(inputDir: string, outputDir: string): string {
+  const from = `${inputDir}/node_modules`;
+  const to = `${outputDir}/node_modules`;
+  return [
+    `mkdir -p "${to}/gpt-tokenizer" "${to}/@anthropic-ai/tokenizer/dist" "${to}/tiktoken"`,
+    `cp "${from}/gpt-tokenizer/package.json" "${to}/gpt-tokenizer/"`,
+    `cp -r "${from}/gpt-tokenizer/esm" "${to}/gpt-tokenizer/"`,
+    `cp "${from}/@anthropic-ai/tokenizer/package.json" "${to}/@anthropic-ai/tokenizer/"`,
+    `cp -r "${from}/@anthropic-ai/tokenizer/dist/cjs" "${to}/@anthropic-ai/tokenizer/dist/"`,
+    `cp "${from}/tiktoken/package.json" "${to}/tiktoken/"`,
+    `cp -r "${from}/tiktoken/lite" "${to}/tiktoken/"`,
+    `find "${to}" \\( -name '*.map' -o -name '*.d.ts' \\) -delete`,
+  ].join(" && ");
+}
+
 /**
  * One bundle per entry file, built locally by the installed esbuild (never in Docker). Every
  * function using an entry gets the same bundling options, so CDK bundles that entry once per
@@ -34,7 +57,10 @@ export const BUNDLING: BundlingOptions = {
   target: "node22",
   mainFields: ["module", "main"],
   bundleAwsSDK: true,
-  externalModules: [],
+  // The tokenizers of the context window (shared/engine/tokens.ts) stay out of the bundle, as files
+  // beside it (below): inlined, their tables (4 MB) cost every cold start seconds of parsing, even
+  // in a function that never counts a token; apart, only a turn that counts loads them.
+  externalModules: [...TOKENIZER_PACKAGES],
   minify: true,
   // Error classes name themselves after their constructor: keep the names readable in logs.
   keepNames: true,
@@ -44,14 +70,14 @@ export const BUNDLING: BundlingOptions = {
     "import { createRequire as __arborRequire } from 'node:module'; const require = __arborRequire(import.meta.url);" +
     " import { fileURLToPath as __arborPath } from 'node:url'; const __filename = __arborPath(import.meta.url);" +
     " const __dirname = __arborPath(new URL('.', import.meta.url));",
-  // The Cedar policy engine reads its wasm next to the module that loads it (`__dirname`); so does
-  // tiktoken, which counts Claude's tokens for the context window (shared/engine/tokens.ts).
+  // The Cedar policy engine reads its wasm next to the module that loads it (`__dirname`). The
+  // tokenizers go to node_modules beside the bundle: the files their dynamic imports reach.
   commandHooks: {
     beforeBundling: () => [],
     beforeInstall: () => [],
     afterBundling: (inputDir: string, outputDir: string) => [
       `cp "${inputDir}/node_modules/@cedar-policy/cedar-wasm/nodejs/cedar_wasm_bg.wasm" "${outputDir}/"`,
-      `cp "${inputDir}/node_modules/tiktoken/lite/tiktoken_bg.wasm" "${outputDir}/"`,
+      tokenizerCopy(inputDir, outputDir),
     ],
   },
 };

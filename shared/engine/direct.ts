@@ -20,6 +20,7 @@ import { holdRemoteCall, openRemoteCall, remoteContext, remoteOutcome } from "./
 import { recordUsage, usageOf } from "./usage.ts";
 import type { WindowTurn } from "./window.ts";
 import { contextWindow, counterFor, fitTokens, promptBudget } from "./window-context.ts";
+import { windowStart } from "./window-marks.ts";
 
 /**
  * Direct mode: a leaf's assistant runs the inner loop (LLM, tool calls, repeat until no tool is
@@ -44,6 +45,8 @@ interface Transcript {
   turns: { n: number; message: Message; results: (Message | undefined)[] }[];
   /** The final answer, once the model gave it (an output that records a failure is not one). */
   answer?: { message: Message; written?: PutResult };
+  /** The first turn the window may send (window-marks.ts), read once per step. */
+  fromTurn?: number;
 }
 
 async function loadTranscript(deps: EngineDeps, taskId: string): Promise<Transcript> {
@@ -89,7 +92,11 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshL
       `No assistant is assigned to this task (${assistantUrn ?? "none elected"})`,
     );
 
-  const transcript = fresh ? { turns: [] } : await loadTranscript(deps, taskId);
+  // The conversation's mark is read once per step, beside the transcript (a fresh leaf has none yet).
+  const [transcript, fromTurn] = fresh
+    ? [{ turns: [] } as Transcript, 1]
+    : await Promise.all([loadTranscript(deps, taskId), windowStart(deps, taskId)]);
+  transcript.fromTurn = fromTurn;
   if (!transcript.prompt) {
     const prompt = {
       meta: msgMeta(taskId, "prompt"),
@@ -156,6 +163,7 @@ async function takeTurn(
     prompt: transcript.prompt?.content ?? "",
     tools,
     turns: toWindowTurns(transcript),
+    fromTurn: transcript.fromTurn ?? 1,
   });
   const response = await deps.llm.complete({
     system,

@@ -3,7 +3,6 @@ import type { LlmToolSpec } from "../ports/llm.ts";
 import type { EngineDeps } from "./context.ts";
 import { type TokenCounter, tokenCounter } from "./tokens.ts";
 import { buildWindow, type Window, type WindowTurn } from "./window.ts";
-import { windowStart } from "./window-marks.ts";
 
 /**
  * The engine's side of the context window: which budget, which counter, which mark (window.ts is
@@ -15,6 +14,10 @@ import { windowStart } from "./window-marks.ts";
  * - The window: the assistant's limits.contextTokens, else settings.contextTokens.
  * - The request's budget: the window less room for the answer (settings.answerTokens, at most
  *   half the window).
+ * - The mark (truncate / clear): read once at the start of each step of the loop, beside the
+ *   transcript (direct.ts), so a mark is honoured from the next step: at once when the task waits
+ *   for a person (the wait ends the step), else within turnStepMs. A step that starts a leaf reads
+ *   none: nothing of its conversation exists yet to be marked.
  * - The task prompt: at most a quarter of the budget (promptBudget), so the turns always have room.
  */
 export function modelOf(deps: Pick<EngineDeps, "llm">, assistant: Assistant): string {
@@ -47,11 +50,18 @@ export async function contextWindow(
   deps: EngineDeps,
   taskId: string,
   assistant: Assistant,
-  request: { system: string; prompt: string; tools: readonly LlmToolSpec[]; turns: readonly WindowTurn[] },
+  request: {
+    system: string;
+    prompt: string;
+    tools: readonly LlmToolSpec[];
+    turns: readonly WindowTurn[];
+    /** The conversation's mark (window-marks.ts), as the step read it when it began. */
+    fromTurn: number;
+  },
 ): Promise<Window> {
-  const [counter, fromTurn] = await Promise.all([counterFor(deps, assistant), windowStart(deps, taskId)]);
+  const counter = await counterFor(deps, assistant);
   const budget = requestBudget(deps, assistant);
-  const window = buildWindow({ ...request, fromTurn, budget, count: (t) => counter.count(t) });
+  const window = buildWindow({ ...request, budget, count: (t) => counter.count(t) });
   if (window.dropped + window.stubbed + window.cleared > 0 || window.tokens > budget)
     deps.log.debug("context window", {
       taskId,

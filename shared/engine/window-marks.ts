@@ -23,6 +23,7 @@ import type { EngineDeps } from "./context.ts";
  *   is written on its version, so two at once both land, one after the other). At most MAX_MARKS.
  * - Only a leaf that has not ended: a task that is not a leaf (its children have the
  *   conversations), or that has ended, is refused (ConflictError), and nothing is written.
+ * - The window honours a mark from the next step of the loop (window-context.ts).
  * Who may: the caller checks first (a write to the task: the conversation's owner or an admin;
  * http-conversation.ts).
  */

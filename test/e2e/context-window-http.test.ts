@@ -178,6 +178,29 @@ describe("truncate and clear a conversation over the HTTP API", () => {
     expect((await marks())?.marks).toHaveLength(3);
   }, 60_000);
 
+  it("marks sent at once all land, one after the other, and the window honours the furthest", async () => {
+    const requests: LlmRequest[] = [];
+    const { h, url } = await start(mailerScript(requests));
+    const { rootTaskId: task } = await h.submit("Count words and mail the team");
+    await h.idle();
+    expect((await h.rt.tasks.view(task))?.status).toBe("awaiting_user");
+    const sent = await Promise.all(
+      [3, 1, 4, 2, 5].map((keepLast) => post(url, acme.key, conv(task, "truncate"), { keepLast })),
+    );
+    expect(sent.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    const record = (await h.rt.state.get<WindowMarks>(windowMarkKey(task)))?.data;
+    expect(record?.marks.map((m) => m.keepLast).sort()).toEqual([1, 2, 3, 4, 5]);
+    expect(record?.fromTurn).toBe(6); // keepLast 1 of 6 turns, whatever the order
+    const before = requests.length;
+    const [approval] = await h.pending(task);
+    await h.engine.respond(approval?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
+    await h.idle();
+    const ids = requests[before]?.messages.flatMap((m) =>
+      m.role === "assistant" ? (m.toolCalls ?? []).map((c) => c.id) : [],
+    );
+    expect(ids).toEqual(["call-6"]);
+  }, 60_000);
+
   it("a task that is not a leaf is refused with 409, and nothing is written", async () => {
     // Two parts, each sending an email: the parts wait for approvals, the root for its parts.
     const script: ScriptFunction = (r) => {

@@ -392,7 +392,7 @@ describe("permissions", () => {
         "cedar_wasm_bg.wasm",
         "index.mjs",
         "index.mjs.map",
-        "tiktoken_bg.wasm",
+        "node_modules",
       ]);
     }
     const invokes = statements(prod.template).filter((s) =>

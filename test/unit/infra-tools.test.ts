@@ -322,7 +322,9 @@ describe("bundling with files", () => {
     const base = BUNDLING.commandHooks?.afterBundling("/in", "/out") ?? [];
     expect(base).toHaveLength(2);
     expect(base[0]).toContain("cedar_wasm_bg.wasm");
-    expect(base[1]).toContain("tiktoken/lite/tiktoken_bg.wasm");
+    expect(base[1]).toContain(
+      'cp -r "/in/node_modules/gpt-tokenizer/esm" "/out/node_modules/gpt-tokenizer/"',
+    );
     expect(hooks?.afterBundling("/in", "/out")).toEqual([
       ...base,
       'cp "/srv/cdk.out/tools.abc.json" "/out/tools.json"',

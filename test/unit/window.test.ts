@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { estimateCounter } from "../../shared/engine/tokens.ts";
+import { estimateCounter, tokenCounter } from "../../shared/engine/tokens.ts";
 import {
   buildWindow,
   messageTokens,
@@ -8,6 +8,7 @@ import {
   type WindowInput,
   type WindowTurn,
 } from "../../shared/engine/window.ts";
+import { fitTokens } from "../../shared/engine/window-context.ts";
 import type { LlmMessage } from "../../shared/ports/llm.ts";
 
 const count = estimateCounter.count;
@@ -227,5 +228,47 @@ describe("the context window (examples)", () => {
       content: "[no result was recorded for this call]",
       isError: true,
     });
+  });
+});
+
+describe("the task prompt's budget", () => {
+  it("cuts a prompt over its budget to fit, with a note, for each counter", async () => {
+    const text = `# Task: long\n${"context line with words and 12345 numbers\n".repeat(5_000)}`;
+    for (const model of ["scripted", "gpt-4o", "anthropic.claude-3-5-haiku-20241022-v1:0"]) {
+      const counter = await tokenCounter(model);
+      const cut = fitTokens(text, 1_000, counter);
+      expect(counter.count(cut)).toBeLessThanOrEqual(1_000);
+      expect(cut.startsWith("# Task: long\n")).toBe(true);
+      expect(cut.endsWith("\n[context cut to fit]")).toBe(true);
+      expect(fitTokens("# Task: short", 1_000, counter)).toBe("# Task: short");
+    }
+  });
+
+  it("a window counted with a real tokenizer stays within its budget", async () => {
+    const counter = await tokenCounter("gpt-4o");
+    const turns = Array.from({ length: 60 }, (_, i) => ({
+      n: i + 1,
+      urn: `${TASK}/common.Message.t${i + 1}`,
+      toolCalls: [{ id: `c${i + 1}`, name: "search", arguments: { q: `query number ${i + 1}` } }],
+      results: [
+        {
+          urn: `${TASK}/common.Message.r${i + 1}`,
+          toolCallId: `c${i + 1}`,
+          content: "a result line\n".repeat(80),
+        },
+      ],
+    }));
+    const w = buildWindow({
+      system: "s",
+      prompt: "the task",
+      tools: [],
+      turns,
+      fromTurn: 1,
+      budget: 8_000,
+      count: (t) => counter.count(t),
+    });
+    expect(w.tokens).toBeLessThanOrEqual(8_000);
+    expect(w.stubbed).toBeGreaterThan(0);
+    expect(w.dropped).toBeGreaterThan(0);
   });
 });
