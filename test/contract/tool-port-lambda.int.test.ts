@@ -156,6 +156,31 @@ describe("LambdaToolPort: when the tool function cannot answer", () => {
     await expect(x.handler({ op: "ListTools", tenant: "../acme" })).rejects.toThrow(ValidationError);
   });
 
+  it("a registration that fails is remembered as long as one that succeeds: the tool function is not asked on every request", async () => {
+    let failing = true;
+    const x = await start((handler) => ({
+      [FUNCTION]: (event) => {
+        if (failing && (event as { op: string }).op === "RegisterTools")
+          throw Object.assign(new Error("Could not reach DynamoDB"), { name: "UnavailableError" });
+        return handler(event);
+      },
+    }));
+    let now = Date.parse("2026-06-01T09:00:00.000Z");
+    const p = await openPort(x, { clock: () => new Date(now), registerTtlMs: 60_000 });
+    port = p;
+    await expect(p.register("zeta")).rejects.toThrow(/Could not reach DynamoDB/);
+    await expect(p.register("zeta")).rejects.toThrow(/Could not reach DynamoDB/);
+    const registers = () =>
+      x.peer.invocations.filter((i) => (i.payload as { op: string }).op === "RegisterTools").length;
+    expect(registers()).toBe(1);
+    // ListTools, asked each time, registers anyway.
+    expect((await p.listTools("zeta")).length).toBe(6);
+    failing = false;
+    now += 60_000;
+    expect((await p.register("zeta")).urns).toHaveLength(6);
+    expect(registers()).toBe(2);
+  });
+
   it("the list of tools is a cache: once refreshMs old, its next use reads ListTools again in the background; a failed refresh keeps the old list", async () => {
     // A redeploy of the tool function with another configuration: the peer's handler is swapped.
     const made = contractBindings();

@@ -44,8 +44,8 @@ import { asToolFunctionError, invoke, TOOL_FUNCTION_TIMEOUT_MS } from "./tool-fu
  *   time: it reads the tenant's stored Tool resources (registering them first if need be), where
  *   the configuration is. A namespace that is not one is refused here, before any Invoke.
  * - `register(tenant)` asks the tool function to register the tenant's Tool resources (the
- *   engine's first request of a tenant, see engine/team.ts): remembered per tenant for
- *   `registerTtlMs` (5 minutes), then asked again, so a tool function deployed with another
+ *   engine's first request of a tenant, see engine/team.ts), bounded by 20 s: remembered per
+ *   tenant, failed or not, for `registerTtlMs` (5 minutes), then asked again, so a tool function deployed with another
  *   configuration registers it within that time of the tenant's next request (the tool function
  *   itself registers each tenant again on its first ListTools after a deploy).
  * - ExecuteTool is a synchronous Invoke (RequestResponse), bounded by `invokeTimeoutMs`: the tool
@@ -77,6 +77,8 @@ export { asToolFunctionError, TOOL_FUNCTION_TIMEOUT_MS };
 export const TOOL_CALL_MAX_MS = TOOL_FUNCTION_TIMEOUT_MS - 10_000;
 const REGISTER_TTL_MS = 5 * 60_000;
 const REFRESH_MS = 5 * 60_000;
+/** The longest a registration may take before the request that asked for it goes on without it. */
+const REGISTER_TIMEOUT_MS = 20_000;
 /** Tenants whose registration is remembered, at most this many (then asked again). */
 const MAX_REGISTERED = 10_000;
 
@@ -201,7 +203,9 @@ export class LambdaToolPort implements ToolPort {
     const known = this.#registered.get(tenant);
     if (known && now - known.at < (this.#options.registerTtlMs ?? REGISTER_TTL_MS)) return known.registration;
     if (this.#registered.size >= MAX_REGISTERED) this.#registered.clear();
-    const registration = this.#ask({ op: "RegisterTools", tenant }).then((payload) => {
+    // Bounded well below a call's wait: a request of the tenant waits for it (engine/team.ts).
+    const timeout = Math.min(this.#options.invokeTimeoutMs ?? REGISTER_TIMEOUT_MS, REGISTER_TIMEOUT_MS);
+    const registration = this.#ask({ op: "RegisterTools", tenant }, timeout).then((payload) => {
       const parsed = RegisterToolsResponseSchema.safeParse(payload);
       if (!parsed.success)
         throw new UnavailableError(
@@ -209,15 +213,17 @@ export class LambdaToolPort implements ToolPort {
         );
       return parsed.data.registration;
     });
+    // A failure is remembered as long as a success: a tool function that is down or slow is not
+    // asked again on every request of the tenant (ListTools, asked each time, registers anyway).
     this.#registered.set(tenant, { at: now, registration });
-    registration.catch(() => this.#registered.delete(tenant));
+    registration.catch(() => {});
     return registration;
   }
 
   /** One request the tool function answers with data (no call is recorded): its errors thrown. */
-  async #ask(request: ToolFunctionRequest): Promise<unknown> {
+  async #ask(request: ToolFunctionRequest, timeoutMs = this.#options.invokeTimeoutMs): Promise<unknown> {
     try {
-      return (await invoke(this.#options, request, this.#options.invokeTimeoutMs)).payload;
+      return (await invoke(this.#options, request, timeoutMs)).payload;
     } catch (e) {
       throw asToolFunctionError(this.#options.functionName, e);
     }
