@@ -89,11 +89,17 @@ export function registryHash(descriptors: readonly ToolDescriptor[]): string {
   return hash("sha256", lines.join("\n"));
 }
 
+/** The most of a description a resource keeps (an MCP server's may be longer): the rest is cut. */
+const MAX_DESCRIPTION = 4000;
+const bounded = (text: string) =>
+  text.length <= MAX_DESCRIPTION ? text : `${text.slice(0, MAX_DESCRIPTION - 1)}…`;
+
 /** The Tool resource of a descriptor under a tenant. */
 export function toolResource(tenant: string, d: ToolDescriptor) {
+  const description = bounded(d.description);
   return {
-    meta: withMeta({ type: TOOL_TYPE, name: d.name, parent: tenantUrn(tenant), purpose: d.description }),
-    function: { name: d.name, description: d.description, parameters: d.parameters },
+    meta: withMeta({ type: TOOL_TYPE, name: d.name, parent: tenantUrn(tenant), purpose: description }),
+    function: { name: d.name, description, parameters: d.parameters },
     risky: d.risky,
     pure: d.pure,
     namespace: namespaceOfDescriptor(d),

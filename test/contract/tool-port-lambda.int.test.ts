@@ -156,6 +156,66 @@ describe("LambdaToolPort: when the tool function cannot answer", () => {
     await expect(x.handler({ op: "ListTools", tenant: "../acme" })).rejects.toThrow(ValidationError);
   });
 
+  it("a registration that fails is remembered as long as one that succeeds: the tool function is not asked on every request", async () => {
+    let failing = true;
+    const x = await start((handler) => ({
+      [FUNCTION]: (event) => {
+        if (failing && (event as { op: string }).op === "RegisterTools")
+          throw Object.assign(new Error("Could not reach DynamoDB"), { name: "UnavailableError" });
+        return handler(event);
+      },
+    }));
+    let now = Date.parse("2026-06-01T09:00:00.000Z");
+    const p = await openPort(x, { clock: () => new Date(now), registerTtlMs: 60_000 });
+    port = p;
+    await expect(p.register("zeta")).rejects.toThrow(/Could not reach DynamoDB/);
+    await expect(p.register("zeta")).rejects.toThrow(/Could not reach DynamoDB/);
+    const registers = () =>
+      x.peer.invocations.filter((i) => (i.payload as { op: string }).op === "RegisterTools").length;
+    expect(registers()).toBe(1);
+    // ListTools, asked each time, registers anyway.
+    expect((await p.listTools("zeta")).length).toBe(6);
+    failing = false;
+    now += 60_000;
+    expect((await p.register("zeta")).urns).toHaveLength(6);
+    expect(registers()).toBe(2);
+  });
+
+  it("the list of tools is a cache: once refreshMs old, its next use reads ListTools again in the background; a failed refresh keeps the old list", async () => {
+    // A redeploy of the tool function with another configuration: the peer's handler is swapped.
+    const made = contractBindings();
+    let current: ToolHandler | undefined;
+    const x = await start(() => ({ [FUNCTION]: (event) => (current as ToolHandler)(event) }));
+    current = x.handler;
+    let now = Date.parse("2026-06-01T09:00:00.000Z");
+    const p = await openPort(x, { clock: () => new Date(now), refreshMs: 60_000 });
+    port = p;
+    const names = () => p.list().map((d) => d.name);
+    expect(names()).toContain("huge");
+    const next = new ToolService(
+      made.bindings.filter((b) => b.descriptor.name !== "huge"),
+      x.world.options({ policy: defaultPolicy() }),
+    );
+    const redeployed = createToolHandler({ service: next });
+    current = redeployed;
+    now += 59_999;
+    expect(names()).toContain("huge"); // not yet stale: no ListTools
+    now += 1;
+    expect(names()).toContain("huge"); // stale: the refresh starts, the old list answers meanwhile
+    await p.refresh(); // joins the one under way
+    expect(names()).not.toContain("huge");
+    expect(p.describe(["huge"])).toEqual([]);
+    const lists = x.peer.invocations.filter((i) => (i.payload as { op: string }).op === "ListTools");
+    expect(lists).toHaveLength(2);
+    // The function fails: the list stays, and is asked for again a period later.
+    current = (() => Promise.reject(new Error("down"))) as unknown as ToolHandler;
+    now += 60_000;
+    await p.refresh();
+    expect(names()).toEqual(["echo", "send_note", "boom", "slow", "remote_desk"]);
+    await redeployed.close();
+    await next.close();
+  });
+
   it("a function error (the state table down in the function) is a failed call that did not start, on record", async () => {
     const x = await start((handler) => ({
       [FUNCTION]: (event) => {

@@ -177,6 +177,32 @@ describe("a registration cut short", () => {
 });
 
 describe("hostile input", () => {
+  it("a description longer than a resource keeps (an MCP server's, say) is cut in the resource, not refused", async () => {
+    const long = "d".repeat(10_000);
+    const s = new ToolService(
+      [
+        {
+          descriptor: {
+            name: "wordy",
+            kind: "mcp",
+            description: long,
+            parameters: { type: "object" },
+            risky: false,
+            pure: false,
+          },
+          check: () => [],
+          run: async () => "ok",
+        },
+      ],
+      world.options(),
+    );
+    opened.push(s);
+    const [listed] = await s.listTools("acme");
+    expect(listed?.description).toHaveLength(4000);
+    expect(listed?.namespace).toBe("mcp");
+    expect(s.describe(["wordy"])[0]?.description).toBe(long); // what the model is shown
+  });
+
   it("a tenant id that cannot be in a URN, or a bad namespace in the configuration, is refused", async () => {
     const s = await process_(BEFORE);
     await expect(s.listTools("../beta")).rejects.toThrow(/is not a tenant id/);

@@ -117,6 +117,7 @@ describe("a tool bound to a Lambda function", () => {
       parameters: VENUE_PARAMETERS,
       risky: false,
       pure: false,
+      namespace: "lambda", // none configured: its kind
     });
 
     const context = ctx();

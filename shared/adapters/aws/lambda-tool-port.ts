@@ -1,13 +1,7 @@
-import { InvokeCommand, type InvokeCommandOutput, type LambdaClient } from "@aws-sdk/client-lambda";
+import type { LambdaClient } from "@aws-sdk/client-lambda";
 import type { ToolFailureReason } from "../../domain/events.ts";
 import { deepFreeze } from "../../domain/immutable.ts";
-import {
-  type ArborError,
-  ConfigError,
-  ThrottledError,
-  UnavailableError,
-  ValidationError,
-} from "../../errors.ts";
+import { type ArborError, UnavailableError, ValidationError } from "../../errors.ts";
 import { componentLogger } from "../../observability/logger.ts";
 import type { AuditLog } from "../../ports/audit-log.ts";
 import type {
@@ -31,6 +25,7 @@ import {
   type ToolFunctionRequest,
 } from "../../tools/tool-function-protocol.ts";
 import { checkNamespace } from "../../tools/tool-registry.ts";
+import { asToolFunctionError, invoke, TOOL_FUNCTION_TIMEOUT_MS } from "./tool-function-invoke.ts";
 
 /**
  * The tool port of the engine's steps on AWS: every call goes to the tool function
@@ -38,15 +33,19 @@ import { checkNamespace } from "../../tools/tool-registry.ts";
  * policy check, idempotency key, audit records, bounded results and outbound guard, and which alone
  * holds the tools' grants, registry and connections. This side holds none of them.
  *
- * - ListTools is invoked once, when the port is opened (the step's cold start): `list`, `describe`
- *   and `check` answer from that list, without a call. `check` validates against the tool's JSON
- *   Schema (what the model is shown); the function checks again, with the tool's own checker.
+ * - ListTools is invoked when the port is opened (the step's cold start): `list`, `describe`
+ *   and `check` answer from that list, without a call (never a listing per model turn). The list
+ *   is a cache: once it is `refreshMs` old (5 minutes), the next use asks ListTools again in the
+ *   background and goes on with the old list until the answer comes, so a tool function deployed
+ *   with another configuration is known to warm steps within minutes (a failed refresh keeps the
+ *   old list and tries again a period later). `check` validates against the tool's JSON Schema
+ *   (what the model is shown); the function checks again, with the tool's own checker.
  * - `listTools(tenant, { namespace })` is ListTools of seeds/001, asked of the tool function each
  *   time: it reads the tenant's stored Tool resources (registering them first if need be), where
  *   the configuration is. A namespace that is not one is refused here, before any Invoke.
  * - `register(tenant)` asks the tool function to register the tenant's Tool resources (the
- *   engine's first request of a tenant, see engine/team.ts): remembered per tenant for
- *   `registerTtlMs` (5 minutes), then asked again, so a tool function deployed with another
+ *   engine's first request of a tenant, see engine/team.ts), bounded by 20 s: remembered per
+ *   tenant, failed or not, for `registerTtlMs` (5 minutes), then asked again, so a tool function deployed with another
  *   configuration registers it within that time of the tenant's next request (the tool function
  *   itself registers each tenant again on its first ListTools after a deploy).
  * - ExecuteTool is a synchronous Invoke (RequestResponse), bounded by `invokeTimeoutMs`: the tool
@@ -69,19 +68,19 @@ import { checkNamespace } from "../../tools/tool-registry.ts";
  *   the API function received or, at the deadline, by asking the agent once.
  */
 
-/** The tool function's timeout (the engine stack sets it): a call's answer comes within it. */
-export const TOOL_FUNCTION_TIMEOUT_MS = 240_000;
+export { asToolFunctionError, TOOL_FUNCTION_TIMEOUT_MS };
 /**
  * The longest a tool may run on a deployed stack (its `timeoutMs`, default 30 s): ten seconds under
  * the function's timeout, so the tool service records the outcome before Lambda stops the function.
  * The steps that run tools (ready, turn) wait for the answer; they run for 5 minutes at most.
  */
 export const TOOL_CALL_MAX_MS = TOOL_FUNCTION_TIMEOUT_MS - 10_000;
-const DEFAULT_INVOKE_TIMEOUT_MS = TOOL_FUNCTION_TIMEOUT_MS + 10_000;
 const REGISTER_TTL_MS = 5 * 60_000;
+const REFRESH_MS = 5 * 60_000;
+/** The longest a registration may take before the request that asked for it goes on without it. */
+const REGISTER_TIMEOUT_MS = 20_000;
 /** Tenants whose registration is remembered, at most this many (then asked again). */
 const MAX_REGISTERED = 10_000;
-const THROTTLE_BACKOFF_MS = [200, 1_000, 3_000];
 
 export interface LambdaToolPortOptions {
   /** With `maxAttempts: 1` (this port retries only what is safe to retry). */
@@ -95,6 +94,8 @@ export interface LambdaToolPortOptions {
   invokeTimeoutMs?: number;
   /** Waits between throttled attempts (default 0.2, 1 and 3 s); tests make them short. */
   throttleBackoffMs?: readonly number[];
+  /** How old the list of tools may get before its next use asks ListTools again (default 5 minutes). */
+  refreshMs?: number;
   /** How long a tenant's registration is remembered before `register` asks again (default 5 minutes). */
   registerTtlMs?: number;
   /** Destroy the client on close (default: false, the caller owns it). */
@@ -116,7 +117,10 @@ interface Entry {
 
 export class LambdaToolPort implements ToolPort {
   readonly #options: LambdaToolPortOptions;
-  readonly #tools = new Map<string, Entry>();
+  #tools = new Map<string, Entry>();
+  /** When the list was read (the clock's ms), and the refresh under way, if one is. */
+  #listedAt: number;
+  #refreshing: Promise<void> | undefined;
   readonly #running = new Map<string, Promise<ToolResult>>();
   /** Each tenant's registration, with when it was asked for (see `register`). */
   readonly #registered = new Map<string, { at: number; registration: Promise<ToolRegistration> }>();
@@ -124,34 +128,22 @@ export class LambdaToolPort implements ToolPort {
 
   private constructor(options: LambdaToolPortOptions, descriptors: readonly ToolDescriptor[]) {
     this.#options = options;
-    for (const d of descriptors) {
-      deepFreeze(d);
-      this.#tools.set(d.name, { descriptor: d, check: lazyChecker(d) });
-    }
+    this.#tools = entries(descriptors);
+    this.#listedAt = options.clock().getTime();
   }
 
   /** Asks the tool function for its tools (ListTools); a function that cannot answer throws. */
   static async open(options: LambdaToolPortOptions): Promise<LambdaToolPort> {
-    let payload: unknown;
-    try {
-      ({ payload } = await invoke(options, { op: "ListTools" }, options.invokeTimeoutMs));
-    } catch (e) {
-      throw asToolFunctionError(options.functionName, e);
-    }
-    const parsed = ListToolsResponseSchema.safeParse(payload);
-    if (!parsed.success)
-      throw new ValidationError(
-        `The tool function ${options.functionName} answered ListTools with something else than { tools: [...] }: deploy the engine stack's functions from one commit`,
-        parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`),
-      );
-    return new LambdaToolPort(options, parsed.data.tools);
+    return new LambdaToolPort(options, await configuredTools(options));
   }
 
   list(): ToolDescriptor[] {
+    this.#keepFresh();
     return [...this.#tools.values()].map((t) => t.descriptor);
   }
 
   describe(names: readonly string[]): ToolDescriptor[] {
+    this.#keepFresh();
     return names.flatMap((n) => {
       const t = this.#tools.get(n);
       return t ? [t.descriptor] : [];
@@ -159,7 +151,36 @@ export class LambdaToolPort implements ToolPort {
   }
 
   check(name: string, args: Record<string, unknown>): string[] {
+    this.#keepFresh();
     return this.#tools.get(name)?.check(args) ?? [];
+  }
+
+  /**
+   * Reads the tool function's tools again (ListTools), joining a refresh under way; the list the
+   * port answers from is replaced once the answer comes. A failure keeps the old list.
+   */
+  refresh(): Promise<void> {
+    this.#refreshing ??= configuredTools(this.#options)
+      .then((descriptors) => {
+        this.#tools = entries(descriptors);
+      })
+      .catch((error: unknown) => {
+        log.warn("could not refresh the list of tools; the old one stays", {
+          error: error instanceof Error ? error.message : String(error),
+        });
+      })
+      .finally(() => {
+        this.#listedAt = this.#options.clock().getTime();
+        this.#refreshing = undefined;
+      });
+    return this.#refreshing;
+  }
+
+  /** Starts a refresh in the background when the list is `refreshMs` old. */
+  #keepFresh(): void {
+    if (this.#closed || this.#refreshing) return;
+    const age = this.#options.clock().getTime() - this.#listedAt;
+    if (age >= (this.#options.refreshMs ?? REFRESH_MS)) void this.refresh();
   }
 
   async listTools(tenant: string, options: { namespace?: string } = {}): Promise<ToolDescriptor[]> {
@@ -182,7 +203,9 @@ export class LambdaToolPort implements ToolPort {
     const known = this.#registered.get(tenant);
     if (known && now - known.at < (this.#options.registerTtlMs ?? REGISTER_TTL_MS)) return known.registration;
     if (this.#registered.size >= MAX_REGISTERED) this.#registered.clear();
-    const registration = this.#ask({ op: "RegisterTools", tenant }).then((payload) => {
+    // Bounded well below a call's wait: a request of the tenant waits for it (engine/team.ts).
+    const timeout = Math.min(this.#options.invokeTimeoutMs ?? REGISTER_TIMEOUT_MS, REGISTER_TIMEOUT_MS);
+    const registration = this.#ask({ op: "RegisterTools", tenant }, timeout).then((payload) => {
       const parsed = RegisterToolsResponseSchema.safeParse(payload);
       if (!parsed.success)
         throw new UnavailableError(
@@ -190,15 +213,17 @@ export class LambdaToolPort implements ToolPort {
         );
       return parsed.data.registration;
     });
+    // A failure is remembered as long as a success: a tool function that is down or slow is not
+    // asked again on every request of the tenant (ListTools, asked each time, registers anyway).
     this.#registered.set(tenant, { at: now, registration });
-    registration.catch(() => this.#registered.delete(tenant));
+    registration.catch(() => {});
     return registration;
   }
 
   /** One request the tool function answers with data (no call is recorded): its errors thrown. */
-  async #ask(request: ToolFunctionRequest): Promise<unknown> {
+  async #ask(request: ToolFunctionRequest, timeoutMs = this.#options.invokeTimeoutMs): Promise<unknown> {
     try {
-      return (await invoke(this.#options, request, this.#options.invokeTimeoutMs)).payload;
+      return (await invoke(this.#options, request, timeoutMs)).payload;
     } catch (e) {
       throw asToolFunctionError(this.#options.functionName, e);
     }
@@ -352,6 +377,33 @@ export class LambdaToolPort implements ToolPort {
   }
 }
 
+/** The tool function's configured tools (ListTools without a tenant); one that cannot answer throws. */
+async function configuredTools(options: LambdaToolPortOptions): Promise<ToolDescriptor[]> {
+  let payload: unknown;
+  try {
+    ({ payload } = await invoke(options, { op: "ListTools" }, options.invokeTimeoutMs));
+  } catch (e) {
+    throw asToolFunctionError(options.functionName, e);
+  }
+  const parsed = ListToolsResponseSchema.safeParse(payload);
+  if (!parsed.success)
+    throw new ValidationError(
+      `The tool function ${options.functionName} answered ListTools with something else than { tools: [...] }: deploy the engine stack's functions from one commit`,
+      parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`),
+    );
+  return parsed.data.tools;
+}
+
+/** Descriptors by name, frozen, each with its checker (compiled when first needed). */
+function entries(descriptors: readonly ToolDescriptor[]): Map<string, Entry> {
+  const map = new Map<string, Entry>();
+  for (const d of descriptors) {
+    deepFreeze(d);
+    map.set(d.name, { descriptor: d, check: lazyChecker(d) });
+  }
+  return map;
+}
+
 /** The ToolContext fields that cross the wire (tool-function-protocol.ts). */
 const wireContext = (context: ToolContext) => ({
   taskId: context.taskId,
@@ -381,104 +433,4 @@ function lazyChecker(d: ToolDescriptor): (args: Record<string, unknown>) => stri
     }
     return check(args);
   };
-}
-
-/** One Invoke of the tool function; a throttled one is tried again (the function did not run). */
-async function invoke(
-  options: LambdaToolPortOptions,
-  request: ToolFunctionRequest,
-  timeoutMs = DEFAULT_INVOKE_TIMEOUT_MS,
-  signal?: AbortSignal,
-): Promise<{ payload: unknown }> {
-  const backoff = options.throttleBackoffMs ?? THROTTLE_BACKOFF_MS;
-  for (let attempt = 0; ; attempt++) {
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const abortSignal = signal ? AbortSignal.any([signal, timeout]) : timeout;
-    let response: InvokeCommandOutput;
-    try {
-      response = await options.client.send(
-        new InvokeCommand({
-          FunctionName: options.functionName,
-          InvocationType: "RequestResponse",
-          Payload: JSON.stringify(request),
-        }),
-        { abortSignal },
-      );
-    } catch (e) {
-      const wait = backoff[attempt];
-      if (isThrottled(e) && wait !== undefined) {
-        await new Promise((r) => setTimeout(r, wait));
-        continue;
-      }
-      if (timeout.aborted)
-        throw new UnavailableError(`the tool function did not answer within ${timeoutMs} ms`, {
-          cause: e,
-          details: { mayHaveRun: true, timedOut: true },
-        });
-      throw e;
-    }
-    const text = response.Payload?.transformToString("utf-8") ?? "";
-    if (response.FunctionError) throw functionError(text);
-    try {
-      return { payload: text ? JSON.parse(text) : null };
-    } catch (cause) {
-      throw new UnavailableError("the tool function's answer is not JSON", {
-        cause,
-        details: { mayHaveRun: true },
-      });
-    }
-  }
-}
-
-const isThrottled = (e: unknown) =>
-  e instanceof Error && (e.name === "TooManyRequestsException" || e.name === "ThrottlingException");
-
-/** The function threw or Lambda stopped it: `{"errorType", "errorMessage"}` (the trace is left out). */
-function functionError(payload: string): ArborError {
-  let type = "Unhandled";
-  let message = payload.slice(0, 500);
-  try {
-    const body = JSON.parse(payload) as Record<string, unknown>;
-    if (typeof body.errorType === "string") type = body.errorType;
-    if (typeof body.errorMessage === "string") message = body.errorMessage.slice(0, 1_000);
-  } catch {
-    // not JSON: the payload as it is
-  }
-  const timedOut = type === "Sandbox.Timedout" || /Task timed out/i.test(message);
-  if (timedOut)
-    return new UnavailableError(`the tool function timed out (${message})`, {
-      details: { mayHaveRun: true, timedOut: true, errorType: type },
-    });
-  if (type === "ValidationError")
-    return new ValidationError(`the tool function refused the request (${message})`);
-  return new UnavailableError(`the tool function failed (${type}: ${message})`, {
-    details: { mayHaveRun: true, errorType: type },
-  });
-}
-
-/** What went wrong, in the error taxonomy; `details.mayHaveRun` when the tool may have started. */
-export function asToolFunctionError(functionName: string, e: unknown): ArborError {
-  if (e instanceof UnavailableError || e instanceof ValidationError || e instanceof ConfigError) return e;
-  const error = e instanceof Error ? e : new Error(String(e));
-  const what = `${error.name}: ${error.message}`.slice(0, 500);
-  if (isThrottled(error))
-    return new ThrottledError(
-      `the tool function ${functionName} is throttled (${what}); try again later, or raise its concurrency`,
-      { cause: e },
-    );
-  if (error.name === "ResourceNotFoundException")
-    return new ConfigError(
-      `the tool function ${functionName} does not exist (${what}): set ARBOR_TOOL_FUNCTION to the engine stack's output ToolFunctionName`,
-      { cause: e },
-    );
-  if (error.name === "AccessDeniedException")
-    return new ConfigError(
-      `this function may not invoke the tool function ${functionName} (${what}): only the ready and turn steps hold lambda:InvokeFunction on it`,
-      { cause: e },
-    );
-  // The request may have reached the function (a connection reset after it was sent).
-  return new UnavailableError(`the tool function ${functionName} could not be reached (${what})`, {
-    cause: e,
-    details: { mayHaveRun: true },
-  });
 }

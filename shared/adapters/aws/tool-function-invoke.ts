@@ -1,0 +1,127 @@
+import { InvokeCommand, type InvokeCommandOutput, type LambdaClient } from "@aws-sdk/client-lambda";
+import {
+  type ArborError,
+  ConfigError,
+  ThrottledError,
+  UnavailableError,
+  ValidationError,
+} from "../../errors.ts";
+import type { ToolFunctionRequest } from "../../tools/tool-function-protocol.ts";
+
+/**
+ * One request to the tool function (functions/tool.ts) as LambdaToolPort sends it: a synchronous
+ * Invoke, bounded, a throttled one tried again (the function did not run), and whatever went wrong
+ * mapped to the error taxonomy (`details.mayHaveRun` when the tool may have started).
+ */
+
+/** The tool function's timeout (the engine stack sets it): a call's answer comes within it. */
+export const TOOL_FUNCTION_TIMEOUT_MS = 240_000;
+const DEFAULT_INVOKE_TIMEOUT_MS = TOOL_FUNCTION_TIMEOUT_MS + 10_000;
+const THROTTLE_BACKOFF_MS = [200, 1_000, 3_000];
+
+export interface InvokeOptions {
+  client: LambdaClient;
+  functionName: string;
+  /** Waits between throttled attempts (default 0.2, 1 and 3 s). */
+  throttleBackoffMs?: readonly number[];
+}
+
+/** One Invoke of the tool function; a throttled one is tried again (the function did not run). */
+export async function invoke(
+  options: InvokeOptions,
+  request: ToolFunctionRequest,
+  timeoutMs = DEFAULT_INVOKE_TIMEOUT_MS,
+  signal?: AbortSignal,
+): Promise<{ payload: unknown }> {
+  const backoff = options.throttleBackoffMs ?? THROTTLE_BACKOFF_MS;
+  for (let attempt = 0; ; attempt++) {
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const abortSignal = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    let response: InvokeCommandOutput;
+    try {
+      response = await options.client.send(
+        new InvokeCommand({
+          FunctionName: options.functionName,
+          InvocationType: "RequestResponse",
+          Payload: JSON.stringify(request),
+        }),
+        { abortSignal },
+      );
+    } catch (e) {
+      const wait = backoff[attempt];
+      if (isThrottled(e) && wait !== undefined) {
+        await new Promise((r) => setTimeout(r, wait));
+        continue;
+      }
+      if (timeout.aborted)
+        throw new UnavailableError(`the tool function did not answer within ${timeoutMs} ms`, {
+          cause: e,
+          details: { mayHaveRun: true, timedOut: true },
+        });
+      throw e;
+    }
+    const text = response.Payload?.transformToString("utf-8") ?? "";
+    if (response.FunctionError) throw functionError(text);
+    try {
+      return { payload: text ? JSON.parse(text) : null };
+    } catch (cause) {
+      throw new UnavailableError("the tool function's answer is not JSON", {
+        cause,
+        details: { mayHaveRun: true },
+      });
+    }
+  }
+}
+
+const isThrottled = (e: unknown) =>
+  e instanceof Error && (e.name === "TooManyRequestsException" || e.name === "ThrottlingException");
+
+/** The function threw or Lambda stopped it: `{"errorType", "errorMessage"}` (the trace is left out). */
+function functionError(payload: string): ArborError {
+  let type = "Unhandled";
+  let message = payload.slice(0, 500);
+  try {
+    const body = JSON.parse(payload) as Record<string, unknown>;
+    if (typeof body.errorType === "string") type = body.errorType;
+    if (typeof body.errorMessage === "string") message = body.errorMessage.slice(0, 1_000);
+  } catch {
+    // not JSON: the payload as it is
+  }
+  const timedOut = type === "Sandbox.Timedout" || /Task timed out/i.test(message);
+  if (timedOut)
+    return new UnavailableError(`the tool function timed out (${message})`, {
+      details: { mayHaveRun: true, timedOut: true, errorType: type },
+    });
+  if (type === "ValidationError")
+    return new ValidationError(`the tool function refused the request (${message})`);
+  return new UnavailableError(`the tool function failed (${type}: ${message})`, {
+    details: { mayHaveRun: true, errorType: type },
+  });
+}
+
+/** What went wrong, in the error taxonomy; `details.mayHaveRun` when the tool may have started. */
+export function asToolFunctionError(functionName: string, e: unknown): ArborError {
+  if (e instanceof UnavailableError || e instanceof ValidationError || e instanceof ConfigError) return e;
+  const error = e instanceof Error ? e : new Error(String(e));
+  const what = `${error.name}: ${error.message}`.slice(0, 500);
+  if (isThrottled(error))
+    return new ThrottledError(
+      `the tool function ${functionName} is throttled (${what}); try again later, or raise its concurrency`,
+      { cause: e },
+    );
+  if (error.name === "ResourceNotFoundException")
+    return new ConfigError(
+      `the tool function ${functionName} does not exist (${what}): set ARBOR_TOOL_FUNCTION to the engine stack's output ToolFunctionName`,
+      { cause: e },
+    );
+  if (error.name === "AccessDeniedException")
+    return new ConfigError(
+      `this function may not invoke the tool function ${functionName} (${what}): only the ready and turn steps hold lambda:InvokeFunction on it`,
+      { cause: e },
+    );
+  // The request may have reached the function (a connection reset after it was sent).
+  return new UnavailableError(`the tool function ${functionName} could not be reached (${what})`, {
+    cause: e,
+    details: { mayHaveRun: true },
+  });
+}
