@@ -174,10 +174,10 @@ describe("LambdaToolPort: when the tool function cannot answer", () => {
       x.peer.invocations.filter((i) => (i.payload as { op: string }).op === "RegisterTools").length;
     expect(registers()).toBe(1);
     // ListTools, asked each time, registers anyway.
-    expect((await p.listTools("zeta")).length).toBe(6);
+    expect((await p.listTools("zeta")).length).toBe(7);
     failing = false;
     now += 60_000;
-    expect((await p.register("zeta")).urns).toHaveLength(6);
+    expect((await p.register("zeta")).urns).toHaveLength(7);
     expect(registers()).toBe(2);
   });
 
@@ -211,7 +211,7 @@ describe("LambdaToolPort: when the tool function cannot answer", () => {
     current = (() => Promise.reject(new Error("down"))) as unknown as ToolHandler;
     now += 60_000;
     await p.refresh();
-    expect(names()).toEqual(["echo", "send_note", "boom", "slow", "remote_desk"]);
+    expect(names()).toEqual(["echo", "send_note", "boom", "slow", "remote_desk", "branch"]);
     await redeployed.close();
     await next.close();
   });

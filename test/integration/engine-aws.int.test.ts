@@ -253,7 +253,14 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
     const unrouted = peer.eventsOn(BUS).filter((e) => !matchers.some((m) => m.matches(e)));
     expect(unrouted.filter((e) => !isResourceNotice(e))).toEqual([]);
     expect(new Set(unrouted.map((e) => e.detail.resourceType))).toEqual(
-      new Set(["common.Tenant", "common.Assistant", "common.Conversation", "common.Message", "plan.Task"]),
+      new Set([
+        "common.Tenant",
+        "common.Assistant",
+        "common.Tool",
+        "common.Conversation",
+        "common.Message",
+        "plan.Task",
+      ]),
     );
     expect(invocations).toBeGreaterThanOrEqual(routed(peer.eventsOn(BUS)).length);
     // S3 Vectors holds the three assistants and the three outputs (index-output).
