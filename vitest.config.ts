@@ -13,7 +13,9 @@ const LONGEST_FIRST = [
   "test/e2e/slack-serve-crash.test.ts",
   "test/e2e/notify-serve.test.ts",
   "test/e2e/team-cli.test.ts",
+  "test/e2e/tools-cli.test.ts",
   "test/e2e/chat-serve.test.ts",
+  "test/e2e/ask-crash.test.ts",
   "test/integration/chat-aws.int.test.ts",
   "test/contract/object-store-s3.int.test.ts",
   "test/unit/infra-engine-stack.test.ts",
@@ -25,6 +27,7 @@ const LONGEST_FIRST = [
   "test/unit/infra-api.test.ts",
   "test/unit/infra-team.test.ts",
   "test/unit/infra-chat.test.ts",
+  "test/unit/infra-activities.test.ts",
 ];
 
 /**
