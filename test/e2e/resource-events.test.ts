@@ -1,19 +1,13 @@
-import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import { type ApiEnv, errorHandler } from "../../shared/channels/http-api.ts";
-import { resourceEventRoutes } from "../../shared/channels/http-resource-events.ts";
-import { createServerApp, type RunningServer } from "../../shared/channels/http-server.ts";
+import type { RunningServer } from "../../shared/channels/http-server.ts";
 import { RateLimiter } from "../../shared/channels/rate-limit.ts";
 import { followResourceEvents } from "../../shared/cli/resource-events.ts";
 import { eventIdFor } from "../../shared/domain/events.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { isWithin, parentUrn, tenantUrn } from "../../shared/domain/urn.ts";
-import { UnavailableError } from "../../shared/errors.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
-import type { Authenticated } from "../../shared/ports/key-store.ts";
-import { resourceEvent } from "../../shared/use-cases/resource-events.ts";
 import { Harness } from "./engine-harness.ts";
 import { acme, beta, serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
@@ -305,77 +299,6 @@ describe("refusals", () => {
   });
 });
 
-describe("a client that does not read", () => {
-  it("holds at most maxQueued events for it, then says overflow and ends; the writers never wait", async () => {
-    const who: Authenticated = {
-      actor: { id: "user_root", kind: "human" },
-      caller: { tenant: "acme", roles: ["admin"] },
-    };
-    const app = new Hono<ApiEnv>();
-    app.use(async (c, next) => {
-      c.set("who", who);
-      await next();
-    });
-    app.route("/", resourceEventRoutes(h.engine, { maxQueued: 5 }));
-    app.onError(errorHandler({ error: () => {} }));
-    const res = await app.request(`/v1/resource-events?prefix=${encodeURIComponent(ACME)}`, {
-      headers: { accept: "text/event-stream" },
-    });
-    expect(res.status).toBe(200);
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    await reader.read(); // `retry:`, then the client stalls
-
-    // 200 writes while it does not read: each resolves (nothing waits for the stalled client).
-    const slow = `${ACME}/common.Conversation.slow`;
-    for (let i = 0; i < 200; i++)
-      await h.rt.bus.publish([
-        resourceEvent("RESOURCE_PUT", {
-          urn: `${slow}/common.Message.m${i}`,
-          resourceType: "common.Message",
-          name: `m${i}`,
-          contentHash: `h${i}`,
-        }),
-      ]);
-    await h.idle();
-
-    let text = "";
-    const decoder = new TextDecoder();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-    }
-    const puts = text.split("\n").filter((l) => l === "event: RESOURCE_PUT").length;
-    expect(puts).toBeGreaterThanOrEqual(5);
-    expect(puts).toBeLessThanOrEqual(10); // what was held (5) and at most one batch already taken
-    expect(text).toContain("event: overflow");
-    expect(text.trimEnd().endsWith("}")).toBe(true); // the overflow notice is the last thing said
-  });
-});
-
-describe("on the API function (bounded)", () => {
-  it("answers 501 with the AWS way, after the same checks", async () => {
-    const app = createServerApp({
-      engine: h.engine,
-      keys: new ApiKeys({ keys: [acme.entry] }),
-      publicUrl: "http://127.0.0.1",
-      events: { mode: "bounded" },
-    });
-    const get = (prefix: string) =>
-      app.request(`/v1/resource-events?prefix=${encodeURIComponent(prefix)}`, {
-        headers: { ...auth(acme.key), accept: "text/event-stream" },
-      });
-    const res = await get(`${ACME}/`);
-    expect(res.status).toBe(501);
-    const body = (await res.json()) as { error: { code: string; message: string } };
-    expect(body.error.code).toBe("NOT_IMPLEMENTED");
-    expect(body.error.message).toContain('"resources":[{"prefix":"cld:common.Tenant.acme/"}]');
-    expect(body.error.message).toContain("EventBridge rule");
-    expect((await get(tenantUrn("beta"))).status).toBe(403);
-    expect((await get("cld:")).status).toBe(400);
-  });
-});
-
 describe("arbor events --prefix", () => {
   it("prints a line for each put and delete under the prefix, until interrupted", async () => {
     const lines: string[] = [];
@@ -406,48 +329,5 @@ describe("arbor events --prefix", () => {
     await expect(
       followResourceEvents({ url: server.url, key: acme.key }, tenantUrn("beta"), () => {}),
     ).rejects.toThrow(/^403: .*your own tenant/);
-  });
-});
-
-describe("a publish that fails after the write (the worst moment)", () => {
-  it("fails the step, which the bus runs again: the notices come then, with the same ids, and the run ends as usual", async () => {
-    const g = await Harness.create({ script, assistants: GENERALIST, settings: { electionThreshold: -1 } });
-    try {
-      const bus = g.rt.bus;
-      const publish = bus.publish.bind(bus);
-      let failed = 0;
-      bus.publish = async (events) => {
-        if (
-          failed === 0 &&
-          events.some((e) => e.detailType === "RESOURCE_PUT" && e.detail.resourceType === "plan.Task")
-        ) {
-          failed++;
-          throw new UnavailableError("the bus is down for a moment");
-        }
-        return publish(events);
-      };
-      const seen: BusEnvelope[] = [];
-      bus.subscribe({
-        name: "operator: tasks",
-        pattern: {
-          source: ["arbor"],
-          "detail-type": ["RESOURCE_PUT"],
-          detail: { resourceType: ["plan.Task"] },
-        },
-        handler: async (e) => void seen.push(e),
-      });
-      const { rootTaskId } = await g.submit("Plan our offsite");
-      await g.idle();
-      expect(failed).toBe(1);
-      expect((await g.engine.result(rootTaskId)).view?.status).toBe("done");
-      const tasks = await g.rt.resources.descendantUrns(parentUrn(rootTaskId) as string, "plan.Task");
-      expect(tasks).toHaveLength(3);
-      // Every task's notice came (after the retry), each id once per write of the same bytes.
-      expect(new Set(seen.map((e) => e.detail.urn))).toEqual(new Set(tasks));
-      for (const e of seen)
-        expect(e.id).toBe(eventIdFor("RESOURCE_PUT", e.detail.urn as string, e.detail.contentHash as string));
-    } finally {
-      await g.close();
-    }
   });
 });

@@ -84,7 +84,13 @@ describe("AWS runtime against the local peers", () => {
     await rt.bus.publish([
       { id: "evt-1", source: "arbor", detailType: "RESOURCE_PUT", detail: { urn: task.id } },
     ]);
-    const [delivered] = peer.events;
+    // The store announced both writes through EventBridge (resource-events.ts), then the event above.
+    expect(peer.events.map((e) => [e["detail-type"], e.detail.urn, e.resources])).toEqual([
+      ["RESOURCE_PUT", conv.id, [conv.id]],
+      ["RESOURCE_PUT", task.id, [task.id]],
+      ["RESOURCE_PUT", task.id, []],
+    ]);
+    const delivered = peer.events.at(-1);
     expect(delivered).toMatchObject({ source: "arbor", "detail-type": "RESOURCE_PUT" });
     // What EventBridge would hand the routing Lambda reaches the handler with the publisher's id.
     await rt.bus.dispatch(delivered);

@@ -314,6 +314,7 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
 
     it("a bad signature: 401, nothing written, nothing queued", async () => {
       const before = await tableItems();
+      const published = peer.eventsOn(BUS).length; // the team's registration announced its assistants
       const res = await slackPost(
         "/slack/events",
         mention("Ev_BAD", "<@UBOT> invite the team"),
@@ -322,7 +323,7 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
       );
       expect(res.status).toBe(401);
       expect(await tableItems()).toBe(before);
-      expect(peer.eventsOn(BUS)).toEqual([]);
+      expect(peer.eventsOn(BUS)).toHaveLength(published);
     });
 
     it("a mention: acked at once; the thread shows progress, the question, and, once allowed by a click, the answer", async () => {
