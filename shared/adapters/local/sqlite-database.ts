@@ -69,6 +69,8 @@ export function openLocation(location: SqliteLocation): { db: SqliteDatabase; ow
  * nothing else stalls behind it.
  */
 const BUSY_TIMEOUT_MS = 20;
+/** How long opening the file waits for another process's lock (once, before serving anything). */
+const OPEN_BUSY_TIMEOUT_MS = 5_000;
 /** A busy COMMIT is tried again this often, this many times (about 5 s), before the turn is lost. */
 const COMMIT_RETRY_MS = 50;
 const COMMIT_RETRIES = 100;
@@ -111,6 +113,10 @@ export class SqliteDatabase {
       privateFile(options.path);
     }
     this.#db = new Database(options.path);
+    // Opening waits longer for a lock than a write does: another process opening or writing the
+    // same file at this moment (a CLI beside `arbor serve`, two tool services) is no reason to fail
+    // to start, and nothing else waits on this process yet.
+    this.#db.exec(`PRAGMA busy_timeout = ${OPEN_BUSY_TIMEOUT_MS}`);
     this.#db.exec("PRAGMA journal_mode = WAL");
     this.#db.exec("PRAGMA synchronous = NORMAL");
     // SQLite waits for a lock synchronously, on the event loop: only briefly (see isBusy).
