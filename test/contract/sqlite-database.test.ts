@@ -212,9 +212,12 @@ describe("SqliteDatabase and another process holding the write lock", () => {
   });
   it("opening the file while another process holds it waits for it, instead of failing to start", async () => {
     const file = join(dir, "c.db");
-    const first = new SqliteDatabase({ path: file, fsync: async () => {} });
+    // Made by a bare connection that has run no statement: a connection that has read keeps the
+    // file (libsql) until its statements are collected, and the other process could not take it.
+    const first = new Database(file);
+    first.exec("PRAGMA journal_mode = WAL");
     first.exec("CREATE TABLE t (v TEXT PRIMARY KEY)");
-    await first.close();
+    first.close();
     // Another process takes the file whole for a moment (as a checkpoint or a recovery may).
     const child = spawn(
       process.execPath,

@@ -95,7 +95,7 @@ export class SqliteDatabase {
   readonly #commitListeners: (() => void)[] = [];
   readonly #externalListeners: (() => void)[] = [];
   /** SQLite's data_version as last seen: it changes when another connection commits. */
-  #dataVersion: number | undefined;
+  #dataVersion: number;
   #group: PendingCommit | undefined;
   /** The file opened (device and inode): the path must keep naming it (see detached). */
   readonly #identity: { dev: number; ino: number } | undefined;
@@ -119,6 +119,9 @@ export class SqliteDatabase {
     this.#db.exec(`PRAGMA busy_timeout = ${OPEN_BUSY_TIMEOUT_MS}`);
     this.#db.exec("PRAGMA journal_mode = WAL");
     this.#db.exec("PRAGMA synchronous = NORMAL");
+    // As of now: what a store reads before its first group is held in memory too, and another
+    // process may commit before that group begins (see onExternalChange).
+    this.#dataVersion = this.#currentDataVersion();
     // SQLite waits for a lock synchronously, on the event loop: only briefly (see isBusy).
     this.#db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
     if (options.path !== ":memory:") {
@@ -260,14 +263,17 @@ export class SqliteDatabase {
   #openGroup(): PendingCommit {
     if (this.#group) return this.#group;
     this.#db.exec("BEGIN IMMEDIATE");
-    const seen = Number((this.sql("PRAGMA data_version").get() as { data_version: number }).data_version);
-    if (this.#dataVersion !== undefined && seen !== this.#dataVersion)
-      for (const listener of this.#externalListeners) listener();
+    const seen = this.#currentDataVersion();
+    if (seen !== this.#dataVersion) for (const listener of this.#externalListeners) listener();
     this.#dataVersion = seen;
     const group: PendingCommit = { done: [], failed: [] };
     this.#group = group;
     setImmediate(() => void this.#commit());
     return group;
+  }
+
+  #currentDataVersion(): number {
+    return Number((this.sql("PRAGMA data_version").get() as { data_version: number }).data_version);
   }
 
   /** Rolls the open group back now; the database refuses every write from then on. */
