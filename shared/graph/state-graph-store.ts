@@ -251,10 +251,13 @@ export class StateGraphStore implements GraphStore {
           })),
         ]);
       } catch (e) {
-        if (!(e instanceof ConflictError) || attempt >= this.#maxAttempts)
+        // A store busy for a moment (SQLite locked by another process writing the same file) wrote
+        // nothing: taken like a lost race, with everything read again.
+        const transient = e instanceof UnavailableError && e.details.retryAfterSeconds !== undefined;
+        if (!(e instanceof ConflictError || transient) || attempt >= this.#maxAttempts)
           throw e instanceof ConflictError ? busy(tenant, e) : e;
         // Which record lost (unknown: treated as a triple, so what is there is read again).
-        lost = typeof e.details.id === "string" ? e.details.id : "?";
+        lost = e instanceof ConflictError && typeof e.details.id === "string" ? e.details.id : "?";
         await this.#sleep(Math.random() * Math.min(250, 5 * 2 ** attempt));
         continue;
       }
