@@ -138,6 +138,22 @@ describe("graph tools across tenants", () => {
     expect(await graph.count("acme")).toBe(1);
   });
 
+  it("a call whose actor is not an assistant's URN is of no tenant: refused, whatever task it names", async () => {
+    const unguarded = await ToolService.open(CONFIG, world.options({ graph })); // the boundary alone
+    const everything = { patterns: [fact("?s", "?p", "?o")] };
+    for (const actor of ["user_mallory", "system_engine", "cld:common.Tenant.acme/bad"]) {
+      for (const [tool, args] of [
+        ["graph_query", everything],
+        ["graph_add", { triples: [fact(ADA, "schema:name", { value: "planted" })] }],
+      ] as const) {
+        const refused = await unguarded.execute(tool, args, { ...beta(), actor });
+        expect([actor, tool, refused.isError]).toEqual([actor, tool, true]);
+        expect(refused.content).not.toMatch(/planted|Added/);
+      }
+    }
+    expect(await graph.count("beta")).toBe(0);
+  });
+
   it("the policy decides graph.read / graph.write on its own: a call the tool policy allows is still refused the graph", async () => {
     // The default policy, except that it refuses the graph actions (as an operator's policy may).
     const base = defaultPolicy();
