@@ -78,3 +78,34 @@ describe("an add that loses the race to a removal of a triple it found there", (
     }
   });
 });
+
+describe("two processes on one SQLite file, one of them only querying", () => {
+  it("the one that only queries sees what the other added since it loaded the graph", async () => {
+    const { namedNode: iri, variable: v } = DataFactory;
+    const t = (s: string) => ({
+      subject: iri(`urn:x:${s}`),
+      predicate: iri("urn:x:p"),
+      object: iri("urn:x:o"),
+    });
+    const all = [{ subject: v("s"), predicate: v("p"), object: v("o") }];
+    const dir = await mkdtemp(join(tmpdir(), "arbor-graph-reader-"));
+    const writerState = new SqliteStateStore({ path: join(dir, "state.db") });
+    const readerState = new SqliteStateStore({ path: join(dir, "state.db") });
+    try {
+      const writer = new StateGraphStore(writerState);
+      const reader = new StateGraphStore(readerState);
+      await writer.add("acme", [t("a")]);
+      await writerState.untilDurable();
+      expect((await reader.query("acme", all)).bindings).toHaveLength(1); // loaded and kept
+      await writer.add("acme", [t("b")]);
+      await writerState.untilDurable();
+      await new Promise((resolve) => setImmediate(resolve));
+      expect((await reader.query("acme", all)).bindings).toHaveLength(2); // once: still 1
+      expect(await reader.count("acme")).toBe(2);
+    } finally {
+      await writerState.close();
+      await readerState.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

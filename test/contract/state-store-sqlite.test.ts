@@ -200,6 +200,37 @@ describe("SQLite record cache of a store that has only read so far", () => {
   });
 });
 
+describe("SQLite record cache of a store that only reads", () => {
+  it("answers with what another process committed since, not with what it held before", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-reader-"));
+    const rec = (data: unknown) => ({ key: "k", kind: "k", updatedAt: "2026-01-01T00:00:00.000Z", data });
+    const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+    try {
+      const path = join(dir, "state.db");
+      const writer = new SqliteStateStore({ path });
+      const reader = new SqliteStateStore({ path });
+      await writer.transact([{ op: "put", record: rec(1), expectedVersion: 0 }]);
+      await writer.untilDurable();
+      expect(await reader.get("k")).toMatchObject({ version: 1, data: 1 });
+      for (const n of [2, 3]) {
+        await writer.transact([{ op: "put", record: rec(n), expectedVersion: n - 1 }]);
+        await writer.untilDurable();
+        await nextTurn(); // a reader looks once a turn
+        // It once answered version 1 for as long as it wrote nothing itself.
+        expect(await reader.get("k")).toMatchObject({ version: n, data: n });
+      }
+      await writer.transact([{ op: "delete", key: "k", expectedVersion: 3 }]);
+      await writer.untilDurable();
+      await nextTurn();
+      expect(await reader.get("k")).toBeUndefined();
+      await writer.close();
+      await reader.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("SQLite expiry", () => {
   it("deletes the records whose expiresAt has passed when swept (the folder's sole worker, at opening), and nothing else", async () => {
     const dir = await mkdtemp(join(tmpdir(), "arbor-expiry-"));

@@ -96,6 +96,8 @@ export class SqliteDatabase {
   readonly #externalListeners: (() => void)[] = [];
   /** SQLite's data_version as last seen: it changes when another connection commits. */
   #dataVersion: number;
+  /** Whether catchUp looked at data_version in this event-loop turn. */
+  #lookedThisTurn = false;
   #group: PendingCommit | undefined;
   /** The file opened (device and inode): the path must keep naming it (see detached). */
   readonly #identity: { dev: number; ino: number } | undefined;
@@ -214,6 +216,29 @@ export class SqliteDatabase {
    */
   onExternalChange(listener: () => void): void {
     this.#externalListeners.push(listener);
+  }
+
+  /**
+   * For a read answered from memory: when another connection has committed since this one last
+   * looked, the onExternalChange listeners run now (so a process that only reads sees another's
+   * writes, not what it held before them). Looks at most once an event-loop turn, and not while a
+   * group is open (it holds the write lock: nobody else commits meanwhile).
+   */
+  catchUp(): void {
+    if (this.#group || this.#lookedThisTurn || this.#closed) return;
+    this.#lookedThisTurn = true;
+    setImmediate(() => {
+      this.#lookedThisTurn = false;
+    });
+    let seen: number | undefined;
+    try {
+      seen = this.#currentDataVersion();
+    } catch {
+      seen = undefined; // cannot tell (locked whole by another process): drop what is held
+    }
+    if (seen === this.#dataVersion) return;
+    if (seen !== undefined) this.#dataVersion = seen;
+    for (const listener of this.#externalListeners) listener();
   }
 
   /** Called when a group's COMMIT fails: whatever was derived from its writes must be dropped. */
