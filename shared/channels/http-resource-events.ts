@@ -124,6 +124,9 @@ async function resourceEventStream(
     throw new ValidationError(
       `A resource event stream takes ?prefix=<URN> and ?types= only (not ${unknown.join(", ").slice(0, 200)})`,
     );
+  const repeated = [...QUERY_KEYS].filter((k) => (c.req.queries(k)?.length ?? 0) > 1);
+  if (repeated.length > 0)
+    throw new ValidationError(`Give ?${repeated.join(" and ?")} once (a stream follows one prefix)`);
   const who = asker(c);
   const tenant = c.get("who").caller.tenant;
   const prefix = streamPrefix(query.prefix, tenant);

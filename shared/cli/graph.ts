@@ -4,7 +4,7 @@ import { graphStoreOf } from "../graph/state-graph-store.ts";
 import type { TermInput } from "../graph/terms.ts";
 import type { StateStore } from "../ports/state-store.ts";
 import type { Remote } from "./remote.ts";
-import { note } from "./render.ts";
+import { note, printable } from "./render.ts";
 
 /**
  * `arbor graph query [s] [p] [o] [--max n]`: the triples of a tenant's graph matching one pattern,
@@ -61,10 +61,11 @@ function show(rows: readonly Shown[], more: boolean, tenant: string, total: numb
     typeof t === "string"
       ? `<${t}>`
       : `${JSON.stringify(t.value)}${t.language ? `@${t.language}` : t.datatype ? `^^${t.datatype}` : ""}`;
-  for (const r of rows) write(`${text(r.subject)} ${text(r.predicate)} ${text(r.object)} .`);
+  // JSON escapes C0 controls but not C1 ones or bidirectional overrides; a remote answer, anything.
+  for (const r of rows) write(printable(`${text(r.subject)} ${text(r.predicate)} ${text(r.object)} .`));
   write(
     note(
-      `${rows.length} triple${rows.length === 1 ? "" : "s"}${more ? " (more match: narrow the pattern or raise --max)" : ""}; the graph of ${tenant} holds ${total}`,
+      `${rows.length} triple${rows.length === 1 ? "" : "s"}${more ? " (more match: narrow the pattern or raise --max)" : ""}; the graph of ${printable(tenant)} holds ${total}`,
     ),
   );
 }

@@ -1,4 +1,5 @@
 import type { RemoteConfig } from "../config.ts";
+import { printable } from "./render.ts";
 
 /**
  * `arbor events --prefix <urn>`: follows a running Arbor's resource writes at and below a URN
@@ -36,11 +37,14 @@ export function parseFrames(text: string): { frames: Frame[]; rest: string } {
 
 /** One printed line for a resource event's data. */
 export function eventLine(event: string, data: string): string {
+  // A remote Arbor's answer: printable, whatever it holds.
   if (event === "overflow")
-    return `! ${(JSON.parse(data) as { message?: string }).message ?? "events were dropped"}`;
+    return printable(`! ${(JSON.parse(data) as { message?: string }).message ?? "events were dropped"}`);
   const d = JSON.parse(data) as { time?: string; urn?: string; resourceType?: string };
   const verb = event === "RESOURCE_DELETE" ? "DELETE" : "PUT";
-  return `${d.time ?? ""}  ${verb.padEnd(6)}  ${(d.resourceType ?? "").padEnd(20)}  ${d.urn ?? ""}`;
+  return printable(
+    `${d.time ?? ""}  ${verb.padEnd(6)}  ${(d.resourceType ?? "").padEnd(20)}  ${d.urn ?? ""}`,
+  );
 }
 
 export async function followResourceEvents(

@@ -6,7 +6,7 @@ import { createLocalEngine } from "../runtime/local-engine.ts";
 import { loadToolsConfig } from "../tools/config.ts";
 import { checkNamespace } from "../tools/tool-registry.ts";
 import { enc, type Remote } from "./remote.ts";
-import { note } from "./render.ts";
+import { note, printable } from "./render.ts";
 
 /**
  * `arbor tools ls [--namespace <ns>]`: ListTools, the tenant's stored Tool resources, of one
@@ -30,8 +30,9 @@ interface Listed {
 function print(tools: readonly Listed[], where: string, namespace: string | undefined, write: Write): void {
   for (const t of tools)
     write(
-      `${t.namespace.padEnd(16)} ${t.name.padEnd(28)} ${t.kind.padEnd(8)}${t.risky ? " risky" : "      "} ${note(
-        oneLine(t.description),
+      // A description may come from elsewhere (an MCP server's, a remote Arbor's answer): printable.
+      `${printable(t.namespace).padEnd(16)} ${printable(t.name).padEnd(28)} ${printable(t.kind).padEnd(8)}${t.risky ? " risky" : "      "} ${note(
+        oneLine(printable(t.description, true)),
       )}`,
     );
   const which = namespace === undefined ? "" : ` in namespace ${namespace}`;

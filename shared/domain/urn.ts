@@ -198,8 +198,18 @@ const derived = new Map<string, string>();
 
 export const TENANT_TYPE = { pkg: "common", type: "Tenant" } as const;
 
-/** `cld:common.Tenant.<id>`: the root under which everything a tenant owns is stored. */
+/**
+ * `cld:common.Tenant.<id>`: the root under which everything a tenant owns is stored. The id must be
+ * one id (InvalidUrnError otherwise): `acme/common.Conversation.c1` would make a valid URN of two
+ * elements, below the tenant, and a caller that takes a tenant id from a request would then act on
+ * whatever that names.
+ */
 export function tenantUrn(tenantId: string): Urn {
+  if (typeof tenantId !== "string" || !ID.test(tenantId))
+    throw new InvalidUrnError(
+      `${SCHEME}common.Tenant.${String(tenantId).slice(0, 80)}`,
+      `the tenant id must match ${ID} (one id, no "/" or ".")`,
+    );
   return formatUrn([{ ...TENANT_TYPE, id: tenantId }]);
 }
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { tenantOf } from "../domain/urn.ts";
+import { isUrn, tenantOf } from "../domain/urn.ts";
 import { ValidationError } from "../errors.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolContext } from "../ports/tools.ts";
@@ -52,7 +52,10 @@ const TERMS =
 function callOf(context: ToolContext): { tenant: string; principal: Principal } {
   const tenant = tenantOf(context.taskId);
   if (!tenant) throw new ValidationError(`Task ${context.taskId} belongs to no tenant: it has no graph`);
-  const actorTenant = context.actor.startsWith("cld:") ? tenantOf(context.actor) : tenant;
+  // The actor is the assistant's URN, whose root is its tenant. Anything else is of no tenant (so
+  // the boundary refuses it), never of the task's: an actor the task vouched for itself would let
+  // a call that names another tenant's task through.
+  const actorTenant = isUrn(context.actor) ? tenantOf(context.actor) : undefined;
   return {
     tenant,
     principal: { id: context.actor, kind: "agent", ...(actorTenant ? { tenant: actorTenant } : {}) },

@@ -105,13 +105,19 @@ export class StateGraphStore implements GraphStore {
     checkTenant(tenant);
     checkCount(triples.length, "add");
     const lines = [...new Set(triples.map(nTriple))];
-    // Which triples are there: read once, and again only when a triple (not the head) lost a race.
+    // Which triples are there: read once; after a lost race, again. When the head lost, only those
+    // found there (another writer may have removed them: counted as "already there", they would not
+    // be written, and the add would end without them); one found missing that another writer adds
+    // meanwhile fails its own condition (a triple lost), and then all are read again.
     let present: boolean[] | undefined;
+    const isThere = (nt: string) => this.#state.get(tripleKey(tenant, nt)).then((r) => r !== undefined);
     return this.#write(tenant, async (head, lost) => {
       if (!present || (lost !== undefined && lost !== headKey(tenant)))
-        present = (await Promise.all(lines.map((nt) => this.#state.get(tripleKey(tenant, nt))))).map(
-          (r) => r !== undefined,
-        );
+        present = await Promise.all(lines.map(isThere));
+      else if (lost !== undefined) {
+        const before = present;
+        present = await Promise.all(lines.map((nt, i) => (before[i] ? isThere(nt) : false)));
+      }
       const known = present;
       const fresh = lines.filter((_, i) => !known[i]);
       const bytes = fresh.reduce((n, nt) => n + Buffer.byteLength(nt), 0);
@@ -245,10 +251,13 @@ export class StateGraphStore implements GraphStore {
           })),
         ]);
       } catch (e) {
-        if (!(e instanceof ConflictError) || attempt >= this.#maxAttempts)
+        // A store busy for a moment (SQLite locked by another process writing the same file) wrote
+        // nothing: taken like a lost race, with everything read again.
+        const transient = e instanceof UnavailableError && e.details.retryAfterSeconds !== undefined;
+        if (!(e instanceof ConflictError || transient) || attempt >= this.#maxAttempts)
           throw e instanceof ConflictError ? busy(tenant, e) : e;
         // Which record lost (unknown: treated as a triple, so what is there is read again).
-        lost = typeof e.details.id === "string" ? e.details.id : "?";
+        lost = e instanceof ConflictError && typeof e.details.id === "string" ? e.details.id : "?";
         await this.#sleep(Math.random() * Math.min(250, 5 * 2 ** attempt));
         continue;
       }

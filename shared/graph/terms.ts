@@ -99,6 +99,10 @@ export function parseIri(raw: string, where: string, tenant: string): NamedNode 
       where,
       `${JSON.stringify(text.slice(0, 80))} holds a character an IRI may not (space, <>"{}|^\`\\)`,
     );
+  // A scheme is case-insensitive (RFC 3986): `CLD:` names what `cld:` names, and is not let past
+  // the tenant check below by its case.
+  if (scheme !== "cld" && scheme.toLowerCase() === "cld")
+    return fail(where, `write the scheme of ${JSON.stringify(text.slice(0, 80))} as cld: (lower case)`);
   if (scheme === "cld") {
     try {
       parseUrn(text);

@@ -68,6 +68,35 @@ describe("SqliteObjectStore", () => {
     }
   });
 
+  it("a store that only reads answers with what another process wrote since, not what it held", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-object-reader-"));
+    const text = async (s: SqliteObjectStore, key: string) => {
+      const body = await s.get(key);
+      return body === undefined ? undefined : Buffer.from(body).toString();
+    };
+    const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+    try {
+      const path = join(dir, "arbor.db");
+      const writer = new SqliteObjectStore({ path });
+      const reader = new SqliteObjectStore({ path }); // with its cache
+      await writer.put("a/b", "one");
+      await writer.untilDurable();
+      expect(await text(reader, "a/b")).toBe("one");
+      await writer.put("a/b", "two");
+      await writer.untilDurable();
+      await nextTurn(); // a reader looks once a turn
+      expect(await text(reader, "a/b")).toBe("two"); // it once answered "one" until it wrote
+      await writer.delete("a/b");
+      await writer.untilDurable();
+      await nextTurn();
+      expect(await text(reader, "a/b")).toBeUndefined();
+      await writer.close();
+      await reader.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it("folds a folder of many keys into one prefix, and pages across folders", async () => {
     const store = new SqliteObjectStore({ path: ":memory:" });
     await Promise.all(

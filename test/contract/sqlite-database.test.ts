@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -208,5 +209,41 @@ describe("SqliteDatabase and another process holding the write lock", () => {
     await db.untilDurable();
     expect(rows(db)).toEqual(["a", "b"]);
     await db.close();
+  });
+  it("opening the file while another process holds it waits for it, instead of failing to start", async () => {
+    const file = join(dir, "c.db");
+    // Made by a bare connection that has run no statement: a connection that has read keeps the
+    // file (libsql) until its statements are collected, and the other process could not take it.
+    const first = new Database(file);
+    first.exec("PRAGMA journal_mode = WAL");
+    first.exec("CREATE TABLE t (v TEXT PRIMARY KEY)");
+    first.close();
+    // Another process takes the file whole for a moment (as a checkpoint or a recovery may).
+    const child = spawn(
+      process.execPath,
+      [
+        "-e",
+        `const Database = require("libsql");
+         const db = new Database(${JSON.stringify(file)});
+         db.exec("PRAGMA locking_mode = EXCLUSIVE");
+         db.exec("BEGIN EXCLUSIVE"); db.exec("INSERT INTO t VALUES ('other')"); db.exec("COMMIT");
+         process.stdout.write("held\\n");
+         setTimeout(() => db.close(), 500);`,
+      ],
+      { cwd: process.cwd(), stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const exited = new Promise((resolve) => child.on("exit", resolve));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (d) => String(d).includes("held") && resolve());
+      child.on("exit", (code) =>
+        reject(new Error(`the other process ended (${code}) before it held the file`)),
+      );
+    });
+    const db = new SqliteDatabase({ path: file, fsync: async () => {} }); // threw "database is locked"
+    await db.write(insert(db, "mine"));
+    await db.untilDurable();
+    expect(rows(db)).toEqual(["mine", "other"]);
+    await db.close();
+    await exited;
   });
 });

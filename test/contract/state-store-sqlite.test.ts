@@ -173,6 +173,64 @@ describe("SQLite record cache", () => {
   });
 });
 
+describe("SQLite record cache of a store that has only read so far", () => {
+  it("checks its first write against what another process committed after it read", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-first-write-"));
+    const rec = (data: unknown) => ({ key: "head", kind: "k", updatedAt: "2026-01-01T00:00:00.000Z", data });
+    try {
+      const path = join(dir, "state.db");
+      const theirs = new SqliteStateStore({ path });
+      await theirs.transact([{ op: "put", record: rec({ n: 1 }), expectedVersion: 0 }]);
+      await theirs.untilDurable();
+      // Mine opens and reads (holding version 1 in memory), and has written nothing yet...
+      const mine = new SqliteStateStore({ path });
+      expect(await mine.get("head")).toMatchObject({ version: 1 });
+      await theirs.transact([{ op: "put", record: rec({ n: 2 }), expectedVersion: 1 }]);
+      await theirs.untilDurable();
+      // ...so its first write, at the version it read, must lose (it once overwrote version 2).
+      await expect(
+        mine.transact([{ op: "put", record: rec({ n: 3 }), expectedVersion: 1 }]),
+      ).rejects.toBeInstanceOf(ConflictError);
+      expect(await mine.get("head")).toMatchObject({ version: 2, data: { n: 2 } });
+      await theirs.close();
+      await mine.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("SQLite record cache of a store that only reads", () => {
+  it("answers with what another process committed since, not with what it held before", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-reader-"));
+    const rec = (data: unknown) => ({ key: "k", kind: "k", updatedAt: "2026-01-01T00:00:00.000Z", data });
+    const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+    try {
+      const path = join(dir, "state.db");
+      const writer = new SqliteStateStore({ path });
+      const reader = new SqliteStateStore({ path });
+      await writer.transact([{ op: "put", record: rec(1), expectedVersion: 0 }]);
+      await writer.untilDurable();
+      expect(await reader.get("k")).toMatchObject({ version: 1, data: 1 });
+      for (const n of [2, 3]) {
+        await writer.transact([{ op: "put", record: rec(n), expectedVersion: n - 1 }]);
+        await writer.untilDurable();
+        await nextTurn(); // a reader looks once a turn
+        // It once answered version 1 for as long as it wrote nothing itself.
+        expect(await reader.get("k")).toMatchObject({ version: n, data: n });
+      }
+      await writer.transact([{ op: "delete", key: "k", expectedVersion: 3 }]);
+      await writer.untilDurable();
+      await nextTurn();
+      expect(await reader.get("k")).toBeUndefined();
+      await writer.close();
+      await reader.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("SQLite expiry", () => {
   it("deletes the records whose expiresAt has passed when swept (the folder's sole worker, at opening), and nothing else", async () => {
     const dir = await mkdtemp(join(tmpdir(), "arbor-expiry-"));

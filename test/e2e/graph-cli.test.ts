@@ -47,6 +47,14 @@ beforeAll(async () => {
       object: iri("https://example.org/bob"),
     },
   ]);
+  // Text a terminal would act on: a C1 CSI (JSON leaves it as is), a bidirectional override.
+  await graphStoreOf(rt.state).add("acme", [
+    {
+      subject: iri("https://example.org/eve"),
+      predicate: iri("https://schema.org/description"),
+      object: literal("\u009b2J\u202eevil"),
+    },
+  ]);
   await rt.close();
 });
 afterAll(() => rm(dataDir, { recursive: true, force: true }));
@@ -58,7 +66,10 @@ describe("arbor graph query", () => {
     expect(all.code).toBe(0);
     expect(all.stdout).toContain('<https://example.org/ada> <schema:name> "Ada"@en .');
     expect(all.stdout).toContain("<https://example.org/ada> <schema:knows> <https://example.org/bob> .");
-    expect(all.stdout).toMatch(/2 triples; the graph of acme holds 2/);
+    expect(all.stdout).toMatch(/3 triples; the graph of acme holds 3/);
+    // What a terminal would act on is shown as U+FFFD.
+    expect(all.stdout).toContain('<https://example.org/eve> <schema:description> "\ufffd2J\ufffdevil" .');
+    expect(all.stdout).not.toMatch(/[\u0080-\u009f\u202a-\u202e]/);
     const names = await arbor("graph", "query", "-", "schema:name", "?o");
     expect(names.stdout).toMatch(/^<https:\/\/example\.org\/ada> <schema:name> "Ada"@en \.\n1 triple;/);
     const other = await arbor("graph", "query", "--tenant", "beta");

@@ -1,3 +1,4 @@
+import { DataFactory } from "n3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { StateGraphStore } from "../../shared/graph/state-graph-store.ts";
@@ -23,6 +24,7 @@ const acme = () => as(ctx());
 const beta = () => as({ ...ctx(BETA_TASK), actor: BETA_ASSISTANT });
 
 const ADA = "https://example.org/people/ada";
+const { namedNode, variable } = DataFactory;
 const fact = (s: string, p: string, o: unknown) => ({ subject: s, predicate: p, object: o });
 
 let world: ToolWorld;
@@ -134,6 +136,22 @@ describe("graph tools across tenants", () => {
     );
     expect(await graph.count("beta")).toBe(0);
     expect(await graph.count("acme")).toBe(1);
+  });
+
+  it("a call whose actor is not an assistant's URN is of no tenant: refused, whatever task it names", async () => {
+    const unguarded = await ToolService.open(CONFIG, world.options({ graph })); // the boundary alone
+    const everything = { patterns: [fact("?s", "?p", "?o")] };
+    for (const actor of ["user_mallory", "system_engine", "cld:common.Tenant.acme/bad"]) {
+      for (const [tool, args] of [
+        ["graph_query", everything],
+        ["graph_add", { triples: [fact(ADA, "schema:name", { value: "planted" })] }],
+      ] as const) {
+        const refused = await unguarded.execute(tool, args, { ...beta(), actor });
+        expect([actor, tool, refused.isError]).toEqual([actor, tool, true]);
+        expect(refused.content).not.toMatch(/planted|Added/);
+      }
+    }
+    expect(await graph.count("beta")).toBe(0);
   });
 
   it("the policy decides graph.read / graph.write on its own: a call the tool policy allows is still refused the graph", async () => {
@@ -258,6 +276,77 @@ describe("hostile input changes nothing", () => {
       /limit/,
     ],
   ];
+  // Another tenant's resource, in every position a term takes, and in every tool; and its scheme in
+  // capitals (the same IRI to anyone who reads it, RFC 3986), which the tenant check once let by.
+  const BETA_CONVERSATION = `${tenantUrn("beta")}/common.Conversation.c9`;
+  for (const urn of [
+    BETA_CONVERSATION,
+    `CLD:${BETA_CONVERSATION.slice(4)}`,
+    `Cld:${BETA_CONVERSATION.slice(4)}`,
+  ]) {
+    const refused = /not a resource of your tenant \(acme\)|write the scheme/;
+    cases.push(
+      [
+        `${urn.slice(0, 4)} of beta as subject`,
+        "graph_add",
+        { triples: [fact(urn, "schema:p", ADA)] },
+        refused,
+      ],
+      [`${urn.slice(0, 4)} of beta as predicate`, "graph_add", { triples: [fact(ADA, urn, ADA)] }, refused],
+      [
+        `${urn.slice(0, 4)} of beta as object`,
+        "graph_add",
+        { triples: [fact(ADA, "schema:p", urn)] },
+        refused,
+      ],
+      [
+        `${urn.slice(0, 4)} of beta in <...>`,
+        "graph_add",
+        { triples: [fact(ADA, "schema:p", `<${urn}>`)] },
+        refused,
+      ],
+      [
+        `${urn.slice(0, 4)} of beta as a datatype`,
+        "graph_add",
+        { triples: [fact(ADA, "schema:p", { value: "x", datatype: urn })] },
+        refused,
+      ],
+      [
+        `${urn.slice(0, 4)} of beta in a query`,
+        "graph_query",
+        { patterns: [fact("?s", "?p", urn)] },
+        refused,
+      ],
+      [
+        `${urn.slice(0, 4)} of beta in a removal`,
+        "graph_remove",
+        { patterns: [fact(urn, "?p", "?o")] },
+        refused,
+      ],
+    );
+  }
+  cases.push(
+    [
+      "a control character in an IRI",
+      "graph_add",
+      { triples: [fact(`${ADA}\u0001`, "schema:p", ADA)] },
+      /may not/,
+    ],
+    ["a C1 control in an IRI", "graph_add", { triples: [fact(`${ADA}\u0085`, "schema:p", ADA)] }, /may not/],
+    ["a > inside an IRI", "graph_add", { triples: [fact(`<${ADA}>x>`, "schema:p", ADA)] }, /may not/],
+    [
+      "a lone surrogate in an IRI",
+      "graph_add",
+      { triples: [fact(`${ADA}\udc00`, "schema:p", ADA)] },
+      /well-formed/,
+    ],
+    [
+      "an 8,001-character literal",
+      "graph_add",
+      { triples: [fact(ADA, "schema:name", { value: "z".repeat(8_001) })] },
+      /value/,
+    ],
+  );
   for (const [what, tool, args, message] of cases) {
     it(`${what}: a clear error, nothing written`, async () => {
       await tools.execute("graph_add", { triples: [ok] }, acme());
@@ -267,6 +356,22 @@ describe("hostile input changes nothing", () => {
       expect(await graph.count("acme")).toBe(1);
     });
   }
+
+  it("an 8,000-character literal of control characters, quotes and astral text is stored and returned exactly", async () => {
+    const value = `${'\u0000\u0001\u001f\u007f\u2028"\\\n\r\t>😀'.repeat(727)}ab`.slice(0, 8_000);
+    expect(value).toHaveLength(8_000);
+    const added = await tools.execute(
+      "graph_add",
+      { triples: [fact(ADA, "schema:text", { value })] },
+      acme(),
+    );
+    expect(added.isError ?? false).toBe(false);
+    // Read back through a fresh store (loaded from its N-Triples records, not from memory).
+    const found = await new StateGraphStore(world.rt.state).query("acme", [
+      { subject: namedNode(ADA), predicate: namedNode("https://schema.org/text"), object: variable("v") },
+    ]);
+    expect(found.bindings.map((b) => b.get("v")?.value)).toEqual([value]);
+  });
 
   it("one bad triple among good ones: none is added", async () => {
     const triples = [

@@ -231,6 +231,16 @@ describe("refusals", () => {
       [`${server.url}/v1/resource-events`, 400, /\?prefix=/],
       [streamUrl(WATCHED, "&types=RESOURCE_GET"), 400, /RESOURCE_PUT and\/or RESOURCE_DELETE/],
       [streamUrl(WATCHED, "&since=0"), 400, /not since/],
+      // The prefix twice (which one would be followed?), once of another tenant: refused whole.
+      [streamUrl(WATCHED, `&prefix=${encodeURIComponent(BETA_WATCHED)}`), 400, /once/],
+      [streamUrl(BETA_WATCHED, `&prefix=${encodeURIComponent(WATCHED)}`), 400, /once/],
+      [streamUrl(WATCHED, "&types=RESOURCE_PUT&types=RESOURCE_DELETE"), 400, /once/],
+      // Encoded twice: `%252F` arrives as `%2F`, which no URN holds.
+      [
+        `${server.url}/v1/resource-events?prefix=${encodeURIComponent(`${ACME}%2Fcommon.Conversation.c1`)}`,
+        400,
+        /not a URN/,
+      ],
     ];
     for (const [url, status, message] of cases) {
       const res = await get(url, acme.key);

@@ -54,6 +54,29 @@ describe("arbor tools ls on the local data folder", () => {
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(/is not a namespace: a namespace is 1-64 of a-z 0-9 _ -/);
     }
+    // A description from elsewhere (an MCP server's, say) that would clear the screen, retitle the
+    // window and reverse the line: shown as U+FFFD.
+    await writeFile(
+      file("hostile.json"),
+      JSON.stringify({
+        tools: {
+          sha256: {
+            kind: "builtin",
+            function: "sha256",
+            namespace: "hashing",
+            description: "Hashes\u001b[2J\u001b]0;owned\u0007 text\u009b31m \u202eevil",
+          },
+        },
+      }),
+    );
+    const hostile = await arborCli(
+      ["tools", "ls"],
+      arborEnv(file("data-hostile"), { ARBOR_TENANT: "acme", ARBOR_TOOLS_FILE: file("hostile.json") }),
+    );
+    expect(hostile.code).toBe(0);
+    expect(hostile.stdout).toContain("Hashes\ufffd[2J\ufffd]0;owned\ufffd text\ufffd31m \ufffdevil");
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+    expect(hostile.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e]/);
     const usage = await arborCli(["tools"], env());
     expect(usage.stderr).toMatch(/Usage: arbor tools ls \[--namespace <ns>\]/);
   }, 120_000);

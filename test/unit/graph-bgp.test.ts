@@ -49,6 +49,36 @@ describe("evaluateBgp", () => {
     expect(objects.bindings).toHaveLength(50);
   });
 
+  it("8 patterns over 10,000 triples built to blow up the join: a cross product is cut at the limit, a search with no solution refused at the default bound", () => {
+    const store = new Store();
+    for (let i = 0; i < 10_000; i++)
+      store.addQuad(
+        quad(iri(`urn:n:${i % 100}`), iri(`urn:p:${i % 3}`), iri(`urn:n:${Math.floor(i / 100)}`)),
+      );
+    const cross = Array.from({ length: 8 }, (_, i) => ({
+      subject: v(`s${i}`),
+      predicate: v(`p${i}`),
+      object: v(`o${i}`),
+    }));
+    const product = evaluateBgp(store, cross, { limit: GRAPH_LIMITS.resultsPerQuery });
+    expect(product.bindings).toHaveLength(GRAPH_LIMITS.resultsPerQuery);
+    expect(product.more).toBe(true);
+    // A path of 7 hops over a graph where every node has 100 successors (100^8 paths), ending in a
+    // pattern no triple matches (a subject that is its own predicate): no constant to start from,
+    // and the failing pattern is reached only at the end of each path.
+    const hops = "abcdefgh";
+    const path = Array.from({ length: 7 }, (_, i) => ({
+      subject: v(hops[i] as string),
+      predicate: v(`q${i}`),
+      object: v(hops[i + 1] as string),
+    }));
+    const never = [...path, { subject: v("h"), predicate: v("h"), object: v("z") }];
+    expect(() => evaluateBgp(store, never, { limit: 20 })).toThrow(TooLargeError);
+    expect(() => evaluateBgp(store, never, { limit: 20 })).toThrow(
+      new RegExp(`more than ${GRAPH_LIMITS.stepsPerQuery} triples`),
+    );
+  });
+
   it("takes between one and the most patterns", () => {
     expect(() => evaluateBgp(storeOf(1), [], { limit: 1 })).toThrow(ValidationError);
     const many = Array.from({ length: GRAPH_LIMITS.patternsPerQuery + 1 }, () => wide);

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { InProcessEventBus } from "../../shared/adapters/local/in-process-event-bus.ts";
 import { SqliteDatabase } from "../../shared/adapters/local/sqlite-database.ts";
 import { SqliteObjectStore } from "../../shared/adapters/local/sqlite-object-store.ts";
+import { eventLine } from "../../shared/cli/resource-events.ts";
 import { eventIdFor } from "../../shared/domain/events.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { objectKey, tenantUrn } from "../../shared/domain/urn.ts";
@@ -262,5 +263,20 @@ describe("publishing", () => {
     ]);
     expect(got).toHaveLength(6); // every event delivered twice: deduplicated on the id
     await bus.close();
+  });
+});
+
+describe("arbor events --prefix, printing a remote Arbor's events", () => {
+  it("shows what a terminal would act on as U+FFFD", () => {
+    const data = JSON.stringify({
+      time: "2026-01-01T00:00:00.000Z",
+      urn: "cld:common.Tenant.acme/x\u001b]0;owned\u0007",
+      resourceType: "plan.Task\u009b2J\u202e",
+    });
+    const line = eventLine("RESOURCE_PUT", data);
+    expect(line).toMatch(/^2026-01-01T00:00:00\.000Z {2}PUT {5}plan\.Task/);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+    expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/);
+    expect(eventLine("overflow", JSON.stringify({ message: "dropped\u001b[2J" }))).toBe("! dropped\ufffd[2J");
   });
 });

@@ -47,6 +47,24 @@ describe("URNs", () => {
     expect(tenantUrn("acme")).toBe("cld:common.Tenant.acme");
   });
 
+  it("makes a tenant's URN only of one tenant id: a path, a dot or nothing is refused", () => {
+    // Each of these formed a valid URN of its own before (two elements, below the tenant) or an
+    // odd one; a caller taking the id from a request would have acted on what it names.
+    for (const bad of [
+      "acme/common.Conversation.c1",
+      "acme/common.Tenant.beta",
+      "acme/",
+      "a.b",
+      "",
+      "x".repeat(129),
+      "acme\n",
+      " acme",
+    ])
+      expect(() => tenantUrn(bad), bad).toThrow(/the tenant id must match/);
+    expect(() => tenantUrn(undefined as unknown as string)).toThrow(InvalidUrnError);
+    expect(tenantUrn("a_b-C9")).toBe("cld:common.Tenant.a_b-C9");
+  });
+
   it("names the conversation a tenant's URN lies in (itself when it is one), from the URN alone", () => {
     const conversation = "cld:common.Tenant.acme/common.Conversation.c1";
     expect(conversationOf(deep)).toBe(conversation);

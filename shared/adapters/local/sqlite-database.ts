@@ -69,6 +69,8 @@ export function openLocation(location: SqliteLocation): { db: SqliteDatabase; ow
  * nothing else stalls behind it.
  */
 const BUSY_TIMEOUT_MS = 20;
+/** How long opening the file waits for another process's lock (once, before serving anything). */
+const OPEN_BUSY_TIMEOUT_MS = 5_000;
 /** A busy COMMIT is tried again this often, this many times (about 5 s), before the turn is lost. */
 const COMMIT_RETRY_MS = 50;
 const COMMIT_RETRIES = 100;
@@ -93,7 +95,9 @@ export class SqliteDatabase {
   readonly #commitListeners: (() => void)[] = [];
   readonly #externalListeners: (() => void)[] = [];
   /** SQLite's data_version as last seen: it changes when another connection commits. */
-  #dataVersion: number | undefined;
+  #dataVersion: number;
+  /** Whether catchUp looked at data_version in this event-loop turn. */
+  #lookedThisTurn = false;
   #group: PendingCommit | undefined;
   /** The file opened (device and inode): the path must keep naming it (see detached). */
   readonly #identity: { dev: number; ino: number } | undefined;
@@ -111,8 +115,15 @@ export class SqliteDatabase {
       privateFile(options.path);
     }
     this.#db = new Database(options.path);
+    // Opening waits longer for a lock than a write does: another process opening or writing the
+    // same file at this moment (a CLI beside `arbor serve`, two tool services) is no reason to fail
+    // to start, and nothing else waits on this process yet.
+    this.#db.exec(`PRAGMA busy_timeout = ${OPEN_BUSY_TIMEOUT_MS}`);
     this.#db.exec("PRAGMA journal_mode = WAL");
     this.#db.exec("PRAGMA synchronous = NORMAL");
+    // As of now: what a store reads before its first group is held in memory too, and another
+    // process may commit before that group begins (see onExternalChange).
+    this.#dataVersion = this.#currentDataVersion();
     // SQLite waits for a lock synchronously, on the event loop: only briefly (see isBusy).
     this.#db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
     if (options.path !== ":memory:") {
@@ -207,6 +218,29 @@ export class SqliteDatabase {
     this.#externalListeners.push(listener);
   }
 
+  /**
+   * For a read answered from memory: when another connection has committed since this one last
+   * looked, the onExternalChange listeners run now (so a process that only reads sees another's
+   * writes, not what it held before them). Looks at most once an event-loop turn, and not while a
+   * group is open (it holds the write lock: nobody else commits meanwhile).
+   */
+  catchUp(): void {
+    if (this.#group || this.#lookedThisTurn || this.#closed) return;
+    this.#lookedThisTurn = true;
+    setImmediate(() => {
+      this.#lookedThisTurn = false;
+    });
+    let seen: number | undefined;
+    try {
+      seen = this.#currentDataVersion();
+    } catch {
+      seen = undefined; // cannot tell (locked whole by another process): drop what is held
+    }
+    if (seen === this.#dataVersion) return;
+    if (seen !== undefined) this.#dataVersion = seen;
+    for (const listener of this.#externalListeners) listener();
+  }
+
   /** Called when a group's COMMIT fails: whatever was derived from its writes must be dropped. */
   onRollback(listener: () => void): void {
     this.#rollbackListeners.push(listener);
@@ -254,14 +288,17 @@ export class SqliteDatabase {
   #openGroup(): PendingCommit {
     if (this.#group) return this.#group;
     this.#db.exec("BEGIN IMMEDIATE");
-    const seen = Number((this.sql("PRAGMA data_version").get() as { data_version: number }).data_version);
-    if (this.#dataVersion !== undefined && seen !== this.#dataVersion)
-      for (const listener of this.#externalListeners) listener();
+    const seen = this.#currentDataVersion();
+    if (seen !== this.#dataVersion) for (const listener of this.#externalListeners) listener();
     this.#dataVersion = seen;
     const group: PendingCommit = { done: [], failed: [] };
     this.#group = group;
     setImmediate(() => void this.#commit());
     return group;
+  }
+
+  #currentDataVersion(): number {
+    return Number((this.sql("PRAGMA data_version").get() as { data_version: number }).data_version);
   }
 
   /** Rolls the open group back now; the database refuses every write from then on. */

@@ -134,6 +134,7 @@ export class SqliteObjectStore implements ObjectStore {
 
   #get(key: string): Uint8Array | undefined {
     assertValidKey(key);
+    this.#db.catchUp(); // what another process committed since is not answered from memory
     const known = this.#cache.get(key);
     if (known !== undefined) return known ?? undefined;
     const row = this.#db.sql("SELECT body FROM objects WHERE key = ?").get(key) as

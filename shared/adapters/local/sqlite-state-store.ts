@@ -134,6 +134,7 @@ export class SqliteStateStore implements StateStore {
   }
 
   async get<T>(key: string): Promise<StateRecord<T> | undefined> {
+    this.#db.catchUp(); // what another process committed since is not answered from memory
     const pending = this.#adds.get(key);
     if (pending) {
       const { record, version } = this.#afterAdds(key, pending, this.#counter(key));
