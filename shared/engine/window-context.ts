@@ -2,7 +2,7 @@ import type { Assistant } from "../domain/resources.ts";
 import type { LlmToolSpec } from "../ports/llm.ts";
 import type { EngineDeps } from "./context.ts";
 import { type TokenCounter, tokenCounter } from "./tokens.ts";
-import { buildWindow, type Window, type WindowTurn } from "./window.ts";
+import { buildWindow, type Window, type WindowTurn, wholeCharacters } from "./window.ts";
 
 /**
  * The engine's side of the context window: which budget, which counter, which mark (window.ts is
@@ -80,7 +80,8 @@ export async function contextWindow(
 export function fitTokens(text: string, maxTokens: number, counter: TokenCounter): string {
   if (counter.count(text) <= maxTokens) return text;
   const note = "\n[context cut to fit]";
-  let kept = Math.min(text.length, maxTokens * 3);
-  while (kept > 0 && counter.count(text.slice(0, kept) + note) > maxTokens) kept = Math.floor(kept * 0.85);
+  let kept = wholeCharacters(text, Math.min(text.length, maxTokens * 3));
+  while (kept > 0 && counter.count(text.slice(0, kept) + note) > maxTokens)
+    kept = wholeCharacters(text, Math.floor(kept * 0.85));
   return text.slice(0, kept) + note;
 }

@@ -207,6 +207,24 @@ describe("the context window (examples)", () => {
     expect(w.tokens).toBeLessThanOrEqual(2000);
   });
 
+  it("never cuts a result or a prompt between the two halves of a character", async () => {
+    // Emoji are two UTF-16 units: a cut between them sends a lone surrogate, which is not text.
+    for (const budget of [700, 701, 702, 1999, 2000, 2001]) {
+      const w = buildWindow({ ...base, turns: [turn(1, "🙂".repeat(60_000))], budget });
+      expect(
+        w.messages.every((m) => (m.content ?? "").isWellFormed()),
+        String(budget),
+      ).toBe(true);
+    }
+    for (const model of ["scripted", "gpt-4o", "anthropic.claude-3-5-haiku-20241022-v1:0"]) {
+      const counter = await tokenCounter(model);
+      for (const max of [100, 101, 333, 1000]) {
+        const cut = fitTokens(`# Task\n${"🙂x".repeat(20_000)}`, max, counter);
+        expect(cut.isWellFormed(), `${model} ${max}`).toBe(true);
+      }
+    }
+  });
+
   it("sends nothing before the mark and says the turns were removed on request", () => {
     const turns = [1, 2, 3, 4].map((n) => turn(n, "x"));
     const w = buildWindow({ ...base, turns, fromTurn: 4, budget: 10_000 });
