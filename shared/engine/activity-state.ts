@@ -1,7 +1,7 @@
 import { type Message, type TaskState, withMeta } from "../domain/resources.ts";
+import { wholeCharacters } from "../domain/text.ts";
 import type { ScopedMessage } from "../ports/tools.ts";
 import type { EngineDeps } from "./context.ts";
-import { wholeCharacters } from "./window.ts";
 
 /**
  * A task's state (seed 004): what calls with `_outputPath` stored. Each path is one `plan.State`

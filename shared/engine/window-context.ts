@@ -1,8 +1,9 @@
 import type { Assistant } from "../domain/resources.ts";
+import { wholeCharacters } from "../domain/text.ts";
 import type { LlmToolSpec } from "../ports/llm.ts";
 import type { EngineDeps } from "./context.ts";
 import { type TokenCounter, tokenCounter } from "./tokens.ts";
-import { buildWindow, type Window, type WindowTurn, wholeCharacters } from "./window.ts";
+import { buildWindow, type Window, type WindowTurn } from "./window.ts";
 
 /**
  * The engine's side of the context window: which budget, which counter, which mark (window.ts is

@@ -1,3 +1,4 @@
+import { wholeCharacters } from "../domain/text.ts";
 import type { LlmMessage, LlmToolCall, LlmToolSpec } from "../ports/llm.ts";
 
 /**
@@ -255,10 +256,4 @@ function cutText(r: WindowResult, tokens: number, count: (text: string) => numbe
   while (kept > 0 && count(r.content.slice(0, kept) + note(kept)) > tokens)
     kept = wholeCharacters(r.content, Math.floor(kept * 0.8));
   return r.content.slice(0, kept) + note(kept);
-}
-
-/** `kept`, or one less when the cut would fall between the two halves of a character (a lone surrogate is no text). */
-export function wholeCharacters(text: string, kept: number): number {
-  const before = text.charCodeAt(kept - 1);
-  return kept > 0 && kept < text.length && before >= 0xd800 && before <= 0xdbff ? kept - 1 : kept;
 }
