@@ -62,7 +62,13 @@ describe("a tool that returns a megabyte every turn", () => {
     h = await Harness.create({
       script,
       assistants: [
-        { name: "Surveyor", id: "surveyor", purpose: "Read venue lists", tools: ["venues"], model: "gpt-4o" },
+        {
+          name: "Surveyor",
+          id: "surveyor",
+          purpose: "Read venue lists",
+          tools: ["venues", "read_resource"],
+          model: "gpt-4o",
+        },
       ],
       settings: {
         electionThreshold: -1,
@@ -72,6 +78,7 @@ describe("a tool that returns a megabyte every turn", () => {
       },
       toolsConfig: {
         tools: {
+          read_resource: { kind: "builtin", function: "read_resource" },
           venues: {
             kind: "http",
             url: "https://venues.example.com/list",
@@ -94,6 +101,33 @@ describe("a tool that returns a megabyte every turn", () => {
         r.messages.every((m) => wellFormed(m.content ?? "")),
         `request ${i + 1}`,
       ).toBe(true);
+    }
+    // The stored result is read on in whole characters from the offset the model was given, at any length.
+    const told = requests[1]?.messages.find((m) => m.role === "tool")?.content ?? "";
+    const [, urn, offset] = /read the rest with read_resource, urn (\S+), offset (\d+)\]/.exec(told) ?? [];
+    expect(urn).toBeDefined();
+    const read = (o: number, length: number) =>
+      h?.engine.deps.tools.execute(
+        "read_resource",
+        { urn, offset: o, length },
+        {
+          taskId: rootTaskId,
+          actor: "cld:common.Tenant.acme/common.Assistant.surveyor",
+          callId: `read-${o}-${length}`,
+          allowedTools: ["venues", "read_resource"],
+        },
+      );
+    for (const [o, length] of [
+      [Number(offset), 1],
+      [Number(offset), 101],
+      [4, 1],
+      [5, 1],
+      [5, 100],
+    ] as const) {
+      const piece = (await read(o, length))?.content ?? "";
+      expect(wellFormed(piece), `${o} ${length}`).toBe(true);
+      const next = Number(/read on with offset (\d+)\]$/.exec(piece)?.[1]);
+      expect(next, `${o} ${length}`).toBeGreaterThan(o);
     }
   }, 240_000);
 });
