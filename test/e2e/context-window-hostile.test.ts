@@ -2,9 +2,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys } from "../../shared/channels/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http-server.ts";
-import { type WindowMarks, windowMarkKey } from "../../shared/engine/window-marks.ts";
-import { newestCall } from "./context-window-fixture.ts";
-import { Harness } from "./engine-harness.ts";
+import { markWindow, type WindowMarks, windowMarkKey } from "../../shared/engine/window-marks.ts";
+import { newestCall, pairsHold } from "./context-window-fixture.ts";
+import { Harness, PERSON } from "./engine-harness.ts";
 import { acme, serveHttp } from "./http-fixture.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
@@ -108,5 +108,51 @@ describe("truncate and clear under hostile use", () => {
     const record = (await h.rt.state.get<WindowMarks>(windowMarkKey(task)))?.data;
     expect(record?.marks.length).toBe(statuses.filter((s) => s === 200).length);
     expect(record?.fromTurn).toBe(5); // keepLast 0 of 4 turns is among them, whatever the order
+  }, 60_000);
+});
+
+describe("a clear that lands while a turn's model call runs", () => {
+  it("the running turn goes on; the next step's request starts from it, with every call paired", async () => {
+    let task = "";
+    let cleared: Promise<unknown> | undefined;
+    const requests: { calls: string[]; pairs: boolean; note: boolean }[] = [];
+    const racing: ScriptFunction = async (r) => {
+      if (isPlan(r)) return planOf({ name: "Count", purpose: "Count words" });
+      if (isEvaluation(r)) return pass();
+      requests.push({
+        calls: r.messages.flatMap((m) =>
+          m.role === "assistant" ? (m.toolCalls ?? []).map((c) => c.id) : [],
+        ),
+        pairs: pairsHold(r.messages),
+        note: r.messages.some(
+          (m) => m.role === "user" && m.content.includes("removed from this conversation"),
+        ),
+      });
+      const n = newestCall(r);
+      // The model is thinking about call 4 when the person clears the conversation.
+      if (n === 3 && h) {
+        cleared = markWindow(h.engine.deps, task, { action: "clear" }, PERSON);
+        await cleared;
+      }
+      return n < 5
+        ? { toolCalls: [{ id: `call-${n + 1}`, name: "word_count", arguments: { text: `t ${n}` } }] }
+        : { content: "done" };
+    };
+    h = await Harness.create({
+      script: racing,
+      assistants: [{ name: "Counter", id: "counter", purpose: "Count words", tools: ["word_count"] }],
+      // Each turn its own step: a mark is read when a step begins (within turnStepMs, as the README says).
+      settings: { electionThreshold: -1, turnStepMs: 0 },
+    });
+    const submitted = h.submit("Count words");
+    task = (await submitted).rootTaskId;
+    await h.idle();
+    await cleared;
+    expect((await h.rt.tasks.view(task))?.status).toBe("done");
+    expect(requests.map((r) => r.pairs)).toEqual(requests.map(() => true));
+    // Requests 1-4 as ever; the 5th (after call 4, a new step) starts at call 4, the turn that was running.
+    expect(requests[3]?.calls).toEqual(["call-1", "call-2", "call-3"]);
+    expect(requests[4]).toEqual({ calls: ["call-4"], pairs: true, note: true });
+    expect(requests[5]?.calls).toEqual(["call-4", "call-5"]);
   }, 60_000);
 });
