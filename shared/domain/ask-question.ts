@@ -86,14 +86,23 @@ export const askOptionId = (index: number) => `option-${index + 1}`;
  *     any kind (`?` included; `{n}` is not one): `\d*\d*\d*\d*x` is polynomial in the input;
  * and an answer held to a regex is at most MAX_REGEX_INPUT characters. The rule keeps the worst case
  * polynomial, not small (`\d*\d*\d*x` on 500 digits runs for minutes), so an answer is also checked
- * under a clock: a check that takes longer than REGEX_CHECK_MS is stopped and the answer refused.
+ * under a clock: a check that takes longer than REGEX_CHECK_MS is stopped and the answer refused
+ * (and longer texts for that regex are refused without a run: slowAt).
  */
 export const MAX_REGEX_CHARS = 200;
 export const MAX_REGEX_INPUT = 500;
 const MAX_REPEATS = 3;
 const MAX_QUANTIFIERS = 6;
 /** How long one answer's regex check may run before it is stopped (V8 interrupts the match). */
-export const REGEX_CHECK_MS = 250;
+export const REGEX_CHECK_MS = 100;
+/**
+ * Each regex's shortest text whose check was stopped, in this process: a text at least half as long
+ * is refused without a run (the rule keeps the worst case polynomial, so half the length is at least
+ * four times faster), so a caller who sends slow answers again and again blocks the process for a
+ * few checks per regex, not one per answer. Forgotten whole when it holds MAX_SLOW_REGEXES.
+ */
+const slowAt = new Map<string, number>();
+const MAX_SLOW_REGEXES = 1000;
 
 export function regexProblem(source: string): string | undefined {
   if (source.length > MAX_REGEX_CHARS) return `a regex may be at most ${MAX_REGEX_CHARS} characters`;
@@ -190,9 +199,16 @@ export function answerRegexProblem(regex: string, value: string): string | undef
     return `this question's regex cannot be checked safely (${unsafe}): it cannot be answered with text`;
   if (value.length > MAX_REGEX_INPUT)
     return `an answer held to a regex may be at most ${MAX_REGEX_INPUT} characters`;
+  const slow = slowAt.get(regex);
+  const tooSlow = (chars: number) =>
+    `this answer could not be checked against the question's regex in time: write a shorter answer (under ${chars} characters)`;
+  if (slow !== undefined && value.length >= Math.ceil(slow / 2)) return tooSlow(Math.ceil(slow / 2));
   const matched = boundedTest(regex, value);
-  if (matched === "timeout")
-    return `this answer could not be checked against the question's regex in time: write a shorter or simpler answer`;
+  if (matched === "timeout") {
+    if (slowAt.size >= MAX_SLOW_REGEXES) slowAt.clear();
+    slowAt.set(regex, Math.min(slow ?? value.length, value.length));
+    return tooSlow(Math.ceil(value.length / 2));
+  }
   return matched ? undefined : `input must match ${regex}`;
 }
 

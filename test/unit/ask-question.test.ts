@@ -69,6 +69,11 @@ describe("regexes a question may carry", () => {
       /could not be checked against the question's regex in time/,
     );
     expect(answerRegexProblem("\\d*\\d*\\d*x", "1".repeat(MAX_REGEX_INPUT))).toMatch(/in time/);
+    // Sent again and again: a text at least half as long is refused without a run; a short one is checked.
+    for (let i = 0; i < 50; i++)
+      expect(answerRegexProblem("\\d*\\d*\\d*x", `${i}`.padStart(250, "1"))).toMatch(/under 250 characters/);
+    expect(answerRegexProblem("\\d*\\d*\\d*x", "12x")).toBeUndefined();
+    expect(answerRegexProblem("\\d*\\d*\\d*x", "12")).toBe("input must match \\d*\\d*\\d*x");
     // The usual answer is still checked and taken.
     expect(answerRegexProblem("^\\d{4}-\\d{2}-\\d{2}$", "2026-11-26")).toBeUndefined();
   });
