@@ -1,3 +1,4 @@
+import { createContext, runInContext } from "node:vm";
 import { z } from "zod";
 
 /**
@@ -78,18 +79,30 @@ export const askOptionId = (index: number) => `option-${index + 1}`;
  * worst case is bounded. The rule, checked when the question is asked and again when it is answered:
  *   - at most MAX_REGEX_CHARS characters, and it compiles;
  *   - no backreferences (`\1`, `\k<name>`): they need backtracking;
- *   - star height 1: a repeated group (`*`, `+`, `{n,}`, `{n,m}` with m > 1) contains no quantifier
- *     and no alternation (`(a+)+`, `(a|a)*`, `(\d+-)+` are refused; `(\d+-)?` and `(\d{3}-)+` are
- *     fine: `{n}` is a fixed length, no quantifier here);
+ *   - star height 1: a repeated group (`*`, `+`, `{n,}`, `{n,m}` with m > 1, and `{n}` with n > 1)
+ *     contains no quantifier and no alternation (`(a+)+`, `(a|a)*`, `(a|a){30}`, `(\d*){20}` are
+ *     refused; `(\d+-)?` and `(\d{3}-)+` are fine: `{n}` inside a group is a fixed length);
  *   - at most MAX_REPEATS repeating quantifiers in all, and at most MAX_QUANTIFIERS quantifiers of
  *     any kind (`?` included; `{n}` is not one): `\d*\d*\d*\d*x` is polynomial in the input;
- * and an answer held to a regex is at most MAX_REGEX_INPUT characters, so the polynomial worst case
- * the rule allows stays small.
+ * and an answer held to a regex is at most MAX_REGEX_INPUT characters. The rule keeps the worst case
+ * polynomial, not small (`\d*\d*\d*x` on 500 digits runs for minutes), so an answer is also checked
+ * under a clock: a check that takes longer than REGEX_CHECK_MS is stopped and the answer refused
+ * (and longer texts for that regex are refused without a run: slowAt).
  */
 export const MAX_REGEX_CHARS = 200;
 export const MAX_REGEX_INPUT = 500;
 const MAX_REPEATS = 3;
 const MAX_QUANTIFIERS = 6;
+/** How long one answer's regex check may run before it is stopped (V8 interrupts the match). */
+export const REGEX_CHECK_MS = 100;
+/**
+ * Each regex's shortest text whose check was stopped, in this process: a text at least half as long
+ * is refused without a run (the rule keeps the worst case polynomial, so half the length is at least
+ * four times faster), so a caller who sends slow answers again and again blocks the process for a
+ * few checks per regex, not one per answer. Forgotten whole when it holds MAX_SLOW_REGEXES.
+ */
+const slowAt = new Map<string, number>();
+const MAX_SLOW_REGEXES = 1000;
 
 export function regexProblem(source: string): string | undefined {
   if (source.length > MAX_REGEX_CHARS) return `a regex may be at most ${MAX_REGEX_CHARS} characters`;
@@ -139,7 +152,7 @@ export function regexProblem(source: string): string | undefined {
     }
     const q = quantifierAt(source, i);
     if (q) {
-      if (q.kind === "repeat" && lastGroupInner)
+      if (lastGroupInner && (q.kind === "repeat" || (q.kind === "exact" && q.min > 1)))
         return "a repeated group may not contain a quantifier or an alternation (it could take exponential time)";
       if (q.kind !== "exact") {
         quantifiers++;
@@ -162,10 +175,10 @@ export function regexProblem(source: string): string | undefined {
 function quantifierAt(
   s: string,
   i: number,
-): { end: number; kind: "repeat" | "optional" | "exact" } | undefined {
+): { end: number; min: number; kind: "repeat" | "optional" | "exact" } | undefined {
   const ch = s[i];
-  if (ch === "*" || ch === "+") return { end: i, kind: "repeat" };
-  if (ch === "?") return { end: i, kind: "optional" };
+  if (ch === "*" || ch === "+") return { end: i, min: ch === "*" ? 0 : 1, kind: "repeat" };
+  if (ch === "?") return { end: i, min: 0, kind: "optional" };
   if (ch !== "{") return undefined;
   const m = /^\{(\d+)(,(\d*))?\}/.exec(s.slice(i));
   if (!m) return undefined;
@@ -173,7 +186,7 @@ function quantifierAt(
   const max = m[2] === undefined ? min : m[3] === "" ? Number.POSITIVE_INFINITY : Number(m[3]);
   const end = i + m[0].length - 1;
   // `{n}` matches one fixed length: no choice, so no quantifier for the rule.
-  return { end, kind: max === min ? "exact" : max > 1 ? "repeat" : "optional" };
+  return { end, min, kind: max === min ? "exact" : max > 1 ? "repeat" : "optional" };
 }
 
 /**
@@ -186,5 +199,27 @@ export function answerRegexProblem(regex: string, value: string): string | undef
     return `this question's regex cannot be checked safely (${unsafe}): it cannot be answered with text`;
   if (value.length > MAX_REGEX_INPUT)
     return `an answer held to a regex may be at most ${MAX_REGEX_INPUT} characters`;
-  return new RegExp(regex).test(value) ? undefined : `input must match ${regex}`;
+  const slow = slowAt.get(regex);
+  const tooSlow = (chars: number) =>
+    `this answer could not be checked against the question's regex in time: write a shorter answer (under ${chars} characters)`;
+  if (slow !== undefined && value.length >= Math.ceil(slow / 2)) return tooSlow(Math.ceil(slow / 2));
+  const matched = boundedTest(regex, value);
+  if (matched === "timeout") {
+    if (slowAt.size >= MAX_SLOW_REGEXES) slowAt.clear();
+    slowAt.set(regex, Math.min(slow ?? value.length, value.length));
+    return tooSlow(Math.ceil(value.length / 2));
+  }
+  return matched ? undefined : `input must match ${regex}`;
+}
+
+/** `new RegExp(regex).test(value)`, stopped after REGEX_CHECK_MS (the match runs in a vm context with a timeout). */
+function boundedTest(regex: string, value: string): boolean | "timeout" {
+  try {
+    return runInContext("new RegExp(regex).test(value)", createContext({ regex, value }), {
+      timeout: REGEX_CHECK_MS,
+    }) as boolean;
+  } catch (e) {
+    if ((e as { code?: string }).code === "ERR_SCRIPT_EXECUTION_TIMEOUT") return "timeout";
+    throw e;
+  }
 }

@@ -1,4 +1,5 @@
 import { type Message, type TaskState, withMeta } from "../domain/resources.ts";
+import { wholeCharacters } from "../domain/text.ts";
 import type { ScopedMessage } from "../ports/tools.ts";
 import type { EngineDeps } from "./context.ts";
 
@@ -44,7 +45,8 @@ export async function readState(deps: EngineDeps, taskId: string): Promise<TaskS
 
 const shown = (value: unknown, max: number) => {
   const text = JSON.stringify(value ?? null); // as JSON: "3" and 3 read apart
-  return text.length > max ? `${text.slice(0, max)}… [${text.length - max} more characters]` : text;
+  const kept = wholeCharacters(text, max);
+  return text.length > max ? `${text.slice(0, kept)}… [${text.length - kept} more characters]` : text;
 };
 
 /**
@@ -60,7 +62,8 @@ export async function stateNote(deps: EngineDeps, taskId: string): Promise<strin
   if (entries.length > STATE_NOTE_ENTRIES)
     lines.push(`- [${entries.length - STATE_NOTE_ENTRIES} more entries]`);
   let text = `\n\n# Task state\nWhat calls with _outputPath stored so far:\n${lines.join("\n")}`;
-  if (text.length > STATE_NOTE_CHARS) text = `${text.slice(0, STATE_NOTE_CHARS)}\n[state cut to fit]`;
+  if (text.length > STATE_NOTE_CHARS)
+    text = `${text.slice(0, wholeCharacters(text, STATE_NOTE_CHARS))}\n[state cut to fit]`;
   return text;
 }
 
@@ -108,7 +111,10 @@ function toScoped(m: Message): ScopedMessage {
   const content = `${m.content ?? ""}${calls}`.trim();
   return {
     role: m.role === "system" ? "user" : m.role,
-    content: content.length > SCOPE_MESSAGE_CHARS ? `${content.slice(0, SCOPE_MESSAGE_CHARS)}…` : content,
+    content:
+      content.length > SCOPE_MESSAGE_CHARS
+        ? `${content.slice(0, wholeCharacters(content, SCOPE_MESSAGE_CHARS))}…`
+        : content,
     urn: m.meta.id,
   };
 }

@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { type InteractionResource, type TaskResource, TaskSpecSchema } from "../domain/resources.ts";
+import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
+import {
+  type InteractionResource,
+  type TaskResource,
+  type TaskSpec,
+  TaskSpecSchema,
+} from "../domain/resources.ts";
 import { taskDepth } from "../domain/urn.ts";
 import { claim, finishClaim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send } from "./context.ts";
@@ -106,15 +112,47 @@ function validWays(parent: TaskResource, ways: Strategy[]): { ways: Strategy[]; 
   const out: Strategy[] = [];
   const dropped: string[] = [];
   for (const w of ways) {
-    const problems = w.corrective_subtasks.flatMap((s) => {
-      const check = checkPlan(s, parent.budgets, taskDepth(parent.meta.id) + 1);
-      return check.ok ? [] : check.errors;
-    });
+    const problems = correctiveProblems(parent, w.corrective_subtasks);
     if (problems.length) dropped.push(`${w.name} (${problems.join(", ")})`);
     else out.push(w);
   }
   return { ways: out, dropped };
 }
+
+/**
+ * What is wrong with a round of corrective subtasks under `parent`, whoever proposed it (the
+ * evaluator's own round, or a strategy a person may choose): each subtask is a valid plan within
+ * the parent's budgets; together they are at most maxFanOut subtasks and maxTasks tasks (each one
+ * alone within them is not enough); and their names differ (a round's subtasks are named
+ * `r<N>:<name>`: two of one name would be one task).
+ */
+export function correctiveProblems(parent: TaskResource, subtasks: readonly unknown[]): string[] {
+  const maxFanOut = parent.budgets.maxFanOut ?? DEFAULT_BUDGETS.maxFanOut;
+  const maxTasks = parent.budgets.maxTasks ?? DEFAULT_BUDGETS.maxTasks;
+  const problems: string[] = [];
+  if (subtasks.length > maxFanOut)
+    problems.push(`${subtasks.length} corrective subtasks, more than maxFanOut ${maxFanOut}`);
+  const names = new Set<string>();
+  let total = 0;
+  for (const s of subtasks) {
+    const check = checkPlan(s, parent.budgets, taskDepth(parent.meta.id) + 1);
+    if (!check.ok) {
+      problems.push(...check.errors);
+      continue;
+    }
+    total += countTasks(check.spec);
+    if (names.has(check.spec.name))
+      problems.push(
+        `two corrective subtasks are named "${check.spec.name.slice(0, 100)}": names must differ`,
+      );
+    names.add(check.spec.name);
+  }
+  if (total > maxTasks)
+    problems.push(`the corrective subtasks hold ${total} tasks, more than maxTasks ${maxTasks}`);
+  return problems;
+}
+
+const countTasks = (t: TaskSpec): number => 1 + (t.subtasks ?? []).reduce((n, s) => n + countTasks(s), 0);
 
 /**
  * The supervise step of round `round`: when that round's question was answered, applies the answer

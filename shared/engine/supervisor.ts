@@ -10,11 +10,12 @@ import {
 } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
-import { lastElement, parentUrn, taskDepth } from "../domain/urn.ts";
+import { lastElement, parentUrn } from "../domain/urn.ts";
 import type { LlmToolSpec } from "../ports/llm.ts";
 import {
   askStrategy,
   chosenStrategy,
+  correctiveProblems,
   personDecides,
   StrategySchema,
   unfinished,
@@ -24,7 +25,7 @@ import { childrenOf } from "./children.ts";
 import { claim, finishClaim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send } from "./context.ts";
 import { completeTask, failTask, outputOf } from "./outcome.ts";
-import { checkPlan, materialise } from "./planner.ts";
+import { materialise } from "./planner.ts";
 import { recordUsage } from "./usage.ts";
 
 /**
@@ -106,10 +107,7 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
       parent.election?.assistant,
     );
   } else if (round < maxRounds && evaluation.corrective_subtasks?.length) {
-    const problems = evaluation.corrective_subtasks.flatMap((s) => {
-      const check = checkPlan(s, parent.budgets, taskDepth(parentId) + 1);
-      return check.ok ? [] : check.errors;
-    });
+    const problems = correctiveProblems(parent, evaluation.corrective_subtasks);
     if (problems.length) {
       await failTask(
         deps,

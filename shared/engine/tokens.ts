@@ -22,8 +22,11 @@
  * Long texts: a BPE tokenizer is quadratic in the length of a piece it cannot split (a 1 MB run of
  * one character takes minutes), so text is counted in chunks of CHUNK_CHARS characters (each chunk
  * boundary may split one token in two: a count at most one token per chunk high), and a text longer
- * than EXACT_CHARS is counted exactly on its first EXACT_CHARS characters, scaled to its length with
- * a 10% margin. Counting is deterministic either way: the same text always counts the same.
+ * than EXACT_CHARS is counted exactly on its first EXACT_CHARS characters and, past them, at one
+ * token per UTF-8 byte: a BPE token is at least one byte, so the count is never below the truth
+ * (scaling the head instead undercounts a text whose start is plain English and whose rest is CJK
+ * or emoji six-fold, and a window built on that count overflows the model's). Counting is
+ * deterministic either way: the same text always counts the same.
  */
 
 export type TokenFamily = "o200k" | "cl100k" | "claude" | "estimate";
@@ -41,7 +44,7 @@ export const CLAUDE_MARGIN = 1.25;
 /** The estimate of the other families: one token per this many characters (rounded up). */
 export const ESTIMATE_CHARS_PER_TOKEN = 3;
 const CHUNK_CHARS = 1_000;
-const EXACT_CHARS = 16_000;
+const EXACT_CHARS = 64_000;
 const CACHE_CHARS = 4_000_000;
 
 const PROVIDER = /^(?:bedrock|openai|scripted):/;
@@ -111,8 +114,7 @@ function counterOf(family: TokenFamily, encode: Encode): TokenCounter {
   };
   const exact = (text: string) => {
     if (text.length <= EXACT_CHARS) return chunked(text);
-    const head = chunked(text.slice(0, EXACT_CHARS));
-    return Math.ceil(((head * text.length) / EXACT_CHARS) * 1.1);
+    return chunked(text.slice(0, EXACT_CHARS)) + Buffer.byteLength(text.slice(EXACT_CHARS), "utf8");
   };
   // Each model request counts the transcript again: counts of longer texts are remembered, up to
   // CACHE_CHARS characters of them (then forgotten at once; a count is cheap to redo).

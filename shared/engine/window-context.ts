@@ -1,4 +1,5 @@
 import type { Assistant } from "../domain/resources.ts";
+import { wholeCharacters } from "../domain/text.ts";
 import type { LlmToolSpec } from "../ports/llm.ts";
 import type { EngineDeps } from "./context.ts";
 import { type TokenCounter, tokenCounter } from "./tokens.ts";
@@ -80,7 +81,8 @@ export async function contextWindow(
 export function fitTokens(text: string, maxTokens: number, counter: TokenCounter): string {
   if (counter.count(text) <= maxTokens) return text;
   const note = "\n[context cut to fit]";
-  let kept = Math.min(text.length, maxTokens * 3);
-  while (kept > 0 && counter.count(text.slice(0, kept) + note) > maxTokens) kept = Math.floor(kept * 0.85);
+  let kept = wholeCharacters(text, Math.min(text.length, maxTokens * 3));
+  while (kept > 0 && counter.count(text.slice(0, kept) + note) > maxTokens)
+    kept = wholeCharacters(text, Math.floor(kept * 0.85));
   return text.slice(0, kept) + note;
 }

@@ -1,3 +1,4 @@
+import { wholeCharacters } from "../domain/text.ts";
 import type { LlmMessage, LlmToolCall, LlmToolSpec } from "../ports/llm.ts";
 
 /**
@@ -251,6 +252,8 @@ function cutText(r: WindowResult, tokens: number, count: (text: string) => numbe
     `\n[cut to fit the context window: ${kept} of ${r.content.length} characters shown; read the rest with read_resource, urn ${r.urn}, offset ${kept}]`;
   // Shrink the kept start until it and the note fit (deterministic: the same inputs, the same cut).
   let kept = Math.min(r.content.length, Math.max(0, tokens * 2));
-  while (kept > 0 && count(r.content.slice(0, kept) + note(kept)) > tokens) kept = Math.floor(kept * 0.8);
+  kept = wholeCharacters(r.content, kept);
+  while (kept > 0 && count(r.content.slice(0, kept) + note(kept)) > tokens)
+    kept = wholeCharacters(r.content, Math.floor(kept * 0.8));
   return r.content.slice(0, kept) + note(kept);
 }

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { AskQuestionSchema } from "../domain/ask-question.ts";
 import { formatIssues, type Message } from "../domain/resources.ts";
+import { wholeCharacters } from "../domain/text.ts";
 import { descendantPrefix, rootUrn, tenantOf } from "../domain/urn.ts";
 import type { GraphStore } from "../graph/graph-store.ts";
 import { graphAdd, graphQuery, graphRemove } from "../graph/graph-tools.ts";
@@ -182,10 +183,13 @@ function readResource(deps: BuiltinDeps) {
         "content" in resource && typeof resource.content === "string"
           ? resource.content
           : JSON.stringify(resource, null, 1);
-      const piece = whole.slice(offset, offset + length);
-      const rest = whole.length - offset - piece.length;
+      // Whole characters: a piece ends before a character it would cut, and starts after one an offset cuts.
+      const from = offset > 0 && wholeCharacters(whole, offset) < offset ? offset + 1 : offset;
+      const end = wholeCharacters(whole, from + length);
+      const piece = whole.slice(from, end > from ? end : from + 2); // length 1 at a pair: the pair
+      const rest = whole.length - from - piece.length;
       return rest > 0
-        ? `${piece}\n[${rest} more characters: read on with offset ${offset + piece.length}]`
+        ? `${piece}\n[${rest} more characters: read on with offset ${from + piece.length}]`
         : piece;
     },
   });

@@ -1,6 +1,7 @@
 import { argumentsHash } from "../domain/events.ts";
 import { deepFreeze } from "../domain/immutable.ts";
 import { withMeta } from "../domain/resources.ts";
+import { wholeCharacters } from "../domain/text.ts";
 import { tenantOf } from "../domain/urn.ts";
 import { ValidationError } from "../errors.ts";
 import type { AuditLog } from "../ports/audit-log.ts";
@@ -349,6 +350,8 @@ export class ToolService implements ToolPort {
    */
   async #storeResult(name: string, call: CallRecord, content: string, context: ToolContext) {
     const cut = content.length > MAX_STORED_RESULT_CHARS;
+    const kept = wholeCharacters(content, MAX_STORED_RESULT_CHARS);
+    const head = wholeCharacters(content, 2000);
     let urn: string;
     try {
       ({ urn } = await this.#options.resources.put({
@@ -359,7 +362,7 @@ export class ToolService implements ToolPort {
         }),
         role: "tool",
         toolCallId: context.callId,
-        content: cut ? content.slice(0, MAX_STORED_RESULT_CHARS) : content,
+        content: cut ? content.slice(0, kept) : content,
       }));
     } catch (e) {
       return call.failed(
@@ -368,10 +371,10 @@ export class ToolService implements ToolPort {
       );
     }
     const stored = cut
-      ? `The result is ${content.length} characters long, more than the ${MAX_STORED_RESULT_CHARS} a result may keep: its first ${MAX_STORED_RESULT_CHARS} are stored as ${urn} and the rest was dropped.`
+      ? `The result is ${content.length} characters long, more than the ${MAX_STORED_RESULT_CHARS} a result may keep: its first ${kept} are stored as ${urn} and the rest was dropped.`
       : `The result is ${content.length} characters long, stored as ${urn}.`;
     return call.completed(
-      `${stored} Its start:\n${content.slice(0, 2000)}\n[read the rest with read_resource, urn ${urn}, offset 2000]`,
+      `${stored} Its start:\n${content.slice(0, head)}\n[read the rest with read_resource, urn ${urn}, offset ${head}]`,
       { resultUrn: urn, resultChars: content.length },
     );
   }

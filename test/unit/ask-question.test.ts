@@ -9,8 +9,9 @@ import {
 
 /**
  * The questions an assistant may ask, and the rule that keeps a question's regex from hanging the
- * process that checks an answer against it. Nothing here is timed: a regex that could hang is
- * refused before it is ever run, and a check that ran one would not finish.
+ * process that checks an answer against it. Nothing here asserts a duration: a regex that could hang
+ * is refused before it is ever run, and one the rule lets through that would run for minutes is
+ * stopped by the check's clock (the test asserts the refusal, and would not finish without it).
  */
 describe("regexes a question may carry", () => {
   it("refuses what could take exponential or high polynomial time, and what does not compile", () => {
@@ -22,6 +23,11 @@ describe("regexes a question may carry", () => {
       ["(?:a*)*", /repeated group/],
       ["(x+x+)+y", /repeated group/],
       ["(\\d+-){2,}", /repeated group/],
+      // A fixed count repeats too: (a|a){30} tries 2^30 ways, (\d*){20} splits the digits every way.
+      ["(a|a){30}b", /repeated group/],
+      ["(?:\\d*){20}x", /repeated group/],
+      ["(?=(a|a){25})b", /repeated group/],
+      ["((a|b){2}){10}", /repeated group/],
       ["\\d*\\d*\\d*\\d*x", /at most 3 repeating/],
       ["a?a?a?a?a?a?a?aaaaaaa", /at most 6 quantifiers/],
       ["(a)\\1", /backreferences/],
@@ -39,6 +45,8 @@ describe("regexes a question may carry", () => {
       "^[a-z]+@[a-z]+\\.[a-z]{2,}$",
       "^(yes|no)$",
       "^(\\d{3}-)+\\d{4}$",
+      "^(\\d{3}-){2}\\d{4}$",
+      "^(a|b){1}$",
       "^(?:\\+\\d+)?[0-9 ]+$",
       "^[^()*+]+$",
       "(?=.*\\d)^\\w{8,}$",
@@ -52,6 +60,22 @@ describe("regexes a question may carry", () => {
     expect(answerRegexProblem("^\\d+$", "4".repeat(MAX_REGEX_INPUT + 1))).toMatch(/at most 500 characters/);
     // A regex stored before the rule held (or written around it): refused, not run on the text.
     expect(answerRegexProblem("^(a+)+$", `${"a".repeat(40)}b`)).toMatch(/cannot be checked safely/);
+  });
+
+  it("stops a check the rule let through that would run for minutes, and refuses that answer", () => {
+    // Within the rule (3 repeats, 500 characters) and still n^4 steps: stopped by the clock, not run out.
+    expect(regexProblem("[\\s\\S]*[\\s\\S]*[\\s\\S]*x")).toBeUndefined();
+    expect(answerRegexProblem("[\\s\\S]*[\\s\\S]*[\\s\\S]*x", "a".repeat(MAX_REGEX_INPUT))).toMatch(
+      /could not be checked against the question's regex in time/,
+    );
+    expect(answerRegexProblem("\\d*\\d*\\d*x", "1".repeat(MAX_REGEX_INPUT))).toMatch(/in time/);
+    // Sent again and again: a text at least half as long is refused without a run; a short one is checked.
+    for (let i = 0; i < 50; i++)
+      expect(answerRegexProblem("\\d*\\d*\\d*x", `${i}`.padStart(250, "1"))).toMatch(/under 250 characters/);
+    expect(answerRegexProblem("\\d*\\d*\\d*x", "12x")).toBeUndefined();
+    expect(answerRegexProblem("\\d*\\d*\\d*x", "12")).toBe("input must match \\d*\\d*\\d*x");
+    // The usual answer is still checked and taken.
+    expect(answerRegexProblem("^\\d{4}-\\d{2}-\\d{2}$", "2026-11-26")).toBeUndefined();
   });
 });
 

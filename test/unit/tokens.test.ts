@@ -65,4 +65,18 @@ describe("token counting per model family", () => {
       expect(counter.count(`${run}y`)).toBeGreaterThanOrEqual(first);
     }
   });
+
+  it("never counts a long text below its tokens when its start reads unlike its rest", async () => {
+    // Plain English first, then 100,000 distinct CJK characters (about two tokens each): a count
+    // scaled from the start said 30,691 tokens for 193,968, and a window built on it overflowed.
+    const text =
+      "The quick brown fox. ".repeat(800) +
+      Array.from({ length: 100_000 }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20_000))).join("");
+    for (const model of ["gpt-4o", "gpt-4", "anthropic.claude-3-haiku"]) {
+      const counter = await tokenCounter(model);
+      let real = 0;
+      for (let i = 0; i < text.length; i += 1000) real += counter.count(text.slice(i, i + 1000));
+      expect(counter.count(text), model).toBeGreaterThanOrEqual(real);
+    }
+  });
 });

@@ -11,6 +11,10 @@ import {
 import { fitTokens } from "../../shared/engine/window-context.ts";
 import type { LlmMessage } from "../../shared/ports/llm.ts";
 
+/** No lone surrogate (half a character outside the BMP). */
+const wellFormed = (s: string) =>
+  !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+
 const count = estimateCounter.count;
 const TASK = "cld:common.Tenant.t/common.Conversation.c/plan.Task.a";
 
@@ -205,6 +209,24 @@ describe("the context window (examples)", () => {
       /\[cut to fit the context window: \d+ of 100000 characters shown; read the rest with read_resource, urn .*, offset \d+\]$/,
     );
     expect(w.tokens).toBeLessThanOrEqual(2000);
+  });
+
+  it("never cuts a result or a prompt between the two halves of a character", async () => {
+    // Emoji are two UTF-16 units: a cut between them sends a lone surrogate, which is not text.
+    for (const budget of [700, 701, 702, 1999, 2000, 2001]) {
+      const w = buildWindow({ ...base, turns: [turn(1, "🙂".repeat(60_000))], budget });
+      expect(
+        w.messages.every((m) => wellFormed(m.content ?? "")),
+        String(budget),
+      ).toBe(true);
+    }
+    for (const model of ["scripted", "gpt-4o", "anthropic.claude-3-5-haiku-20241022-v1:0"]) {
+      const counter = await tokenCounter(model);
+      for (const max of [100, 101, 333, 1000]) {
+        const cut = fitTokens(`# Task\n${"🙂x".repeat(20_000)}`, max, counter);
+        expect(wellFormed(cut), `${model} ${max}`).toBe(true);
+      }
+    }
   });
 
   it("sends nothing before the mark and says the turns were removed on request", () => {
