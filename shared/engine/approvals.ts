@@ -2,7 +2,7 @@ import { argumentsHash } from "../domain/events.ts";
 import type { ToolCall } from "../domain/resources.ts";
 import type { CallHistory, ToolResult } from "../ports/tools.ts";
 import type { EngineDeps } from "./context.ts";
-import { interactionMeta, requestInteraction } from "./interactions.ts";
+import { announceStored, interactionMeta, requestInteraction } from "./interactions.ts";
 
 /**
  * Approvals of risky calls. A risky call runs only after a person approves its exact arguments
@@ -77,15 +77,7 @@ async function confirmation(
     return "waiting";
   }
   if (existing.status === "pending") {
-    // Stored before a crash that came before the task moved to awaiting_user: nobody was told, and
-    // the watchdog would drive the task for ever. Announced now (a no-op once the task waits).
-    await requestInteraction(deps, taskId, name, {
-      kind: existing.kind,
-      purpose: existing.purpose,
-      display: existing.display,
-      ...(existing.options ? { options: existing.options } : {}),
-      ...(existing.binding ? { binding: existing.binding } : {}),
-    });
+    await announceStored(deps, existing); // in case a crash came before the task waited
     return "waiting";
   }
   if (existing.status !== "answered") return "waiting";

@@ -9,7 +9,7 @@ import {
 import { taskDepth } from "../domain/urn.ts";
 import { claim, finishClaim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send } from "./context.ts";
-import { interactionMeta, requestInteraction } from "./interactions.ts";
+import { announceStored, interactionMeta, requestInteraction } from "./interactions.ts";
 import { completeTask, failTask } from "./outcome.ts";
 import { checkPlan, materialise } from "./planner.ts";
 
@@ -176,7 +176,7 @@ export async function chosenStrategy(
   if (!question) return false;
   if (question.status !== "answered") {
     // Asked, but a crash came before the parent moved to awaiting_user: announced now.
-    await requestInteraction(deps, parent.meta.id, question.meta.name, requestOf(question));
+    await announceStored(deps, question);
     return true;
   }
   await once(deps, parent, round, question, evaluationOf, results);
@@ -234,10 +234,3 @@ async function apply(
     await send(deps, COMMANDS.ready, { taskId: id }, id);
   }
 }
-
-const requestOf = (q: InteractionResource) => ({
-  kind: q.kind,
-  purpose: q.purpose,
-  display: q.display,
-  ...(q.options ? { options: q.options } : {}),
-});

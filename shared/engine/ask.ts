@@ -2,7 +2,12 @@ import { type AskQuestion, AskQuestionSchema, askKindOf, askOptionId } from "../
 import { formatIssues, type InteractionResource, type ToolCall } from "../domain/resources.ts";
 import type { ToolDescriptor, ToolResult } from "../ports/tools.ts";
 import type { EngineDeps } from "./context.ts";
-import { type InteractionRequest, interactionMeta, requestInteraction } from "./interactions.ts";
+import {
+  announceStored,
+  type InteractionRequest,
+  interactionMeta,
+  requestInteraction,
+} from "./interactions.ts";
 
 /**
  * The `ask_person` tool: an assistant asks a person a question (request_info) and its task waits in
@@ -41,14 +46,7 @@ export async function askPerson(
     return "waiting";
   }
   if (asked.status === "pending") {
-    // Asked before a crash that came before the task moved to awaiting_user: announced now (a no-op otherwise).
-    await requestInteraction(deps, taskId, name, {
-      kind: asked.kind,
-      purpose: asked.purpose,
-      display: asked.display,
-      ...(asked.options ? { options: asked.options } : {}),
-      ...(asked.validation ? { validation: asked.validation } : {}),
-    });
+    await announceStored(deps, asked); // in case a crash came before the task waited
     return "waiting";
   }
   if (asked.status === "expired")

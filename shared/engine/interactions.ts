@@ -85,6 +85,23 @@ export async function requestInteraction(
 }
 
 /**
+ * Announces a question that is stored and pending, asked by a step that crashed before its task
+ * moved to awaiting_user: nobody was told, and the watchdog would drive the task for ever. A no-op
+ * once the task waits (the request's event and notice have ids of their own).
+ */
+export async function announceStored(deps: EngineDeps, interaction: InteractionResource): Promise<void> {
+  const { kind, purpose, display, options, validation, binding } = interaction;
+  await requestInteraction(deps, parentUrn(interaction.meta.id) as string, interaction.meta.name, {
+    kind,
+    purpose,
+    display,
+    ...(options ? { options } : {}),
+    ...(validation ? { validation } : {}),
+    ...(binding ? { binding } : {}),
+  });
+}
+
+/**
  * Records a person's answer. Checks that the interaction is still pending and that the answer
  * fits it (a known option, input matching the regex); then the task resumes.
  *
