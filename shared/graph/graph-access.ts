@@ -1,7 +1,7 @@
 import { tenantUrn } from "../domain/urn.ts";
 import { ForbiddenError } from "../errors.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
-import { holdTenantBoundary, type Principal } from "../use-cases/resource-access.ts";
+import { holdTenantBoundary, type Principal, policyPrincipal } from "../use-cases/resource-access.ts";
 
 export type GraphAction = "graph.read" | "graph.write";
 
@@ -26,12 +26,7 @@ export async function authorizeGraph(
   holdTenantBoundary(principal, tenant, `${verb} the graph of tenant ${tenant}`);
   if (!policy) return;
   const decision = await policy.decide({
-    principal: {
-      id: principal.id,
-      kind: principal.kind,
-      ...(principal.tenant ? { tenant: principal.tenant } : {}),
-      roles: [...(principal.roles ?? [])],
-    },
+    principal: policyPrincipal(principal),
     action,
     resource: { id: tenantUrn(tenant), tenant, type: GRAPH_TYPE },
   });

@@ -9,6 +9,7 @@ import type {
   ToolDescriptor,
 } from "../ports/tools.ts";
 import { OUTPUT_PATH_DOC, withOutputPath } from "./activity-paths.ts";
+import { parametersOf } from "./zod-parameters.ts";
 
 /**
  * Activities (seed 004): tools whose handler is deterministic code that gets the whole call
@@ -93,10 +94,7 @@ export function activityBinding(
   f: ActivityFunction,
   options: { description?: string; risky?: boolean } = {},
 ): ToolBinding {
-  const { $schema: _drop, ...parameters } = z.toJSONSchema(f.schema, { io: "input" }) as Record<
-    string,
-    unknown
-  >;
+  const parameters = parametersOf(f.schema);
   const descriptor: ToolDescriptor = {
     name,
     kind: "builtin",

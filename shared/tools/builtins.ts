@@ -13,6 +13,7 @@ import type { VectorIndex } from "../ports/vector-index.ts";
 import { type Principal, ResourceAccess } from "../use-cases/resource-access.ts";
 import type { ResourceStore } from "../use-cases/resource-store.ts";
 import { ACTIVITIES, ACTIVITY_NAMES, activityBinding, isActivityName } from "./activities.ts";
+import { parametersOf } from "./zod-parameters.ts";
 
 /**
  * The built-in functions a tool name can be bound to. Each is defined once with a zod schema: the
@@ -306,10 +307,7 @@ export function builtinBinding(
 ): ToolBinding {
   if (isActivityName(fn)) return activityBinding(name, ACTIVITIES[fn], options);
   const f = builtinFunction(fn, deps, options.settings ?? {});
-  const { $schema: _drop, ...parameters } = z.toJSONSchema(f.schema, { io: "input" }) as Record<
-    string,
-    unknown
-  >;
+  const parameters = parametersOf(f.schema);
   const descriptor: ToolDescriptor = {
     name,
     kind: "builtin",

@@ -55,12 +55,7 @@ export class ResourceAccess {
     // The engine acts for everyone: whose the resource is does not matter, and is not read.
     const owner = principal.kind === "system" ? undefined : await this.#ownerOf(urn, owners);
     const decision = await this.#policy.decide({
-      principal: {
-        id: principal.id,
-        kind: principal.kind,
-        ...(principal.tenant ? { tenant: principal.tenant } : {}),
-        roles: [...(principal.roles ?? [])],
-      },
+      principal: policyPrincipal(principal),
       action,
       resource: {
         id: urn,
@@ -164,3 +159,11 @@ export function principalOf(
         : undefined;
   return { id: actor.id, kind: actor.kind, ...(tenant ? { tenant } : {}), roles: caller.roles ?? [] };
 }
+
+/** A principal as the policy takes it: its roles a list, always. */
+export const policyPrincipal = (principal: Principal) => ({
+  id: principal.id,
+  kind: principal.kind,
+  ...(principal.tenant ? { tenant: principal.tenant } : {}),
+  roles: [...(principal.roles ?? [])],
+});
