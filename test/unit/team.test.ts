@@ -10,7 +10,9 @@ import {
   teamDiff,
   teamEntryOf,
 } from "../../shared/domain/team.ts";
+import { DEFAULT_TEAM } from "../../shared/engine/default-team.ts";
 import { ValidationError } from "../../shared/errors.ts";
+import { DEFAULT_TOOLS } from "../../shared/tools/config.ts";
 
 const TOOLS = ["calculator", "word_count", "send_email"];
 const team: TeamFile = {
@@ -188,5 +190,13 @@ describe("the diff of a team against what a tenant has", () => {
   it("shows a stored team as a file that applies as it is", () => {
     const shown: TeamFile = { assistants: stored(team).map(teamEntryOf) };
     expect(changesAnything(teamDiff("acme", stored(team), parseTeam(shown, TOOLS)))).toBe(false);
+  });
+});
+
+describe("the built-in team", () => {
+  it("is a valid team of the default tools, and every assistant can read back a stored or stubbed result", () => {
+    const tools = Object.keys(DEFAULT_TOOLS.tools);
+    expect(() => parseTeam({ assistants: DEFAULT_TEAM }, tools)).not.toThrow();
+    for (const a of DEFAULT_TEAM) expect(a.tools).toContain("read_resource");
   });
 });
