@@ -9,8 +9,10 @@ import { heading, note, printable } from "./render.ts";
  * options numbered. `--yes` takes the default option; the answer is read from `answers` (stdin's
  * lines). A free answer (an `input` question, or a `composite` one's text that names no option) is
  * held to the question's regex here too, and asked again when it does not match. Undefined when
- * stdin ends without an answer.
+ * stdin ends without an answer, or gives MAX_UNFIT answers in a row that fit nothing (a script
+ * piping the wrong thing, such as `yes`, would otherwise be asked for ever).
  */
+export const MAX_UNFIT = 10;
 export type Question = Pick<InteractionResource, "display"> & {
   options?: InteractionResource["options"];
   kind?: InteractionResource["kind"];
@@ -37,7 +39,11 @@ export async function ask(
     return { selectedOptionId: fallback.id };
   }
   const free = !options.length || i.kind === "composite";
-  for (;;) {
+  for (let unfit = 0; ; unfit++) {
+    if (unfit === MAX_UNFIT) {
+      out.write(`${MAX_UNFIT} answers in a row fit none of what was asked: no answer taken.\n`);
+      return undefined;
+    }
     out.write(
       !options.length
         ? "Your answer: "

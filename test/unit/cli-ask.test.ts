@@ -1,6 +1,6 @@
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { ask, type Question } from "../../shared/cli/ask.ts";
+import { ask, MAX_UNFIT, type Question } from "../../shared/cli/ask.ts";
 
 /** The terminal's side of input and composite questions: a choice or a text, held to the regex. */
 async function answer(q: Question, lines: string[]) {
@@ -47,5 +47,22 @@ describe("arbor's terminal questions", () => {
     expect(r.printed).toContain("input must match");
     // Stdin ends without an answer: none.
     expect((await answer(date, ["soon"])).answer).toBeUndefined();
+  });
+
+  it("stops asking after answers in a row that fit nothing, as from a script that pipes `yes`", async () => {
+    const endless = (async function* () {
+      for (;;) yield "?!";
+    })();
+    const out = new PassThrough();
+    let printed = "";
+    out.on("data", (c: Buffer) => {
+      printed += c.toString();
+    });
+    expect(await ask(colour, false, endless, out)).toBeUndefined();
+    expect(printed.match(/input must match/g)).toHaveLength(MAX_UNFIT);
+    expect(printed).toContain(`${MAX_UNFIT} answers in a row fit none of what was asked`);
+    const choice: Question = { ...colour, kind: "select" };
+    expect(await ask(choice, false, endless, out)).toBeUndefined();
+    expect(printed.match(/"\?!" is not one of the choices/g)).toHaveLength(MAX_UNFIT);
   });
 });
