@@ -78,7 +78,11 @@ describe("Slack, end to end", () => {
     expect(await res.text()).toBe("");
     const progress = await waitFor("the progress message", () => w.fake.thread("C1", TS)[0]);
     expect(progress.threadTs).toBe(TS);
-    expect(textOf(progress)).toContain("invite the team");
+    // It shows the request as it moves (before the plan, what was asked; then its tasks), the same
+    // message updated: once planned, the task and the assistant elected for it.
+    await waitFor("the plan in the progress message", () =>
+      textOf(progress).includes("Invite · _Mailer_") ? true : undefined,
+    );
     const question = await waitFor("the approval", withButton("C1", TS, "Allow"));
     expect(textOf(question)).toContain('"to": "team@example.com"');
     expect(buttonsOf(question).map((b) => b.text)).toEqual(["Allow", "Deny"]);
