@@ -8,7 +8,7 @@ import type { VectorIndex, VectorMatch, VectorQuery, VectorRecord } from "../sha
 
 /**
  * Similarity search with N indexed outputs in one tenant, as a leaf's context asks it (type
- * common.Message, the tenant's prefix, top 5), on the libSQL DiskANN index (the local default) and
+ * common.Message, the tenant's prefix, top 5), on the partitioned index (the local default, shared/adapters/vectors/sqlite-vector-index.ts) and
  * on the flat index it replaced, filled with the same records in the same run. The outputs are
  * texts of 14 words (a vocabulary of 400, half from one of 20 themes) embedded by the local
  * embedder; another tenant holds a tenth as many. Per size: query time (p50, p99: the event loop is
@@ -18,7 +18,7 @@ import type { VectorIndex, VectorMatch, VectorQuery, VectorRecord } from "../sha
  */
 export interface SimilarityLine {
   size: number;
-  index: "libsql-diskann" | "flat";
+  index: "partitioned" | "flat";
   queryP50Ms: number;
   queryP99Ms: number;
   recallAt5: number;
@@ -68,7 +68,7 @@ export async function similarityLines(
       }
       const exact = flat ? await Promise.all(queries.map((v) => flat?.query(queryFor(v)) ?? [])) : [];
       for (const [name, index] of [
-        ["libsql-diskann", diskann],
+        ["partitioned", diskann],
         ["flat", flat],
       ] as const) {
         if (!index) continue;

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { LocalEmbedder } from "../adapters/embeddings/local-embedder.ts";
-import { ThreadedVectorIndex } from "../adapters/vectors/threaded-vector-index.ts";
+import { openLocalVectorIndex } from "../adapters/vectors/open-local-index.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { Llm } from "../ports/llm.ts";
@@ -8,12 +8,12 @@ import { type EngineOptions, engineOn, openTools } from "./engine-wiring.ts";
 import type { LocalRuntime } from "./local.ts";
 
 /**
- * The orchestration engine on the local runtime: the local embedder (offline), a libSQL vector
- * index (DiskANN) in its own file under the data folder (migrated from the flat index an older
- * version left there) on a worker thread of its own (ThreadedVectorIndex: an insertion's 2-8 ms of
- * CPU never holds the event loop that serves requests), the built-in tools, and whatever model the
- * caller chose. The 202's link reads "accepted" until the root task is planned (acceptedView), so
- * an election that waits for the thread delays no answer.
+ * The orchestration engine on the local runtime: the local embedder (offline), the local vector
+ * index in its own file under the data folder (SqliteVectorIndex: exact in memory while small, a
+ * DiskANN graph once large; migrated from the flat index an older version left there), the
+ * built-in tools, and whatever model the caller chose. Opening the index reads a few numbers from
+ * its file (and refuses one written for another embedding space); its records are read at the
+ * first query.
  */
 export interface LocalEngineOptions extends EngineOptions {
   llm: Llm;
@@ -22,7 +22,7 @@ export interface LocalEngineOptions extends EngineOptions {
 
 export async function createLocalEngine(rt: LocalRuntime, options: LocalEngineOptions): Promise<Engine> {
   const embedder = options.embedder ?? new LocalEmbedder();
-  const index = await ThreadedVectorIndex.open(
+  const index = await openLocalVectorIndex(
     join(rt.dataDir, "vectors"),
     embedder.id.replace(/[^A-Za-z0-9._-]/g, "_"),
     { embedderId: embedder.id, dimension: embedder.dimension },

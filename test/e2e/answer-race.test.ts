@@ -63,6 +63,8 @@ describe("answers racing from two processes on one store", () => {
     await h.idle();
     const [ask] = await h.pending(rootTaskId);
     const urn = ask?.meta.id as string;
+    // A question is shown to people once it is on disk; only then can another process see it.
+    await h.rt.untilDurable();
     // A second engine on the same data folder, as another function instance on the same tables.
     const rt2 = createLocalRuntime({ mode: "local", tenant: "acme", dataDir: h.dataDir, durable: false });
     const other = await createLocalEngine(rt2, { llm: new ScriptedLlm(script) });

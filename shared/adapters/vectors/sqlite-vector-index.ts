@@ -9,40 +9,53 @@ import type {
   VectorRecord,
 } from "../../ports/vector-index.ts";
 import { privateDir, privateFile } from "../local/private-files.ts";
+import { InMemoryVectors } from "./in-memory-vectors.ts";
 import { assertValidSpace, checkQuery, checkRecords, sameSpace, spaceMismatch } from "./vector-checks.ts";
 
 /**
- * A vector index in its own SQLite file (libsql), searched through libSQL's DiskANN index
- * (`libsql_vector_idx`, `vector_top_k`): a query reads a few hundred graph nodes from disk instead
- * of scoring every record, and the vectors stay on disk, not in the heap.
+ * The local vector index: its own SQLite file (libsql), searched exactly while it is small and
+ * through libSQL's DiskANN graph (`libsql_vector_idx`, `vector_top_k`) once it is large.
  *
- * Filters (type, key prefix) are applied to the approximate neighbours, which can leave fewer than
- * topK; so a query first counts, through the (type, key) B-tree, up to `exactBelow` records that
- * pass the filters. When that many or fewer do (a small tenant, a conversation, an assistant
- * list, every test), it scores them all, exactly, in SQL. Otherwise it asks the graph for more
- * neighbours than it needs (4 x topK, at least 100) and, while fewer than topK pass the filters and
- * the graph still had more to give, asks again for four times as many, up to `annMax`; past that
- * it scores the filtered range exactly (the filter then keeps a small share of a large index,
- * which the graph cannot find cheaply and the range scan is bounded by).
+ * Small (up to `graphAbove` records, 4,096 by default): the records are also held in memory as
+ * unit vectors, and a query scores every one that passes its filters, exactly, in JavaScript
+ * (about a quarter of a microsecond a record: 4,096 records cost about a millisecond). A write is
+ * one row. A graph costs 1-8 ms of CPU per insertion and about 2 ms per query whatever the size;
+ * below a few thousand records the exact scan is cheaper, so no graph is kept.
+ *
+ * Large: the graph lives in table `ann` (the same row ids as `vectors`) and is filled behind the
+ * writes, a few records per event-loop turn, from the moment the index passes `graphAbove` (the
+ * records written before are added the same way, so the event loop is never held for long). Until
+ * it has caught up, queries are answered exactly from memory as before; then the copy in memory is
+ * let go, and a query counts, through the (type, key) B-tree, up to `exactBelow` records that pass
+ * its filters. When that many or fewer do (a small tenant, a conversation, an assistant list), it
+ * scores them all, exactly, in SQL. Otherwise it asks the graph for more neighbours than it needs
+ * (4 x topK, at least 100) and, while fewer than topK pass the filters and the graph still had more
+ * to give, asks again for four times as many, up to `annMax`; past that it scores the filtered
+ * range exactly (the filter then keeps a small share of a large index, which the graph cannot find
+ * cheaply and the range scan is bounded by).
  *
  * Its own file rather than arbor.db: the index is derived data (a record is written after the
- * resource it describes, and a lost record makes one old result unfindable, nothing worse), a
- * graph insertion costs about a millisecond of CPU that would otherwise lengthen the state store's
- * group-commit turns, and a separate file can be dropped and rebuilt without touching the state.
- * WAL with synchronous=NORMAL: a commit survives the process being killed; a power cut may lose
- * the last commits, which only makes those results unfindable. Writes that arrive in one
- * event-loop turn are written in one transaction. One process owns the file at a time.
+ * resource it describes, and a lost record makes one old result unfindable, nothing worse), and a
+ * separate file can be dropped and rebuilt without touching the state. WAL with
+ * synchronous=NORMAL: a commit survives the process being killed; a power cut may lose the last
+ * commits, which only makes those results unfindable. Writes that arrive in one event-loop turn
+ * are written in one transaction. One process owns the file at a time (the data folder's lock).
+ *
+ * A file of the earlier format (`PRAGMA user_version` 0: the graph index on `vectors` itself) is
+ * used as it is, its graph kept up by SQLite on every write.
  *
  * libsql 0.5.29 aborts the process when a Buffer is bound to a statement that returns rows, so
  * vectors travel as hex text (`vector32(unhex(?))`).
  */
 export interface SqliteVectorIndexOptions {
-  /** Filtered ranges up to this many records are scored exactly (default 1,000). */
+  /** Past this many records the graph is built, and the copy in memory let go (default 4,096). */
+  graphAbove?: number;
+  /** With a graph, filtered ranges up to this many records are scored exactly (default 1,000). */
   exactBelow?: number;
   /** The most neighbours asked of the graph before falling back to an exact range scan (default 4,096). */
   annMax?: number;
   /**
-   * How the graph keeps each node's neighbours, fixed when the file is created. Measured on 10,000
+   * How the graph keeps each node's neighbours, fixed when the graph is made. Measured on 10,000
    * of the local embedder's vectors (512 dimensions), top 5 of 40 candidates: `float8` with 24
    * neighbours (the default) found 96 % of the exact top 5, about 20 KB of file per record;
    * `float1bit` with 64 neighbours inserts faster but found 87 %; `float8` with libSQL's default
@@ -67,9 +80,14 @@ interface Op {
   reject: (e: unknown) => void;
 }
 
-const INDEX_NAME = "vectors_ann";
+/** The file format: 1 keeps the graph in table `ann`, built past graphAbove (0: on `vectors`, always). */
+const FORMAT = 1;
+/** The graph's index (on table `ann`) in a file of format 1. */
+const GRAPH = "ann_graph";
 /** Records written per transaction before the event loop gets a turn. */
-const WRITE_SLICE = 4;
+const WRITE_SLICE = 256;
+/** How long one transaction adds records to the graph before the event loop gets a turn (an insertion costs 1-8 ms). */
+const GRAPH_SLICE_MS = 8;
 /** Above every character that can follow a prefix in a key (URNs are ASCII). */
 const PAST = "\u{10FFFF}";
 
@@ -77,14 +95,25 @@ export class SqliteVectorIndex implements VectorIndex {
   readonly space: EmbeddingSpace;
   readonly path: string;
   readonly #db: Database.Database;
+  readonly #graphAbove: number;
   readonly #exactBelow: number;
   readonly #annMax: number;
   readonly #compress: "float1bit" | "float8" | "float32";
   readonly #statements = new Map<string, Database.Statement>();
+  /** The graph's index name, once there is one (GRAPH; `vectors_ann` in a file of format 0). */
+  #graph: string | undefined;
+  /** The highest row id the graph holds; rows above it are still to be added (format 1). */
+  #graphUpTo = 0;
+  /** Whether queries are answered exactly from memory: no graph yet, or one still catching up. */
+  #exactInMemory = true;
+  /** Every record, read at the first such query and kept up by every write from then on. */
+  #memory: InMemoryVectors | undefined;
+  #count = 0;
   /** Records whose distance queries computed (the exact scans' and the graph's candidates). */
   #scored = 0;
   #ops: Op[] = [];
   #flushing = false;
+  #growing = false;
   #closed = false;
 
   private constructor(
@@ -96,6 +125,7 @@ export class SqliteVectorIndex implements VectorIndex {
     this.path = path;
     this.#db = db;
     this.space = { embedderId: space.embedderId, dimension: space.dimension };
+    this.#graphAbove = Math.max(0, o.graphAbove ?? 10_000);
     this.#exactBelow = o.exactBelow ?? 1000;
     this.#annMax = o.annMax ?? 4096;
     this.#compress = o.compressNeighbors ?? "float8";
@@ -140,16 +170,24 @@ export class SqliteVectorIndex implements VectorIndex {
         db.close();
         throw spaceMismatch(`at ${path}`, was, space);
       }
-      return new SqliteVectorIndex(path, db, space, options);
     }
     const index = new SqliteVectorIndex(path, db, space, options);
-    index.#initialise(options.seed);
+    try {
+      if (!stored) index.#initialise(options.seed);
+      index.#load();
+    } catch (e) {
+      if (db.inTransaction) db.exec("ROLLBACK");
+      db.close();
+      throw e instanceof ConfigError
+        ? e
+        : new UnavailableError(`Cannot open vector index ${path}`, { cause: e });
+    }
     return index;
   }
 
-  /** Number of records (counts them: for tests and tools, not the request path). */
+  /** Number of records. */
   get size(): number {
-    return Number((this.#sql("SELECT count(*) AS n FROM vectors").get() as { n: number }).n);
+    return this.#count;
   }
 
   /** How many records the queries so far scored: what a query costs, apart from the graph walk. */
@@ -157,16 +195,29 @@ export class SqliteVectorIndex implements VectorIndex {
     return this.#scored;
   }
 
+  /** Whether queries may use the graph (it exists and holds every record). */
+  get graphReady(): boolean {
+    return this.#graph !== undefined && !this.#exactInMemory;
+  }
+
   async upsert(records: readonly VectorRecord[]): Promise<void> {
     checkRecords(records, this.space.dimension);
     if (records.length === 0) return;
-    // Queued as float32 copies (half the size of their hex), encoded when written.
+    // Queued as float32 copies (the caller may reuse its arrays), encoded when written.
     const rows = records.map(
       (r) => [r.key, r.type, JSON.stringify(r.metadata ?? {}), r.vector.slice()] as const,
     );
     return this.#enqueue(rows.length, () => {
       const put = this.#sql(UPSERT);
-      for (const [key, type, metadata, vector] of rows) put.run(key, type, metadata, hex(vector));
+      const had = this.#sql("SELECT 1 FROM vectors WHERE key = ?");
+      for (const [key, type, metadata, vector] of rows) {
+        if (had.get(key) === undefined) this.#count++;
+        const { id } = put.get(key, type, metadata, hex(vector)) as { id: number };
+        // A row the graph already holds is replaced there too (rows above #graphUpTo are added later).
+        if (this.#graph === GRAPH && Number(id) <= this.#graphUpTo)
+          this.#sql("INSERT OR REPLACE INTO ann (id, e) SELECT id, e FROM vectors WHERE id = ?").run(id);
+        this.#memory?.put(key, type, metadata, vector);
+      }
     });
   }
 
@@ -174,14 +225,25 @@ export class SqliteVectorIndex implements VectorIndex {
     if (keys.length === 0) return;
     const doomed = [...new Set(keys)];
     return this.#enqueue(doomed.length, () => {
-      const del = this.#sql("DELETE FROM vectors WHERE key = ?");
-      for (const k of doomed) del.run(k);
+      const del = this.#sql("DELETE FROM vectors WHERE key = ? RETURNING id");
+      for (const k of doomed) {
+        const gone = del.get(k) as { id: number } | undefined;
+        if (!gone) continue;
+        this.#count--;
+        if (this.#graph === GRAPH) this.#sql("DELETE FROM ann WHERE id = ?").run(gone.id);
+        this.#memory?.delete(k);
+      }
     });
   }
 
   async query(query: VectorQuery): Promise<VectorMatch[]> {
     checkQuery(query, this.space.dimension);
     if (this.#closed) throw new UnavailableError(`Vector index ${this.path} is closed`);
+    if (this.#exactInMemory) {
+      const { matches, scored } = this.#inMemory().query(query);
+      this.#scored += scored;
+      return matches;
+    }
     const q = hex(query.vector);
     const { where, params } = filterSql(query);
     const inRange = Number(
@@ -193,7 +255,8 @@ export class SqliteVectorIndex implements VectorIndex {
       ).n,
     );
     if (inRange === 0) return [];
-    if (inRange <= this.#exactBelow) return this.#exact(q, where, params, query.topK, inRange);
+    if (inRange <= this.#exactBelow || !this.#graph)
+      return this.#exact(q, where, params, query.topK, inRange);
     const keep = (r: Row) =>
       (query.type === undefined || r.type === query.type) &&
       (query.keyPrefix === undefined || r.key.startsWith(query.keyPrefix));
@@ -201,7 +264,7 @@ export class SqliteVectorIndex implements VectorIndex {
       const rows = this.#sql(
         `SELECT v.key AS key, v.type AS type, v.metadata AS metadata,
                 vector_distance_cos(v.e, vector32(unhex(?))) AS d
-           FROM vector_top_k('${INDEX_NAME}', vector32(unhex(?)), ?) AS t JOIN vectors AS v ON v.id = t.id`,
+           FROM vector_top_k('${this.#graph}', vector32(unhex(?)), ?) AS t JOIN vectors AS v ON v.id = t.id`,
       ).all(q, q, fetch) as Row[];
       this.#scored += rows.length;
       const kept = rows.filter(keep);
@@ -230,35 +293,70 @@ export class SqliteVectorIndex implements VectorIndex {
   #initialise(seed: (() => Iterable<VectorRecord>) | undefined): void {
     const d = this.space.dimension;
     this.#db.exec("BEGIN IMMEDIATE");
-    try {
-      this.#db.exec(
-        `DROP TABLE IF EXISTS vectors;
-         CREATE TABLE vectors (
-           id INTEGER PRIMARY KEY,
-           key TEXT NOT NULL UNIQUE,
-           type TEXT NOT NULL,
-           metadata TEXT NOT NULL,
-           e F32_BLOB(${d}) NOT NULL
-         );
-         CREATE INDEX vectors_type_key ON vectors (type, key);
-         CREATE INDEX ${INDEX_NAME} ON vectors (libsql_vector_idx(e, 'metric=cosine',
-           'compress_neighbors=${this.#compress}', 'max_neighbors=24', 'insert_l=50', 'search_l=100'));`,
-      );
-      if (seed) {
-        const put = this.#db.prepare(UPSERT);
-        for (const r of seed()) put.run(r.key, r.type, JSON.stringify(r.metadata ?? {}), hex(r.vector));
-      }
-      this.#db
-        .prepare("INSERT INTO vector_space (embedder_id, dimension) VALUES (?, ?)")
-        .run(this.space.embedderId, d);
-      this.#db.exec("COMMIT");
-    } catch (e) {
-      this.#db.exec("ROLLBACK");
-      this.#db.close();
-      throw e instanceof ConfigError
-        ? e
-        : new UnavailableError(`Cannot create vector index ${this.path}`, { cause: e });
+    this.#db.exec(
+      `DROP TABLE IF EXISTS vectors;
+       DROP TABLE IF EXISTS ann;
+       CREATE TABLE vectors (
+         id INTEGER PRIMARY KEY,
+         key TEXT NOT NULL UNIQUE,
+         type TEXT NOT NULL,
+         metadata TEXT NOT NULL,
+         e F32_BLOB(${d}) NOT NULL
+       );
+       CREATE INDEX vectors_type_key ON vectors (type, key);
+       PRAGMA user_version = ${FORMAT};`,
+    );
+    if (seed) {
+      const put = this.#db.prepare(UPSERT);
+      for (const r of seed()) put.get(r.key, r.type, JSON.stringify(r.metadata ?? {}), hex(r.vector));
     }
+    this.#db
+      .prepare("INSERT INTO vector_space (embedder_id, dimension) VALUES (?, ?)")
+      .run(this.space.embedderId, d);
+    this.#db.exec("COMMIT");
+  }
+
+  /** Reads what the file holds: its format, its graph and how far that got, its size. */
+  #load(): void {
+    const has = (type: string, name: string) =>
+      this.#db.prepare("SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?").get(type, name) !==
+      undefined;
+    const format = Number(
+      (this.#db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version,
+    );
+    this.#count = Number((this.#db.prepare("SELECT count(*) AS n FROM vectors").get() as { n: number }).n);
+    if (format === 0 && has("index", "vectors_ann")) {
+      this.#graph = "vectors_ann"; // the earlier format: SQLite keeps the graph on every write
+      this.#exactInMemory = false;
+      return;
+    }
+    if (has("table", "ann")) {
+      this.#graph = GRAPH;
+      this.#graphUpTo = Number(
+        (this.#db.prepare("SELECT coalesce(max(id), 0) AS n FROM ann").get() as { n: number }).n,
+      );
+    }
+    const lastId = Number(
+      (this.#db.prepare("SELECT coalesce(max(id), 0) AS n FROM vectors").get() as { n: number }).n,
+    );
+    this.#exactInMemory = !(this.#graph && this.#graphUpTo >= lastId);
+  }
+
+  /** Every record, read into memory at the first query that needs them. */
+  #inMemory(): InMemoryVectors {
+    if (this.#memory) return this.#memory;
+    const memory = new InMemoryVectors(this.space.dimension);
+    for (const r of this.#sql("SELECT key, type, metadata, e FROM vectors").iterate() as Iterable<{
+      key: string;
+      type: string;
+      metadata: string;
+      e: ArrayBuffer | Uint8Array;
+    }>)
+      memory.put(r.key, r.type, r.metadata, floats(r.e, this.space.dimension));
+    this.#memory = memory;
+    // A graph left half-built (a stop while it caught up) goes on from where it was.
+    if (this.#graph || this.#count > this.#graphAbove) this.#growGraph();
+    return memory;
   }
 
   /** Queues a change; the changes of one event-loop turn are written in one transaction. */
@@ -270,10 +368,7 @@ export class SqliteVectorIndex implements VectorIndex {
     });
   }
 
-  /**
-   * Writes the queued changes, about WRITE_SLICE records per transaction (a graph insertion costs
-   * about a millisecond): between slices other work of the event loop runs.
-   */
+  /** Writes the queued changes, about WRITE_SLICE records per transaction. */
   #flush(): void {
     let records = 0;
     let n = 0;
@@ -288,6 +383,7 @@ export class SqliteVectorIndex implements VectorIndex {
         this.#db.exec("COMMIT");
       } catch (e) {
         if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
+        this.#reload(); // what memory and the counters hold may be of the undone transaction
         throw e;
       }
       for (const op of ops) op.resolve();
@@ -297,7 +393,72 @@ export class SqliteVectorIndex implements VectorIndex {
     } finally {
       this.#flushing = false;
       if (this.#ops.length > 0) setImmediate(() => this.#flush());
+      else if (this.#graph === GRAPH || this.#count > this.#graphAbove) this.#growGraph();
     }
+  }
+
+  #reload(): void {
+    this.#graph = undefined;
+    this.#graphUpTo = 0;
+    this.#memory = undefined;
+    this.#load();
+  }
+
+  /**
+   * Adds the rows the graph does not hold yet, GRAPH_SLICE per transaction with a turn of the event
+   * loop between (writes go first); creates the graph when the index has just passed graphAbove.
+   * Once it holds every row, the copy in memory is let go and queries use it.
+   */
+  #growGraph(): void {
+    if (this.#growing || this.#closed) return;
+    this.#growing = true;
+    const step = () => {
+      if (this.#closed) {
+        this.#growing = false;
+        return;
+      }
+      if (this.#ops.length > 0 || this.#flushing) return void setImmediate(step);
+      try {
+        this.#db.exec("BEGIN IMMEDIATE");
+        try {
+          if (!this.#graph) this.#createGraph();
+          // As many rows as fit in GRAPH_SLICE_MS (at least one), then a turn of the event loop.
+          const next = this.#sql(
+            "INSERT INTO ann (id, e) SELECT id, e FROM vectors WHERE id > ? ORDER BY id LIMIT 1 RETURNING id",
+          );
+          const started = performance.now();
+          let upTo = this.#graphUpTo;
+          let more = true;
+          while (more && performance.now() - started < GRAPH_SLICE_MS) {
+            const added = next.get(upTo) as { id: number } | undefined;
+            if (added) upTo = Number(added.id);
+            else more = false;
+          }
+          this.#db.exec("COMMIT");
+          this.#graphUpTo = upTo;
+          if (more) return void setImmediate(step);
+          this.#exactInMemory = false; // caught up: queries use the graph
+          this.#memory = undefined;
+        } catch (e) {
+          if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
+          throw e;
+        }
+      } catch {
+        // Left as it was: the next write tries again, and until then queries are answered exactly.
+      }
+      this.#growing = false;
+    };
+    setImmediate(step);
+  }
+
+  #createGraph(): void {
+    this.#db.exec(
+      `CREATE TABLE IF NOT EXISTS ann (id INTEGER PRIMARY KEY, e F32_BLOB(${this.space.dimension}) NOT NULL);
+       CREATE INDEX IF NOT EXISTS ann_graph ON ann (libsql_vector_idx(e, 'metric=cosine',
+         'compress_neighbors=${this.#compress}', 'max_neighbors=24', 'insert_l=50', 'search_l=100'));`,
+    );
+    this.#graph = GRAPH;
+    this.#graphUpTo = 0;
   }
 
   #sql(text: string): Database.Statement {
@@ -310,8 +471,10 @@ export class SqliteVectorIndex implements VectorIndex {
   }
 }
 
+/** Inserts or replaces by key; answers the row id. */
 const UPSERT = `INSERT INTO vectors (key, type, metadata, e) VALUES (?, ?, ?, vector32(unhex(?)))
-  ON CONFLICT (key) DO UPDATE SET type = excluded.type, metadata = excluded.metadata, e = excluded.e`;
+  ON CONFLICT (key) DO UPDATE SET type = excluded.type, metadata = excluded.metadata, e = excluded.e
+  RETURNING id`;
 
 /** The WHERE clause (and its parameters) for a query's type and key prefix. */
 function filterSql(query: VectorQuery): { where: string; params: string[] } {
@@ -346,4 +509,15 @@ function hex(vector: Float32Array): string {
   const bytes = Buffer.alloc(vector.length * 4);
   for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i] as number, i * 4);
   return bytes.toString("hex");
+}
+
+/** The float32 vector stored in `bytes` (little-endian). */
+function floats(bytes: ArrayBuffer | Uint8Array, dimension: number): Float32Array {
+  const view =
+    bytes instanceof Uint8Array
+      ? new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+      : new DataView(bytes);
+  const out = new Float32Array(dimension);
+  for (let i = 0; i < dimension; i++) out[i] = view.getFloat32(i * 4, true);
+  return out;
 }
