@@ -74,9 +74,21 @@ function parseTriples(
   })) as TriplePattern[];
 }
 
+// Strict: no argument names a tenant or anything else the call does not take. Made once: a tool
+// service opened per engine converts each to the JSON Schema the model sees once per process.
+const ADD_SCHEMA = z.object({ triples: z.array(triple).min(1).max(GRAPH_LIMITS.triplesPerCall) }).strict();
+const QUERY_SCHEMA = z
+  .object({
+    patterns: z.array(triple).min(1).max(GRAPH_LIMITS.patternsPerQuery),
+    limit: z.number().int().min(1).max(GRAPH_LIMITS.resultsPerQuery).default(20),
+  })
+  .strict();
+const REMOVE_SCHEMA = z
+  .object({ patterns: z.array(triple).min(1).max(GRAPH_LIMITS.triplesPerCall) })
+  .strict();
+
 export function graphAdd(deps: GraphToolDeps): BuiltinFunction {
-  // Strict: no argument names a tenant or anything else the call does not take.
-  const schema = z.object({ triples: z.array(triple).min(1).max(GRAPH_LIMITS.triplesPerCall) }).strict();
+  const schema = ADD_SCHEMA;
   return {
     description:
       "Adds facts to your tenant's knowledge graph (RDF triples: subject, predicate, object), for later " +
@@ -102,12 +114,7 @@ export function graphAdd(deps: GraphToolDeps): BuiltinFunction {
 }
 
 export function graphQuery(deps: GraphToolDeps): BuiltinFunction {
-  const schema = z
-    .object({
-      patterns: z.array(triple).min(1).max(GRAPH_LIMITS.patternsPerQuery),
-      limit: z.number().int().min(1).max(GRAPH_LIMITS.resultsPerQuery).default(20),
-    })
-    .strict();
+  const schema = QUERY_SCHEMA;
   return {
     description:
       "Finds facts in your tenant's knowledge graph: triple patterns where any term may be a variable " +
@@ -129,7 +136,7 @@ export function graphQuery(deps: GraphToolDeps): BuiltinFunction {
 }
 
 export function graphRemove(deps: GraphToolDeps): BuiltinFunction {
-  const schema = z.object({ patterns: z.array(triple).min(1).max(GRAPH_LIMITS.triplesPerCall) }).strict();
+  const schema = REMOVE_SCHEMA;
   return {
     description:
       "Removes facts from your tenant's knowledge graph: every triple matching any of the patterns " +

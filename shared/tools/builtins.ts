@@ -124,21 +124,35 @@ function callerOf(context: ToolContext): Principal {
   return { id: context.actor, kind: "agent", ...(tenant ? { tenant } : {}) };
 }
 
+// The schemas of the built-ins made per tool service are made once (parametersOf converts each once).
+const SEARCH_SCHEMA = z
+  .object({
+    query: z.string().min(1).max(2000).optional(),
+    urnPrefix: z.string().min(5).max(1000).optional(),
+    limit: z.number().int().min(1).max(50).default(5),
+  })
+  .refine((a) => (a.query === undefined) !== (a.urnPrefix === undefined), {
+    message: "give either query or urnPrefix, not both",
+  });
+const READ_SCHEMA = z.object({
+  urn: z.string().min(5).max(1000),
+  offset: z.number().int().min(0).default(0),
+  length: z.number().int().min(1).max(50_000).default(20_000),
+});
+const HTTP_SCHEMA = z.object({
+  url: z.url({ protocol: /^https?$/ }),
+  method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]).default("GET"),
+  headers: z.record(z.string(), z.string().max(4000)).optional(),
+  body: z.string().max(1_000_000).optional(),
+});
+
 function searchResources(deps: BuiltinDeps) {
   const access = new ResourceAccess(deps.resources, deps.policy);
   return define({
     description:
       "Finds resources of your tenant: by meaning (`query`: the most similar results of earlier tasks) " +
       "or by place (`urnPrefix`: the resources stored under that URN). Returns URNs with a short excerpt.",
-    schema: z
-      .object({
-        query: z.string().min(1).max(2000).optional(),
-        urnPrefix: z.string().min(5).max(1000).optional(),
-        limit: z.number().int().min(1).max(50).default(5),
-      })
-      .refine((a) => (a.query === undefined) !== (a.urnPrefix === undefined), {
-        message: "give either query or urnPrefix, not both",
-      }),
+    schema: SEARCH_SCHEMA,
     pure: true,
     run: async ({ query, urnPrefix, limit }, context) => {
       const caller = callerOf(context);
@@ -171,11 +185,7 @@ function readResource(deps: BuiltinDeps) {
     description:
       "Reads a resource of your tenant by URN (a result stored because it was too large to pass inline, " +
       "a message, a task). Long text comes in pieces: pass `offset` to read on.",
-    schema: z.object({
-      urn: z.string().min(5).max(1000),
-      offset: z.number().int().min(0).default(0),
-      length: z.number().int().min(1).max(50_000).default(20_000),
-    }),
+    schema: READ_SCHEMA,
     pure: true,
     run: async ({ urn, offset, length }, context) => {
       const resource = await access.read(callerOf(context), urn);
@@ -200,12 +210,7 @@ function httpRequest(deps: BuiltinDeps, settings: BuiltinSettings) {
   const allowed = settings.allowedHosts ?? [];
   return define({
     description: `Makes an HTTP request to an allowed host (${allowed.join(", ")}) and returns the status and body.`,
-    schema: z.object({
-      url: z.url({ protocol: /^https?$/ }),
-      method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]).default("GET"),
-      headers: z.record(z.string(), z.string().max(4000)).optional(),
-      body: z.string().max(1_000_000).optional(),
-    }),
+    schema: HTTP_SCHEMA,
     run: async ({ url, method, headers, body }, context) => {
       const host = new URL(url).hostname.toLowerCase();
       if (!hostAllowed(host, allowed))
