@@ -1,6 +1,7 @@
 import { statfs, writeFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { runBaseline } from "./baseline.ts";
 import { printSimilarity, type SimilarityLine } from "./similarity.ts";
 import {
   type ArborOptions,
@@ -26,6 +27,9 @@ import {
  *   --similarity <n,n>  indexed outputs for the similarity lines (default 10000,100000)
  *   --dir <path>     where the temporary data folders go (default: the OS temp dir)
  *   --repeat <n>     measure each W1 line n times and keep the median (default 9; W2 runs once)
+ *   --baseline <ref> instead: run the W1 and W2 cases on this tree and on that git ref, interleaved,
+ *                    each in a fresh process, and print CPU and wall time with their ratios
+ *                    (bench/baseline.ts); --passes <n> sets how many times each runs (default 3)
  */
 const out = (line = ""): void => {
   process.stdout.write(`${line}\n`);
@@ -39,10 +43,19 @@ interface Args {
   similarity: number[];
   dir: string;
   repeat: number;
+  baseline: string | undefined;
+  passes: number;
 }
 
 function parseArgs(argv: readonly string[]): Args {
-  const args: Args = { only: undefined, similarity: [10_000, 100_000], dir: tmpdir(), repeat: 9 };
+  const args: Args = {
+    only: undefined,
+    similarity: [10_000, 100_000],
+    dir: tmpdir(),
+    repeat: 9,
+    baseline: undefined,
+    passes: 3,
+  };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const value = argv[i + 1];
@@ -55,9 +68,12 @@ function parseArgs(argv: readonly string[]): Args {
       args.similarity = value.split(",").map(Number);
     else if (flag === "--dir" && value) args.dir = resolve(value);
     else if (flag === "--repeat" && value && /^[1-9]$/.test(value)) args.repeat = Number(value);
+    else if (flag === "--baseline" && value && !value.startsWith("-")) args.baseline = value;
+    else if (flag === "--passes" && value && /^[1-9]$/.test(value)) args.passes = Number(value);
     else
       throw new Error(
-        `Unknown argument ${flag ?? ""}: use --only w1|w2|scale|similarity, --similarity <n,n>, --dir <path>, --repeat <1-9>`,
+        `Unknown argument ${flag ?? ""}: use --only w1|w2|scale|similarity, --similarity <n,n>, --dir <path>, ` +
+          "--repeat <1-9>, --baseline <git ref> [--passes <1-9>]",
       );
     i++;
   }
@@ -311,6 +327,8 @@ function table(rows: string[][]): string[] {
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  if (args.baseline !== undefined)
+    return runBaseline({ ref: args.baseline, passes: args.passes, dir: args.dir }, out, progress);
   const started = performance.now();
   const clock: Clock = {
     started,
@@ -403,7 +421,7 @@ async function main(): Promise<void> {
       "bound p50/p99 ms",
       "peak RSS MB",
       "CPU/wall",
-      "CPU ms/task",
+      "CPU ms/task (W2: /request)",
       "ELU",
       "tasks done",
       "disk B/task",
