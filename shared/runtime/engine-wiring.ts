@@ -1,4 +1,3 @@
-import { ulid } from "ulid";
 import { CedarPolicyEngine } from "../adapters/policy/cedar-policy-engine.ts";
 import { DEFAULT_CEDAR_POLICY } from "../adapters/policy/default-policy.ts";
 import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
@@ -16,6 +15,7 @@ import type { VectorIndex } from "../ports/vector-index.ts";
 import { DEFAULT_TOOLS } from "../tools/config.ts";
 import { ToolService } from "../tools/tool-service.ts";
 import { readTeamFile } from "../use-cases/team-file.ts";
+import { newUlid } from "./ids.ts";
 import type { Runtime } from "./runtime.ts";
 
 /** What both composition roots (local-engine.ts, aws-engine.ts) wire the same way. */
@@ -112,7 +112,7 @@ export function engineOn(
     tools: models.tools,
     policy: options.policy ?? defaultPolicy(),
     clock,
-    newId: options.newId ?? (() => ulid()),
+    newId: options.newId ?? newUlid,
     untilDurable: () => rt.untilDurable(),
     log: componentLogger("engine"),
     settings: { ...DEFAULT_SETTINGS, ...options.settings, ...(defaultTeam ? { defaultTeam } : {}) },
