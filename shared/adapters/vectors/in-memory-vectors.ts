@@ -58,12 +58,17 @@ export class InMemoryVectors {
   }
 }
 
-/** One type's records: keys, metadata and unit vectors by row, rows packed (a deletion moves the last row into the hole). */
+/**
+ * One type's records: keys, metadata and unit vectors by row, rows packed (a deletion moves the last
+ * row into the hole). A vector with few non-zero components (the local embedder's hashed features
+ * fill about a tenth of theirs) also keeps where they are, and is scored over those only.
+ */
 class Rows {
   readonly #d: number;
   readonly #row = new Map<string, number>();
   #keys: string[] = [];
   #metadata: string[] = [];
+  #nonZero: (Uint16Array | undefined)[] = [];
   #vectors: Float32Array;
 
   constructor(dimension: number) {
@@ -83,8 +88,10 @@ class Rows {
       this.#row.set(key, row);
       this.#keys.push(key);
       this.#metadata.push(metadata);
+      this.#nonZero.push(undefined);
     } else this.#metadata[row] = metadata;
     writeUnit(vector, this.#vectors, row * this.#d);
+    this.#nonZero[row] = sparse(vector);
   }
 
   delete(key: string): void {
@@ -95,11 +102,13 @@ class Rows {
       const moved = this.#keys[last] as string;
       this.#keys[row] = moved;
       this.#metadata[row] = this.#metadata[last] as string;
+      this.#nonZero[row] = this.#nonZero[last];
       this.#vectors.copyWithin(row * this.#d, last * this.#d, (last + 1) * this.#d);
       this.#row.set(moved, row);
     }
     this.#keys.pop();
     this.#metadata.pop();
+    this.#nonZero.pop();
     this.#row.delete(key);
   }
 
@@ -115,7 +124,11 @@ class Rows {
       scored++;
       let s = 0;
       const o = row * d;
-      for (let i = 0; i < d; i++) s += (q[i] as number) * (v[o + i] as number);
+      const nz = this.#nonZero[row];
+      if (nz)
+        for (let j = 0; j < nz.length; j++)
+          s += (q[nz[j] as number] as number) * (v[o + (nz[j] as number)] as number);
+      else for (let i = 0; i < d; i++) s += (q[i] as number) * (v[o + i] as number);
       if (best.takes(s, key)) best.add(s, key, type, this.#metadata[row] as string);
     }
     return scored;
@@ -154,6 +167,18 @@ class Best {
 /** Whether (score, key) ranks before `other`: the higher score, then the smaller key. */
 const before = (score: number, key: string, other: Entry): boolean =>
   score > other.score || (score === other.score && key < other.key);
+
+/** Where `v` is not zero, when that is at most a quarter of it (else undefined: scored whole). */
+function sparse(v: Float32Array): Uint16Array | undefined {
+  if (v.length > 65_536) return undefined;
+  let n = 0;
+  for (let i = 0; i < v.length; i++) if (v[i] !== 0) n++;
+  if (n > v.length / 4) return undefined;
+  const at = new Uint16Array(n);
+  let k = 0;
+  for (let i = 0; i < v.length; i++) if (v[i] !== 0) at[k++] = i;
+  return at;
+}
 
 function unit(v: Float32Array): Float32Array {
   const out = new Float32Array(v.length);
