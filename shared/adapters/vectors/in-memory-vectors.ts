@@ -2,8 +2,7 @@ import type { VectorMatch, VectorQuery } from "../../ports/vector-index.ts";
 
 /**
  * Records held in memory and scored exactly: the small index's whole search. Records are kept per
- * type (a query for assistants never looks at outputs), each type's unit vectors in one contiguous
- * Float32Array. A query scores every record that passes its filters (one dot product each) and
+ * type (a query for assistants never looks at outputs). A query scores every record that passes its filters (one dot product each) and
  * keeps the best topK: the higher score first, then the smaller key (as the SQL scans order them).
  */
 export class InMemoryVectors {
@@ -25,7 +24,7 @@ export class InMemoryVectors {
     if (was !== undefined && was !== type) this.#byType.get(was)?.delete(key);
     let rows = this.#byType.get(type);
     if (!rows) {
-      rows = new Rows(this.dimension);
+      rows = new Rows();
       this.#byType.set(type, rows);
     }
     rows.put(key, metadata, vector);
@@ -59,39 +58,28 @@ export class InMemoryVectors {
 }
 
 /**
- * One type's records: keys, metadata and unit vectors by row, rows packed (a deletion moves the last
- * row into the hole). A vector with few non-zero components (the local embedder's hashed features
- * fill about a tenth of theirs) also keeps where they are, and is scored over those only.
+ * One type's records: keys, metadata and unit vectors by row (a deletion moves the last row into the
+ * hole). A vector with few non-zero components (the local embedder's hashed features fill about a
+ * tenth of theirs) is kept as those components only, and scored over them.
  */
 class Rows {
-  readonly #d: number;
   readonly #row = new Map<string, number>();
   #keys: string[] = [];
   #metadata: string[] = [];
-  #nonZero: (Uint16Array | undefined)[] = [];
-  #vectors: Float32Array;
-
-  constructor(dimension: number) {
-    this.#d = dimension;
-    this.#vectors = new Float32Array(dimension * 16);
-  }
+  #vectors: (Float32Array | Sparse)[] = [];
 
   put(key: string, metadata: string, vector: Float32Array): void {
-    let row = this.#row.get(key);
+    const stored = sparse(vector) ?? unit(vector);
+    const row = this.#row.get(key);
     if (row === undefined) {
-      row = this.#keys.length;
-      if ((row + 1) * this.#d > this.#vectors.length) {
-        const grown = new Float32Array(this.#vectors.length * 2);
-        grown.set(this.#vectors);
-        this.#vectors = grown;
-      }
-      this.#row.set(key, row);
+      this.#row.set(key, this.#keys.length);
       this.#keys.push(key);
       this.#metadata.push(metadata);
-      this.#nonZero.push(undefined);
-    } else this.#metadata[row] = metadata;
-    writeUnit(vector, this.#vectors, row * this.#d);
-    this.#nonZero[row] = sparse(vector);
+      this.#vectors.push(stored);
+    } else {
+      this.#metadata[row] = metadata;
+      this.#vectors[row] = stored;
+    }
   }
 
   delete(key: string): void {
@@ -102,37 +90,41 @@ class Rows {
       const moved = this.#keys[last] as string;
       this.#keys[row] = moved;
       this.#metadata[row] = this.#metadata[last] as string;
-      this.#nonZero[row] = this.#nonZero[last];
-      this.#vectors.copyWithin(row * this.#d, last * this.#d, (last + 1) * this.#d);
+      this.#vectors[row] = this.#vectors[last] as Float32Array | Sparse;
       this.#row.set(moved, row);
     }
     this.#keys.pop();
     this.#metadata.pop();
-    this.#nonZero.pop();
+    this.#vectors.pop();
     this.#row.delete(key);
   }
 
   /** Offers every row under `prefix` to `best`; answers how many were scored. */
   score(q: Float32Array, prefix: string | undefined, type: string, best: Best): number {
-    const d = this.#d;
-    const v = this.#vectors;
     const keys = this.#keys;
     let scored = 0;
     for (let row = 0; row < keys.length; row++) {
       const key = keys[row] as string;
       if (prefix !== undefined && !key.startsWith(prefix)) continue;
       scored++;
+      const v = this.#vectors[row] as Float32Array | Sparse;
       let s = 0;
-      const o = row * d;
-      const nz = this.#nonZero[row];
-      if (nz)
-        for (let j = 0; j < nz.length; j++)
-          s += (q[nz[j] as number] as number) * (v[o + (nz[j] as number)] as number);
-      else for (let i = 0; i < d; i++) s += (q[i] as number) * (v[o + i] as number);
+      if (v instanceof Float32Array)
+        for (let i = 0; i < v.length; i++) s += (q[i] as number) * (v[i] as number);
+      else {
+        const { at, values } = v;
+        for (let j = 0; j < at.length; j++) s += (q[at[j] as number] as number) * (values[j] as number);
+      }
       if (best.takes(s, key)) best.add(s, key, type, this.#metadata[row] as string);
     }
     return scored;
   }
+}
+
+/** A unit vector's non-zero components: where they are, and their values. */
+interface Sparse {
+  at: Uint16Array;
+  values: Float32Array;
 }
 
 interface Entry {
@@ -168,28 +160,37 @@ class Best {
 const before = (score: number, key: string, other: Entry): boolean =>
   score > other.score || (score === other.score && key < other.key);
 
-/** Where `v` is not zero, when that is at most a quarter of it (else undefined: scored whole). */
-function sparse(v: Float32Array): Uint16Array | undefined {
+/** `v` as a unit vector's non-zero components, when they are at most a quarter of it (else undefined). */
+function sparse(v: Float32Array): Sparse | undefined {
   if (v.length > 65_536) return undefined;
   let n = 0;
-  for (let i = 0; i < v.length; i++) if (v[i] !== 0) n++;
+  let norm = 0;
+  for (let i = 0; i < v.length; i++) {
+    const x = v[i] as number;
+    if (x !== 0) {
+      n++;
+      norm += x * x;
+    }
+  }
   if (n > v.length / 4) return undefined;
+  const scale = 1 / Math.sqrt(norm);
   const at = new Uint16Array(n);
+  const values = new Float32Array(n);
   let k = 0;
-  for (let i = 0; i < v.length; i++) if (v[i] !== 0) at[k++] = i;
-  return at;
+  for (let i = 0; i < v.length; i++)
+    if (v[i] !== 0) {
+      at[k] = i;
+      values[k++] = (v[i] as number) * scale;
+    }
+  return { at, values };
 }
 
+/** `v` scaled to length 1 (the caller refused zero vectors). */
 function unit(v: Float32Array): Float32Array {
-  const out = new Float32Array(v.length);
-  writeUnit(v, out, 0);
-  return out;
-}
-
-/** Writes `v` scaled to length 1 into `into` at `offset` (the caller refused zero vectors). */
-function writeUnit(v: Float32Array, into: Float32Array, offset: number): void {
   let n = 0;
   for (let i = 0; i < v.length; i++) n += (v[i] as number) * (v[i] as number);
   const s = 1 / Math.sqrt(n);
-  for (let i = 0; i < v.length; i++) into[offset + i] = (v[i] as number) * s;
+  const out = new Float32Array(v.length);
+  for (let i = 0; i < v.length; i++) out[i] = (v[i] as number) * s;
+  return out;
 }
