@@ -20,8 +20,9 @@ import type { Runtime } from "./runtime.ts";
  * The local composition root: one process, one data folder.
  *   <dataDir>/arbor.db     SQLite: the state store, the event log and (by default) the resources
  *   <dataDir>/objects/     the resources as files, the URN as the path (ARBOR_OBJECT_STORE=files)
- *   <dataDir>/vectors/     the vector index: <embedder>.db (libSQL DiskANN; a flat index an older
- *                          version left in <embedder>/ is migrated, then renamed <embedder>.migrated)
+ *   <dataDir>/vectors/     the vector index: <embedder>.db (exact in memory up to 10,000 records, a
+ *                          libSQL DiskANN graph past that; a flat index an older version left in
+ *                          <embedder>/ is migrated, then renamed <embedder>.migrated)
  *   <dataDir>/arbor.lock   held by the one process that works on the folder (see DataDirLock)
  * and an in-process event bus with EventBridge's semantics. Only the owner may read any of it: the
  * folder and those below it are 0700, the files 0600 (tightened at open, should they be looser).
