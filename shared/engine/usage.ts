@@ -1,6 +1,7 @@
 import { type Usage, ZERO_USAGE } from "../domain/budgets.ts";
 import { ancestors, lastElement } from "../domain/urn.ts";
 import type { LlmUsage } from "../ports/llm.ts";
+import { childCountKey } from "../use-cases/task-log.ts";
 import type { EngineDeps } from "./context.ts";
 
 /**
@@ -28,8 +29,16 @@ const shardOf = (id: string, shards = USAGE_SHARDS): number => {
   return h % shards;
 };
 
+/**
+ * The task's usage: its own counter, plus its shards when it has children. A task without any (a
+ * leaf: most tasks) has no descendant to have added to a shard, and its child count (a consistent
+ * read, written in the transaction that records each child) says so: its eight shards are not
+ * read. Usage shards came after child counts, so every task with shards has a child count.
+ */
 export async function usageOf(deps: Pick<EngineDeps, "state">, taskId: string): Promise<Usage> {
-  const keys = [usageKey(taskId), ...Array.from({ length: USAGE_SHARDS }, (_, n) => shardKey(taskId, n))];
+  const counts = await deps.state.get<{ created?: number }>(childCountKey(taskId));
+  const shards = counts?.data.created ? USAGE_SHARDS : 0;
+  const keys = [usageKey(taskId), ...Array.from({ length: shards }, (_, n) => shardKey(taskId, n))];
   const parts = await Promise.all(keys.map((k) => deps.state.get<Partial<Usage>>(k)));
   const sum: Usage = { ...ZERO_USAGE };
   for (const part of parts) {

@@ -20,6 +20,12 @@ describe("usage counters", () => {
   });
   afterEach(() => store.close());
 
+  // What recording each TaskCreated adds to its parent's child count (use-cases/task-log.ts).
+  const created = (parent: string, n: number) =>
+    store.transact([
+      { op: "add", key: `children#${parent}`, kind: "childCounts", updatedAt: "x", amounts: { created: n } },
+    ]);
+
   it("rolls every call up to each ancestor, spread over shards, and sums them on read", async () => {
     const calls = [
       [leaf(0, 0), 10],
@@ -28,6 +34,7 @@ describe("usage counters", () => {
       [leaf(1, 1), 40],
       [part(1), 5], // the part's own evaluation call
     ] as const;
+    await Promise.all([created(root, 2), created(part(0), 2), created(part(1), 2)]);
     await Promise.all(
       calls.map(([task, tokens]) => recordUsage(deps, task, { inputTokens: tokens, outputTokens: 1 }, true)),
     );
@@ -57,7 +64,28 @@ describe("usage counters", () => {
         amounts: { inputTokens: 1000, costUsd: 1 },
       },
     ]);
+    await created(root, 1);
     await recordUsage(deps, leaf(0, 0), { inputTokens: 10, outputTokens: 0 }, true);
     expect(await usageOf(deps, root)).toMatchObject({ inputTokens: 1010, costUsd: 1.01 });
+  });
+
+  it("reads a task's shards only when it has children: a leaf's usage is one read of its own counter", async () => {
+    await recordUsage(deps, leaf(0, 0), { inputTokens: 10, outputTokens: 2 }, true);
+    const read: string[] = [];
+    const counting = {
+      ...deps,
+      state: {
+        get: (key: string) => {
+          read.push(key);
+          return store.get(key);
+        },
+      },
+    } as unknown as EngineDeps;
+    expect(await usageOf(counting, leaf(0, 0))).toMatchObject({ turns: 1, inputTokens: 10, outputTokens: 2 });
+    expect(read).toEqual([`children#${leaf(0, 0)}`, `usage#${leaf(0, 0)}`]);
+    read.length = 0;
+    await created(part(0), 1);
+    expect(await usageOf(counting, part(0))).toMatchObject({ inputTokens: 10, outputTokens: 2 });
+    expect(read).toHaveLength(2 + USAGE_SHARDS);
   });
 });
