@@ -87,12 +87,13 @@ export interface FakeBedrockCall {
 }
 
 class Fault extends Error {
-  constructor(
-    readonly status: number,
-    readonly type: string,
-    message: string,
-  ) {
+  readonly status: number;
+  readonly type: string;
+
+  constructor(status: number, type: string, message: string) {
     super(message);
+    this.status = status;
+    this.type = type;
   }
 }
 
