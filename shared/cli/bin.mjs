@@ -8,7 +8,7 @@ import module from "node:module";
 const major = Number(process.versions.node.split(".")[0]);
 if (major < 24) {
   process.stderr.write(
-    `arbor: Arbor needs Node.js 24 or newer and this is ${process.version}: install Node 24 (https://nodejs.org/en/download), or put npx -p node@24 before the command, e.g. npx -p node@24 npm start\n`,
+    `arbor: Arbor needs Node.js 24 or newer and this is ${process.version}: install Node 24 (https://nodejs.org/en/download), or put npx -y -p node@24 before the command, e.g. npx -y -p node@24 npm start\n`,
   );
   process.exit(1);
 }

@@ -30,7 +30,7 @@ describe("arbor on a Node that cannot run it", () => {
     expect(stdout).toBe("");
     expect(stderr.trimEnd().split("\n")).toHaveLength(1);
     expect(stderr).toMatch(/^arbor: Arbor needs Node\.js 24 or newer and this is v20\.20\.2: /);
-    expect(stderr).toContain("npx -p node@24 npm start");
+    expect(stderr).toContain("npx -y -p node@24 npm start");
   });
 
   it("with type stripping turned off: says so, in one line", async () => {
