@@ -1,7 +1,6 @@
 import { relative } from "node:path";
 import { defineConfig } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
-import { V8_WORKAROUND_FLAGS } from "./shared/cli/v8-flags.mjs";
 
 /**
  * The files that take longest, longest first (measured on 2 cores). Started first, they do not
@@ -66,10 +65,6 @@ class LongestFirst extends BaseSequencer {
 // child process can take ten times what it takes alone, and vitest's 5 s / 10 s defaults failed
 // tests that pass. A test that truly hangs still fails, later.
 const timeouts = { testTimeout: 60_000, hookTimeout: 120_000 };
-// The V8 flags the `arbor` command sets for itself (shared/cli/v8-flags.mjs, on Node 20: a lazy deopt
-// around Cedar's Wasm call kills a long-lived process), given to the test workers too: a worker
-// that runs many files in one process decides policy thousands of times, as `arbor serve` does.
-const worker = { ...timeouts, execArgv: [...V8_WORKAROUND_FLAGS] };
 export default defineConfig({
   test: {
     // Two files at a time. Vitest's default on two cores is one (cores - 1), which runs the suite
@@ -93,14 +88,14 @@ export default defineConfig({
           // module mocks, spies restored); the infra files share one synthesis per context
           // (test/fixtures/synth.ts).
           isolate: false,
-          ...worker,
+          ...timeouts,
         },
       },
       {
         test: {
           name: "unit-isolated",
           include: ISOLATED,
-          ...worker,
+          ...timeouts,
         },
       },
       {
@@ -108,7 +103,7 @@ export default defineConfig({
           name: "integration",
           include: ["test/**/*.int.test.ts"],
           globalSetup: ["test/peers/global-setup.ts"],
-          ...worker,
+          ...timeouts,
         },
       },
     ],

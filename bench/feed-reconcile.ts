@@ -10,9 +10,9 @@
  *   ending    every task ended (111 terminal events), copied and closed
  *   complete  the feed complete (what a reconnect after the end costs)
  *
- *   npx tsx bench/feed-reconcile.ts            # SQLite (a file), then DynamoDB Local
- *   npx tsx bench/feed-reconcile.ts --sqlite   # SQLite only
- *   npx tsx bench/feed-reconcile.ts --sqlite --wide   # 1,011 tasks (10 children, 100 leaves each)
+ *   node bench/feed-reconcile.ts            # SQLite (a file), then DynamoDB Local
+ *   node bench/feed-reconcile.ts --sqlite   # SQLite only
+ *   node bench/feed-reconcile.ts --sqlite --wide   # 1,011 tasks (10 children, 100 leaves each)
  *
  * DynamoDB Local needs Java 17 (as the integration tests). Not a test: times vary with the machine.
  */

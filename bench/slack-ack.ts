@@ -4,8 +4,8 @@
  * file pointing at the fake Slack API, and signed `app_mention` events POSTed to /slack/events.
  * An ack means the request is on disk and its thread subscribed (the work goes on after it).
  *
- *   npx tsx bench/slack-ack.ts              # 100 mentions one after another, then 100 with 20 in flight
- *   npx tsx bench/slack-ack.ts --count 200
+ *   node bench/slack-ack.ts              # 100 mentions one after another, then 100 with 20 in flight
+ *   node bench/slack-ack.ts --count 200
  *
  * Prints p50 / p95 / max of the time from sending a mention to its 200, and how many progress
  * messages reached the fake Slack within two minutes after (the threads moving). Not a test: times

@@ -2,7 +2,7 @@ import { SqliteObjectStore } from "../shared/adapters/local/sqlite-object-store.
 import { SqliteStateStore } from "../shared/adapters/local/sqlite-state-store.ts";
 
 /**
- * `npx tsx bench/store-growth.ts`: does a write to the local stores cost more after a long history?
+ * `node bench/store-growth.ts`: does a write to the local stores cost more after a long history?
  * Writes 250,000 state records and 300,000 objects (each object write with a read of an older one)
  * into in-memory SQLite stores, and prints the process CPU time per write for each tenth. Past
  * their memory caches' limits (100,000 records; 64 MiB of objects) a write must let go of old

@@ -8,7 +8,7 @@
  * transactions instead and never does, so the client here does what DynamoDB does: a transaction
  * sent while another one in flight holds one of its items is cancelled with TransactionConflict.
  *
- *   npx tsx bench/usage-contention.ts            # N = 10 and 50, K = 5
+ *   node bench/usage-contention.ts            # N = 10 and 50, K = 5
  *
  * Needs Java 17 (DynamoDB Local, as the integration tests). Not a test: numbers vary with the machine.
  */

@@ -1,9 +1,9 @@
 /**
  * Routing-quality evaluation of the local embedder.
  *
- *   npx tsx scripts/routing-eval.ts                # the dev set (the one the embedder is tuned on)
- *   npx tsx scripts/routing-eval.ts --set holdout  # the held-out set (never tuned on)
- *   npx tsx scripts/routing-eval.ts --set all      # both
+ *   node scripts/routing-eval.ts                # the dev set (the one the embedder is tuned on)
+ *   node scripts/routing-eval.ts --set holdout  # the held-out set (never tuned on)
+ *   node scripts/routing-eval.ts --set all      # both
  *
  * Prints accuracy, accuracy on the paraphrased tasks, every confusion, and the mean margin between
  * the winning assistant and the runner-up.

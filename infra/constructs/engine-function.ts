@@ -1,6 +1,6 @@
 import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type Duration, type RemovalPolicy, Validations } from "aws-cdk-lib";
+import type { Duration, RemovalPolicy } from "aws-cdk-lib";
 import { type IManagedPolicy, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
 import { type BundlingOptions, NodejsFunction, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
@@ -9,12 +9,11 @@ import type { IQueue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 
 /**
- * Node.js 22, not 20: Lambda deprecated nodejs20.x on 2026-04-30 and stops creating functions on
- * it on 2027-02-01 (CloudFormation's validation flags it). 22 is the nearest supported version to
- * the Node.js 20 the tests run on (package.json: engines >=20.19); Lambda deprecates it in turn
- * on 2027-04-30, so plan the move to 24 with CI.
+ * Node.js 24 (LTS), the Node the code is developed and tested on (package.json: engines >=24;
+ * .ci/run brings it), and Lambda's latest Node.js runtime (cdk-nag's AwsSolutions-L1 passes).
+ * Move it together with `engines`, .ci/run and BUNDLING's esbuild target.
  */
-export const FUNCTION_RUNTIME = Runtime.NODEJS_22_X;
+export const FUNCTION_RUNTIME = Runtime.NODEJS_24_X;
 
 /** The repository root: entries, package-lock.json and tsconfig.json are found from here. */
 export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -54,7 +53,7 @@ export function tokenizerCopy(inputDir: string, outputDir: string): string {
 export const BUNDLING: BundlingOptions = {
   forceDockerBundling: false,
   format: OutputFormat.ESM,
-  target: "node22",
+  target: "node24",
   mainFields: ["module", "main"],
   bundleAwsSDK: true,
   // The tokenizers of the context window (shared/engine/tokens.ts) stay out of the bundle, as files
@@ -171,12 +170,6 @@ export class EngineFunction extends Construct {
       maxEventAge: props.maxEventAge,
       ...(props.deadLetterQueue ? { deadLetterQueue: props.deadLetterQueue } : {}),
       bundling: props.bundledFiles ? bundlingWith(props.bundledFiles) : BUNDLING,
-    });
-    Validations.of(this.function).acknowledge({
-      id: "AwsSolutions-L1",
-      reason:
-        "Node.js 22, the supported runtime nearest to the Node.js 20 the code is tested on; moving to the " +
-        "latest (24) goes together with the engines field and CI. See FUNCTION_RUNTIME.",
     });
   }
 }

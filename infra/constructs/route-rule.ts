@@ -48,8 +48,11 @@ export function toCdkEventPattern(pattern: EventPattern): CdkEventPattern {
  * detail (`<aws.events.event>` would drop the detail), usable only as a JSON value, as here.
  */
 export class StepTargetInput extends RuleTargetInput {
-  constructor(readonly subscription: string) {
+  readonly subscription: string;
+
+  constructor(subscription: string) {
     super();
+    this.subscription = subscription;
   }
 
   override bind(_rule: IRule): RuleTargetInputProperties {

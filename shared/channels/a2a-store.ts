@@ -15,7 +15,12 @@ import type { Authenticated } from "./api-keys.ts";
 
 /** The SDK's user for an authenticated key: who calls, and what the key vouches for. */
 export class ArborCaller implements User {
-  constructor(readonly who: Authenticated) {}
+  readonly who: Authenticated;
+
+  constructor(who: Authenticated) {
+    this.who = who;
+  }
+
   get isAuthenticated(): boolean {
     return true;
   }
@@ -156,11 +161,10 @@ const SAVE_ATTEMPTS = 5;
 export class ArborTaskStore implements TaskStore {
   readonly #state: StateStore;
   readonly #log: ArborLogger;
+  readonly engine: Engine;
 
-  constructor(
-    readonly engine: Engine,
-    log: ArborLogger = engine.deps.log,
-  ) {
+  constructor(engine: Engine, log: ArborLogger = engine.deps.log) {
+    this.engine = engine;
     this.#state = engine.deps.state;
     this.#log = log;
   }

@@ -86,7 +86,11 @@ class FeedState {
   readonly #open = new Map<string, { taskId: string; title: string }>();
   #end: StoredEvent | undefined;
   key = "working";
-  constructor(readonly rootTaskId: string) {}
+  readonly rootTaskId: string;
+
+  constructor(rootTaskId: string) {
+    this.rootTaskId = rootTaskId;
+  }
 
   /** The new key after `e`, or undefined when the A2A state did not change. */
   apply(e: StoredEvent): string | undefined {

@@ -30,11 +30,12 @@ export class LiveTree {
   #drawn = 0;
   readonly #seen = new Map<string, TaskStatus>();
   readonly #tty: boolean;
+  readonly source: TreeSource;
+  readonly out: NodeJS.WriteStream;
 
-  constructor(
-    readonly source: TreeSource,
-    readonly out: NodeJS.WriteStream,
-  ) {
+  constructor(source: TreeSource, out: NodeJS.WriteStream) {
+    this.source = source;
+    this.out = out;
     this.#tty = out.isTTY === true;
   }
 

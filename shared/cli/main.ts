@@ -1,13 +1,13 @@
 import { parseArgs } from "node:util";
 import type { InProcessEventBusOptions } from "../adapters/local/in-process-event-bus.ts";
-import { loadConfig, loadOperatorSettings, loadRemoteConfig } from "../config.ts";
 import { isArborError } from "../errors.ts";
 import type { LocalRuntime } from "../runtime/local.ts";
 import { heading, note } from "./render.ts";
 
 // Each command's code is imported when that command runs: a CLI process starts in a fraction of
 // the time it takes to load every command's dependencies (the local runtime, the AWS clients, the
-// policy engines), and `arbor keys` or `arbor team` are run many times in a row by scripts.
+// policy engines), and `arbor keys` or `arbor team` are run many times in a row by scripts. The
+// settings too (config.ts and zod, most of what a bare start would load): `arbor help` reads none.
 
 const HELP = `arbor: run teams of LLM agents on AWS serverless, or locally in one process
 
@@ -96,6 +96,7 @@ async function withRuntime(
   fn: (rt: LocalRuntime) => Promise<void>,
   options: { bus?: InProcessEventBusOptions; lockAs?: string } = {},
 ): Promise<void> {
+  const { loadConfig } = await import("../config.ts");
   const config = loadConfig();
   if (config.mode !== "local")
     throw new Error("The arbor CLI runs in local mode; unset ARBOR_MODE or set it to local");
@@ -138,6 +139,7 @@ async function main(argv: string[]): Promise<void> {
   });
   const [command = "help", arg] = positionals;
   if (values.help || command === "help") return void process.stdout.write(HELP);
+  const { loadConfig, loadOperatorSettings, loadRemoteConfig } = await import("../config.ts");
 
   // With ARBOR_URL: a remote Arbor, through its HTTP API.
   const remoteConfig = ["run", "ls", "get", "events", "team", "notify", "tools", "graph"].includes(command)

@@ -15,14 +15,15 @@ import type { RemoteConfig } from "../config.ts";
  */
 export class RemoteError extends Error {
   override readonly name = "RemoteError";
-  constructor(
-    message: string,
-    /** The HTTP status, 0 when the server was not reached. */
-    readonly status: number,
-    /** The API's error code (`FORBIDDEN`, `CONFLICT`...), when it gave one. */
-    readonly code?: string,
-  ) {
+  /** The HTTP status, 0 when the server was not reached. */
+  readonly status: number;
+  /** The API's error code (`FORBIDDEN`, `CONFLICT`...), when it gave one. */
+  readonly code: string | undefined;
+
+  constructor(message: string, status: number, code?: string) {
     super(message);
+    this.status = status;
+    this.code = code;
   }
 }
 

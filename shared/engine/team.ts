@@ -135,8 +135,11 @@ const MAX_STAFFED = 10_000;
 export class Teams {
   /** Tenants seen with assistants: a request of theirs needs no look-up. */
   readonly #staffed = new Set<string>();
+  readonly deps: TeamDeps & Pick<EngineDeps, "settings" | "log" | "tools">;
 
-  constructor(readonly deps: TeamDeps & Pick<EngineDeps, "settings" | "log" | "tools">) {}
+  constructor(deps: TeamDeps & Pick<EngineDeps, "settings" | "log" | "tools">) {
+    this.deps = deps;
+  }
 
   async ensure(tenant: string): Promise<void> {
     if (!this.#staffed.has(tenant)) await this.#staff(tenant);

@@ -47,12 +47,15 @@ export type MessageOutcome = "woke" | "delivered" | "retry" | "dead" | "skipped"
 
 export class QueuedNotify {
   readonly #pending = new Set<Promise<void>>();
+  readonly service: NotifyService;
+  readonly queue: DeliveryQueue;
+  readonly log: ArborLogger;
 
-  constructor(
-    readonly service: NotifyService,
-    readonly queue: DeliveryQueue,
-    readonly log: ArborLogger,
-  ) {}
+  constructor(service: NotifyService, queue: DeliveryQueue, log: ArborLogger) {
+    this.service = service;
+    this.queue = queue;
+    this.log = log;
+  }
 
   /** One batch: each message on its own; the ones that threw are reported for SQS to hand out again. */
   async handle(messages: readonly QueueMessage[]): Promise<BatchResult> {

@@ -64,11 +64,13 @@ export class Harness {
   now = Date.parse("2026-06-01T09:00:00.000Z");
   #ids = 0;
   #stop: (() => void) | undefined;
+  readonly dataDir: string;
+  readonly options: HarnessOptions;
 
-  private constructor(
-    readonly dataDir: string,
-    readonly options: HarnessOptions,
-  ) {}
+  private constructor(dataDir: string, options: HarnessOptions) {
+    this.dataDir = dataDir;
+    this.options = options;
+  }
 
   static async create(options: HarnessOptions): Promise<Harness> {
     const h = new Harness(await mkdtemp(join(tmpdir(), "arbor-e2e-")), options);
@@ -163,10 +165,14 @@ export class Harness {
  */
 export class CrashAt implements FaultInjector {
   fired = false;
-  constructor(
-    readonly point: FaultPoint,
-    readonly step: string,
-  ) {}
+  readonly point: FaultPoint;
+  readonly step: string;
+
+  constructor(point: FaultPoint, step: string) {
+    this.point = point;
+    this.step = step;
+  }
+
   hit(point: FaultPoint, step: string): void {
     if (this.fired || (point === this.point && step === this.step)) {
       this.fired = true;

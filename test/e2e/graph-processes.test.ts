@@ -28,7 +28,7 @@ afterEach(() => rm(dir, { recursive: true, force: true }));
 
 async function writers(cap: number): Promise<string[]> {
   const runs = ["a", "b", "c"].map((name) =>
-    run(process.execPath, ["--import", "tsx", WRITER, file, name, String(cap)], { cwd: process.cwd() }),
+    run(process.execPath, [WRITER, file, name, String(cap)], { cwd: process.cwd() }),
   );
   return (await Promise.all(runs)).flatMap(
     ({ stdout }) => (JSON.parse(stdout.trim()) as { outcomes: string[] }).outcomes,

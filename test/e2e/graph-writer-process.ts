@@ -3,7 +3,7 @@ import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store
 import { StateGraphStore } from "../../shared/graph/state-graph-store.ts";
 
 /**
- * One writer process of graph-processes.test.ts: `node --import tsx graph-writer-process.ts <db>
+ * One writer process of graph-processes.test.ts: `node graph-writer-process.ts <db>
  * <name> <cap>` opens the SQLite file as a tool service would, sends 10 adds of 5 triples of its
  * own at once (a tenant's cap of <cap> triples), and prints one JSON line: each add's outcome.
  */

@@ -78,7 +78,7 @@ const stdio = {
   kind: "mcp",
   transport: "stdio",
   command: process.execPath,
-  args: ["--import", "tsx", join(import.meta.dirname, "../peers/mcp-venues.ts")],
+  args: [join(import.meta.dirname, "../peers/mcp-venues.ts")],
 };
 
 describe.each([

@@ -178,13 +178,23 @@ export class EventBridgePlayer {
   readonly delivered = new Set<string>();
   readonly matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
 
+  private readonly peer: () => EventBridgePeer;
+  private readonly bus: string;
+  private readonly handlers: () => readonly StepHandler[];
+  /** "waves" (default): each wave's invocations all at once, spread over the handlers; "one by one": in order. */
+  private readonly delivery: "waves" | "one by one";
+
   constructor(
-    private readonly peer: () => EventBridgePeer,
-    private readonly bus: string,
-    private readonly handlers: () => readonly StepHandler[],
-    /** "waves" (default): each wave's invocations all at once, spread over the handlers; "one by one": in order. */
-    private readonly delivery: "waves" | "one by one" = "waves",
-  ) {}
+    peer: () => EventBridgePeer,
+    bus: string,
+    handlers: () => readonly StepHandler[],
+    delivery: "waves" | "one by one" = "waves",
+  ) {
+    this.peer = peer;
+    this.bus = bus;
+    this.handlers = handlers;
+    this.delivery = delivery;
+  }
 
   /** The step function's input for one route, rendered from the rule's own input template. */
   readonly stepInput = (subscription: string, event: BusEnvelope): unknown => {

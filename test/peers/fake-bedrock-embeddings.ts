@@ -17,11 +17,7 @@
  */
 import { createHash } from "node:crypto";
 import { createServer as createHttp1Server, type IncomingMessage, type ServerResponse } from "node:http";
-import {
-  createServer as createHttp2Server,
-  type Http2ServerRequest,
-  type Http2ServerResponse,
-} from "node:http2";
+import { createServer as createHttp2Server, type Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { createServer as createNetServer, type Server, type Socket } from "node:net";
 import { Duplex } from "node:stream";
 
@@ -137,7 +133,9 @@ export class FakeBedrockEmbeddings {
       const { status, body, errorType } = this.answer(req.method ?? "", req.url ?? "", Buffer.concat(chunks));
       const headers: Record<string, string> = { "content-type": "application/json" };
       if (errorType) headers["x-amzn-errortype"] = errorType;
-      res.writeHead(status, headers);
+      // Narrowed first: the two protocols' writeHead overloads differ.
+      if (res instanceof Http2ServerResponse) res.writeHead(status, headers);
+      else res.writeHead(status, headers);
       res.end(JSON.stringify(body));
     } finally {
       this.inFlight--;

@@ -23,11 +23,16 @@
  * `:exception-type` e.g. throttlingException or modelStreamErrorException) after that many events.
  */
 import { randomUUID } from "node:crypto";
-import { createServer as createHttp1Server, type IncomingMessage, type ServerResponse } from "node:http";
+import {
+  createServer as createHttp1Server,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+} from "node:http";
 import {
   createServer as createHttp2Server,
   type Http2ServerRequest,
-  type Http2ServerResponse,
+  Http2ServerResponse,
   type Http2Session,
 } from "node:http2";
 import type { AddressInfo } from "node:net";
@@ -87,17 +92,24 @@ export interface FakeBedrockCall {
 }
 
 class Fault extends Error {
-  constructor(
-    readonly status: number,
-    readonly type: string,
-    message: string,
-  ) {
+  readonly status: number;
+  readonly type: string;
+
+  constructor(status: number, type: string, message: string) {
     super(message);
+    this.status = status;
+    this.type = type;
   }
 }
 
 type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
+
+/** The status and headers, on either protocol (their writeHead overloads differ, so narrowed first). */
+function writeHead(res: Response, status: number, headers: OutgoingHttpHeaders): void {
+  if (res instanceof Http2ServerResponse) res.writeHead(status, headers);
+  else res.writeHead(status, headers);
+}
 
 const codec = new EventStreamCodec(toUtf8, fromUtf8);
 
@@ -368,7 +380,7 @@ function validate(body: ConverseWireRequest): void {
 
 function sendJson(res: Response, status: number, body: unknown, errorType?: string): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, {
+  writeHead(res, status, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
     "x-amzn-requestid": randomUUID(),
@@ -388,7 +400,7 @@ function sendStream(
   events: [string, Record<string, unknown>][],
   streamBreak: { afterEvents: number; type: string } | undefined,
 ): void {
-  res.writeHead(200, {
+  writeHead(res, 200, {
     "content-type": "application/vnd.amazon.eventstream",
     "x-amzn-requestid": randomUUID(),
   });

@@ -59,12 +59,13 @@ export interface FakeOpenAiCall {
 }
 
 class HttpFault extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly type = "invalid_request_error",
-  ) {
+  readonly status: number;
+  readonly type: string;
+
+  constructor(status: number, message: string, type = "invalid_request_error") {
     super(message);
+    this.status = status;
+    this.type = type;
   }
 }
 

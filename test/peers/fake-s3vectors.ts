@@ -42,12 +42,13 @@ interface FakeBucket {
 }
 
 class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly type: string,
-    message: string,
-  ) {
+  readonly status: number;
+  readonly type: string;
+
+  constructor(status: number, type: string, message: string) {
     super(message);
+    this.status = status;
+    this.type = type;
   }
 }
 const invalid = (message: string) => new ApiError(400, "ValidationException", message);

@@ -3,7 +3,7 @@ import { z } from "zod";
 
 /**
  * A small MCP server for the tests, written with the SDK: venue lookups. Run over stdio as its own
- * process (`node --import tsx test/peers/mcp-venues.ts`) or served over streamable HTTP in-process.
+ * process (`node test/peers/mcp-venues.ts`) or served over streamable HTTP in-process.
  */
 export function venuesServer(): McpServer {
   const server = new McpServer({ name: "venues", version: "1.0.0" });

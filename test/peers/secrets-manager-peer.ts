@@ -44,12 +44,13 @@ interface Secret {
 type Json = Record<string, unknown>;
 
 class PeerError extends Error {
-  constructor(
-    readonly type: string,
-    message: string,
-    readonly status = 400,
-  ) {
+  readonly type: string;
+  readonly status: number;
+
+  constructor(type: string, message: string, status = 400) {
     super(message);
+    this.type = type;
+    this.status = status;
   }
 }
 

@@ -54,13 +54,15 @@ export interface QueuedMessage {
 type Json = Record<string, unknown>;
 
 class SqsError extends Error {
-  constructor(
-    readonly type: string,
-    readonly queryCode: string,
-    message: string,
-    readonly status = 400,
-  ) {
+  readonly type: string;
+  readonly queryCode: string;
+  readonly status: number;
+
+  constructor(type: string, queryCode: string, message: string, status = 400) {
     super(message);
+    this.type = type;
+    this.queryCode = queryCode;
+    this.status = status;
   }
 }
 

@@ -129,7 +129,7 @@ describe("the API function", () => {
   const vars = () => (fn().Environment as { Variables: Record<string, unknown> }).Variables;
 
   it("learns its public URL from the API's endpoint, waits 25 s at most on a blocking A2A send, and has no model or tools", () => {
-    expect(fn()).toMatchObject({ Runtime: "nodejs22.x", Architectures: ["arm64"], Timeout: 29 });
+    expect(fn()).toMatchObject({ Runtime: "nodejs24.x", Architectures: ["arm64"], Timeout: 29 });
     const outputs = t.toJSON().Outputs as Record<string, { Value: unknown }>;
     expect(flat(vars().ARBOR_PUBLIC_URL)).toBe(flat(outputs[ENGINE_OUTPUT_KEYS.apiUrl]?.Value));
     expect(vars().ARBOR_A2A_BLOCKING_WAIT_MS).toBe(String(API_A2A_BLOCKING_WAIT_MS));
@@ -202,7 +202,7 @@ describe("cdk-nag on the HTTP API", () => {
   it("reports a route without an authorizer (the APIG4 acknowledgement answers a live rule)", () => {
     const stack = new Stack(new App(), "Bare");
     const handler = new LambdaFunction(stack, "Fn", {
-      runtime: Runtime.NODEJS_22_X,
+      runtime: Runtime.NODEJS_24_X,
       handler: "index.handler",
       code: Code.fromInline("export const handler = async () => ({ statusCode: 200 });"),
     });

@@ -188,10 +188,10 @@ describe("functions", () => {
   const watchdogFn = () => logicalId(prod.engine.watchdog.function);
   const toolFn = () => logicalId(prod.engine.tools.handler.function);
 
-  it("run Node.js 22 on ARM64, with the long timeout only where the model is called or tools run", () => {
+  it("run Node.js 24 on ARM64, with the long timeout only where the model is called or tools run", () => {
     for (const [route, id] of stepFunctions()) {
       expect(props(prod.template, id)).toMatchObject({
-        Runtime: "nodejs22.x",
+        Runtime: "nodejs24.x",
         Architectures: ["arm64"],
         Handler: "index.handler",
         // A step that runs tools waits on the tool function (activity: no model, yet 5 minutes).
@@ -199,8 +199,8 @@ describe("functions", () => {
         MemorySize: route.callsModel ? 1024 : 512,
       });
     }
-    expect(props(prod.template, watchdogFn())).toMatchObject({ Runtime: "nodejs22.x", Timeout: 300 });
-    expect(props(prod.template, toolFn())).toMatchObject({ Runtime: "nodejs22.x", Architectures: ["arm64"] });
+    expect(props(prod.template, watchdogFn())).toMatchObject({ Runtime: "nodejs24.x", Timeout: 300 });
+    expect(props(prod.template, toolFn())).toMatchObject({ Runtime: "nodejs24.x", Architectures: ["arm64"] });
   });
 
   it("share one bundle for the steps and one for the watchdog", () => {

@@ -41,11 +41,11 @@ const EmbeddingsResponse = z.object({
 const ErrorBody = z.object({ error: z.union([z.string(), z.object({ message: z.string() })]) });
 
 class HttpFailure extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
+  readonly status: number;
+
+  constructor(status: number, message: string) {
     super(message);
+    this.status = status;
     this.name = status === 429 ? "Throttled" : "HttpFailure";
   }
 }

@@ -191,8 +191,11 @@ export class ConverseStreamAssembler {
   readonly #blocks = new Map<number, TextBlock | ToolBlock>();
   #stopReason: string | undefined;
   #usage: LlmUsage = zeroUsage();
+  readonly model: string;
 
-  constructor(readonly model: string) {}
+  constructor(model: string) {
+    this.model = model;
+  }
 
   /** Port events for one Bedrock stream event (most yield none or one). */
   accept(event: ConverseStreamOutput): LlmStreamEvent[] {

@@ -188,12 +188,11 @@ export class ChatStreamAssembler {
   #finish: string | null | undefined;
   #usage: ChatCompletion["usage"];
   #model: string;
+  readonly newId: () => string;
 
-  constructor(
-    model: string,
-    readonly newId: () => string,
-  ) {
+  constructor(model: string, newId: () => string) {
     this.#model = model;
+    this.newId = newId;
   }
 
   accept(chunk: ChatCompletion): LlmStreamEvent[] {

@@ -17,8 +17,6 @@ import { type Answer, Decisions, type ParsedPolicyInput } from "./decisions.ts";
  *   context    `allowedTools`
  * The same input always gets the same answer from the same policies, so answers are remembered
  * (see Decisions); each decision still gets its own id.
- * On Node 20 (V8 11), a process that calls Cedar often needs --no-turbo-inline-js-wasm-calls, or V8
- * may abort in a deopt around the Wasm call: the `arbor` command sets it (shared/cli/v8-flags.mjs).
  */
 const PRINCIPAL_TYPES = { human: "Arbor::Human", agent: "Arbor::Agent", system: "Arbor::System" } as const;
 export class CedarPolicyEngine implements PolicyEngine {
