@@ -13,8 +13,8 @@ import { join } from "node:path";
  *
  * The ref is checked out once into a worktree under the OS temp dir (reused while the ref names the
  * same commit) with its own `npm ci`; bench/perf-case.ts is copied into it, so both sides run the
- * same case code over their own bench/workloads.ts. A side whose tree has tsx installed runs its
- * TypeScript through it (older commits need it); otherwise Node runs it natively.
+ * same case code over their own bench/workloads.ts. A tree made for Node 24 (its engines) runs its
+ * TypeScript natively; an older one through the tsx it installs.
  */
 export interface BaselineArgs {
   ref: string;
@@ -112,7 +112,12 @@ export async function runBaseline(
 }
 
 function runCase(side: Side, c: Case, dir: string): Promise<Measured> {
-  const viaTsx = existsSync(join(side.root, "node_modules", "tsx"));
+  // A tree made for Node 24 (engines) runs its TypeScript natively; an older one through its tsx.
+  const engines = (
+    JSON.parse(readFileSync(join(side.root, "package.json"), "utf8")) as { engines?: { node?: string } }
+  ).engines?.node;
+  const viaTsx =
+    !/>=\s*(2[4-9]|[3-9]\d)/.test(engines ?? "") && existsSync(join(side.root, "node_modules", "tsx"));
   const argv = [...(viaTsx ? ["--import", "tsx"] : []), "bench/perf-case.ts", c.workload];
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, argv, {
