@@ -11,7 +11,7 @@ import { promisify } from "node:util";
  *
  * The rate limits are off (`ARBOR_RATE_LIMIT_PER_KEY` / `_PER_TENANT`): a load test must not be
  * throttled. ARBOR_BENCH_SERVER_NODE_OPTIONS becomes the server's NODE_OPTIONS, and
- * ARBOR_BENCH_SERVER_STDERR names a file that receives the server's whole stderr (the bench itself
+ * ARBOR_BENCH_SERVER_STDERR names a file that receives the server's whole stderr and stdout (its logs; the bench itself
  * keeps only its last 4,000 characters).
  */
 const BIN = join(import.meta.dirname, "../shared/cli/bin.mjs");
@@ -83,6 +83,7 @@ export async function startServe(b: BenchEnv, nodeOptions: readonly string[] = [
   const url = await new Promise<string>((ok, fail) => {
     let text = "";
     child.stdout?.on("data", (d) => {
+      stderrCopy?.write(d); // its structured logs go to stdout
       text += d;
       const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(text);
       if (m) ok(m[1] as string);
@@ -129,6 +130,11 @@ export async function post(url: string, auth: Record<string, string>, text: stri
     method: "POST",
     headers: auth,
     body: JSON.stringify({ text }),
+  }).catch((error: unknown) => {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    throw new Error(`POST /v1/messages: ${String(error)} (${cause?.code ?? ""} ${cause?.message ?? ""})`, {
+      cause: error,
+    });
   });
   const body = (await res.json()) as { rootTaskId?: string };
   if (res.status !== 202 || !body.rootTaskId) throw new Error(`POST /v1/messages: ${res.status}`);
