@@ -4,6 +4,7 @@ import { dirname } from "node:path";
 import Database from "libsql";
 import { UnavailableError } from "../../errors.ts";
 import { PRIVATE_DIR, privateFile } from "./private-files.ts";
+import { WalCheckpointer } from "./wal-checkpointer.ts";
 
 /**
  * One SQLite file (libsql) shared by the local adapters that keep data in it (the state store and
@@ -29,6 +30,12 @@ import { PRIVATE_DIR, privateFile } from "./private-files.ts";
  * rejects, saying to restart Arbor, which then carries on from what the disk holds. `onRollback`
  * listeners drop what they derived from the lost turn. `syncEachWrite` is the stricter and slower
  * policy: no write resolves before its commit is on disk, and a failure rejects the turn's writes.
+ *
+ * Checkpoints (copying the WAL into the database file) run on a thread of their own once the WAL
+ * has grown to 2 MiB (wal-checkpointer.ts): SQLite's own run inside a COMMIT, on the event loop,
+ * and take longer the bigger the database grows. Starting the thread costs about 150 ms of CPU,
+ * so a short run (a CLI command, a test) that writes less never starts it, and SQLite
+ * checkpoints as it always did.
  */
 export interface SqliteDatabaseOptions {
   /** A file path, or ":memory:". */
@@ -73,6 +80,23 @@ const BUSY_TIMEOUT_MS = 20;
 const OPEN_BUSY_TIMEOUT_MS = 5_000;
 /** A busy COMMIT is tried again this often, this many times (about 5 s), before the turn is lost. */
 const COMMIT_RETRY_MS = 50;
+/**
+ * The WAL's size from which checkpoints move to their own thread (see the class's comment): half
+ * of what makes SQLite checkpoint by itself (1,000 pages of 4 KiB), so the thread is there first.
+ * A commit looks (a stat, microseconds) until the thread is started.
+ */
+const CHECKPOINT_THREAD_AT_WAL_BYTES = 2 * 1024 * 1024;
+/** SQLite's default threshold for its own checkpoints, in WAL pages: back on if the thread stops. */
+const AUTO_CHECKPOINT_PAGES = 1000;
+
+/** The size of a database's WAL file, 0 when there is none. */
+function walBytes(path: string): number {
+  try {
+    return statSync(`${path}-wal`).size;
+  } catch {
+    return 0;
+  }
+}
 const COMMIT_RETRIES = 100;
 
 /** SQLite's "database is locked" (SQLITE_BUSY, also its extended codes). */
@@ -106,6 +130,7 @@ export class SqliteDatabase {
   /** Commits made so far; the WAL holds all of them. */
   #commits = 0;
   #closed = false;
+  #checkpointer: WalCheckpointer | undefined;
 
   constructor(options: SqliteDatabaseOptions) {
     this.path = options.path;
@@ -281,6 +306,8 @@ export class SqliteDatabase {
     await this.#commit();
     await this.#wal?.sync(this.#commits).catch(() => undefined); // a failure was reported to the barrier
     await this.#wal?.close();
+    // Its connection first: the last one to close checkpoints the WAL whole and removes it.
+    await this.#checkpointer?.close();
     this.#db.close();
   }
 
@@ -295,6 +322,18 @@ export class SqliteDatabase {
     this.#group = group;
     setImmediate(() => void this.#commit());
     return group;
+  }
+
+  /** Checkpoints move to a thread; this connection stops making its own once that thread is ready. */
+  #startCheckpointer(): void {
+    const autoCheckpoint = (pages: number) => {
+      if (!this.#closed) this.#db.exec(`PRAGMA wal_autocheckpoint = ${pages}`);
+    };
+    this.#checkpointer = new WalCheckpointer({
+      path: this.path,
+      onReady: () => autoCheckpoint(0),
+      onStopped: () => autoCheckpoint(AUTO_CHECKPOINT_PAGES),
+    });
   }
 
   #currentDataVersion(): number {
@@ -352,6 +391,8 @@ export class SqliteDatabase {
       return Promise.resolve();
     }
     const commit = ++this.#commits;
+    if (!this.#checkpointer && this.#identity && walBytes(this.path) >= CHECKPOINT_THREAD_AT_WAL_BYTES)
+      this.#startCheckpointer();
     const settle = () => {
       for (const done of group.done) done();
     };
