@@ -366,24 +366,31 @@ async function steadyMode(args: Args, dir: string): Promise<void> {
     const first = warm[0] as Sample;
     const last = warm.at(-1) as Sample;
     const rss = warm.map((x) => x.rssMb);
-    // The server's own view, every 10 s of its life (bench/memory-sampler.mjs): JS heap or native.
-    const inside = (await readFile(memoryFile, "utf8").catch(() => ""))
+    // The server's own view, every 10 s of its life (bench/memory-sampler.mjs), per thread: the
+    // main thread's JS heap, the workers' (the vector index's), and what is neither (native).
+    const lines = (await readFile(memoryFile, "utf8").catch(() => ""))
       .split("\n")
       .filter(Boolean)
-      .map((l) => JSON.parse(l) as Record<string, number>);
+      .map((l) => JSON.parse(l) as { thread: string; atS: number } & Record<string, number>);
+    const mains = lines.filter((l) => l.thread === "main");
     const mb = (n: number | undefined) => f((n ?? Number.NaN) / 2 ** 20);
     out();
     out(
-      "| s | RSS MB | requests done | in flight | server CPU s | heap used / total MB | external MB | array buffers MB | RSS - heap total MB |",
+      "| s | RSS MB | requests done | in flight | server CPU s | main heap used / total MB | workers' heap used / total MB | external MB | RSS - heaps MB |",
     );
     out("|---|---|---|---|---|---|---|---|---|");
     for (const x of samples) {
-      // The server's sample nearest in time (its clock started a moment before the bench's).
-      const m = inside.find((l) => (l.atS ?? 0) >= x.atS - 5);
+      // The server's samples nearest in time (its clock started a moment before the bench's).
+      const m = mains.find((l) => l.atS >= x.atS - 5);
+      const workers = [...new Set(lines.filter((l) => l.thread !== "main").map((l) => l.thread))].map((t) =>
+        lines.find((l) => l.thread === t && l.atS >= x.atS - 5),
+      );
+      const wUsed = workers.reduce((a, w) => a + (w?.heapUsed ?? 0), 0);
+      const wTotal = workers.reduce((a, w) => a + (w?.heapTotal ?? 0), 0);
       out(
         `| ${f(x.atS)} | ${f(x.rssMb)} | ${x.done} | ${x.inFlight} | ${f(x.cpuMs / 1000, 1)} | ` +
           (m
-            ? `${mb(m.heapUsed)} / ${mb(m.heapTotal)} | ${mb(m.external)} | ${mb(m.arrayBuffers)} | ${mb((m.rss ?? 0) - (m.heapTotal ?? 0))} |`
+            ? `${mb(m.heapUsed)} / ${mb(m.heapTotal)} | ${mb(wUsed)} / ${mb(wTotal)} | ${mb(m.external)} | ${mb((m.rss ?? 0) - (m.heapTotal ?? 0) - wTotal)} |`
             : "- | - | - | - |"),
       );
     }
