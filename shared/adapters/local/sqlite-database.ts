@@ -96,6 +96,14 @@ const PAGE_CACHE_KIB = 65_536;
 const CHECKPOINT_THREAD_AT_WAL_BYTES = 2 * 1024 * 1024;
 /** SQLite's default threshold for its own checkpoints, in WAL pages: back on if the thread stops. */
 const AUTO_CHECKPOINT_PAGES = 1000;
+/**
+ * While the thread checkpoints: this connection checkpoints by itself only past 16,384 pages
+ * (64 MiB of WAL). A PASSIVE checkpoint copies what was committed when it began; under a steady
+ * stream of commits it may seldom find the whole WAL copied, and SQLite starts the WAL from its
+ * beginning again only after one that did: this bounds the file should the thread fall behind
+ * (measured under 3 requests a second: 30-36 MB, against 15 MB with SQLite's own checkpoints).
+ */
+const BACKSTOP_CHECKPOINT_PAGES = 16_384;
 
 /** The size of a database's WAL file, 0 when there is none. */
 function walBytes(path: string): number {
@@ -340,7 +348,7 @@ export class SqliteDatabase {
     };
     this.#checkpointer = new WalCheckpointer({
       path: this.path,
-      onReady: () => autoCheckpoint(0),
+      onReady: () => autoCheckpoint(BACKSTOP_CHECKPOINT_PAGES),
       onStopped: () => autoCheckpoint(AUTO_CHECKPOINT_PAGES),
     });
   }

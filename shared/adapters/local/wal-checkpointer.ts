@@ -12,9 +12,9 @@ import { componentLogger } from "../../observability/logger.ts";
  * holds every request: a burst of 200 requests took 3-4x longer to accept on a server with a few
  * thousand requests of history (issue 22), with fsyncs of up to 35 ms on the main thread.
  *
- * The owner turns its own automatic checkpoints off only once the thread has opened the database
- * (`onReady`), and back on if the thread fails or stops (`onStopped`): the WAL never goes
- * unchecked. A PASSIVE checkpoint waits for nobody; while the writer keeps the WAL busy it copies
+ * The owner moves its own automatic checkpoints to a far higher threshold (a backstop) only once
+ * the thread has opened the database (`onReady`), and back to SQLite's default if the thread fails
+ * or stops (`onStopped`): the WAL never goes unchecked. A PASSIVE checkpoint waits for nobody; while the writer keeps the WAL busy it copies
  * what it can, and SQLite starts the WAL from its beginning again at a commit after a checkpoint
  * that copied all of it, so the file stays about as large as a second of writes.
  */
@@ -23,7 +23,7 @@ export interface WalCheckpointerOptions {
   path: string;
   /** How often the thread checkpoints; default 1,000 ms. */
   everyMs?: number;
-  /** The thread has the database open: the owner may stop checkpointing by itself. */
+  /** The thread has the database open: the owner may leave checkpoints to it. */
   onReady: () => void;
   /** The thread stopped or failed: the owner checkpoints by itself again. */
   onStopped: () => void;
