@@ -1,9 +1,17 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { createWriteStream } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { promisify } from "node:util";
+import {
+  benchEnv,
+  offsiteText,
+  pct,
+  post,
+  type Served,
+  settle,
+  sleep,
+  startServe,
+  vm,
+} from "./serve-child.ts";
 
 /**
  * `npm run bench:sustained`: N requests (default 10,000) in one tenant through a real `arbor serve`
@@ -15,9 +23,10 @@ import { promisify } from "node:util";
  *
  *   --requests <n>  --concurrency <n>  --dir <path>
  *
- * ARBOR_BENCH_SERVER_NODE_OPTIONS becomes the server's NODE_OPTIONS (V8 flags, e.g.
- * `--report-on-fatalerror --report-directory=/tmp/r`), and ARBOR_BENCH_SERVER_STDERR names a file
- * that receives the server's whole stderr (the bench itself keeps only its last 4,000 characters).
+ * The server and the client are bench/serve-child.ts's (rate limits off; ARBOR_BENCH_SERVER_NODE_OPTIONS
+ * becomes the server's NODE_OPTIONS, e.g. `--report-on-fatalerror --report-directory=/tmp/r`, and
+ * ARBOR_BENCH_SERVER_STDERR names a file that receives the server's whole stderr). No request may
+ * take longer than 2 minutes.
  */
 const out = (line = ""): void => {
   process.stdout.write(`${line}\n`);
@@ -42,11 +51,6 @@ function parseArgs(argv: readonly string[]): Args {
   return args;
 }
 
-const BIN = join(import.meta.dirname, "../shared/cli/bin.mjs");
-const SETTLED = new Set(["done", "failed", "canceled"]);
-/** No request may take longer than this; the whole run is bounded by requests x this / concurrency. */
-const REQUEST_TIMEOUT_MS = 120_000;
-
 interface Done {
   index: number;
   startedAt: number;
@@ -57,48 +61,15 @@ interface Done {
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const dir = await mkdtemp(join(args.dir, "arbor-bench-sustained-"));
-  const env = {
-    ...process.env,
-    ARBOR_DATA_DIR: join(dir, "data"),
-    ARBOR_API_KEYS_FILE: join(dir, "keys.json"),
-    ARBOR_MODEL_PROVIDER: "",
-    NO_COLOR: "1",
-    // Per-key and per-tenant rate limits (when this version has them) must not throttle the bench.
-    ARBOR_RATE_LIMIT_PER_KEY: "1000000",
-    ARBOR_RATE_LIMIT_PER_TENANT: "1000000",
-  };
-  let child: ChildProcess | undefined;
+  let served: Served | undefined;
   try {
-    const added = await promisify(execFile)(
-      process.execPath,
-      [BIN, "keys", "add", "--id", "user_bench", "--tenant", "bench", "--role", "admin"],
-      { env },
-    );
-    const key = /^ {2}(arbor_\S+)$/m.exec(added.stdout)?.[1];
-    if (!key) throw new Error(`arbor keys add printed no key: ${added.stdout}`);
-    const serverNodeOptions = process.env.ARBOR_BENCH_SERVER_NODE_OPTIONS;
-    const server = spawn(process.execPath, [BIN, "serve", "--example", "offsite", "--port", "0"], {
-      env: serverNodeOptions ? { ...env, NODE_OPTIONS: serverNodeOptions } : env,
-    });
-    child = server;
-    let log = "";
-    const stderrFile = process.env.ARBOR_BENCH_SERVER_STDERR;
-    const stderrCopy = stderrFile ? createWriteStream(stderrFile) : undefined;
-    server.stderr?.on("data", (d) => {
-      log = (log + d).slice(-4000);
-      stderrCopy?.write(d);
-    });
-    const url = await new Promise<string>((ok, fail) => {
-      let text = "";
-      server.stdout?.on("data", (d) => {
-        text += d;
-        const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(text);
-        if (m) ok(m[1] as string);
-      });
-      server.on("exit", () => fail(new Error(`arbor serve exited: ${text}${log}`)));
-    });
-    const pid = server.pid as number;
-    const auth = { authorization: `Bearer ${key}`, "content-type": "application/json" };
+    const b = await benchEnv(dir);
+    const auth = b.auth;
+    served = await startServe(b);
+    const server = served.child;
+    const { url } = served;
+    const log = served.log;
+    const pid = served.pid;
     out(`arbor sustained bench: ${args.requests} requests, ${args.concurrency} clients, ${url} (pid ${pid})`);
     const loadAtStart = loadavg()[0] ?? 0;
 
@@ -121,42 +92,9 @@ async function main(): Promise<void> {
     const client = async () => {
       for (let i = next++; i < args.requests; i = next++) {
         const t = performance.now();
-        const res = await fetch(`${url}/v1/messages`, {
-          method: "POST",
-          headers: auth,
-          body: JSON.stringify({
-            text: `Plan a two-day team offsite in Lisbon for 12 people (request ${i})`,
-          }),
-        });
-        const body = (await res.json()) as { rootTaskId?: string };
-        if (res.status !== 202 || !body.rootTaskId) throw new Error(`POST /v1/messages: ${res.status}`);
-        const task = `${url}/v1/tasks/${encodeURIComponent(body.rootTaskId)}`;
-        let status = "";
         // The offsite request asks a person to approve the invitations: the client approves, as a
         // person would, and the request runs on to its end.
-        for (let wait = 20; !SETTLED.has(status); wait = Math.min(200, wait * 2)) {
-          if (performance.now() - t > REQUEST_TIMEOUT_MS)
-            throw new Error(`request ${i} did not end: ${status}`);
-          await sleep(wait);
-          const view = (await (await fetch(task, { headers: auth })).json()) as {
-            task?: { status?: string };
-          };
-          status = view.task?.status ?? "";
-          if (SETTLED.has(status)) break;
-          const asked = (await (await fetch(`${task}/interactions`, { headers: auth })).json()) as {
-            interactions?: { urn: string }[];
-          };
-          for (const { urn } of asked.interactions ?? []) {
-            const answered = await fetch(`${url}/v1/interactions/${encodeURIComponent(urn)}/answer`, {
-              method: "POST",
-              headers: auth,
-              body: JSON.stringify({ selectedOptionId: "approve" }),
-            });
-            await answered.arrayBuffer();
-            if (answered.status !== 204 && answered.status !== 409)
-              throw new Error(`answering ${urn}: ${answered.status}`);
-          }
-        }
+        const status = await settle(url, auth, await post(url, auth, offsiteText(i)));
         done.push({ index: i, startedAt: t, endedAt: performance.now(), status });
         if (done.length % 1000 === 0) process.stderr.write(`  ${done.length} requests settled\n`);
       }
@@ -164,7 +102,7 @@ async function main(): Promise<void> {
     await Promise.all(Array.from({ length: args.concurrency }, client))
       .catch((e: unknown) => {
         throw new Error(
-          `after ${done.length} requests: ${String(e)}; the server ${server.exitCode === null ? "runs" : `exited (${server.exitCode ?? server.signalCode})`}; its stderr ends:\n${log}`,
+          `after ${done.length} requests: ${String(e)}; the server ${server.exitCode === null ? "runs" : `exited (${server.exitCode ?? server.signalCode})`}; its stderr ends:\n${log()}`,
         );
       })
       .finally(() => {
@@ -226,24 +164,9 @@ async function main(): Promise<void> {
     );
     out(`Numbers as JSON: ${file}`);
   } finally {
-    if (child && child.exitCode === null) {
-      const exited = new Promise((r) => child?.on("exit", r));
-      child.kill("SIGTERM");
-      await Promise.race([exited, sleep(30_000)]);
-      if (child.exitCode === null) child.kill("SIGKILL");
-    }
+    await served?.stop();
     await rm(dir, { recursive: true, force: true });
   }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const pct = (sorted: readonly number[], p: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
-
-/** A size in kB from /proc/<pid>/status (Linux). */
-async function vm(pid: number, field: "VmHWM" | "VmRSS"): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, "utf8");
-  return Number(new RegExp(`^${field}:\\s+(\\d+)`, "m").exec(status)?.[1] ?? Number.NaN);
 }
 
 main().catch((error: unknown) => {

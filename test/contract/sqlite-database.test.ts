@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -245,5 +246,65 @@ describe("SqliteDatabase and another process holding the write lock", () => {
     expect(rows(db)).toEqual(["mine", "other"]);
     await db.close();
     await exited;
+  });
+});
+
+describe("SqliteDatabase checkpoints", () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "arbor-db-"));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("a small database keeps SQLite's own checkpoints, however big its WAL grows: no thread to start", async () => {
+    const file = join(dir, "small.db");
+    const db = new SqliteDatabase({ path: file, fsync: async () => {} });
+    db.exec("CREATE TABLE t (v TEXT PRIMARY KEY)");
+    const big = "x".repeat(20_000);
+    for (let i = 0; i < 150; i++) {
+      await db.write(() => () => db.sql("INSERT INTO t (v) VALUES (?)").run(`${i}${big}`));
+      await db.untilDurable();
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    expect(
+      (db.sql("PRAGMA wal_autocheckpoint").get() as { wal_autocheckpoint: number }).wal_autocheckpoint,
+    ).toBe(1000);
+    await db.close();
+  });
+
+  it("once the WAL passes 2 MiB (in a database past its size threshold) it is checkpointed on a thread of its own, not inside a COMMIT on the event loop", async () => {
+    const file = join(dir, "a.db");
+    const db = new SqliteDatabase({
+      path: file,
+      fsync: async () => {},
+      checkpointThreadAt: { databaseBytes: 0 },
+    });
+    db.exec("CREATE TABLE t (v TEXT PRIMARY KEY)");
+    let external = 0;
+    db.onExternalChange(() => external++);
+    const autoCheckpoint = () =>
+      (db.sql("PRAGMA wal_autocheckpoint").get() as { wal_autocheckpoint: number }).wal_autocheckpoint;
+    expect(autoCheckpoint()).toBe(1000); // SQLite's own, until the thread is there
+    const big = "x".repeat(20_000);
+    for (let i = 0; i < 150; i++) {
+      await db.write(() => () => db.sql("INSERT INTO t (v) VALUES (?)").run(`${i}${big}`));
+      await db.untilDurable();
+    }
+    // Its own only as a backstop, past 64 MiB of WAL, once the thread is there.
+    await expect.poll(autoCheckpoint, { timeout: 5000 }).toBe(16_384);
+    // The thread copies the WAL into the database file (3 MB of rows), within about a second.
+    await expect.poll(() => statSync(file).size, { timeout: 5000, interval: 100 }).toBeGreaterThan(3_000_000);
+    await db.write(() => () => db.sql("INSERT INTO t (v) VALUES (?)").run("after"));
+    await db.untilDurable();
+    expect((db.sql("SELECT count(*) AS n FROM t").get() as { n: number }).n).toBe(151);
+    // A checkpoint is not another process's commit: what the stores hold in memory stays valid.
+    db.catchUp();
+    expect(external).toBe(0);
+    await db.close(); // the thread's connection closes first
+    const check = new Database(file);
+    expect((check.prepare("SELECT count(*) AS n FROM t").get() as { n: number }).n).toBe(151);
+    check.close();
   });
 });

@@ -4,6 +4,7 @@ import { dirname } from "node:path";
 import Database from "libsql";
 import { UnavailableError } from "../../errors.ts";
 import { PRIVATE_DIR, privateFile } from "./private-files.ts";
+import { WalCheckpointer } from "./wal-checkpointer.ts";
 
 /**
  * One SQLite file (libsql) shared by the local adapters that keep data in it (the state store and
@@ -29,6 +30,12 @@ import { PRIVATE_DIR, privateFile } from "./private-files.ts";
  * rejects, saying to restart Arbor, which then carries on from what the disk holds. `onRollback`
  * listeners drop what they derived from the lost turn. `syncEachWrite` is the stricter and slower
  * policy: no write resolves before its commit is on disk, and a failure rejects the turn's writes.
+ *
+ * Checkpoints (copying the WAL into the database file) run on a thread of their own once the WAL
+ * has grown to 2 MiB in a database of 64 MiB or more (wal-checkpointer.ts): SQLite's own run inside
+ * a COMMIT, on the event loop, and take longer the bigger the database grows. Starting the thread
+ * costs about 150 ms of CPU, so a short run (a CLI command, a test, a small data folder) never
+ * starts it, and SQLite checkpoints as it always did.
  */
 export interface SqliteDatabaseOptions {
   /** A file path, or ":memory:". */
@@ -39,6 +46,8 @@ export interface SqliteDatabaseOptions {
   syncEachWrite?: boolean;
   /** How the WAL file reaches the disk (default: FileHandle.sync). Tests pass one to hold or fail it. */
   fsync?: (walPath: string) => Promise<void>;
+  /** The sizes from which checkpoints move to their thread (default: a 2 MiB WAL and a 64 MiB file). */
+  checkpointThreadAt?: { walBytes?: number; databaseBytes?: number };
 }
 
 /** Where a store on SQLite keeps its data: a file it opens (and closes), or a shared database. */
@@ -73,6 +82,49 @@ const BUSY_TIMEOUT_MS = 20;
 const OPEN_BUSY_TIMEOUT_MS = 5_000;
 /** A busy COMMIT is tried again this often, this many times (about 5 s), before the turn is lost. */
 const COMMIT_RETRY_MS = 50;
+/**
+ * SQLite's page cache for this connection, in KiB (its default is 2,000). The pages a request
+ * touches (the B-tree paths of its keys, the rows it reads back) outgrow 2 MB once the file holds
+ * a few hundred requests: every other page was then read again from the OS, and a COMMIT spilled
+ * and rewrote more, so a burst of requests cost 3-4x the CPU it cost on a fresh file (issue 22).
+ * Bounded: at most this much memory, reached as the file grows, and held from then on.
+ */
+const PAGE_CACHE_KIB = 65_536;
+/**
+ * The WAL's size from which checkpoints move to their own thread (see the class's comment): half
+ * of what makes SQLite checkpoint by itself (1,000 pages of 4 KiB), so the thread is there first.
+ * A commit looks (a stat, microseconds) until the thread is started.
+ */
+const CHECKPOINT_THREAD_AT_WAL_BYTES = 2 * 1024 * 1024;
+/**
+ * And only once the database file itself has grown this big: a checkpoint into a small file is
+ * quick (its pages are close together and in the OS's cache), and the thread's start (about 150 ms
+ * of CPU) would cost a short-lived runtime (a CLI run, a test, a bench tree of 111 tasks, which
+ * writes about 4 MB of WAL) more than every checkpoint it would save.
+ */
+const CHECKPOINT_THREAD_AT_DB_BYTES = 64 * 1024 * 1024;
+/** SQLite's default threshold for its own checkpoints, in WAL pages: back on if the thread stops. */
+const AUTO_CHECKPOINT_PAGES = 1000;
+/**
+ * While the thread checkpoints: this connection checkpoints by itself only past 16,384 pages
+ * (64 MiB of WAL). A PASSIVE checkpoint copies what was committed when it began; under a steady
+ * stream of commits it may seldom find the whole WAL copied, and SQLite starts the WAL from its
+ * beginning again only after one that did: this bounds the file should the thread fall behind
+ * (measured under 3 requests a second: 30-36 MB, against 15 MB with SQLite's own checkpoints).
+ */
+const BACKSTOP_CHECKPOINT_PAGES = 16_384;
+
+/** The size of a database's WAL file, 0 when there is none. */
+const walBytes = (path: string): number => fileBytes(`${path}-wal`);
+
+/** A file's size, 0 when there is none. */
+function fileBytes(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
 const COMMIT_RETRIES = 100;
 
 /** SQLite's "database is locked" (SQLITE_BUSY, also its extended codes). */
@@ -106,9 +158,15 @@ export class SqliteDatabase {
   /** Commits made so far; the WAL holds all of them. */
   #commits = 0;
   #closed = false;
+  #checkpointer: WalCheckpointer | undefined;
+  readonly #checkpointAt: { walBytes: number; databaseBytes: number };
 
   constructor(options: SqliteDatabaseOptions) {
     this.path = options.path;
+    this.#checkpointAt = {
+      walBytes: options.checkpointThreadAt?.walBytes ?? CHECKPOINT_THREAD_AT_WAL_BYTES,
+      databaseBytes: options.checkpointThreadAt?.databaseBytes ?? CHECKPOINT_THREAD_AT_DB_BYTES,
+    };
     if (options.path !== ":memory:") {
       // Only the owner reads the data: a new folder 0700, the file 0600 (its -wal and -shm follow it).
       mkdirSync(dirname(options.path), { recursive: true, mode: PRIVATE_DIR });
@@ -121,6 +179,7 @@ export class SqliteDatabase {
     this.#db.exec(`PRAGMA busy_timeout = ${OPEN_BUSY_TIMEOUT_MS}`);
     this.#db.exec("PRAGMA journal_mode = WAL");
     this.#db.exec("PRAGMA synchronous = NORMAL");
+    this.#db.exec(`PRAGMA cache_size = -${PAGE_CACHE_KIB}`);
     // As of now: what a store reads before its first group is held in memory too, and another
     // process may commit before that group begins (see onExternalChange).
     this.#dataVersion = this.#currentDataVersion();
@@ -281,6 +340,8 @@ export class SqliteDatabase {
     await this.#commit();
     await this.#wal?.sync(this.#commits).catch(() => undefined); // a failure was reported to the barrier
     await this.#wal?.close();
+    // Its connection first: the last one to close checkpoints the WAL whole and removes it.
+    await this.#checkpointer?.close();
     this.#db.close();
   }
 
@@ -295,6 +356,18 @@ export class SqliteDatabase {
     this.#group = group;
     setImmediate(() => void this.#commit());
     return group;
+  }
+
+  /** Checkpoints move to a thread; this connection stops making its own once that thread is ready. */
+  #startCheckpointer(): void {
+    const autoCheckpoint = (pages: number) => {
+      if (!this.#closed) this.#db.exec(`PRAGMA wal_autocheckpoint = ${pages}`);
+    };
+    this.#checkpointer = new WalCheckpointer({
+      path: this.path,
+      onReady: () => autoCheckpoint(BACKSTOP_CHECKPOINT_PAGES),
+      onStopped: () => autoCheckpoint(AUTO_CHECKPOINT_PAGES),
+    });
   }
 
   #currentDataVersion(): number {
@@ -352,6 +425,13 @@ export class SqliteDatabase {
       return Promise.resolve();
     }
     const commit = ++this.#commits;
+    if (
+      !this.#checkpointer &&
+      this.#identity &&
+      walBytes(this.path) >= this.#checkpointAt.walBytes &&
+      fileBytes(this.path) >= this.#checkpointAt.databaseBytes
+    )
+      this.#startCheckpointer();
     const settle = () => {
       for (const done of group.done) done();
     };
