@@ -93,7 +93,7 @@ const PAGE_CACHE_KIB = 65_536;
 /**
  * The WAL's size from which checkpoints move to their own thread (see the class's comment): half
  * of what makes SQLite checkpoint by itself (1,000 pages of 4 KiB), so the thread is there first.
- * A commit looks (a stat, microseconds) until the thread is started.
+ * Every 16th commit looks (two stats, microseconds) until the thread is started.
  */
 const CHECKPOINT_THREAD_AT_WAL_BYTES = 2 * 1024 * 1024;
 /**
@@ -103,6 +103,8 @@ const CHECKPOINT_THREAD_AT_WAL_BYTES = 2 * 1024 * 1024;
  * writes about 4 MB of WAL) more than every checkpoint it would save.
  */
 const CHECKPOINT_THREAD_AT_DB_BYTES = 64 * 1024 * 1024;
+/** How often (in commits) the sizes above are looked at: a small database would otherwise stat two files at every commit for ever. */
+const CHECKPOINT_LOOK_EVERY = 16;
 /** SQLite's default threshold for its own checkpoints, in WAL pages: back on if the thread stops. */
 const AUTO_CHECKPOINT_PAGES = 1000;
 /**
@@ -425,9 +427,11 @@ export class SqliteDatabase {
       return Promise.resolve();
     }
     const commit = ++this.#commits;
+    // The sizes are looked at (two stats) every CHECKPOINT_LOOK_EVERY commits, not at each.
     if (
       !this.#checkpointer &&
       this.#identity &&
+      commit % CHECKPOINT_LOOK_EVERY === 0 &&
       walBytes(this.path) >= this.#checkpointAt.walBytes &&
       fileBytes(this.path) >= this.#checkpointAt.databaseBytes
     )
