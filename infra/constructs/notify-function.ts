@@ -38,6 +38,13 @@ export const NOTIFY_FUNCTION = { timeout: Duration.minutes(1), memorySize: 512 }
 export const MAX_RECEIVES = 5;
 export const NOTIFY_SWEEP_EVERY = Duration.minutes(5);
 export const NOTIFY_BATCH_SIZE = 10;
+/**
+ * Concurrent invocations each queue's event source may run. A receiver that never answers holds
+ * an invocation for the attempt's timeout, but a tenant holds at most its lane's attempts at once
+ * (shared/notify/lanes.ts, 8 per tenant): the rest of its deliveries come back "busy" and are
+ * queued again later, so the other tenants' deliveries find invocations free.
+ */
+export const NOTIFY_MAX_CONCURRENCY = 50;
 
 export interface NotifyFunctionProps {
   /** The engine functions' environment (the model's and the tools' settings are left out). */
@@ -103,7 +110,11 @@ export class NotifyFunction extends Construct {
     const fn = this.handler.function;
     for (const q of [this.wakeQueue, this.deliveries])
       fn.addEventSource(
-        new SqsEventSource(q, { batchSize: NOTIFY_BATCH_SIZE, reportBatchItemFailures: true }),
+        new SqsEventSource(q, {
+          batchSize: NOTIFY_BATCH_SIZE,
+          reportBatchItemFailures: true,
+          maxConcurrency: NOTIFY_MAX_CONCURRENCY,
+        }),
       );
     // Retries and the deliveries a wake-up records go back on the delivery queue.
     this.deliveries.grantSendMessages(fn);

@@ -23,7 +23,9 @@ import { METRICS_NAMESPACE, METRICS_SERVICE } from "../../shared/observability/e
  * - dead letters: the storage stack's dead-letter queue holds anything (`arbor dlq redrive`);
  * - every function's errors and throttles (any in five minutes);
  * - watchdog re-drives: the watchdog sent work again because it had stopped moving (the EMF metric
- *   `WatchdogRedriven` that functions/watchdog.ts writes), any in fifteen minutes.
+ *   `WatchdogRedriven` that functions/watchdog.ts writes), any in fifteen minutes;
+ * - the notify function's delivery queue: its oldest message older than 20 minutes (`addQueueAge`;
+ *   a retry or a busy lane delays a message by 15 minutes at most).
  * Each alarm also tells the topic when it is OK again. Functions join with `addFunction` (or the
  * `functions` list): one line each.
  */
@@ -35,6 +37,8 @@ export const ALARMS = {
   errors: { period: Duration.minutes(5), threshold: 1 },
   throttles: { period: Duration.minutes(5), threshold: 1 },
   watchdogRedrives: { period: Duration.minutes(15), threshold: 1 },
+  /** The oldest webhook delivery waiting in its queue, in seconds (busy lanes and retries delay some by design). */
+  oldestDelivery: { period: Duration.minutes(5), threshold: 20 * 60 },
 } as const;
 
 export interface AlarmedFunction {
@@ -97,6 +101,19 @@ export class OpsAlarms extends Construct {
       },
     );
     for (const f of props.functions ?? []) this.addFunction(f);
+  }
+
+  /**
+   * An alarm on the age of the oldest message of a queue that should keep moving (the notify
+   * function's delivery queue): its consumers are stuck or too few.
+   */
+  addQueueAge(label: string, queue: IQueue, description: string): void {
+    this.#alarm(`${label}OldestMessage`, queue.metricApproximateAgeOfOldestMessage(), {
+      ...ALARMS.oldestDelivery,
+      statistic: "Maximum",
+      comparison: ComparisonOperator.GREATER_THAN_THRESHOLD,
+      description,
+    });
   }
 
   /** Alarms on the function's errors and throttles. */

@@ -311,6 +311,13 @@ export class EngineStack extends Stack {
       deadLetterQueue,
     });
     this.ops.addFunction({ label: "NotifyFunction", fn: this.notify.handler.function });
+    this.ops.addQueueAge(
+      "NotifyDeliveries",
+      this.notify.deliveries,
+      "Webhook deliveries have waited over 20 minutes in the notify function's queue: its invocations " +
+        "fail, are throttled, or are all held by receivers that do not answer. The NotifyFunction's log " +
+        "and alarms say which; GET /v1/admin/deliveries shows each tenant's.",
+    );
     // Slack and Teams: the API function takes their requests, the notify function posts the threads.
     this.chat = props.chat ? new ChatSecret(this, "ChatSecret", props.chat) : undefined;
     for (const fn of this.chat ? [this.api.function, this.notify.handler] : [])

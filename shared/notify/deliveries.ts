@@ -52,8 +52,10 @@ export interface DeliveryData {
   contentType: string;
   /** Headers sent as they are (the A2A push's authorization). Never shown by listings. */
   headers: Record<string, string>;
-  /** Callbacks: signed at each attempt with the tenant's secret (signing.ts). */
+  /** Callbacks: signed at each attempt (signing.ts), with the signer's secret, or the tenant's when there is none. */
   signed: boolean;
+  /** Whose secret signs it: the actor id of the key that asked for the callback (absent: recorded before secrets were per key). */
+  signer?: string;
   createdAt: string;
   /** The retry window starts here: the first record, or the last redrive. */
   retryFrom: string;
@@ -92,37 +94,50 @@ export async function dueDeliveries(state: StateStore, now: Date, limit = 50): P
   return (await dueDeliveryRefs(state, now, limit)).map((d) => d.id);
 }
 
-/** A delivery due now: its id, the subscription it is for, its channel. */
-export interface DueRef {
-  id: string;
-  subscriptionKey: string;
-  channel: DeliveryData["channel"];
-}
+/** A delivery due now: its id, the subscription it is for, its channel, whose it is and where it goes. */
+export type DueRef = Pick<DeliveryData, "id" | "subscriptionKey" | "channel" | "tenant" | "url">;
+
+const dueRef = (r: DeliveryRecord): DueRef => ({
+  id: r.data.id,
+  subscriptionKey: r.data.subscriptionKey,
+  channel: r.data.channel,
+  tenant: r.data.tenant,
+  url: r.data.url,
+});
 
 /** The deliveries due now as dueDeliveries finds them, each with the subscription it is for. */
 export async function dueDeliveryRefs(state: StateStore, now: Date, limit = 50): Promise<DueRef[]> {
-  // updatedBefore is exclusive: what is due at this very millisecond is due.
-  const before = new Date(now.getTime() + 1).toISOString();
   const due: DueRef[] = [];
-  for (const status of ["pending", "sending"] as const) {
-    const page = await state.byStatus<DeliveryData>(DELIVERY_KIND, status, {
-      updatedBefore: before,
-      limit: limit - due.length,
-    });
-    due.push(
-      ...page.items.map((r) => ({
-        id: r.data.id,
-        subscriptionKey: r.data.subscriptionKey,
-        channel: r.data.channel,
-      })),
-    );
+  for await (const page of duePages(state, now, limit)) {
+    due.push(...page.slice(0, limit - due.length));
     if (due.length >= limit) break;
   }
   return due;
 }
 
+/**
+ * Every delivery due now, a page at a time, oldest first (pending, then sending with a lease that
+ * ran out): for a worker that starts what it can and looks further when some are held back.
+ */
+export async function* duePages(state: StateStore, now: Date, pageSize = 100): AsyncGenerator<DueRef[]> {
+  // updatedBefore is exclusive: what is due at this very millisecond is due.
+  const before = new Date(now.getTime() + 1).toISOString();
+  for (const status of ["pending", "sending"] as const) {
+    let cursor: string | undefined;
+    do {
+      const page = await state.byStatus<DeliveryData>(DELIVERY_KIND, status, {
+        updatedBefore: before,
+        limit: pageSize,
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+      if (page.items.length > 0) yield page.items.map(dueRef);
+      cursor = page.cursor;
+    } while (cursor !== undefined);
+  }
+}
+
 /** Whether the base record is due for an attempt now (the index may lag: decide on the record). */
-function isDue(r: DeliveryRecord, now: Date): boolean {
+export function isDue(r: DeliveryRecord, now: Date): boolean {
   if (r.status === "pending") return Date.parse(r.data.nextAttemptAt) <= now.getTime();
   if (r.status === "sending")
     return r.data.lease === undefined || Date.parse(r.data.lease.until) <= now.getTime();
@@ -140,8 +155,10 @@ export async function claimDelivery(
   holder: string,
   now: Date,
   leaseMs: number,
+  /** The record as just read (saves reading it again). */
+  read?: DeliveryRecord,
 ): Promise<DeliveryRecord | undefined> {
-  const current = await state.get<DeliveryData>(deliveryKey(id));
+  const current = read ?? (await state.get<DeliveryData>(deliveryKey(id)));
   if (!current || !isDue(current, now)) return undefined;
   const until = new Date(now.getTime() + leaseMs).toISOString();
   const data: DeliveryData = {

@@ -2,6 +2,7 @@ import { THREAD_KIND, type ThreadData } from "../chat/thread-record.ts";
 import { ConflictError } from "../errors.ts";
 import type { StateRecord, StateStore } from "../ports/state-store.ts";
 import { DELIVERY_KIND, type DeliveryData } from "./deliveries.ts";
+import { LANE_KIND, type SlotData } from "./lanes.ts";
 
 /**
  * Leases left by a process that is gone. A delivery being attempted and a chat thread being synced
@@ -31,6 +32,13 @@ export async function releaseOrphanedLeases(state: StateStore, now: Date): Promi
     const { version, ...record } = r;
     const { lease: _, ...data } = r.data;
     if (await put(state, { ...record, data: data as ThreadData }, version)) released++;
+  }
+  // A delivery lane's slot (lanes.ts) held by an attempt that died with its process.
+  for await (const r of everyRecord<SlotData>(state, LANE_KIND, "held")) {
+    if (!r.data.lease || Date.parse(r.data.lease.until) <= now.getTime()) continue;
+    const { version, ...record } = r;
+    const data: SlotData = { lane: r.data.lane };
+    if (await put(state, { ...record, status: "free", updatedAt: at, data }, version)) released++;
   }
   return released;
 }

@@ -1,6 +1,11 @@
 import { z } from "zod";
 import type { ArborLogger } from "../observability/logger.ts";
-import { type DeliveryQueue, delayUntil, deliveryOfMessage } from "../ports/delivery-queue.ts";
+import {
+  type DeliveryQueue,
+  delayUntil,
+  deliveryOfMessage,
+  MAX_DELAY_SECONDS,
+} from "../ports/delivery-queue.ts";
 import { dueDeliveries } from "./deliveries.ts";
 import type { NotifyService } from "./service.ts";
 import { requestOfWakeup } from "./wakeups.ts";
@@ -17,7 +22,8 @@ import { requestOfWakeup } from "./wakeups.ts";
  * A message is either a delivery id (`{"deliveryId"}`, SqsDeliveryQueue) or an EventBridge event
  * (the wake rule's target: the event as it is). Per message:
  *   - a wake-up: `reconcile(requestOfWakeup(event))`, and the ids it recorded are queued;
- *   - a delivery: `attempt(id)`; "retry": queued again with a delay until the record's nextAttemptAt
+ *   - a delivery: `attempt(id)`; "busy" (its tenant's or host's lane is full, lanes.ts): queued
+ *     again after busyDelaySeconds; "retry": queued again with a delay until the record's nextAttemptAt
  *     (at most 15 minutes, SQS's limit; the retry schedule's longest delay is 10); "delivered",
  *     "dead" (the record is dead: an operator redrives it), "skipped" (not due, or another worker
  *     holds it: whoever holds it queues its own retry, and the sweep catches a holder that died),
@@ -43,7 +49,27 @@ const WakeEventSchema = z.looseObject({
   detail: z.record(z.string(), z.unknown()),
 });
 
-export type MessageOutcome = "woke" | "delivered" | "retry" | "dead" | "skipped" | "lost" | "dropped";
+export type MessageOutcome =
+  | "woke"
+  | "delivered"
+  | "retry"
+  | "dead"
+  | "skipped"
+  | "lost"
+  | "busy"
+  | "dropped";
+
+/**
+ * When a delivery whose lanes are full is looked at again: a quarter of how long it has been due,
+ * from 5 seconds to the queue's longest delay. A tenant whose receivers hang and whose deliveries
+ * pile up then has them come back ever less often (they cost the queue's consumers little),
+ * while one held back for a moment is tried again soon.
+ */
+export function busyDelaySeconds(dueSince: Date, now: Date, random: () => number = Math.random): number {
+  const waited = Math.max(0, now.getTime() - dueSince.getTime()) / 1000;
+  const base = Math.min(MAX_DELAY_SECONDS, Math.max(5, waited / 4));
+  return Math.min(MAX_DELAY_SECONDS, Math.round(base * (0.75 + random() / 2)));
+}
 
 export class QueuedNotify {
   readonly #pending = new Set<Promise<void>>();
@@ -108,6 +134,15 @@ export class QueuedNotify {
       const record = await this.service.delivery(id);
       if (record?.status === "pending") {
         const delaySeconds = delayUntil(new Date(record.data.nextAttemptAt), this.service.deps.clock());
+        await this.queue.enqueue([id], { delaySeconds });
+      }
+    }
+    if (outcome === "busy") {
+      // Its tenant's (or its host's) lane is full of attempts in flight: the message comes back
+      // later, and this consumer moves on to other tenants' deliveries.
+      const record = await this.service.delivery(id);
+      if (record?.status === "pending" || record?.status === "sending") {
+        const delaySeconds = busyDelaySeconds(new Date(record.updatedAt), this.service.deps.clock());
         await this.queue.enqueue([id], { delaySeconds });
       }
     }

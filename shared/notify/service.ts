@@ -10,12 +10,22 @@ import {
   type DeliveryData,
   type DeliveryRecord,
   type DeliveryStatus,
-  dueDeliveryRefs,
+  type DueRef,
+  duePages,
   getDelivery,
+  isDue,
   listDeliveries,
   redriveDelivery,
   settleDelivery,
 } from "./deliveries.ts";
+import {
+  DEFAULT_LANE_LIMITS,
+  type LaneHold,
+  type LaneLimits,
+  lanesOf,
+  releaseLanes,
+  takeLanes,
+} from "./lanes.ts";
 import { reconcile } from "./reconcile.ts";
 import { postDelivery } from "./sender.ts";
 import { rotateSigningSecret, type SigningSecrets, signingSecrets } from "./signing.ts";
@@ -42,9 +52,13 @@ import type { NotifyUrls } from "./urls.ts";
  *   await notify.subscribe(rootTaskUrn, slackThread);   // a SlackThread / TeamsThread (chat/types.ts): no URL
  *   await notify.reconcile(rootTaskUrn);   // on a wake-up (wakeups.ts): records deliveries, returns their ids
  *   await notify.sweep();                  // on start and now and then: every request with an open subscription
- *   await notify.attempt(id);              // one attempt at one delivery (claim, POST or thread sync
- *                                          // through the channel's surface (chat/sync.ts), record the result)
- *   await notify.runDue();                 // every delivery due now (the local worker's tick)
+ *   await notify.attempt(id);              // one attempt at one delivery (its lanes taken (lanes.ts), claim,
+ *                                          // POST or thread sync through the channel's surface (chat/sync.ts),
+ *                                          // record the result); "busy": its tenant's or host's lane is full
+ *   await notify.dispatchDue();            // starts what is due and its lanes let through, without waiting
+ *                                          // for the attempts (the local worker); notify.onSettled(...) after each
+ *   await notify.runDue();                 // every delivery due now, waiting for each (tests, the CLI)
+ *   await notify.idle();                   // no attempt of this service in flight
  *   await notify.deliveries("dead", tenant); await notify.redrive(id);   // operators
  *   notify.onRecorded((ids) => ...);       // deliveries just recorded (the local worker's kick, a queue's send)
  *
@@ -55,7 +69,8 @@ import type { NotifyUrls } from "./urls.ts";
  * `reconcile(requestOfWakeup(event))` for each and queues the ids it returns on the delivery
  * queue, whose consumer (the same function) calls `attempt(id)` per message ("retry": queue it again with a delay until
  * the record's `nextAttemptAt`, at most 10 minutes, within SQS's 15; "skipped": another worker
- * holds it or it is not due: drop the message, the record keeps the schedule). A schedule runs
+ * holds it or it is not due: drop the message, the record keeps the schedule; "busy": its lanes
+ * are full, queued again a little later, the longer it has waited the later). A schedule runs
  * `sweep()` and queues `dueDeliveries(state, now)`: that also picks up what was recorded where no
  * queue was at hand (the API function's `subscribe` records the first notification itself).
  */
@@ -65,12 +80,21 @@ export interface NotifySettings {
   leaseMs: number;
   /** How long one POST may take. */
   attemptTimeoutMs: number;
+  /** Webhook attempts in flight at once per tenant and per tenant's host, across workers (lanes.ts). */
+  lanes: LaneLimits;
+  /** Attempts one service runs at once (dispatchDue). */
+  maxInFlight: number;
+  /** How many due deliveries one dispatch looks through for ones whose lanes are free. */
+  maxScan: number;
 }
 
 export const DEFAULT_NOTIFY_SETTINGS: NotifySettings = {
   retry: DEFAULT_RETRY,
   leaseMs: 60_000,
   attemptTimeoutMs: 10_000,
+  lanes: DEFAULT_LANE_LIMITS,
+  maxInFlight: 64,
+  maxScan: 2_000,
 };
 
 export interface NotifyServiceOptions {
@@ -91,7 +115,7 @@ export interface NotifyServiceOptions {
   surfaces?: ChatSurfaces | (() => ChatSurfaces | undefined | Promise<ChatSurfaces | undefined>);
 }
 
-export type AttemptOutcome = "delivered" | "retry" | "dead" | "skipped" | "lost";
+export type AttemptOutcome = "delivered" | "retry" | "dead" | "skipped" | "lost" | "busy";
 
 /** How one try went (a POST's result, or a thread sync's: `retryable` false ends it dead). */
 type SendResult =
@@ -112,7 +136,14 @@ export class NotifyService {
   readonly #random: () => number;
   readonly #holder: string;
   readonly #listeners = new Set<(ids: readonly string[]) => void>();
+  readonly #settledListeners = new Set<() => void>();
   readonly #surfaces: NotifyServiceOptions["surfaces"];
+  /** This service's attempts in flight, by delivery id. */
+  readonly #inFlight = new Map<string, Promise<AttemptOutcome>>();
+  /** Attempts in flight per lane (a pre-check: the store's slots decide, lanes.ts). */
+  readonly #laneUse = new Map<string, number>();
+  /** A chat thread's deliveries run one after another: the last one started, per subscription. */
+  readonly #threads = new Map<string, Promise<unknown>>();
 
   constructor(options: NotifyServiceOptions) {
     this.deps = options.deps;
@@ -121,6 +152,12 @@ export class NotifyService {
     this.#random = options.random ?? Math.random;
     this.#holder = options.holder ?? randomUUID();
     this.#surfaces = options.surfaces;
+  }
+
+  /** Called after each attempt dispatchDue started ends (its lanes are free again); returns a function that stops it. */
+  onSettled(listener: () => void): () => void {
+    this.#settledListeners.add(listener);
+    return () => this.#settledListeners.delete(listener);
   }
 
   /** Called with the ids of deliveries as they are recorded; returns a function that stops it. */
@@ -206,20 +243,49 @@ export class NotifyService {
    */
   async attempt(id: string): Promise<AttemptOutcome> {
     let claimed: DeliveryRecord | undefined;
+    let hold: LaneHold | undefined;
     try {
-      claimed = await claimDelivery(
+      const current = await getDelivery(this.deps.state, id);
+      const now = this.deps.clock();
+      if (!current || !isDue(current, now)) return "skipped";
+      hold = await takeLanes(
         this.deps.state,
-        id,
+        lanesOf(current.data, this.settings.lanes),
         this.#holder,
-        this.deps.clock(),
+        now,
         this.settings.leaseMs,
       );
+      if (!hold) return "busy";
+      claimed = await claimDelivery(this.deps.state, id, this.#holder, now, this.settings.leaseMs, current);
     } catch (e) {
+      if (hold) await this.#release(hold);
       // Another process holds the store's lock for now (two on one data folder): a later run takes it.
       if (e instanceof UnavailableError) return "skipped";
       throw e;
     }
-    if (!claimed) return "skipped";
+    if (!claimed) {
+      await this.#release(hold);
+      return "skipped";
+    }
+    try {
+      return await this.#attemptClaimed(id, claimed);
+    } finally {
+      await this.#release(hold);
+    }
+  }
+
+  /** Gives a hold's lane slots back; a store that does not answer leaves them to their lease's end. */
+  async #release(hold: LaneHold): Promise<void> {
+    try {
+      await releaseLanes(this.deps.state, hold, this.deps.clock());
+    } catch (error) {
+      this.deps.log.warn("notify: lane slots not given back; they are free when their lease ends", {
+        error: error as Error,
+      });
+    }
+  }
+
+  async #attemptClaimed(id: string, claimed: DeliveryRecord): Promise<AttemptOutcome> {
     const d = claimed.data;
     const posted = await this.#send(d);
     const now = this.deps.clock();
@@ -278,7 +344,7 @@ export class NotifyService {
       return synced.delivered ? { delivered: true, status: 200 } : synced;
     }
     let secrets: SigningSecrets | undefined;
-    if (d.signed) secrets = await signingSecrets(this.deps.state, d.tenant, this.deps.clock);
+    if (d.signed) secrets = await signingSecrets(this.deps.state, d.tenant, this.deps.clock, d.signer);
     return postDelivery(this.urls.fetch, d, {
       now: this.deps.clock(),
       timeoutMs: this.settings.attemptTimeoutMs,
@@ -301,32 +367,88 @@ export class NotifyService {
     }
   }
 
-  /** Attempts every delivery due now, a batch at a time; returns how many were attempted. */
-  async runDue(batch = 20): Promise<number> {
-    let attempted = 0;
-    for (;;) {
-      const due = await dueDeliveryRefs(this.deps.state, this.deps.clock(), batch);
-      if (due.length === 0) return attempted;
-      // A chat thread's deliveries one after another (it is synced under one lease: at once, all
-      // but one would only find it busy; the first brings the thread up to date and the rest find
-      // their snapshot applied); everything else side by side (a slow webhook holds up no other).
-      const groups = new Map<string, typeof due>();
-      for (const d of due) {
-        const key = d.channel === "slack" || d.channel === "teams" ? d.subscriptionKey : d.id;
-        groups.set(key, [...(groups.get(key) ?? []), d]);
+  /**
+   * Starts an attempt at every delivery due now whose lanes have room, up to `maxInFlight` of this
+   * service's at once, and returns how many it started without waiting for them (each one's end
+   * calls the onSettled listeners: the local worker dispatches again then). It looks through up to
+   * `maxScan` due deliveries, so a tenant whose receivers hang and whose deliveries pile up holds
+   * back only its own: the others' further down the list start. A chat thread's deliveries run
+   * one after another (it is synced under one lease: at once, all but one would only find it busy).
+   */
+  async dispatchDue(): Promise<number> {
+    let started = 0;
+    let scanned = 0;
+    for await (const page of duePages(this.deps.state, this.deps.clock(), 100)) {
+      for (const ref of page) {
+        if (this.#inFlight.size >= this.settings.maxInFlight) return started;
+        if (this.#inFlight.has(ref.id) || this.#lanesFull(ref)) continue;
+        this.#start(ref);
+        started++;
       }
-      const outcomes = (
-        await Promise.all(
-          [...groups.values()].map(async (group) => {
-            const done: AttemptOutcome[] = [];
-            for (const d of group) done.push(await this.attempt(d.id));
-            return done;
-          }),
-        )
-      ).flat();
-      const moved = outcomes.filter((o) => o !== "skipped").length;
+      scanned += page.length;
+      if (scanned >= this.settings.maxScan) break;
+    }
+    return started;
+  }
+
+  /** Whether this service's own attempts already fill one of the delivery's lanes. */
+  #lanesFull(ref: DueRef): boolean {
+    return lanesOf(ref, this.settings.lanes).some((l) => (this.#laneUse.get(l.key) ?? 0) >= l.limit);
+  }
+
+  #start(ref: DueRef): void {
+    const lanes = lanesOf(ref, this.settings.lanes);
+    for (const l of lanes) this.#laneUse.set(l.key, (this.#laneUse.get(l.key) ?? 0) + 1);
+    const chat = ref.channel === "slack" || ref.channel === "teams";
+    const before = chat ? this.#threads.get(ref.subscriptionKey) : undefined;
+    const run = (async () => {
+      await before?.catch(() => undefined);
+      return this.attempt(ref.id);
+    })();
+    if (chat) this.#threads.set(ref.subscriptionKey, run);
+    const done = run
+      .catch((error: unknown): AttemptOutcome => {
+        this.deps.log.error("notify: a delivery attempt failed", {
+          deliveryId: ref.id,
+          error: error as Error,
+        });
+        return "skipped";
+      })
+      .finally(() => {
+        this.#inFlight.delete(ref.id);
+        for (const l of lanes) {
+          const n = (this.#laneUse.get(l.key) ?? 1) - 1;
+          if (n > 0) this.#laneUse.set(l.key, n);
+          else this.#laneUse.delete(l.key);
+        }
+        if (chat && this.#threads.get(ref.subscriptionKey) === run) this.#threads.delete(ref.subscriptionKey);
+        for (const listener of this.#settledListeners) listener();
+      });
+    this.#inFlight.set(ref.id, done);
+  }
+
+  /** Resolves once no attempt this service started is in flight. */
+  async idle(): Promise<void> {
+    while (this.#inFlight.size > 0) await Promise.all([...this.#inFlight.values()]);
+  }
+
+  /**
+   * Attempts every delivery due now and waits for each; returns how many moved (delivered, retried,
+   * dead). Deliveries held back by a full lane are tried again as the attempts before them end; a
+   * lane full of another worker's attempts is waited for (a little at a time, for at most a lease).
+   */
+  async runDue(): Promise<number> {
+    let attempted = 0;
+    const waitUntil = Date.now() + this.settings.leaseMs;
+    for (;;) {
+      await this.dispatchDue();
+      const outcomes = await Promise.all([...this.#inFlight.values()]);
+      if (outcomes.length === 0) return attempted;
+      const moved = outcomes.filter((o) => o !== "skipped" && o !== "busy").length;
       attempted += moved;
-      if (moved === 0 || due.length < batch) return attempted;
+      if (moved > 0) continue;
+      if (!outcomes.includes("busy") || Date.now() > waitUntil) return attempted;
+      await sleep(25);
     }
   }
 
@@ -372,12 +494,15 @@ export class NotifyService {
     return ids;
   }
 
-  /** The tenant's callback signing secrets (created on first need). */
-  callbackSecrets(tenant: string): Promise<SigningSecrets> {
-    return signingSecrets(this.deps.state, tenant, this.deps.clock);
+  /**
+   * The callback signing secrets of one key (`signer`: its actor id), created on first need; without
+   * a signer, the tenant's, which signs the callbacks recorded before secrets were per key.
+   */
+  callbackSecrets(tenant: string, signer?: string): Promise<SigningSecrets> {
+    return signingSecrets(this.deps.state, tenant, this.deps.clock, signer);
   }
 
-  rotateCallbackSecret(tenant: string): Promise<SigningSecrets> {
-    return rotateSigningSecret(this.deps.state, tenant, this.deps.clock);
+  rotateCallbackSecret(tenant: string, signer?: string): Promise<SigningSecrets> {
+    return rotateSigningSecret(this.deps.state, tenant, this.deps.clock, signer);
   }
 }

@@ -9,12 +9,15 @@ import { NOTIFY_WAKE_PATTERNS, NOTIFY_WAKE_RULE, requestOfWakeup } from "./wakeu
  *   const worker = new NotifyWorker(notify, runtime.bus, { log });
  *   worker.start();          // subscribes to the wake-ups, sweeps, then works on its own
  *   ...
- *   await worker.stop();     // before the runtime closes: unsubscribes, stops timers, waits for the attempt in flight
+ *   await worker.stop();     // before the runtime closes: unsubscribes, stops timers, waits for the attempts in flight
  *
  * Wake-ups (wakeups.ts) reconcile the request they concern; a delivery recorded kicks a run at
  * once; a timer runs what is due (retries) every `tickMs`, and sweeps every `sweepEveryMs` for what
- * a lost wake-up missed. Runs never overlap: a kick during a run runs again after it. What is
- * "due" is the service's clock (the engine's, injected): tests move it and call `runNow()`.
+ * a lost wake-up missed. A run starts the attempts (the service's dispatchDue: as many as the
+ * tenants' and hosts' lanes let through) and does not wait for them: a receiver that never answers
+ * holds its own lane, not the worker; each attempt's end kicks another run, for what its lane held
+ * back. Runs never overlap: a kick during a run runs again after it. What is "due" is the
+ * service's clock (the engine's, injected): tests move it and call `runNow()`.
  */
 export interface NotifyWorkerOptions {
   log: Pick<ArborLogger, "error">;
@@ -55,6 +58,7 @@ export class NotifyWorker {
       }),
     );
     this.#offs.push(this.#service.onRecorded(() => this.kick()));
+    this.#offs.push(this.#service.onSettled(() => this.kick()));
     const tick = setInterval(() => this.kick(), this.#options.tickMs);
     const sweep = setInterval(() => this.kick(true), this.#options.sweepEveryMs);
     tick.unref();
@@ -85,7 +89,11 @@ export class NotifyWorker {
     await this.#running;
     if (sweep) await this.#service.sweep();
     await this.#service.runDue();
-    while (this.#running) await this.#running;
+    // The attempts a kick started meanwhile, and the runs their ends kicked.
+    do {
+      while (this.#running) await this.#running;
+      await this.#service.idle();
+    } while (this.#running);
   }
 
   async #loop(): Promise<void> {
@@ -96,7 +104,7 @@ export class NotifyWorker {
           this.#sweepAgain = false;
           await this.#service.sweep();
         }
-        if (!this.#stopped) await this.#service.runDue();
+        if (!this.#stopped) await this.#service.dispatchDue();
       } catch (error) {
         this.#options.log.error("notify: a delivery run failed", { error: error as Error });
       }
@@ -110,5 +118,6 @@ export class NotifyWorker {
     this.#offs = [];
     this.#timers = [];
     await this.#running;
+    await this.#service.idle();
   }
 }

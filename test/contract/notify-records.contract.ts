@@ -13,6 +13,7 @@ import {
   redriveDelivery,
   settleDelivery,
 } from "../../shared/notify/deliveries.ts";
+import { lanesOf, releaseLanes, takeLanes } from "../../shared/notify/lanes.ts";
 import { releaseOrphanedLeases } from "../../shared/notify/orphans.ts";
 import { rotateSigningSecret, signingSecrets } from "../../shared/notify/signing.ts";
 import {
@@ -352,6 +353,51 @@ export function notifyRecordsContract(name: string, setup: () => Promise<NotifyR
       // A lease that ran out needs no letting go.
       settle();
       expect(await releaseOrphanedLeases(f.store, new Date(now + 2 * MINUTE))).toBe(0);
+    });
+
+    it("lanes: a tenant's and a host's attempts in flight are bounded across workers, given back, taken over when their lease runs out", async () => {
+      const limits = { perTenant: 3, perHost: 2 };
+      const to = (tenant: string, url: string) => lanesOf({ channel: "callback", tenant, url }, limits);
+      const slow = to("beta", "https://slow.example/hook");
+      // Six workers race for beta's slow host at once: two get a slot, nothing is held by half.
+      const raced = await Promise.all(
+        ["w1", "w2", "w3", "w4", "w5", "w6"].map((w) => takeLanes(f.store, slow, w, clock(), MINUTE)),
+      );
+      const held = raced.filter((h) => h !== undefined);
+      expect(held).toHaveLength(2);
+      // Beta's third attempt goes to another host: the tenant's lane has one slot left.
+      const other = await takeLanes(
+        f.store,
+        to("beta", "https://other.example:8443/x"),
+        "w7",
+        clock(),
+        MINUTE,
+      );
+      expect(other).toBeDefined();
+      expect(
+        await takeLanes(f.store, to("beta", "https://third.example/"), "w8", clock(), MINUTE),
+      ).toBeUndefined();
+      // Another tenant's lanes are its own, even to the same host.
+      expect(
+        await takeLanes(f.store, to("acme", "https://slow.example/hook"), "w9", clock(), MINUTE),
+      ).toBeDefined();
+      // Chat deliveries run in no lane.
+      expect(lanesOf({ channel: "slack", tenant: "beta", url: "slack:sub" }, limits)).toEqual([]);
+      // Given back: the slot is free again.
+      await releaseLanes(f.store, held[0] as NonNullable<(typeof held)[0]>, clock());
+      expect(await takeLanes(f.store, slow, "w10", clock(), MINUTE)).toBeDefined();
+      expect(await takeLanes(f.store, slow, "w11", clock(), MINUTE)).toBeUndefined();
+      // A holder that died: its slots are free once their lease ran out...
+      now += 2 * MINUTE;
+      const after = await takeLanes(f.store, slow, "w12", clock(), MINUTE);
+      expect(after).toBeDefined();
+      // ...and the late holder's release leaves the new holder's slot alone.
+      await releaseLanes(f.store, held[1] as NonNullable<(typeof held)[1]>, clock());
+      await releaseLanes(f.store, other as NonNullable<typeof other>, clock());
+      settle();
+      // Or at once, by the local server that starts again alone on the state.
+      expect(await releaseOrphanedLeases(f.store, clock())).toBeGreaterThanOrEqual(1);
+      expect(await takeLanes(f.store, slow, "w13", clock(), MINUTE)).toBeDefined();
     });
   });
 }

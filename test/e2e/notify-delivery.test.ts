@@ -104,6 +104,7 @@ describe("durable deliveries", () => {
     };
     const root = await answeredWithCallback(receiver.url);
     await until("the first attempts", () => receiver.got.length >= 2);
+    await notify.service.idle(); // their results written at this time, before the clock moves
     await notify.worker.runNow();
     const ids = [...attemptsOf(receiver).keys()];
     expect(ids).toHaveLength(2); // working, then completed
@@ -142,6 +143,7 @@ describe("durable deliveries", () => {
     receiver.answer = () => "reset";
     const root = await answeredWithCallback(receiver.url);
     await until("the first attempts", () => receiver.got.length >= 2);
+    await notify.service.idle(); // their results written at this time, before the clock moves
     for (let i = 0; i < 20; i++) {
       h.advance(10 * MINUTE);
       await notify.worker.runNow();

@@ -10,6 +10,7 @@ import {
   MAX_RECEIVES,
   NOTIFY_BATCH_SIZE,
   NOTIFY_FUNCTION,
+  NOTIFY_MAX_CONCURRENCY,
   NOTIFY_SWEEP_EVERY,
 } from "../../infra/constructs/notify-function.ts";
 import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../infra/stacks/engine-stack.ts";
@@ -156,7 +157,7 @@ describe("the wake and delivery queues", () => {
     }
   });
 
-  it("feed the notify function in batches, reporting the messages that failed", () => {
+  it("feed the notify function in batches, reporting the messages that failed, with a bound on concurrent invocations", () => {
     const mappings = all("AWS::Lambda::EventSourceMapping").map(([, m]) => m.Properties);
     const fn = flat({ Ref: logicalId(engine.notify.handler.function) });
     const ours = mappings.filter((m) => flat(m.FunctionName) === fn);
@@ -167,7 +168,19 @@ describe("the wake and delivery queues", () => {
       expect(m).toMatchObject({
         BatchSize: NOTIFY_BATCH_SIZE,
         FunctionResponseTypes: ["ReportBatchItemFailures"],
+        ScalingConfig: { MaximumConcurrency: NOTIFY_MAX_CONCURRENCY },
       });
+  });
+
+  it("an alarm tells the topic when a delivery waits too long in its queue", () => {
+    const alarms = all("AWS::CloudWatch::Alarm")
+      .map(([, a]) => a.Properties)
+      .filter((a) => a.MetricName === "ApproximateAgeOfOldestMessage");
+    expect(alarms).toHaveLength(1);
+    const [alarm] = alarms as Record<string, unknown>[];
+    expect(alarm).toMatchObject({ Namespace: "AWS/SQS", Statistic: "Maximum", Threshold: 1200 });
+    expect(JSON.stringify(alarm?.Dimensions)).toContain(logicalId(engine.notify.deliveries));
+    expect(String(alarm?.AlarmDescription)).toMatch(/20 minutes/);
   });
 
   it("the API function may queue deliveries (what it records), and knows where", () => {
