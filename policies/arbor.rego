@@ -15,12 +15,14 @@ graph_actions := {"graph.read", "graph.write"}
 # The engine's own steps act for every tenant.
 allow if input.principal.kind == "system"
 
-# An assistant of the tenant (its id is its URN) reads and writes the tenant's resources.
+# An assistant of the tenant (its id is its URN) reads and writes the tenant's resources, except
+# the keys' callback signing secrets (with one, it could forge callbacks to a key's receivers).
 allow if {
 	input.action in resource_actions
 	input.principal.kind == "agent"
 	same_tenant
 	startswith(input.principal.id, "cld:")
+	input.resource.type != "notify.CallbackSecret"
 }
 
 # A person with the admin role reads and writes anything of their tenant.
@@ -29,7 +31,8 @@ allow if {
 	admin
 }
 
-# People and remote agents read and write in the conversations they started, never in another's.
+# People and remote agents read and write in the conversations they started, never in another's,
+# and what is theirs outside one (a key's own callback signing secret).
 allow if {
 	input.action in resource_actions
 	same_tenant

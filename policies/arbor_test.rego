@@ -230,3 +230,32 @@ test_person_without_the_role_does_not_read_the_graph if {
 test_remote_agent_does_not_read_the_graph if {
 	not authz.allow with input as {"principal": remote_agent, "action": "graph.read", "resource": graph_of("acme"), "context": {}}
 }
+
+secret := {"id": "cld:common.Tenant.acme/notify.CallbackSecret.k1", "tenant": "acme", "type": "notify.CallbackSecret", "owner": "agent_partner"}
+
+test_a_key_reads_its_own_callback_secret if {
+	authz.allow with input as {
+		"principal": {"id": "agent_partner", "kind": "agent", "tenant": "acme", "roles": []},
+		"action": "resource.read",
+		"resource": secret,
+		"context": {},
+	}
+}
+
+test_another_key_never_reads_a_callback_secret if {
+	not authz.allow with input as {
+		"principal": {"id": "user_ada", "kind": "human", "tenant": "acme", "roles": []},
+		"action": "resource.read",
+		"resource": secret,
+		"context": {},
+	}
+}
+
+test_an_assistant_never_reads_a_callback_secret if {
+	not authz.allow with input as {
+		"principal": agent,
+		"action": "resource.read",
+		"resource": secret,
+		"context": {},
+	}
+}

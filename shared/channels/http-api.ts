@@ -207,6 +207,7 @@ export function createHttpApi({
         id: callbackSubscriptionId(submitted.rootTaskId, req.callbackUrl),
         url: req.callbackUrl,
         tenant: caller.tenant,
+        signer: actor.id, // its own secret signs them: no other key can forge them
       });
       await engine.deps.untilDurable(); // the 202 says the callback is kept too
     }

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { type Context, Hono } from "hono";
 import { z } from "zod";
 import { formatIssues } from "../domain/resources.ts";
@@ -5,21 +6,29 @@ import type { Engine } from "../engine/engine.ts";
 import { NotFoundError, ValidationError } from "../errors.ts";
 import { DELIVERY_STATUSES, deliveryView } from "../notify/deliveries.ts";
 import type { NotifyService } from "../notify/service.ts";
+import { ARBOR_SIGNATURE_UNTIL, type SigningSecrets } from "../notify/signing.ts";
 import { type ApiEnv, asker, readJson } from "./http-api.ts";
 
 /**
  * The HTTP API's routes of the notify path (mounted by the HTTP API behind its key check, rate
  * limit and body limit):
  *
- *   GET  /v1/callbacks/secret                   the tenant's callback signing secret(s), any key of the tenant -> 200
- *   POST /v1/admin/callbacks/secret/rotate      a new secret; the old one signs along for 24 h (admins) -> 200
+ *   GET  /v1/callbacks/secret                   the caller's own callback signing secret(s): it signs the
+ *                                               callbacks this key asks for, and only this key sees it -> 200
+ *   POST /v1/callbacks/secret/rotate            a new secret for the caller's key; the old one signs along for 24 h -> 200
+ *   GET  /v1/admin/callbacks/secret             the tenant's secret, which signs callbacks recorded before
+ *                                               secrets were per key (admins) -> 200
+ *   POST /v1/admin/callbacks/secret/rotate      {principal?}: a new secret for a key, or the tenant's (admins) -> 200
  *   GET  /v1/admin/deliveries?status=dead       the tenant's deliveries in a status (admins)  -> 200
  *   POST /v1/admin/deliveries/:id/redrive       a dead delivery sent again (admins)            -> 200
  *   POST /v1/admin/deliveries/redrive           {all: true}: every dead delivery of the tenant (admins) -> 200
  *
- * Admin routes ask the policy (engine.authorize) about `cld:common.Tenant.<t>/notify.Delivery.<id|list>`
- * and `.../notify.CallbackSecret.current`: no owner, so the default policy allows them to the
- * tenant's admins only. Another tenant's delivery is one that does not exist (404).
+ * Every route asks the policy (engine.authorize). A key's secret is
+ * `cld:common.Tenant.<t>/notify.CallbackSecret.<hash of the key's actor id>`, owned by that actor:
+ * the default policy shows it to its owner and the tenant's admins, never to an assistant or another
+ * key. The tenant's secret (`.../notify.CallbackSecret.tenant`) and the deliveries
+ * (`.../notify.Delivery.<id|list>`) have no owner: admins only. Another tenant's delivery is one
+ * that does not exist (404).
  */
 const StatusQuery = z
   .object({
@@ -29,36 +38,72 @@ const StatusQuery = z
   })
   .strict();
 const RedriveAll = z.object({ all: z.literal(true) }).strict();
+const RotateBody = z.object({ principal: z.string().min(1).max(200).optional() }).strict();
+
+/** The signature a receiver checks, as the secret routes describe it. */
+const SIGNATURE = {
+  scheme: "Standard Webhooks (https://www.standardwebhooks.com): verify with its library for your language",
+  headers: ["webhook-id", "webhook-timestamp", "webhook-signature"],
+  deprecated: `Arbor-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>"> (until ${ARBOR_SIGNATURE_UNTIL})`,
+};
 
 const notifyUrn = (tenant: string, type: string, id: string) =>
   `cld:common.Tenant.${tenant}/notify.${type}.${id}`;
+/** A key's callback secret as the policy sees it (an actor id may hold characters a URN does not). */
+const secretUrn = (tenant: string, actorId: string) =>
+  notifyUrn(tenant, "CallbackSecret", createHash("sha256").update(actorId).digest("hex").slice(0, 32));
+const secretView = (secrets: SigningSecrets) => ({
+  secret: secrets.current.secret,
+  createdAt: secrets.current.createdAt,
+  previousValidUntil: secrets.previous?.until ?? null,
+  signature: SIGNATURE,
+});
 
 export function notifyRoutes({ engine, notify }: { engine: Engine; notify: NotifyService }): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
   const tenantOf = (c: Context<ApiEnv>) => c.get("who").caller.tenant;
 
   app.get("/v1/callbacks/secret", async (c) => {
-    const secrets = await notify.callbackSecrets(tenantOf(c));
+    const tenant = tenantOf(c);
+    const me = c.get("who").actor.id;
+    await engine.authorize(asker(c), "resource.read", secretUrn(tenant, me), { owner: me });
+    const secrets = await notify.callbackSecrets(tenant, me);
+    await engine.deps.untilDurable();
     c.header("Cache-Control", "no-store");
-    return c.json({
-      secret: secrets.current.secret,
-      createdAt: secrets.current.createdAt,
-      ...(secrets.previous ? { previous: secrets.previous } : {}),
-      header: 'Arbor-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">',
-    });
+    return c.json(secretView(secrets));
+  });
+
+  app.post("/v1/callbacks/secret/rotate", async (c) => {
+    const tenant = tenantOf(c);
+    const me = c.get("who").actor.id;
+    await engine.authorize(asker(c), "resource.write", secretUrn(tenant, me), { owner: me });
+    const secrets = await notify.rotateCallbackSecret(tenant, me);
+    await engine.deps.untilDurable();
+    c.header("Cache-Control", "no-store");
+    return c.json(secretView(secrets));
+  });
+
+  app.get("/v1/admin/callbacks/secret", async (c) => {
+    const tenant = tenantOf(c);
+    await engine.authorize(asker(c), "resource.read", notifyUrn(tenant, "CallbackSecret", "tenant"));
+    const secrets = await notify.callbackSecrets(tenant);
+    await engine.deps.untilDurable();
+    c.header("Cache-Control", "no-store");
+    return c.json(secretView(secrets));
   });
 
   app.post("/v1/admin/callbacks/secret/rotate", async (c) => {
     const tenant = tenantOf(c);
-    await engine.authorize(asker(c), "resource.write", notifyUrn(tenant, "CallbackSecret", "current"));
-    const secrets = await notify.rotateCallbackSecret(tenant);
+    const { principal } = await readJson(c, RotateBody);
+    if (principal === undefined) {
+      await engine.authorize(asker(c), "resource.write", notifyUrn(tenant, "CallbackSecret", "tenant"));
+    } else {
+      await engine.authorize(asker(c), "resource.write", secretUrn(tenant, principal), { owner: principal });
+    }
+    const secrets = await notify.rotateCallbackSecret(tenant, principal);
     await engine.deps.untilDurable();
     c.header("Cache-Control", "no-store");
-    return c.json({
-      secret: secrets.current.secret,
-      createdAt: secrets.current.createdAt,
-      previousValidUntil: secrets.previous?.until ?? null,
-    });
+    return c.json({ ...(principal ? { principal } : {}), ...secretView(secrets) });
   });
 
   app.get("/v1/admin/deliveries", async (c) => {

@@ -316,9 +316,18 @@ export class Engine {
    * (tenant boundary, then the policy). For channel routes that act on the tenant itself rather
    * than through an engine entry point: an admin route writing `cld:common.Tenant.t/common.Assistant.x`
    * or `.../common.ApiKey.<fingerprint>` is allowed to the tenant's admins only (no owner).
+   * `owner`: whose the resource is, for one that lies in no conversation and that the route knows
+   * the owner of (a key's callback secret is that key's): the policy is told, as for a conversation's.
    */
-  authorize(asker: Asker, action: ResourceAction, urn: string): Promise<void> {
-    return this.#check(asker, action, urn);
+  authorize(
+    asker: Asker,
+    action: ResourceAction,
+    urn: string,
+    options: { owner?: string } = {},
+  ): Promise<void> {
+    if (options.owner === undefined) return this.#check(asker, action, urn);
+    const principal = principalOf(asker.actor, asker.caller ?? {}, tenantOf(urn));
+    return this.#access.authorize(principal, action, urn, undefined, options.owner);
   }
 
   /** Whether whoever an entry point acts for may read or write `urn` (ForbiddenError if not). */

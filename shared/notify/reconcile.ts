@@ -172,5 +172,6 @@ function delivery(
     contentType: body.contentType,
     headers,
     signed: subscription.kind === "callback",
+    ...(subscription.kind === "callback" && subscription.signer ? { signer: subscription.signer } : {}),
   };
 }

@@ -1,5 +1,5 @@
 import type { DeliveryData } from "./deliveries.ts";
-import { SIGNATURE_HEADER, type SigningSecrets, signatureHeader } from "./signing.ts";
+import { type SigningSecrets, signatureHeaders } from "./signing.ts";
 
 /**
  * One attempt at one delivery: a POST of its recorded body through the guarded fetch (urls.ts),
@@ -10,7 +10,8 @@ import { SIGNATURE_HEADER, type SigningSecrets, signatureHeader } from "./signin
  *
  * Headers: Content-Type (the body's), `Arbor-Delivery-Id` (the event id: the same on every attempt,
  * receivers deduplicate on it), the delivery's own (an A2A push's Authorization and
- * X-A2A-Notification-Token), and for a callback `Arbor-Signature` made now (signing.ts). A 3xx is
+ * X-A2A-Notification-Token), and for a callback the Standard Webhooks signature made now (signing.ts:
+ * `webhook-id`, `webhook-timestamp`, `webhook-signature`, and the deprecated `Arbor-Signature`). A 3xx is
  * a failure (the guard follows no redirect); so is a timeout, a refused address, any non-2xx.
  * The status decides: the answer's body is read for a second at most, then let go.
  */
@@ -37,7 +38,7 @@ export async function postDelivery(
   };
   if (d.signed) {
     if (!options.secrets) return { delivered: false, error: "no signing secret for the callback's tenant" };
-    headers[SIGNATURE_HEADER] = signatureHeader(options.secrets, d.body, options.now);
+    Object.assign(headers, signatureHeaders(options.secrets, d.id, d.body, options.now));
   }
   const signal = AbortSignal.timeout(options.timeoutMs);
   try {

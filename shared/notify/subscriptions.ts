@@ -55,6 +55,8 @@ export const CallbackSchema = z
     id: z.string().min(1).max(200),
     url: z.string().min(1).max(2048),
     tenant: z.string().min(1).max(64),
+    /** The actor id of the key that asked for it: its secret signs the callbacks (signing.ts). */
+    signer: z.string().min(1).max(200).optional(),
   })
   .strict();
 

@@ -44,6 +44,8 @@ export class ResourceAccess {
     urn: string,
     /** Owners already read, by conversation URN (several checks of one call share them). */
     owners?: Map<string, string | undefined>,
+    /** The owner of a resource that lies in no conversation, as its caller knows it (a key's own record). */
+    knownOwner?: string,
   ): Promise<void> {
     const last = lastElement(urn); // parses: a malformed URN is refused as such
     const tenant = tenantOf(urn);
@@ -53,7 +55,10 @@ export class ResourceAccess {
     holdTenantBoundary(principal, tenant ?? "", `${verb} ${urn}`);
     if (!this.#policy) return;
     // The engine acts for everyone: whose the resource is does not matter, and is not read.
-    const owner = principal.kind === "system" ? undefined : await this.#ownerOf(urn, owners);
+    if (knownOwner !== undefined && conversationOf(urn))
+      throw new ValidationError(`${urn} lies in a conversation: its owner is the conversation's, not given`);
+    const owner =
+      principal.kind === "system" ? undefined : (knownOwner ?? (await this.#ownerOf(urn, owners)));
     const decision = await this.#policy.decide({
       principal: policyPrincipal(principal),
       action,

@@ -1,3 +1,4 @@
+import { Webhook, WebhookVerificationError } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
@@ -23,6 +24,31 @@ const script: ScriptFunction = (r) => {
   return { content: ANSWER };
 };
 const admin = newApiKey({ id: "user_root", kind: "human", tenant: "acme", roles: ["admin"] });
+/** Another key of acme: a remote agent's, with no role. */
+const partner = newApiKey({ id: "agent_partner", kind: "agent", tenant: "acme", roles: [] });
+
+/**
+ * A receiver's check with the Standard Webhooks library (not Arbor's code): the payload, or the
+ * error. The library checks the timestamp against its own clock (Date.now, within 5 minutes): it
+ * is set to Arbor's for the call, the harness's clock being pinned (as nowSeconds does below).
+ */
+function standardVerify(secret: string, r: { headers: Record<string, unknown>; body: string }) {
+  const headers = Object.fromEntries(
+    ["webhook-id", "webhook-timestamp", "webhook-signature"].map((k) => [k, String(r.headers[k])]),
+  );
+  const realNow = Date.now;
+  Date.now = () => h.now;
+  try {
+    return {
+      ok: true as const,
+      payload: new Webhook(secret).verify(r.body, headers) as Record<string, unknown>,
+    };
+  } catch (e) {
+    return { ok: false as const, error: e };
+  } finally {
+    Date.now = realNow;
+  }
+}
 
 let h: Harness;
 let server: RunningServer;
@@ -35,7 +61,7 @@ beforeAll(async () => {
   notify = startLocalNotify(h.engine, { notify: { allowLoopbackHttp: true }, worker: { tickMs: 60_000 } });
   server = await serveHttp({
     engine: h.engine,
-    keys: new ApiKeys({ keys: [acme.entry, beta.entry, admin.entry] }),
+    keys: new ApiKeys({ keys: [acme.entry, beta.entry, admin.entry, partner.entry] }),
     notify: notify.service,
   });
   receiver = await startReceiver();
@@ -85,6 +111,9 @@ describe("signed HTTP callbacks", () => {
       );
       expect(verified).toMatchObject({ ok: true, duplicate: false });
       expect(r.headers["arbor-delivery-id"]).toBe(JSON.parse(r.body).id);
+      // The Standard Webhooks library verifies the same delivery, and the id it is sent with.
+      expect(standardVerify(secret, r)).toMatchObject({ ok: true, payload: JSON.parse(r.body) });
+      expect(r.headers["webhook-id"]).toBe(JSON.parse(r.body).id);
     }
     const last = JSON.parse((mine().at(-1) as { body: string }).body);
     expect(last).toMatchObject({ type: "task.completed", taskId, state: "completed", answer: ANSWER });
@@ -113,17 +142,65 @@ describe("signed HTTP callbacks", () => {
     });
   });
 
-  it("rotation: admins only; the next callbacks carry the new signature and, for a day, the old one", async () => {
-    const before = String((await api("GET", "/v1/callbacks/secret", acme.key)).body.secret);
-    expect((await api("POST", "/v1/admin/callbacks/secret/rotate", acme.key)).status).toBe(403);
-    const rotated = await api("POST", "/v1/admin/callbacks/secret/rotate", admin.key);
-    expect(rotated.status).toBe(200);
-    const after = String(rotated.body.secret);
-    expect(after).not.toBe(before);
-    expect((await api("GET", "/v1/callbacks/secret", acme.key)).body).toMatchObject({
-      secret: after,
-      previous: { secret: before },
+  it("each key has its own secret, shown to it alone: another key of the tenant cannot verify (or forge) its callbacks", async () => {
+    const mine = await api("GET", "/v1/callbacks/secret", acme.key);
+    expect(mine.status).toBe(200);
+    expect(mine.body).toMatchObject({
+      signature: { headers: ["webhook-id", "webhook-timestamp", "webhook-signature"] },
     });
+    const theirs = await api("GET", "/v1/callbacks/secret", partner.key);
+    expect(theirs.status).toBe(200);
+    expect(theirs.body.secret).not.toBe(mine.body.secret);
+    // The tenant's secret (callbacks recorded before secrets were per key) is for admins only.
+    expect((await api("GET", "/v1/admin/callbacks/secret", partner.key)).status).toBe(403);
+    expect((await api("GET", "/v1/admin/callbacks/secret", acme.key)).status).toBe(403);
+    const tenantSecret = await api("GET", "/v1/admin/callbacks/secret", admin.key);
+    expect(tenantSecret.status).toBe(200);
+    expect([mine.body.secret, theirs.body.secret]).not.toContain(tenantSecret.body.secret);
+    // Nor may another key rotate it, or a key rotate another's through the admin route.
+    expect((await api("POST", "/v1/admin/callbacks/secret/rotate", partner.key, {})).status).toBe(403);
+    expect(
+      (await api("POST", "/v1/admin/callbacks/secret/rotate", partner.key, { principal: "user_ada" })).status,
+    ).toBe(403);
+    // Acme's callbacks verify with acme's secret only.
+    const r = receiver.got.find((x) => x.headers["webhook-signature"]) as (typeof receiver.got)[number];
+    expect(standardVerify(String(mine.body.secret), r)).toMatchObject({
+      ok: true,
+      payload: JSON.parse(r.body),
+    });
+    for (const other of [theirs.body.secret, tenantSecret.body.secret]) {
+      const v = standardVerify(String(other), r);
+      expect(v.ok).toBe(false);
+      expect((v as { error: unknown }).error).toBeInstanceOf(WebhookVerificationError);
+      expect(
+        verifyCallback(
+          String(other),
+          r.headers["arbor-signature"] as string,
+          r.body,
+          nowSeconds(),
+          new Set(),
+        ),
+      ).toMatchObject({ ok: false });
+    }
+  });
+
+  it("rotation: a key rotates its own, admins any key's; the next callbacks carry the new signature and, for a day, the old one", async () => {
+    const before = String((await api("GET", "/v1/callbacks/secret", acme.key)).body.secret);
+    const own = await api("POST", "/v1/callbacks/secret/rotate", acme.key);
+    expect(own.status).toBe(200);
+    const middle = String(own.body.secret);
+    expect(middle).not.toBe(before);
+    const rotated = await api("POST", "/v1/admin/callbacks/secret/rotate", admin.key, {
+      principal: "user_ada",
+    });
+    expect(rotated.status).toBe(200);
+    expect(rotated.body).toMatchObject({ principal: "user_ada" });
+    const after = String(rotated.body.secret);
+    expect(after).not.toBe(middle);
+    const shown = await api("GET", "/v1/callbacks/secret", acme.key);
+    expect(shown.body).toMatchObject({ secret: after });
+    expect(typeof shown.body.previousValidUntil).toBe("string");
+    expect(JSON.stringify(shown.body)).not.toContain(middle); // the old secret is never shown again
     const count = receiver.got.length;
     const sent = await api("POST", "/v1/messages", acme.key, {
       text: "And when?",
@@ -133,15 +210,18 @@ describe("signed HTTP callbacks", () => {
       receiver.got.slice(count).some((r) => JSON.parse(r.body).taskId === sent.body.rootTaskId),
     );
     const r = receiver.got.slice(count).find((x) => JSON.parse(x.body).taskId === sent.body.rootTaskId);
-    const header = r?.headers["arbor-signature"] as string;
+    if (!r) throw new Error("no callback");
+    expect(String(r.headers["webhook-signature"]).split(" ")).toHaveLength(2);
+    expect(standardVerify(after, r)).toMatchObject({ ok: true });
+    expect(standardVerify(middle, r)).toMatchObject({ ok: true });
+    expect(standardVerify(before, r)).toMatchObject({ ok: false });
+    const header = r.headers["arbor-signature"] as string;
     expect(header.match(/v1=/g)).toHaveLength(2);
-    expect(verifyCallback(after, header, r?.body ?? "", nowSeconds(), new Set())).toMatchObject({ ok: true });
-    expect(verifyCallback(before, header, r?.body ?? "", nowSeconds(), new Set())).toMatchObject({
-      ok: true,
-    });
+    expect(verifyCallback(after, header, r.body, nowSeconds(), new Set())).toMatchObject({ ok: true });
+    expect(verifyCallback(middle, header, r.body, nowSeconds(), new Set())).toMatchObject({ ok: true });
     // Another tenant's secret is its own.
-    const theirs = String((await api("GET", "/v1/callbacks/secret", beta.key)).body.secret);
-    expect([before, after]).not.toContain(theirs);
+    const betas = String((await api("GET", "/v1/callbacks/secret", beta.key)).body.secret);
+    expect([before, middle, after]).not.toContain(betas);
   });
 
   it("refuses a callbackUrl the outbound guard refuses outright with a 400, writing nothing", async () => {

@@ -10,13 +10,19 @@ export const DEFAULT_CEDAR_POLICY = `// Arbor's default policy, in Cedar (the lo
 // The engine's own steps act for every tenant.
 permit (principal is Arbor::System, action, resource);
 
-// An assistant of the tenant (its id is its URN) reads and writes the tenant's resources.
+// An assistant of the tenant (its id is its URN) reads and writes the tenant's resources, except
+// the keys' callback signing secrets (with one, it could forge callbacks to a key's receivers).
 permit (
   principal is Arbor::Agent,
   action in [Arbor::Action::"resource.read", Arbor::Action::"resource.write"],
   resource
 )
-when { principal has tenant && principal.tenant == resource.tenant && principal.id like "cld:*" };
+when {
+  principal has tenant &&
+  principal.tenant == resource.tenant &&
+  principal.id like "cld:*" &&
+  resource.type != "notify.CallbackSecret"
+};
 
 // A person with the admin role reads and writes anything of their tenant.
 permit (
@@ -30,7 +36,8 @@ when {
   principal.roles.contains("admin")
 };
 
-// People and remote agents read and write in the conversations they started, never in another's.
+// People and remote agents read and write in the conversations they started, never in another's,
+// and what is theirs outside one (a key's own callback signing secret).
 permit (
   principal,
   action in [Arbor::Action::"resource.read", Arbor::Action::"resource.write"],
