@@ -167,6 +167,13 @@ const EnvSchema = z.object({
    * on any port only when this is on, for development.
    */
   ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: bool.default(false),
+  /**
+   * Webhook and push URLs' own allow-list and ports (the same forms as ARBOR_OUTBOUND_ALLOW and
+   * ARBOR_OUTBOUND_PORTS, which are the tools' and never open webhooks): a tenant's callbackUrl
+   * reaches a non-public address only when it is named here.
+   */
+  ARBOR_WEBHOOK_ALLOW: list(allowEntryProblem).optional(),
+  ARBOR_WEBHOOK_PORTS: list(portEntryProblem).optional(),
   /** AWS: the notify function's delivery queue (SQS), where recorded deliveries are queued (the stack sets it). */
   ARBOR_NOTIFY_QUEUE_URL: z.url().optional(),
   /**
@@ -288,6 +295,10 @@ export interface RateLimits {
 export interface NotifyConfig {
   /** Loopback receivers (http or https, any port) are allowed: development only (ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP). */
   allowLoopbackHttp: boolean;
+  /** Non-public addresses and names webhooks may reach (ARBOR_WEBHOOK_ALLOW); the tools' allow-list never applies. */
+  allow?: readonly string[];
+  /** Ports besides 443 webhooks may use (ARBOR_WEBHOOK_PORTS). */
+  ports?: readonly string[];
   /** AWS: the delivery queue (ARBOR_NOTIFY_QUEUE_URL) the notify function consumes; absent: the sweep finds what is due. */
   queueUrl?: string;
 }
@@ -417,7 +428,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       rateLimits: rateLimitsOf(e),
       policy: localPolicy(e),
       outbound: outboundSettings(e),
-      notify: { allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP },
+      notify: { allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP, ...webhookReach(e) },
       watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
       resourceEvents: e.ARBOR_RESOURCE_EVENTS,
       ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
@@ -510,6 +521,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     outbound: outboundSettings(e),
     notify: {
       allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP,
+      ...webhookReach(e),
       ...(e.ARBOR_NOTIFY_QUEUE_URL ? { queueUrl: e.ARBOR_NOTIFY_QUEUE_URL } : {}),
     },
     ...(e.ARBOR_TOOL_FUNCTION ? { toolFunction: e.ARBOR_TOOL_FUNCTION } : {}),
@@ -575,6 +587,13 @@ function rateLimitsOf(e: z.output<typeof EnvSchema>): RateLimits {
   return {
     ...(e.ARBOR_RATE_LIMIT_PER_KEY ? { perKey: e.ARBOR_RATE_LIMIT_PER_KEY } : {}),
     ...(e.ARBOR_RATE_LIMIT_PER_TENANT ? { perTenant: e.ARBOR_RATE_LIMIT_PER_TENANT } : {}),
+  };
+}
+
+function webhookReach(e: z.output<typeof EnvSchema>): Pick<NotifyConfig, "allow" | "ports"> {
+  return {
+    ...(e.ARBOR_WEBHOOK_ALLOW ? { allow: e.ARBOR_WEBHOOK_ALLOW } : {}),
+    ...(e.ARBOR_WEBHOOK_PORTS ? { ports: e.ARBOR_WEBHOOK_PORTS } : {}),
   };
 }
 

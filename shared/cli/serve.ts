@@ -125,7 +125,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     // one through the notify path's guarded fetch: the service URL came from an activity).
     const surfaces = chatSettings
       ? chatSurfaces(chatSettings, {
-          fetch: notifyUrls(config.outbound, { allowLoopbackHttp: config.notify?.allowLoopbackHttp }).fetch,
+          fetch: notifyUrls(config.outbound, { ...config.notify }).fetch,
           state: engine.deps.state,
         })
       : undefined;

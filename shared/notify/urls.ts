@@ -18,10 +18,13 @@ import {
  *   - https only: plain http is refused, whatever ARBOR_OUTBOUND_HTTPS_ONLY says;
  *   - loopback (127.0.0.0/8, ::1, `localhost`), over http or https and on any port, only when the
  *     operator turns on ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP (development: a receiver on this machine);
- *   - everything else as the guard has it: no credentials in the URL, ports 80/443 and the
- *     operator's (ARBOR_OUTBOUND_PORTS), public addresses and those the operator allows
- *     (ARBOR_OUTBOUND_ALLOW), checked again at connect time (a name resolving to a private or
- *     metadata address fails the attempt), no redirects (a 3xx is a refusal), a bounded response.
+ *   - everything else as the guard has it: no credentials in the URL, port 443 and the webhook
+ *     ports (ARBOR_WEBHOOK_PORTS), public addresses and those allowed for webhooks
+ *     (ARBOR_WEBHOOK_ALLOW; the tools' ARBOR_OUTBOUND_ALLOW and ARBOR_OUTBOUND_PORTS never apply:
+ *     opening a local tool's port must not open it to every tenant's callbackUrl), checked again at
+ *     connect time against the address actually connected to (a name resolving to a private,
+ *     loopback or metadata address, an IPv6 address embedding one, fails the attempt), no
+ *     redirects (a 3xx is a refusal), a bounded response (ARBOR_OUTBOUND_MAX_RESPONSE_BYTES).
  * `refusal` checks the URL alone (scheme, credentials, port, a literal address, a loopback name
  * such as `localhost`), not DNS: a name
  * resolving somewhere refused fails at send, and its delivery dead-letters.
@@ -42,13 +45,29 @@ export function isLoopbackUrl(url: URL): boolean {
   );
 }
 
+export interface NotifyReach {
+  allowLoopbackHttp?: boolean | undefined;
+  /** ARBOR_WEBHOOK_ALLOW */
+  allow?: readonly string[] | undefined;
+  /** ARBOR_WEBHOOK_PORTS */
+  ports?: readonly string[] | undefined;
+  guard?: GuardOptions;
+}
+
 export function notifyUrls(
   settings: OutboundSettings = DEFAULT_OUTBOUND,
-  options: { allowLoopbackHttp?: boolean | undefined; guard?: GuardOptions } = {},
+  options: NotifyReach = {},
 ): NotifyUrls {
-  const strict = outboundPolicy({ ...settings, httpsOnly: true });
+  // Only the response bound is shared with the tools' settings.
+  const own: OutboundSettings = {
+    allow: options.allow ?? [],
+    ports: options.ports ?? [],
+    httpsOnly: true,
+    maxResponseBytes: settings.maxResponseBytes,
+  };
+  const strict = outboundPolicy(own);
   const loopback = outboundPolicy({
-    ...settings,
+    ...own,
     httpsOnly: false,
     allow: ["127.0.0.0/8", "::1/128", "localhost", "*.localhost"],
     ports: ["1-65535"],

@@ -64,6 +64,8 @@ export interface AwsNotify {
 export function awsNotify(deps: EngineDeps, config: AwsConfig, options: AwsNotifyOptions = {}): AwsNotify {
   const urls = notifyUrls(config.outbound, {
     allowLoopbackHttp: config.notify?.allowLoopbackHttp,
+    allow: config.notify?.allow,
+    ports: config.notify?.ports,
     ...(options.guard ? { guard: options.guard } : {}),
   });
   const surfaces = options.chat

@@ -43,6 +43,8 @@ export function startLocalNotify(engine: Engine, options: LocalNotifyOptions = {
     deps: engine.deps,
     urls: notifyUrls(options.outbound, {
       allowLoopbackHttp: options.notify?.allowLoopbackHttp,
+      allow: options.notify?.allow,
+      ports: options.notify?.ports,
       ...(options.guard ? { guard: options.guard } : {}),
     }),
     ...(options.settings ? { settings: options.settings } : {}),
