@@ -90,10 +90,11 @@ describe("webhook URLs", () => {
     // Names that are loopback by definition (RFC 6761) are refused when given too, not only at send.
     for (const url of ["https://localhost/a", "https://LOCALHOST./a", "https://hooks.localhost/a"])
       expect(strict.refusal(url), url).toMatch(/loopback.*ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP/);
-    // ...unless the operator lets the guard reach them.
-    expect(
-      notifyUrls({ ...DEFAULT_OUTBOUND, allow: ["localhost"] }).refusal("https://localhost/a"),
-    ).toBeUndefined();
+    // ...unless the operator lets webhooks reach them (ARBOR_WEBHOOK_ALLOW), never through the tools' list.
+    expect(notifyUrls(undefined, { allow: ["localhost"] }).refusal("https://localhost/a")).toBeUndefined();
+    expect(notifyUrls({ ...DEFAULT_OUTBOUND, allow: ["localhost"] }).refusal("https://localhost/a")).toMatch(
+      /loopback/,
+    );
     expect(dev.refusal("http://127.0.0.1:9999/a")).toBeUndefined();
     expect(dev.refusal("http://localhost:9999/a")).toBeUndefined();
     expect(dev.refusal("http://hooks.example.com/a")).toMatch(/must be https/);
