@@ -8,7 +8,7 @@ import { questionOf } from "../chat/snapshot.ts";
 import { MAX_JSON_DEPTH, MAX_REQUEST_CHARS, nestsDeeperThan } from "../domain/input-limits.ts";
 import { formatIssues, type InteractionResource, InteractionResponseSchema } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
-import { isWithin, parentUrn, tenantUrn } from "../domain/urn.ts";
+import { isUrn, isWithin, parentUrn, tenantUrn } from "../domain/urn.ts";
 import type { Asker, Engine } from "../engine/engine.ts";
 import { DEFAULT_TREE_TASKS, MAX_TREE_TASKS, type TreeNode } from "../engine/task-tree.ts";
 import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationError } from "../errors.ts";
@@ -185,18 +185,26 @@ export function createHttpApi({
     // A conversation outside the caller's tenant is not found, before the rest of the body is checked.
     const req = await readJson(c, MessageSchema, (raw) => {
       const urn = (raw as { conversationUrn?: unknown } | null)?.conversationUrn;
-      if (typeof urn === "string") ownUrn(c, "Conversation", urn);
+      if (typeof urn !== "string") return;
+      // Not a URN at all is the request's mistake (400); a URN of another tenant is not found (404).
+      if (!isUrn(urn))
+        throw new ValidationError(
+          "conversationUrn is not a URN: pass the conversationUrn a 202 gave you (cld:common.Tenant.<t>/common.Conversation.<id>)",
+          [urn.slice(0, 120)],
+        );
+      ownUrn(c, "Conversation", urn);
     });
     // A webhook URL the outbound guard refuses outright is refused before anything is written.
     if (req.callbackUrl !== undefined) callbackRefusal(notify, req.callbackUrl);
-    // Idempotency-Key (1-200 characters, within the caller's tenant): a retry gets the same 202.
+    // Idempotency-Key (1-200 characters, the caller's own): a retry gets the same 202.
     const idempotencyKey = c.req.header("Idempotency-Key");
     const submitted = await engine.submit({
       tenant: caller.tenant,
       roles: caller.roles,
       actor,
       text: req.text,
-      ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+      // Scoped to the caller: a colleague's same key string is their own request.
+      ...(idempotencyKey !== undefined ? { idempotencyKey, idempotencyScope: actor.id } : {}),
       ...(req.conversationUrn ? { conversationUrn: req.conversationUrn } : {}),
       ...(req.mode ? { mode: req.mode } : {}),
       ...(req.title ? { title: req.title } : {}),

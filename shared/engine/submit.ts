@@ -47,6 +47,12 @@ export interface SubmitRequest {
    */
   idempotencyKey?: string;
   /**
+   * Whose keys they are (the HTTP API: the caller's actor id): the same key string from two callers
+   * is two messages, not a conflict naming the other's conversation. Absent: the tenant's (a chat
+   * platform's event ids, unique within the workspace).
+   */
+  idempotencyScope?: string;
+  /**
    * 1-100 of [A-Za-z0-9_-], used only without conversationUrn: the conversation
    * `cld:common.Tenant.<tenant>/common.Conversation.<name>`, created when absent, continued when there.
    */
@@ -64,9 +70,10 @@ export const PLAN_RESEND_AFTER_MS = 30_000;
 
 const CONVERSATION_NAME = /^[A-Za-z0-9_-]{1,100}$/;
 
-/** The id a key gives a message (and a new conversation): 32 hex characters of sha256(tenant, key). */
-export function idempotencyId(tenant: string, key: string): string {
-  return createHash("sha256").update(`${tenant}\u0000${key}`).digest("hex").slice(0, 32);
+/** The id a key gives a message (and a new conversation): 32 hex characters of sha256(tenant, [scope,] key). */
+export function idempotencyId(tenant: string, key: string, scope?: string): string {
+  const input = scope === undefined ? `${tenant}\u0000${key}` : `${tenant}\u0000${scope}\u0001${key}`;
+  return createHash("sha256").update(input).digest("hex").slice(0, 32);
 }
 
 export const conversationClaimKey = (conversationUrn: string) => `conversation#${conversationUrn}`;
@@ -85,7 +92,8 @@ function target(req: SubmitRequest): { urn?: Urn; named: boolean } {
   if (req.conversationUrn) return { urn: req.conversationUrn as Urn, named: false };
   const tenant = tenantUrn(req.tenant);
   const id =
-    req.conversationName ?? (req.idempotencyKey ? idempotencyId(req.tenant, req.idempotencyKey) : undefined);
+    req.conversationName ??
+    (req.idempotencyKey ? idempotencyId(req.tenant, req.idempotencyKey, req.idempotencyScope) : undefined);
   if (id === undefined) return { named: false };
   return { urn: childUrn(tenant, { pkg: "common", type: "Conversation", id }), named: true };
 }
@@ -188,7 +196,9 @@ async function createNamed(d: EngineDeps, urn: Urn, req: SubmitRequest): Promise
 
 /** Writes the message (named after the key, when there is one) unless it is there; returns its URN. */
 async function putMessage(d: EngineDeps, conversationUrn: Urn, req: SubmitRequest): Promise<Urn> {
-  const keyed = req.idempotencyKey ? idempotencyId(req.tenant, req.idempotencyKey) : undefined;
+  const keyed = req.idempotencyKey
+    ? idempotencyId(req.tenant, req.idempotencyKey, req.idempotencyScope)
+    : undefined;
   const meta = withMeta({
     type: "common.Message",
     name: keyed ?? d.newId(),

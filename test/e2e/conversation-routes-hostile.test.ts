@@ -96,4 +96,24 @@ describe("the conversation routes under hostile input", () => {
     }
     expect(await h.rt.state.get(windowMarkKey(task))).toBeUndefined();
   });
+
+  it("POST /v1/messages: a conversationUrn that is no URN is the request's mistake (400), another tenant's is not found (404), nothing written", async () => {
+    const conversations = async () => (await h.rt.resources.childUrns("cld:common.Tenant.acme")).length;
+    const before = await conversations();
+    const cases: [unknown, number][] = [
+      ["not a urn", 400],
+      ["cld:common.Tenant.acme/../x", 400],
+      ["cld:", 400],
+      ["cld:common.Tenant.beta/common.Conversation.c1", 404],
+      [(conversationOf(task) as string).replace("Tenant.acme", "Tenant.beta"), 404],
+      [42, 400],
+    ];
+    for (const [conversationUrn, status] of cases) {
+      const res = await send("/v1/messages", acme.key, JSON.stringify({ text: "Hello?", conversationUrn }));
+      const text = await res.text();
+      expect([conversationUrn, res.status]).toEqual([conversationUrn, status]);
+      if (status === 400 && typeof conversationUrn === "string") expect(text).toMatch(/conversationUrn/);
+    }
+    expect(await conversations()).toBe(before);
+  });
 });

@@ -244,6 +244,35 @@ describe("POST /v1/messages with an Idempotency-Key", () => {
     await w.idle();
   });
 
+  it("is the caller's own: a colleague reusing the key string gets a request of their own, not a 403 naming the first one's", async () => {
+    const w = await world();
+    const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
+    const bob = newApiKey({ id: "user_bob", kind: "human", tenant: "acme", roles: [] });
+    server = await serveHttp({ engine: w.engine, keys: new ApiKeys({ keys: [ada.entry, bob.entry] }) });
+    const post = async (key: string) => {
+      const res = await fetch(`${server?.url}/v1/messages`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${key}`,
+          "content-type": "application/json",
+          "idempotency-key": "order-42",
+        },
+        body: JSON.stringify({ text: "When is the offsite?" }),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const mine = await post(ada.key);
+    const theirs = await post(bob.key);
+    expect([mine.status, theirs.status]).toEqual([202, 202]);
+    expect(theirs.body.conversationUrn).not.toBe(mine.body.conversationUrn);
+    expect(theirs.body.rootTaskId).not.toBe(mine.body.rootTaskId);
+    expect(JSON.stringify(theirs.body)).not.toContain(String(mine.body.conversationUrn));
+    // Each retry still finds its own.
+    expect(await post(bob.key)).toEqual(theirs);
+    expect(await post(ada.key)).toEqual(mine);
+    await w.idle();
+  });
+
   it("a crash between the submit and the callback's subscription: the retry subscribes it", async () => {
     const w = await world();
     const ada = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: [] });
@@ -251,7 +280,7 @@ describe("POST /v1/messages with an Idempotency-Key", () => {
     server = await serveHttp({ engine: w.engine, keys: new ApiKeys({ keys: [ada.entry] }), notify });
     // The first POST got as far as the submit, then the process died: no subscription.
     const text = "When is the offsite?";
-    const first = await w.engine.submit(ask({ text, idempotencyKey: "cb-1" }));
+    const first = await w.engine.submit(ask({ text, idempotencyKey: "cb-1", idempotencyScope: "user_ada" }));
     expect(await notify.subscriptions(first.rootTaskId)).toEqual([]);
     const res = await fetch(`${server.url}/v1/messages`, {
       method: "POST",
