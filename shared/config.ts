@@ -290,6 +290,8 @@ export interface RateLimits {
   perTenant?: RateLimit;
   /** Event streams open at once (SSE and A2A streams), per key and per tenant (default 20 and 100). */
   streams?: { perKey: number; perTenant: number };
+  /** Unknown API keys per client address before its requests get 429 (default 30 at once, 0.5 a second). */
+  unknownKeys?: RateLimit;
 }
 
 export interface NotifyConfig {

@@ -27,6 +27,7 @@ import { resourceEventRoutes } from "./http-resource-events.ts";
 import { createTeamRoutes } from "./http-team.ts";
 import { createToolRoutes } from "./http-tools.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
+import { sourceAddress } from "./source-address.ts";
 
 /**
  * Arbor's HTTP API (local mode: `arbor serve`). Every route under /v1 needs an API key
@@ -150,8 +151,16 @@ export function createHttpApi({
   // Who calls: before anything is read, parsed or written.
   app.use("/v1/*", async (c, next) => {
     const header = c.req.header("authorization");
+    // A client address that keeps sending unknown keys waits, before any key is looked up.
+    const source = sourceAddress(c);
+    const flooding = limiter?.unknownKeysFrom(source);
+    if (flooding) {
+      c.header("Retry-After", String(flooding.retryAfterSeconds));
+      return c.json(errorBody("THROTTLED", throttledMessage(flooding), { scope: flooding.scope }), 429);
+    }
     const who = await keys.authenticate(header);
     if (!who) {
+      limiter?.unknownKey(source);
       c.header(
         "WWW-Authenticate",
         header ? 'Bearer realm="arbor", error="invalid_token"' : 'Bearer realm="arbor"',

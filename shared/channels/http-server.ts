@@ -61,17 +61,40 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/**
+ * What one server holds at once: connections (past the cap a new one is closed at once, by Node;
+ * event streams are bounded per key and tenant besides), and how long a client may take to send
+ * its request's headers (a client that opens connections and dribbles nothing holds none for long).
+ */
+export const SERVER_LIMITS = { maxConnections: 1_000, headersTimeoutMs: 10_000, requestTimeoutMs: 60_000 };
+
 /** Serves `app` on @hono/node-server; rejects when it cannot listen (the port is taken, say). */
 export function startServer(
-  app: { fetch: (request: Request) => Response | Promise<Response> },
-  options: { port: number; host: string },
+  app: { fetch: (request: Request, env?: unknown) => Response | Promise<Response> },
+  options: { port: number; host: string; limits?: Partial<typeof SERVER_LIMITS> },
 ): Promise<RunningServer> {
+  const limits = { ...SERVER_LIMITS, ...options.limits };
   return new Promise((resolve, reject) => {
-    const server = serve({ fetch: app.fetch, port: options.port, hostname: options.host }, (info) => {
-      server.off("error", reject);
-      const host = options.host.includes(":") ? `[${options.host}]` : options.host;
-      resolve({ url: `http://${host}:${info.port}`, close: () => closeServer(server as Server) });
-    });
+    const server = serve(
+      {
+        fetch: app.fetch,
+        port: options.port,
+        hostname: options.host,
+        serverOptions: {
+          headersTimeout: limits.headersTimeoutMs,
+          // Receiving the whole request (an answer streams out for as long as it takes).
+          requestTimeout: limits.requestTimeoutMs,
+          // How often Node looks for connections past those timeouts (its default is 30 s).
+          connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
+        },
+      },
+      (info) => {
+        server.off("error", reject);
+        const host = options.host.includes(":") ? `[${options.host}]` : options.host;
+        resolve({ url: `http://${host}:${info.port}`, close: () => closeServer(server as Server) });
+      },
+    );
+    (server as Server).maxConnections = limits.maxConnections;
     server.once("error", reject);
   });
 }

@@ -12,8 +12,8 @@ import type { Authenticated } from "./api-keys.ts";
  * The clock is injected (milliseconds), so tests decide when time passes.
  */
 export interface Throttled {
-  /** Which bucket is empty: the key's own, or its tenant's. */
-  scope: "key" | "tenant";
+  /** Which bucket is empty: the key's own, its tenant's, or a client address's that keeps sending unknown keys. */
+  scope: "key" | "tenant" | "source";
   /** Whole seconds until the request would get through (Retry-After). */
   retryAfterSeconds: number;
   /** Set when what is full is the streams a key (or tenant) may hold open at once: that many. */
@@ -31,6 +31,8 @@ export class RateLimiter {
   readonly #buckets = new Map<string, Bucket>();
   /** Streams open now, per key and per tenant. */
   readonly #open = new Map<string, number>();
+  /** Unknown keys per client address (oldest first, at most MAX_SOURCES kept). */
+  readonly #unknown = new Map<string, Bucket>();
 
   constructor(limits: RateLimits, now: () => number = Date.now) {
     this.#limits = limits;
@@ -85,6 +87,39 @@ export class RateLimiter {
     };
   }
 
+  /**
+   * Whether `source` (a client's address) has sent too many unknown keys lately: then its requests
+   * are refused (429) before any key is looked up, so a flood of made-up keys costs no store read.
+   * Check it before authenticating; count each unknown key with `unknownKey`.
+   */
+  unknownKeysFrom(source: string | undefined): Throttled | undefined {
+    if (source === undefined) return undefined;
+    const limit = this.#limits.unknownKeys ?? DEFAULT_UNKNOWN_KEYS;
+    const bucket = this.#unknown.get(source);
+    if (!bucket) return undefined;
+    refill(bucket, limit, this.#now());
+    if (bucket.tokens >= 1) return undefined;
+    return {
+      scope: "source",
+      retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / limit.perSecond)),
+    };
+  }
+
+  /** Counts an unknown (or missing) key sent from `source`. */
+  unknownKey(source: string | undefined): void {
+    if (source === undefined) return;
+    const limit = this.#limits.unknownKeys ?? DEFAULT_UNKNOWN_KEYS;
+    const now = this.#now();
+    const bucket = this.#unknown.get(source) ?? { tokens: limit.burst, at: now };
+    refill(bucket, limit, now);
+    bucket.tokens = Math.max(0, bucket.tokens - 1);
+    this.#unknown.delete(source);
+    this.#unknown.set(source, bucket);
+    // Addresses that stopped long ago are forgotten first (a full bucket is the same as none).
+    while (this.#unknown.size > MAX_SOURCES)
+      this.#unknown.delete(this.#unknown.keys().next().value as string);
+  }
+
   #refilled(id: string, limit: RateLimit, now: number): Bucket {
     const bucket = this.#buckets.get(id) ?? { tokens: limit.burst, at: now };
     const elapsed = Math.max(0, now - bucket.at) / 1000;
@@ -94,6 +129,20 @@ export class RateLimiter {
     return bucket;
   }
 }
+
+function refill(bucket: Bucket, limit: RateLimit, now: number): void {
+  const elapsed = Math.max(0, now - bucket.at) / 1000;
+  bucket.tokens = Math.min(limit.burst, bucket.tokens + elapsed * limit.perSecond);
+  bucket.at = now;
+}
+
+/**
+ * Unknown keys one client address may send (RateLimits.unknownKeys): 30 at once, then one every 2
+ * seconds. A person who mistyped a key never gets near it; a script trying keys is slowed to a crawl.
+ */
+export const DEFAULT_UNKNOWN_KEYS: RateLimit = { burst: 30, perSecond: 0.5 };
+/** Client addresses whose unknown keys are counted at once (the oldest are let go). */
+const MAX_SOURCES = 10_000;
 
 /** Event streams a key, and a tenant, may hold open at once unless configured (RateLimits.streams). */
 export const DEFAULT_STREAM_LIMITS = { perKey: 20, perTenant: 100 } as const;
@@ -107,4 +156,6 @@ export type StreamSlots = Pick<RateLimiter, "openStream">;
 export const throttledMessage = (t: Throttled) =>
   t.streams !== undefined
     ? `Too many event streams open ${t.scope === "key" ? "with this API key" : "in this tenant"} (at most ${t.streams} at once): close one, or try again in ${t.retryAfterSeconds} s`
-    : `Too many requests ${t.scope === "key" ? "with this API key" : "from this tenant"}: try again in ${t.retryAfterSeconds} s`;
+    : t.scope === "source"
+      ? `Too many requests with unknown API keys from this address: check the key (\`arbor keys ls\`), and try again in ${t.retryAfterSeconds} s`
+      : `Too many requests ${t.scope === "key" ? "with this API key" : "from this tenant"}: try again in ${t.retryAfterSeconds} s`;
