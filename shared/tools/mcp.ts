@@ -105,10 +105,21 @@ export class McpConnections {
           await client.connect(transport);
           const tools = new Map<string, ServerTool>();
           let cursor: string | undefined;
+          let pages = 0;
           do {
+            // A server that keeps answering with a next page (the same cursor, or one more for ever)
+            // is followed so far and no further.
+            if (++pages > MAX_TOOL_PAGES)
+              throw new Error(
+                `it lists its tools over more than ${MAX_TOOL_PAGES} pages: Arbor reads at most ${MAX_TOOL_PAGES}`,
+              );
             const page = await client.listTools(cursor ? { cursor } : {});
-            for (const t of page.tools) tools.set(t.name, t as ServerTool);
-            cursor = page.nextCursor;
+            for (const t of page.tools) {
+              tools.set(t.name, t as ServerTool);
+              if (tools.size > MAX_TOOLS)
+                throw new Error(`it lists more than ${MAX_TOOLS} tools: Arbor takes at most ${MAX_TOOLS} from one server`);
+            }
+            cursor = page.nextCursor === cursor ? undefined : page.nextCursor;
           } while (cursor);
           return { client, tools };
         } catch (cause) {
@@ -124,6 +135,10 @@ export class McpConnections {
     return connection;
   }
 }
+
+/** The most pages of tools, and tools, read from one MCP server. */
+export const MAX_TOOL_PAGES = 50;
+export const MAX_TOOLS = 1_000;
 
 const describe = (s: McpServer) =>
   s.transport === "stdio" ? `"${[s.command, ...s.args].join(" ")}"` : s.url;

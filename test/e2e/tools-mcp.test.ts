@@ -1,12 +1,15 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { Server as LowLevelServer } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
+import { MAX_TOOL_PAGES } from "../../shared/tools/mcp.ts";
 import { venuesServer } from "../peers/mcp-venues.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
@@ -183,5 +186,64 @@ describe("MCP configuration", () => {
         },
       }),
     ).rejects.toThrow(/Cannot reach the MCP server http:\/\/127\.0\.0\.1:9\/mcp .*check the command or URL/);
+  });
+});
+
+describe("an MCP server that lists its tools for ever", () => {
+  it("is followed for at most MAX_TOOL_PAGES pages, then refused with a ConfigError saying so", async () => {
+    let pages = 0;
+    const endless = createServer(async (req, res) => {
+      const server = new LowLevelServer(
+        { name: "endless", version: "1.0.0" },
+        { capabilities: { tools: {} } },
+      );
+      server.setRequestHandler(ListToolsRequestSchema, async () => {
+        pages++;
+        return {
+          tools: [{ name: `tool_${pages}`, inputSchema: { type: "object" as const } }],
+          nextCursor: `page-${pages}`, // always one more
+        };
+      });
+      const transport = new StreamableHTTPServerTransport({});
+      res.on("close", () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      let body = "";
+      for await (const chunk of req) body += chunk;
+      await transport.handleRequest(req, res, body ? JSON.parse(body) : undefined);
+    });
+    await new Promise<void>((r) => endless.listen(0, "127.0.0.1", r));
+    try {
+      const at = `http://127.0.0.1:${(endless.address() as AddressInfo).port}/mcp`;
+      const error = await Harness.create({
+        script,
+        assistants: SCOUT,
+        outbound: LOOPBACK_ALLOWED,
+        toolsConfig: { tools: { lookup_venue: { kind: "mcp", transport: "http", url: at } } },
+      }).then(
+        async (made) => {
+          h = made;
+          return made.engine.deps.tools.execute(
+            "lookup_venue",
+            {},
+            {
+              taskId: "cld:common.Tenant.acme/plan.Task.t",
+              actor: "cld:common.Tenant.acme/common.Assistant.scout",
+              callId: "c1",
+            },
+          );
+        },
+        (e: unknown) => e,
+      );
+      expect(JSON.stringify(error instanceof Error ? error.message : error)).toMatch(
+        new RegExp(`more than ${MAX_TOOL_PAGES} pages`),
+      );
+      expect(pages).toBe(MAX_TOOL_PAGES);
+    } finally {
+      endless.closeAllConnections();
+      await new Promise((r) => endless.close(r));
+    }
   });
 });
