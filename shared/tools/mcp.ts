@@ -117,7 +117,9 @@ export class McpConnections {
             for (const t of page.tools) {
               tools.set(t.name, t as ServerTool);
               if (tools.size > MAX_TOOLS)
-                throw new Error(`it lists more than ${MAX_TOOLS} tools: Arbor takes at most ${MAX_TOOLS} from one server`);
+                throw new Error(
+                  `it lists more than ${MAX_TOOLS} tools: Arbor takes at most ${MAX_TOOLS} from one server`,
+                );
             }
             cursor = page.nextCursor === cursor ? undefined : page.nextCursor;
           } while (cursor);
