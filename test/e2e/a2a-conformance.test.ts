@@ -1,0 +1,185 @@
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { StreamResponse, Task } from "@a2a-js/sdk";
+import type { Client } from "@a2a-js/sdk/client";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { tenantUrn } from "../../shared/domain/urn.ts";
+import { a2aClient, a2aScript, ada, send, serveA2a, TEAM, userMessage } from "./a2a-fixtures.ts";
+import { Harness } from "./engine-harness.ts";
+import { readSse, type SseEvent } from "./sse-client.ts";
+
+/**
+ * What the A2A conformance kit (a2aproject/a2a-tck) found on `arbor serve`, each case named by
+ * the kit's requirement id: for its 1.0 line the ids of tck/requirements/*.py (CORE-CANCEL-002...),
+ * for its 0.3 line the test that checks it (tests/<path>::<test>). The endpoint on
+ * @hono/node-server, driven by the SDK's 1.0 client and by raw JSON-RPC where the kit sends what a
+ * client library would not (a missing id, a negative historyLength, another media type).
+ */
+let h: Harness;
+let served: Awaited<ReturnType<typeof serveA2a>>;
+let url: string;
+beforeAll(async () => {
+  h = await Harness.create({ script: a2aScript(600), assistants: TEAM, settings: { electionThreshold: -1 } });
+  served = await serveA2a(h.engine, { heartbeatMs: 200 });
+  url = served.url;
+});
+afterAll(async () => {
+  await served?.close();
+  await h?.close();
+});
+afterEach(async () => {
+  await h.idle();
+});
+
+interface RpcBody {
+  id?: unknown;
+  result?: Record<string, unknown>;
+  error?: { code: number; message: string };
+}
+
+/** JSON-RPC over plain fetch as ada; no A2A-Version header unless `version` names one (0.3 sends none). */
+async function rpc(
+  method: string,
+  params: unknown,
+  options: { version?: string; type?: string } = {},
+): Promise<{ status: number; json: RpcBody }> {
+  const res = await fetch(`${url}/a2a`, {
+    method: "POST",
+    headers: {
+      "content-type": options.type ?? "application/json",
+      authorization: `Bearer ${ada.key}`,
+      ...(options.version ? { "a2a-version": options.version } : {}),
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 7, method, params }),
+  });
+  return { status: res.status, json: (await res.json()) as RpcBody };
+}
+
+/** A streaming call, read to its end as server-sent events. */
+const rpcStream = (method: string, params: unknown, version?: string) =>
+  readSse(`${url}/a2a`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      authorization: `Bearer ${ada.key}`,
+      ...(version ? { "a2a-version": version } : {}),
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 9, method, params }),
+  });
+const _resultsOf = (events: SseEvent[]) =>
+  events.map((e) => (JSON.parse(e.data) as { result: Record<string, unknown> }).result);
+
+/** Everything acme holds: a refused request writes nothing of it. */
+const acmeUrns = async () => (await h.rt.resources.descendantUrns(tenantUrn("acme"))).length;
+
+async function _collect(stream: AsyncGenerator<StreamResponse>): Promise<StreamResponse[]> {
+  const out: StreamResponse[] = [];
+  for await (const r of stream) out.push(r);
+  return out;
+}
+
+/** A cancel refused while the request is not planned yet is tried again, as its message says. */
+async function _cancelOncePlanned(c: Client, id: string): Promise<Task> {
+  for (;;) {
+    try {
+      return await c.cancelTask({ tenant: "", id, metadata: undefined });
+    } catch (e) {
+      if (!/not planned yet|being planned/.test(String((e as Error).message))) throw e;
+      await sleep(50);
+    }
+  }
+}
+
+// ---- 1. params a method needs -------------------------------------------------------------------------
+
+describe("params a method cannot act on", () => {
+  it("a 0.3 call without the task id it names (or with one of another type) is invalid params, -32602, not an internal error; nothing is written", async () => {
+    // tests/mandatory/quality/test_error_validation_enhanced.py::test_invalid_params_error_validation
+    // and ::test_error_consistency_across_methods (0.3); CORE-ERR-002 (1.0: input validated first).
+    const before = await acmeUrns();
+    const calls: [string, unknown][] = [
+      ["tasks/get", {}],
+      ["tasks/get", { id: 12345 }],
+      ["tasks/get", { id: "" }],
+      ["tasks/cancel", {}],
+      [
+        "tasks/pushNotificationConfig/set",
+        { pushNotificationConfig: { url: "https://hooks.example.com/a2a" } },
+      ],
+      ["tasks/pushNotificationConfig/set", { taskId: "t1" }],
+      ["tasks/pushNotificationConfig/get", {}],
+      ["tasks/pushNotificationConfig/list", {}],
+      ["tasks/pushNotificationConfig/delete", { id: "t1" }],
+    ];
+    for (const [method, params] of calls) {
+      const { status, json } = await rpc(method, params);
+      expect({ method, params, status, code: json.error?.code }).toEqual({
+        method,
+        params,
+        status: 200,
+        code: -32602,
+      });
+      expect(json.error?.message).toMatch(/Invalid params: params\.\w+ (is required|must be)/);
+    }
+    // tasks/resubscribe is refused the same way, as JSON before any stream begins.
+    const sub = await rpcStream("tasks/resubscribe", {});
+    expect(sub.contentType).toMatch(/^application\/json/);
+    expect(JSON.parse(sub.body)).toMatchObject({ id: 9, error: { code: -32602 } });
+    // 1.0 alike: GetTask, CancelTask and SubscribeToTask name their task.
+    for (const method of ["GetTask", "CancelTask"])
+      expect((await rpc(method, {}, { version: "1.0" })).json.error?.code).toBe(-32602);
+    expect(JSON.parse((await rpcStream("SubscribeToTask", {}, "1.0")).body)).toMatchObject({
+      error: { code: -32602 },
+    });
+    expect(await acmeUrns()).toBe(before);
+  });
+
+  it("a negative historyLength is invalid params (-32602) in GetTask, ListTasks, a send, and 0.3's tasks/get; the task is unchanged and a refused send writes nothing", async () => {
+    // tests/optional/quality/test_edge_cases.py::test_boundary_values (0.3); CORE-ERR-002 and
+    // CORE-HIST-002 (1.0: historyLength bounds the history; a negative one bounds nothing).
+    const c = await a2aClient(ada.key, url);
+    const task = await send(c, userMessage("What is the cost per person?"));
+    const before = await acmeUrns();
+    for (const historyLength of [-1, 1.5]) {
+      expect(
+        (await rpc("GetTask", { id: task.id, historyLength }, { version: "1.0" })).json.error,
+      ).toMatchObject({
+        code: -32602,
+        message: expect.stringMatching(/historyLength must be a whole number, 0 or more/),
+      });
+      expect(
+        (await rpc("GetTask", { id: task.id, history_length: historyLength }, { version: "1.0" })).json.error
+          ?.code,
+      ).toBe(-32602);
+      expect((await rpc("ListTasks", { historyLength }, { version: "1.0" })).json.error?.code).toBe(-32602);
+      expect((await rpc("tasks/get", { id: task.id, historyLength })).json.error?.code).toBe(-32602);
+      const sent = await rpc(
+        "SendMessage",
+        {
+          message: { role: "ROLE_USER", parts: [{ text: "What is 2 + 2?" }], messageId: randomUUID() },
+          configuration: { historyLength },
+        },
+        { version: "1.0" },
+      );
+      expect(sent.json.error?.code).toBe(-32602);
+      expect(
+        (
+          await rpc("message/send", {
+            message: {
+              kind: "message",
+              role: "user",
+              parts: [{ kind: "text", text: "What is 2 + 2?" }],
+              messageId: randomUUID(),
+            },
+            configuration: { historyLength },
+          })
+        ).json.error?.code,
+      ).toBe(-32602);
+    }
+    expect(await acmeUrns()).toBe(before);
+    // 0 is a bound (no history), and the task reads as before.
+    const read = await rpc("GetTask", { id: task.id, historyLength: 0 }, { version: "1.0" });
+    expect(read.json.result).toMatchObject({ id: task.id, status: { state: "TASK_STATE_COMPLETED" } });
+    expect(read.json.result?.history ?? []).toEqual([]);
+  });
+});
