@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { StreamResponse, Task } from "@a2a-js/sdk";
+import { type StreamResponse, type Task, TaskState } from "@a2a-js/sdk";
 import type { Client } from "@a2a-js/sdk/client";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { a2aClient, a2aScript, ada, send, serveA2a, TEAM, userMessage } from "./a2a-fixtures.ts";
-import { Harness } from "./engine-harness.ts";
+import { a2aClient, a2aScript, ada, rootOf, send, serveA2a, TEAM, userMessage } from "./a2a-fixtures.ts";
+import { Harness, PERSON } from "./engine-harness.ts";
 import { readSse, type SseEvent } from "./sse-client.ts";
 
 /**
@@ -79,7 +79,7 @@ async function _collect(stream: AsyncGenerator<StreamResponse>): Promise<StreamR
 }
 
 /** A cancel refused while the request is not planned yet is tried again, as its message says. */
-async function _cancelOncePlanned(c: Client, id: string): Promise<Task> {
+async function cancelOncePlanned(c: Client, id: string): Promise<Task> {
   for (;;) {
     try {
       return await c.cancelTask({ tenant: "", id, metadata: undefined });
@@ -181,5 +181,52 @@ describe("params a method cannot act on", () => {
     const read = await rpc("GetTask", { id: task.id, historyLength: 0 }, { version: "1.0" });
     expect(read.json.result).toMatchObject({ id: task.id, status: { state: "TASK_STATE_COMPLETED" } });
     expect(read.json.result?.history ?? []).toEqual([]);
+  });
+});
+
+// ---- 2. a second cancel ------------------------------------------------------------------------------
+
+describe("canceling a task that has ended", () => {
+  it("a task canceled already is not cancelable (-32002), as a completed one; nothing changes", async () => {
+    // CORE-CANCEL-002 (1.0: TaskNotCancelableError for a task completed, failed or canceled);
+    // tests/optional/quality/test_task_state_quality.py::test_task_cancel_state_handling (0.3).
+    const c = await a2aClient(ada.key, url);
+    const task = await send(c, userMessage("Compute the cost slowly"), true);
+    const canceled = await cancelOncePlanned(c, task.id);
+    expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+    const stored = await c.getTask({ tenant: "", id: task.id, historyLength: undefined });
+
+    await expect(c.cancelTask({ tenant: "", id: task.id, metadata: undefined })).rejects.toThrow(
+      /has ended \(canceled\) and cannot be canceled/,
+    );
+    const again = await rpc("CancelTask", { id: task.id }, { version: "1.0" });
+    expect(again.json.error).toMatchObject({
+      code: -32002,
+      data: [{ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "TASK_NOT_CANCELABLE" }],
+    });
+    expect((await rpc("tasks/cancel", { id: task.id })).json.error?.code).toBe(-32002);
+    // The task is as the first cancel left it: the same status, time and message.
+    expect(await c.getTask({ tenant: "", id: task.id, historyLength: undefined })).toEqual(stored);
+  });
+
+  it("a task canceled elsewhere (not over A2A) is not cancelable either, and reads canceled", async () => {
+    // CORE-CANCEL-002: the A2A task is a view of Arbor's request, which ended before this cancel.
+    const c = await a2aClient(ada.key, url);
+    const task = await send(c, userMessage("Compute the cost slowly"), true);
+    for (;;) {
+      try {
+        await h.engine.cancel(rootOf(task), PERSON, "canceled in the console", { tenant: "acme", roles: [] });
+        break;
+      } catch (e) {
+        if (!/not planned|no view|not found/i.test(String((e as Error).message))) throw e;
+        await sleep(50);
+      }
+    }
+    await h.idle();
+    await expect(c.cancelTask({ tenant: "", id: task.id, metadata: undefined })).rejects.toThrow(
+      /cannot be canceled/,
+    );
+    const read = await c.getTask({ tenant: "", id: task.id, historyLength: undefined });
+    expect(read.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
   });
 });
