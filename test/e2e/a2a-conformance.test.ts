@@ -66,13 +66,13 @@ const rpcStream = (method: string, params: unknown, version?: string) =>
     },
     body: JSON.stringify({ jsonrpc: "2.0", id: 9, method, params }),
   });
-const _resultsOf = (events: SseEvent[]) =>
+const resultsOf = (events: SseEvent[]) =>
   events.map((e) => (JSON.parse(e.data) as { result: Record<string, unknown> }).result);
 
 /** Everything acme holds: a refused request writes nothing of it. */
 const acmeUrns = async () => (await h.rt.resources.descendantUrns(tenantUrn("acme"))).length;
 
-async function _collect(stream: AsyncGenerator<StreamResponse>): Promise<StreamResponse[]> {
+async function collect(stream: AsyncGenerator<StreamResponse>): Promise<StreamResponse[]> {
   const out: StreamResponse[] = [];
   for await (const r of stream) out.push(r);
   return out;
@@ -228,5 +228,87 @@ describe("canceling a task that has ended", () => {
     );
     const read = await c.getTask({ tenant: "", id: task.id, historyLength: undefined });
     expect(read.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+  });
+});
+
+// ---- 3. what subscribers see ----------------------------------------------------------------------------
+
+describe("subscribers of one task", () => {
+  it("open with the same Task as GetTask has it: the same status time and message id (1.0 and 0.3)", async () => {
+    // STREAM-SUB-001 (the Task as it stands when subscribing) and STREAM-ORDER-003 (every stream
+    // the same events); tests/optional/capabilities/test_streaming_methods.py::test_tasks_resubscribe (0.3).
+    const c = await a2aClient(ada.key, url);
+    const waiting = await send(c, userMessage("Email the team about the offsite"));
+    expect(waiting.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    const [one, two] = await Promise.all([
+      collect(c.resubscribeTask({ tenant: "", id: waiting.id })),
+      collect(c.resubscribeTask({ tenant: "", id: waiting.id })),
+    ]);
+    await sleep(20); // a later subscriber still sees the same
+    const three = await collect(c.resubscribeTask({ tenant: "", id: waiting.id }));
+    const got = await c.getTask({ tenant: "", id: waiting.id, historyLength: undefined });
+    for (const stream of [one, two, three]) {
+      expect(stream).toHaveLength(1); // interrupted: the Task, and the stream ends
+      const first = stream[0]?.payload;
+      expect(first?.$case).toBe("task");
+      const task = first?.value as Task;
+      expect(task.status?.timestamp).toEqual(got.status?.timestamp);
+      expect(task.status?.message?.messageId).toBe(got.status?.message?.messageId);
+      expect(task.status).toEqual(got.status);
+    }
+    const legacy = await rpcStream("tasks/resubscribe", { id: waiting.id });
+    const [task03] = resultsOf(legacy.events) as {
+      kind: string;
+      status: { timestamp: string; message: { messageId: string } };
+    }[];
+    expect(task03?.kind).toBe("task");
+    expect(task03?.status.message.messageId).toBe(got.status?.message?.messageId);
+    expect(Date.parse(task03?.status.timestamp ?? "")).toBe(Date.parse(String(got.status?.timestamp)));
+    await c.cancelTask({ tenant: "", id: waiting.id, metadata: undefined });
+  });
+
+  it("streams of one task receive the same events in the same order, to the end", async () => {
+    // STREAM-ORDER-002 (broadcast to every stream) and STREAM-ORDER-003 (the same events, in the same order).
+    const c = await a2aClient(ada.key, url);
+    const task = await send(c, userMessage("Compute the cost slowly"), true);
+    const [one, two] = await Promise.all([
+      rpcStream("SubscribeToTask", { id: task.id }, "1.0"),
+      rpcStream("SubscribeToTask", { id: task.id }, "1.0"),
+    ]);
+    expect(one.ended && two.ended).toBe(true);
+    const last = resultsOf(one.events).at(-1) as { statusUpdate?: { status: { state: string } } };
+    expect(last.statusUpdate?.status.state).toBe("TASK_STATE_COMPLETED");
+    expect(resultsOf(two.events)).toEqual(resultsOf(one.events));
+    expect(two.events.map((e) => e.id)).toEqual(one.events.map((e) => e.id));
+  });
+});
+
+// ---- 5. a stream ends where the task is interrupted --------------------------------------------------
+
+describe("a stream at input-required", () => {
+  it("0.3's message/stream ends with the question, a status update marked final", async () => {
+    // tests/optional/capabilities/test_streaming_methods.py::test_message_stream_basic (0.3: the
+    // stream ends with a final event); STREAM-SUB-002 and CORE-EXECUTION-MODE-001 for 1.0 are in
+    // a2a-streams.test.ts (input-required ends the stream).
+    const stream = await rpcStream("message/stream", {
+      message: {
+        kind: "message",
+        role: "user",
+        messageId: randomUUID(),
+        parts: [{ kind: "text", text: "Email the team about the offsite" }],
+      },
+    });
+    expect(stream.ended).toBe(true);
+    const results = resultsOf(stream.events) as {
+      kind: string;
+      final?: boolean;
+      status?: { state: string };
+    }[];
+    expect(results[0]?.kind).toBe("task");
+    const last = results.at(-1);
+    expect(last).toMatchObject({ kind: "status-update", final: true, status: { state: "input-required" } });
+    for (const r of results.slice(0, -1)) expect(r.final ?? false).toBe(false);
+    const id = (results[0] as unknown as { id: string }).id;
+    expect((await rpc("tasks/cancel", { id })).json.result).toMatchObject({ status: { state: "canceled" } });
   });
 });
