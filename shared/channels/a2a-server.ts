@@ -76,6 +76,9 @@ export interface A2aAppOptions {
 
 type Env = { Variables: { who: Authenticated } };
 
+/** The media types a JSON-RPC body may be sent as: JSON, and A2A's own JSON type (application/a2a+json). */
+const JSON_TYPES = new Set(["application/json", "application/a2a+json"]);
+
 /** The methods answered as event streams, in both versions (a2a-transport.ts names them). */
 const STREAM_METHODS = new Set([
   "SendStreamingMessage",
@@ -180,12 +183,14 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
     async (c) => {
       const who = c.get("who");
       const type = c.req.header("content-type");
-      if (type && type.split(";", 1)[0]?.trim().toLowerCase() !== "application/json")
+      if (type && !JSON_TYPES.has(type.split(";", 1)[0]?.trim().toLowerCase() ?? ""))
         return reply(c, {
           jsonrpc: "2.0",
           id: null,
           error: errorOf(
-            new ContentTypeNotSupportedError(`Unsupported Content-Type "${type}": send application/json`),
+            new ContentTypeNotSupportedError(
+              `Unsupported Content-Type "${type}": send application/json (or application/a2a+json)`,
+            ),
             "1.0",
           ),
         });

@@ -312,3 +312,38 @@ describe("a stream at input-required", () => {
     expect((await rpc("tasks/cancel", { id })).json.result).toMatchObject({ status: { state: "canceled" } });
   });
 });
+
+// ---- 6. A2A's media type -------------------------------------------------------------------------------
+
+describe("the request's media type", () => {
+  it("application/a2a+json is JSON: a send and a read are served; another type is still -32005 and writes nothing", async () => {
+    // JSONRPC-FMT-002 (the body is JSON) and the 0.3 kit's transport, which sends application/a2a+json.
+    const sent = await rpc(
+      "SendMessage",
+      {
+        message: {
+          role: "ROLE_USER",
+          parts: [{ text: "What is the cost per person?" }],
+          messageId: randomUUID(),
+        },
+      },
+      { version: "1.0", type: "application/a2a+json; charset=utf-8" },
+    );
+    const task = (sent.json.result as { task: { id: string; status: { state: string } } }).task;
+    expect(task.status.state).toBe("TASK_STATE_COMPLETED");
+    const read = await rpc("tasks/get", { id: task.id }, { type: "application/a2a+json" });
+    expect(read.json.result).toMatchObject({ kind: "task", id: task.id, status: { state: "completed" } });
+
+    const before = await acmeUrns();
+    const refused = await rpc(
+      "SendMessage",
+      { message: { role: "ROLE_USER", parts: [{ text: "What is 2 + 2?" }], messageId: randomUUID() } },
+      { version: "1.0", type: "text/plain" },
+    );
+    expect(refused.json.error).toMatchObject({
+      code: -32005,
+      message: expect.stringMatching(/application\/a2a\+json/),
+    });
+    expect(await acmeUrns()).toBe(before);
+  });
+});
