@@ -2,8 +2,10 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type StreamResponse, type Task, TaskState } from "@a2a-js/sdk";
 import type { Client } from "@a2a-js/sdk/client";
+import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { tenantUrn } from "../../shared/domain/urn.ts";
+import schema10 from "../fixtures/a2a/agent-card-1.0.schema.json" with { type: "json" };
 import { a2aClient, a2aScript, ada, rootOf, send, serveA2a, TEAM, userMessage } from "./a2a-fixtures.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { readSse, type SseEvent } from "./sse-client.ts";
@@ -345,5 +347,89 @@ describe("the request's media type", () => {
       message: expect.stringMatching(/application\/a2a\+json/),
     });
     expect(await acmeUrns()).toBe(before);
+  });
+});
+
+// ---- 7. the card per version ------------------------------------------------------------------------------
+
+describe("the agent card per version", () => {
+  const card = (headers: Record<string, string> = {}, query = "") =>
+    fetch(`${url}/.well-known/agent-card.json${query}`, { headers });
+
+  it("with A2A-Version: 1.0 (or ?A2A-Version=1.0) is valid against 1.0's strict schema, with every required field", async () => {
+    // CARD-STRUCT-001 (the fields a.proto requires), CARD-PROTO-001/002 (the interfaces, each with
+    // its binding, version and URL), CARD-DISC-001 (served at the well-known path).
+    const validate = new Ajv2020({ strict: false, allErrors: true }).compile(schema10);
+    for (const res of [await card({ "A2A-Version": "1.0" }), await card({}, "?A2A-Version=1.0")]) {
+      expect(res.status).toBe(200);
+      const json = (await res.json()) as Record<string, unknown>;
+      expect(validate(json), JSON.stringify(validate.errors)).toBe(true);
+      for (const field of [
+        "name",
+        "description",
+        "supportedInterfaces",
+        "version",
+        "capabilities",
+        "defaultInputModes",
+        "defaultOutputModes",
+        "skills",
+      ])
+        expect(json).toHaveProperty(field);
+      expect(json.supportedInterfaces).toEqual([
+        { url: `${url}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "1.0" },
+        { url: `${url}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "0.3" },
+      ]);
+    }
+    // The card 0.3 readers get (no header) is not a 1.0 card: its 0.3 fields are outside the schema.
+    const v03 = (await (await card()).json()) as Record<string, unknown>;
+    expect(validate(v03)).toBe(false);
+    expect(v03).toMatchObject({ url: `${url}/a2a`, protocolVersion: "0.3.0", preferredTransport: "JSONRPC" });
+    // tests/mandatory/protocol/test_agent_card_mandatory.py::test_agent_card_mandatory_fields (0.3)
+    for (const field of [
+      "name",
+      "description",
+      "url",
+      "version",
+      "capabilities",
+      "defaultInputModes",
+      "defaultOutputModes",
+      "skills",
+    ])
+      expect(v03).toHaveProperty(field);
+    expect(await (await card({ "A2A-Version": "0.3" })).text()).toBe(JSON.stringify(v03));
+  });
+
+  it("each version's card has its own ETag and a Last-Modified; If-None-Match and If-Modified-Since get 304", async () => {
+    // CARD-CACHE-001 (Cache-Control max-age), CARD-CACHE-002 (ETag), CARD-CACHE-003 (Last-Modified);
+    // tests/mandatory/protocol/test_a2a_v030_new_methods.py::test_jsonrpc_specific_features (0.3: ETag/Last-Modified).
+    const v10 = await card({ "A2A-Version": "1.0" });
+    const v03 = await card();
+    for (const res of [v10, v03]) {
+      expect(res.headers.get("cache-control")).toBe("public, max-age=300");
+      expect(res.headers.get("vary")).toMatch(/A2A-Version/i);
+      expect(res.headers.get("etag")).toMatch(/^"[\w-]{16,}"$/);
+      expect(Number.isNaN(Date.parse(res.headers.get("last-modified") ?? ""))).toBe(false);
+    }
+    const etag10 = v10.headers.get("etag") as string;
+    const etag03 = v03.headers.get("etag") as string;
+    expect(etag10).not.toBe(etag03);
+    const modified = v10.headers.get("last-modified") as string;
+    expect(v03.headers.get("last-modified")).toBe(modified);
+
+    const hit = await card({ "A2A-Version": "1.0", "If-None-Match": etag10 });
+    expect(hit.status).toBe(304);
+    expect(hit.headers.get("etag")).toBe(etag10);
+    expect(await hit.text()).toBe("");
+    // The other version's tag is not this card's.
+    expect((await card({ "A2A-Version": "1.0", "If-None-Match": etag03 })).status).toBe(200);
+    expect((await card({ "If-None-Match": etag03 })).status).toBe(304);
+    // If-Modified-Since, without If-None-Match: not modified since then; an older date gets the card.
+    expect((await card({ "A2A-Version": "1.0", "If-Modified-Since": modified })).status).toBe(304);
+    const earlier = new Date(Date.parse(modified) - 60_000).toUTCString();
+    expect((await card({ "A2A-Version": "1.0", "If-Modified-Since": earlier })).status).toBe(200);
+    // If-None-Match decides when both are sent (RFC 9110 §13.1.3).
+    expect(
+      (await card({ "A2A-Version": "1.0", "If-None-Match": '"old"', "If-Modified-Since": modified })).status,
+    ).toBe(200);
   });
 });
