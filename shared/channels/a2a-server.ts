@@ -40,7 +40,8 @@ export { A2A_PATH, arborAgentCard } from "./a2a-card.ts";
  * Hono sub-app with two routes, mounted by `arbor serve` next to the HTTP API:
  *
  *   GET  /.well-known/agent-card.json   the agent card (public: it says how to call, not what was
- *                                       done; one JSON for 1.0 and 0.3 clients, with a strong ETag)
+ *                                       done; 1.0's or 0.3's by A2A-Version, each with its strong
+ *                                       ETag, see a2a-card.ts)
  *   POST /a2a (and /a2a/)               JSON-RPC: 1.0 with `A2A-Version: 1.0`, 0.3 without the
  *                                       header (a2a-transport.ts)
  *
