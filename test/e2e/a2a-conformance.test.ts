@@ -269,6 +269,33 @@ describe("subscribers of one task", () => {
     await c.cancelTask({ tenant: "", id: waiting.id, metadata: undefined });
   });
 
+  it("at the same moment, on a task whose A2A view is behind Arbor's state, see the one status it is brought to", async () => {
+    // STREAM-ORDER-003 and STREAM-SUB-001: acknowledged at once (submitted), then waiting for a
+    // person while nobody read it; subscribers and GetTasks at once bring it up once.
+    const c = await a2aClient(ada.key, url);
+    const task = await send(c, userMessage("Email the team about the offsite"), true);
+    expect(task.status?.state).toBe(TaskState.TASK_STATE_SUBMITTED);
+    await h.idle();
+    const subscribers = Promise.all(
+      Array.from({ length: 4 }, () => collect(c.resubscribeTask({ tenant: "", id: task.id }))),
+    );
+    const readers = Promise.all(
+      Array.from({ length: 4 }, () => c.getTask({ tenant: "", id: task.id, historyLength: undefined })),
+    );
+    const [streams, reads] = await Promise.all([subscribers, readers]);
+    const got = reads[0] as Task;
+    expect(got.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    for (const read of reads) expect(read.status).toEqual(got.status);
+    for (const stream of streams) {
+      expect(stream.map((r) => r.payload?.$case)).toEqual(["task"]);
+      expect((stream[0]?.payload?.value as Task | undefined)?.status).toEqual(got.status);
+    }
+    expect(await c.getTask({ tenant: "", id: task.id, historyLength: undefined })).toMatchObject({
+      status: got.status,
+    });
+    await c.cancelTask({ tenant: "", id: task.id, metadata: undefined });
+  });
+
   it("streams of one task receive the same events in the same order, to the end", async () => {
     // STREAM-ORDER-002 (broadcast to every stream) and STREAM-ORDER-003 (the same events, in the same order).
     const c = await a2aClient(ada.key, url);
@@ -289,9 +316,10 @@ describe("subscribers of one task", () => {
 
 describe("a stream at input-required", () => {
   it("0.3's message/stream ends with the question, a status update marked final", async () => {
-    // tests/optional/capabilities/test_streaming_methods.py::test_message_stream_basic (0.3: the
-    // stream ends with a final event); STREAM-SUB-002 and CORE-EXECUTION-MODE-001 for 1.0 are in
-    // a2a-streams.test.ts (input-required ends the stream).
+    // A2A 0.3 §7.2 (`final`: the last event of the stream for this interaction) and
+    // tests/optional/capabilities/test_streaming_methods.py::test_message_stream_basic (0.3);
+    // STREAM-SUB-002 and CORE-EXECUTION-MODE-001 for 1.0 are in a2a-streams.test.ts (an
+    // interrupted task ends its stream), STREAM-ORDER-002/003 above (subscribers of a waiting task).
     const stream = await rpcStream("message/stream", {
       message: {
         kind: "message",
@@ -401,7 +429,8 @@ describe("the agent card per version", () => {
 
   it("each version's card has its own ETag and a Last-Modified; If-None-Match and If-Modified-Since get 304", async () => {
     // CARD-CACHE-001 (Cache-Control max-age), CARD-CACHE-002 (ETag), CARD-CACHE-003 (Last-Modified);
-    // tests/mandatory/protocol/test_a2a_v030_new_methods.py::test_jsonrpc_specific_features (0.3: ETag/Last-Modified).
+    // tests/mandatory/protocol/test_a2a_v030_new_methods.py::test_rest_specific_features (0.3:
+    // If-Modified-Since and ETag on the card).
     const v10 = await card({ "A2A-Version": "1.0" });
     const v03 = await card();
     for (const res of [v10, v03]) {
