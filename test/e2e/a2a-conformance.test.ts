@@ -5,7 +5,7 @@ import type { Client } from "@a2a-js/sdk/client";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import schema10 from "../fixtures/a2a/agent-card-1.0.schema.json" with { type: "json" };
+import { AGENT_CARD_1_0_SCHEMA } from "../fixtures/a2a-card-1.0-schema.ts";
 import { a2aClient, a2aScript, ada, rootOf, send, serveA2a, TEAM, userMessage } from "./a2a-fixtures.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { readSse, type SseEvent } from "./sse-client.ts";
@@ -387,11 +387,13 @@ describe("the agent card per version", () => {
   it("with A2A-Version: 1.0 (or ?A2A-Version=1.0) is valid against 1.0's strict schema, with every required field", async () => {
     // CARD-STRUCT-001 (the fields a.proto requires), CARD-PROTO-001/002 (the interfaces, each with
     // its binding, version and URL), CARD-DISC-001 (served at the well-known path).
-    const validate = new Ajv2020({ strict: false, allErrors: true }).compile(schema10);
+    const validate = new Ajv2020({ strict: true, allErrors: true }).compile(AGENT_CARD_1_0_SCHEMA);
     for (const res of [await card({ "A2A-Version": "1.0" }), await card({}, "?A2A-Version=1.0")]) {
       expect(res.status).toBe(200);
       const json = (await res.json()) as Record<string, unknown>;
       expect(validate(json), JSON.stringify(validate.errors)).toBe(true);
+      // The combined card this replaced (0.3's fields beside 1.0's) fails the same check.
+      expect(validate({ ...json, protocolVersion: "0.3.0", url: "https://x.example/a2a" })).toBe(false);
       for (const field of [
         "name",
         "description",
