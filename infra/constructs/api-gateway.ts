@@ -25,10 +25,16 @@ export interface ApiThrottle {
 }
 export const DEFAULT_API_THROTTLE: ApiThrottle = { rateLimit: 50, burstLimit: 100 };
 
-/** The routes of the HTTP API: exactly the paths of the app (shared/channels/http-server.ts). */
+/**
+ * The routes of the HTTP API: exactly the paths of the app (shared/channels/http-server.ts). The
+ * A2A endpoint is both `/a2a` and `/a2a/` (the app serves both; clients that join a card's URL
+ * with a path add the slash). API Gateway matches a route's path exactly and takes none that ends
+ * with `/`, so `/a2a/` is reached through `/a2a/{proxy+}`; any longer path there is the app's 404.
+ */
 export const API_ROUTES = [
   { path: "/v1/{proxy+}", methods: [HttpMethod.ANY] },
   { path: "/a2a", methods: [HttpMethod.POST] },
+  { path: "/a2a/{proxy+}", methods: [HttpMethod.POST] },
   { path: "/.well-known/agent-card.json", methods: [HttpMethod.GET] },
   { path: "/healthz", methods: [HttpMethod.GET] },
 ] as const;

@@ -5,18 +5,21 @@ import type { Assistant } from "../domain/resources.ts";
 import type { Authenticated } from "./api-keys.ts";
 
 /**
- * Arbor's agent card: one JSON that an A2A 1.0 client and an A2A 0.3 client both read.
+ * Arbor's agent card, in the form each protocol version reads (one JSON per version, never a
+ * mix: A2A 1.0's card is strict, a field it does not define makes it invalid).
  *
- * The 1.0 fields are the SDK's JSON form of the card (AgentCard.toJSON): `supportedInterfaces`
- * names the JSON-RPC endpoint twice, once per protocol version ("1.0" and "0.3"; the same URL, the
- * `A2A-Version` header picks, see a2a-transport.ts). The 0.3 fields are added where 1.0 has none
- * of the same name: `url`, `protocolVersion`, `preferredTransport`, `additionalInterfaces`,
- * `supportsAuthenticatedExtendedCard`, `security`; `securitySchemes` holds both shapes in one
- * object per scheme (1.0's `httpAuthSecurityScheme`, 0.3's `type`/`scheme`), each reader ignoring
- * the other's keys. `capabilities` has the same shape in both.
+ *   1.0   the SDK's JSON form of the card (AgentCard.toJSON): `supportedInterfaces` names the
+ *         JSON-RPC endpoint twice, once per protocol version ("1.0" and "0.3"; the same URL, the
+ *         `A2A-Version` header picks, see a2a-transport.ts).
+ *   0.3   0.3's card: `url`, `protocolVersion`, `preferredTransport`, `additionalInterfaces`,
+ *         `supportsAuthenticatedExtendedCard`, `security`, each security scheme as `type`/`scheme`,
+ *         skills without 1.0's fields; and 1.0's `supportedInterfaces`, which a 0.3 reader ignores,
+ *         so that a 1.0 client that asks without the header still finds its interface.
  *
- * One body, so one strong ETag (a hash of the bytes): the card is cached publicly and a
- * conditional GET gets 304.
+ * Which one a GET gets is the request's `A2A-Version` (header, else query parameter), as for
+ * every A2A request (A2A 1.0 §3.6.2): none is 0.3 (a 0.3 client sends none), 1.0 is 1.0; a version
+ * Arbor does not speak gets the newest card it has. Each body has its strong ETag (a hash of the
+ * bytes): the cards are cached publicly (`Vary: A2A-Version`) and a conditional GET gets 304.
  */
 export const A2A_PATH = "/a2a";
 
@@ -87,39 +90,86 @@ export function arborAgentCard(baseUrl: string, capabilities: CardCapabilities =
   };
 }
 
-/** The card as JSON that 1.0 and 0.3 clients both read (see above). */
-export function cardJson(card: AgentCard): Record<string, unknown> {
-  const json = AgentCard.toJSON(card) as Record<string, unknown>;
-  const [primary] = card.supportedInterfaces.filter((i) => i.protocolVersion === "0.3");
+/** The versions the card is served in (a2a-transport.ts's A2aVersion). */
+export type CardVersion = "1.0" | "0.3";
+
+/** The card as A2A 1.0 has it: the SDK's JSON form, nothing else. */
+export function cardJson10(card: AgentCard): Record<string, unknown> {
+  return AgentCard.toJSON(card) as Record<string, unknown>;
+}
+
+/** The card as A2A 0.3 has it (see above), with 1.0's interfaces for a reader that sent no version. */
+export function cardJson03(card: AgentCard): Record<string, unknown> {
+  const [primary, ...others] = card.supportedInterfaces.filter((i) => i.protocolVersion === "0.3");
   if (!primary) throw new Error("The agent card has no A2A 0.3 interface");
-  const schemes = (json.securitySchemes ?? {}) as Record<string, Record<string, unknown>>;
-  for (const [name, scheme] of Object.entries(schemes)) {
-    const http = scheme.httpAuthSecurityScheme as { scheme?: string; description?: string } | undefined;
-    if (http)
-      schemes[name] = {
-        ...scheme,
-        type: "http",
-        scheme: (http.scheme ?? "bearer").toLowerCase(),
-        ...(http.description ? { description: http.description } : {}),
-      };
-  }
+  const v10 = cardJson10(card);
+  const schemes = Object.fromEntries(
+    Object.entries(card.securitySchemes).flatMap(([name, s]) =>
+      s.scheme?.$case === "httpAuthSecurityScheme"
+        ? [
+            [
+              name,
+              {
+                type: "http",
+                scheme: (s.scheme.value.scheme || "bearer").toLowerCase(),
+                ...(s.scheme.value.description ? { description: s.scheme.value.description } : {}),
+              },
+            ],
+          ]
+        : [],
+    ),
+  );
   return {
-    ...json,
-    // A2A 0.3 (the same endpoint; a 0.3 client sends no A2A-Version header).
     protocolVersion: "0.3.0",
+    name: card.name,
+    description: card.description,
     url: primary.url,
     preferredTransport: primary.protocolBinding,
-    additionalInterfaces: [{ url: primary.url, transport: primary.protocolBinding }],
-    supportsAuthenticatedExtendedCard: card.capabilities?.extendedAgentCard === true,
+    additionalInterfaces: [primary, ...others].map((i) => ({ url: i.url, transport: i.protocolBinding })),
+    version: card.version,
+    capabilities: {
+      streaming: card.capabilities?.streaming === true,
+      pushNotifications: card.capabilities?.pushNotifications === true,
+      ...(card.capabilities?.extensions.length
+        ? {
+            extensions: card.capabilities.extensions.map((e) => ({
+              uri: e.uri,
+              ...(e.description ? { description: e.description } : {}),
+              required: e.required,
+              ...(e.params ? { params: e.params } : {}),
+            })),
+          }
+        : {}),
+    },
+    securitySchemes: schemes,
     security: card.securityRequirements.map((r) =>
       Object.fromEntries(Object.entries(r.schemes).map(([name, scopes]) => [name, scopes.list])),
     ),
+    defaultInputModes: [...card.defaultInputModes],
+    defaultOutputModes: [...card.defaultOutputModes],
+    skills: card.skills.map((k) => ({
+      id: k.id,
+      name: k.name,
+      description: k.description,
+      tags: [...k.tags],
+      ...(k.examples.length ? { examples: [...k.examples] } : {}),
+      ...(k.inputModes.length ? { inputModes: [...k.inputModes] } : {}),
+      ...(k.outputModes.length ? { outputModes: [...k.outputModes] } : {}),
+    })),
+    supportsAuthenticatedExtendedCard: card.capabilities?.extendedAgentCard === true,
+    // 1.0's, for a 1.0 reader that asked without A2A-Version (0.3 readers ignore it).
+    supportedInterfaces: v10.supportedInterfaces,
   };
 }
 
-/** The card's bytes and their strong ETag. */
-export function cardBody(card: AgentCard): { body: string; etag: string } {
-  const body = JSON.stringify(cardJson(card));
+export interface CardBody {
+  body: string;
+  etag: string;
+}
+
+/** The card's bytes in `version`'s form, and their strong ETag. */
+export function cardBody(card: AgentCard, version: CardVersion = "1.0"): CardBody {
+  const body = JSON.stringify(version === "1.0" ? cardJson10(card) : cardJson03(card));
   return { body, etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 32)}"` };
 }
 

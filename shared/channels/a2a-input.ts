@@ -1,6 +1,7 @@
 import { ContentTypeNotSupportedError, RequestMalformedError } from "@a2a-js/sdk/errors";
 import { MAX_JSON_DEPTH, MAX_MESSAGE_PARTS, nestsDeeperThan } from "../domain/input-limits.ts";
 import { isWithin, tenantUrn } from "../domain/urn.ts";
+import { paramsProblem } from "./a2a-params.ts";
 import type { A2aVersion } from "./a2a-transport.ts";
 
 /**
@@ -17,7 +18,8 @@ import type { A2aVersion } from "./a2a-transport.ts";
  *     `mediaType`, `filename` strings, `metadata` an object when present; in A2A 0.3, a `kind`
  *     (text, data, file: a kind Arbor does not know is content it does not take, -32005);
  *   - configuration: only the fields of the version's SendMessageConfiguration, each of its type
- *     (the SDK drops what it does not know; an unknown field is refused, never ignored).
+ *     (the SDK drops what it does not know; an unknown field is refused, never ignored);
+ *   - any other method: the task id it names, a historyLength of 0 or more (a2a-params.ts).
  * The rendered text's length (MAX_REQUEST_CHARS) is checked where the parts are rendered
  * (requestText). Returns the error to answer with, or undefined.
  */
@@ -28,7 +30,8 @@ export function checkA2aRequest(
 ): Error | undefined {
   if (nestsDeeperThan(body, MAX_JSON_DEPTH))
     return new RequestMalformedError(`The request nests deeper than ${MAX_JSON_DEPTH} levels`);
-  if (!SENDS[version].includes(body.method as string)) return undefined;
+  // The methods that name a task: its id, a historyLength of 0 or more (a2a-params.ts).
+  if (!SENDS[version].includes(body.method as string)) return paramsProblem(body, version);
   const configProblem = configurationProblem(
     (body.params as { configuration?: unknown } | undefined)?.configuration,
     version,

@@ -115,10 +115,14 @@ export class A2aPush {
     params: GetTaskPushNotificationConfigRequest,
     context: ServerCallContext,
   ): Promise<TaskPushNotificationConfig> {
-    const found = (await this.#configs(params.taskId, context)).find((c) => c.id === params.id);
+    const configs = await this.#configs(params.taskId, context);
+    // A2A 0.3 asks with the task's id alone (TaskIdParams): the task's config (the first, if several).
+    const found = params.id === "" ? configs[0] : configs.find((c) => c.id === params.id);
     if (!found)
       throw new TaskNotFoundError(
-        `Push notification config ${params.id} not found for task ${params.taskId}`,
+        params.id === ""
+          ? `Task ${params.taskId} has no push notification config`
+          : `Push notification config ${params.id} not found for task ${params.taskId}`,
       );
     return found;
   }

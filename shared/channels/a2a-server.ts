@@ -8,7 +8,15 @@ import { UnavailableError } from "../errors.ts";
 import type { NotifyService } from "../notify/service.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { Authenticated, KeyStore } from "../ports/key-store.ts";
-import { A2A_PATH, arborAgentCard, type CardCapabilities, cardBody, matchesEtag } from "./a2a-card.ts";
+import {
+  A2A_PATH,
+  arborAgentCard,
+  type CardBody,
+  type CardCapabilities,
+  type CardVersion,
+  cardBody,
+  matchesEtag,
+} from "./a2a-card.ts";
 import { checkA2aRequest } from "./a2a-input.ts";
 import { AUTH_ERROR_CODE } from "./a2a-mapping.ts";
 import { ArborCaller } from "./a2a-store.ts";
@@ -32,7 +40,8 @@ export { A2A_PATH, arborAgentCard } from "./a2a-card.ts";
  * Hono sub-app with two routes, mounted by `arbor serve` next to the HTTP API:
  *
  *   GET  /.well-known/agent-card.json   the agent card (public: it says how to call, not what was
- *                                       done; one JSON for 1.0 and 0.3 clients, with a strong ETag)
+ *                                       done; 1.0's or 0.3's by A2A-Version, each with its strong
+ *                                       ETag, see a2a-card.ts)
  *   POST /a2a (and /a2a/)               JSON-RPC: 1.0 with `A2A-Version: 1.0`, 0.3 without the
  *                                       header (a2a-transport.ts)
  *
@@ -76,6 +85,9 @@ export interface A2aAppOptions {
 
 type Env = { Variables: { who: Authenticated } };
 
+/** The media types a JSON-RPC body may be sent as: JSON, and A2A's own JSON type (application/a2a+json). */
+const JSON_TYPES = new Set(["application/json", "application/a2a+json"]);
+
 /** The methods answered as event streams, in both versions (a2a-transport.ts names them). */
 const STREAM_METHODS = new Set([
   "SendStreamingMessage",
@@ -95,11 +107,20 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
   };
   // The JSON-RPC side reads only the card's capabilities, bindings and versions, never its URL.
   const card = arborAgentCard("http://localhost", capabilities);
-  let cached: { base: string; card: ReturnType<typeof cardBody> } | undefined;
-  const publicCard = () => {
+  // The cards as served, per version, made again when the public URL changes (with a new date).
+  let cached: { base: string; cards: Record<CardVersion, CardBody>; modified: string } | undefined;
+  const publicCard = (version: CardVersion) => {
     const at = base();
-    if (cached?.base !== at) cached = { base: at, card: cardBody(arborAgentCard(at, capabilities)) };
-    return cached.card;
+    if (cached?.base !== at) {
+      const card = arborAgentCard(at, capabilities);
+      const now = new Date(Math.floor(options.engine.deps.clock().getTime() / 1000) * 1000);
+      cached = {
+        base: at,
+        cards: { "1.0": cardBody(card, "1.0"), "0.3": cardBody(card, "0.3") },
+        modified: now.toUTCString(),
+      };
+    }
+    return { ...cached.cards[version], modified: cached.modified };
   };
   const tasks = new ArborA2aTasks({
     engine: options.engine,
@@ -115,10 +136,21 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
   const app = new Hono<Env>();
 
   app.get(`/${AGENT_CARD_PATH}`, (c) => {
-    const { body, etag } = publicCard();
+    // The card in the form of the version asked for (a2a-card.ts): none is 0.3, as on /a2a.
+    const asked = negotiateVersion(c.req.header(A2A_VERSION_HEADER), c.req.query(A2A_VERSION_HEADER));
+    const { body, etag, modified } = publicCard(asked instanceof Error ? "1.0" : asked);
     c.header("Cache-Control", "public, max-age=300");
+    c.header("Vary", A2A_VERSION_HEADER);
     c.header("ETag", etag);
-    if (matchesEtag(c.req.header("if-none-match"), etag)) return c.body(null, 304);
+    c.header("Last-Modified", modified);
+    const ifNoneMatch = c.req.header("if-none-match");
+    // RFC 9110 §13.1.3: If-Modified-Since counts only without If-None-Match.
+    if (
+      ifNoneMatch
+        ? matchesEtag(ifNoneMatch, etag)
+        : notModifiedSince(c.req.header("if-modified-since"), modified)
+    )
+      return c.body(null, 304);
     c.header("Content-Type", "application/json");
     return c.body(body);
   });
@@ -180,12 +212,14 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
     async (c) => {
       const who = c.get("who");
       const type = c.req.header("content-type");
-      if (type && type.split(";", 1)[0]?.trim().toLowerCase() !== "application/json")
+      if (type && !JSON_TYPES.has(type.split(";", 1)[0]?.trim().toLowerCase() ?? ""))
         return reply(c, {
           jsonrpc: "2.0",
           id: null,
           error: errorOf(
-            new ContentTypeNotSupportedError(`Unsupported Content-Type "${type}": send application/json`),
+            new ContentTypeNotSupportedError(
+              `Unsupported Content-Type "${type}": send application/json (or application/a2a+json)`,
+            ),
             "1.0",
           ),
         });
@@ -277,6 +311,13 @@ function reply(c: Context<Env>, response: RpcResponse, log?: ArborLogger): Respo
     return c.json(rpcError(response.id, code, "Internal error: see the Arbor server's log"), 500);
   }
   return c.json(response, code === AUTH_ERROR_CODE ? 403 : 200);
+}
+
+/** Whether an If-Modified-Since date is at or after `modified` (an HTTP date): the copy is current. */
+function notModifiedSince(since: string | undefined, modified: string): boolean {
+  if (!since) return false;
+  const at = Date.parse(since);
+  return Number.isFinite(at) && at >= Date.parse(modified);
 }
 
 /** Why a parsed body is no JSON-RPC 2.0 request object (one request: A2A has no batches), or undefined. */

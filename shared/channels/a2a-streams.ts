@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type {
   Message,
   Part,
@@ -35,13 +36,18 @@ import { type A2aVersion, errorOf } from "./a2a-transport.ts";
  * reach the same two methods) as server-sent events of StreamResponses, derived from the
  * request's feed (notify/feed.ts): the Task first, then a status update on every change of the
  * request's A2A state (working, input-required with the question, completed with the artifact,
- * failed, canceled), ending after the final one.
+ * failed, canceled). A stream ends at the final one, and where the task is interrupted
+ * (input-required: it waits for the caller's answer, A2A 1.0 §3.1.6/§7.2): the caller answers
+ * with a message and subscribes again (SubscribeToTask) to follow the rest.
  *
- * What a stream sends is a function of the feed alone, so it can be replayed: each event carries
- * the seq of the feed entry that caused it as its SSE id (`<seq>`, or `<seq>.<n>` when one entry
- * gives two events: the artifact and the completed status), and a client that comes back with
- * `Last-Event-ID` (SubscribeToTask) gets exactly what follows it, nothing twice. The Task that
- * opens a fresh stream is a snapshot, with the id of the feed entry it is as of.
+ * What a stream sends is a function of the feed alone, so it can be replayed and every subscriber
+ * gets the same: each event carries the seq of the feed entry that caused it as its SSE id
+ * (`<seq>`, or `<seq>.<n>` when one entry gives two events: the artifact and the completed
+ * status), its status the time the entry was recorded and a message id derived from the task and
+ * the entry; a client that comes back with `Last-Event-ID` (SubscribeToTask) gets exactly what
+ * follows it, nothing twice. The Task that opens a fresh stream is the task as GetTask has it
+ * (the same status, time and message id for every subscriber), with the id of the feed entry it
+ * is as of.
  */
 export interface A2aStreamOptions {
   engine: Engine;
@@ -160,13 +166,14 @@ export class ArborA2aStreams {
       throw new UnsupportedOperationError(
         `Task ${task.id} has ended: read it with GetTask (or subscribe with the Last-Event-ID you have)`,
       );
-    yield* this.#follow(task, context, after);
+    yield* this.#follow(task, context, after, () => load(params.id));
   }
 
   async *#follow(
     task: Task,
     context: ServerCallContext,
     resume: StreamPosition | undefined,
+    reload?: () => Promise<Task>,
   ): AsyncGenerator<StreamResponse, void, undefined> {
     const { engine } = this.#o;
     const queue = ids(context);
@@ -197,18 +204,25 @@ export class ArborA2aStreams {
       if ((page.at(-1)?.seq ?? 0) >= after.seq) break;
     }
     const final = derived.key.startsWith("final");
+    const interrupted = derived.key.startsWith("input:");
     if (!resume) {
-      // A fresh stream opens with the Task as of the feed's last entry (its id): as the feed tells
-      // it, so that nothing the stream suppresses up to that entry is missing from it.
-      const snapshot =
-        derived.key === "working" ? task : fold(task, await this.#events(derived.key, task, who));
+      // A fresh stream opens with the Task as of the feed's last entry (its id): the task as GetTask
+      // has it when it is in the state the feed tells (read again once if not: it was brought up to
+      // Arbor's state in between), else as the feed tells it, so that nothing the stream
+      // suppresses up to that entry is missing from it.
+      let snapshot = task;
+      if (!inState(snapshot, derived.key) && reload) snapshot = await reload();
+      if (!inState(snapshot, derived.key))
+        snapshot = fold(task, await this.#events(derived.key, task, who, this.#o.stamp));
       queue.push(String(state.version));
       yield response("task", snapshot);
-      if (final || isFinal(snapshot)) return;
+      if (final || interrupted || isFinal(snapshot)) return;
     } else if (partial) {
       yield* this.#emit(partial.entry, partial.key, { task, who, queue }, after.part);
       if (final) return;
     } else if (final) return; // it saw the end
+    // Interrupted where the client is, and nothing after it yet: nothing to follow until it is answered.
+    if (interrupted && after.seq >= state.version) return;
     const controller = new AbortController();
     const outer = context.state.get(STREAM_SIGNAL) as AbortSignal | undefined;
     const stop = () => controller.abort();
@@ -233,6 +247,9 @@ export class ArborA2aStreams {
           sent = true;
           if (key.startsWith("final")) return;
         }
+        // Interrupted as of the feed's last entry (not one a replay passes, answered since): the
+        // task waits for the client's answer, after which it subscribes again.
+        if (derived.key.startsWith("input:") && (item.events.at(-1)?.seq ?? 0) >= state.version) return;
         if (sent && this.#o.mode === "bounded") return; // the client comes back with Last-Event-ID
       }
     } finally {
@@ -249,7 +266,7 @@ export class ArborA2aStreams {
     at: { task: Task; who: ReturnType<typeof callerOf>; queue: (string | undefined)[] },
     skip: number,
   ): AsyncGenerator<StreamResponse, void, undefined> {
-    const events = await this.#events(key, at.task, at.who);
+    const events = await this.#events(key, at.task, at.who, entryStamp(at.task.id, e));
     const count = FeedState.count(key);
     for (const [i, event] of events.entries()) {
       if (i < skip) continue;
@@ -258,9 +275,14 @@ export class ArborA2aStreams {
     }
   }
 
-  /** The A2A events of a state (`key`), built from what the engine holds now. */
-  async #events(key: string, task: Task, who: ReturnType<typeof callerOf>): Promise<StreamResponse[]> {
-    const { engine, stamp } = this.#o;
+  /** The A2A events of a state (`key`), built from what the engine holds now, stamped with `stamp`. */
+  async #events(
+    key: string,
+    task: Task,
+    who: ReturnType<typeof callerOf>,
+    stamp: Stamp,
+  ): Promise<StreamResponse[]> {
+    const { engine } = this.#o;
     const ids = { taskId: task.id, contextId: task.contextId };
     const status = (state: TaskState, parts: Part[]) =>
       response("statusUpdate", { ...ids, status: statusOf(stamp, state, ids, parts), metadata: undefined });
@@ -291,6 +313,33 @@ export class ArborA2aStreams {
           : { state: key === "final:TaskFailed" ? "failed" : "canceled", reason: "The task ended" };
     return outcomeEvents(ids, outcome, stamp).map((ev) => response(ev.kind as "statusUpdate", ev.data));
   }
+}
+
+/** Whether a task is in the A2A state a feed key tells (working: submitted counts, nothing ran yet). */
+function inState(task: Task, key: string): boolean {
+  const state = task.status?.state;
+  if (key === "working") return state === A2A_STATE.working || state === A2A_STATE.submitted;
+  if (key.startsWith("input:")) return state === A2A_STATE["input-required"];
+  if (key === "final:TaskCompleted") return state === A2A_STATE.completed;
+  if (key === "final:TaskFailed") return state === A2A_STATE.failed;
+  return state === A2A_STATE.canceled;
+}
+
+/**
+ * The stamp of the events one feed entry gives: the time it was recorded, and message ids derived
+ * from the task and the entry (a UUID of RFC 9562's version 8 over a hash), so that every
+ * subscriber, and a replay, sees the same events.
+ */
+function entryStamp(taskId: string, e: StoredEvent): Stamp {
+  let n = 0;
+  return {
+    now: () => new Date(e.recordedAt),
+    newId: () => {
+      const hex = createHash("sha256").update(`${taskId}\n${e.seq}\n${n++}`).digest("hex");
+      const variant = ((Number.parseInt(hex.slice(16, 17), 16) & 0x3) | 0x8).toString(16);
+      return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+    },
+  };
 }
 
 /** The Task with the status (and artifacts) the events bring it to. */

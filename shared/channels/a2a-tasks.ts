@@ -16,6 +16,7 @@ import type {
   Task,
   TaskPushNotificationConfig,
 } from "@a2a-js/sdk";
+import { TaskState } from "@a2a-js/sdk";
 import { TaskNotCancelableError, TaskNotFoundError } from "@a2a-js/sdk/errors";
 import {
   type A2ARequestHandler,
@@ -241,8 +242,11 @@ export class ArborA2aTasks implements A2ARequestHandler {
     const who = callerOf(context);
     const task = await this.#store.load(params.id, context);
     if (!task) throw new TaskNotFoundError(`Task not found: ${params.id}`);
+    // An ended task (completed, failed, or canceled already) is not cancelable: a second cancel
+    // is refused as the first cancel of a completed task is (the SDK would answer it as a success).
+    if (isFinal(task)) throw notCancelable(task);
     const link = linkOf(task);
-    if (link && !isFinal(task)) {
+    if (link) {
       let ended = false;
       try {
         const { view } = await this.#engine.result(link.rootTaskId, who);
@@ -266,11 +270,13 @@ export class ArborA2aTasks implements A2ARequestHandler {
       } catch (e) {
         throw toA2aError(e, who, { urn: link.rootTaskId, error: taskNotFound(params.id) });
       }
+      // It ended before this cancel (elsewhere, or before the task was read again): how is on the task now.
+      if (ended) throw notCancelable((await this.#store.load(params.id, context)) ?? task);
       const outcome = await readOutcome(this.#engine, link.rootTaskId, who);
       const reason = outcome.state === "canceled" ? outcome.reason : "Task canceled";
       if (this.#buses.getByTaskId(params.id, context)) {
         this.#cancels.set(params.id, { contextId: task.contextId, reason });
-      } else if (!ended) {
+      } else {
         // No execution of this process holds the task (it began before a restart): the SDK would
         // cancel it with a notice of its own; it says Arbor's instead, as the executor's cancel does.
         const ids = { taskId: params.id, contextId: task.contextId };
@@ -360,4 +366,14 @@ export class ArborA2aTasks implements A2ARequestHandler {
   ) {
     return this.#push.delete(params, context);
   }
+}
+
+/** The refusal to cancel a task that has ended, saying how it ended. */
+function notCancelable(task: Task): TaskNotCancelableError {
+  const state = task.status
+    ? TaskState[task.status.state]?.replace("TASK_STATE_", "").toLowerCase()
+    : undefined;
+  return new TaskNotCancelableError(
+    `Task ${task.id} has ended${state ? ` (${state})` : ""} and cannot be canceled: read it with GetTask`,
+  );
 }

@@ -104,13 +104,33 @@ export class A2aJsonRpc {
     context: ServerCallContext,
     version: A2aVersion,
   ): Promise<RpcResponse | AsyncGenerator<RpcResponse, void, undefined>> {
-    return version === "1.0"
-      ? (this.#v1.handle(body, context) as Promise<
-          RpcResponse | AsyncGenerator<RpcResponse, void, undefined>
-        >)
-      : (this.#v03.handle(blockingByDefault(body), context) as Promise<
-          RpcResponse | AsyncGenerator<RpcResponse, void, undefined>
-        >);
+    if (version === "1.0")
+      return this.#v1.handle(body, context) as Promise<
+        RpcResponse | AsyncGenerator<RpcResponse, void, undefined>
+      >;
+    return (
+      this.#v03.handle(blockingByDefault(body), context) as Promise<
+        RpcResponse | AsyncGenerator<RpcResponse, void, undefined>
+      >
+    ).then((out) => (Symbol.asyncIterator in out ? finalWhenInterrupted(out) : out));
+  }
+}
+
+/**
+ * A 0.3 stream's status update says `final: true` where the stream ends: at a terminal state (the
+ * SDK's translation says so) and at input-required, where Arbor's streams end too (a2a-streams.ts:
+ * the caller answers, then resubscribes), as 0.3's servers mark it.
+ */
+async function* finalWhenInterrupted(
+  out: AsyncGenerator<RpcResponse, void, undefined>,
+): AsyncGenerator<RpcResponse, void, undefined> {
+  for await (const envelope of out) {
+    const result = envelope.result as
+      | { kind?: string; status?: { state?: string }; final?: boolean }
+      | undefined;
+    yield result?.kind === "status-update" && result.status?.state === "input-required"
+      ? { ...envelope, result: { ...result, final: true } }
+      : envelope;
   }
 }
 

@@ -100,7 +100,7 @@ const message = (parts: Message["parts"]): Message => ({ ...userMessage("x"), pa
 // ---- the card ------------------------------------------------------------------------------------
 
 describe("the agent card", () => {
-  it("is one JSON for 1.0 and 0.3 readers, with a strong ETag that a conditional GET answers with 304", async () => {
+  it("without A2A-Version is 0.3's card (1.0's interfaces besides), with a strong ETag that a conditional GET answers with 304", async () => {
     const res = await fetch(`${url}/.well-known/agent-card.json`);
     const etag = res.headers.get("etag") as string;
     expect(etag).toMatch(/^"[\w-]{16,}"$/); // strong: no W/
@@ -114,14 +114,22 @@ describe("the agent card", () => {
       additionalInterfaces: [{ url: `${url}/a2a`, transport: "JSONRPC" }],
       supportsAuthenticatedExtendedCard: true,
       security: [{ arborApiKey: [] }],
-      securitySchemes: {
-        arborApiKey: { type: "http", scheme: "bearer", httpAuthSecurityScheme: { scheme: "Bearer" } },
-      },
-      // both
-      capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: true },
+      securitySchemes: { arborApiKey: { type: "http", scheme: "bearer" } },
+      capabilities: { streaming: true, pushNotifications: false },
       defaultInputModes: ["text/plain", "application/json"],
       defaultOutputModes: ["text/plain", "application/json"],
+      // 1.0's, for a 1.0 reader that sent no A2A-Version
+      supportedInterfaces: [
+        { url: `${url}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "1.0" },
+        { url: `${url}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "0.3" },
+      ],
     });
+    // Nothing else of 1.0's: a 0.3 reader sees a 0.3 card.
+    for (const field of ["securityRequirements", "signatures"]) expect(card).not.toHaveProperty(field);
+    expect(card.capabilities).not.toHaveProperty("extendedAgentCard");
+    expect((card.securitySchemes as Record<string, object>).arborApiKey).not.toHaveProperty(
+      "httpAuthSecurityScheme",
+    );
     // A 0.3 reader finds the endpoint, the transport and the scheme without any 1.0 field.
     const { supportedInterfaces: _, ...v03 } = card;
     const parsed = parseLegacyAgentCard(v03);

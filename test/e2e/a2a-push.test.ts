@@ -195,6 +195,58 @@ describe("A2A push notifications", () => {
     expect(await subscriptionCount()).toBe(before);
   });
 
+  it("0.3: tasks/pushNotificationConfig/get with the task's id alone returns its config; without a task id, set and get are invalid params and nothing is subscribed", async () => {
+    // tests/optional/capabilities/test_push_notification_config_methods.py::test_get_push_notification_config
+    // (0.3: get with TaskIdParams) and ::test_set_push_notification_config; A2A 0.3 §7.6.
+    const c = await a2aClient(ada.key, served.url);
+    const task = await send(c, userMessage("What is the cost per person?"));
+    const rpc03 = async (method: string, params: unknown) =>
+      (await (
+        await fetch(`${served.url}/a2a`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer ${ada.key}` },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 3, method, params }),
+        })
+      ).json()) as { result?: unknown; error?: { code: number; message: string } };
+    const before = await subscriptionCount();
+    for (const params of [
+      { pushNotificationConfig: { url: `${receiver.url}/push/03` } },
+      { taskId: task.id },
+    ])
+      expect((await rpc03("tasks/pushNotificationConfig/set", params)).error?.code).toBe(-32602);
+    expect((await rpc03("tasks/pushNotificationConfig/get", {})).error?.code).toBe(-32602);
+    expect(await subscriptionCount()).toBe(before);
+    // No config yet: not found.
+    expect((await rpc03("tasks/pushNotificationConfig/get", { id: task.id })).error).toMatchObject({
+      code: -32001,
+      message: expect.stringMatching(/has no push notification config/),
+    });
+
+    const set = await rpc03("tasks/pushNotificationConfig/set", {
+      taskId: task.id,
+      pushNotificationConfig: { url: `${receiver.url}/push/03`, token: "tok-03" },
+    });
+    expect(set.result).toMatchObject({
+      taskId: task.id,
+      pushNotificationConfig: { url: `${receiver.url}/push/03` },
+    });
+    const id = (set.result as { pushNotificationConfig: { id: string } }).pushNotificationConfig.id;
+    const got = await rpc03("tasks/pushNotificationConfig/get", { id: task.id });
+    expect(got.result).toEqual({
+      taskId: task.id,
+      pushNotificationConfig: { id, url: `${receiver.url}/push/03`, token: "tok-03" },
+    });
+    // With its config id, the same; another id is not found.
+    expect(
+      (await rpc03("tasks/pushNotificationConfig/get", { id: task.id, pushNotificationConfigId: id })).result,
+    ).toEqual(got.result);
+    expect(
+      (await rpc03("tasks/pushNotificationConfig/get", { id: task.id, pushNotificationConfigId: "other" }))
+        .error?.code,
+    ).toBe(-32001);
+    await until("the push of the finished task", () => pushedTo("/push/03").length === 1);
+  });
+
   it("a config's token and credentials are shown again only to whoever gave them, not to an admin who may read the task", async () => {
     const agent = await a2aClient(partner.key, served.url);
     const task = await send(agent, userMessage("What is the cost per person?"));

@@ -97,7 +97,7 @@ async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, wha
 
 describe("the agent card", () => {
   it("is public, names the JSON-RPC interface and the bearer key, and the SDK resolves it", async () => {
-    const res = await fetch(`${url}/.well-known/agent-card.json`);
+    const res = await fetch(`${url}/.well-known/agent-card.json`, { headers: { "A2A-Version": "1.0" } });
     expect(res.status).toBe(200);
     const raw = (await res.json()) as Record<string, unknown>;
     expect(raw).toMatchObject({
@@ -113,8 +113,8 @@ describe("the agent card", () => {
     });
     expect(raw.description).toMatch(/team of LLM agents/);
 
-    // The SDK's 1.0 resolver takes the card as it is (its 0.3 `type` keys make it skip the proto
-    // reading); its client finds the 1.0 interface in it.
+    // The SDK's 1.0 resolver (it asks with A2A-Version: 1.0) takes the card as it is; its client
+    // finds the 1.0 interface in it.
     const card = await new DefaultAgentCardResolver().resolve(url);
     expect(card.name).toBe("Arbor");
     expect(card.supportedInterfaces[0]).toMatchObject({ url: `${url}/a2a`, protocolVersion: "1.0" });

@@ -20,7 +20,8 @@ import { readSse, type SseEvent } from "./sse-client.ts";
  * A2A streams from the request's feed (shared/channels/a2a-streams.ts), driven by the SDK's own
  * 1.0 client (sendMessageStream, resubscribeTask) against the endpoint on @hono/node-server: the
  * Task first, status updates on each change of the request's state, the artifact, the end; a
- * client that goes away at input-required and comes back with Last-Event-ID sees every event once.
+ * stream ends at input-required (the task is interrupted), and a client that comes back with
+ * Last-Event-ID sees every event once.
  */
 let h: Harness;
 let served: Awaited<ReturnType<typeof serveA2a>>;
@@ -89,40 +90,34 @@ describe("SendStreamingMessage and SubscribeToTask (1.0, the SDK's client)", () 
     expect(openFollows()).toBe(0);
   });
 
-  it("input-required with the question; the client goes, the task is answered, resubscribeTask sees it through", async () => {
+  it("input-required ends the stream with the question (the task is interrupted); the answer, sent as a stream, follows it to the end", async () => {
+    // The A2A kit's STREAM-SUB-002 and CORE-EXECUTION-MODE-001: a stream ends where the task is
+    // terminal or interrupted (input-required); the client answers and follows again.
     const c = await a2aClient(ada.key, served.url);
-    let task: Task | undefined;
-    let question: StreamResponse | undefined;
-    for await (const r of c.sendMessageStream(streamParams("Email the team about the offsite"))) {
-      if (r.payload?.$case === "task") task = r.payload.value;
-      if (stateOf(r) === TaskState.TASK_STATE_INPUT_REQUIRED) {
-        question = r;
-        break; // the client goes away
-      }
-    }
-    expect(task).toBeDefined();
+    const seen: StreamResponse[] = [];
+    for await (const r of c.sendMessageStream(streamParams("Email the team about the offsite"))) seen.push(r);
+    const task = (seen[0] as { payload: { value: Task } }).payload.value;
+    const question = seen.at(-1) as StreamResponse;
+    expect(stateOf(question)).toBe(TaskState.TASK_STATE_INPUT_REQUIRED); // the last event: the stream ended there
     const said =
-      question?.payload?.$case === "statusUpdate" ? question.payload.value.status?.message : undefined;
+      question.payload?.$case === "statusUpdate" ? question.payload.value.status?.message : undefined;
     expect(partsText(said?.parts)).toMatch(/Answer with one of: approve \(Allow\), deny \(Deny\)\.$/);
+    expect(openFollows()).toBe(0);
 
-    const id = (task as Task).id;
-    const resumed = c.resubscribeTask({ tenant: "", id });
-    const first = await resumed.next();
-    expect(first.value?.payload?.$case).toBe("task");
-    // A fresh subscription opens with the Task as it stands: waiting for the answer.
-    expect(first.value && stateOf(first.value)).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
-    await c.sendMessage({
-      tenant: "",
-      message: userMessage("approve", { taskId: id, contextId: (task as Task).contextId }),
-      configuration: {
-        acceptedOutputModes: [],
-        taskPushNotificationConfig: undefined,
-        returnImmediately: true,
-      },
-      metadata: undefined,
-    });
+    // Subscribed while it waits: the Task as it stands, waiting for the answer, and the stream ends.
+    const waiting: StreamResponse[] = [];
+    for await (const r of c.resubscribeTask({ tenant: "", id: task.id })) waiting.push(r);
+    expect(waiting.map((r) => r.payload?.$case)).toEqual(["task"]);
+    expect(stateOf(waiting[0] as StreamResponse)).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+
+    // The answer, as a streaming message on the task: the task goes on, to its end.
     const rest: StreamResponse[] = [];
-    for await (const r of resumed) rest.push(r);
+    for await (const r of c.sendMessageStream({
+      ...streamParams(""),
+      message: userMessage("approve", { taskId: task.id, contextId: task.contextId }),
+    }))
+      rest.push(r);
+    expect(rest[0]?.payload?.$case).toBe("task");
     expect(stateOf(rest.at(-1) as StreamResponse)).toBe(TaskState.TASK_STATE_COMPLETED);
     const artifact = rest.find((r) => r.payload?.$case === "artifactUpdate");
     expect(
@@ -133,10 +128,8 @@ describe("SendStreamingMessage and SubscribeToTask (1.0, the SDK's client)", () 
   it("a client that reconnects with Last-Event-ID sees every event of the stream once", async () => {
     const c = await a2aClient(ada.key, served.url);
     let task: Task | undefined;
-    for await (const r of c.sendMessageStream(streamParams("Email the team about the offsite"))) {
+    for await (const r of c.sendMessageStream(streamParams("Email the team about the offsite")))
       if (r.payload?.$case === "task") task = r.payload.value;
-      if (stateOf(r) === TaskState.TASK_STATE_INPUT_REQUIRED) break;
-    }
     const id = (task as Task).id;
     const subscribe = (lastEventId: string, until?: (events: SseEvent[]) => boolean) =>
       rpcStream({ method: "SubscribeToTask", params: { id } }, { "last-event-id": lastEventId }, until);
@@ -146,12 +139,10 @@ describe("SendStreamingMessage and SubscribeToTask (1.0, the SDK's client)", () 
       ).result;
       return result.statusUpdate?.status?.state ?? (result.artifactUpdate ? "artifact" : "task");
     };
-    // From before the feed's first entry, until the question: then the client goes away.
-    const first = await subscribe("0", (events) =>
-      events.some((e) => stateIn(e) === "TASK_STATE_INPUT_REQUIRED"),
-    );
+    // From before the feed's first entry: until the question, where the stream ends (interrupted).
+    const first = await subscribe("0");
     expect(first.status).toBe(200);
-    expect(first.ended).toBe(false);
+    expect(first.ended).toBe(true);
     for (const e of first.events) expect(JSON.parse(e.data)).toMatchObject({ jsonrpc: "2.0", id: 11 });
     const [pending] = await h.pending(rootOf(task as Task));
     await h.engine.respond(pending?.meta.id as string, { selectedOptionId: "approve" }, PERSON, {
@@ -172,10 +163,14 @@ describe("SendStreamingMessage and SubscribeToTask (1.0, the SDK's client)", () 
     ]);
     // The artifact and the completed status come from one feed entry: <seq>.1 and <seq>.2.
     expect(ids.slice(-2)).toEqual([`${ids.at(-1)?.split(".")[0]}.1`, `${ids.at(-1)?.split(".")[0]}.2`]);
-    // Replayed whole after the end, the stream is the same events with the same ids: nothing twice, nothing new.
+    // Replayed whole after the end, the stream is the same events, ids, times and message ids
+    // (the question answered since, it runs through): nothing twice, nothing new.
     const again = await subscribe("0");
     expect(again.events.map((e) => e.id)).toEqual(ids);
     expect(again.events.map(stateIn)).toEqual(union.map(stateIn));
+    const results = (events: SseEvent[]) =>
+      events.map((e) => (JSON.parse(e.data) as { result: unknown }).result);
+    expect(results(again.events)).toEqual(results(union));
     // Resumed between the artifact and the completed status: only the status.
     const last = await subscribe(ids.at(-2) as string);
     expect(last.events.map((e) => e.id)).toEqual([ids.at(-1)]);

@@ -55,7 +55,14 @@ describe("the HTTP API", () => {
   it("has the app's routes, all on the one integration with the API function (payload format 2.0)", () => {
     const routes = all("AWS::ApiGatewayV2::Route").map(([, r]) => r.Properties);
     expect(routes.map((r) => r.RouteKey).sort()).toEqual(
-      ["ANY /v1/{proxy+}", "GET /.well-known/agent-card.json", "GET /healthz", "POST /a2a"].sort(),
+      [
+        "ANY /v1/{proxy+}",
+        "GET /.well-known/agent-card.json",
+        "GET /healthz",
+        "POST /a2a",
+        // POST /a2a/ (a trailing slash): API Gateway takes no route path ending in /, else its own 404.
+        "POST /a2a/{proxy+}",
+      ].sort(),
     );
     const integrations = all("AWS::ApiGatewayV2::Integration");
     expect(integrations).toHaveLength(1);

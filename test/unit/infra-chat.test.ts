@@ -91,6 +91,7 @@ describe("the chat routes", () => {
           "GET /.well-known/agent-card.json",
           "GET /healthz",
           "POST /a2a",
+          "POST /a2a/{proxy+}",
           "POST /slack/{proxy+}",
           "POST /teams/{proxy+}",
         ].sort(),
