@@ -98,7 +98,10 @@ describe("SqliteVectorIndex at scale and as the local default", () => {
     "scores a bounded number of records per query as one tenant's history grows, finding a good share of the exact top 5",
     () =>
       withDir(async (dir) => {
-        const index = SqliteVectorIndex.open(join(dir, "index.db"), space, { graphAbove: 1000 });
+        const index = SqliteVectorIndex.open(join(dir, "index.db"), space, {
+          graphAbove: 1000,
+          countRecords: true,
+        });
         const flat = await LocalVectorIndex.open(join(dir, "flat"), space, { durable: false });
         const big = await outputs("big", 1500);
         for (let i = 0; i < big.length; i += 500) await index.upsert(big.slice(i, i + 500));
@@ -145,17 +148,54 @@ describe("SqliteVectorIndex at scale and as the local default", () => {
   );
 
   it(
+    "keeps sparse records past graphAbove in memory while scoring them exactly costs less than that many dense ones, and stops a half-built graph",
+    () =>
+      withDir(async (dir) => {
+        const path = join(dir, "index.db");
+        const records = await outputs("t", 400);
+        // Counted as records, 400 pass graphAbove: a graph is begun, and the index stops before it is built.
+        const counted = SqliteVectorIndex.open(path, space, { graphAbove: 100, countRecords: true });
+        await counted.upsert(records.slice(0, 200));
+        await counted.close();
+        // Weighed by their non-zero share (the local embedder's fill a small part of 512), 400
+        // sparse records cost less to score than 100 dense ones: queries stay exact, from memory,
+        // and the half-built graph is left as it is.
+        const weighed = SqliteVectorIndex.open(path, space, { graphAbove: 100 });
+        await weighed.upsert(records.slice(200));
+        const flat = await LocalVectorIndex.open(join(dir, "flat"), space, { durable: false });
+        await flat.upsert(records);
+        const [vector] = await embedder.embed(["museums in Kyoto"]);
+        const q = { vector: vector as Float32Array, topK: 5, keyPrefix: tenant("t") };
+        expect((await weighed.query(q)).map((m) => m.key)).toEqual((await flat.query(q)).map((m) => m.key));
+        await weighed.upsert(await outputs("u", 50));
+        await new Promise((r) => setTimeout(r, 300)); // the turns a graph would grow in
+        expect(weighed.graphReady).toBe(false);
+        const held = new Database(path, { readonly: true });
+        const inGraph = held.prepare("SELECT count(*) AS n FROM ann").get() as { n: number };
+        held.close();
+        expect(Number(inGraph.n)).toBeLessThan(450);
+        expect((await weighed.query(q)).map((m) => m.key)).toEqual((await flat.query(q)).map((m) => m.key));
+        await weighed.close();
+      }),
+    120_000,
+  );
+
+  it(
     "builds its graph behind the writes once past graphAbove, and a restart half-way carries on",
     () =>
       withDir(async (dir) => {
         const path = join(dir, "index.db");
         const records = await outputs("t", 300);
-        const first = SqliteVectorIndex.open(path, space, { graphAbove: 100 });
+        const first = SqliteVectorIndex.open(path, space, { graphAbove: 100, countRecords: true });
         await first.upsert(records.slice(0, 100));
         expect(first.graphReady).toBe(false); // at graphAbove: no graph yet
         await first.upsert(records.slice(100));
         await first.close(); // before the graph could hold them all
-        const again = SqliteVectorIndex.open(path, space, { graphAbove: 100, exactBelow: 0 });
+        const again = SqliteVectorIndex.open(path, space, {
+          graphAbove: 100,
+          exactBelow: 0,
+          countRecords: true,
+        });
         expect(again.size).toBe(300);
         const [vector] = await embedder.embed(["museums in Kyoto"]);
         const q = { vector: vector as Float32Array, topK: 5, keyPrefix: tenant("t") };

@@ -80,4 +80,44 @@ describe("InMemoryVectors", () => {
       { numRuns: 300 },
     );
   });
+
+  it("ranks as before after thousands of replacements and deletions renumber its rows", () => {
+    let seed = 3;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const sparseVector = () => {
+      const v = new Float32Array(D);
+      for (let k = 0; k < 4; k++) v[Math.floor(random() * D)] = 1 + random() * 9;
+      return v;
+    };
+    const index = new InMemoryVectors(D);
+    const truth = new Map<string, Float32Array>();
+    for (let i = 0; i < 6000; i++) {
+      const key = `k${Math.floor(random() * 300)}`;
+      if (random() < 0.2) {
+        index.delete(key);
+        truth.delete(key);
+      } else {
+        const v = random() < 0.1 ? Float32Array.from({ length: D }, () => 1 + random()) : sparseVector();
+        index.put(key, "a", JSON.stringify({ key }), v);
+        truth.set(key, v);
+      }
+    }
+    expect(index.size).toBe(truth.size);
+    for (let n = 0; n < 20; n++) {
+      const q = sparseVector();
+      const expected = [...truth]
+        .map(([key, v]) => ({ key, score: cosine(q, v) }))
+        .sort((x, y) => y.score - x.score || (x.key < y.key ? -1 : 1))
+        .slice(0, 5);
+      const got = index.query({ vector: q, topK: 5, type: "a" });
+      expect(got.scored).toBe(truth.size);
+      got.matches.forEach((m, i) => {
+        expect(m.score).toBeCloseTo((expected[i] as { score: number }).score, 4);
+        expect(m.metadata).toEqual({ key: m.key });
+      });
+    }
+  });
 });
