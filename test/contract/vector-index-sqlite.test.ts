@@ -10,7 +10,7 @@ import {
   SqliteVectorIndex,
   type SqliteVectorIndexOptions,
 } from "../../shared/adapters/vectors/sqlite-vector-index.ts";
-import type { VectorRecord } from "../../shared/ports/vector-index.ts";
+import type { VectorMatch, VectorRecord } from "../../shared/ports/vector-index.ts";
 import { vectorIndexContract } from "./vector-index.contract.ts";
 
 const fixture =
@@ -179,6 +179,48 @@ describe("SqliteVectorIndex at scale and as the local default", () => {
       }),
     120_000,
   );
+
+  it("warm reads the records into memory a slice at a time, writes meanwhile included, and answers as the first query would", () =>
+    withDir(async (dir) => {
+      const path = join(dir, "index.db");
+      const records = await outputs("t", 2500);
+      const first = SqliteVectorIndex.open(path, space);
+      await first.upsert(records);
+      await first.close();
+      const flat = await LocalVectorIndex.open(join(dir, "flat"), space, { durable: false });
+      await flat.upsert(records);
+      const index = SqliteVectorIndex.open(path, space);
+      const warming = index.warm();
+      // Written while it reads: a replaced record, a deleted one, a new one.
+      const replaced = { ...(records[3] as VectorRecord), vector: (records[2000] as VectorRecord).vector };
+      const gone = (records[1500] as VectorRecord).key;
+      const added = (await outputs("t2", 1))[0] as VectorRecord;
+      await Promise.all([index.upsert([replaced, added]), index.delete([gone])]);
+      await flat.upsert([replaced, added]);
+      await flat.delete([gone]);
+      await warming;
+      expect(index.size).toBe(2500);
+      // The same matches as the flat index (its scores are summed in another order: the last bits differ).
+      const same = (got: VectorMatch[], want: VectorMatch[]) => {
+        expect(got.map((m) => [m.key, m.metadata])).toEqual(want.map((m) => [m.key, m.metadata]));
+        got.forEach((m, i) => {
+          expect(m.score).toBeCloseTo((want[i] as VectorMatch).score, 6);
+        });
+      };
+      for (const probe of [replaced, records[1500] as VectorRecord, added, records[42] as VectorRecord]) {
+        const q = { vector: probe.vector, topK: 5 };
+        same(await index.query(q), await flat.query(q));
+      }
+      // A query while it reads takes the rest at once.
+      const again = SqliteVectorIndex.open(path, space);
+      const early = again.warm();
+      const q = { vector: (records[7] as VectorRecord).vector, topK: 3, type: "common.Message" };
+      same(await again.query(q), await flat.query(q));
+      await early;
+      same(await again.query(q), await flat.query(q));
+      await index.close();
+      await again.close();
+    }));
 
   it(
     "builds its graph behind the writes once past graphAbove, and a restart half-way carries on",

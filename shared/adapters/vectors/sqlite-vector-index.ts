@@ -95,6 +95,8 @@ interface Op {
 const FORMAT = 1;
 /** The graph's index (on table `ann`) in a file of format 1. */
 const GRAPH = "ann_graph";
+/** Records read into memory per event-loop turn by `warm`. */
+const WARM_SLICE = 1024;
 /** Records written per transaction before the event loop gets a turn. */
 const WRITE_SLICE = 256;
 /** How long one transaction adds records to the graph before the event loop gets a turn (an insertion costs 1-8 ms). */
@@ -125,6 +127,8 @@ export class SqliteVectorIndex implements VectorIndex {
   #exactInMemory = true;
   /** Every record, read at the first such query and kept up by every write from then on. */
   #memory: InMemoryVectors | undefined;
+  /** The copy in memory while `warm` reads it, a slice at a time: what it holds, and up to which row id. */
+  #loading: { memory: InMemoryVectors; upToId: number } | undefined;
   #count = 0;
   /** Records whose distance queries computed (the exact scans' and the graph's candidates). */
   #scored = 0;
@@ -235,6 +239,7 @@ export class SqliteVectorIndex implements VectorIndex {
         if (this.#graph === GRAPH && Number(id) <= this.#graphUpTo)
           this.#sql("INSERT OR REPLACE INTO ann (id, e) SELECT id, e FROM vectors WHERE id = ?").run(id);
         this.#memory?.put(key, type, metadata, vector);
+        this.#loading?.memory.put(key, type, metadata, vector);
       }
     });
   }
@@ -250,6 +255,7 @@ export class SqliteVectorIndex implements VectorIndex {
         this.#count--;
         if (this.#graph === GRAPH) this.#sql("DELETE FROM ann WHERE id = ?").run(gone.id);
         this.#memory?.delete(k);
+        this.#loading?.memory.delete(k);
       }
     });
   }
@@ -360,21 +366,61 @@ export class SqliteVectorIndex implements VectorIndex {
     this.#exactInMemory = !(this.#graph && this.#graphUpTo >= lastId);
   }
 
-  /** Every record, read into memory at the first query that needs them. */
-  #inMemory(): InMemoryVectors {
-    if (this.#memory) return this.#memory;
-    const memory = new InMemoryVectors(this.space.dimension);
-    for (const r of this.#sql("SELECT key, type, metadata, e FROM vectors").iterate() as Iterable<{
+  /**
+   * Reads the records into memory ahead of the first query that needs them (a server that has just
+   * started, before its first requests), WARM_SLICE rows per event-loop turn, so that the event
+   * loop is never held for long; resolves once they are all there. Does nothing when queries will
+   * not need them (the graph answers) or they are there. A query meanwhile reads the rest at once.
+   */
+  async warm(): Promise<void> {
+    if (!this.#exactInMemory || this.#memory || this.#loading || this.#closed) return;
+    const loading = { memory: new InMemoryVectors(this.space.dimension), upToId: 0 };
+    this.#loading = loading;
+    try {
+      while (this.#loading === loading && !this.#closed) {
+        if (!this.#readSlice(loading, WARM_SLICE)) {
+          this.#loaded(loading);
+          return;
+        }
+        await new Promise((r) => setImmediate(r));
+      }
+    } catch {
+      if (this.#loading === loading) this.#loading = undefined; // the first query reads them
+    }
+  }
+
+  /** Reads up to `limit` more rows into `loading`; true when there may be more. */
+  #readSlice(loading: { memory: InMemoryVectors; upToId: number }, limit: number): boolean {
+    const rows = this.#sql(
+      "SELECT id, key, type, metadata, e FROM vectors WHERE id > ? ORDER BY id LIMIT ?",
+    ).all(loading.upToId, limit) as {
+      id: number;
       key: string;
       type: string;
       metadata: string;
       e: ArrayBuffer | Uint8Array;
-    }>)
-      memory.put(r.key, r.type, r.metadata, floats(r.e, this.space.dimension));
-    this.#memory = memory;
+    }[];
+    for (const r of rows) {
+      loading.memory.put(r.key, r.type, r.metadata, floats(r.e, this.space.dimension));
+      loading.upToId = Number(r.id);
+    }
+    return rows.length === limit;
+  }
+
+  #loaded(loading: { memory: InMemoryVectors; upToId: number }): InMemoryVectors {
+    this.#loading = undefined;
+    this.#memory = loading.memory;
     // A graph left half-built (a stop while it caught up) goes on from where it was, if wanted.
     if (this.#wantsGraph()) this.#growGraph();
-    return memory;
+    return loading.memory;
+  }
+
+  /** Every record, read into memory at the first query that needs them (the rest of them, when warm began). */
+  #inMemory(): InMemoryVectors {
+    if (this.#memory) return this.#memory;
+    const loading = this.#loading ?? { memory: new InMemoryVectors(this.space.dimension), upToId: 0 };
+    while (this.#readSlice(loading, WARM_SLICE * 4));
+    return this.#loaded(loading);
   }
 
   /**
@@ -433,6 +479,7 @@ export class SqliteVectorIndex implements VectorIndex {
     this.#graph = undefined;
     this.#graphUpTo = 0;
     this.#memory = undefined;
+    this.#loading = undefined;
     this.#load();
   }
 
@@ -475,6 +522,7 @@ export class SqliteVectorIndex implements VectorIndex {
           if (more) return void setImmediate(step);
           this.#exactInMemory = false; // caught up: queries use the graph
           this.#memory = undefined;
+          this.#loading = undefined;
         } catch (e) {
           if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
           throw e;
@@ -547,8 +595,15 @@ function hex(vector: Float32Array): string {
   return bytes.toString("hex");
 }
 
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
 /** The float32 vector stored in `bytes` (little-endian). */
 function floats(bytes: ArrayBuffer | Uint8Array, dimension: number): Float32Array {
+  // On a little-endian machine (all that Node ships for but s390x), the bytes are the floats
+  // (read in place: InMemoryVectors keeps copies of its own).
+  const offset = bytes instanceof Uint8Array ? bytes.byteOffset : 0;
+  if (LITTLE_ENDIAN && offset % 4 === 0)
+    return new Float32Array(bytes instanceof Uint8Array ? bytes.buffer : bytes, offset, dimension);
   const view =
     bytes instanceof Uint8Array
       ? new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
