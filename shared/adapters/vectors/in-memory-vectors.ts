@@ -11,7 +11,8 @@ import type { VectorMatch, VectorQuery } from "../../ports/vector-index.ts";
  * query adds up, for each of its own non-zero components, that component's list, so it touches
  * only the records' components it shares (about a tenth of a tenth of them for the local
  * embedder's) instead of every component of every record. A record that shares none scores 0, as
- * a full dot product would give it. A dense vector is kept whole and scored whole.
+ * a full dot product would give it. A dense vector is kept whole and scored whole. Records with the
+ * same vector (the same output text, written again) are scored once together.
  */
 export class InMemoryVectors {
   readonly dimension: number;
@@ -28,8 +29,8 @@ export class InMemoryVectors {
   }
 
   /**
-   * The components held (a sparse record's non-zero ones, a dense record's all): about what the
-   * records take in memory (8 bytes each when sparse, 4 when dense).
+   * The components held (a sparse vector's non-zero ones, a dense one's all; a vector shared by
+   * records once), and one per record (its key and metadata): about what they take in memory.
    */
   get components(): number {
     let n = 0;
@@ -38,9 +39,10 @@ export class InMemoryVectors {
   }
 
   /**
-   * What an exact query costs, in dense records: a dense record counts 1, a sparse one the square
+   * What an exact query costs, in dense records: a dense vector counts 1, a sparse one the square
    * of its non-zero share (a query as sparse as the records meets that share of its components:
-   * 0.03 for the local embedder's outputs, about 83 of 512 non-zero).
+   * 0.03 for the local embedder's outputs, about 83 of 512 non-zero); a vector shared by records
+   * once.
    */
   get work(): number {
     let n = 0;
@@ -86,35 +88,47 @@ export class InMemoryVectors {
   }
 }
 
-/** One component's list: the rows that have it non-zero, and their values, appended. */
+/** One component's list: the groups that have it non-zero (in `rows`), and their values, appended. */
 interface Posting {
   rows: Uint32Array;
   values: Float32Array;
   length: number;
 }
 
+/** Records whose vectors are the same (bit for bit, once made unit): scored once, for all of them. */
+interface Group {
+  id: number;
+  /** The stored vector's bytes, as the map of groups knows it. */
+  content: string;
+  /** Its keys, in ascending order (the order ties are ranked in). */
+  keys: string[];
+  /** Its stored components: the non-zero ones, or all. */
+  width: number;
+}
+
 /**
- * One type's records, by row number (rows are appended; a replaced or deleted record's row is
- * left dead until dead rows outnumber live ones, then the rows are renumbered): keys and metadata
- * by row, sparse vectors in the component lists, dense ones whole.
+ * One type's records. Records with the same vector (a repeated output: the same text gives the
+ * same vector) form one group, scored once per query however many records share it; a group's
+ * keys are kept sorted, so that its best-ranked keys under a prefix are found by bisection. Sparse
+ * vectors are in the component lists (by group), dense ones whole. A group left without records
+ * keeps its place in the lists until the empty ones outnumber the others; then the groups are
+ * renumbered.
  */
 class Rows {
-  readonly #row = new Map<string, number>();
-  /** By row; undefined for a dead row. */
-  #keys: (string | undefined)[] = [];
-  #metadata: (string | undefined)[] = [];
-  /** The rows kept whole (unit vectors). */
+  readonly #records = new Map<string, { group: Group; metadata: string }>();
+  readonly #byContent = new Map<string, Group>();
+  /** By group id; undefined for an empty group. */
+  #groups: (Group | undefined)[] = [];
+  /** The groups kept whole (unit vectors), by group id. */
   #dense = new Map<number, Float32Array>();
-  /** By component, created at its first non-zero value. */
+  /** By component, created at its first non-zero value: group ids and values. */
   readonly #postings: (Posting | undefined)[];
-  #dead = 0;
-  /** Live components: a sparse row's non-zero ones, a dense row's all. */
+  #emptyGroups = 0;
+  /** The live groups' components, and one per record (its key and metadata). */
   #components = 0;
-  /** The sum of the live rows' squared widths (see InMemoryVectors.work). */
+  /** The sum of the live groups' squared widths (see InMemoryVectors.work). */
   #work = 0;
-  /** Each row's component count (to keep the counts above). */
-  #widths: number[] = [];
-  /** The scores of one query, by row (reused). */
+  /** The scores of one query, by group (reused). */
   #scores = new Float64Array(0);
 
   constructor(dimension: number) {
@@ -129,44 +143,53 @@ class Rows {
     return this.#work;
   }
 
+  get size(): number {
+    return this.#records.size;
+  }
+
   put(key: string, metadata: string, vector: Float32Array): void {
-    const was = this.#row.get(key);
-    if (was !== undefined) this.#kill(was);
-    const row = this.#keys.length;
-    this.#row.set(key, row);
-    this.#keys.push(key);
-    this.#metadata.push(metadata);
+    const was = this.#records.get(key);
+    if (was) this.#leave(key, was.group);
     const stored = sparse(vector);
-    if (stored) {
-      for (let j = 0; j < stored.at.length; j++)
-        append(this.#posting(stored.at[j] as number), row, stored.values[j] as number);
-      this.#widths.push(stored.at.length);
-      this.#components += stored.at.length;
-      this.#work += stored.at.length ** 2;
-    } else {
-      this.#dense.set(row, unit(vector));
-      this.#widths.push(vector.length);
-      this.#components += vector.length;
-      this.#work += vector.length ** 2;
+    const unitVector = stored ? undefined : unit(vector);
+    const content = stored
+      ? `s${bytes(stored.at)}${bytes(stored.values)}`
+      : `d${bytes(unitVector as Float32Array)}`;
+    let group = this.#byContent.get(content);
+    if (!group) {
+      const id = this.#groups.length;
+      group = { id, content, keys: [], width: stored ? stored.at.length : vector.length };
+      this.#groups.push(group);
+      this.#byContent.set(content, group);
+      if (stored)
+        for (let j = 0; j < stored.at.length; j++)
+          append(this.#posting(stored.at[j] as number), id, stored.values[j] as number);
+      else this.#dense.set(id, unitVector as Float32Array);
+      this.#components += group.width;
+      this.#work += group.width ** 2;
     }
-    this.#compactIfDead();
+    group.keys.splice(lowerBound(group.keys, key), 0, key);
+    this.#records.set(key, { group, metadata });
+    this.#components++;
+    this.#compactIfEmpty();
   }
 
   delete(key: string): void {
-    const row = this.#row.get(key);
-    if (row === undefined) return;
-    this.#kill(row);
-    this.#compactIfDead();
+    const was = this.#records.get(key);
+    if (!was) return;
+    this.#leave(key, was.group);
+    this.#records.delete(key);
+    this.#compactIfEmpty();
   }
 
-  /** Offers every live row under `prefix` to `best`; answers how many rows were scored. */
+  /** Offers every record under `prefix` to `best`; answers how many records there are. */
   score(q: Float32Array, prefix: string | undefined, type: string, best: Best): number {
-    const n = this.#keys.length;
+    const n = this.#groups.length;
     if (this.#scores.length < n) this.#scores = new Float64Array(Math.max(n, this.#scores.length * 2));
     const scores = this.#scores;
     scores.fill(0, 0, n);
-    // Sparse rows: each of the query's non-zero components adds its list, in ascending component
-    // order (the order a row's own dot product would add them in).
+    // Sparse groups: each of the query's non-zero components adds its list, in ascending component
+    // order (the order a group's own dot product would add them in).
     for (let d = 0; d < q.length; d++) {
       const x = q[d] as number;
       if (x === 0) continue;
@@ -174,25 +197,29 @@ class Rows {
       if (!p) continue;
       const { rows, values, length } = p;
       for (let i = 0; i < length; i++) {
-        const row = rows[i] as number;
-        scores[row] = (scores[row] as number) + x * (values[i] as number);
+        const g = rows[i] as number;
+        scores[g] = (scores[g] as number) + x * (values[i] as number);
       }
     }
-    for (const [row, v] of this.#dense) {
+    for (const [g, v] of this.#dense) {
       let s = 0;
       for (let i = 0; i < v.length; i++) s += (q[i] as number) * (v[i] as number);
-      scores[row] = s;
+      scores[g] = s;
     }
-    const keys = this.#keys;
-    for (let row = 0; row < n; row++) {
-      const key = keys[row];
-      if (key === undefined) continue;
-      const s = scores[row] as number;
-      // The prefix is looked at only for a row good enough to be kept.
-      if (best.takes(s, key) && (prefix === undefined || key.startsWith(prefix)))
-        best.add(s, key, type, this.#metadata[row] as string);
+    for (let g = 0; g < n; g++) {
+      const group = this.#groups[g];
+      if (!group) continue;
+      const s = scores[g] as number;
+      const keys = group.keys;
+      // Its keys under the prefix are one run of the sorted keys; with one score, a key the best
+      // refuses means every later one is refused too.
+      for (let i = prefix === undefined ? 0 : lowerBound(keys, prefix); i < keys.length; i++) {
+        const key = keys[i] as string;
+        if ((prefix !== undefined && !key.startsWith(prefix)) || !best.takes(s, key)) break;
+        best.add(s, key, type, (this.#records.get(key) as { metadata: string }).metadata);
+      }
     }
-    return n - this.#dead;
+    return this.#records.size;
   }
 
   #posting(d: number): Posting {
@@ -204,32 +231,29 @@ class Rows {
     return p;
   }
 
-  #kill(row: number): void {
-    this.#row.delete(this.#keys[row] as string);
-    this.#keys[row] = undefined;
-    this.#metadata[row] = undefined;
-    this.#dense.delete(row);
-    this.#dead++;
-    const width = this.#widths[row] as number;
-    this.#components -= width;
-    this.#work -= width ** 2;
+  /** Takes `key` out of its group; an emptied group leaves the map of contents (its lists keep it). */
+  #leave(key: string, group: Group): void {
+    group.keys.splice(lowerBound(group.keys, key), 1);
+    this.#components--;
+    if (group.keys.length > 0) return;
+    this.#groups[group.id] = undefined;
+    this.#byContent.delete(group.content);
+    this.#dense.delete(group.id);
+    this.#components -= group.width;
+    this.#work -= group.width ** 2;
+    this.#emptyGroups++;
   }
 
-  /** Renumbers the live rows once the dead outnumber them (and their lists are long enough to matter). */
-  #compactIfDead(): void {
-    if (this.#dead < 1024 || this.#dead <= this.#keys.length - this.#dead) return;
-    const renumbered = new Int32Array(this.#keys.length).fill(-1);
-    const keys: string[] = [];
-    const metadata: string[] = [];
-    const widths: number[] = [];
-    for (let row = 0; row < this.#keys.length; row++) {
-      const key = this.#keys[row];
-      if (key === undefined) continue;
-      renumbered[row] = keys.length;
-      this.#row.set(key, keys.length);
-      keys.push(key);
-      metadata.push(this.#metadata[row] as string);
-      widths.push(this.#widths[row] as number);
+  /** Renumbers the groups once the empty ones outnumber them (and are many enough to matter). */
+  #compactIfEmpty(): void {
+    if (this.#emptyGroups < 1024 || this.#emptyGroups <= this.#groups.length - this.#emptyGroups) return;
+    const renumbered = new Int32Array(this.#groups.length).fill(-1);
+    const groups: Group[] = [];
+    for (const group of this.#groups) {
+      if (!group) continue;
+      renumbered[group.id] = groups.length;
+      group.id = groups.length;
+      groups.push(group);
     }
     for (const p of this.#postings) {
       if (!p) continue;
@@ -243,16 +267,31 @@ class Rows {
       p.length = k;
     }
     const dense = new Map<number, Float32Array>();
-    for (const [row, v] of this.#dense) dense.set(renumbered[row] as number, v);
+    for (const [g, v] of this.#dense) dense.set(renumbered[g] as number, v);
     this.#dense = dense;
-    this.#keys = keys;
-    this.#metadata = metadata;
-    this.#widths = widths;
-    this.#dead = 0;
+    this.#groups = groups;
+    this.#emptyGroups = 0;
   }
 }
 
-/** Appends (row, value) to a list, doubling its arrays when full. */
+/** The first position in sorted `keys` whose key is not below `key`. */
+function lowerBound(keys: readonly string[], key: string): number {
+  let lo = 0;
+  let hi = keys.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((keys[mid] as string) < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** A typed array's bytes as a string (one character a byte): a map key for a vector's contents. */
+function bytes(a: Uint16Array | Float32Array): string {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString("latin1");
+}
+
+/** Appends (group, value) to a list, doubling its arrays when full. */
 function append(p: Posting, row: number, value: number): void {
   if (p.length === p.rows.length) {
     const rows = new Uint32Array(p.rows.length * 2);
