@@ -22,10 +22,11 @@ import { assertValidSpace, checkQuery, checkRecords, sameSpace, spaceMismatch } 
  * CPU per insertion and 2-4 ms per query whatever the size; below ten thousand dense records the
  * exact scan is cheaper, so no graph is kept. Sparse records (the local embedder's: about 83 of
  * 512 components non-zero) are scored through lists by component, which a query walks only for
- * the components it has: such a record counts as the square of its non-zero share of a record
- * (InMemoryVectors.work; 0.03 for the local embedder's), so that 85,000 of them (a server that
- * has answered 10,000 requests) are still scored exactly, in about 2 ms a query, where the graph
- * would take 3.4 ms of the event loop for each output it indexes. Past MAX_EXACT_COMPONENTS held
+ * the components it has: such a record counts for four times the square of its non-zero share
+ * of a record (InMemoryVectors.work; about 0.1 for the local embedder's), and records with the
+ * same vector count once. So a server that has answered 10,000 of the offsite example's requests
+ * (85,000 outputs, 17 distinct texts) keeps scoring them exactly, in well under a millisecond a
+ * query, where the graph would take 3.4 ms of the event loop for each output it indexes. Past MAX_EXACT_COMPONENTS held
  * in memory the graph is built whatever the records' count.
  *
  * Large: the graph lives in table `ann` (the same row ids as `vectors`) and is filled behind the
