@@ -6,11 +6,11 @@ import type { VectorMatch, VectorQuery } from "../../ports/vector-index.ts";
  * filters and keeps the best topK: the higher score first, then the smaller key (as the SQL scans
  * order them).
  *
- * A vector with few non-zero components (the local embedder's hashed features fill about a tenth
- * of theirs, up to half of them) is kept as those components only, in one list per component (an inverted index): a
- * query adds up, for each of its own non-zero components, that component's list, so it touches
- * only the records' components it shares (about a tenth of a tenth of them for the local
- * embedder's) instead of every component of every record. A record that shares none scores 0, as
+ * A vector with at most half of its components non-zero (the local embedder's hashed features
+ * fill about a sixth of theirs) is kept as those components only, in one list per component (an
+ * inverted index): a query adds up, for each of its own non-zero components, that component's
+ * list, so it touches only the components the records share with it (about a sixth of a sixth of
+ * them for the local embedder's) instead of every component of every record. A record that shares none scores 0, as
  * a full dot product would give it. A dense vector is kept whole and scored whole. Records with the
  * same vector (the same output text, written again) are scored once together.
  */
