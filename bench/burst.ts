@@ -13,6 +13,7 @@ import {
   settle,
   sleep,
   startServe,
+  threadCpuMs,
   vm,
 } from "./serve-child.ts";
 
@@ -47,6 +48,16 @@ import {
  * bursts on a fresh server, then on a server started on that folder (which the bursts add to: pass
  * a copy to measure the same history twice).
  *
+ * `--interleave <rounds>` (with `--reuse`) alternates the two: each round starts a server on a new
+ * empty folder and one on the reused folder, bursts once on each (in turn first: fresh, history;
+ * then history, fresh), each when the server has gone idle after its start, and stops it once the
+ * burst has ended. On a shared machine whose load changes by the minute, the pairs see the same
+ * load, and the medians over the rounds say more than any one burst. Beside the wall time, each
+ * burst's accept phase is measured in the server's CPU time, all threads and the main thread's
+ * alone (the event loop: what the accept waits on), from /proc; and so until the burst has ended:
+ * how much work a request is, which a busy machine does not change as it changes wall times (nor
+ * as it changes how much of that work falls inside the accept phase).
+ *
  * Both take `--dir <path>` (where the data folder goes, default the OS temp dir; removed after
  * unless `--keep`).
  */
@@ -71,6 +82,7 @@ interface Args {
   cpuProf: string | undefined;
   keep: boolean;
   reuse: string | undefined;
+  interleave: number;
   dir: string;
 }
 
@@ -89,11 +101,12 @@ function parseArgs(argv: readonly string[]): Args {
     cpuProf: undefined,
     keep: false,
     reuse: undefined,
+    interleave: 0,
     dir: tmpdir(),
   };
   const usage =
     "use --burst <n>, --history <n>, --at <n,n...>, --concurrency <n>, --repeat <n>, " +
-    "--cpu-prof <dir>, --keep, --reuse <dir>, --steady, --rate <n>, --minutes <n>, --warmup <n>, --snapshots <dir>, --dir <path>";
+    "--cpu-prof <dir>, --keep, --reuse <dir>, --interleave <rounds>, --steady, --rate <n>, --minutes <n>, --warmup <n>, --snapshots <dir>, --dir <path>";
   const num = (flag: string, v: string | undefined) => {
     if (!v || !/^\d+(\.\d+)?$/.test(v)) throw new Error(`${flag} takes a number: ${usage}`);
     return Number(v);
@@ -118,8 +131,10 @@ function parseArgs(argv: readonly string[]): Args {
     else if (flag === "--cpu-prof" && value) args.cpuProf = resolve(value);
     else if (flag === "--reuse" && value) args.reuse = resolve(value);
     else if (flag === "--dir" && value) args.dir = resolve(value);
+    else if (flag === "--interleave") args.interleave = num(flag, value);
     else throw new Error(`Unknown argument ${flag ?? ""}: ${usage}`);
   }
+  if (args.interleave > 0 && !args.reuse) throw new Error(`--interleave needs --reuse <folder>: ${usage}`);
   return args;
 }
 
@@ -133,6 +148,14 @@ interface BurstResult {
   acceptP50Ms: number;
   doneMs: number;
   serverCpuMsAccept: number;
+  /** The main thread's (the event loop's) share of serverCpuMsAccept. */
+  mainCpuMsAccept: number;
+  /** serverCpuMsAccept by thread name (threadCpuMs). */
+  threadsCpuMsAccept: Record<string, number>;
+  /** The server's CPU time (all threads) from the first POST until every request of the burst has ended. */
+  serverCpuMsDone: number;
+  /** The main thread's share of serverCpuMsDone. */
+  mainCpuMsDone: number;
   rssMb: number;
 }
 
@@ -148,7 +171,7 @@ async function burst(
     s.child.kill("SIGTTIN");
     await sleep(200); // the profiler starts
   }
-  const cpu0 = await cpuMs(s.pid);
+  const [cpu0, threads0] = await Promise.all([cpuMs(s.pid), threadCpuMs(s.pid)]);
   const t0 = performance.now();
   const accepted: number[] = [];
   const roots = await Promise.all(
@@ -159,10 +182,15 @@ async function burst(
     }),
   );
   const acceptMs = performance.now() - t0;
-  const serverCpuMsAccept = (await cpuMs(s.pid)) - cpu0;
+  const [cpu1, threads1] = await Promise.all([cpuMs(s.pid), threadCpuMs(s.pid)]);
+  const serverCpuMsAccept = cpu1 - cpu0;
+  const threadsCpuMsAccept = Object.fromEntries(
+    [...threads1].map(([name, ms]) => [name, ms - (threads0.get(name) ?? 0)] as const),
+  );
   if (profile) s.child.kill("SIGTTIN");
   const statuses = await Promise.all(roots.map((root) => settle(s.url, auth, root)));
   const doneMs = performance.now() - t0;
+  const [cpu2, threads2] = await Promise.all([cpuMs(s.pid), threadCpuMs(s.pid)]);
   const notDone = statuses.filter((st) => st !== "done").length;
   if (notDone > 0) progress(`WARNING: ${notDone} of the burst's requests did not end done`);
   return {
@@ -173,6 +201,10 @@ async function burst(
     ),
     doneMs,
     serverCpuMsAccept,
+    mainCpuMsAccept: threadsCpuMsAccept.MainThread ?? Number.NaN,
+    threadsCpuMsAccept,
+    serverCpuMsDone: cpu2 - cpu0,
+    mainCpuMsDone: (threads2.get("MainThread") ?? Number.NaN) - (threads0.get("MainThread") ?? Number.NaN),
     rssMb: (await vm(s.pid, "VmRSS")) / 1024,
   };
 }
@@ -249,14 +281,14 @@ async function burstMode(args: Args, dir: string): Promise<void> {
     }
     out();
     out(
-      "| point | requests before | data MB | accept ms (last 202) | accept p50 ms | all done ms | server CPU ms to accept | RSS MB | accept / fresh |",
+      "| point | requests before | data MB | accept ms (last 202) | accept p50 ms | all done ms | server CPU ms to accept | main thread CPU ms | RSS MB | accept / fresh |",
     );
-    out("|---|---|---|---|---|---|---|---|---|");
+    out("|---|---|---|---|---|---|---|---|---|---|");
     const fresh = results.filter((r) => r.point === "fresh server").map((r) => r.acceptMs);
     const freshMs = fresh.reduce((a, x) => a + x, 0) / Math.max(1, fresh.length);
     for (const r of results)
       out(
-        `| ${r.point} | ${r.historyRequests} | ${f(r.dataMb)} | ${f(r.acceptMs)} | ${f(r.acceptP50Ms)} | ${f(r.doneMs)} | ${f(r.serverCpuMsAccept)} | ${f(r.rssMb)} | ${f(r.acceptMs / freshMs, 2)}x |`,
+        `| ${r.point} | ${r.historyRequests} | ${f(r.dataMb)} | ${f(r.acceptMs)} | ${f(r.acceptP50Ms)} | ${f(r.doneMs)} | ${f(r.serverCpuMsAccept)} | ${f(r.mainCpuMsAccept)} | ${f(r.rssMb)} | ${f(r.acceptMs / freshMs, 2)}x |`,
       );
     const worst = Math.max(...results.filter((r) => r.point !== "fresh server").map((r) => r.acceptMs));
     out();
@@ -273,6 +305,132 @@ async function burstMode(args: Args, dir: string): Promise<void> {
   } finally {
     await s.stop();
   }
+}
+
+/**
+ * Waits until the server's CPU use has been under a tenth of a core for two looks in a row, half a
+ * second apart (at most 60 s): what it does when it starts (reading its records, resuming work)
+ * is not the burst's.
+ */
+async function untilIdle(s: Served): Promise<void> {
+  let quiet = 0;
+  for (const t0 = performance.now(); quiet < 2 && performance.now() - t0 < 60_000; ) {
+    const before = await cpuMs(s.pid);
+    await sleep(500);
+    quiet = (await cpuMs(s.pid)) - before < 50 ? quiet + 1 : 0;
+  }
+}
+
+const median = (xs: readonly number[]): number => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+};
+
+/** --interleave: fresh and history bursts in turn, each on a server just started and gone idle. */
+async function interleavedMode(args: Args, dir: string): Promise<void> {
+  const reused = await benchEnv(args.reuse as string, { existing: true });
+  const serverOptions = args.cpuProf
+    ? [`--import=${join(import.meta.dirname, "cpu-profile-signal.mjs")}`]
+    : [];
+  if (args.cpuProf) {
+    await mkdir(args.cpuProf, { recursive: true });
+    reused.env.ARBOR_BENCH_CPU_PROFILE_DIR = args.cpuProf;
+  }
+  const results: (BurstResult & { round: number })[] = [];
+  const loadAtStart = loadavg()[0] ?? 0;
+  const loads: number[] = [];
+  out(
+    `arbor burst bench: ${args.interleave} rounds, a burst of ${args.burst} fresh and on ${args.reuse} in turn`,
+  );
+  let historyRequests = 0;
+  for (let round = 0; round < args.interleave; round++) {
+    const order = round % 2 === 0 ? (["fresh", "history"] as const) : (["history", "fresh"] as const);
+    for (const which of order) {
+      const freshDir = join(dir, `fresh-${round}`);
+      if (which === "fresh") await mkdir(freshDir);
+      const b = which === "fresh" ? await benchEnv(freshDir) : reused;
+      if (args.cpuProf) b.env.ARBOR_BENCH_CPU_PROFILE_DIR = args.cpuProf;
+      const s = await startServe(b, serverOptions);
+      try {
+        await untilIdle(s);
+        const dataMb = (await folderBytes(b.dataDir)) / 2 ** 20;
+        loads.push(loadavg()[0] ?? 0);
+        const m = await burst(s, b.auth, args.burst, 1_000_000 + historyRequests, args.cpuProf !== undefined);
+        if (which === "history") historyRequests += args.burst;
+        results.push({
+          round,
+          point: which,
+          historyRequests: which === "fresh" ? 0 : historyRequests,
+          dataMb,
+          ...m,
+        });
+        progress(
+          `round ${round + 1} ${which}${args.cpuProf ? ` (server ${s.pid})` : ""}: accepted in ${f(m.acceptMs)} ms, ` +
+            `server CPU ${f(m.serverCpuMsAccept)} ms (main thread ${f(m.mainCpuMsAccept)} ms), all done in ${f(m.doneMs)} ms ` +
+            `(server CPU ${f(m.serverCpuMsDone)} ms, main thread ${f(m.mainCpuMsDone)} ms), load ${f(loads.at(-1) ?? 0, 1)}`,
+        );
+      } catch (error) {
+        throw new Error(`${String(error)}; the server's stderr ends:\n${s.log()}`);
+      } finally {
+        await s.stop();
+        if (which === "fresh") await rm(freshDir, { recursive: true, force: true });
+      }
+    }
+  }
+  out();
+  out(
+    "| round | server | data MB | accept ms (last 202) | accept p50 ms | all done ms | server CPU ms to accept | main thread CPU ms | other threads (ms) |",
+  );
+  out("|---|---|---|---|---|---|---|---|---|");
+  for (const r of results) {
+    const others = Object.entries(r.threadsCpuMsAccept)
+      .filter(([name, ms]) => name !== "MainThread" && ms >= 10)
+      .map(([name, ms]) => `${name} ${f(ms)}`)
+      .join(", ");
+    out(
+      `| ${r.round + 1} | ${r.point} | ${f(r.dataMb)} | ${f(r.acceptMs)} | ${f(r.acceptP50Ms)} | ${f(r.doneMs)} | ${f(r.serverCpuMsAccept)} | ${f(r.mainCpuMsAccept)} | ${others} |`,
+    );
+  }
+  const of = (point: string, k: (r: BurstResult) => number) =>
+    median(results.filter((r) => r.point === point).map(k));
+  out();
+  out(`Medians over ${args.interleave} rounds (history / fresh):`);
+  out("| | fresh | history | history / fresh |");
+  out("|---|---|---|---|");
+  const rows: [string, (r: BurstResult) => number][] = [
+    ["accept ms (last 202)", (r) => r.acceptMs],
+    ["accept p50 ms", (r) => r.acceptP50Ms],
+    ["server CPU ms to accept", (r) => r.serverCpuMsAccept],
+    ["main thread CPU ms to accept", (r) => r.mainCpuMsAccept],
+    ["all done ms", (r) => r.doneMs],
+    ["server CPU ms, first POST to all done", (r) => r.serverCpuMsDone],
+    ["main thread CPU ms, first POST to all done", (r) => r.mainCpuMsDone],
+  ];
+  for (const [label, k] of rows)
+    out(
+      `| ${label} | ${f(of("fresh", k))} | ${f(of("history", k))} | ${f(of("history", k) / of("fresh", k), 2)}x |`,
+    );
+  const ratios = results
+    .filter((r) => r.point === "history")
+    .map(
+      (h) =>
+        h.acceptMs /
+        (results.find((r) => r.point === "fresh" && r.round === h.round) as BurstResult).acceptMs,
+    );
+  out();
+  out(
+    `Accept time, history / fresh within each round: ${ratios.map((x) => f(x, 2)).join(", ")} (median ${f(median(ratios), 2)}x): ` +
+      `${median(ratios) <= 1.5 ? "within" : "NOT within"} the 1.5x target.`,
+  );
+  out(
+    `1-minute load average: ${f(loadAtStart, 2)} at the start, ${f(median(loads), 2)} median before the bursts, ${f(loadavg()[0] ?? 0, 2)} at the end.`,
+  );
+  const file = join(tmpdir(), "arbor-bench-burst.json");
+  await writeFile(file, `${JSON.stringify({ at: new Date().toISOString(), args, results }, null, 2)}\n`);
+  out(`Numbers as JSON: ${file}`);
 }
 
 interface Sample {
@@ -422,7 +580,11 @@ async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const dir = await mkdtemp(join(args.dir, "arbor-bench-burst-"));
   try {
-    await (args.steady ? steadyMode(args, dir) : burstMode(args, dir));
+    await (args.steady
+      ? steadyMode(args, dir)
+      : args.interleave > 0
+        ? interleavedMode(args, dir)
+        : burstMode(args, dir));
   } finally {
     if (args.keep) out(`The data folder and keys file are kept in ${dir} (--reuse it on a copy)`);
     else await rm(dir, { recursive: true, force: true });

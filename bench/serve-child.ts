@@ -196,6 +196,31 @@ export async function cpuMs(pid: number): Promise<number> {
   return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
 }
 
+/**
+ * The CPU time of each of a process's threads so far, user + system, in ms, summed by thread name
+ * (/proc/<pid>/task/<tid>/comm, Linux): `MainThread` (the event loop), `V8Worker` (the garbage
+ * collector's and compiler's helpers), `libuv-worker` (fsync and file calls), a worker thread's own
+ * name (the WAL checkpointer). A thread that ended meanwhile is no longer counted.
+ */
+export async function threadCpuMs(pid: number): Promise<Map<string, number>> {
+  const byName = new Map<string, number>();
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    try {
+      const [comm, stat] = await Promise.all([
+        readFile(`/proc/${pid}/task/${tid}/comm`, "utf8"),
+        readFile(`/proc/${pid}/task/${tid}/stat`, "utf8"),
+      ]);
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const ms = ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+      const name = comm.trim();
+      byName.set(name, (byName.get(name) ?? 0) + ms);
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return byName;
+}
+
 /** The bytes of the files in a folder and its subfolders. */
 export async function folderBytes(dir: string): Promise<number> {
   let total = 0;

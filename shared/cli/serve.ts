@@ -96,6 +96,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   let notify: LocalNotify | undefined;
   const engine = await createLocalEngine(rt, {
     llm: setup.llm,
+    warmIndex: true,
     // The fallback assistant is one URN for the whole engine: only safe when it serves one tenant.
     // With several, a task nobody fits is offered to its person (an assign_subtask interaction).
     settings: {

@@ -24,6 +24,12 @@ import type { Teams } from "./team.ts";
  *              younger is being planned (or the watchdog re-drives it): not sent again, so a quick
  *              retry does not plan twice.
  *
+ * Without a key, a new conversation's id and the message's are the engine's new ids themselves
+ * (ULIDs: time-ordered), not hashes of them: nothing asks for them to be derived again, and every
+ * key a request writes (its resources, records and event streams, all under the conversation's
+ * URN) then follows the one before it in the storage's key order, instead of landing on a page of
+ * its own in every B-tree a history of requests has made large.
+ *
  * `conversationName` makes the conversation URN `cld:common.Tenant.<t>/common.Conversation.<name>`:
  * continued when there (the same resource.write check as a conversationUrn), created when not, with
  * `startedBy` this actor. Creation is conditional: a claim record (`conversation#<urn>`, put with
@@ -137,7 +143,8 @@ export async function submit(
     await d.resources.put({ meta: withMeta({ type: "common.Tenant", name: req.tenant, id: req.tenant }) });
   let conversationUrn = to.urn;
   if (!conversationUrn) {
-    const meta = withMeta({ type: "common.Conversation", name: d.newId(), parent: tenant });
+    const id = d.newId();
+    const meta = withMeta({ type: "common.Conversation", name: id, id, parent: tenant });
     // Whose it is comes from the authenticated caller, never from the request.
     await d.resources.put({ meta, startedBy: req.actor.id, ...(req.title ? { title: req.title } : {}) });
     conversationUrn = meta.id;
@@ -199,12 +206,8 @@ async function putMessage(d: EngineDeps, conversationUrn: Urn, req: SubmitReques
   const keyed = req.idempotencyKey
     ? idempotencyId(req.tenant, req.idempotencyKey, req.idempotencyScope)
     : undefined;
-  const meta = withMeta({
-    type: "common.Message",
-    name: keyed ?? d.newId(),
-    ...(keyed ? { id: keyed } : {}),
-    parent: conversationUrn,
-  });
+  const id = keyed ?? d.newId();
+  const meta = withMeta({ type: "common.Message", name: id, id, parent: conversationUrn });
   if (keyed) {
     const there = await d.resources.getAs("common.Message", meta.id);
     if (there) {

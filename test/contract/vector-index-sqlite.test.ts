@@ -10,7 +10,7 @@ import {
   SqliteVectorIndex,
   type SqliteVectorIndexOptions,
 } from "../../shared/adapters/vectors/sqlite-vector-index.ts";
-import type { VectorRecord } from "../../shared/ports/vector-index.ts";
+import type { VectorMatch, VectorRecord } from "../../shared/ports/vector-index.ts";
 import { vectorIndexContract } from "./vector-index.contract.ts";
 
 const fixture =
@@ -98,7 +98,10 @@ describe("SqliteVectorIndex at scale and as the local default", () => {
     "scores a bounded number of records per query as one tenant's history grows, finding a good share of the exact top 5",
     () =>
       withDir(async (dir) => {
-        const index = SqliteVectorIndex.open(join(dir, "index.db"), space, { graphAbove: 1000 });
+        const index = SqliteVectorIndex.open(join(dir, "index.db"), space, {
+          graphAbove: 1000,
+          countRecords: true,
+        });
         const flat = await LocalVectorIndex.open(join(dir, "flat"), space, { durable: false });
         const big = await outputs("big", 1500);
         for (let i = 0; i < big.length; i += 500) await index.upsert(big.slice(i, i + 500));
@@ -145,17 +148,96 @@ describe("SqliteVectorIndex at scale and as the local default", () => {
   );
 
   it(
+    "keeps sparse records past graphAbove in memory while scoring them exactly costs less than that many dense ones, and stops a half-built graph",
+    () =>
+      withDir(async (dir) => {
+        const path = join(dir, "index.db");
+        const records = await outputs("t", 400);
+        // Counted as records, 400 pass graphAbove: a graph is begun, and the index stops before it is built.
+        const counted = SqliteVectorIndex.open(path, space, { graphAbove: 100, countRecords: true });
+        await counted.upsert(records.slice(0, 200));
+        await counted.close();
+        // Weighed by their non-zero share (the local embedder's fill a small part of 512), 400
+        // sparse records cost less to score than 100 dense ones: queries stay exact, from memory,
+        // and the half-built graph is left as it is.
+        const weighed = SqliteVectorIndex.open(path, space, { graphAbove: 100 });
+        await weighed.upsert(records.slice(200));
+        const flat = await LocalVectorIndex.open(join(dir, "flat"), space, { durable: false });
+        await flat.upsert(records);
+        const [vector] = await embedder.embed(["museums in Kyoto"]);
+        const q = { vector: vector as Float32Array, topK: 5, keyPrefix: tenant("t") };
+        expect((await weighed.query(q)).map((m) => m.key)).toEqual((await flat.query(q)).map((m) => m.key));
+        await weighed.upsert(await outputs("u", 50));
+        await new Promise((r) => setTimeout(r, 300)); // the turns a graph would grow in
+        expect(weighed.graphReady).toBe(false);
+        const held = new Database(path, { readonly: true });
+        const inGraph = held.prepare("SELECT count(*) AS n FROM ann").get() as { n: number };
+        held.close();
+        expect(Number(inGraph.n)).toBeLessThan(450);
+        expect((await weighed.query(q)).map((m) => m.key)).toEqual((await flat.query(q)).map((m) => m.key));
+        await weighed.close();
+      }),
+    120_000,
+  );
+
+  it("warm reads the records into memory a slice at a time, writes meanwhile included, and answers as the first query would", () =>
+    withDir(async (dir) => {
+      const path = join(dir, "index.db");
+      const records = await outputs("t", 2500);
+      const first = SqliteVectorIndex.open(path, space);
+      await first.upsert(records);
+      await first.close();
+      const flat = await LocalVectorIndex.open(join(dir, "flat"), space, { durable: false });
+      await flat.upsert(records);
+      const index = SqliteVectorIndex.open(path, space);
+      const warming = index.warm();
+      // Written while it reads: a replaced record, a deleted one, a new one.
+      const replaced = { ...(records[3] as VectorRecord), vector: (records[2000] as VectorRecord).vector };
+      const gone = (records[1500] as VectorRecord).key;
+      const added = (await outputs("t2", 1))[0] as VectorRecord;
+      await Promise.all([index.upsert([replaced, added]), index.delete([gone])]);
+      await flat.upsert([replaced, added]);
+      await flat.delete([gone]);
+      await warming;
+      expect(index.size).toBe(2500);
+      // The same matches as the flat index (its scores are summed in another order: the last bits differ).
+      const same = (got: VectorMatch[], want: VectorMatch[]) => {
+        expect(got.map((m) => [m.key, m.metadata])).toEqual(want.map((m) => [m.key, m.metadata]));
+        got.forEach((m, i) => {
+          expect(m.score).toBeCloseTo((want[i] as VectorMatch).score, 6);
+        });
+      };
+      for (const probe of [replaced, records[1500] as VectorRecord, added, records[42] as VectorRecord]) {
+        const q = { vector: probe.vector, topK: 5 };
+        same(await index.query(q), await flat.query(q));
+      }
+      // A query while it reads takes the rest at once.
+      const again = SqliteVectorIndex.open(path, space);
+      const early = again.warm();
+      const q = { vector: (records[7] as VectorRecord).vector, topK: 3, type: "common.Message" };
+      same(await again.query(q), await flat.query(q));
+      await early;
+      same(await again.query(q), await flat.query(q));
+      await index.close();
+      await again.close();
+    }));
+
+  it(
     "builds its graph behind the writes once past graphAbove, and a restart half-way carries on",
     () =>
       withDir(async (dir) => {
         const path = join(dir, "index.db");
         const records = await outputs("t", 300);
-        const first = SqliteVectorIndex.open(path, space, { graphAbove: 100 });
+        const first = SqliteVectorIndex.open(path, space, { graphAbove: 100, countRecords: true });
         await first.upsert(records.slice(0, 100));
         expect(first.graphReady).toBe(false); // at graphAbove: no graph yet
         await first.upsert(records.slice(100));
         await first.close(); // before the graph could hold them all
-        const again = SqliteVectorIndex.open(path, space, { graphAbove: 100, exactBelow: 0 });
+        const again = SqliteVectorIndex.open(path, space, {
+          graphAbove: 100,
+          exactBelow: 0,
+          countRecords: true,
+        });
         expect(again.size).toBe(300);
         const [vector] = await embedder.embed(["museums in Kyoto"]);
         const q = { vector: vector as Float32Array, topK: 5, keyPrefix: tenant("t") };

@@ -74,6 +74,26 @@ const ask = (extra: Partial<SubmitRequest> = {}): SubmitRequest => ({
   ...extra,
 });
 
+describe("a submit without an idempotency key", () => {
+  it("names a new conversation and its message by new ids (time-ordered), so a later request's keys sort after", async () => {
+    const w = await world();
+    const first = await w.engine.submit(ask());
+    const second = await w.engine.submit(ask());
+    await w.idle();
+    const idOf = (urn: string) => urn.slice(urn.lastIndexOf(".") + 1);
+    for (const s of [first, second]) {
+      const conversation = await w.engine.deps.resources.get(s.conversationUrn);
+      const message = await w.engine.deps.resources.get(s.messageUrn);
+      // The id is the name the engine gave it, not a hash of it.
+      expect(conversation?.meta.name).toBe(idOf(s.conversationUrn));
+      expect(message?.meta.name).toBe(idOf(s.messageUrn));
+    }
+    expect(second.conversationUrn > first.conversationUrn).toBe(true);
+    expect(second.rootTaskId > first.rootTaskId).toBe(true);
+    expect((await w.engine.result(second.rootTaskId)).output).toBe("Lisbon, 14-15 May.");
+  });
+});
+
 describe("a submit with an idempotency key", () => {
   it("repeated, returns the same ids and writes nothing new, nor plans twice", async () => {
     const w = await world();
