@@ -31,6 +31,7 @@ import {
   wrongVersion,
 } from "./a2a-transport.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
+import { sourceAddress } from "./source-address.ts";
 
 export { A2A_PATH, arborAgentCard } from "./a2a-card.ts";
 
@@ -161,6 +162,14 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
     // Who calls, before anything is read: no body is parsed for a caller without a key.
     async (c, next) => {
       const authorization = c.req.header("authorization");
+      // A client address that keeps sending unknown keys waits, before any key is looked up.
+      const source = sourceAddress(c);
+      const flooding = options.limiter?.unknownKeysFrom(source);
+      if (flooding) {
+        c.header("Retry-After", String(flooding.retryAfterSeconds));
+        c.header("Connection", "close");
+        return c.json(rpcError(null, AUTH_ERROR_CODE, throttledMessage(flooding)), 429);
+      }
       let who: Authenticated | undefined;
       try {
         who = await options.keys.authenticate(authorization);
@@ -171,6 +180,7 @@ export function createA2aApp(options: A2aAppOptions): Hono<Env> {
         return c.json(rpcError(null, AUTH_ERROR_CODE, error.message), 503);
       }
       if (!who) {
+        options.limiter?.unknownKey(source);
         // RFC 6750: a presented key that is not known is an invalid_token; no key says only the scheme.
         c.header("WWW-Authenticate", `Bearer realm="arbor"${authorization ? ', error="invalid_token"' : ""}`);
         // The body is never read: a client must not send its next request on this connection.

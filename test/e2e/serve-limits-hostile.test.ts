@@ -64,6 +64,15 @@ describe("arbor serve under clients that are never let in", () => {
     expect(refused.body).toMatch(/unknown API keys from this address/);
     for (let i = 0; i < 20; i++) expect((await get(`arbor_more_${i}`)).status).toBe(429);
     expect(lookups).toBe(before); // no store read for any of them
+    // The A2A endpoint counts the same address with the same limiter.
+    const a2a = await fetch(`${server.url}/a2a`, {
+      method: "POST",
+      headers: { authorization: "Bearer arbor_made_up_a2a", "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "GetTask", params: { id: "t" } }),
+    });
+    expect(a2a.status).toBe(429);
+    expect(await a2a.text()).toMatch(/unknown API keys from this address/);
+    expect(lookups).toBe(before);
     // Time passes (one unknown key a second): a key is looked at again.
     now += 2_000;
     expect((await get(acme.key)).status).toBe(404); // the real key: its own answer (no such task)
