@@ -290,8 +290,12 @@ export interface RateLimits {
   perTenant?: RateLimit;
   /** Event streams open at once (SSE and A2A streams), per key and per tenant (default 20 and 100). */
   streams?: { perKey: number; perTenant: number };
-  /** Unknown API keys per client address before its requests get 429 (default 30 at once, 0.5 a second). */
-  unknownKeys?: RateLimit;
+  /**
+   * Unknown API keys per client address before its requests get 429 (default 30 at once, 0.5 a
+   * second). Loopback addresses are not counted unless `countLoopback`: behind a proxy on the same
+   * machine every client has the proxy's address, and one flood would lock every caller out.
+   */
+  unknownKeys?: RateLimit & { countLoopback?: boolean };
 }
 
 export interface NotifyConfig {

@@ -93,7 +93,7 @@ export class RateLimiter {
    * Check it before authenticating; count each unknown key with `unknownKey`.
    */
   unknownKeysFrom(source: string | undefined): Throttled | undefined {
-    if (source === undefined) return undefined;
+    if (!this.#counted(source)) return undefined;
     const limit = this.#limits.unknownKeys ?? DEFAULT_UNKNOWN_KEYS;
     const bucket = this.#unknown.get(source);
     if (!bucket) return undefined;
@@ -107,7 +107,7 @@ export class RateLimiter {
 
   /** Counts an unknown (or missing) key sent from `source`. */
   unknownKey(source: string | undefined): void {
-    if (source === undefined) return;
+    if (!this.#counted(source)) return;
     const limit = this.#limits.unknownKeys ?? DEFAULT_UNKNOWN_KEYS;
     const now = this.#now();
     const bucket = this.#unknown.get(source) ?? { tokens: limit.burst, at: now };
@@ -120,6 +120,12 @@ export class RateLimiter {
       this.#unknown.delete(this.#unknown.keys().next().value as string);
   }
 
+  /** Whether unknown keys from `source` are counted (loopback only when configured: see RateLimits.unknownKeys). */
+  #counted(source: string | undefined): source is string {
+    if (source === undefined) return false;
+    return this.#limits.unknownKeys?.countLoopback === true || !isLoopback(source);
+  }
+
   #refilled(id: string, limit: RateLimit, now: number): Bucket {
     const bucket = this.#buckets.get(id) ?? { tokens: limit.burst, at: now };
     const elapsed = Math.max(0, now - bucket.at) / 1000;
@@ -129,6 +135,9 @@ export class RateLimiter {
     return bucket;
   }
 }
+
+const isLoopback = (address: string) =>
+  address === "::1" || address.startsWith("127.") || address.startsWith("::ffff:127.");
 
 function refill(bucket: Bucket, limit: RateLimit, now: number): void {
   const elapsed = Math.max(0, now - bucket.at) / 1000;
