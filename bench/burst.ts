@@ -335,7 +335,8 @@ async function steadyMode(args: Args, dir: string): Promise<void> {
           (e: unknown) => {
             // A request lost to a connection the server closed while a heap snapshot held it
             // (its keep-alive timer ran out meanwhile) is counted; anything else ends the run.
-            if (args.snapshots && e instanceof TypeError) lost++;
+            // (post() wraps fetch's TypeError in an Error of its own, as its cause.)
+            if (args.snapshots && (e instanceof TypeError || (e as Error).cause instanceof TypeError)) lost++;
             else failed = e;
             inFlight.delete(p);
           },
