@@ -27,13 +27,14 @@ interface Entry {
 export const MAX_ENTRIES = 200_000;
 /**
  * What the local object stores hold by default: an object is kept beside its parsed resource
- * (use-cases/resource-store.ts), about as big again on the heap, so this is ~35 MB of the process.
- * Sized to fill quickly: a steady 3 requests a second (some 60 KB of objects each) fill it within
- * about 90 s, after which the process holds its size (issue 22); 64 MiB took over 20 minutes, and
- * its RSS grew all that time. The hot path reads the objects of requests in flight (a 111-task
- * tree writes about 0.5 MB), and what is not held is one indexed read from SQLite's page cache.
+ * (use-cases/resource-store.ts), about as big again on the heap. Sized to fill quickly: under a
+ * steady 3 requests a second (measured: about 24 KB of cost each, as most writes rewrite a task
+ * already held) 8 MiB is full within about 2 minutes, after which the process holds its size
+ * (issue 22); 16 MiB took 4 minutes and 64 MiB over 20, and RSS grew all that time. The hot path
+ * reads the objects of requests in flight (a 111-task tree writes about 0.5 MB), and what is not
+ * held is one indexed read from SQLite's page cache.
  */
-export const DEFAULT_CACHE_BYTES = 16 * 1024 * 1024;
+export const DEFAULT_CACHE_BYTES = 8 * 1024 * 1024;
 /** Bytes an entry costs beyond its key's characters and its body: the Map's slot, the entry, the key's header. */
 export const ENTRY_OVERHEAD = 96;
 

@@ -23,7 +23,7 @@ import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite
  * reference to the bytes it is given and `get` returns shared bytes: neither may be modified.
  */
 export type SqliteObjectStoreOptions = SqliteLocation & {
-  /** Bytes of objects (and their keys) held in memory; 0 turns the cache off. Default DEFAULT_CACHE_BYTES, 16 MiB. */
+  /** Bytes of objects (and their keys) held in memory; 0 turns the cache off. Default DEFAULT_CACHE_BYTES, 8 MiB. */
   cacheBytes?: number;
 };
 
