@@ -493,7 +493,8 @@ async function steadyMode(args: Args, dir: string): Promise<void> {
           (e: unknown) => {
             // A request lost to a connection the server closed while a heap snapshot held it
             // (its keep-alive timer ran out meanwhile) is counted; anything else ends the run.
-            if (args.snapshots && e instanceof TypeError) lost++;
+            // (post() wraps fetch's TypeError in an Error of its own, as its cause.)
+            if (args.snapshots && (e instanceof TypeError || (e as Error).cause instanceof TypeError)) lost++;
             else failed = e;
             inFlight.delete(p);
           },
@@ -529,14 +530,20 @@ async function steadyMode(args: Args, dir: string): Promise<void> {
     const lines = (await readFile(memoryFile, "utf8").catch(() => ""))
       .split("\n")
       .filter(Boolean)
-      .map((l) => JSON.parse(l) as { thread: string; atS: number } & Record<string, number>);
+      .map(
+        (l) =>
+          JSON.parse(l) as { thread: string; atS: number; spaces?: Record<string, number> } & Record<
+            string,
+            number
+          >,
+      );
     const mains = lines.filter((l) => l.thread === "main");
     const mb = (n: number | undefined) => f((n ?? Number.NaN) / 2 ** 20);
     out();
     out(
-      "| s | RSS MB | requests done | in flight | server CPU s | main heap used / total MB | workers' heap used / total MB | external MB | RSS - heaps MB |",
+      "| s | RSS MB | requests done | in flight | server CPU s | main heap used / total MB | of which young generation MB | workers' heap used / total MB | external MB | RSS - heaps MB |",
     );
-    out("|---|---|---|---|---|---|---|---|---|");
+    out("|---|---|---|---|---|---|---|---|---|---|");
     for (const x of samples) {
       // The server's samples nearest in time (its clock started a moment before the bench's).
       const m = mains.find((l) => l.atS >= x.atS - 5);
@@ -548,8 +555,8 @@ async function steadyMode(args: Args, dir: string): Promise<void> {
       out(
         `| ${f(x.atS)} | ${f(x.rssMb)} | ${x.done} | ${x.inFlight} | ${f(x.cpuMs / 1000, 1)} | ` +
           (m
-            ? `${mb(m.heapUsed)} / ${mb(m.heapTotal)} | ${mb(wUsed)} / ${mb(wTotal)} | ${mb(m.external)} | ${mb((m.rss ?? 0) - (m.heapTotal ?? 0) - wTotal)} |`
-            : "- | - | - | - |"),
+            ? `${mb(m.heapUsed)} / ${mb(m.heapTotal)} | ${mb(m.spaces?.new_space)} | ${mb(wUsed)} / ${mb(wTotal)} | ${mb(m.external)} | ${mb((m.rss ?? 0) - (m.heapTotal ?? 0) - wTotal)} |`
+            : "- | - | - | - | - |"),
       );
     }
     const minutes = (last.atS - first.atS) / 60;

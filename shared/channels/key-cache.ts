@@ -1,4 +1,4 @@
-import { trimOldest } from "../adapters/shared/bounded-map.ts";
+import { trimOldest } from "../domain/bounded-map.ts";
 import { type ApiKeyEntry, type Authenticated, bearerKeyHash, type KeyStore } from "../ports/key-store.ts";
 
 /**

@@ -1,5 +1,6 @@
 import { hash } from "node:crypto";
 import { InvalidUrnError } from "../errors.ts";
+import { trimOldest } from "./bounded-map.ts";
 
 /**
  * URNs name every resource: `cld:` + a path of elements joined by `/`, parent first.
@@ -54,10 +55,16 @@ function parseElement(urn: string, raw: string, index: number): UrnElement {
 /** Splits and validates a URN. Throws InvalidUrnError saying which part is wrong. */
 /**
  * URNs already parsed, by text: the engine parses the same few hundred URNs over and over. The
- * elements are frozen and shared; each caller gets its own array. Bounded: cleared when full.
+ * elements are frozen and shared; each caller gets its own array. Bounded: the oldest go first.
  */
 const parsed = new Map<string, readonly UrnElement[]>();
-const MAX_PARSED = 50_000;
+/**
+ * How many URNs (and derived ids) are remembered. An entry of each costs about 1 KB together, so
+ * this is ~10 MB, and a server at 3 requests a second (about 40 new URNs each) reaches it in about
+ * a minute and a half, then holds its size; at 50,000 the caches held ~50 MB, took 20 minutes to
+ * fill and were then dropped whole (issue 22). Requests in flight use a few hundred each.
+ */
+export const MAX_REMEMBERED_URNS = 10_000;
 
 export function parseUrn(urn: string): UrnElement[] {
   return [...elementsOf(urn)];
@@ -72,8 +79,8 @@ function elementsOf(urn: string): readonly UrnElement[] {
 
 function remember(urn: string, elements: readonly UrnElement[]): readonly UrnElement[] {
   const frozen = Object.freeze(elements.map((e) => (Object.isFrozen(e) ? e : Object.freeze({ ...e }))));
-  if (parsed.size >= MAX_PARSED) parsed.clear();
   parsed.set(urn, frozen);
+  trimOldest(parsed, MAX_REMEMBERED_URNS);
   return frozen;
 }
 
@@ -186,8 +193,8 @@ export function deterministicId(parent: string | undefined, type: string, name: 
   let id = derived.get(input);
   if (id === undefined) {
     id = hash("sha256", input).slice(0, 16);
-    if (derived.size >= MAX_PARSED) derived.clear();
     derived.set(input, id);
+    trimOldest(derived, MAX_REMEMBERED_URNS);
   }
   return id;
 }

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
-import { trimOldest } from "../../shared/adapters/shared/bounded-map.ts";
+import { trimOldest } from "../../shared/domain/bounded-map.ts";
 
 afterEach(() => {
   vi.restoreAllMocks();

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { BytesCache } from "../../shared/adapters/local/bytes-cache.ts";
+import { BytesCache, ENTRY_OVERHEAD } from "../../shared/adapters/local/bytes-cache.ts";
 
 const bytes = (n: number, fill = 1) => new Uint8Array(n).fill(fill);
 
@@ -21,7 +21,8 @@ describe("BytesCache", () => {
   });
 
   it("keeps what was read since over what was not, when it must let something go", () => {
-    const cache = new BytesCache(1_000);
+    // Ten entries of 100 bytes, keys of 4 characters, fill it.
+    const cache = new BytesCache(10 * (100 + 4 + ENTRY_OVERHEAD));
     for (let i = 0; i < 10; i++) cache.set(`old${i}`, bytes(100));
     cache.get("old0");
     cache.get("old5");
@@ -30,7 +31,7 @@ describe("BytesCache", () => {
     expect(cache.get("old5")).toBeDefined();
     expect(cache.get("new2")).toBeDefined();
     expect(cache.get("old1")).toBeUndefined();
-    expect(cache.heldBytes).toBeLessThanOrEqual(1_000);
+    expect(cache.heldBytes).toBeLessThanOrEqual(10 * (100 + 4 + ENTRY_OVERHEAD));
   });
 
   it("counts a rewritten key once, forgets deleted ones, and holds nothing too big (dropping what it held)", () => {
@@ -38,16 +39,33 @@ describe("BytesCache", () => {
     cache.set("a", bytes(100));
     cache.set("a", bytes(300, 2));
     cache.set("b", null);
-    expect(cache.heldBytes).toBe(300);
+    expect(cache.heldBytes).toBe(300 + 2 * (1 + ENTRY_OVERHEAD));
     expect(cache.get("a")).toEqual(bytes(300, 2));
     expect(cache.get("b")).toBeNull();
     cache.set("a", bytes(1_001)); // more than an eighth of the budget
     expect(cache.get("a")).toBeUndefined();
-    expect(cache.heldBytes).toBe(0);
+    expect(cache.heldBytes).toBe(1 + ENTRY_OVERHEAD);
     cache.delete("b");
     expect(cache.get("b")).toBeUndefined();
     expect(cache.size).toBe(0);
     expect(new BytesCache(0).get("x")).toBeUndefined();
+  });
+
+  it("counts each entry's key and overhead, so keys known absent or of small objects cannot fill memory unseen", () => {
+    // Counted by bytes alone, 200,000 absent URNs (some 40 MB with their keys) held for nothing.
+    const budget = 1024 * 1024;
+    const cache = new BytesCache(budget);
+    const key = (i: number) =>
+      `cld:common.Tenant.t/common.Conversation.c${i}/plan.Task.${"x".repeat(60)}${i}`;
+    for (let i = 0; i < 50_000; i++) cache.set(key(i), i % 2 === 0 ? null : bytes(8));
+    const each = key(0).length + ENTRY_OVERHEAD;
+    expect(cache.heldBytes).toBeLessThanOrEqual(budget);
+    expect(cache.size).toBeLessThan(budget / each);
+    expect(cache.size).toBeGreaterThan((0.8 * budget) / (each + 8));
+    cache.set(key(49_999), null);
+    cache.delete(key(49_999));
+    cache.delete(key(49_998));
+    expect(cache.heldBytes).toBeLessThanOrEqual(budget - 2 * each);
   });
 
   it("answers a hit without changing its Map (an LRU's delete and re-insert per read made reads and writes slow in a big cache)", () => {

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { CedarPolicyEngine } from "../../shared/adapters/policy/cedar-policy-engine.ts";
+import { Decisions, MAX_REMEMBERED } from "../../shared/adapters/policy/decisions.ts";
 import { DEFAULT_CEDAR_POLICY } from "../../shared/adapters/policy/default-policy.ts";
 import { OpaPolicyEngine } from "../../shared/adapters/policy/opa-policy-engine.ts";
 import { ConfigError } from "../../shared/errors.ts";
@@ -36,6 +37,26 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
     expect(a.id).not.toBe(b.id);
     expect(a.inputHash).toBe(b.inputHash);
     expect(a.allow).toBe(b.allow);
+  });
+
+  it("remembers at most MAX_REMEMBERED answers, forgetting the oldest first", () => {
+    let evaluated = 0;
+    const evaluate = () => {
+      evaluated++;
+      return { allow: true, reasons: [] };
+    };
+    const decisions = new Decisions("cedar", "r1", evaluate, { remember: true });
+    const input = (i: number): PolicyInput => ({
+      ...first,
+      resource: { ...first.resource, id: `cld:common.Tenant.t/common.Conversation.c${i}` },
+    });
+    for (let i = 0; i <= MAX_REMEMBERED + 10; i++) decisions.decide(input(i));
+    expect(evaluated).toBe(MAX_REMEMBERED + 11);
+    decisions.decide(input(MAX_REMEMBERED)); // recent: remembered
+    decisions.decide(input(MAX_REMEMBERED / 2));
+    expect(evaluated).toBe(MAX_REMEMBERED + 11);
+    decisions.decide(input(0)); // the oldest: forgotten
+    expect(evaluated).toBe(MAX_REMEMBERED + 12);
   });
 
   it("refuses policies that do not parse, saying where", () => {

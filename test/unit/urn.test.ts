@@ -7,6 +7,7 @@ import {
   descendantPrefix,
   deterministicId,
   isWithin,
+  MAX_REMEMBERED_URNS,
   objectKey,
   parentUrn,
   parseUrn,
@@ -114,6 +115,23 @@ describe("URNs", () => {
     expect(deterministicId("cld:common.Tenant.other", "plan.Task", "research")).not.toBe(a);
     // No ambiguity from concatenation: ("ab","c") and ("a","bc") differ.
     expect(deterministicId(undefined, "ab", "c")).not.toBe(deterministicId(undefined, "a", "bc"));
+  });
+
+  it("remembers at most MAX_REMEMBERED_URNS parsed URNs, the newest, forgetting the oldest first", () => {
+    // A remembered URN hands out the same frozen elements each time; a forgotten one is parsed anew.
+    const urn = (i: number) => `cld:common.Tenant.remember/common.Conversation.c${i}/plan.Task.t${i}`;
+    const same = (u: string) => {
+      const [a, b] = [parseUrn(u)[2], parseUrn(u)[2]];
+      return a === b;
+    };
+    const first = parseUrn(urn(0))[2];
+    expect(same(urn(0))).toBe(true);
+    for (let i = 1; i < MAX_REMEMBERED_URNS + 200; i++) parseUrn(urn(i));
+    // Past the limit the oldest went (a tenth at a time), not everything (the hot ones stay hot).
+    expect(parseUrn(urn(0))[2]).not.toBe(first);
+    expect(parseUrn(urn(0))[2]).toEqual(first);
+    for (const i of [MAX_REMEMBERED_URNS / 2, MAX_REMEMBERED_URNS - 1, MAX_REMEMBERED_URNS + 199])
+      expect(same(urn(i))).toBe(true);
   });
 
   it("checks the element a child URN adds, and the length it reaches", () => {

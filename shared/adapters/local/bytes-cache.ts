@@ -2,6 +2,11 @@
  * Bytes by key (null: known absent) within a byte budget and an entry limit: what the local object
  * stores keep in memory. Objects larger than an eighth of the budget are not held.
  *
+ * The budget counts what an entry costs, not only its bytes: its key (a URN of 100-200 characters,
+ * about as long as a small object's body) and ENTRY_OVERHEAD for the Map's slot and the entry. A
+ * "known absent" entry costs its key and the overhead too: counting bytes alone let 200,000 of
+ * them, or as many keys of small objects, pass for nothing.
+ *
  * Eviction is "second chance" (CLOCK) rather than strict LRU: a read only marks its entry as used,
  * and the entries are kept in insertion order. When the cache is over its limits, the oldest entries
  * go, except those read since they were last looked at, which move to the newest end once.
@@ -20,6 +25,21 @@ interface Entry {
 }
 
 export const MAX_ENTRIES = 200_000;
+/**
+ * What the local object stores hold by default: an object is kept beside its parsed resource
+ * (use-cases/resource-store.ts), about as big again on the heap. Sized to fill quickly: under a
+ * steady 3 requests a second (measured: about 24 KB of cost each, as most writes rewrite a task
+ * already held) 8 MiB is full within about 2 minutes, after which the process holds its size
+ * (issue 22); 16 MiB took 4 minutes and 64 MiB over 20, and RSS grew all that time. The hot path
+ * reads the objects of requests in flight (a 111-task tree writes about 0.5 MB), and what is not
+ * held is one indexed read from SQLite's page cache.
+ */
+export const DEFAULT_CACHE_BYTES = 8 * 1024 * 1024;
+/** Bytes an entry costs beyond its key's characters and its body: the Map's slot, the entry, the key's header. */
+export const ENTRY_OVERHEAD = 96;
+
+const cost = (key: string, bytes: Uint8Array | null): number =>
+  key.length + ENTRY_OVERHEAD + (bytes?.byteLength ?? 0);
 
 export class BytesCache {
   readonly #maxBytes: number;
@@ -36,6 +56,7 @@ export class BytesCache {
     return this.#entries.size;
   }
 
+  /** What the entries cost: their bytes, keys and ENTRY_OVERHEAD each. */
   get heldBytes(): number {
     return this.#held;
   }
@@ -61,7 +82,7 @@ export class BytesCache {
       old.used = true;
     } else {
       this.#entries.set(key, { bytes, used: false });
-      this.#held += bytes?.byteLength ?? 0;
+      this.#held += cost(key, bytes);
     }
     if (this.#held > this.#maxBytes || this.#entries.size > this.#maxEntries) this.#evict();
   }
@@ -69,7 +90,7 @@ export class BytesCache {
   delete(key: string): void {
     const old = this.#entries.get(key);
     if (!old) return;
-    this.#held -= old.bytes?.byteLength ?? 0;
+    this.#held -= cost(key, old.bytes);
     this.#entries.delete(key);
   }
 
@@ -91,7 +112,7 @@ export class BytesCache {
         entry.used = false;
         this.#entries.set(key, entry); // visited again later in this same loop if need be
       } else {
-        this.#held -= entry.bytes?.byteLength ?? 0;
+        this.#held -= cost(key, entry.bytes);
       }
     }
   }

@@ -20,7 +20,7 @@ import {
   type ListPage,
   type ObjectStore,
 } from "../../ports/object-store.ts";
-import { BytesCache } from "./bytes-cache.ts";
+import { BytesCache, DEFAULT_CACHE_BYTES } from "./bytes-cache.ts";
 
 /**
  * Objects as files under a root folder, the key as the path. Each key segment is kept as is when
@@ -50,8 +50,6 @@ export interface FileObjectStoreOptions {
   /** Keep written and read objects in memory (one writer process only). Default off. */
   cache?: boolean | { maxBytes?: number };
 }
-
-const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 
 const KEEP = /^[A-Za-z0-9._:-]$/;
 const DIR_SUFFIX = "+";

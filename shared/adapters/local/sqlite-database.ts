@@ -32,7 +32,7 @@ import { WalCheckpointer } from "./wal-checkpointer.ts";
  * policy: no write resolves before its commit is on disk, and a failure rejects the turn's writes.
  *
  * Checkpoints (copying the WAL into the database file) run on a thread of their own once the WAL
- * has grown to 2 MiB in a database of 64 MiB or more (wal-checkpointer.ts): SQLite's own run inside
+ * has grown to 2 MiB in a database of 32 MiB or more (wal-checkpointer.ts): SQLite's own run inside
  * a COMMIT, on the event loop, and take longer the bigger the database grows. Starting the thread
  * costs about 150 ms of CPU, so a short run (a CLI command, a test, a small data folder) never
  * starts it, and SQLite checkpoints as it always did.
@@ -46,7 +46,7 @@ export interface SqliteDatabaseOptions {
   syncEachWrite?: boolean;
   /** How the WAL file reaches the disk (default: FileHandle.sync). Tests pass one to hold or fail it. */
   fsync?: (walPath: string) => Promise<void>;
-  /** The sizes from which checkpoints move to their thread (default: a 2 MiB WAL and a 64 MiB file). */
+  /** The sizes from which checkpoints move to their thread (default: a 2 MiB WAL and a 32 MiB file). */
   checkpointThreadAt?: { walBytes?: number; databaseBytes?: number };
 }
 
@@ -87,9 +87,12 @@ const COMMIT_RETRY_MS = 50;
  * touches (the B-tree paths of its keys, the rows it reads back) outgrow 2 MB once the file holds
  * a few hundred requests: every other page was then read again from the OS, and a COMMIT spilled
  * and rewrote more, so a burst of requests cost 3-4x the CPU it cost on a fresh file (issue 22).
- * Bounded: at most this much memory, reached as the file grows, and held from then on.
+ * Bounded: at most this much memory, reached as the file grows, and held from then on. 32 MiB
+ * rather than 64: a request adds about 115 KB to the file, so a server at 3 requests a second
+ * fills 32 MiB in about 100 s and then holds its size, where 64 MiB took over 3 minutes and the
+ * process's RSS grew all that time.
  */
-const PAGE_CACHE_KIB = 65_536;
+const PAGE_CACHE_KIB = 32_768;
 /**
  * The WAL's size from which checkpoints move to their own thread (see the class's comment): half
  * of what makes SQLite checkpoint by itself (1,000 pages of 4 KiB), so the thread is there first.
@@ -100,9 +103,11 @@ const CHECKPOINT_THREAD_AT_WAL_BYTES = 2 * 1024 * 1024;
  * And only once the database file itself has grown this big: a checkpoint into a small file is
  * quick (its pages are close together and in the OS's cache), and the thread's start (about 150 ms
  * of CPU) would cost a short-lived runtime (a CLI run, a test, a bench tree of 111 tasks, which
- * writes about 4 MB of WAL) more than every checkpoint it would save.
+ * writes about 4 MB of WAL) more than every checkpoint it would save. 32 MiB, the page cache's
+ * size: a server is then done growing (the thread holds some 15 MB) once its page cache is full,
+ * about 100 s into a steady 3 requests a second, where 64 MiB started it after 3 minutes.
  */
-const CHECKPOINT_THREAD_AT_DB_BYTES = 64 * 1024 * 1024;
+const CHECKPOINT_THREAD_AT_DB_BYTES = 32 * 1024 * 1024;
 /** How often (in commits) the sizes above are looked at: a small database would otherwise stat two files at every commit for ever. */
 const CHECKPOINT_LOOK_EVERY = 16;
 /** SQLite's default threshold for its own checkpoints, in WAL pages: back on if the thread stops. */

@@ -5,7 +5,7 @@ import {
   type ListPage,
   type ObjectStore,
 } from "../../ports/object-store.ts";
-import { BytesCache } from "./bytes-cache.ts";
+import { BytesCache, DEFAULT_CACHE_BYTES } from "./bytes-cache.ts";
 import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite-database.ts";
 
 /**
@@ -23,7 +23,7 @@ import { openLocation, type SqliteDatabase, type SqliteLocation } from "./sqlite
  * reference to the bytes it is given and `get` returns shared bytes: neither may be modified.
  */
 export type SqliteObjectStoreOptions = SqliteLocation & {
-  /** Bytes of objects held in memory; 0 turns the cache off. Default 64 MiB. */
+  /** Bytes of objects (and their keys) held in memory; 0 turns the cache off. Default DEFAULT_CACHE_BYTES, 8 MiB. */
   cacheBytes?: number;
 };
 
@@ -44,7 +44,7 @@ export class SqliteObjectStore implements ObjectStore {
   constructor(options: SqliteObjectStoreOptions) {
     ({ db: this.#db, owned: this.#owned } = openLocation(options));
     this.#db.exec(SCHEMA);
-    this.#cache = new BytesCache(options.cacheBytes ?? 64 * 1024 * 1024);
+    this.#cache = new BytesCache(options.cacheBytes ?? DEFAULT_CACHE_BYTES);
     this.#db.onRollback(() => this.#cache.clear());
     this.#db.onExternalChange(() => this.#cache.clear()); // another process wrote
   }

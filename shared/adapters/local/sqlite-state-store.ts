@@ -1,3 +1,4 @@
+import { trimOldest } from "../../domain/bounded-map.ts";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
 import { deepFreeze } from "../../domain/immutable.ts";
 import { ValidationError } from "../../errors.ts";
@@ -12,7 +13,6 @@ import type {
   TransactResult,
   WriteOp,
 } from "../../ports/state-store.ts";
-import { trimOldest } from "../shared/bounded-map.ts";
 import {
   addAmounts,
   classifyDuplicates,

@@ -1,5 +1,6 @@
 import { hash } from "node:crypto";
 import { ulid } from "ulid";
+import { trimOldest } from "../../domain/bounded-map.ts";
 import { componentLogger } from "../../observability/logger.ts";
 import { type PolicyDecision, type PolicyInput, PolicyInputSchema } from "../../ports/policy.ts";
 
@@ -16,7 +17,12 @@ export interface Answer {
   reasons: string[];
 }
 
-const MAX_REMEMBERED = 10_000;
+/**
+ * Answers remembered, the oldest forgotten first: about 1 KB each with their input's text. The
+ * questions repeat within a task (its tool calls, its reads), so those of the requests in flight
+ * are what count; at 10,000, two new ones a request took a steady server 50 minutes to fill.
+ */
+export const MAX_REMEMBERED = 1_000;
 
 interface Known extends Answer {
   inputHash: string;
@@ -61,8 +67,8 @@ export class Decisions {
       };
       known = { ...this.#evaluate(input), inputHash, line };
       if (this.#answers) {
-        if (this.#answers.size >= MAX_REMEMBERED) this.#answers.clear();
         this.#answers.set(key, known);
+        trimOldest(this.#answers, MAX_REMEMBERED);
       }
     }
     const decision: PolicyDecision = {
