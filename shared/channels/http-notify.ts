@@ -63,47 +63,46 @@ export function notifyRoutes({ engine, notify }: { engine: Engine; notify: Notif
   const app = new Hono<ApiEnv>();
   const tenantOf = (c: Context<ApiEnv>) => c.get("who").caller.tenant;
 
-  app.get("/v1/callbacks/secret", async (c) => {
+  /**
+   * One secret's route: the policy asked about it (a key's, owned by that key; or the tenant's,
+   * no owner), then `act` reads or rotates it, and the secret is answered once it is on disk.
+   */
+  const secretRoute = async (
+    c: Context<ApiEnv>,
+    action: "resource.read" | "resource.write",
+    signer: string | undefined,
+    act: (tenant: string) => Promise<SigningSecrets>,
+    extra: Record<string, string> = {},
+  ) => {
     const tenant = tenantOf(c);
-    const me = c.get("who").actor.id;
-    await engine.authorize(asker(c), "resource.read", secretUrn(tenant, me), { owner: me });
-    const secrets = await notify.callbackSecrets(tenant, me);
+    if (signer === undefined)
+      await engine.authorize(asker(c), action, notifyUrn(tenant, "CallbackSecret", "tenant"));
+    else await engine.authorize(asker(c), action, secretUrn(tenant, signer), { owner: signer });
+    const secrets = await act(tenant);
     await engine.deps.untilDurable();
     c.header("Cache-Control", "no-store");
-    return c.json(secretView(secrets));
-  });
+    return c.json({ ...extra, ...secretView(secrets) });
+  };
+  const me = (c: Context<ApiEnv>) => c.get("who").actor.id;
 
-  app.post("/v1/callbacks/secret/rotate", async (c) => {
-    const tenant = tenantOf(c);
-    const me = c.get("who").actor.id;
-    await engine.authorize(asker(c), "resource.write", secretUrn(tenant, me), { owner: me });
-    const secrets = await notify.rotateCallbackSecret(tenant, me);
-    await engine.deps.untilDurable();
-    c.header("Cache-Control", "no-store");
-    return c.json(secretView(secrets));
-  });
-
-  app.get("/v1/admin/callbacks/secret", async (c) => {
-    const tenant = tenantOf(c);
-    await engine.authorize(asker(c), "resource.read", notifyUrn(tenant, "CallbackSecret", "tenant"));
-    const secrets = await notify.callbackSecrets(tenant);
-    await engine.deps.untilDurable();
-    c.header("Cache-Control", "no-store");
-    return c.json(secretView(secrets));
-  });
-
+  app.get("/v1/callbacks/secret", (c) =>
+    secretRoute(c, "resource.read", me(c), (tenant) => notify.callbackSecrets(tenant, me(c))),
+  );
+  app.post("/v1/callbacks/secret/rotate", (c) =>
+    secretRoute(c, "resource.write", me(c), (tenant) => notify.rotateCallbackSecret(tenant, me(c))),
+  );
+  app.get("/v1/admin/callbacks/secret", (c) =>
+    secretRoute(c, "resource.read", undefined, (tenant) => notify.callbackSecrets(tenant)),
+  );
   app.post("/v1/admin/callbacks/secret/rotate", async (c) => {
-    const tenant = tenantOf(c);
     const { principal } = await readJson(c, RotateBody);
-    if (principal === undefined) {
-      await engine.authorize(asker(c), "resource.write", notifyUrn(tenant, "CallbackSecret", "tenant"));
-    } else {
-      await engine.authorize(asker(c), "resource.write", secretUrn(tenant, principal), { owner: principal });
-    }
-    const secrets = await notify.rotateCallbackSecret(tenant, principal);
-    await engine.deps.untilDurable();
-    c.header("Cache-Control", "no-store");
-    return c.json({ ...(principal ? { principal } : {}), ...secretView(secrets) });
+    return secretRoute(
+      c,
+      "resource.write",
+      principal,
+      (tenant) => notify.rotateCallbackSecret(tenant, principal),
+      principal ? { principal } : {},
+    );
   });
 
   app.get("/v1/admin/deliveries", async (c) => {

@@ -20,16 +20,16 @@ let now = 0;
 
 beforeAll(async () => {
   h = await Harness.create({ script: () => ({ content: "done" }), assistants: GENERALIST });
-  const keys = new ApiKeys({ keys: [acme.entry] });
-  const counted = {
-    authenticate: (header: string | undefined) => {
+  /** The keys file, counting every lookup. */
+  class CountedKeys extends ApiKeys {
+    override authenticate(header: string | undefined | null) {
       lookups++;
-      return keys.authenticate(header);
-    },
-  } as unknown as ApiKeys;
+      return super.authenticate(header);
+    }
+  }
   const app = createServerApp({
     engine: h.engine,
-    keys: Object.assign(Object.create(keys) as ApiKeys, counted),
+    keys: new CountedKeys({ keys: [acme.entry] }),
     // This test's clients are on loopback, which is not counted by default (a local proxy's address).
     limiter: new RateLimiter({ unknownKeys: { burst: 5, perSecond: 1, countLoopback: true } }, () => now),
     publicUrl: "http://127.0.0.1",

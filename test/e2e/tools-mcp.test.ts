@@ -2,6 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Server as LowLevelServer } from "@modelcontextprotocol/sdk/server/index.js";
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -47,12 +48,10 @@ const script: ScriptFunction = (r) => {
   };
 };
 
-let http: Server;
-let url: string;
-beforeAll(async () => {
-  // One stateless MCP server per request, as the SDK's streamable HTTP examples do.
-  http = createServer(async (req, res) => {
-    const server = venuesServer();
+/** An HTTP server that answers each request with a new MCP server from `make`, stateless, as the SDK's streamable HTTP examples do. */
+function statelessMcp(make: () => { connect: McpServer["connect"]; close(): Promise<void> }): Server {
+  return createServer(async (req, res) => {
+    const server = make();
     const transport = new StreamableHTTPServerTransport({}); // no session id generator: stateless
     res.on("close", () => {
       void transport.close();
@@ -63,6 +62,12 @@ beforeAll(async () => {
     for await (const chunk of req) body += chunk;
     await transport.handleRequest(req, res, body ? JSON.parse(body) : undefined);
   });
+}
+
+let http: Server;
+let url: string;
+beforeAll(async () => {
+  http = statelessMcp(venuesServer);
   await new Promise<void>((r) => http.listen(0, "127.0.0.1", r));
   url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
 });
@@ -192,7 +197,7 @@ describe("MCP configuration", () => {
 describe("an MCP server that lists its tools for ever", () => {
   it("is followed for at most MAX_TOOL_PAGES pages, then refused with a ConfigError saying so", async () => {
     let pages = 0;
-    const endless = createServer(async (req, res) => {
+    const endless = statelessMcp(() => {
       const server = new LowLevelServer(
         { name: "endless", version: "1.0.0" },
         { capabilities: { tools: {} } },
@@ -204,15 +209,7 @@ describe("an MCP server that lists its tools for ever", () => {
           nextCursor: `page-${pages}`, // always one more
         };
       });
-      const transport = new StreamableHTTPServerTransport({});
-      res.on("close", () => {
-        void transport.close();
-        void server.close();
-      });
-      await server.connect(transport);
-      let body = "";
-      for await (const chunk of req) body += chunk;
-      await transport.handleRequest(req, res, body ? JSON.parse(body) : undefined);
+      return server;
     });
     await new Promise<void>((r) => endless.listen(0, "127.0.0.1", r));
     try {
