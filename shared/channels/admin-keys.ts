@@ -12,7 +12,7 @@ import {
   newKeyProblem,
 } from "../ports/key-store.ts";
 import { newApiKey } from "./api-keys.ts";
-import { type ApiEnv, asker, readJson } from "./http-api.ts";
+import { type ApiEnv, asker, readJson } from "./http-kit.ts";
 
 /**
  * The API keys of the caller's tenant, for its admins (mounted by the HTTP API at /v1/admin/keys,

@@ -1,10 +1,11 @@
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import type { ChatSurfaces } from "../chat/sync.ts";
-import type { ChatRouteParts, ChatSettings, ChatSettingsSource } from "../chat/types.ts";
+import type { ChatSettings, ChatSettingsSource } from "../chat/types.ts";
 import { isArborError } from "../errors.ts";
 import { type ArborLogger, componentLogger } from "../observability/logger.ts";
 import type { StateStore } from "../ports/state-store.ts";
-import { errorBody } from "./http-api.ts";
+import type { ChatRouteParts } from "./chat-parts.ts";
+import { errorBody } from "./http-kit.ts";
 import { slackRoutes } from "./slack/routes.ts";
 import { slackSurface } from "./slack/surface.ts";
 import { teamsRoutes } from "./teams/routes.ts";

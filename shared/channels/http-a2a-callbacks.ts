@@ -3,7 +3,7 @@ import { bodyLimit } from "hono/body-limit";
 import type { Engine } from "../engine/engine.ts";
 import { ValidationError } from "../errors.ts";
 import { CALLBACK_PATH } from "../tools/a2a-push-client.ts";
-import { errorBody } from "./http-api.ts";
+import { errorBody } from "./http-kit.ts";
 
 /**
  * `POST /v1/a2a-callbacks/:id`: where a remote A2A agent that Arbor called (the `a2a` tool) pushes

@@ -1,26 +1,35 @@
-import { type Context, Hono } from "hono";
+import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
 import { questionOf } from "../chat/snapshot.ts";
-import { MAX_JSON_DEPTH, MAX_REQUEST_CHARS, nestsDeeperThan } from "../domain/input-limits.ts";
+import { MAX_REQUEST_CHARS } from "../domain/input-limits.ts";
 import { formatIssues, type InteractionResource, InteractionResponseSchema } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
-import { isUrn, isWithin, parentUrn, tenantUrn } from "../domain/urn.ts";
-import type { Asker, Engine } from "../engine/engine.ts";
+import { isUrn, parentUrn } from "../domain/urn.ts";
+import type { Engine } from "../engine/engine.ts";
 import { DEFAULT_TREE_TASKS, MAX_TREE_TASKS, type TreeNode } from "../engine/task-tree.ts";
-import { ConflictError, type ErrorCode, isArborError, NotFoundError, ValidationError } from "../errors.ts";
+import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
 import type { NotifyService } from "../notify/service.ts";
 import { callbackSubscriptionId } from "../notify/subscriptions.ts";
-import { type ArborLogger, componentLogger } from "../observability/logger.ts";
-import type { Authenticated, KeyStore } from "../ports/key-store.ts";
+import { componentLogger } from "../observability/logger.ts";
+import type { KeyStore } from "../ports/key-store.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
 import { a2aCallbackRoutes } from "./http-a2a-callbacks.ts";
 import { createConversationRoutes } from "./http-conversation.ts";
 import type { EventStreamOptions } from "./http-events.ts";
 import { createGraphRoutes } from "./http-graph.ts";
+import {
+  type ApiEnv,
+  asker,
+  errorBody,
+  errorHandler,
+  type HttpApiLog,
+  notFoundJson,
+  ownUrn,
+  readJson,
+  taskPath,
+} from "./http-kit.ts";
 import { notifyRoutes } from "./http-notify.ts";
 import { createReadRoutes } from "./http-reads.ts";
 import { resourceEventRoutes } from "./http-resource-events.ts";
@@ -66,9 +75,6 @@ import { sourceAddress } from "./source-address.ts";
  */
 export const MAX_BODY_BYTES = 256 * 1024;
 
-/** The logger the API reports unexpected failures to. */
-export type HttpApiLog = Pick<ArborLogger, "error">;
-
 export interface HttpApiParts {
   engine: Engine;
   /** Who may call (the keys file locally, the state table on AWS); the admin routes write to it. */
@@ -83,8 +89,6 @@ export interface HttpApiParts {
   /** Webhook deliveries (shared/notify/): `callbackUrl`, the callback secret and the deliveries' admin routes. */
   notify?: NotifyService;
 }
-
-export type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
 
 const MessageSchema = z
   .object({
@@ -101,28 +105,9 @@ const TreeQuerySchema = z
   .strict();
 const CancelSchema = z.object({ reason: z.string().min(1).max(1000).optional() }).strict();
 
-/** Statuses of the error codes a caller can act on; any other code is a 500 (logged, not shown). */
-const STATUS: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
-  VALIDATION: 400,
-  INVALID_URN: 400,
-  FORBIDDEN: 403,
-  NOT_FOUND: 404,
-  CONFLICT: 409,
-  TOO_LARGE: 413,
-  THROTTLED: 429,
-  UNAVAILABLE: 503,
-};
-
-/** The one error shape of the API: `{ error: { code, message, details? } }`. */
-export function errorBody(code: string, message: string, details: Readonly<Record<string, unknown>> = {}) {
-  const kept = Object.entries(details).filter(([, v]) => !(Array.isArray(v) && v.length === 0));
-  return { error: { code, message, ...(kept.length > 0 ? { details: Object.fromEntries(kept) } : {}) } };
-}
-
 const KEY_HELP =
   "Create a key with `npx arbor keys add --id user_<your-name>` (it is printed once) and send it as `Authorization: Bearer <key>`.";
 
-export const taskPath = (urn: string) => `/v1/tasks/${encodeURIComponent(urn)}`;
 const answerPath = (urn: string) => `/v1/interactions/${encodeURIComponent(urn)}/answer`;
 
 export function createHttpApi({
@@ -312,49 +297,6 @@ function callbackRefusal(notify: NotifyService | undefined, url: string): void {
   if (refused) throw new ValidationError(`callbackUrl is refused: ${refused}`);
 }
 
-/** The caller as the engine's entry points take it: the key's actor, tenant and roles. */
-export const asker = (c: Context<ApiEnv>): Required<Asker> => {
-  const { actor, caller } = c.get("who");
-  return { actor, caller };
-};
-
-/**
- * `urn` when it lies in the caller's tenant. Anything else (another tenant's, whether it exists
- * there or not, well-formed or not; no URN at all) gets the one answer a made-up URN gets: 404
- * `<what> not found`, before anything is read and before the body is looked at, so that neither
- * the status nor the message tells a caller what another tenant has.
- */
-export function ownUrn(c: Context<ApiEnv>, what: string, urn: string): string {
-  if (!isWithin(urn, tenantUrn(c.get("who").caller.tenant))) throw new NotFoundError(what, urn);
-  return urn;
-}
-
-/**
- * The JSON body (empty counts as `{}`), parsed with `schema`; ValidationError names each bad field.
- * `first` looks at the parsed JSON before the schema does (the tenant of a URN in it, say).
- */
-export async function readJson<S extends z.ZodType>(
-  c: Context,
-  schema: S,
-  first?: (raw: unknown) => void,
-): Promise<z.output<S>> {
-  const text = await c.req.text();
-  let raw: unknown = {};
-  if (text.trim() !== "") {
-    try {
-      raw = JSON.parse(text);
-    } catch (cause) {
-      throw new ValidationError(`The request body is not valid JSON (${(cause as Error).message})`);
-    }
-  }
-  if (nestsDeeperThan(raw, MAX_JSON_DEPTH))
-    throw new ValidationError(`The request body nests deeper than ${MAX_JSON_DEPTH} levels`);
-  first?.(raw);
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success) throw new ValidationError("The request body is not valid", formatIssues(parsed.error));
-  return parsed.data;
-}
-
 function interactionView(i: InteractionResource) {
   return { ...questionOf(i), taskId: parentUrn(i.meta.id), links: { answer: answerPath(i.meta.id) } };
 }
@@ -369,39 +311,5 @@ function treeView(node: TreeNode): unknown {
     })),
     children: node.children.map(treeView),
     links: { task: taskPath(node.taskId), tree: `${taskPath(node.taskId)}/tree` },
-  };
-}
-
-/** Unknown routes: the API's error shape, never HTML. */
-export const notFoundJson = (c: Context) =>
-  c.json(errorBody("NOT_FOUND", `There is no route ${c.req.method} ${c.req.path}`), 404);
-
-/**
- * The one mapping from errors to responses: ArborError codes a caller can act on get their status
- * and message; anything else is a 500 with a generic message, and the error goes to the log.
- */
-export function errorHandler(log: HttpApiLog) {
-  return (error: Error, c: Context): Response => {
-    if (isArborError(error)) {
-      const status = STATUS[error.code];
-      // Unavailable (the database locked by another process, say): worth trying again shortly.
-      if (status === 503) c.header("Retry-After", String(error.details.retryAfterSeconds ?? 1));
-      if (status) return c.json(errorBody(error.code, error.message, error.details), status);
-    }
-    if (error instanceof HTTPException && error.status < 500) {
-      return c.json(
-        errorBody(error.status === 413 ? "TOO_LARGE" : "VALIDATION", error.message),
-        error.status,
-      );
-    }
-    const id = (c.get("requestId") as string | undefined) ?? "";
-    log.error("HTTP request failed", { requestId: id, method: c.req.method, path: c.req.path, error });
-    return c.json(
-      errorBody(
-        "INTERNAL",
-        `Something went wrong on our side${id ? ` (request id ${id})` : ""}; try again later`,
-      ),
-      500,
-    );
   };
 }

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { Engine } from "../engine/engine.ts";
 import { markWindow, type WindowMark } from "../engine/window-marks.ts";
 import { NotFoundError } from "../errors.ts";
-import { type ApiEnv, asker, ownUrn, readJson, taskPath } from "./http-api.ts";
+import { type ApiEnv, asker, ownUrn, readJson, taskPath } from "./http-kit.ts";
 
 /**
  * A leaf's conversation with its model, over the HTTP API (mounted in http-api.ts, behind its key,

@@ -6,7 +6,7 @@ import type { Engine } from "../engine/engine.ts";
 import { NotFoundError, ValidationError } from "../errors.ts";
 import { readFeed, reconcile, rootTaskOf } from "../notify/feed.ts";
 import { type FeedItem, followFeed, taskOfEvent } from "../notify/feed-follow.ts";
-import { type ApiEnv, asker, errorBody } from "./http-api.ts";
+import { type ApiEnv, asker, errorBody } from "./http-kit.ts";
 import { type StreamSlots, throttledMessage } from "./rate-limit.ts";
 
 /**

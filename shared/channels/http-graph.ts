@@ -8,7 +8,7 @@ import { GRAPH_LIMITS } from "../graph/graph-store.ts";
 import { matchTriples } from "../graph/match.ts";
 import { graphStoreOf } from "../graph/state-graph-store.ts";
 import { principalOf } from "../use-cases/resource-access.ts";
-import type { ApiEnv } from "./http-api.ts";
+import type { ApiEnv } from "./http-kit.ts";
 
 /**
  * The caller's tenant's graph over the HTTP API (mounted in http-api.ts, behind its key and rate

@@ -7,7 +7,7 @@ import { NotFoundError, ValidationError } from "../errors.ts";
 import { DELIVERY_STATUSES, deliveryView } from "../notify/deliveries.ts";
 import type { NotifyService } from "../notify/service.ts";
 import { ARBOR_SIGNATURE_UNTIL, type SigningSecrets } from "../notify/signing.ts";
-import { type ApiEnv, asker, readJson } from "./http-api.ts";
+import { type ApiEnv, asker, readJson } from "./http-kit.ts";
 
 /**
  * The HTTP API's routes of the notify path (mounted by the HTTP API behind its key check, rate

@@ -4,8 +4,8 @@ import { formatIssues } from "../domain/resources.ts";
 import { tenantUrn } from "../domain/urn.ts";
 import type { Engine } from "../engine/engine.ts";
 import { NotFoundError, ValidationError } from "../errors.ts";
-import { type ApiEnv, asker, ownUrn } from "./http-api.ts";
 import { type EventStreamOptions, eventStream, wantsEventStream } from "./http-events.ts";
+import { type ApiEnv, asker, ownUrn } from "./http-kit.ts";
 
 /**
  * The HTTP API's read routes, what a remote `arbor ls`, `get` and `events` need (mounted in

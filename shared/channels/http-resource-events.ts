@@ -9,7 +9,7 @@ import {
   RESOURCE_EVENT_TYPES,
   type ResourceEventType,
 } from "../use-cases/resource-events.ts";
-import { type ApiEnv, asker, errorBody } from "./http-api.ts";
+import { type ApiEnv, asker, errorBody } from "./http-kit.ts";
 import type { StreamSlots } from "./rate-limit.ts";
 import { throttledMessage } from "./rate-limit.ts";
 

@@ -3,7 +3,8 @@ import { serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { componentLogger } from "../observability/logger.ts";
 import { createA2aApp } from "./a2a-server.ts";
-import { createHttpApi, errorHandler, type HttpApiParts, notFoundJson } from "./http-api.ts";
+import { createHttpApi, type HttpApiParts } from "./http-api.ts";
+import { errorHandler, notFoundJson } from "./http-kit.ts";
 
 /**
  * The one Hono app a local Arbor serves (`arbor serve`), and the Node server around it.

@@ -5,7 +5,7 @@ import { teamEntryOf } from "../domain/team.ts";
 import type { Engine } from "../engine/engine.ts";
 import { teamUrn } from "../engine/team.ts";
 import { ValidationError } from "../errors.ts";
-import { type ApiEnv, asker, readJson } from "./http-api.ts";
+import { type ApiEnv, asker, readJson } from "./http-kit.ts";
 
 /**
  * The tenant's team over the HTTP API (mounted in http-api.ts, behind its key, rate limit and

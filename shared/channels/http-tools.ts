@@ -4,7 +4,7 @@ import type { Engine } from "../engine/engine.ts";
 import { ValidationError } from "../errors.ts";
 import type { ToolDescriptor } from "../ports/tools.ts";
 import { checkNamespace, storedTools, TOOL_TYPE, toolUrn } from "../tools/tool-registry.ts";
-import { type ApiEnv, asker } from "./http-api.ts";
+import { type ApiEnv, asker } from "./http-kit.ts";
 
 /**
  * ListTools over the HTTP API (mounted in http-api.ts, behind its key, rate limit and body bound):

@@ -1,8 +1,6 @@
 import { z } from "zod";
 import type { InteractionResource } from "../domain/resources.ts";
 import type { TaskStatus } from "../domain/task-state.ts";
-import type { Engine } from "../engine/engine.ts";
-import type { NotifyService } from "../notify/service.ts";
 
 /**
  * Chat channels (Slack, Teams): what the two have in common, so each channel keeps only what is
@@ -257,19 +255,3 @@ export const TeamsThreadSchema = z
 
 export type SlackThread = z.output<typeof SlackThreadSchema>;
 export type TeamsThread = z.output<typeof TeamsThreadSchema>;
-
-// ---- how the channels are built ---------------------------------------------------------------
-
-/**
- * What a chat channel's routes are made from (slackRoutes, teamsRoutes): the engine's entry points
- * (submit with an idempotency key, respond, cancel, reads), the notify service (subscribe the
- * thread), the settings, and the clock (signature windows, token expiry: tests move it).
- */
-export interface ChatRouteParts {
-  engine: Engine;
-  notify: NotifyService;
-  settings: ChatSettingsSource;
-  clock?: () => Date;
-  /** Outbound fetch for what a channel fetches itself (the Teams signing keys); default: global fetch. */
-  fetch?: typeof fetch;
-}

@@ -3,7 +3,7 @@ import { isUrn, tenantOf } from "../domain/urn.ts";
 import { ValidationError } from "../errors.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolContext } from "../ports/tools.ts";
-import type { BuiltinFunction } from "../tools/builtins.ts";
+import type { BuiltinFunction } from "../tools/builtin-function.ts";
 import type { Principal } from "../use-cases/resource-access.ts";
 import { authorizeGraph } from "./graph-access.ts";
 import { GRAPH_LIMITS, type GraphStore, type Triple, type TriplePattern } from "./graph-store.ts";

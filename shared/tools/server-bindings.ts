@@ -1,7 +1,6 @@
 import type { a2aAgentBinding } from "./a2a-agent.ts";
 import type { ToolEntry } from "./config.ts";
 import type { McpConnections, McpServer } from "./mcp.ts";
-import type { ToolServiceOptions } from "./tool-service.ts";
 
 /** How the tool service binds the tools that are other servers (MCP, A2A): from their configuration. */
 export function mcpBinding(name: string, entry: Extract<ToolEntry, { kind: "mcp" }>, mcp: McpConnections) {
@@ -21,11 +20,18 @@ export function mcpBinding(name: string, entry: Extract<ToolEntry, { kind: "mcp"
   });
 }
 
+/** What binding a remote agent takes from the tool service's options (ToolServiceOptions). */
+export interface RemoteAgentOptions {
+  defaultTimeoutMs?: number;
+  publicUrl?: string | (() => string | undefined);
+  fetch: typeof fetch;
+}
+
 /** A remote A2A agent: its card is fetched now (a card that cannot be is a ConfigError naming the tool). */
 export function a2aBinding(
   name: string,
   entry: Extract<ToolEntry, { kind: "a2a" }>,
-  options: ToolServiceOptions & { fetch: typeof fetch },
+  options: RemoteAgentOptions,
   bind: typeof a2aAgentBinding,
 ) {
   return bind(

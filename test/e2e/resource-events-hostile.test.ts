@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys } from "../../shared/channels/api-keys.ts";
-import { type ApiEnv, errorHandler } from "../../shared/channels/http-api.ts";
+import { type ApiEnv, errorHandler } from "../../shared/channels/http-kit.ts";
 import { resourceEventRoutes } from "../../shared/channels/http-resource-events.ts";
 import { createServerApp } from "../../shared/channels/http-server.ts";
 import { eventIdFor } from "../../shared/domain/events.ts";

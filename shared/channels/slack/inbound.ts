@@ -1,7 +1,8 @@
-import type { ChatRouteParts, SlackSettings, SlackWorkspace } from "../../chat/types.ts";
+import type { SlackSettings, SlackWorkspace } from "../../chat/types.ts";
 import type { SubmitRequest, Submitted } from "../../engine/engine.ts";
 import { isArborError, ValidationError } from "../../errors.ts";
 import type { ArborLogger } from "../../observability/logger.ts";
+import type { ChatRouteParts } from "../chat-parts.ts";
 import { type RateLimiter, throttledMessage } from "../rate-limit.ts";
 import { slackClient } from "./client.ts";
 import { type SlackPerson, slackThread } from "./identity.ts";

@@ -1,8 +1,9 @@
 import { Hono } from "hono";
-import type { ChatRouteParts, TeamsThread } from "../../chat/types.ts";
+import type { TeamsThread } from "../../chat/types.ts";
 import type { SubmitRequest } from "../../engine/engine.ts";
 import { ArborError } from "../../errors.ts";
 import { componentLogger } from "../../observability/logger.ts";
+import type { ChatRouteParts } from "../chat-parts.ts";
 import { BodyTooLargeError, readBounded } from "../http-read.ts";
 import {
   type Activity,
