@@ -1,5 +1,6 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import type { RateLimit, RateLimits } from "./channels/rate-limit.ts";
 import { ConfigError } from "./errors.ts";
 import {
   allowEntryProblem,
@@ -7,6 +8,8 @@ import {
   type OutboundSettings,
   portEntryProblem,
 } from "./outbound/policy.ts";
+
+export type { RateLimit, RateLimits } from "./channels/rate-limit.ts";
 
 /**
  * The one place that reads the environment. Parsed with zod; a bad or missing setting fails at
@@ -278,25 +281,6 @@ export const MODEL_HELP = `No model is configured. Arbor talks to Amazon Bedrock
     export ARBOR_MODEL_PROVIDER=openai ARBOR_OPENAI_BASE_URL=http://localhost:11434/v1 ARBOR_MODEL=llama3.1
 
 Or try it offline with the scripted example:  npx arbor run --example offsite`;
-
-/** A token bucket: `burst` requests at once, refilled at `perSecond` (see channels/rate-limit.ts). */
-export interface RateLimit {
-  perSecond: number;
-  burst: number;
-}
-/** Per API key and per tenant; an absent one is no limit. */
-export interface RateLimits {
-  perKey?: RateLimit;
-  perTenant?: RateLimit;
-  /** Event streams open at once (SSE and A2A streams), per key and per tenant (default 20 and 100). */
-  streams?: { perKey: number; perTenant: number };
-  /**
-   * Unknown API keys per client address before its requests get 429 (default 30 at once, 0.5 a
-   * second). Loopback addresses are not counted unless `countLoopback`: behind a proxy on the same
-   * machine every client has the proxy's address, and one flood would lock every caller out.
-   */
-  unknownKeys?: RateLimit & { countLoopback?: boolean };
-}
 
 export interface NotifyConfig {
   /** Loopback receivers (http or https, any port) are allowed: development only (ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP). */

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { AgentCard, type AgentSkill } from "@a2a-js/sdk";
 import pkg from "../../package.json" with { type: "json" };
 import type { Assistant } from "../domain/resources.ts";
-import type { Authenticated } from "./api-keys.ts";
+import type { Authenticated } from "../ports/key-store.ts";
 
 /**
  * Arbor's agent card, in the form each protocol version reads (one JSON per version, never a

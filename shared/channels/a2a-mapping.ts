@@ -13,8 +13,8 @@ import type { Asker, Engine } from "../engine/engine.ts";
 import type { InteractionResponse } from "../engine/interactions.ts";
 import { waitingInTree } from "../engine/interactions.ts";
 import { ArborError } from "../errors.ts";
+import type { Authenticated } from "../ports/key-store.ts";
 import { artifactParts, dataPart, type OutputMode, textPart } from "./a2a-parts.ts";
-import type { Authenticated } from "./api-keys.ts";
 
 export {
   artifactParts,

@@ -4,6 +4,7 @@ import type { ServerCallContext } from "@a2a-js/sdk/server";
 import { isWithin, tenantUrn } from "../domain/urn.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { ArborLogger } from "../observability/logger.ts";
+import type { Authenticated } from "../ports/key-store.ts";
 import {
   answerFrom,
   type OutputMode,
@@ -13,7 +14,6 @@ import {
   waitingInteractions,
 } from "./a2a-mapping.ts";
 import { type ArborContexts, type ArborLink, type ArborTaskStore, isFinal, linkOf } from "./a2a-store.ts";
-import type { Authenticated } from "./api-keys.ts";
 
 /**
  * What a SendMessage does in Arbor before the SDK runs its execution: a message without a taskId

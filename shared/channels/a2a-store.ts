@@ -10,8 +10,8 @@ import {
 import type { Engine } from "../engine/engine.ts";
 import { ConflictError } from "../errors.ts";
 import type { ArborLogger } from "../observability/logger.ts";
+import type { Authenticated } from "../ports/key-store.ts";
 import { collectPages, type StateRecord, type StateStore } from "../ports/state-store.ts";
-import type { Authenticated } from "./api-keys.ts";
 
 /** The SDK's user for an authenticated key: who calls, and what the key vouches for. */
 export class ArborCaller implements User {

@@ -2,8 +2,8 @@ import { COMMANDS, SOURCE } from "../engine/context.ts";
 import type { Engine } from "../engine/engine.ts";
 import { INTERACTION_REQUESTED } from "../engine/interactions.ts";
 import { outputMeta } from "../engine/outcome.ts";
+import type { Authenticated } from "../ports/key-store.ts";
 import { isUnderway, type Outcome, readOutcome } from "./a2a-mapping.ts";
-import type { Authenticated } from "./api-keys.ts";
 
 /**
  * Waits until a request ends or asks a person (no longer submitted or working), woken by the root's output announcement and by

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { closeSync, constants, fstatSync, openSync, readFileSync, unwatchFile, watchFile } from "node:fs";
 import { z } from "zod";
 import { formatIssues } from "../domain/resources.ts";
@@ -15,6 +14,7 @@ import {
 } from "../ports/key-store.ts";
 
 export type { Authenticated } from "../ports/key-store.ts";
+export { newApiKey } from "../ports/key-store.ts";
 
 /**
  * Who calls the HTTP and A2A entry points: each API key stands for one person or one remote agent
@@ -253,10 +253,4 @@ export function watchApiKeysFile(
 
 function byHash(keys: readonly ApiKeyEntry[]): Map<string, ApiKeyEntry> {
   return new Map(keys.map((k) => [k.sha256, k]));
-}
-
-/** A new random key and the entry that stands for it (the key itself is shown once, never stored). */
-export function newApiKey(entry: Omit<ApiKeyEntry, "sha256">): { key: string; entry: ApiKeyEntry } {
-  const key = `arbor_${randomBytes(24).toString("base64url")}`;
-  return { key, entry: { ...entry, sha256: bearerKeyHash(`Bearer ${key}`) as string } };
 }

@@ -1,5 +1,23 @@
-import type { RateLimit, RateLimits } from "../config.ts";
-import type { Authenticated } from "./api-keys.ts";
+import type { Authenticated } from "../ports/key-store.ts";
+
+/** A token bucket: `burst` requests at once, refilled at `perSecond` (below). */
+export interface RateLimit {
+  perSecond: number;
+  burst: number;
+}
+/** Per API key and per tenant; an absent one is no limit. */
+export interface RateLimits {
+  perKey?: RateLimit;
+  perTenant?: RateLimit;
+  /** Event streams open at once (SSE and A2A streams), per key and per tenant (default 20 and 100). */
+  streams?: { perKey: number; perTenant: number };
+  /**
+   * Unknown API keys per client address before its requests get 429 (default 30 at once, 0.5 a
+   * second). Loopback addresses are not counted unless `countLoopback`: behind a proxy on the same
+   * machine every client has the proxy's address, and one flood would lock every caller out.
+   */
+  unknownKeys?: RateLimit & { countLoopback?: boolean };
+}
 
 /**
  * How many requests a key, and all the keys of one tenant together, may make: a token bucket

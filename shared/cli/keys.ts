@@ -3,12 +3,11 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DynamoStateStore } from "../adapters/aws/dynamo-state-store.ts";
 import { FileKeyStore } from "../adapters/local/file-key-store.ts";
 import { StateKeyStore } from "../adapters/shared/state-key-store.ts";
-import { newApiKey } from "../channels/api-keys.ts";
 import { DEFAULT_KEY_CACHE_TTL_MS } from "../channels/key-cache.ts";
 import { type KeysTarget, type LocalConfig, loadConfig, loadKeysTarget } from "../config.ts";
 import { formatIssues } from "../domain/resources.ts";
 import { UnavailableError, ValidationError } from "../errors.ts";
-import { ApiKeySchema, fingerprintOf, type KeyStore, newKeyProblem } from "../ports/key-store.ts";
+import { ApiKeySchema, fingerprintOf, type KeyStore, newApiKey, newKeyProblem } from "../ports/key-store.ts";
 import { type KeyView, RemoteKeys } from "./keys-remote.ts";
 import { heading, note } from "./render.ts";
 

@@ -1,8 +1,8 @@
-import { hash } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 import { z } from "zod";
 import type { Actor } from "../domain/events.ts";
+import type { Caller } from "../domain/principal.ts";
 import { ArborError, ValidationError } from "../errors.ts";
-import type { Caller } from "../use-cases/resource-access.ts";
 
 /**
  * Key store port: the API keys the HTTP and A2A entry points accept. A key stands for one person
@@ -109,4 +109,10 @@ export function keysToRevoke(
   if (byPrint && gone.length > 1)
     throw new ValidationError(`${which} names ${gone.length} keys: give more digits of the fingerprint`);
   return gone;
+}
+
+/** A new random key and the entry that stands for it (the key itself is shown once, never stored). */
+export function newApiKey(entry: Omit<ApiKeyEntry, "sha256">): { key: string; entry: ApiKeyEntry } {
+  const key = `arbor_${randomBytes(24).toString("base64url")}`;
+  return { key, entry: { ...entry, sha256: bearerKeyHash(`Bearer ${key}`) as string } };
 }

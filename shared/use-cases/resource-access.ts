@@ -1,19 +1,11 @@
+import type { Caller, Principal } from "../domain/principal.ts";
 import type { AnyResource } from "../domain/resources.ts";
 import { conversationOf, lastElement, qualifiedType, tenantOf, type Urn } from "../domain/urn.ts";
 import { ForbiddenError, ValidationError } from "../errors.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { PutResult, ResourceStore } from "./resource-store.ts";
 
-/**
- * Who asks for a resource: a person a channel authenticated (with the tenant it vouches for), an
- * assistant (its tenant is the root of its URN), or the engine itself (`system`, every tenant).
- */
-export interface Principal {
-  id: string;
-  kind: "human" | "agent" | "system";
-  tenant?: string;
-  roles?: readonly string[];
-}
+export type { Caller, Principal } from "../domain/principal.ts";
 
 export type ResourceAction = "resource.read" | "resource.write";
 
@@ -133,15 +125,6 @@ export function holdTenantBoundary(principal: Principal, tenant: string, doing: 
     `${principal.id} may not ${doing}: it belongs to tenant ${tenant}, ` +
       (principal.tenant ? `not to ${principal.tenant}` : "and the caller has no tenant"),
   );
-}
-
-/**
- * What a channel vouches for about whoever calls an entry point: the tenant they authenticated
- * for, and their roles.
- */
-export interface Caller {
-  tenant?: string;
-  roles?: readonly string[];
 }
 
 /**

@@ -1,10 +1,10 @@
 import { type Context, Hono } from "hono";
 import { z } from "zod";
 import type { SlackSettings } from "../../chat/types.ts";
-import type { RateLimits } from "../../config.ts";
 import { type ArborLogger, componentLogger } from "../../observability/logger.ts";
 import type { ChatRouteParts } from "../chat-parts.ts";
 import { errorBody, errorHandler } from "../http-kit.ts";
+import type { RateLimits } from "../rate-limit.ts";
 import { RateLimiter } from "../rate-limit.ts";
 import { type CommandForm, onCommand } from "./commands.ts";
 import { CallbackSchema, onEvent } from "./events.ts";
