@@ -23,7 +23,7 @@ import {
  * the registry bundled with it, and it alone holds what the tools need: the invoke grants of the
  * registry's lambda tools, their settings and headers, the MCP and A2A connections (opened at its
  * cold start), the outbound guard. The ready and turn steps call it synchronously through
- * LambdaToolPort (shared/adapters/aws/lambda-tool-port.ts).
+ * ToolFunctionPort (shared/tools/tool-function-port.ts).
  *
  * An A2A agent that offers push is given the callback the turn step made and recorded (the
  * request's `context.callback`): the call comes back `pending` and the turn ends. SettleTool
@@ -86,7 +86,7 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
         'Invalid tool function input: expected { "op": "ListTools", "tenant", "namespace" }, ' +
           '{ "op": "RegisterTools", "tenant" }, { "op": "ExecuteTool", "tool", ' +
           '"arguments", "context": { "taskId", "actor", "callId", "allowedTools" } } or { "op": "SettleTool", ' +
-          '"tool", "pending", "pushed", "context" }, as LambdaToolPort sends them',
+          '"tool", "pending", "pushed", "context" }, as ToolFunctionPort sends them',
         formatIssues(parsed.error),
       );
     }
@@ -109,7 +109,7 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
       ...(given.allowedTools ? { allowedTools: given.allowedTools } : {}),
       // An activity's call and scoped messages (shared/engine/activities.ts): its handler gets them.
       ...(given.activity ? { activity: given.activity } : {}),
-      // Made and recorded by the turn step (LambdaToolPort): an A2A agent that pushes gets it.
+      // Made and recorded by the turn step (ToolFunctionPort): an A2A agent that pushes gets it.
       ...(callback && request.op === "ExecuteTool" ? { callback } : {}),
       ...(remaining !== undefined
         ? { signal: AbortSignal.timeout(Math.max(1, remaining - DEADLINE_MARGIN_MS)) }

@@ -118,7 +118,7 @@ const EnvSchema = z.object({
     .optional(),
   /**
    * The tool function (functions/tool.ts, engine stack output ToolFunctionName): a name or ARN. Set,
-   * the engine calls its tools through it (shared/adapters/aws/lambda-tool-port.ts); unset, they run
+   * the engine calls its tools through it (shared/tools/tool-function-port.ts); unset, they run
    * in process.
    */
   ARBOR_TOOL_FUNCTION: z

@@ -2,7 +2,7 @@ import { Duration, type RemovalPolicy, Stack } from "aws-cdk-lib";
 import { type IManagedPolicy, ManagedPolicy, PolicyStatement } from "aws-cdk-lib/aws-iam";
 import type { RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
-import { TOOL_FUNCTION_TIMEOUT_MS } from "../../shared/adapters/aws/lambda-tool-port.ts";
+import { TOOL_FUNCTION_TIMEOUT_MS } from "../../shared/ports/tool-function.ts";
 import { EngineFunction } from "./engine-function.ts";
 import {
   BUNDLED_TOOLS_FILE,

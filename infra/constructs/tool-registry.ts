@@ -3,7 +3,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ArnFormat, type Stack, Stage } from "aws-cdk-lib";
 import type { IConstruct } from "constructs";
-import { TOOL_CALL_MAX_MS, TOOL_FUNCTION_TIMEOUT_MS } from "../../shared/adapters/aws/lambda-tool-port.ts";
+import { TOOL_CALL_MAX_MS, TOOL_FUNCTION_TIMEOUT_MS } from "../../shared/ports/tool-function.ts";
 import { LAMBDA_FUNCTION, type ToolsConfig } from "../../shared/tools/config.ts";
 
 /**

@@ -33,7 +33,7 @@ export interface ToolContext {
   handOff?: (callback: { callbackId: string; tokenHash: string }) => Promise<void>;
   /**
    * A callback the caller made and put on record already (through its own handOff), for a tool
-   * that runs elsewhere: the tool function on AWS, which cannot record one (LambdaToolPort makes it
+   * that runs elsewhere: the tool function on AWS, which cannot record one (ToolFunctionPort makes it
    * in the turn step and sends it with the call). A binding that hands off uses it instead of
    * making its own, and calls no handOff for it.
    */

@@ -2,7 +2,7 @@ import type { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
 import { LambdaClient } from "@aws-sdk/client-lambda";
 import { S3Client } from "@aws-sdk/client-s3";
 import type { S3VectorsClient } from "@aws-sdk/client-s3vectors";
-import { LambdaToolPort } from "../adapters/aws/lambda-tool-port.ts";
+import { lambdaToolFunction } from "../adapters/aws/tool-function-invoke.ts";
 import { BedrockLlm } from "../adapters/llm/bedrock-llm.ts";
 import { type PolicyLog, PublishedPolicy } from "../adapters/policy/published-policy.ts";
 import { type AwsConfig, MODEL_HELP } from "../config.ts";
@@ -16,6 +16,7 @@ import type { Metrics } from "../ports/metrics.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolPort } from "../ports/tools.ts";
 import { LAMBDA_FUNCTION, loadToolsConfig } from "../tools/config.ts";
+import { ToolFunctionPort } from "../tools/tool-function-port.ts";
 import type { AwsRuntime } from "./aws.ts";
 import { openAwsEmbeddings } from "./aws-embeddings.ts";
 import { defaultPolicy, type EngineOptions, engineOn, openTools } from "./engine-wiring.ts";
@@ -86,16 +87,18 @@ export function openToolFunction(
   client: LambdaClient | undefined,
   options: AwsEngineOptions,
 ): Promise<ToolPort> {
-  return LambdaToolPort.open({
-    // One attempt: the port retries only a throttled Invoke, which did not run the function.
-    client:
-      client ??
-      new LambdaClient({
-        region: LAMBDA_FUNCTION.exec(functionName)?.groups?.region ?? config.region,
-        maxAttempts: 1,
-      }),
-    ownsClient: !client,
-    functionName,
+  return ToolFunctionPort.open({
+    toolFunction: lambdaToolFunction({
+      // One attempt: only a throttled Invoke, which did not run the function, is tried again.
+      client:
+        client ??
+        new LambdaClient({
+          region: LAMBDA_FUNCTION.exec(functionName)?.groups?.region ?? config.region,
+          maxAttempts: 1,
+        }),
+      ownsClient: !client,
+      functionName,
+    }),
     audit: rt.audit,
     clock: options.clock ?? (() => new Date()),
     // The turn step's public URL: an A2A agent that pushes is given a callback under it.

@@ -17,7 +17,7 @@ import { type AwsEngineClients, policyFor } from "./aws-engine.ts";
  * the policy of the configuration (OPA from the policies bucket, or Cedar), the outbound guard of
  * ARBOR_OUTBOUND_*, the audit log and resources of the runtime, and the embeddings the search
  * built-ins read. The same ToolService that runs in process locally, without a public URL: an A2A
- * agent that pushes gets the callback the turn step made (ToolContext.callback, LambdaToolPort).
+ * agent that pushes gets the callback the turn step made (ToolContext.callback, ToolFunctionPort).
  */
 export interface AwsToolsOptions {
   /** Bedrock for the embedder, S3 Vectors, S3 for the OPA bundle; `lambda` for the registry's lambda tools. */

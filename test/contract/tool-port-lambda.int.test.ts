@@ -1,10 +1,11 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
-import { LambdaToolPort } from "../../shared/adapters/aws/lambda-tool-port.ts";
+import { lambdaToolFunction } from "../../shared/adapters/aws/tool-function-invoke.ts";
 import { ValidationError } from "../../shared/errors.ts";
 import type { ToolContext, ToolPort } from "../../shared/ports/tools.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
+import { ToolFunctionPort } from "../../shared/tools/tool-function-port.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
 import { ASSISTANT, openToolWorld, TASK, type ToolWorld } from "../e2e/tool-world.ts";
 import { type LambdaHandler, LambdaInvokePeer, type LambdaPeerOptions } from "../peers/lambda-invoke.ts";
@@ -50,19 +51,29 @@ async function closeRemote(r: Remote, port?: ToolPort): Promise<void> {
   await r.world.close();
 }
 
-const openPort = (r: Remote, extra: Partial<Parameters<typeof LambdaToolPort.open>[0]> = {}) =>
-  LambdaToolPort.open({
-    client: r.peer.client(),
-    ownsClient: true,
-    functionName: FUNCTION,
+const openPort = (
+  r: Remote,
+  {
+    functionName = FUNCTION,
+    ...extra
+  }: Partial<Parameters<typeof ToolFunctionPort.open>[0]> & {
+    functionName?: string;
+  } = {},
+) =>
+  ToolFunctionPort.open({
+    toolFunction: lambdaToolFunction({
+      client: r.peer.client(),
+      ownsClient: true,
+      functionName,
+      throttleBackoffMs: [5, 5],
+    }),
     audit: r.world.rt.audit,
     clock: () => new Date("2026-06-01T09:00:00.000Z"),
-    throttleBackoffMs: [5, 5],
     ...extra,
   });
 
 toolPortContract(
-  "LambdaToolPort -> tool function (real Lambda client, local Invoke peer)",
+  "ToolFunctionPort -> tool function (real Lambda client, local Invoke peer)",
   async (bindings) => {
     const r = await remote(bindings);
     // The turn step's public URL: the port makes the callback an A2A agent that pushes is given.
@@ -76,7 +87,7 @@ toolPortContract(
   },
 );
 
-describe("LambdaToolPort: when the tool function cannot answer", () => {
+describe("ToolFunctionPort: when the tool function cannot answer", () => {
   let r: Remote | undefined;
   let port: ToolPort | undefined;
   let seen: ToolRuns;
@@ -135,7 +146,7 @@ describe("LambdaToolPort: when the tool function cannot answer", () => {
     port = await openPort(x, { clock: () => new Date(now), registerTtlMs: 60_000 });
     const list = port.listTools?.bind(port);
     const register = port.register?.bind(port);
-    if (!list || !register) throw new Error("LambdaToolPort lists and registers");
+    if (!list || !register) throw new Error("ToolFunctionPort lists and registers");
     expect((await list("acme", { namespace: "notes" })).map((d) => d.name)).toEqual(["echo", "send_note"]);
     expect((await list("acme")).map((d) => d.namespace)).toContain("desks");
     await expect(list("acme", { namespace: "../notes" })).rejects.toThrow(/a namespace is 1-64/);

@@ -25,7 +25,7 @@ export interface ToolPortSetup {
   close(): Promise<void>;
 }
 
-/** Arbor's public URL for the contract's callbacks: a port that makes them (LambdaToolPort) is given it. */
+/** Arbor's public URL for the contract's callbacks: a port that makes them (ToolFunctionPort) is given it. */
 export const CONTRACT_PUBLIC_URL = "https://arbor.example.com";
 
 /** What the bindings saw: every run, with the context the tool got. */

@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
-import { LambdaToolPort } from "../../shared/adapters/aws/lambda-tool-port.ts";
+import { lambdaToolFunction } from "../../shared/adapters/aws/tool-function-invoke.ts";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
 import { SimulatedCrash } from "../../shared/engine/context.ts";
@@ -11,6 +11,7 @@ import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import type { ToolPort } from "../../shared/ports/tools.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
+import { ToolFunctionPort } from "../../shared/tools/tool-function-port.ts";
 import { ToolService } from "../../shared/tools/tool-service.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
@@ -20,7 +21,7 @@ import { embedder, guardedFetch } from "./tool-world.ts";
 /**
  * The rules for a call that a crash interrupted (repeats.test.ts), with the tools in their own
  * function, as on AWS: the engine's steps call the tool function (functions/tool.ts, its own
- * runtime on the same data) through LambdaToolPort, the real Lambda client and the local Invoke
+ * runtime on the same data) through ToolFunctionPort, the real Lambda client and the local Invoke
  * peer. The step's process dies while its Invoke is out, or after the call ended but before its
  * result was kept; the tool function lives on. A risky call is never run again on its old approval;
  * a call that is not risky runs again by itself with the same Idempotency-Key.
@@ -107,10 +108,8 @@ async function toolFunction(dataDir: string): Promise<ToolFunction> {
 /** The engine's side, anew in each process: a port to the tool function. */
 const viaToolFunction = async (rt: LocalRuntime, dataDir: string): Promise<ToolPort> => {
   fn ??= await toolFunction(dataDir);
-  return LambdaToolPort.open({
-    client: fn.peer.client(),
-    ownsClient: true,
-    functionName: FUNCTION,
+  return ToolFunctionPort.open({
+    toolFunction: lambdaToolFunction({ client: fn.peer.client(), ownsClient: true, functionName: FUNCTION }),
     audit: rt.audit,
     clock: () => new Date(),
   });

@@ -25,7 +25,7 @@ import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts"
 
 /**
  * Arbor as an A2A client of an agent that offers push, on AWS, offline: the turn step (through
- * LambdaToolPort) makes and records the callback under the API's public URL and sends it with the
+ * ToolFunctionPort) makes and records the callback under the API's public URL and sends it with the
  * call; the tool function (functions/tool.ts, behind the Lambda Invoke peer, the real SDK client)
  * gives it to the agent (test/peers/a2a-agent.ts, `push: true`) and answers `pending`; the turn
  * ends with nothing running. The agent's push goes to "API Gateway" (a node:http server on

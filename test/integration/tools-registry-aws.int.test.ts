@@ -5,12 +5,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiHandler, createApiHandler } from "../../functions/api.ts";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
-import { LambdaToolPort } from "../../shared/adapters/aws/lambda-tool-port.ts";
+import { lambdaToolFunction } from "../../shared/adapters/aws/tool-function-invoke.ts";
 import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
 import { newApiKey } from "../../shared/channels/api-keys.ts";
 import type { AwsConfig } from "../../shared/config.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
+import { ToolFunctionPort } from "../../shared/tools/tool-function-port.ts";
 import { toolResource, toolUrn } from "../../shared/tools/tool-registry.ts";
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
@@ -159,10 +160,8 @@ describe("ListTools on AWS: the API function's route and the tool function's Lis
 
   it("answers from the bucket, and each key sees its own tenant's only", async () => {
     // The tool function's ListTools over the Lambda peer, as the engine's steps have it.
-    const port = await LambdaToolPort.open({
-      client: peer.client(),
-      ownsClient: true,
-      functionName: FUNCTION,
+    const port = await ToolFunctionPort.open({
+      toolFunction: lambdaToolFunction({ client: peer.client(), ownsClient: true, functionName: FUNCTION }),
       audit: rt.audit,
       clock: () => new Date(),
     });

@@ -449,7 +449,7 @@ describe("permissions", () => {
     "shared/adapters/vectors/s3-vectors-index.ts",
     "shared/adapters/embeddings/titan-embedder.ts",
     "shared/adapters/llm/bedrock-llm.ts",
-    "shared/adapters/aws/lambda-tool-port.ts",
+    "shared/adapters/aws/tool-function-invoke.ts",
     "shared/adapters/aws/sqs-delivery-queue.ts",
   ];
 

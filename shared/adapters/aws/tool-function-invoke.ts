@@ -6,30 +6,43 @@ import {
   UnavailableError,
   ValidationError,
 } from "../../errors.ts";
-import type { ToolFunctionRequest } from "../../tools/tool-function-protocol.ts";
+import { TOOL_FUNCTION_TIMEOUT_MS, type ToolFunctionClient } from "../../ports/tool-function.ts";
 
 /**
- * One request to the tool function (functions/tool.ts) as LambdaToolPort sends it: a synchronous
+ * One request to the tool function (functions/tool.ts) as the tool port sends it: a synchronous
  * Invoke, bounded, a throttled one tried again (the function did not run), and whatever went wrong
  * mapped to the error taxonomy (`details.mayHaveRun` when the tool may have started).
  */
-
-/** The tool function's timeout (the engine stack sets it): a call's answer comes within it. */
-export const TOOL_FUNCTION_TIMEOUT_MS = 240_000;
 const DEFAULT_INVOKE_TIMEOUT_MS = TOOL_FUNCTION_TIMEOUT_MS + 10_000;
 const THROTTLE_BACKOFF_MS = [200, 1_000, 3_000];
 
 export interface InvokeOptions {
+  /** With `maxAttempts: 1` (only a throttled Invoke, which did not run the function, is tried again). */
   client: LambdaClient;
+  /** The tool function's name or ARN (ARBOR_TOOL_FUNCTION). */
   functionName: string;
-  /** Waits between throttled attempts (default 0.2, 1 and 3 s). */
+  /** Waits between throttled attempts (default 0.2, 1 and 3 s); tests make them short. */
   throttleBackoffMs?: readonly number[];
+  /** Destroy the client on close (default: false, the caller owns it). */
+  ownsClient?: boolean;
+}
+
+/** The tool function over Lambda's Invoke. */
+export function lambdaToolFunction(options: InvokeOptions): ToolFunctionClient {
+  return {
+    functionName: options.functionName,
+    invoke: (request, timeoutMs, signal) => invoke(options, request, timeoutMs, signal),
+    errorOf: (e) => asToolFunctionError(options.functionName, e),
+    close: () => {
+      if (options.ownsClient) options.client.destroy();
+    },
+  };
 }
 
 /** One Invoke of the tool function; a throttled one is tried again (the function did not run). */
 export async function invoke(
   options: InvokeOptions,
-  request: ToolFunctionRequest,
+  request: { readonly op: string },
   timeoutMs = DEFAULT_INVOKE_TIMEOUT_MS,
   signal?: AbortSignal,
 ): Promise<{ payload: unknown }> {

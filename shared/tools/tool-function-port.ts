@@ -1,9 +1,9 @@
-import type { LambdaClient } from "@aws-sdk/client-lambda";
-import type { ToolFailureReason } from "../../domain/events.ts";
-import { deepFreeze } from "../../domain/immutable.ts";
-import { type ArborError, UnavailableError, ValidationError } from "../../errors.ts";
-import { componentLogger } from "../../observability/logger.ts";
-import type { AuditLog } from "../../ports/audit-log.ts";
+import type { ToolFailureReason } from "../domain/events.ts";
+import { deepFreeze } from "../domain/immutable.ts";
+import { type ArborError, UnavailableError, ValidationError } from "../errors.ts";
+import { componentLogger } from "../observability/logger.ts";
+import type { AuditLog } from "../ports/audit-log.ts";
+import type { ToolFunctionClient } from "../ports/tool-function.ts";
 import type {
   CallHistory,
   GivenCallback,
@@ -13,19 +13,18 @@ import type {
   ToolPort,
   ToolRegistration,
   ToolResult,
-} from "../../ports/tools.ts";
-import { newCallback } from "../../tools/a2a-push-client.ts";
-import { CallRecord, historyOf } from "../../tools/call-record.ts";
-import { jsonSchemaChecker } from "../../tools/json-schema.ts";
+} from "../ports/tools.ts";
+import { newCallback } from "./a2a-push-client.ts";
+import { CallRecord, historyOf } from "./call-record.ts";
+import { jsonSchemaChecker } from "./json-schema.ts";
 import {
   ExecuteToolResponseSchema,
   ListToolsResponseSchema,
   RegisterToolsResponseSchema,
   SettleToolResponseSchema,
   type ToolFunctionRequest,
-} from "../../tools/tool-function-protocol.ts";
-import { checkNamespace } from "../../tools/tool-registry.ts";
-import { asToolFunctionError, invoke, TOOL_FUNCTION_TIMEOUT_MS } from "./tool-function-invoke.ts";
+} from "./tool-function-protocol.ts";
+import { checkNamespace } from "./tool-registry.ts";
 
 /**
  * The tool port of the engine's steps on AWS: every call goes to the tool function
@@ -68,13 +67,6 @@ import { asToolFunctionError, invoke, TOOL_FUNCTION_TIMEOUT_MS } from "./tool-fu
  *   the API function received or, at the deadline, by asking the agent once.
  */
 
-export { asToolFunctionError, TOOL_FUNCTION_TIMEOUT_MS };
-/**
- * The longest a tool may run on a deployed stack (its `timeoutMs`, default 30 s): ten seconds under
- * the function's timeout, so the tool service records the outcome before Lambda stops the function.
- * The steps that run tools (ready, turn) wait for the answer; they run for 5 minutes at most.
- */
-export const TOOL_CALL_MAX_MS = TOOL_FUNCTION_TIMEOUT_MS - 10_000;
 const REGISTER_TTL_MS = 5 * 60_000;
 const REFRESH_MS = 5 * 60_000;
 /** The longest a registration may take before the request that asked for it goes on without it. */
@@ -82,24 +74,18 @@ const REGISTER_TIMEOUT_MS = 20_000;
 /** Tenants whose registration is remembered, at most this many (then asked again). */
 const MAX_REGISTERED = 10_000;
 
-export interface LambdaToolPortOptions {
-  /** With `maxAttempts: 1` (this port retries only what is safe to retry). */
-  client: LambdaClient;
-  /** The tool function's name or ARN (ARBOR_TOOL_FUNCTION). */
-  functionName: string;
+export interface ToolFunctionPortOptions {
+  /** The tool function (adapters/aws/tool-function-invoke.ts: Lambda's Invoke); closed with the port. */
+  toolFunction: ToolFunctionClient;
   /** The audit log the tool function writes (the state table): histories, and failures recorded here. */
   audit: AuditLog;
   clock: () => Date;
   /** Default TOOL_FUNCTION_TIMEOUT_MS plus 10 s. */
   invokeTimeoutMs?: number;
-  /** Waits between throttled attempts (default 0.2, 1 and 3 s); tests make them short. */
-  throttleBackoffMs?: readonly number[];
   /** How old the list of tools may get before its next use asks ListTools again (default 5 minutes). */
   refreshMs?: number;
   /** How long a tenant's registration is remembered before `register` asks again (default 5 minutes). */
   registerTtlMs?: number;
-  /** Destroy the client on close (default: false, the caller owns it). */
-  ownsClient?: boolean;
   /**
    * Where callers reach this Arbor (ARBOR_PUBLIC_URL of the turn step): with it, an `a2a` call of a
    * caller that can settle it later (ToolContext.handOff) gets a callback made and recorded here,
@@ -115,8 +101,8 @@ interface Entry {
   check: (args: Record<string, unknown>) => string[];
 }
 
-export class LambdaToolPort implements ToolPort {
-  readonly #options: LambdaToolPortOptions;
+export class ToolFunctionPort implements ToolPort {
+  readonly #options: ToolFunctionPortOptions;
   #tools = new Map<string, Entry>();
   /** When the list was read (the clock's ms), and the refresh under way, if one is. */
   #listedAt: number;
@@ -126,15 +112,15 @@ export class LambdaToolPort implements ToolPort {
   readonly #registered = new Map<string, { at: number; registration: Promise<ToolRegistration> }>();
   #closed = false;
 
-  private constructor(options: LambdaToolPortOptions, descriptors: readonly ToolDescriptor[]) {
+  private constructor(options: ToolFunctionPortOptions, descriptors: readonly ToolDescriptor[]) {
     this.#options = options;
     this.#tools = entries(descriptors);
     this.#listedAt = options.clock().getTime();
   }
 
   /** Asks the tool function for its tools (ListTools); a function that cannot answer throws. */
-  static async open(options: LambdaToolPortOptions): Promise<LambdaToolPort> {
-    return new LambdaToolPort(options, await configuredTools(options));
+  static async open(options: ToolFunctionPortOptions): Promise<ToolFunctionPort> {
+    return new ToolFunctionPort(options, await configuredTools(options));
   }
 
   list(): ToolDescriptor[] {
@@ -223,9 +209,9 @@ export class LambdaToolPort implements ToolPort {
   /** One request the tool function answers with data (no call is recorded): its errors thrown. */
   async #ask(request: ToolFunctionRequest, timeoutMs = this.#options.invokeTimeoutMs): Promise<unknown> {
     try {
-      return (await invoke(this.#options, request, timeoutMs)).payload;
+      return (await this.#options.toolFunction.invoke(request, timeoutMs)).payload;
     } catch (e) {
-      throw asToolFunctionError(this.#options.functionName, e);
+      throw this.#options.toolFunction.errorOf(e);
     }
   }
 
@@ -254,7 +240,7 @@ export class LambdaToolPort implements ToolPort {
    */
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#options.ownsClient) this.#options.client.destroy();
+    this.#options.toolFunction.close();
   }
 
   async #call(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
@@ -266,7 +252,11 @@ export class LambdaToolPort implements ToolPort {
       context: { ...wireContext(context), ...(await this.#callback(name, context)) },
     };
     try {
-      const { payload } = await invoke(this.#options, request, this.#options.invokeTimeoutMs, context.signal);
+      const { payload } = await this.#options.toolFunction.invoke(
+        request,
+        this.#options.invokeTimeoutMs,
+        context.signal,
+      );
       const parsed = ExecuteToolResponseSchema.safeParse(payload);
       if (!parsed.success)
         throw new UnavailableError(
@@ -276,7 +266,7 @@ export class LambdaToolPort implements ToolPort {
       const { content, isError, pending } = parsed.data.result;
       return { content, ...(isError ? { isError } : {}), ...(pending ? { pending } : {}) };
     } catch (e) {
-      const error = asToolFunctionError(this.#options.functionName, e);
+      const error = this.#options.toolFunction.errorOf(e);
       if (this.#closed) throw error;
       log.warn("tool call failed in the tool function", {
         tool: name,
@@ -325,9 +315,13 @@ export class LambdaToolPort implements ToolPort {
     };
     let payload: unknown;
     try {
-      ({ payload } = await invoke(this.#options, request, this.#options.invokeTimeoutMs, context.signal));
+      ({ payload } = await this.#options.toolFunction.invoke(
+        request,
+        this.#options.invokeTimeoutMs,
+        context.signal,
+      ));
     } catch (e) {
-      throw asToolFunctionError(this.#options.functionName, e);
+      throw this.#options.toolFunction.errorOf(e);
     }
     const parsed = SettleToolResponseSchema.safeParse(payload);
     if (!parsed.success)
@@ -378,17 +372,17 @@ export class LambdaToolPort implements ToolPort {
 }
 
 /** The tool function's configured tools (ListTools without a tenant); one that cannot answer throws. */
-async function configuredTools(options: LambdaToolPortOptions): Promise<ToolDescriptor[]> {
+async function configuredTools(options: ToolFunctionPortOptions): Promise<ToolDescriptor[]> {
   let payload: unknown;
   try {
-    ({ payload } = await invoke(options, { op: "ListTools" }, options.invokeTimeoutMs));
+    ({ payload } = await options.toolFunction.invoke({ op: "ListTools" }, options.invokeTimeoutMs));
   } catch (e) {
-    throw asToolFunctionError(options.functionName, e);
+    throw options.toolFunction.errorOf(e);
   }
   const parsed = ListToolsResponseSchema.safeParse(payload);
   if (!parsed.success)
     throw new ValidationError(
-      `The tool function ${options.functionName} answered ListTools with something else than { tools: [...] }: deploy the engine stack's functions from one commit`,
+      `The tool function ${options.toolFunction.functionName} answered ListTools with something else than { tools: [...] }: deploy the engine stack's functions from one commit`,
       parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`),
     );
   return parsed.data.tools;
