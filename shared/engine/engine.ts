@@ -27,6 +27,7 @@ import { type SubmitRequest, type Submitted, submit } from "./submit.ts";
 import { onResourcePut } from "./supervisor.ts";
 import { DEFAULT_TREE_TASKS, type TaskTree, taskTree } from "./task-tree.ts";
 import { activeAssistants, applyTeam, storedAssistants, Teams, teamUrn, withTeamApplyLease } from "./team.ts";
+import { type TeamToolGap, teamToolGaps } from "./tool-gaps.ts";
 
 export type { SubmitRequest, Submitted } from "./submit.ts";
 
@@ -145,6 +146,14 @@ export class Engine {
   async team(tenant: string, asker?: Asker): Promise<Assistant[]> {
     if (asker) await this.#check(asker, "resource.read", teamUrn(tenant));
     return activeAssistants(this.deps, tenant);
+  }
+
+  /**
+   * Teams whose assistants list tools this engine's registry does not have (tool-gaps.ts): the
+   * default team, and the stored teams of `tenants`. Read by the engine's own process at start.
+   */
+  toolGaps(tenants: readonly string[] = []): Promise<TeamToolGap[]> {
+    return teamToolGaps(this.deps, tenants);
   }
 
   /**

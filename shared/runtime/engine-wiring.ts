@@ -3,6 +3,7 @@ import { DEFAULT_CEDAR_POLICY } from "../adapters/policy/default-policy.ts";
 import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import type { EngineSettings, FaultInjector } from "../engine/context.ts";
 import { Engine } from "../engine/engine.ts";
+import { defaultTeamToolGap, toolGapMessage } from "../engine/tool-gaps.ts";
 import { graphStoreOf } from "../graph/state-graph-store.ts";
 import { componentLogger } from "../observability/logger.ts";
 import { createGuardedFetch } from "../outbound/guard.ts";
@@ -103,7 +104,7 @@ export function engineOn(
         `ARBOR_TEAM_FILE ${options.teamFile}`,
       )
     : undefined;
-  return new Engine({
+  const engine = new Engine({
     resources: rt.resources,
     tasks: rt.tasks,
     state: rt.state,
@@ -119,4 +120,8 @@ export function engineOn(
     ...(options.faults ? { faults: options.faults } : {}),
     ...(rt.soleWorker ? { soleWorker: rt.soleWorker } : {}),
   });
+  // A tools file replaces the built-ins: a default team that lists tools it lacks is said at start.
+  const gap = defaultTeamToolGap(engine.deps);
+  if (gap) engine.deps.log.warn(toolGapMessage(gap), { team: gap.team, missing: gap.missing });
+  return engine;
 }
