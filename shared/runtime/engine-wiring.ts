@@ -53,6 +53,11 @@ export interface EngineOptions {
   teamFile?: string;
   faults?: FaultInjector;
   /**
+   * Say at start when the default team lists tools the registry lacks (default true). The API
+   * function, which runs no tool (and may list none), leaves it to the functions that run them.
+   */
+  warnToolGaps?: boolean;
+  /**
    * Where callers reach this Arbor (ARBOR_PUBLIC_URL, `arbor serve --public-url`): A2A agents that
    * offer push answer the a2a tool there. Absent: every a2a call waits for its answer.
    */
@@ -121,7 +126,7 @@ export function engineOn(
     ...(rt.soleWorker ? { soleWorker: rt.soleWorker } : {}),
   });
   // A tools file replaces the built-ins: a default team that lists tools it lacks is said at start.
-  const gap = defaultTeamToolGap(engine.deps);
+  const gap = options.warnToolGaps === false ? undefined : defaultTeamToolGap(engine.deps);
   if (gap) engine.deps.log.warn(toolGapMessage(gap), { team: gap.team, missing: gap.missing });
   return engine;
 }
