@@ -107,6 +107,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
       // The example's team is the default team; otherwise ARBOR_TEAM_FILE's, else the built-in one.
       ...(setup.team ? { defaultTeam: setup.team } : {}),
       ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
+      ...(config.modelRetryMs !== undefined ? { modelRetryMs: config.modelRetryMs } : {}),
     },
     toolsConfig: loadToolsConfig(config.toolsFile),
     // Only a configured public URL: where the server listens (127.0.0.1) no remote agent reaches.

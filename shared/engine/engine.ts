@@ -18,6 +18,7 @@ import { runTurn } from "./direct.ts";
 import { indexAssistants } from "./election.ts";
 import { type AnswerPrincipal, type InteractionResponse, respond } from "./interactions.ts";
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
+import type { ModelStatus } from "./model-health.ts";
 import { indexOutput, outputOf } from "./outcome.ts";
 import { acceptedView, checkPlan, plan } from "./planner.ts";
 import { type PushOutcome, receivePush } from "./remote-calls.ts";
@@ -240,6 +241,11 @@ export class Engine {
       throw new ConflictError(`Task ${taskId} is accepted and not planned yet: cancel it again in a moment`);
     await cancelTask(this.deps, taskId, actor, reason);
     await this.deps.untilDurable(); // a cancel acknowledged is a cancel on disk
+  }
+
+  /** What this process knows of its model (engine/model-health.ts): /healthz says it. Quick: bounded and cached. */
+  modelStatus(): Promise<ModelStatus> {
+    return this.deps.modelHealth.status();
   }
 
   /** Lets go of what the engine holds open (MCP connections, the vector index). The runtime closes apart. */

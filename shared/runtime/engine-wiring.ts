@@ -3,6 +3,7 @@ import { DEFAULT_CEDAR_POLICY } from "../adapters/policy/default-policy.ts";
 import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import type { EngineSettings, FaultInjector } from "../engine/context.ts";
 import { Engine } from "../engine/engine.ts";
+import { ModelHealth } from "../engine/model-health.ts";
 import { defaultTeamToolGap, toolGapMessage } from "../engine/tool-gaps.ts";
 import { graphStoreOf } from "../graph/state-graph-store.ts";
 import { componentLogger } from "../observability/logger.ts";
@@ -29,6 +30,7 @@ export const DEFAULT_SETTINGS: EngineSettings = {
   answerTokens: 4_096,
   maxConcurrentSteps: 256,
   turnStepMs: 60_000,
+  modelRetryMs: 30_000,
 };
 
 export interface EngineOptions {
@@ -115,6 +117,7 @@ export function engineOn(
     state: rt.state,
     bus: rt.bus,
     ...models,
+    modelHealth: new ModelHealth(models.llm),
     tools: models.tools,
     policy: options.policy ?? defaultPolicy(),
     clock,
