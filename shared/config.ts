@@ -192,6 +192,17 @@ const EnvSchema = z.object({
     .optional(),
   // the model
   ARBOR_MODEL_PROVIDER: z.enum(["bedrock", "openai"]).optional(),
+  /**
+   * How long the model may go on failing (unreachable, throttling) before the task waiting on it
+   * fails with the reason; until then its step tries again (shared/engine/model-calls.ts). On AWS
+   * keep it well under the model steps' 5-minute timeout.
+   */
+  ARBOR_MODEL_RETRY_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(0)
+    .max(240_000, "at most 240000 (4 minutes: a model step on AWS ends at 5), e.g. 30000")
+    .optional(),
   ARBOR_MODEL: z.string().min(1).optional(),
   ARBOR_OPENAI_BASE_URL: z.url().optional(),
   ARBOR_OPENAI_API_KEY: z.string().min(1).optional(),
@@ -328,6 +339,8 @@ export interface LocalConfig {
   a2aBlockingWaitMs?: number;
   /** A leaf's context window in tokens (ARBOR_CONTEXT_TOKENS); absent: the engine's default. */
   contextTokens?: number;
+  /** How long a failing model is retried before its task fails (ARBOR_MODEL_RETRY_MS); absent: the engine's default. */
+  modelRetryMs?: number;
   /**
    * The chat settings file (ARBOR_CHAT_SETTINGS_FILE, else <dataDir>/chat.json); `required` when it
    * was named (its absence is then an error, not "no chat channels"). loadConfig always sets it.
@@ -380,6 +393,8 @@ export interface AwsConfig {
   a2aBlockingWaitMs?: number;
   /** A leaf's context window in tokens (ARBOR_CONTEXT_TOKENS); absent: the engine's default. */
   contextTokens?: number;
+  /** How long a failing model is retried before its task fails (ARBOR_MODEL_RETRY_MS); absent: the engine's default. */
+  modelRetryMs?: number;
   /** Requests per key and per tenant, counted per API function instance (ARBOR_RATE_LIMIT_PER_*). */
   rateLimits?: RateLimits;
   /** The chat settings' secret (ARBOR_CHAT_SECRET_ARN); absent: no chat channels on this stack. */
@@ -425,6 +440,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
         : {}),
       ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
+      ...(e.ARBOR_MODEL_RETRY_MS !== undefined ? { modelRetryMs: e.ARBOR_MODEL_RETRY_MS } : {}),
       chat: {
         file: resolve(e.ARBOR_CHAT_SETTINGS_FILE ?? join(e.ARBOR_DATA_DIR, "chat.json")),
         required: e.ARBOR_CHAT_SETTINGS_FILE !== undefined,
@@ -521,6 +537,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       : {}),
     rateLimits: rateLimitsOf(e),
     ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
+    ...(e.ARBOR_MODEL_RETRY_MS !== undefined ? { modelRetryMs: e.ARBOR_MODEL_RETRY_MS } : {}),
     ...(e.ARBOR_CHAT_SECRET_ARN
       ? { chat: { secretId: e.ARBOR_CHAT_SECRET_ARN, ttlMs: e.ARBOR_CHAT_SETTINGS_TTL_MS } }
       : {}),

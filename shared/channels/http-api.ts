@@ -65,7 +65,8 @@ import { sourceAddress } from "./source-address.ts";
  *   GET  /v1/admin/team                    the tenant's team (admins)               -> 200
  *   PUT  /v1/admin/team?dryRun=true        a team file: its diff, applied unless dry -> 200
  *   GET  /v1/graph?s=&p=&o=                the tenant's graph, one pattern (http-graph.ts) -> 200
- *   GET  /healthz                          no key needed: 200, or 503 when Arbor cannot write
+ *   GET  /healthz                          no key needed: 200 (status ok, or degraded when the
+ *                                          model cannot be used), or 503 when Arbor cannot write
  *   /v1/admin/keys                         a tenant's API keys, for its admins (admin-keys.ts)
  *   /v1/callbacks/secret, /v1/admin/callbacks/secret/rotate, /v1/admin/deliveries...
  *                                          webhooks' secret and dead letters (http-notify.ts)
@@ -121,12 +122,18 @@ export function createHttpApi({
 }: HttpApiParts): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
-  // Healthy means able to take work: a server whose every write fails is not.
+  // Healthy means able to take work: a server whose every write fails is not. A model that cannot
+  // be used leaves it degraded (200: it still takes requests, and fails them saying why): what the
+  // engine's calls last found, else a bounded and cached probe (engine/model-health.ts).
   app.get("/healthz", async (c) => {
-    const reason = await unwritable?.();
-    if (reason === undefined) return c.json({ status: "ok" });
+    const [reason, model] = await Promise.all([unwritable?.(), engine.modelStatus()]);
+    if (reason === undefined)
+      return c.json({
+        status: model.status === "unreachable" || model.status === "failing" ? "degraded" : "ok",
+        model,
+      });
     c.header("Retry-After", "30");
-    return c.json({ status: "unavailable", ...errorBody("UNAVAILABLE", reason) }, 503);
+    return c.json({ status: "unavailable", ...errorBody("UNAVAILABLE", reason), model }, 503);
   });
 
   // A remote agent's pushes for the a2a tool's calls: their own token, not an API key (first, so

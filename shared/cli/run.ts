@@ -46,6 +46,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     settings: {
       fallbackAssistant: fallback,
       ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
+      ...(config.modelRetryMs !== undefined ? { modelRetryMs: config.modelRetryMs } : {}),
     },
     toolsConfig: loadToolsConfig(config.toolsFile),
     ...(config.teamFile ? { teamFile: config.teamFile } : {}),

@@ -12,6 +12,7 @@ import { type LocalConfig, MODEL_HELP, parsePublicUrl } from "../config.ts";
 import type { TeamFile } from "../domain/team.ts";
 import { tenantUrn } from "../domain/urn.ts";
 import { FALLBACK_ID } from "../engine/default-team.ts";
+import { toolGapMessage } from "../engine/tool-gaps.ts";
 import { ConfigError } from "../errors.ts";
 import { releaseOrphanedLeases } from "../notify/orphans.ts";
 import { notifyUrls } from "../notify/urls.ts";
@@ -25,7 +26,7 @@ import { type LocalNotify, startLocalNotify } from "../runtime/local-notify.ts";
 import { createModel } from "../runtime/models.ts";
 import { loadToolsConfig } from "../tools/config.ts";
 import { keysFileOf } from "./keys.ts";
-import { heading, note } from "./render.ts";
+import { heading, note, printable } from "./render.ts";
 
 /**
  * `arbor serve`: the local runtime and engine (built as `arbor run` builds them) behind the HTTP
@@ -106,6 +107,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
       // The example's team is the default team; otherwise ARBOR_TEAM_FILE's, else the built-in one.
       ...(setup.team ? { defaultTeam: setup.team } : {}),
       ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
+      ...(config.modelRetryMs !== undefined ? { modelRetryMs: config.modelRetryMs } : {}),
     },
     toolsConfig: loadToolsConfig(config.toolsFile),
     // Only a configured public URL: where the server listens (127.0.0.1) no remote agent reaches.
@@ -120,6 +122,11 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     throw error;
   });
   try {
+    // A tools file replaces the built-ins: teams that still list tools it lacks are said now (the
+    // default team's in the log already, by the engine's wiring; the tenants' stored teams here).
+    const gaps = await engine.toolGaps(tenants);
+    for (const gap of gaps)
+      if (gap.tenant) log.warn(toolGapMessage(gap), { team: gap.team, missing: gap.missing });
     stopSteps = engine.start();
     // Webhooks (callbackUrl, A2A push): recorded deliveries left by a previous process go out now.
     // Slack and Teams threads: their deliveries are sent through the channels' surfaces (the Teams
@@ -183,6 +190,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
         (chatChannels.length > 0
           ? `${note(`Chat: ${chatChannels.join(" and ")} (${chatChannels.map((c) => `${server?.url}/${c.toLowerCase()}/...`).join(", ")}; see shared/channels/CHAT-DEPLOY.md)`)}\n`
           : "") +
+        gaps.map((gap) => `${heading("Warning")}: ${printable(toolGapMessage(gap))}\n`).join("") +
         `${note("Ctrl-C stops it.")}\n`,
     );
     const signal = await untilStopped();

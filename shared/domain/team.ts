@@ -105,6 +105,29 @@ export function parseTeam(raw: unknown, toolNames: readonly string[], source = "
   return parsed.data;
 }
 
+/** An assistant that lists tools the tool registry does not have, and which. */
+export interface MissingTools {
+  assistant: string;
+  tools: string[];
+}
+
+/**
+ * The assistants of a team (a file's, or a tenant's stored one) that list tools the registry
+ * (`toolNames`) does not have: the model is never offered such a tool. Without a tools file the
+ * registry is the built-ins; a tools file replaces them, so a team written for the built-ins may
+ * list tools that are no longer there.
+ */
+export function missingTools(
+  assistants: readonly { name: string; tools?: readonly string[] | undefined }[],
+  toolNames: readonly string[],
+): MissingTools[] {
+  const known = new Set(toolNames);
+  return assistants.flatMap((a) => {
+    const tools = (a.tools ?? []).filter((t) => !known.has(t));
+    return tools.length > 0 ? [{ assistant: a.name, tools }] : [];
+  });
+}
+
 /** The URN an entry of a tenant's team is stored under. */
 export const teamAssistantUrn = (tenant: string, a: Pick<TeamAssistant, "id" | "name">): Urn =>
   withMeta({ type: "common.Assistant", name: a.name, parent: tenantUrn(tenant), id: a.id }).id;

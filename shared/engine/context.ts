@@ -13,6 +13,7 @@ import type { VectorIndex } from "../ports/vector-index.ts";
 import { resourceEvent } from "../use-cases/resource-events.ts";
 import type { ResourceStore } from "../use-cases/resource-store.ts";
 import type { RecordResult, TaskLog } from "../use-cases/task-log.ts";
+import type { ModelHealth } from "./model-health.ts";
 
 /**
  * What every engine step needs. Each step is an idempotent operation on stored state, triggered by
@@ -46,6 +47,12 @@ export interface EngineSettings {
   /** Task starts and turns running at once in one process; the rest wait in priority order. */
   maxConcurrentSteps: number;
   /**
+   * How long the model may go on failing (unreachable, throttling) before the task whose step
+   * calls it fails with the reason (ARBOR_MODEL_RETRY_MS); until then the step tries again
+   * (engine/model-calls.ts).
+   */
+  modelRetryMs: number;
+  /**
    * The team a tenant without assistants gets before its first request is planned (the
    * deployment's ARBOR_TEAM_FILE or `-c team`); absent: DEFAULT_TEAM (engine/default-team.ts).
    */
@@ -58,6 +65,8 @@ export interface EngineDeps {
   state: StateStore;
   bus: EventBus;
   llm: Llm;
+  /** What this process knows of the model from its calls (and a probe): /healthz reads it. */
+  modelHealth: ModelHealth;
   embedder: Embedder;
   index: VectorIndex;
   tools: ToolPort;

@@ -8,6 +8,7 @@ import {
 } from "../domain/resources.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { ancestors, descendantPrefix, lastElement, rootUrn } from "../domain/urn.ts";
+import type { LlmResponse } from "../ports/llm.ts";
 import type { ActivityInvocation, ToolDescriptor, ToolResult } from "../ports/tools.ts";
 import type { PutResult } from "../use-cases/resource-store.ts";
 import { activityAware, advertised, prepareCall, runPrepared, stateNoteFor } from "./activities.ts";
@@ -15,6 +16,7 @@ import { approval } from "./approvals.ts";
 import { askPerson, isAskPerson } from "./ask.ts";
 import { claim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "./context.ts";
+import { callModel, LastingModelFailure, modelFailureReason } from "./model-calls.ts";
 import { completed, completeTask, failTask } from "./outcome.ts";
 import { holdRemoteCall, openRemoteCall, remoteContext, remoteOutcome } from "./remote-calls.ts";
 import { recordUsage, usageOf } from "./usage.ts";
@@ -165,12 +167,19 @@ async function takeTurn(
     turns: toWindowTurns(transcript),
     fromTurn: transcript.fromTurn ?? 1,
   });
-  const response = await deps.llm.complete({
-    system,
-    messages: window.messages,
-    ...(tools.length ? { tools } : {}),
-    ...(assistant.model ? { model: assistant.model } : {}),
-  });
+  let response: LlmResponse;
+  try {
+    response = await callModel(deps, {
+      system,
+      messages: window.messages,
+      ...(tools.length ? { tools } : {}),
+      ...(assistant.model ? { model: assistant.model } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof LastingModelFailure)) throw error;
+    await failTask(deps, taskId, modelFailureReason(`The model could not take turn ${next}`, error));
+    return false;
+  }
   deps.faults?.hit("after-llm", "turn");
   const asksForTools = response.toolCalls.length > 0;
   const message: Message = {

@@ -18,6 +18,7 @@ import { runTurn } from "./direct.ts";
 import { indexAssistants } from "./election.ts";
 import { type AnswerPrincipal, type InteractionResponse, respond } from "./interactions.ts";
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
+import type { ModelStatus } from "./model-health.ts";
 import { indexOutput, outputOf } from "./outcome.ts";
 import { acceptedView, checkPlan, plan } from "./planner.ts";
 import { type PushOutcome, receivePush } from "./remote-calls.ts";
@@ -27,6 +28,7 @@ import { type SubmitRequest, type Submitted, submit } from "./submit.ts";
 import { onResourcePut } from "./supervisor.ts";
 import { DEFAULT_TREE_TASKS, type TaskTree, taskTree } from "./task-tree.ts";
 import { activeAssistants, applyTeam, storedAssistants, Teams, teamUrn, withTeamApplyLease } from "./team.ts";
+import { type TeamToolGap, teamToolGaps } from "./tool-gaps.ts";
 
 export type { SubmitRequest, Submitted } from "./submit.ts";
 
@@ -148,6 +150,14 @@ export class Engine {
   }
 
   /**
+   * Teams whose assistants list tools this engine's registry does not have (tool-gaps.ts): the
+   * default team, and the stored teams of `tenants`. Read by the engine's own process at start.
+   */
+  toolGaps(tenants: readonly string[] = []): Promise<TeamToolGap[]> {
+    return teamToolGaps(this.deps, tenants);
+  }
+
+  /**
    * Makes the tenant's team what `raw` (a team file, shared/domain/team.ts) says, checked against
    * the tool registry this engine has, and returns the change; with `dryRun`, only the change. An
    * `asker` must be allowed to write the team and every assistant it adds, changes or retires (the
@@ -231,6 +241,11 @@ export class Engine {
       throw new ConflictError(`Task ${taskId} is accepted and not planned yet: cancel it again in a moment`);
     await cancelTask(this.deps, taskId, actor, reason);
     await this.deps.untilDurable(); // a cancel acknowledged is a cancel on disk
+  }
+
+  /** What this process knows of its model (engine/model-health.ts): /healthz says it. Quick: bounded and cached. */
+  modelStatus(): Promise<ModelStatus> {
+    return this.deps.modelHealth.status();
   }
 
   /** Lets go of what the engine holds open (MCP connections, the vector index). The runtime closes apart. */

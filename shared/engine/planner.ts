@@ -28,6 +28,7 @@ import {
 } from "./context.ts";
 import { elect } from "./election.ts";
 import { requestInteraction } from "./interactions.ts";
+import { callModel, LastingModelFailure, modelFailureReason } from "./model-calls.ts";
 import { failTask } from "./outcome.ts";
 
 /**
@@ -72,9 +73,17 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<void> {
   const outcome = await plannedTree(deps, request);
   const budgets = inheritBudgets(deps.settings.defaultBudgets, outcome.ok ? outcome.spec.budgets : undefined);
   if (!outcome.ok) {
+    // The request fails visibly, as a root task that says why (nothing of the plan is stored: sent
+    // again, it is planned afresh).
     const spec: TaskSpec = { name: firstLine(request.content ?? "request") };
     await materialise(deps, spec, cmd.messageUrn, budgets, { rootId, withChildren: false, round: 0 });
-    await failTask(deps, rootId, `The planner did not produce a valid plan: ${outcome.errors.join("; ")}`);
+    await failTask(
+      deps,
+      rootId,
+      outcome.model
+        ? modelFailureReason("The request could not be planned", outcome.model)
+        : `The planner did not produce a valid plan: ${outcome.errors.join("; ")}`,
+    );
   } else if (cmd.mode === "lazy") {
     await materialise(deps, outcome.spec, cmd.messageUrn, budgets, {
       rootId,
@@ -127,7 +136,9 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<void> {
   if (outcome.ok && cmd.mode === "eager") await send(deps, COMMANDS.ready, { taskId: rootId }, rootId);
 }
 
-type PlanOutcome = { ok: true; spec: TaskSpec } | { ok: false; errors: string[] };
+type PlanOutcome =
+  | { ok: true; spec: TaskSpec }
+  | { ok: false; errors: string[]; model?: LastingModelFailure };
 
 /** The stored plan turn, or a new one from the model (asked again once when invalid). */
 async function plannedTree(deps: EngineDeps, request: Message): Promise<PlanOutcome> {
@@ -142,12 +153,18 @@ async function plannedTree(deps: EngineDeps, request: Message): Promise<PlanOutc
   const messages: LlmMessage[] = [{ role: "user", content: request.content ?? "" }];
   let errors: string[] = [];
   for (let attempt = 1; attempt <= 2; attempt++) {
-    const response = await deps.llm.complete({
-      system: PLANNER_SYSTEM,
-      messages,
-      tools: [PLAN_TOOL],
-      toolChoice: { name: PLAN_TOOL.name },
-    });
+    let response: LlmResponse;
+    try {
+      response = await callModel(deps, {
+        system: PLANNER_SYSTEM,
+        messages,
+        tools: [PLAN_TOOL],
+        toolChoice: { name: PLAN_TOOL.name },
+      });
+    } catch (error) {
+      if (!(error instanceof LastingModelFailure)) throw error;
+      return { ok: false, errors: [error.message], model: error };
+    }
     deps.faults?.hit("after-llm", "plan");
     const call = response.toolCalls.find((c) => c.name === PLAN_TOOL.name);
     const outcome: PlanOutcome = call

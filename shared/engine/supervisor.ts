@@ -24,6 +24,7 @@ import {
 import { childrenOf } from "./children.ts";
 import { claim, finishClaim } from "./claims.ts";
 import { COMMANDS, type EngineDeps, send } from "./context.ts";
+import { callModel, LastingModelFailure, modelFailureReason } from "./model-calls.ts";
 import { completeTask, failTask, outputOf } from "./outcome.ts";
 import { materialise } from "./planner.ts";
 import { recordUsage } from "./usage.ts";
@@ -95,7 +96,15 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
   const claimKey = `eval#${parentId}#${round}`;
   if (!(await claim(deps, claimKey, EVAL_CLAIM_STALE_MS))) return;
 
-  const evaluation = await evaluationOf(round);
+  let evaluation: Evaluation;
+  try {
+    evaluation = await evaluationOf(round);
+  } catch (error) {
+    if (!(error instanceof LastingModelFailure)) throw error;
+    await failTask(deps, parentId, modelFailureReason("The model could not evaluate the subtasks", error));
+    await finishClaim(deps, claimKey);
+    return;
+  }
   const maxRounds = parent.budgets.maxCorrectiveRounds ?? DEFAULT_BUDGETS.maxCorrectiveRounds;
   if (!evaluation.passed && personDecides(waysForward(evaluation), round, maxRounds)) {
     await askStrategy(deps, parent, round, maxRounds, evaluation);
@@ -182,7 +191,7 @@ async function evaluate(
     `# Results of the subtasks (round ${round})`,
     ...results,
   ].join("\n\n");
-  const response = await deps.llm.complete({
+  const response = await callModel(deps, {
     system: "You judge work against its evaluation criteria. Call report_evaluation exactly once.",
     messages: [{ role: "user", content: prompt }],
     tools: [EVALUATE_TOOL],

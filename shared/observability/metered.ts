@@ -16,6 +16,7 @@ export function meteredLlm(llm: Llm, metrics: Metrics): Llm {
   };
   return {
     id: llm.id,
+    ...(llm.probe ? { probe: (signal: AbortSignal) => llm.probe?.(signal) ?? Promise.resolve() } : {}),
     async complete(request: LlmRequest): Promise<LlmResponse> {
       const response = await llm.complete(request);
       count(response);

@@ -70,4 +70,10 @@ export interface Llm {
   complete(request: LlmRequest): Promise<LlmResponse>;
   /** The same answer as complete(), delivered as it is produced; the last event is "done". */
   stream(request: LlmRequest): AsyncIterable<LlmStreamEvent>;
+  /**
+   * Whether the model's endpoint answers at all, without a model request (for health checks):
+   * resolves on any answer, rejects (UnavailableError, saying what to check) when it cannot be
+   * reached or does not answer before `signal` aborts. Optional: without it, only calls tell.
+   */
+  probe?(signal: AbortSignal): Promise<void>;
 }

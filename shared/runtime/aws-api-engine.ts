@@ -34,7 +34,7 @@ export async function createAwsApiEngine(
   return engineOn(
     rt,
     { llm: options.llm ?? NO_MODEL, embedder, index, tools },
-    { ...options, ...(config.teamFile ? { teamFile: config.teamFile } : {}), policy },
+    { ...options, ...(config.teamFile ? { teamFile: config.teamFile } : {}), policy, warnToolGaps: false },
   );
 }
 

@@ -66,9 +66,15 @@ export async function createAwsEngine(
     ...(config.outbound ? { outbound: config.outbound } : {}),
     policy: options.policy ?? (await policyFor(config, clients.s3)),
     ...options,
-    // ARBOR_CONTEXT_TOKENS, under what the caller sets.
-    ...(config.contextTokens
-      ? { settings: { contextTokens: config.contextTokens, ...options.settings } }
+    // ARBOR_CONTEXT_TOKENS and ARBOR_MODEL_RETRY_MS, under what the caller sets.
+    ...(config.contextTokens || config.modelRetryMs !== undefined
+      ? {
+          settings: {
+            ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
+            ...(config.modelRetryMs !== undefined ? { modelRetryMs: config.modelRetryMs } : {}),
+            ...options.settings,
+          },
+        }
       : {}),
   };
   // With a tool function, every call goes to it: this function opens no tool and holds no grant.

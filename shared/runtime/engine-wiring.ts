@@ -3,6 +3,8 @@ import { DEFAULT_CEDAR_POLICY } from "../adapters/policy/default-policy.ts";
 import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import type { EngineSettings, FaultInjector } from "../engine/context.ts";
 import { Engine } from "../engine/engine.ts";
+import { ModelHealth } from "../engine/model-health.ts";
+import { defaultTeamToolGap, toolGapMessage } from "../engine/tool-gaps.ts";
 import { graphStoreOf } from "../graph/state-graph-store.ts";
 import { componentLogger } from "../observability/logger.ts";
 import { createGuardedFetch } from "../outbound/guard.ts";
@@ -28,6 +30,7 @@ export const DEFAULT_SETTINGS: EngineSettings = {
   answerTokens: 4_096,
   maxConcurrentSteps: 256,
   turnStepMs: 60_000,
+  modelRetryMs: 30_000,
 };
 
 export interface EngineOptions {
@@ -51,6 +54,11 @@ export interface EngineOptions {
    */
   teamFile?: string;
   faults?: FaultInjector;
+  /**
+   * Say at start when the default team lists tools the registry lacks (default true). The API
+   * function, which runs no tool (and may list none), leaves it to the functions that run them.
+   */
+  warnToolGaps?: boolean;
   /**
    * Where callers reach this Arbor (ARBOR_PUBLIC_URL, `arbor serve --public-url`): A2A agents that
    * offer push answer the a2a tool there. Absent: every a2a call waits for its answer.
@@ -103,12 +111,13 @@ export function engineOn(
         `ARBOR_TEAM_FILE ${options.teamFile}`,
       )
     : undefined;
-  return new Engine({
+  const engine = new Engine({
     resources: rt.resources,
     tasks: rt.tasks,
     state: rt.state,
     bus: rt.bus,
     ...models,
+    modelHealth: new ModelHealth(models.llm),
     tools: models.tools,
     policy: options.policy ?? defaultPolicy(),
     clock,
@@ -119,4 +128,8 @@ export function engineOn(
     ...(options.faults ? { faults: options.faults } : {}),
     ...(rt.soleWorker ? { soleWorker: rt.soleWorker } : {}),
   });
+  // A tools file replaces the built-ins: a default team that lists tools it lacks is said at start.
+  const gap = options.warnToolGaps === false ? undefined : defaultTeamToolGap(engine.deps);
+  if (gap) engine.deps.log.warn(toolGapMessage(gap), { team: gap.team, missing: gap.missing });
+  return engine;
 }

@@ -220,12 +220,14 @@ export class TaskLog {
 
   /**
    * Rebuilds every TaskView from the event log alone, the way an audit or a migration would.
-   * The result equals the stored views when nothing is wrong.
+   * The result equals the stored views when nothing is wrong. A task's view comes from its own
+   * stream (the task URN): other streams that hold copies of task events (a request's feed,
+   * `feed#<root>`, shared/notify/feed.ts) are no task and are passed over.
    */
   async replay(): Promise<Map<string, TaskView>> {
     const views = new Map<string, TaskView>();
     for await (const event of readAllEvents(this.#state)) {
-      if (!isTaskEvent(event)) continue;
+      if (!isTaskEvent(event) || event.streamId !== event.payload.taskId) continue;
       const next = reduceTaskView(views.get(event.streamId), event);
       if (next) views.set(event.streamId, next);
     }

@@ -70,8 +70,11 @@ describe("arbor run", () => {
       ARBOR_MODEL_PROVIDER: "openai",
       ARBOR_MODEL: "llama3.1",
       ARBOR_OPENAI_BASE_URL: "http://127.0.0.1:9/v1",
+      ARBOR_MODEL_RETRY_MS: "1000", // how long it is tried before the request fails
     });
     expect(code).toBe(1);
-    expect(out).toMatch(/The request failed: it could not be planned\. .*127\.0\.0\.1:9.*ollama serve/);
+    expect(out).toMatch(
+      /The request failed\n.*could not be planned: Could not reach .*127\.0\.0\.1:9.*ollama serve/,
+    );
   }, 60_000);
 });

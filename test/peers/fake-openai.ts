@@ -82,8 +82,8 @@ export class FakeOpenAi {
     this.script = script;
   }
 
-  /** Listens on 127.0.0.1, on a free port; `baseUrl` ends in /v1. */
-  async start(): Promise<{ baseUrl: string }> {
+  /** Listens on 127.0.0.1, on `port` (default: a free one); `baseUrl` ends in /v1. */
+  async start(port = 0): Promise<{ baseUrl: string }> {
     if (this.#baseUrl) return { baseUrl: this.#baseUrl };
     const server = createServer((req, res) => {
       this.#handle(req, res).catch((error: unknown) => {
@@ -93,7 +93,7 @@ export class FakeOpenAi {
     });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(0, "127.0.0.1", () => resolve());
+      server.listen(port, "127.0.0.1", () => resolve());
     });
     this.#server = server;
     this.#baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;

@@ -128,4 +128,21 @@ export function taskLogSuite(setup: () => Promise<{ store: StateStore; cleanup()
     expect(replayed.get(a)).toEqual(await log.view(a));
     expect(replayed.get(b)).toEqual(await log.view(b));
   });
+
+  it("replays the tasks' own streams only: copies of their events in another stream (a request's feed) are no task", async () => {
+    const a = taskUrn("fa");
+    const b = taskUrn("fa", "fb");
+    const events = [taskCreated(a), taskStarted(a), taskCreated(b, { parentTaskId: a }), taskStarted(b)];
+    for (const e of events) await log.record(e);
+    // What shared/notify/feed.ts writes: the same events, under ids of their own, in `feed#<root>`.
+    await store.append(
+      `feed#${a}`,
+      events.map((e) => ({ ...e, id: `${e.id}-copy` })),
+      0,
+    );
+    const replayed = await log.replay();
+    expect([...replayed.keys()].sort()).toEqual([a, b].sort());
+    expect(replayed.get(a)).toEqual(await log.view(a));
+    expect(replayed.get(b)).toEqual(await log.view(b));
+  });
 }

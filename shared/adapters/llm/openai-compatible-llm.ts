@@ -125,6 +125,29 @@ export class OpenAiCompatibleLlm implements Llm {
     yield* assembler.finish();
   }
 
+  /**
+   * Whether the server answers at all: `GET <baseUrl>/models`, which OpenAI-compatible servers list
+   * their models at. Any HTTP answer counts (a server without the route still answers); no model
+   * request is sent.
+   */
+  async probe(signal: AbortSignal): Promise<void> {
+    const url = this.#url.replace(/\/chat\/completions$/, "/models");
+    try {
+      const res = await this.#fetch(url, {
+        headers: this.#apiKey ? { authorization: `Bearer ${this.#apiKey}` } : {},
+        signal,
+      });
+      await res.body?.cancel();
+    } catch (error) {
+      if (signal.aborted)
+        throw new UnavailableError(
+          `The OpenAI-compatible LLM server at ${url} did not answer in time. Check that it is running and that baseUrl is right.`,
+          { cause: error, details: { url } },
+        );
+      throw this.#unreachable(error);
+    }
+  }
+
   async #post(body: Record<string, unknown>, signal: AbortSignal | undefined): Promise<Response> {
     const headers: Record<string, string> = {
       "content-type": "application/json",

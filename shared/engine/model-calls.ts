@@ -1,0 +1,78 @@
+import { ArborError } from "../errors.ts";
+import type { LlmRequest, LlmResponse } from "../ports/llm.ts";
+import type { EngineDeps } from "./context.ts";
+
+/**
+ * Every model call of the engine's steps (plan, a leaf's turn, an evaluation), the same on both
+ * runtimes. The adapters already retry what the provider asks to retry (429, 503, throttling) a few
+ * times within one call; here the engine decides what a failure that remains means for the task:
+ *
+ * - the model is unavailable or throttling (a server down or restarting, a network that drops):
+ *   tried again in the step, backing off, until the failure has lasted `settings.modelRetryMs`
+ *   (ARBOR_MODEL_RETRY_MS) for this process's calls, or this step has waited that long: a model
+ *   that comes back in time is used, and the task goes on;
+ * - then, or at once when the model refuses the configuration (CONFIG: a wrong key, URL or model
+ *   id, model access not granted), which no retry mends: LastingModelFailure, and the step fails
+ *   its task with the reason and what to do, rather than leaving it waiting for good;
+ * - anything else (a malformed answer, a request the server rejects, an error of ours) is thrown
+ *   as before: the step fails and the bus retries it.
+ *
+ * Each outcome is kept in deps.modelHealth, which /healthz reads.
+ */
+export class LastingModelFailure extends ArborError {
+  constructor(message: string, cause: ArborError) {
+    super(cause.code, message, { cause, details: cause.details });
+  }
+}
+
+const TRANSIENT = new Set(["UNAVAILABLE", "THROTTLED"]);
+const LASTING = new Set(["CONFIG"]);
+/** In-step backoff: 500 ms doubling, at most 5 s between attempts. */
+const backoffMs = (attempt: number) => Math.min(5_000, 500 * 2 ** (attempt - 1));
+
+export async function callModel(deps: EngineDeps, request: LlmRequest): Promise<LlmResponse> {
+  const health = deps.modelHealth;
+  const windowMs = deps.settings.modelRetryMs;
+  let waited = 0;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const response = await deps.llm.complete(request);
+      health.succeeded();
+      return response;
+    } catch (error) {
+      if (!(error instanceof ArborError) || !(TRANSIENT.has(error.code) || LASTING.has(error.code)))
+        throw error;
+      health.failed(error);
+      const lasted = Math.max(health.failingForMs(), waited);
+      if (LASTING.has(error.code) || lasted >= windowMs) {
+        const failure = new LastingModelFailure(
+          LASTING.has(error.code)
+            ? error.message
+            : `${error.message} (failing for ${Math.round(lasted / 100) / 10} s, ${attempt} attempt(s) in this step)`,
+          error,
+        );
+        deps.log.error("the model failed for good: the task that called it fails", {
+          error: failure.message,
+          code: error.code,
+        });
+        throw failure;
+      }
+      const delay = Math.min(backoffMs(attempt), windowMs - lasted);
+      deps.log.warn("the model failed; trying again", {
+        error: error.message,
+        attempt,
+        delayMs: delay,
+        failingForMs: health.failingForMs(),
+        retryForMs: windowMs,
+      });
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      waited += delay;
+    }
+  }
+}
+
+/** What a task's failure says when its model failed for good: the model's reason, and what to do. */
+export function modelFailureReason(what: string, failure: LastingModelFailure): string {
+  const said = failure.message.trimEnd();
+  return `${what}: ${said}${said.endsWith(".") ? "" : "."} Once the model answers, send the request again.`;
+}
