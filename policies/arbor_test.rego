@@ -88,7 +88,7 @@ ask(principal, action, id, rtype, owner) := {
 unowned(principal, action, id, rtype) := {
 	"principal": principal,
 	"action": action,
-	"resource": {"id": id, "tenant": "acme", "type": type},
+	"resource": {"id": id, "tenant": "acme", "type": rtype},
 	"context": {},
 }
 
@@ -188,7 +188,6 @@ test_assistant_reads_the_tenant_a_remote_agent_does_not if {
 	not authz.allow with input as req30
 }
 
-
 test_anyone_of_the_tenant_reads_its_tools_only_the_engine_writes_them if {
 	tools := "cld:common.Tenant.acme/common.Tool.registry"
 	req31 := unowned(bob, "resource.read", tools, "common.Tool")
@@ -256,6 +255,40 @@ test_an_assistant_never_reads_a_callback_secret if {
 		"principal": agent,
 		"action": "resource.read",
 		"resource": secret,
+		"context": {},
+	}
+}
+
+# ---- the engine's own steps: every action, in every tenant; the kind decides, never the id ----
+
+engine := {"id": "system_engine", "kind": "system"}
+
+test_the_engine_acts_for_every_tenant if {
+	authz.allow with input as {
+		"principal": engine,
+		"action": "resource.write",
+		"resource": {"id": "cld:common.Tenant.beta/common.Conversation.c9", "tenant": "beta", "type": "common.Conversation"},
+		"context": {},
+	}
+	authz.allow with input as {
+		"principal": engine,
+		"action": "graph.write",
+		"resource": {"id": "cld:common.Tenant.beta", "tenant": "beta", "type": "rdf.Graph"},
+		"context": {},
+	}
+	authz.allow with input as {
+		"principal": engine,
+		"action": "resource.read",
+		"resource": secret,
+		"context": {},
+	}
+}
+
+test_a_person_named_like_the_engine_is_no_engine if {
+	not authz.allow with input as {
+		"principal": {"id": "system_engine", "kind": "human", "tenant": "acme", "roles": []},
+		"action": "resource.write",
+		"resource": {"id": "cld:common.Tenant.beta/common.Conversation.c9", "tenant": "beta", "type": "common.Conversation"},
 		"context": {},
 	}
 }

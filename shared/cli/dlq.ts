@@ -4,6 +4,7 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import { type DeadLetter, DeadLetterQueue } from "../adapters/aws/dead-letters.ts";
 import type { OperatorSettings } from "../config.ts";
 import { ConfigError, ValidationError } from "../errors.ts";
+import { usageOf } from "./help.ts";
 import { heading, note } from "./render.ts";
 
 /**
@@ -14,8 +15,7 @@ import { heading, note } from "./render.ts";
  * cannot be sent, or whose resend fails, stays in the queue. Steps are idempotent: a message sent
  * back twice (a crash between the resend and the delete) does its work once.
  */
-export const DLQ_USAGE =
-  "Usage: arbor dlq redrive [--queue <DeadLetterQueueUrl>] [--bus <EventBusName>] [--dry-run] [--max <n>]";
+export const DLQ_USAGE = usageOf("dlq");
 
 export interface DlqOptions {
   queue: string | undefined;

@@ -3,6 +3,7 @@ import { matchTriples, type ShownTriple } from "../graph/match.ts";
 import { graphStoreOf } from "../graph/state-graph-store.ts";
 import type { TermInput } from "../graph/terms.ts";
 import type { StateStore } from "../ports/state-store.ts";
+import { usageOf } from "./help.ts";
 import type { Remote } from "./remote.ts";
 import { note, printable } from "./render.ts";
 
@@ -13,7 +14,7 @@ import { note, printable } from "./render.ts";
  * folder's graph of ARBOR_TENANT (or --tenant), read as its operator; remotely (ARBOR_URL,
  * ARBOR_KEY): `GET /v1/graph` with the key's tenant (an admin's key).
  */
-export const GRAPH_USAGE = "Usage: arbor graph query [subject] [predicate] [object] [--max n] [--tenant t]";
+export const GRAPH_USAGE = usageOf("graph");
 
 type Write = (line: string) => void;
 type Shown = ShownTriple;

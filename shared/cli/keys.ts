@@ -8,6 +8,7 @@ import { type KeysTarget, type LocalConfig, loadConfig, loadKeysTarget } from ".
 import { formatIssues } from "../domain/resources.ts";
 import { UnavailableError, ValidationError } from "../errors.ts";
 import { ApiKeySchema, fingerprintOf, type KeyStore, newApiKey, newKeyProblem } from "../ports/key-store.ts";
+import { usageOf } from "./help.ts";
 import { type KeyView, RemoteKeys } from "./keys-remote.ts";
 import { heading, note } from "./render.ts";
 
@@ -29,11 +30,8 @@ export interface AddKeyOptions {
   roles: readonly string[];
 }
 
-export const ADD_KEY_USAGE =
-  "Usage: arbor keys add --id user_<name>|agent_<name> [--kind human|agent] [--tenant <tenant>] [--role <role>]...";
-export const KEYS_USAGE = `${ADD_KEY_USAGE}
-       arbor keys list [--tenant <tenant>]
-       arbor keys revoke <id>|<fingerprint> [--tenant <tenant>]`;
+export const KEYS_USAGE = usageOf("keys");
+export const ADD_KEY_USAGE = KEYS_USAGE.split("\n")[0] as string;
 
 export const keysFileOf = (config: LocalConfig): string =>
   config.apiKeysFile ?? join(config.dataDir, "api-keys.json");

@@ -9,83 +9,6 @@ import { heading, note } from "./render.ts";
 // policy engines), and `arbor keys` or `arbor team` are run many times in a row by scripts. The
 // settings too (config.ts and zod, most of what a bare start would load): `arbor help` reads none.
 
-const HELP = `arbor: run teams of LLM agents on AWS serverless, or locally in one process
-
-Usage: arbor <command> [options]
-
-Commands
-  run "<message>"      run a request on the local runtime: the task tree live, approvals asked here
-      --example offsite  the offline scripted example (no model needed)
-      --lazy             stop for approval of the whole plan before anything runs
-      --yes              approve every question with its default answer
-  serve                the HTTP API on the local runtime, for callers with an API key (Ctrl-C stops it)
-      --port 8787        the port (0: any free one)
-      --host 127.0.0.1   the address to listen on
-      --public-url <url> where callers reach it, for the A2A agent card (default ARBOR_PUBLIC_URL, else where it listens)
-      --example offsite  answer with the offline scripted model (no model needed)
-  keys add --id user_<name>   a new API key, printed once (agent_<name> for a remote agent)
-  keys list                   the keys: fingerprint, id, kind, tenant, roles (never a key)
-  keys revoke <id|fingerprint>  remove a principal's keys, or one key
-      --kind human|agent  (default: from the id)
-      --tenant <tenant>   the tenant it acts for (default ARBOR_TENANT; remotely, your admin key's)
-      --role <role>       a role for the policy (admin: may manage keys and the team); repeat for more
-    Where the keys are:
-      (default)                  the local keys file of serve; a running serve takes a change within a second
-      ARBOR_URL + ARBOR_KEY       a remote Arbor (deployed stack or another serve), with an admin key of your tenant
-      ARBOR_MODE=aws + ARBOR_TABLE_NAME + AWS_REGION
-                                 a deployed stack's state table, with your AWS credentials: how the first
-                                 admin key of a fresh deploy is made (then use ARBOR_URL with it)
-  policy publish <bundle.tar.gz>  check an OPA bundle loads, then upload it with its sha256 to the policies bucket
-      --bucket <name>    the bucket (default ARBOR_POLICIES_BUCKET: storage stack output PoliciesBucketName)
-      --prefix <prefix>  a key prefix (default ARBOR_POLICIES_PREFIX)
-  dlq redrive          show each message of the dead-letter queue and send it back where it came from
-      --queue <url>      the queue (default ARBOR_DLQ_URL: storage stack output DeadLetterQueueUrl)
-      --bus <name>       the event bus, to find each route's function (default ARBOR_EVENT_BUS_NAME)
-      --dry-run          show the messages, send and delete nothing
-      --max <n>          at most n messages
-  notify ls [--dead]   webhook deliveries (callbacks, A2A push) of the local data folder: dead ones by default
-      --status <s>       pending, sending, delivered or dead
-  notify redrive <id>  send a dead delivery again (a new hour of retries); --all: every dead one
-  team apply <file>    make a tenant's team what a team file says: the change is shown, then applied
-      --yes              apply without asking (needed when no terminal can be asked)
-      --dry-run          show the change only
-      --tenant <tenant>  the tenant (local data folder; default ARBOR_TENANT; remote: the key's)
-  team show            print a tenant's team as a team file
-  tools ls             list a tenant's tools (its stored Tool resources), by namespace
-      --namespace <ns>   only the tools of one namespace (a tool entry's "namespace", else its kind)
-      --tenant <tenant>  the tenant (local data folder; default ARBOR_TENANT; remote: the key's)
-  graph query [s] [p] [o]  the triples of a tenant's graph (linked data) matching a pattern; ?x or - matches anything
-      --max <n>          at most n triples (1-100, default 100)
-      --tenant <tenant>  the tenant (local data folder; default ARBOR_TENANT; remote: the key's, an admin's)
-  demo                 walk through the local foundation: resources, task log, event bus, replay
-  ls [urn] [--all]     list the resources directly below a URN (default: your tenant); --all for every level
-  get <urn>            print one resource as JSON
-  events <stream>      print the event log of one stream (a task URN)
-  events --prefix <urn>  follow a running Arbor's resource writes at and below a URN (needs ARBOR_URL)
-  replay               rebuild every task view from the event log and check it against the stored views
-  help                 this text
-
-  With ARBOR_URL and ARBOR_KEY set, run, ls, get, events, team, notify, tools and graph speak to that Arbor (a
-  deployed stack's API, or another machine's arbor serve) through its HTTP API instead of the local
-  data folder: the same tree, questions answered here; team and notify need an admin's key.
-
-Settings (environment)
-  ARBOR_DATA_DIR       where local mode keeps its data (default .arbor; 0700, one process at a time)
-  ARBOR_TENANT         the tenant your URNs live under (default local)
-  ARBOR_DURABLE        fsync commits before answers and effects (default true)
-  ARBOR_API_KEYS_FILE  the API keys serve accepts (default <ARBOR_DATA_DIR>/api-keys.json)
-  ARBOR_PUBLIC_URL     where callers reach serve, e.g. https://arbor.example.com (the agent card names it)
-  ARBOR_WATCHDOG_STALE_MS  serve drives again work that has not moved this long (default 600000)
-  ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP  webhooks to a receiver on this machine (http, any port): development only
-  ARBOR_A2A_BLOCKING_WAIT_MS  how long a blocking A2A send waits before it answers "working" (default 240000)
-  ARBOR_MODEL_PROVIDER bedrock or openai; with ARBOR_MODEL, and AWS_REGION or ARBOR_OPENAI_BASE_URL
-  ARBOR_TEAM_FILE      the team a tenant without one gets at its first request (default: the built-in team)
-  ARBOR_URL, ARBOR_KEY a remote Arbor and an API key of it (see above)
-  POWERTOOLS_LOG_LEVEL structured log level (default WARN for the CLI)
-  policy, dlq: AWS credentials and AWS_REGION from the SDK's default chain; ARBOR_S3_ENDPOINT,
-  ARBOR_SQS_ENDPOINT, ARBOR_LAMBDA_ENDPOINT, ARBOR_EVENTBRIDGE_ENDPOINT point the clients elsewhere
-`;
-
 const write = (line: string) => process.stdout.write(`${line}\n`);
 
 /**
@@ -138,7 +61,16 @@ async function main(argv: string[]): Promise<void> {
     },
   });
   const [command = "help", arg] = positionals;
-  if (values.help || command === "help") return void process.stdout.write(HELP);
+  if (values.help || command === "help") {
+    // `arbor help`, `arbor --help`: every command; `arbor <command> --help`, `arbor help <command>`: that one.
+    const { commandHelp, globalHelp, helpFor } = await import("./help.ts");
+    const topic =
+      command !== "help" ? command : (arg ?? (values.help && positionals.length ? "help" : undefined));
+    if (topic === undefined) return void process.stdout.write(globalHelp());
+    const found = commandHelp(topic);
+    if (!found) throw new Error(`Unknown command "${topic}". Run: arbor help`);
+    return void process.stdout.write(helpFor(found));
+  }
   const { loadConfig, loadOperatorSettings, loadRemoteConfig } = await import("../config.ts");
 
   // With ARBOR_URL: a remote Arbor, through its HTTP API.

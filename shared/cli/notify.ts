@@ -8,6 +8,7 @@ import {
   redriveDelivery,
 } from "../notify/deliveries.ts";
 import type { StateStore } from "../ports/state-store.ts";
+import { usageOf } from "./help.ts";
 import type { Remote } from "./remote.ts";
 import { heading, note, printable } from "./render.ts";
 
@@ -19,8 +20,7 @@ import { heading, note, printable } from "./render.ts";
  * remote Arbor's admin routes (notifyRemote): GET /v1/admin/deliveries?status=dead,
  * POST /v1/admin/deliveries/<id>/redrive, POST /v1/admin/deliveries/redrive {"all":true}.
  */
-export const NOTIFY_USAGE =
-  "Usage: arbor notify ls [--dead | --status pending|sending|delivered|dead] | arbor notify redrive <delivery-id> | arbor notify redrive --all";
+export const NOTIFY_USAGE = usageOf("notify");
 
 export interface NotifyCliOptions {
   dead: boolean;

@@ -5,6 +5,7 @@ import { DEFAULT_ENTRYPOINT, OpaPolicyEngine } from "../adapters/policy/opa-poli
 import { publishBundle, readBundle } from "../adapters/policy/policy-bundle-s3.ts";
 import type { OperatorSettings } from "../config.ts";
 import { ConfigError, ValidationError } from "../errors.ts";
+import { usageOf } from "./help.ts";
 import { heading, note } from "./render.ts";
 
 /**
@@ -13,8 +14,7 @@ import { heading, note } from "./render.ts";
  * policies bucket (policy-bundle-s3.ts: the bundle with its sha256 in its metadata, then the
  * `.sha256` object) and reads it back.
  */
-export const POLICY_USAGE =
-  "Usage: arbor policy publish <bundle.tar.gz> [--bucket <PoliciesBucketName>] [--prefix <key prefix>]";
+export const POLICY_USAGE = usageOf("policy");
 
 export interface PublishOptions {
   file: string | undefined;

@@ -5,6 +5,7 @@ import type { AnyResource } from "../domain/resources.ts";
 import { isTerminal, type TaskStatus } from "../domain/task-state.ts";
 import type { TreeNode } from "../engine/task-tree.ts";
 import { ask, type Question } from "./ask.ts";
+import { httpEditHelp, pausing, planEditor } from "./edit-plan.ts";
 import { LiveTree } from "./live-tree.ts";
 import { enc, type Remote, RemoteError } from "./remote.ts";
 import { heading, note, printable } from "./render.ts";
@@ -31,10 +32,8 @@ interface TaskAnswer {
   task: { status: TaskStatus; failureReason?: string };
   output: string | null;
 }
-interface Pending {
+interface Pending extends Question {
   urn: string;
-  display: Question["display"];
-  options?: Question["options"];
 }
 interface ChildPage {
   children: { urn: string; type: string; name: string }[];
@@ -72,6 +71,7 @@ export async function remoteRun(remote: Remote, options: RemoteRunOptions): Prom
   const live = new LiveTree(async () => tree, process.stdout);
   const lines = createInterface({ input: process.stdin, terminal: false });
   const answers = lines[Symbol.asyncIterator]();
+  const held = pausing(lines); // while an editor has the terminal
   // A cancel of a request that has ended meanwhile is a 409: nothing left to cancel.
   const cancel = (reason: string) =>
     remote.post(`${taskPath}/cancel`, { reason }).catch((error: unknown) => {
@@ -112,7 +112,14 @@ export async function remoteRun(remote: Remote, options: RemoteRunOptions): Prom
       if (interactions.length > 0) {
         for (const interaction of interactions) {
           live.release();
-          const answer = await ask(interaction, options.yes, answers);
+          // The server checks an edit against its own budgets: the defaults here, its 400 says the rest.
+          const editPlan = planEditor({
+            env: process.env,
+            budgets: {},
+            howElse: httpEditHelp(remote.url, interaction.urn),
+            ...held,
+          });
+          const answer = await ask(interaction, options.yes, answers, process.stdout, editPlan);
           if (!answer) {
             if (!interrupted) {
               process.stdout.write("No answer; canceling. Rerun with --yes to approve everything.\n");

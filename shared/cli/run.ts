@@ -17,6 +17,7 @@ import { createLocalEngine } from "../runtime/local-engine.ts";
 import { createModel } from "../runtime/models.ts";
 import { loadToolsConfig } from "../tools/config.ts";
 import { ask } from "./ask.ts";
+import { pausing, planEditor } from "./edit-plan.ts";
 import { LiveTree, localTree } from "./live-tree.ts";
 import { heading, note, printable } from "./render.ts";
 
@@ -58,6 +59,12 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
   const stop = engine.start();
   const lines = createInterface({ input: process.stdin, terminal: false });
   const answers = lines[Symbol.asyncIterator]();
+  const editPlan = planEditor({
+    env: process.env,
+    budgets: engine.deps.settings.defaultBudgets,
+    howElse: `Run again with one, e.g. EDITOR=nano arbor run --lazy "<message>", and answer e; or send the request to arbor serve, whose HTTP API takes an edited plan as the answer: POST /v1/interactions/<urn>/answer {"selectedOptionId":"approve","inputValue":"<the plan as JSON text>"}.`,
+    ...pausing(lines),
+  });
   try {
     // The example brings its own team; otherwise a tenant without one gets the default team
     // (ARBOR_TEAM_FILE, else the built-in one) before its first request, and keeps what `arbor
@@ -101,7 +108,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
         await rt.untilDurable(); // a question shown is a question on disk
         for (const interaction of pending) {
           live.release();
-          const answer = await ask(interaction, options.yes, answers);
+          const answer = await ask(interaction, options.yes, answers, process.stdout, editPlan);
           if (!answer) {
             process.stdout.write(`No answer; canceling. Rerun with --yes to approve everything.\n`);
             await engine.cancel(rootTaskId, PERSON, "no answer in the terminal");

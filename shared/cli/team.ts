@@ -8,6 +8,7 @@ import { createLocalRuntime } from "../runtime/local.ts";
 import { createLocalEngine } from "../runtime/local-engine.ts";
 import { loadToolsConfig } from "../tools/config.ts";
 import { readTeamJson } from "../use-cases/team-file.ts";
+import { usageOf } from "./help.ts";
 import type { Remote } from "./remote.ts";
 import { heading, note } from "./render.ts";
 
@@ -17,7 +18,7 @@ import { heading, note } from "./render.ts";
  * Arbor through `GET` / `PUT /v1/admin/team`. The change is shown before it is applied; without
  * --yes it is applied only when the person at the terminal says yes.
  */
-export const TEAM_USAGE = "Usage: arbor team apply <file> [--yes] [--dry-run] | arbor team show";
+export const TEAM_USAGE = usageOf("team");
 
 type Write = (line: string) => void;
 

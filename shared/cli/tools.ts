@@ -5,6 +5,7 @@ import { createLocalRuntime } from "../runtime/local.ts";
 import { createLocalEngine } from "../runtime/local-engine.ts";
 import { loadToolsConfig } from "../tools/config.ts";
 import { checkNamespace } from "../tools/tool-registry.ts";
+import { usageOf } from "./help.ts";
 import { enc, type Remote } from "./remote.ts";
 import { note, printable } from "./render.ts";
 
@@ -15,7 +16,7 @@ import { note, printable } from "./render.ts";
  * are safe beside a running `arbor serve`, so no lock is taken), or, with ARBOR_URL and ARBOR_KEY,
  * on a remote Arbor through `GET /v1/tools?namespace=` (the key's tenant).
  */
-export const TOOLS_USAGE = "Usage: arbor tools ls [--namespace <ns>]";
+export const TOOLS_USAGE = usageOf("tools");
 
 type Write = (line: string) => void;
 

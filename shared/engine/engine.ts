@@ -20,7 +20,7 @@ import { type AnswerPrincipal, type InteractionResponse, respond } from "./inter
 import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
 import type { ModelStatus } from "./model-health.ts";
 import { indexOutput, outputOf } from "./outcome.ts";
-import { acceptedView, checkPlan, plan } from "./planner.ts";
+import { acceptedView, checkEditedPlan, plan } from "./planner.ts";
 import { type PushOutcome, receivePush } from "./remote-calls.ts";
 import { ROUTES, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
@@ -206,14 +206,8 @@ export class Engine {
   ): Promise<void> {
     const editedPlan = (interaction: InteractionResource) => {
       if (interaction.purpose !== "approve_plan" || !response.inputValue) return;
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(response.inputValue);
-      } catch {
-        throw new ValidationError("The edited plan is not valid JSON");
-      }
-      const check = checkPlan(parsed, this.deps.settings.defaultBudgets);
-      if (!check.ok) throw new ValidationError("The edited plan is not valid", check.errors);
+      const check = checkEditedPlan(response.inputValue, this.deps.settings.defaultBudgets);
+      if (!check.ok) throw new ValidationError(check.message, check.errors);
     };
     const before = this.#answering.get(interactionUrn) ?? Promise.resolve();
     const taken = before.then(() =>

@@ -205,6 +205,25 @@ async function storePlanTurn(
   deps.faults?.hit("after-write", "plan");
 }
 
+/** What an edited plan's check says: the plan, or why it is refused (a message, and each problem). */
+export type EditedPlanCheck = { ok: true; spec: TaskSpec } | { ok: false; message: string; errors: string[] };
+
+/**
+ * A plan a person edited (JSON text, the answer's `inputValue` to an `approve_plan` question),
+ * checked as the engine checks every channel's answer before it accepts one: JSON, then
+ * `checkPlan` against the budgets in force. The terminal checks an edit with it before it sends one.
+ */
+export function checkEditedPlan(text: string, budgets: Budgets): EditedPlanCheck {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { ok: false, message: "The edited plan is not valid JSON", errors: [] };
+  }
+  const check = checkPlan(parsed, budgets);
+  return check.ok ? check : { ok: false, message: "The edited plan is not valid", errors: check.errors };
+}
+
 /** Schema and limits: depth, fan-out and total count against the budgets in force. */
 export function checkPlan(args: unknown, budgets: Budgets, baseDepth = 1): PlanOutcome {
   const parsed = TaskSpecSchema.safeParse(args);

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -40,13 +40,72 @@ describe("arbor run", () => {
     const { code, out, err } = await arbor(["run", "--example", "offsite"], "2\n1\n");
     expect(err).toBe("");
     expect(out).toMatch(/\? Allow send_email\?/);
-    expect(out).toMatch(/Choose 1-2 or an id: "2"|Choose 1-2 or an id: /);
+    expect(out).toContain("Choose 1-2 or an id, y (Allow) or n (Deny): ");
     expect(out).toMatch(/✓ Shortlist venues: done/);
     expect(out).toMatch(/\? Invite the team: awaiting_user/);
     expect(out).toMatch(/✓ Plan the offsite \[done\] event-planner \d\.\d\d, \d+ tok/);
     expect(out).toMatch(/^[│ ] {2}[├└]─ ✓ Plan a team dinner \[done\]/m);
     expect(out).toMatch(/^Answer$/m);
     expect(code).toBe(0);
+  }, 60_000);
+
+  it("takes y for Allow, in any case, and records it as the approval", async () => {
+    const { code, out } = await arbor(["run", "--example", "offsite"], "Y\n");
+    expect(out).toMatch(/\? Allow send_email\?/);
+    expect(out).not.toMatch(/is not one of the choices/);
+    expect(code).toBe(0);
+    const ls = await arbor(["ls", "--all"], "");
+    const urn = /(cld:\S+\/uip\.Interaction\.\S+)$/m.exec(ls.out)?.[1];
+    const got = await arbor(["get", urn as string], "");
+    expect(JSON.parse(got.out)).toMatchObject({
+      purpose: "confirm_risky_action",
+      status: "answered",
+      response: { selectedOptionId: "approve" },
+    });
+  }, 60_000);
+
+  it("edits a lazy plan in $EDITOR: a refused edit is shown and opened again, the accepted one runs", async () => {
+    // The editor: first it empties the second subtask's name (a plan the engine refuses), then,
+    // given that edit back, drops that subtask: the plan runs its logistics only.
+    const editor = join(dataDir, "edit-plan.mjs");
+    await writeFile(
+      editor,
+      `import { readFileSync, writeFileSync } from "node:fs";
+const file = process.argv[2];
+const plan = JSON.parse(readFileSync(file, "utf8"));
+if (plan.subtasks[1]?.name === "") plan.subtasks = [plan.subtasks[0]];
+else plan.subtasks[1].name = "";
+writeFileSync(file, JSON.stringify(plan, null, 2));
+`,
+    );
+    const { code, out, err } = await arbor(["run", "--example", "offsite", "--lazy"], "e\ne\n", {
+      EDITOR: `"${process.execPath}" "${editor}"`,
+      VISUAL: "",
+    });
+    expect(err).toBe("");
+    expect(out).toContain("y (Run it) or n (Cancel), e to edit the plan: ");
+    expect(out).toMatch(/The edited plan is not valid:\n\s+subtasks\.1\.name: Too small/);
+    expect(out).toContain("Nothing was sent; e opens your edit again");
+    expect(out).toContain("The edited plan is sent with your approval.");
+    expect(out).toMatch(/✓ Plan the offsite \[done\]/);
+    expect(out).toMatch(/^└─ ✓ Logistics \[done\]/m);
+    // Agenda is in the plan shown, never in the tree that ran; nothing asked to send an email.
+    expect(out).not.toMatch(/[○◐✓?] Agenda/);
+    expect(out).not.toContain("Allow send_email?");
+    expect(code).toBe(0);
+  }, 60_000);
+
+  it("without an editor, says how to edit the plan; n cancels it", async () => {
+    const { code, out } = await arbor(["run", "--example", "offsite", "--lazy"], "e\nno\n", {
+      EDITOR: "",
+      VISUAL: "",
+    });
+    expect(out).toContain(
+      "No editor is set (VISUAL or EDITOR). Run again with one, e.g. EDITOR=nano arbor run --lazy",
+    );
+    expect(out).toContain('POST /v1/interactions/<urn>/answer {"selectedOptionId":"approve","inputValue":');
+    expect(out).toMatch(/The request canceled/);
+    expect(code).toBe(1);
   }, 60_000);
 
   it("cancels when stdin ends before the question is answered", async () => {

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -84,6 +84,41 @@ describe("arbor run, ls, get, events with ARBOR_URL", () => {
     const events = await arbor(["events", rootTaskId], "", remote());
     expect(events.out).toMatch(/^\s+1 \S+ TaskCreated/m);
     expect(events.out).toMatch(/TaskCompleted/);
+  }, 120_000);
+
+  it("edits the plan in $EDITOR and sends it with the approval, which the remote Arbor runs", async () => {
+    const editor = join(cliDir, "keep-logistics.mjs");
+    await writeFile(
+      editor,
+      `import { readFileSync, writeFileSync } from "node:fs";
+const plan = JSON.parse(readFileSync(process.argv[2], "utf8"));
+plan.subtasks = plan.subtasks.filter((s) => s.name === "Logistics");
+writeFileSync(process.argv[2], JSON.stringify(plan));
+`,
+    );
+    const { code, out } = await arbor(["run", "--lazy", REQUEST], "e\n", {
+      ...remote(),
+      EDITOR: `"${process.execPath}" "${editor}"`,
+      VISUAL: "",
+    });
+    expect(out).toContain("The edited plan is sent with your approval.");
+    expect(out).toMatch(/^└─ ✓ Logistics \[done\]/m);
+    expect(out).not.toMatch(/[○◐✓?] Agenda/);
+    expect(code).toBe(0);
+  }, 120_000);
+
+  it("without an editor, gives the HTTP answer that edits the plan at this Arbor", async () => {
+    const { code, out } = await arbor(["run", "--lazy", REQUEST], "e\nn\n", {
+      ...remote(),
+      EDITOR: "",
+      VISUAL: "",
+    });
+    expect(out).toContain("No editor is set (VISUAL or EDITOR).");
+    expect(out).toMatch(
+      new RegExp(`'${served.url}/v1/interactions/cld%3A[^']+uip\\.Interaction\\.[^']+/answer'`),
+    );
+    expect(out).toMatch(/The request canceled/);
+    expect(code).toBe(1);
   }, 120_000);
 
   it("cancels when stdin ends before a question is answered", async () => {
