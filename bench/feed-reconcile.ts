@@ -29,8 +29,8 @@ import { withMeta } from "../shared/domain/resources.ts";
 import { tenantUrn, type Urn } from "../shared/domain/urn.ts";
 import { feedCursorKey, reconcile } from "../shared/notify/feed.ts";
 import type { StateStore } from "../shared/ports/state-store.ts";
-import { ResourceStore } from "../shared/use-cases/resource-store.ts";
-import { TaskLog } from "../shared/use-cases/task-log.ts";
+import { ResourceStore } from "../shared/store/resource-store.ts";
+import { TaskLog } from "../shared/store/task-log.ts";
 import { startDynamoLocal } from "../test/peers/global-setup.ts";
 
 const CHILDREN = 10;

@@ -14,7 +14,7 @@ import { promisify } from "node:util";
  * ARBOR_BENCH_SERVER_STDERR names a file that receives the server's whole stderr and stdout (its logs; the bench itself
  * keeps only its last 4,000 characters).
  */
-const BIN = join(import.meta.dirname, "../shared/cli/bin.mjs");
+const BIN = join(import.meta.dirname, "../cli/bin.mjs");
 export const SETTLED = new Set(["done", "failed", "canceled"]);
 /** No request may take longer than this. */
 export const REQUEST_TIMEOUT_MS = 120_000;

@@ -14,7 +14,7 @@
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { signSlackBody } from "../shared/channels/slack/verify.ts";
+import { signSlackBody } from "../shared/channels/chat/slack/verify.ts";
 import { addKey, arborEnv, eventually, startServe } from "../test/e2e/serve-process.ts";
 import { eventCallback, startFakeSlack } from "../test/peers/fake-slack.ts";
 

@@ -7,14 +7,14 @@ import type { Actor } from "../shared/domain/events.ts";
 import type { TaskSpec } from "../shared/domain/resources.ts";
 import type { TaskView } from "../shared/domain/task-view.ts";
 import type { AssistantDefinition, Engine } from "../shared/engine/engine.ts";
-import { outputMeta } from "../shared/engine/outcome.ts";
-import { PLAN_TOOL } from "../shared/engine/planner.ts";
-import { EVALUATE_TOOL } from "../shared/engine/supervisor.ts";
+import { outputMeta } from "../shared/engine/steps/outcome.ts";
+import { PLAN_TOOL } from "../shared/engine/steps/planner.ts";
+import { EVALUATE_TOOL } from "../shared/engine/steps/supervisor.ts";
 import type { LlmMessage, LlmRequest, LlmResponse, LlmToolSpec } from "../shared/ports/llm.ts";
 import type { ToolBinding } from "../shared/ports/tools.ts";
-import { createLocalRuntime, type LocalRuntime } from "../shared/runtime/local.ts";
-import { createLocalEngine } from "../shared/runtime/local-engine.ts";
-import { builtinBinding } from "../shared/tools/builtins.ts";
+import { createLocalRuntime, type LocalRuntime } from "../shared/runtime/local/local.ts";
+import { createLocalEngine } from "../shared/runtime/local/local-engine.ts";
+import { builtinBinding } from "../shared/tools/service/builtins.ts";
 
 /**
  * The benchmark workloads, each in two forms:

@@ -2,25 +2,25 @@ import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import type { Hono } from "hono";
 import { type APIGatewayProxyResult, handle, type LambdaEvent } from "hono/aws-lambda";
 import { StateKeyStore } from "../shared/adapters/shared/state-key-store.ts";
-import { chatRoutes } from "../shared/channels/chat-routes.ts";
-import type { EventStreamOptions } from "../shared/channels/http-events.ts";
-import { createServerApp } from "../shared/channels/http-server.ts";
-import { CachedKeyStore } from "../shared/channels/key-cache.ts";
-import { RateLimiter } from "../shared/channels/rate-limit.ts";
-import { ConfigError } from "../shared/errors.ts";
-import { componentLogger } from "../shared/observability/logger.ts";
+import { chatRoutes } from "../shared/channels/chat/chat-routes.ts";
+import type { EventStreamOptions } from "../shared/channels/http/http-events.ts";
+import { createServerApp } from "../shared/channels/http/http-server.ts";
+import { CachedKeyStore } from "../shared/channels/http/key-cache.ts";
+import { RateLimiter } from "../shared/channels/http/rate-limit.ts";
+import { ConfigError } from "../shared/kernel/errors.ts";
+import { componentLogger } from "../shared/kernel/logger.ts";
 import { createGuardedFetch } from "../shared/outbound/guard.ts";
 import { outboundPolicy } from "../shared/outbound/policy.ts";
 import type { KeyStore } from "../shared/ports/key-store.ts";
-import type { AwsRuntime } from "../shared/runtime/aws.ts";
-import { createAwsApiEngine } from "../shared/runtime/aws-api-engine.ts";
-import { type AwsChat, awsChatSettings } from "../shared/runtime/aws-chat.ts";
-import { type AwsNotify, awsNotify } from "../shared/runtime/aws-notify.ts";
+import type { AwsRuntime } from "../shared/runtime/aws/aws.ts";
+import { createAwsApiEngine } from "../shared/runtime/aws/aws-api-engine.ts";
+import { type AwsChat, awsChatSettings } from "../shared/runtime/aws/aws-chat.ts";
+import { type AwsNotify, awsNotify } from "../shared/runtime/aws/aws-notify.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
 /**
  * The API function: API Gateway's HTTP API (payload format 2.0) in front of the same Hono app
- * `arbor serve` runs (shared/channels/http-server.ts): the HTTP API under /v1 (admin routes
+ * `arbor serve` runs (shared/channels/http/http-server.ts): the HTTP API under /v1 (admin routes
  * included), A2A at /a2a, the agent card, /healthz. One app, two runtimes.
  *
  * Built once per cold start: the AWS runtime, an engine with the entry points only (no model, no
@@ -31,11 +31,11 @@ import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.t
  * 30 s), then answers with the task working and the caller polls GetTask.
  *
  * Webhooks (`callbackUrl`, A2A push configs, the deliveries' admin routes) run on the notify path
- * (shared/runtime/aws-notify.ts): what this function records (a subscription's first notification,
+ * (shared/runtime/aws/aws-notify.ts): what this function records (a subscription's first notification,
  * a redrive) is queued on the delivery queue (ARBOR_NOTIFY_QUEUE_URL) before the response is
  * returned; the notify function sends it.
  *
- * Slack and Teams (shared/channels/chat-routes.ts: /slack/..., /teams/...) when the stack has the
+ * Slack and Teams (shared/channels/chat/chat-routes.ts: /slack/..., /teams/...) when the stack has the
  * chat secret (ARBOR_CHAT_SECRET_ARN, from -c chatSecret): their settings are read from it and kept
  * five minutes. Each request is verified (Slack's signature, Teams' token), recorded, and answered
  * at once; the work runs on the engine's functions and the replies come from the notify function.

@@ -1,11 +1,11 @@
 import type { SQSClient } from "@aws-sdk/client-sqs";
-import { type Config, loadConfig } from "../shared/config.ts";
+import { meteredAudit } from "../shared/adapters/shared/metered.ts";
 import type { Engine } from "../shared/engine/engine.ts";
-import { ConfigError } from "../shared/errors.ts";
-import { meteredAudit } from "../shared/observability/metered.ts";
+import { ConfigError } from "../shared/kernel/errors.ts";
 import type { InvocationMetrics } from "../shared/ports/metrics.ts";
-import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws.ts";
-import { type AwsEngineOptions, createAwsEngine } from "../shared/runtime/aws-engine.ts";
+import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws/aws.ts";
+import { type AwsEngineOptions, createAwsEngine } from "../shared/runtime/aws/aws-engine.ts";
+import { type Config, loadConfig } from "../shared/runtime/config.ts";
 
 /**
  * What the engine functions share: the runtime and engine, built on the first invocation of a

@@ -1,11 +1,11 @@
 import { z } from "zod";
+import { EmfMetrics } from "../shared/adapters/aws/emf-metrics.ts";
 import { EVENT_ID_DETAIL_KEY } from "../shared/adapters/aws/eventbridge-event-bus.ts";
 import { formatIssues } from "../shared/domain/resources.ts";
 import { withinStepTime } from "../shared/engine/claims.ts";
 import { ROUTES, type StepName } from "../shared/engine/routes.ts";
-import { ValidationError } from "../shared/errors.ts";
-import { EmfMetrics } from "../shared/observability/emf-metrics.ts";
-import { componentLogger } from "../shared/observability/logger.ts";
+import { ValidationError } from "../shared/kernel/errors.ts";
+import { componentLogger } from "../shared/kernel/logger.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
 /**

@@ -1,17 +1,17 @@
 import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { z } from "zod";
+import { EmfMetrics } from "../shared/adapters/aws/emf-metrics.ts";
 import { formatIssues } from "../shared/domain/resources.ts";
-import { ConfigError, ValidationError } from "../shared/errors.ts";
+import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
+import { componentLogger } from "../shared/kernel/logger.ts";
 import type { BatchResult, QueuedNotify } from "../shared/notify/queueing.ts";
-import { EmfMetrics } from "../shared/observability/emf-metrics.ts";
-import { componentLogger } from "../shared/observability/logger.ts";
-import { type AwsChat, awsChatSettings } from "../shared/runtime/aws-chat.ts";
+import { type AwsChat, awsChatSettings } from "../shared/runtime/aws/aws-chat.ts";
 import {
   type AwsNotify,
   type AwsNotifyOptions,
   awsNotify,
   createNotifyEngine,
-} from "../shared/runtime/aws-notify.ts";
+} from "../shared/runtime/aws/aws-notify.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
 /**

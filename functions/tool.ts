@@ -1,13 +1,13 @@
-import { type Config, loadConfig } from "../shared/config.ts";
+import { EmfMetrics } from "../shared/adapters/aws/emf-metrics.ts";
+import { meteredAudit } from "../shared/adapters/shared/metered.ts";
 import { formatIssues } from "../shared/domain/resources.ts";
-import { ConfigError, ValidationError } from "../shared/errors.ts";
-import { EmfMetrics } from "../shared/observability/emf-metrics.ts";
-import { componentLogger } from "../shared/observability/logger.ts";
-import { meteredAudit } from "../shared/observability/metered.ts";
+import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
+import { componentLogger } from "../shared/kernel/logger.ts";
 import type { InvocationMetrics } from "../shared/ports/metrics.ts";
 import type { ToolContext, ToolPort, ToolResult } from "../shared/ports/tools.ts";
-import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws.ts";
-import { type AwsToolsOptions, openAwsToolService } from "../shared/runtime/aws-tools.ts";
+import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws/aws.ts";
+import { type AwsToolsOptions, openAwsToolService } from "../shared/runtime/aws/aws-tools.ts";
+import { type Config, loadConfig } from "../shared/runtime/config.ts";
 import {
   type ExecuteToolResponse,
   type ListToolsResponse,
@@ -15,7 +15,7 @@ import {
   type SettleToolResponse,
   type ToolFunctionRequest,
   ToolFunctionRequestSchema,
-} from "../shared/tools/tool-function-protocol.ts";
+} from "../shared/tools/bindings/tool-function-protocol.ts";
 
 /**
  * The tool function: the policy-checked proxy for every tool call of the engine on AWS (seeds/001's
@@ -23,7 +23,7 @@ import {
  * the registry bundled with it, and it alone holds what the tools need: the invoke grants of the
  * registry's lambda tools, their settings and headers, the MCP and A2A connections (opened at its
  * cold start), the outbound guard. The ready and turn steps call it synchronously through
- * ToolFunctionPort (shared/tools/tool-function-port.ts).
+ * ToolFunctionPort (shared/tools/service/tool-function-port.ts).
  *
  * An A2A agent that offers push is given the callback the turn step made and recorded (the
  * request's `context.callback`): the call comes back `pending` and the turn ends. SettleTool
@@ -107,7 +107,7 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
       actor: given.actor,
       callId: given.callId,
       ...(given.allowedTools ? { allowedTools: given.allowedTools } : {}),
-      // An activity's call and scoped messages (shared/engine/activities.ts): its handler gets them.
+      // An activity's call and scoped messages (shared/engine/turn/activities.ts): its handler gets them.
       ...(given.activity ? { activity: given.activity } : {}),
       // Made and recorded by the turn step (ToolFunctionPort): an A2A agent that pushes gets it.
       ...(callback && request.op === "ExecuteTool" ? { callback } : {}),

@@ -1,5 +1,5 @@
-import { EmfMetrics } from "../shared/observability/emf-metrics.ts";
-import { componentLogger } from "../shared/observability/logger.ts";
+import { EmfMetrics } from "../shared/adapters/aws/emf-metrics.ts";
+import { componentLogger } from "../shared/kernel/logger.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
 /**

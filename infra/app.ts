@@ -5,9 +5,9 @@ import { App, type AppProps, type Environment, RemovalPolicy, Validations } from
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { Construct } from "constructs";
 import { z } from "zod";
-import { ConfigError, ValidationError } from "../shared/errors.ts";
-import { DEFAULT_TOOLS, parseToolsConfig } from "../shared/tools/config.ts";
-import { readTeamFile } from "../shared/use-cases/team-file.ts";
+import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
+import { readTeamFile } from "../shared/store/team-file.ts";
+import { DEFAULT_TOOLS, parseToolsConfig } from "../shared/tools/service/config.ts";
 import { type ApiThrottle, DEFAULT_API_THROTTLE } from "./constructs/api-gateway.ts";
 import { type ChatSecretRef, KMS_KEY_ARN, SECRET_ARN, SECRET_NAME } from "./constructs/chat-secret.ts";
 import { PROJECT_ROOT } from "./constructs/engine-function.ts";
@@ -114,7 +114,7 @@ const ApiContextSchema = z
 
 /**
  * The chat channels' secret (`-c chatSecret=<complete ARN or name>`, `-c chatSecretKey=<KMS key
- * ARN>`): only where it is, never its value (shared/channels/CHAT-DEPLOY.md).
+ * ARN>`): only where it is, never its value (shared/channels/chat/CHAT-DEPLOY.md).
  */
 const ChatContextSchema = z
   .object({
@@ -207,7 +207,7 @@ export function readToolRegistry(scope: Construct, root: string = PROJECT_ROOT):
     if (!(cause instanceof ValidationError)) throw cause;
     throw new SettingsError(
       `The tool registry ${file} (-c ${CONTEXT_KEYS.tools}=${value}) is not valid; fix these fields ` +
-        `(shared/tools/config.ts and README.md, Tools, describe each kind):\n  ${cause.issues.join("\n  ")}`,
+        `(shared/tools/service/config.ts and README.md, Tools, describe each kind):\n  ${cause.issues.join("\n  ")}`,
       { cause },
     );
   }

@@ -175,7 +175,7 @@ function notDone(task: string, tool: string, result: string): string {
   return NOT_DONE[task]?.(why) ?? `${task} was not done: ${why}.`;
 }
 
-/** The request as a leaf's prompt gives it (engine/direct.ts: "- The request: ..."). */
+/** The request as a leaf's prompt gives it (engine/turn/direct.ts: "- The request: ..."). */
 function requestIn(prompt: string): string {
   return /(?:^|\n)- The request: ([\s\S]*?)(?=\n- Part of: |\n# |$)/.exec(prompt)?.[1]?.trim() ?? "";
 }

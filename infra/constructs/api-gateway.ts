@@ -26,7 +26,7 @@ export interface ApiThrottle {
 export const DEFAULT_API_THROTTLE: ApiThrottle = { rateLimit: 50, burstLimit: 100 };
 
 /**
- * The routes of the HTTP API: exactly the paths of the app (shared/channels/http-server.ts). The
+ * The routes of the HTTP API: exactly the paths of the app (shared/channels/http/http-server.ts). The
  * A2A endpoint is both `/a2a` and `/a2a/` (the app serves both; clients that join a card's URL
  * with a path add the slash). API Gateway matches a route's path exactly and takes none that ends
  * with `/`, so `/a2a/` is reached through `/a2a/{proxy+}`; any longer path there is the app's 404.
@@ -40,7 +40,7 @@ export const API_ROUTES = [
 ] as const;
 
 /**
- * The chat channels' routes (shared/channels/chat-routes.ts): Slack's events, slash commands and
+ * The chat channels' routes (shared/channels/chat/chat-routes.ts): Slack's events, slash commands and
  * interactivity, Teams' activities. Only when the stack has the chat secret (-c chatSecret):
  * without it API Gateway answers these paths itself (404), the function is not invoked.
  */

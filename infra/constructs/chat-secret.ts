@@ -6,8 +6,8 @@ import { Construct } from "constructs";
 
 /**
  * The chat channels' settings on AWS (Slack's signing secret and bot tokens, the Teams app's
- * password: shared/chat/types.ts, ChatSettingsSchema): an existing Secrets Manager secret, made
- * and rotated by the operator (shared/channels/CHAT-DEPLOY.md), named to the stack with
+ * password: shared/notify/chat/types.ts, ChatSettingsSchema): an existing Secrets Manager secret, made
+ * and rotated by the operator (shared/channels/chat/CHAT-DEPLOY.md), named to the stack with
  * `-c chatSecret=<its complete ARN or its name>` and, when a customer managed KMS key encrypts it,
  * `-c chatSecretKey=<the key's ARN>`. Never a value: the template and the bundles hold its name only.
  *

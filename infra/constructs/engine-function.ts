@@ -56,7 +56,7 @@ export const BUNDLING: BundlingOptions = {
   target: "node24",
   mainFields: ["module", "main"],
   bundleAwsSDK: true,
-  // The tokenizers of the context window (shared/engine/tokens.ts) stay out of the bundle, as files
+  // The tokenizers of the context window (shared/engine/window/tokens.ts) stay out of the bundle, as files
   // beside it (below): inlined, their tables (4 MB) cost every cold start seconds of parsing, even
   // in a function that never counts a token; apart, only a turn that counts loads them.
   externalModules: [...TOKENIZER_PACKAGES],

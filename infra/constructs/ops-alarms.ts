@@ -14,8 +14,8 @@ import { EmailSubscription } from "aws-cdk-lib/aws-sns-subscriptions";
 import type { IQueue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { z } from "zod";
+import { METRICS_NAMESPACE, METRICS_SERVICE } from "../../shared/adapters/aws/emf-metrics.ts";
 import { BUNDLE_FILE } from "../../shared/adapters/policy/policy-bundle-s3.ts";
-import { METRICS_NAMESPACE, METRICS_SERVICE } from "../../shared/observability/emf-metrics.ts";
 
 /**
  * The operations of a deployed engine: CloudWatch alarms on what needs a person, all sent to one

@@ -11,7 +11,7 @@ import { LambdaFunction } from "aws-cdk-lib/aws-events-targets";
 import type { IFunction } from "aws-cdk-lib/aws-lambda";
 import type { IQueue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
-import type { EventPattern } from "../../shared/event-pattern/index.ts";
+import type { EventPattern } from "../../shared/kernel/event-pattern/index.ts";
 
 /** Our pattern's top-level keys (the envelope's field names) as CDK's EventPattern spells them. */
 const CDK_FIELDS: Readonly<Record<string, keyof CdkEventPattern>> = {

@@ -8,7 +8,7 @@ import { LAMBDA_TASK_ROOT } from "./tool-registry.ts";
 
 /**
  * The deployment's default team (`-c team=<file>`): validated at synth as the functions validate
- * ARBOR_TEAM_FILE (shared/use-cases/team-file.ts, against the deployed tool registry), written
+ * ARBOR_TEAM_FILE (shared/store/team-file.ts, against the deployed tool registry), written
  * into each bundle as `team.json`, with ARBOR_TEAM_FILE pointing at it. The engine gives it to
  * every tenant that has no assistants, before that tenant's first request is planned.
  */

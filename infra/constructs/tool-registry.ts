@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { ArnFormat, type Stack, Stage } from "aws-cdk-lib";
 import type { IConstruct } from "constructs";
 import { TOOL_CALL_MAX_MS, TOOL_FUNCTION_TIMEOUT_MS } from "../../shared/ports/tool-function.ts";
-import { LAMBDA_FUNCTION, type ToolsConfig } from "../../shared/tools/config.ts";
+import { LAMBDA_FUNCTION, type ToolsConfig } from "../../shared/tools/service/config.ts";
 
 /**
  * The tool registry deployed with the tool function (tool-function.ts): validated at synth, written
@@ -63,7 +63,7 @@ export function assertDeployable(registry: ToolRegistry): void {
 /**
  * The ARNs the registry's `lambda` tools invoke, as Lambda authorizes an Invoke: the function's
  * unqualified ARN, or, when the entry names a version or alias, that version's or alias's ARN
- * (`<function ARN>:<qualifier>`), the one the tool always invokes (shared/tools/lambda-function.ts
+ * (`<function ARN>:<qualifier>`), the one the tool always invokes (shared/tools/bindings/lambda-function.ts
  * sends the entry's qualifier with every call). A function given by name is in the entry's
  * `region`, else the stack's, and in the stack's account and partition (tokens in an
  * environment-agnostic stack); an ARN is taken as it is. Each ARN once.

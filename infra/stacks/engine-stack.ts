@@ -245,7 +245,7 @@ export class EngineStack extends Stack {
     this.rules = rules as Record<StepName, RouteRule>;
 
     // The watchdog may evaluate a stalled parent, i.e. call the model. It runs no tool: a leaf's
-    // turns it only sends again (shared/engine/lifecycle.ts `watchdog`), so no tool function.
+    // turns it only sends again (shared/engine/steps/lifecycle.ts `watchdog`), so no tool function.
     this.watchdog = new EngineFunction(this, "Watchdog", {
       ...common,
       ...MODEL_STEP,

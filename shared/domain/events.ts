@@ -1,6 +1,6 @@
 import { hash } from "node:crypto";
 import { z } from "zod";
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../kernel/errors.ts";
 import { deepFreeze } from "./immutable.ts";
 import {
   formatIssues,

@@ -1,4 +1,4 @@
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../kernel/errors.ts";
 
 /**
  * The limits every channel keeps for what a caller sends (the HTTP API, A2A, and whatever comes

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../kernel/errors.ts";
 import { childUrn, deterministicId, isUrn, lastElement, parentUrn, qualifiedType, type Urn } from "./urn.ts";
 
 /**
@@ -262,12 +262,12 @@ export const ToolResourceSchema = resource("common.Tool", {
   risky: z.boolean().default(false),
   /** It changes nothing outside Arbor (ToolDescriptor.pure). */
   pure: z.boolean().default(false),
-  /** What ListTools filters by (tools/config.ts NAMESPACE); absent on records older than namespaces. */
+  /** What ListTools filters by (tools/service/config.ts NAMESPACE); absent on records older than namespaces. */
   namespace: z
     .string()
     .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/)
     .optional(),
-  /** sha256 of what was registered (tools/tool-registry.ts): a registration rewrites only what differs. */
+  /** sha256 of what was registered (tools/service/tool-registry.ts): a registration rewrites only what differs. */
   fingerprint: z.string().max(128).optional(),
   binding: z.object({
     kind: z.enum(["builtin", "http", "lambda", "mcp", "a2a"]),

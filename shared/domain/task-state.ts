@@ -1,4 +1,4 @@
-import { InvalidTransitionError } from "../errors.ts";
+import { InvalidTransitionError } from "../kernel/errors.ts";
 import type { TaskEvent } from "./events.ts";
 
 /**

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../kernel/errors.ts";
 import { type Assistant, DescriptorsSchema, formatIssues, ToolCallSchema, withMeta } from "./resources.ts";
 import { tenantUrn, type Urn } from "./urn.ts";
 

@@ -1,5 +1,5 @@
 import { hash } from "node:crypto";
-import { InvalidUrnError } from "../errors.ts";
+import { InvalidUrnError } from "../kernel/errors.ts";
 import { trimOldest } from "./bounded-map.ts";
 
 /**

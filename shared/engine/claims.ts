@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
-import { ConflictError } from "../errors.ts";
+import { ConflictError } from "../kernel/errors.ts";
 import type { EngineDeps } from "./context.ts";
 
 /**

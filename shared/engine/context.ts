@@ -1,8 +1,8 @@
 import { type Actor, type EventOf, eventIdFor, type TaskEvent } from "../domain/events.ts";
 import type { Budgets } from "../domain/resources.ts";
 import type { TeamFile } from "../domain/team.ts";
-import { ArborError } from "../errors.ts";
-import type { ArborLogger } from "../observability/logger.ts";
+import { ArborError } from "../kernel/errors.ts";
+import type { ArborLogger } from "../kernel/logger.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { BusEventInput, EventBus } from "../ports/event-bus.ts";
 import type { Llm } from "../ports/llm.ts";
@@ -10,9 +10,9 @@ import type { PolicyEngine } from "../ports/policy.ts";
 import type { StateStore } from "../ports/state-store.ts";
 import type { ToolPort } from "../ports/tools.ts";
 import type { VectorIndex } from "../ports/vector-index.ts";
-import { resourceEvent } from "../use-cases/resource-events.ts";
-import type { ResourceStore } from "../use-cases/resource-store.ts";
-import type { RecordResult, TaskLog } from "../use-cases/task-log.ts";
+import { resourceEvent } from "../store/resource-events.ts";
+import type { ResourceStore } from "../store/resource-store.ts";
+import type { RecordResult, TaskLog } from "../store/task-log.ts";
 import type { ModelHealth } from "./model-health.ts";
 
 /**
@@ -110,7 +110,7 @@ export const COMMANDS = {
   turn: "TURN_REQUESTED",
   resume: "INTERACTION_ANSWERED",
   resourcePut: "RESOURCE_PUT",
-  /** A fire-and-forget activity call, recorded by its turn, to run once (engine/activity-step.ts). */
+  /** A fire-and-forget activity call, recorded by its turn, to run once (engine/turn/activity-step.ts). */
   activity: "ACTIVITY_REQUESTED",
 } as const;
 

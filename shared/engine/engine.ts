@@ -4,33 +4,28 @@ import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { parseTeam, type TeamDiff, teamDiff } from "../domain/team.ts";
 import { parentUrn, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
-import { ConflictError, ForbiddenError, ValidationError } from "../errors.ts";
+import { ConflictError, ForbiddenError, ValidationError } from "../kernel/errors.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
-import {
-  type Caller,
-  principalOf,
-  ResourceAccess,
-  type ResourceAction,
-} from "../use-cases/resource-access.ts";
-import { runActivity } from "./activity-step.ts";
+import { type Caller, principalOf, ResourceAccess, type ResourceAction } from "../store/resource-access.ts";
 import type { EngineDeps, PlanCommand, ResumeCommand, TaskCommand } from "./context.ts";
-import { runTurn } from "./direct.ts";
-import { indexAssistants } from "./election.ts";
 import { type AnswerPrincipal, type InteractionResponse, respond } from "./interactions.ts";
-import { cancelTask, resume, startTask, watchdog } from "./lifecycle.ts";
 import type { ModelStatus } from "./model-health.ts";
-import { indexOutput, outputOf } from "./outcome.ts";
-import { acceptedView, checkEditedPlan, plan } from "./planner.ts";
-import { type PushOutcome, receivePush } from "./remote-calls.ts";
 import { ROUTES, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
-import { type SubmitRequest, type Submitted, submit } from "./submit.ts";
-import { onResourcePut } from "./supervisor.ts";
+import { indexAssistants } from "./steps/election.ts";
+import { cancelTask, resume, startTask, watchdog } from "./steps/lifecycle.ts";
+import { indexOutput, outputOf } from "./steps/outcome.ts";
+import { acceptedView, checkEditedPlan, plan } from "./steps/planner.ts";
+import { type SubmitRequest, type Submitted, submit } from "./steps/submit.ts";
+import { onResourcePut } from "./steps/supervisor.ts";
 import { DEFAULT_TREE_TASKS, type TaskTree, taskTree } from "./task-tree.ts";
 import { activeAssistants, applyTeam, storedAssistants, Teams, teamUrn, withTeamApplyLease } from "./team.ts";
 import { type TeamToolGap, teamToolGaps } from "./tool-gaps.ts";
+import { runActivity } from "./turn/activity-step.ts";
+import { runTurn } from "./turn/direct.ts";
+import { type PushOutcome, receivePush } from "./turn/remote-calls.ts";
 
-export type { SubmitRequest, Submitted } from "./submit.ts";
+export type { SubmitRequest, Submitted } from "./steps/submit.ts";
 
 /**
  * The orchestration engine: the steps wired to the bus. Each subscription is one step, and each

@@ -18,8 +18,8 @@ import {
   InvalidTransitionError,
   NotFoundError,
   ValidationError,
-} from "../errors.ts";
-import { type Caller, holdTenantBoundary, ownerOf, principalOf } from "../use-cases/resource-access.ts";
+} from "../kernel/errors.ts";
+import { type Caller, holdTenantBoundary, ownerOf, principalOf } from "../store/resource-access.ts";
 import { COMMANDS, ENGINE, type EngineDeps, recordTask, send } from "./context.ts";
 
 /**

@@ -1,4 +1,4 @@
-import { ArborError } from "../errors.ts";
+import { ArborError } from "../kernel/errors.ts";
 import type { LlmRequest, LlmResponse } from "../ports/llm.ts";
 import type { EngineDeps } from "./context.ts";
 

@@ -1,4 +1,4 @@
-import type { ArborError } from "../errors.ts";
+import type { ArborError } from "../kernel/errors.ts";
 import type { Llm } from "../ports/llm.ts";
 
 /**

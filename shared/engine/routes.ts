@@ -1,4 +1,4 @@
-import type { EventPattern } from "../event-pattern/index.ts";
+import type { EventPattern } from "../kernel/event-pattern/index.ts";
 import { COMMANDS, SOURCE } from "./context.ts";
 
 /**

@@ -2,8 +2,8 @@ import type { InteractionResource } from "../domain/resources.ts";
 import type { TaskStatus } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, parentUrn } from "../domain/urn.ts";
-import { childrenOf } from "./children.ts";
 import type { EngineDeps } from "./context.ts";
+import { childrenOf } from "./steps/children.ts";
 import { usageOf } from "./usage.ts";
 
 /**

@@ -2,10 +2,10 @@ import type { Assistant } from "../domain/resources.ts";
 import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
 import { isRetired, type TeamDiff, type TeamFile, teamAssistantResource, teamDiff } from "../domain/team.ts";
 import { tenantUrn, type Urn } from "../domain/urn.ts";
-import { ConflictError, UnavailableError } from "../errors.ts";
+import { ConflictError, UnavailableError } from "../kernel/errors.ts";
 import type { EngineDeps } from "./context.ts";
 import { DEFAULT_TEAM } from "./default-team.ts";
-import { ASSISTANT_TYPE, assistantEntries } from "./election.ts";
+import { ASSISTANT_TYPE, assistantEntries } from "./steps/election.ts";
 
 /**
  * A tenant's team: its Assistant resources and their vectors in the election index.
@@ -170,7 +170,7 @@ export class Teams {
   }
 
   /**
-   * The tenant's Tool resources made the configuration's (tools/tool-registry.ts; remembered by
+   * The tenant's Tool resources made the configuration's (tools/service/tool-registry.ts; remembered by
    * the tool port, so this is no work on most requests). Not the request's failure when it
    * cannot be done: the tools run from the configuration, and ListTools registers them again.
    */

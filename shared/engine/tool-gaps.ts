@@ -1,5 +1,5 @@
 import { type MissingTools, missingTools } from "../domain/team.ts";
-import { DEFAULT_TOOLS } from "../tools/config.ts";
+import { DEFAULT_TOOLS } from "../tools/service/config.ts";
 import type { EngineDeps } from "./context.ts";
 import { DEFAULT_TEAM } from "./default-team.ts";
 import { activeAssistants } from "./team.ts";

@@ -1,7 +1,7 @@
 import { type Usage, ZERO_USAGE } from "../domain/budgets.ts";
 import { ancestors, lastElement } from "../domain/urn.ts";
 import type { LlmUsage } from "../ports/llm.ts";
-import { childCountKey } from "../use-cases/task-log.ts";
+import { childCountKey } from "../store/task-log.ts";
 import type { EngineDeps } from "./context.ts";
 
 /**

@@ -1,5 +1,5 @@
 import type { Store, Term } from "n3";
-import { TooLargeError, ValidationError } from "../errors.ts";
+import { TooLargeError, ValidationError } from "../kernel/errors.ts";
 import { type Binding, GRAPH_LIMITS, type QueryResult, type TriplePattern } from "./graph-store.ts";
 
 /**

@@ -1,7 +1,7 @@
 import { tenantUrn } from "../domain/urn.ts";
-import { ForbiddenError } from "../errors.ts";
+import { ForbiddenError } from "../kernel/errors.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
-import { holdTenantBoundary, type Principal, policyPrincipal } from "../use-cases/resource-access.ts";
+import { holdTenantBoundary, type Principal, policyPrincipal } from "../store/resource-access.ts";
 
 export type GraphAction = "graph.read" | "graph.write";
 

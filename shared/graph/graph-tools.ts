@@ -1,10 +1,10 @@
 import { z } from "zod";
 import { isUrn, tenantOf } from "../domain/urn.ts";
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../kernel/errors.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolContext } from "../ports/tools.ts";
-import type { BuiltinFunction } from "../tools/builtin-function.ts";
-import type { Principal } from "../use-cases/resource-access.ts";
+import type { Principal } from "../store/resource-access.ts";
+import type { BuiltinFunction } from "../tools/service/builtin-function.ts";
 import { authorizeGraph } from "./graph-access.ts";
 import { GRAPH_LIMITS, type GraphStore, type Triple, type TriplePattern } from "./graph-store.ts";
 import {

@@ -1,4 +1,4 @@
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../kernel/errors.ts";
 import type { GraphStore } from "./graph-store.ts";
 import { type ObjectTerm, type PatternTerm, parseTerm, type TermInput, termOutput } from "./terms.ts";
 

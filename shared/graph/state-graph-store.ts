@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { Parser, Store, Writer } from "n3";
-import { ConflictError, TooLargeError, UnavailableError, ValidationError } from "../errors.ts";
+import { ConflictError, TooLargeError, UnavailableError, ValidationError } from "../kernel/errors.ts";
 import { collectPages, type StateStore } from "../ports/state-store.ts";
 import { evaluateBgp } from "./bgp.ts";
 import {

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { DataFactory, type Literal, type NamedNode, type Variable } from "n3";
 import { parseUrn, tenantOf } from "../domain/urn.ts";
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../kernel/errors.ts";
 
 /**
  * The terms of the graph tool, as a model writes them in JSON, and back:

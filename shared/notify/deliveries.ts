@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
-import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
+import { ConflictError, NotFoundError, ValidationError } from "../kernel/errors.ts";
 import type { RecordInput, StateRecord, StateStore, WriteOp } from "../ports/state-store.ts";
 
 /**
@@ -36,7 +36,7 @@ export const DELIVERY_STATUSES: readonly DeliveryStatus[] = ["pending", "sending
 export interface DeliveryData {
   /** The event id (also the record's id). */
   id: string;
-  /** The subscription's kind: a webhook (POSTed, sender.ts) or a chat thread (synced, chat/sync.ts). */
+  /** The subscription's kind: a webhook (POSTed, sender.ts) or a chat thread (synced, notify/chat/sync.ts). */
   channel: "a2a-push" | "callback" | "slack" | "teams";
   tenant: string;
   rootTaskUrn: string;
@@ -47,7 +47,7 @@ export interface DeliveryData {
   stateKey: string;
   /** A webhook's URL; for a chat thread `<kind>:<subscription id>` (nothing is POSTed to it). */
   url: string;
-  /** A webhook's body; for a chat thread, the ThreadSnapshot's JSON (chat/snapshot.ts). */
+  /** A webhook's body; for a chat thread, the ThreadSnapshot's JSON (notify/chat/snapshot.ts). */
   body: string;
   contentType: string;
   /** Headers sent as they are (the A2A push's authorization). Never shown by listings. */

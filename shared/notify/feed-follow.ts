@@ -1,7 +1,7 @@
 import type { StoredEvent } from "../domain/events.ts";
 import { isWithin } from "../domain/urn.ts";
 import { COMMANDS, type EngineDeps, SOURCE } from "../engine/context.ts";
-import { ConflictError } from "../errors.ts";
+import { ConflictError } from "../kernel/errors.ts";
 import { type FeedDeps, feedStreamOf, type ReconcileResult, readFeed, reconcile } from "./feed.ts";
 
 /**

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { ConflictError } from "../errors.ts";
+import { ConflictError } from "../kernel/errors.ts";
 import type { StateRecord, StateStore, WriteOp } from "../ports/state-store.ts";
 import type { DeliveryData } from "./deliveries.ts";
 

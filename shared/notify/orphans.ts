@@ -1,6 +1,6 @@
-import { THREAD_KIND, type ThreadData } from "../chat/thread-record.ts";
-import { ConflictError } from "../errors.ts";
+import { ConflictError } from "../kernel/errors.ts";
 import type { StateRecord, StateStore } from "../ports/state-store.ts";
+import { THREAD_KIND, type ThreadData } from "./chat/thread-record.ts";
 import { DELIVERY_KIND, type DeliveryData } from "./deliveries.ts";
 import { LANE_KIND, type SlotData } from "./lanes.ts";
 

@@ -1,6 +1,7 @@
 import type { Artifact, Part, Task } from "@a2a-js/sdk";
 import { V03PushNotificationSerializer } from "@a2a-js/sdk/compat/v0_3/server";
 import { V1PushNotificationSerializer } from "@a2a-js/sdk/server";
+import { parentUrn } from "../domain/urn.ts";
 import {
   A2A_STATE,
   artifactParts,
@@ -11,8 +12,7 @@ import {
   type Stamp,
   statusOf,
   textPart,
-} from "../channels/a2a-mapping.ts";
-import { parentUrn } from "../domain/urn.ts";
+} from "../protocols/a2a/a2a-mapping.ts";
 import type { Standing } from "./standing.ts";
 import type { A2aPushSubscription, CallbackSubscription } from "./subscriptions.ts";
 

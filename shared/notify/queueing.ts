@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { ArborLogger } from "../observability/logger.ts";
+import type { ArborLogger } from "../kernel/logger.ts";
 import {
   type DeliveryQueue,
   delayUntil,

@@ -1,7 +1,7 @@
-import { threadDigest, threadSnapshot } from "../chat/snapshot.ts";
-import type { ThreadSnapshot } from "../chat/types.ts";
 import type { EngineDeps } from "../engine/context.ts";
-import { ConflictError } from "../errors.ts";
+import { ConflictError } from "../kernel/errors.ts";
+import { threadDigest, threadSnapshot } from "./chat/snapshot.ts";
+import type { ThreadSnapshot } from "./chat/types.ts";
 import { type DeliveryData, deliveryId, newDeliveryOp } from "./deliveries.ts";
 import { a2aPushBody, a2aTask, type Body, callbackBody } from "./payloads.ts";
 import { isFinalStanding, type Standing, standing, stateKey } from "./standing.ts";
@@ -22,9 +22,9 @@ import {
  * request ended, a subscription is `done` (the sweep leaves it alone).
  *
  * A chat thread (a Slack or Teams subscription) shows more than the standing: its state key is the
- * standing's plus a digest of what the thread shows (chat/snapshot.ts: the state, each task's status
+ * standing's plus a digest of what the thread shows (notify/chat/snapshot.ts: the state, each task's status
  * and assistant, the waiting questions), so every visible move records one delivery, whose body is
- * the ThreadSnapshot's JSON (the thread sync, chat/sync.ts, applies it).
+ * the ThreadSnapshot's JSON (the thread sync, notify/chat/sync.ts, applies it).
  *
  * How to drive it: `const ids = await reconcile(deps, rootTaskUrn)` (the ids of the deliveries it
  * recorded: hand them to the sender, or to a queue). `deps` is the engine's (engine.deps): only its

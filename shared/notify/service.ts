@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type ChatSurfaces, syncThread } from "../chat/sync.ts";
 import type { EngineDeps } from "../engine/context.ts";
-import { UnavailableError, ValidationError } from "../errors.ts";
+import { UnavailableError, ValidationError } from "../kernel/errors.ts";
 import { DEFAULT_RETRY, nextAttempt, type RetrySchedule } from "./backoff.ts";
+import { type ChatSurfaces, syncThread } from "./chat/sync.ts";
 import {
   type AttemptResult,
   claimDelivery,
@@ -49,11 +49,11 @@ import type { NotifyUrls } from "./urls.ts";
  *   const notify = new NotifyService({ deps: engine.deps, urls: notifyUrls(outbound, { allowLoopbackHttp }),
  *                                      surfaces: { slack: slackSurface(...), teams: teamsSurface(...) } });
  *   await notify.subscribe(rootTaskUrn, { kind: "callback", id, url, tenant });  // URL checked: ValidationError
- *   await notify.subscribe(rootTaskUrn, slackThread);   // a SlackThread / TeamsThread (chat/types.ts): no URL
+ *   await notify.subscribe(rootTaskUrn, slackThread);   // a SlackThread / TeamsThread (notify/chat/types.ts): no URL
  *   await notify.reconcile(rootTaskUrn);   // on a wake-up (wakeups.ts): records deliveries, returns their ids
  *   await notify.sweep();                  // on start and now and then: every request with an open subscription
  *   await notify.attempt(id);              // one attempt at one delivery (its lanes taken (lanes.ts), claim,
- *                                          // POST or thread sync through the channel's surface (chat/sync.ts),
+ *                                          // POST or thread sync through the channel's surface (notify/chat/sync.ts),
  *                                          // record the result); "busy": its tenant's or host's lane is full
  *   await notify.dispatchDue();            // starts what is due and its lanes let through, without waiting
  *                                          // for the attempts (the local worker); notify.onSettled(...) after each
@@ -108,7 +108,7 @@ export interface NotifyServiceOptions {
   holder?: string;
   /**
    * The chat channels' outbound sides (Slack, Teams: their ChatSurface), for chat deliveries (the
-   * thread sync, chat/sync.ts), or a function that returns them (read at each chat attempt: the
+   * thread sync, notify/chat/sync.ts), or a function that returns them (read at each chat attempt: the
    * settings load asynchronously and may change). A chat delivery whose channel has none is retried,
    * then dead, with an error saying what to configure.
    */
@@ -332,7 +332,7 @@ export class NotifyService {
     return outcome;
   }
 
-  /** One try: a webhook is POSTed (sender.ts), a chat thread synced through its surface (chat/sync.ts). */
+  /** One try: a webhook is POSTed (sender.ts), a chat thread synced through its surface (notify/chat/sync.ts). */
   async #send(d: DeliveryData): Promise<SendResult> {
     if (d.channel === "slack" || d.channel === "teams") {
       const surfaces = typeof this.#surfaces === "function" ? await this.#surfaces() : this.#surfaces;

@@ -1,5 +1,5 @@
 import { createHmac, randomBytes } from "node:crypto";
-import { ConflictError } from "../errors.ts";
+import { ConflictError } from "../kernel/errors.ts";
 import type { StateStore } from "../ports/state-store.ts";
 
 /**

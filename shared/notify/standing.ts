@@ -3,12 +3,12 @@ import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import type { EngineDeps } from "../engine/context.ts";
 import { waitingInTree } from "../engine/interactions.ts";
-import { outputOf } from "../engine/outcome.ts";
-import { acceptedView } from "../engine/planner.ts";
+import { outputOf } from "../engine/steps/outcome.ts";
+import { acceptedView } from "../engine/steps/planner.ts";
 
 /**
  * How a request stands now, read from the state (never from an event), as the notify path tells
- * callers: the engine's states mapped as A2A reads them (readOutcome in channels/a2a-mapping.ts,
+ * callers: the engine's states mapped as A2A reads them (readOutcome in protocols/a2a/a2a-mapping.ts,
  * which checks a caller; this one is the engine's own read, for the notify worker):
  *   working | input-required (the first question waiting, the root's first) | completed (the answer)
  *   | failed | canceled (the reason).

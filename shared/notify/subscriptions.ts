@@ -1,16 +1,16 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { SlackThreadSchema, TeamsThreadSchema } from "../chat/types.ts";
 import { formatIssues } from "../domain/resources.ts";
-import { ConflictError, ValidationError } from "../errors.ts";
+import { ConflictError, ValidationError } from "../kernel/errors.ts";
 import type { StateRecord, StateStore } from "../ports/state-store.ts";
+import { SlackThreadSchema, TeamsThreadSchema } from "./chat/types.ts";
 
 /**
  * Subscriptions: who wants to hear when a request moves. How to drive it:
  *
  *   await subscribe(state, clock, rootTaskUrn, { kind: "callback", id, url, tenant });
  *   await subscribe(state, clock, rootTaskUrn, { kind: "a2a-push", id: configId, protocol: "1.0", url, ... });
- *   await subscribe(state, clock, rootTaskUrn, slackThread);   // a SlackThread / TeamsThread (chat/types.ts)
+ *   await subscribe(state, clock, rootTaskUrn, slackThread);   // a SlackThread / TeamsThread (notify/chat/types.ts)
  *   await openSubscriptions(state, rootTaskUrn);   // byParent(`notify-subs#<root>`), open ones
  *   await deleteSubscription(state, clock, rootTaskUrn, id);
  *
@@ -63,7 +63,7 @@ export const CallbackSchema = z
 /**
  * The kinds: webhooks (a URL, checked by NotifyService.subscribe against the outbound guard) and
  * chat threads (a Slack thread, a Teams conversation: no URL; their deliveries go to the thread sync,
- * shared/chat/sync.ts, through the channel's surface; the Teams channel checks the service URL
+ * shared/notify/chat/sync.ts, through the channel's surface; the Teams channel checks the service URL
  * before it subscribes).
  */
 export const SubscriptionSchema = z.discriminatedUnion("kind", [

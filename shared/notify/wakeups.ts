@@ -1,8 +1,8 @@
 import { formatUrn, isUrn, parseUrn } from "../domain/urn.ts";
 import { COMMANDS, SOURCE } from "../engine/context.ts";
 import { INTERACTION_REQUESTED } from "../engine/interactions.ts";
-import { rootTaskUrn } from "../engine/planner.ts";
-import type { EventPattern } from "../event-pattern/index.ts";
+import { rootTaskUrn } from "../engine/steps/planner.ts";
+import type { EventPattern } from "../kernel/event-pattern/index.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 
 /**

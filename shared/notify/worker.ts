@@ -1,4 +1,4 @@
-import type { ArborLogger } from "../observability/logger.ts";
+import type { ArborLogger } from "../kernel/logger.ts";
 import type { EventBus } from "../ports/event-bus.ts";
 import type { NotifyService } from "./service.ts";
 import { NOTIFY_WAKE_PATTERNS, NOTIFY_WAKE_RULE, requestOfWakeup } from "./wakeups.ts";

@@ -1,4 +1,4 @@
-import { ArborError } from "../errors.ts";
+import { ArborError } from "../kernel/errors.ts";
 
 /**
  * The outbound guard's refusals (members of the ArborError family): a URL, an address, a port or

@@ -1,4 +1,4 @@
-import { ConfigError } from "../errors.ts";
+import { ConfigError } from "../kernel/errors.ts";
 import {
   type Cidr,
   effectiveIp,
@@ -11,7 +11,7 @@ import {
 } from "./addresses.ts";
 
 /**
- * What the outbound guard lets through (the operator's settings, shared/config.ts):
+ * What the outbound guard lets through (the operator's settings, shared/runtime/config.ts):
  *   - `httpsOnly`: refuse plain http (ARBOR_OUTBOUND_HTTPS_ONLY);
  *   - `allow`: addresses and names that may be reached although they are not public
  *     (ARBOR_OUTBOUND_ALLOW: CIDRs such as `10.1.0.0/16`, lone addresses such as `127.0.0.1`, host

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../kernel/errors.ts";
 
 /**
  * Delivery queue port: the ids of webhook deliveries (shared/notify/deliveries.ts) to attempt, each

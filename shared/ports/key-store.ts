@@ -2,15 +2,15 @@ import { hash, randomBytes } from "node:crypto";
 import { z } from "zod";
 import type { Actor } from "../domain/events.ts";
 import type { Caller } from "../domain/principal.ts";
-import { ArborError, ValidationError } from "../errors.ts";
+import { ArborError, ValidationError } from "../kernel/errors.ts";
 
 /**
  * Key store port: the API keys the HTTP and A2A entry points accept. A key stands for one person
  * or one remote agent of one tenant, with roles; only its sha256 is ever stored, so no adapter
- * holds a secret. Adapters: the in-memory set (`ApiKeys`, shared/channels/api-keys.ts), the keys
+ * holds a secret. Adapters: the in-memory set (`ApiKeys`, shared/adapters/local/api-keys.ts), the keys
  * file of `arbor serve` (shared/adapters/local/file-key-store.ts), records of the state store
  * (shared/adapters/shared/state-key-store.ts, the state table on AWS). `CachedKeyStore`
- * (shared/channels/key-cache.ts) puts a short cache in front of any of them.
+ * (shared/channels/http/key-cache.ts) puts a short cache in front of any of them.
  */
 export const ApiKeySchema = z
   .object({

@@ -2,7 +2,7 @@
  * The metrics port: counts and durations the operations of a deployment watch (dashboards,
  * alarms). The domain and the engine never see it: the Lambda entry points count their steps and
  * the watchdog's re-drives, and the composition root wraps the model and the tool audit log
- * (shared/observability/metered.ts) to count tokens and tool calls. On AWS the adapter writes
+ * (shared/adapters/shared/metered.ts) to count tokens and tool calls. On AWS the adapter writes
  * CloudWatch EMF lines through Powertools Metrics (namespace `Arbor`); elsewhere nothing is kept.
  */
 export const METRIC_NAMES = [

@@ -1,4 +1,4 @@
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../kernel/errors.ts";
 
 /**
  * Object store port: bytes under string keys, listed by prefix in key order.

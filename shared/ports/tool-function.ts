@@ -1,9 +1,9 @@
-import type { ArborError } from "../errors.ts";
+import type { ArborError } from "../kernel/errors.ts";
 
 /**
  * The tool function (functions/tool.ts) as the engine's steps reach it on AWS: one request, its
  * JSON answer. The adapter (adapters/aws/tool-function-invoke.ts) is a synchronous Lambda Invoke;
- * the tool port over it (tools/tool-function-port.ts) knows the requests and their answers.
+ * the tool port over it (tools/service/tool-function-port.ts) knows the requests and their answers.
  */
 export interface ToolFunctionClient {
   /** The function's name or ARN, for messages. */

@@ -41,7 +41,7 @@ export interface ToolContext {
   /**
    * Set by the engine for a call to an activity (ToolDescriptor.activity): the whole call with
    * its meta-properties and the messages the task scoped in. An activity's handler gets them as
-   * `(call, tool, context)` (tools/activities.ts).
+   * `(call, tool, context)` (tools/activities/activities.ts).
    */
   activity?: ActivityInvocation;
 }
@@ -109,7 +109,7 @@ export interface ToolResult {
   isError?: boolean;
   /**
    * The call was handed to a remote agent that will say when it is done (an A2A push): it has no
-   * outcome yet, and nothing waits for it. The engine keeps it (engine/remote-calls.ts) and
+   * outcome yet, and nothing waits for it. The engine keeps it (engine/turn/remote-calls.ts) and
    * settles it with `settle` when the push comes, or at its deadline.
    */
   pending?: PendingCall;
@@ -156,7 +156,7 @@ export interface ToolDescriptor extends LlmToolSpec {
    * crash changes nothing anyone can see, so it need not wait for what led to it to be on disk.
    */
   pure: boolean;
-  /** What ListTools filters by (tools/config.ts NAMESPACE): the entry's own, else its kind. */
+  /** What ListTools filters by (tools/service/config.ts NAMESPACE): the entry's own, else its kind. */
   namespace?: string | undefined;
   /**
    * An activity (seed 004): its handler gets `(call, tool, context)`; a call with `_outputPath`
@@ -168,7 +168,7 @@ export interface ToolDescriptor extends LlmToolSpec {
   outputSchema?: Record<string, unknown> | undefined;
   /**
    * Not run by a tool service at all: the engine's step handles the call itself (`ask_person`: it
-   * asks a person and the task waits, see engine/ask.ts), on every runtime.
+   * asks a person and the task waits, see engine/turn/ask.ts), on every runtime.
    */
   engine?: "ask_person" | undefined;
 }
@@ -224,7 +224,7 @@ export interface ToolPort {
   /**
    * ListTools (seeds/001): the tenant's stored Tool resources (`cld:common.Tenant.<t>/common.Tool.*`),
    * of one namespace or all, by name. The tenant's resources are registered from the configuration
-   * first when they are not this configuration's. A namespace that is not one (tools/config.ts
+   * first when they are not this configuration's. A namespace that is not one (tools/service/config.ts
    * NAMESPACE) is a ValidationError.
    */
   listTools?(tenant: string, options?: { namespace?: string }): Promise<ToolDescriptor[]>;

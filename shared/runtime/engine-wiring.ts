@@ -6,7 +6,7 @@ import { Engine } from "../engine/engine.ts";
 import { ModelHealth } from "../engine/model-health.ts";
 import { defaultTeamToolGap, toolGapMessage } from "../engine/tool-gaps.ts";
 import { graphStoreOf } from "../graph/state-graph-store.ts";
-import { componentLogger } from "../observability/logger.ts";
+import { componentLogger } from "../kernel/logger.ts";
 import { createGuardedFetch } from "../outbound/guard.ts";
 import { type OutboundSettings, outboundPolicy } from "../outbound/policy.ts";
 import type { Embedder } from "../ports/embeddings.ts";
@@ -14,9 +14,9 @@ import type { Llm } from "../ports/llm.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolPort } from "../ports/tools.ts";
 import type { VectorIndex } from "../ports/vector-index.ts";
-import { DEFAULT_TOOLS } from "../tools/config.ts";
-import { ToolService } from "../tools/tool-service.ts";
-import { readTeamFile } from "../use-cases/team-file.ts";
+import { readTeamFile } from "../store/team-file.ts";
+import { DEFAULT_TOOLS } from "../tools/service/config.ts";
+import { ToolService } from "../tools/service/tool-service.ts";
 import { newUlid } from "./ids.ts";
 import type { Runtime } from "./runtime.ts";
 
@@ -84,7 +84,7 @@ export async function openTools(
   if (options.tools) return options.tools;
   return ToolService.open(options.toolsConfig ?? DEFAULT_TOOLS, {
     resources: rt.resources,
-    state: rt.state, // each tenant's tool registration record (tools/tool-registry.ts)
+    state: rt.state, // each tenant's tool registration record (tools/service/tool-registry.ts)
     audit: rt.audit,
     untilDurable: () => rt.untilDurable(),
     policy: options.policy ?? defaultPolicy(),

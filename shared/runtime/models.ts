@@ -1,8 +1,8 @@
 import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
 import { BedrockLlm, bedrockClientConfig } from "../adapters/llm/bedrock-llm.ts";
 import { OpenAiCompatibleLlm } from "../adapters/llm/openai-compatible-llm.ts";
-import type { ModelConfig } from "../config.ts";
 import type { Llm } from "../ports/llm.ts";
+import type { ModelConfig } from "./config.ts";
 
 /** The configured model (Bedrock or an OpenAI-compatible endpoint). */
 export function createModel(config: ModelConfig): Llm {

@@ -2,8 +2,8 @@ import type { AuditLog } from "../ports/audit-log.ts";
 import type { EventBus } from "../ports/event-bus.ts";
 import type { ObjectStore } from "../ports/object-store.ts";
 import type { StateStore } from "../ports/state-store.ts";
-import type { ResourceStore } from "../use-cases/resource-store.ts";
-import type { TaskLog } from "../use-cases/task-log.ts";
+import type { ResourceStore } from "../store/resource-store.ts";
+import type { TaskLog } from "../store/task-log.ts";
 
 /** Everything a use case may need, wired by one of the two composition roots (local.ts, aws.ts). */
 export interface Runtime {

@@ -2,9 +2,9 @@ import { chmod, mkdir, mkdtemp, rm, symlink, utimes, writeFile } from "node:fs/p
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { fileChatSettings } from "../../shared/chat/settings.ts";
-import { loadConfig } from "../../shared/config.ts";
-import { ConfigError } from "../../shared/errors.ts";
+import { ConfigError } from "../../shared/kernel/errors.ts";
+import { fileChatSettings } from "../../shared/notify/chat/settings.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 import { BOT_TOKEN, chatSettingsContract, settingsJson } from "./chat-settings.contract.ts";
 
 // The settings file of `arbor serve`: written as an operator would (0600), replaced in place.

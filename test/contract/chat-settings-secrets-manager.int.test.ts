@@ -1,7 +1,7 @@
 import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { secretChatSettings } from "../../shared/chat/settings.ts";
-import { ConfigError, UnavailableError } from "../../shared/errors.ts";
+import { ConfigError, UnavailableError } from "../../shared/kernel/errors.ts";
+import { secretChatSettings } from "../../shared/notify/chat/settings.ts";
 import { SecretsManagerPeer } from "../peers/secrets-manager-peer.ts";
 import { BOT_TOKEN, chatSettingsContract, settingsJson } from "./chat-settings.contract.ts";
 

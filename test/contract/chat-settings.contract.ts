@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { ChatSettingsSource } from "../../shared/chat/types.ts";
-import { ConfigError } from "../../shared/errors.ts";
+import { ConfigError } from "../../shared/kernel/errors.ts";
+import type { ChatSettingsSource } from "../../shared/notify/chat/types.ts";
 
 /**
- * The one contract every ChatSettingsSource loader passes (shared/chat/settings.ts): the local
+ * The one contract every ChatSettingsSource loader passes (shared/notify/chat/settings.ts): the local
  * file of `arbor serve` and the Secrets Manager secret of a deployed stack. `setup` returns an
  * empty store: `write(text)` puts a value there (the file written, a new version of the secret),
  * `source` makes a loader over it with the given TTL and clock.

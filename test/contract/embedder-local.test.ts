@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { LocalEmbedder } from "../../shared/adapters/embeddings/local-embedder.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
 import { embedderContract } from "./embedder.contract.ts";
 
 embedderContract("local concept embedder", async () => ({

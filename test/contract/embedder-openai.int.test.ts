@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { OpenAIEmbedder } from "../../shared/adapters/embeddings/openai-embedder.ts";
-import { ConfigError, ThrottledError, ValidationError } from "../../shared/errors.ts";
+import { ConfigError, ThrottledError, ValidationError } from "../../shared/kernel/errors.ts";
 import { embedderContract } from "./embedder.contract.ts";
 
 /**

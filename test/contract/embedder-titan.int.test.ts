@@ -2,7 +2,7 @@ import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
 import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { TitanEmbedder } from "../../shared/adapters/embeddings/titan-embedder.ts";
-import { ConfigError, ThrottledError } from "../../shared/errors.ts";
+import { ConfigError, ThrottledError } from "../../shared/kernel/errors.ts";
 import { FakeBedrockEmbeddings, fakeTitanVector } from "../peers/fake-bedrock-embeddings.ts";
 import { embedderContract } from "./embedder.contract.ts";
 

@@ -22,7 +22,7 @@ import {
   EventBridgeEventBus,
   type EventBridgeEventBusOptions,
 } from "../../shared/adapters/aws/eventbridge-event-bus.ts";
-import { UnavailableError, ValidationError } from "../../shared/errors.ts";
+import { UnavailableError, ValidationError } from "../../shared/kernel/errors.ts";
 import type { BusEnvelope, BusEventInput } from "../../shared/ports/event-bus.ts";
 import { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { type BusFixture, eventBusContract } from "./event-bus.contract.ts";

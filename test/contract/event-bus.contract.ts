@@ -3,7 +3,7 @@
  * (event-bus-in-process.test.ts, event-bus-eventbridge.int.test.ts).
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { InvalidPatternError, TooLargeError, ValidationError } from "../../shared/errors.ts";
+import { InvalidPatternError, TooLargeError, ValidationError } from "../../shared/kernel/errors.ts";
 import type { BusEnvelope, BusEventInput, EventBus, Subscription } from "../../shared/ports/event-bus.ts";
 
 export interface BusFixture {

@@ -31,5 +31,5 @@ async function table(lag: number) {
 }
 
 feedContract("DynamoDB (DynamoDB Local)", () => table(0));
-// Indexes that lag as DynamoDB's GSIs may: children are still all found (engine/children.ts).
+// Indexes that lag as DynamoDB's GSIs may: children are still all found (engine/steps/children.ts).
 feedContract("DynamoDB (DynamoDB Local, indexes lagging 5 writes)", () => table(5));

@@ -13,8 +13,8 @@ import {
 } from "../../shared/notify/feed.ts";
 import type { ObjectStore } from "../../shared/ports/object-store.ts";
 import type { StateStore } from "../../shared/ports/state-store.ts";
-import { ResourceStore } from "../../shared/use-cases/resource-store.ts";
-import { TaskLog } from "../../shared/use-cases/task-log.ts";
+import { ResourceStore } from "../../shared/store/resource-store.ts";
+import { TaskLog } from "../../shared/store/task-log.ts";
 import {
   interactionRequested,
   interactionResponded,

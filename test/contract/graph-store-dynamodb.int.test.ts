@@ -3,8 +3,8 @@ import { DeleteTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DataFactory } from "n3";
 import { describe, expect, inject, it } from "vitest";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
-import { UnavailableError } from "../../shared/errors.ts";
 import { StateGraphStore } from "../../shared/graph/state-graph-store.ts";
+import { UnavailableError } from "../../shared/kernel/errors.ts";
 import { laggingIndex } from "../peers/lagging-dynamo.ts";
 import { graphStoreContract, t } from "./graph-store.contract.ts";
 

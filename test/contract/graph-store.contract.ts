@@ -1,12 +1,12 @@
 import { DataFactory } from "n3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { TooLargeError, ValidationError } from "../../shared/errors.ts";
 import {
   GRAPH_LIMITS,
   type GraphStore,
   type Triple,
   type TriplePattern,
 } from "../../shared/graph/graph-store.ts";
+import { TooLargeError, ValidationError } from "../../shared/kernel/errors.ts";
 
 const { namedNode: iri, literal, variable: v } = DataFactory;
 

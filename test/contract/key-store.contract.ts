@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { newApiKey } from "../../shared/channels/api-keys.ts";
-import { ArborError, ConflictError, ValidationError } from "../../shared/errors.ts";
+import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import { ArborError, ConflictError, ValidationError } from "../../shared/kernel/errors.ts";
 import type { ApiKeyEntry, KeyStore } from "../../shared/ports/key-store.ts";
 
 /** The one contract every KeyStore adapter passes. `setup` returns a fresh, empty store per test. */

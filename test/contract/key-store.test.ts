@@ -2,11 +2,11 @@ import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { ApiKeys, newApiKey, readApiKeysFile } from "../../shared/adapters/local/api-keys.ts";
 import { FileKeyStore } from "../../shared/adapters/local/file-key-store.ts";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
 import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
-import { ApiKeys, newApiKey, readApiKeysFile } from "../../shared/channels/api-keys.ts";
-import { CachedKeyStore } from "../../shared/channels/key-cache.ts";
+import { CachedKeyStore } from "../../shared/channels/http/key-cache.ts";
 import { keyStoreContract } from "./key-store.contract.ts";
 
 keyStoreContract("in memory (ApiKeys)", async () => ({

@@ -18,7 +18,7 @@ import {
   ThrottledError,
   UnavailableError,
   ValidationError,
-} from "../../shared/errors.ts";
+} from "../../shared/kernel/errors.ts";
 import type { LlmMessage, LlmRequest, LlmToolCall } from "../../shared/ports/llm.ts";
 import { type ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import { type BackendRequest, collect, llmContract, weatherTool } from "./llm.contract.ts";

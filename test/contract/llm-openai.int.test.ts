@@ -15,7 +15,7 @@ import {
   ThrottledError,
   UnavailableError,
   ValidationError,
-} from "../../shared/errors.ts";
+} from "../../shared/kernel/errors.ts";
 import type { LlmMessage, LlmRequest } from "../../shared/ports/llm.ts";
 import { type ChatWireRequest, FakeOpenAi } from "../peers/fake-openai.ts";
 import { type BackendRequest, collect, llmContract, weatherTool } from "./llm.contract.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ScriptedLlm, toolCall } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ArborError } from "../../shared/errors.ts";
+import { ArborError } from "../../shared/kernel/errors.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import { collect, llmContract } from "./llm.contract.ts";
 

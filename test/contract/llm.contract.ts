@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ScriptedTurn } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
 import type {
   Llm,
   LlmMessage,

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { getThread, THREAD_KIND, takeThread } from "../../shared/chat/thread-record.ts";
-import { ConflictError, NotFoundError, ValidationError } from "../../shared/errors.ts";
+import { ConflictError, NotFoundError, ValidationError } from "../../shared/kernel/errors.ts";
 import { DEFAULT_RETRY, nextAttempt } from "../../shared/notify/backoff.ts";
+import { getThread, THREAD_KIND, takeThread } from "../../shared/notify/chat/thread-record.ts";
 import {
   claimDelivery,
   type DeliveryData,

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { SqliteDatabase } from "../../shared/adapters/local/sqlite-database.ts";
 import { SqliteObjectStore, upperBound } from "../../shared/adapters/local/sqlite-object-store.ts";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
 import { listAllKeys } from "../../shared/ports/object-store.ts";
 import { objectStoreContract } from "./object-store.contract.ts";
 

@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
 import { compareKeys, listAllKeys, type ObjectStore } from "../../shared/ports/object-store.ts";
-import { ResourceStore } from "../../shared/use-cases/resource-store.ts";
+import { ResourceStore } from "../../shared/store/resource-store.ts";
 
 /**
  * The one contract every ObjectStore adapter passes. `setup` returns a fresh, empty store for

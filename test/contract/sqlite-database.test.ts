@@ -6,7 +6,7 @@ import { join } from "node:path";
 import Database from "libsql";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteDatabase } from "../../shared/adapters/local/sqlite-database.ts";
-import { UnavailableError } from "../../shared/errors.ts";
+import { UnavailableError } from "../../shared/kernel/errors.ts";
 
 describe("SqliteDatabase group commit", () => {
   const open = () => {

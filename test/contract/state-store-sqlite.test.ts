@@ -5,9 +5,9 @@ import Database from "libsql";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
 import type { Urn } from "../../shared/domain/urn.ts";
-import { ConflictError } from "../../shared/errors.ts";
+import { ConflictError } from "../../shared/kernel/errors.ts";
 import type { WriteOp } from "../../shared/ports/state-store.ts";
-import { createLocalRuntime } from "../../shared/runtime/local.ts";
+import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { taskCreated, taskUrn } from "../fixtures/event-builders.ts";
 import { stateStoreContract } from "./state-store.contract.ts";
 

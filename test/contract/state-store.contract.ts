@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ConflictError, TooLargeError, ValidationError } from "../../shared/errors.ts";
+import { ConflictError, TooLargeError, ValidationError } from "../../shared/kernel/errors.ts";
 import { collectPages, readAllEvents, type StateStore } from "../../shared/ports/state-store.ts";
 import {
   many,

@@ -1,12 +1,12 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
 import { lambdaToolFunction } from "../../shared/adapters/aws/tool-function-invoke.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
 import type { ToolContext, ToolPort } from "../../shared/ports/tools.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
-import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
-import { ToolFunctionPort } from "../../shared/tools/tool-function-port.ts";
-import { ToolService } from "../../shared/tools/tool-service.ts";
+import { idempotencyKeyOf } from "../../shared/tools/service/call-record.ts";
+import { ToolFunctionPort } from "../../shared/tools/service/tool-function-port.ts";
+import { ToolService } from "../../shared/tools/service/tool-service.ts";
 import { ASSISTANT, openToolWorld, TASK, type ToolWorld } from "../e2e/tool-world.ts";
 import { type LambdaHandler, LambdaInvokePeer, type LambdaPeerOptions } from "../peers/lambda-invoke.ts";
 import {
@@ -244,7 +244,7 @@ describe("ToolFunctionPort: when the tool function cannot answer", () => {
       isError: true,
     });
     expect(await stages(c.callId)).toEqual(["failed:1:error"]);
-    // A risky call asked about again sees the failed attempt (engine/approvals.ts asks again).
+    // A risky call asked about again sees the failed attempt (engine/turn/approvals.ts asks again).
     expect(await port.history(TASK, c.callId)).toMatchObject({ attempts: 1, last: "failed" });
   });
 

@@ -1,5 +1,5 @@
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
-import { ToolService } from "../../shared/tools/tool-service.ts";
+import { ToolService } from "../../shared/tools/service/tool-service.ts";
 import { openToolWorld } from "../e2e/tool-world.ts";
 import { toolPortContract } from "./tool-port.contract.ts";
 

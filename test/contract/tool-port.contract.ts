@@ -1,14 +1,14 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
 import type { AuditLog } from "../../shared/ports/audit-log.ts";
 import type { ToolBinding, ToolContext, ToolPort } from "../../shared/ports/tools.ts";
-import { callbackOf, newCallback } from "../../shared/tools/a2a-push-client.ts";
-import { activityBinding, defineActivity } from "../../shared/tools/activities.ts";
-import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
-import { jsonSchemaChecker } from "../../shared/tools/json-schema.ts";
-import { toolResource, toolUrn } from "../../shared/tools/tool-registry.ts";
-import type { ResourceStore } from "../../shared/use-cases/resource-store.ts";
+import type { ResourceStore } from "../../shared/store/resource-store.ts";
+import { activityBinding, defineActivity } from "../../shared/tools/activities/activities.ts";
+import { callbackOf, newCallback } from "../../shared/tools/bindings/a2a-push-client.ts";
+import { idempotencyKeyOf } from "../../shared/tools/service/call-record.ts";
+import { jsonSchemaChecker } from "../../shared/tools/service/json-schema.ts";
+import { toolResource, toolUrn } from "../../shared/tools/service/tool-registry.ts";
 import { ASSISTANT, TASK } from "../e2e/tool-world.ts";
 
 /**
@@ -72,7 +72,7 @@ export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } 
     required: ["text"],
     additionalProperties: false,
   };
-  // A remote agent that pushes (as tools/a2a-agent.ts with a card that offers push): the call is
+  // A remote agent that pushes (as tools/bindings/a2a-agent.ts with a card that offers push): the call is
   // handed off with the caller's callback (ToolContext.callback) or one it makes and records
   // through handOff; without either it waits. Its push is `{ taskId, state }`.
   const remote: ToolBinding = {
@@ -128,7 +128,7 @@ export function contractBindings(): { bindings: ToolBinding[]; seen: ToolRuns } 
         }),
     ),
     remote,
-    // An activity (tools/activities.ts): stores to the first path offered when `go`, else the second.
+    // An activity (tools/activities/activities.ts): stores to the first path offered when `go`, else the second.
     activityBinding(
       "branch",
       defineActivity({

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
-import { ConfigError } from "../../shared/errors.ts";
+import { ConfigError } from "../../shared/kernel/errors.ts";
 import type { VectorMatch, VectorQuery, VectorRecord } from "../../shared/ports/vector-index.ts";
 import { CONTRACT_SPACE, vectorIndexContract } from "./vector-index.contract.ts";
 

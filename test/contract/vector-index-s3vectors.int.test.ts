@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "@aws-sdk/client-s3vectors";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { S3VectorsIndex } from "../../shared/adapters/vectors/s3-vectors-index.ts";
-import { ConfigError, ThrottledError, ValidationError } from "../../shared/errors.ts";
+import { ConfigError, ThrottledError, ValidationError } from "../../shared/kernel/errors.ts";
 import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
 import { CONTRACT_SPACE, vectorIndexContract } from "./vector-index.contract.ts";
 

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { ConfigError, ValidationError } from "../../shared/errors.ts";
+import { ConfigError, ValidationError } from "../../shared/kernel/errors.ts";
 import type { EmbeddingSpace, VectorIndex, VectorRecord } from "../../shared/ports/vector-index.ts";
 
 /**

@@ -5,10 +5,10 @@ import { type Message, type Part, Role, type Task, TaskState } from "@a2a-js/sdk
 import { type Client, ClientFactory, JsonRpcTransportFactory } from "@a2a-js/sdk/client";
 import { serve } from "@hono/node-server";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { textPart } from "../../shared/channels/a2a-mapping.ts";
-import { createA2aApp } from "../../shared/channels/a2a-server.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import { createA2aApp } from "../../shared/channels/a2a/a2a-server.ts";
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
+import { textPart } from "../../shared/protocols/a2a/a2a-mapping.ts";
 import { firstUser, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
 
 /**

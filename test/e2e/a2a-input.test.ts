@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { TaskState } from "@a2a-js/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { a2aTasksParent } from "../../shared/channels/a2a-store.ts";
+import { a2aTasksParent } from "../../shared/channels/a2a/a2a-store.ts";
 import { MAX_JSON_DEPTH, MAX_REQUEST_CHARS } from "../../shared/domain/input-limits.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";
 import {
   a2aClient,

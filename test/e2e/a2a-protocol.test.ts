@@ -4,8 +4,8 @@ import { type AgentCard, type Message, type Task, TaskState } from "@a2a-js/sdk"
 import { type Client, ClientFactory, JsonRpcTransportFactory } from "@a2a-js/sdk/client";
 import { parseLegacyAgentCard } from "@a2a-js/sdk/compat/v0_3/client";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { CALLER_EXTENSION } from "../../shared/channels/a2a-card.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { CALLER_EXTENSION } from "../../shared/channels/a2a/a2a-card.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import {
   ANSWER,

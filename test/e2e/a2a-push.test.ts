@@ -5,7 +5,7 @@ import { NotifyService } from "../../shared/notify/service.ts";
 import { SUB_KIND } from "../../shared/notify/subscriptions.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { collectPages } from "../../shared/ports/state-store.ts";
-import type { LocalNotify } from "../../shared/runtime/local-notify.ts";
+import type { LocalNotify } from "../../shared/runtime/local/local-notify.ts";
 import {
   ANSWER,
   a2aClient,

@@ -11,7 +11,7 @@ import {
   a2aContextKey,
   a2aTaskKey,
   a2aTasksParent,
-} from "../../shared/channels/a2a-store.ts";
+} from "../../shared/channels/a2a/a2a-store.ts";
 import { authenticatedAs } from "../../shared/ports/key-store.ts";
 import {
   ANSWER,

@@ -4,7 +4,7 @@ import { TaskState } from "@a2a-js/sdk";
 import { DefaultAgentCardResolver } from "@a2a-js/sdk/client";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { createA2aApp, MAX_A2A_BODY_BYTES } from "../../shared/channels/a2a-server.ts";
+import { createA2aApp, MAX_A2A_BODY_BYTES } from "../../shared/channels/a2a/a2a-server.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import {

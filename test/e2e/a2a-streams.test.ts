@@ -17,7 +17,7 @@ import { Harness, PERSON } from "./engine-harness.ts";
 import { readSse, type SseEvent } from "./sse-client.ts";
 
 /**
- * A2A streams from the request's feed (shared/channels/a2a-streams.ts), driven by the SDK's own
+ * A2A streams from the request's feed (shared/channels/a2a/a2a-streams.ts), driven by the SDK's own
  * 1.0 client (sendMessageStream, resubscribeTask) against the endpoint on @hono/node-server: the
  * Task first, status updates on each change of the request's state, the artifact, the end; a
  * stream ends at input-required (the task is interrupted), and a client that comes back with

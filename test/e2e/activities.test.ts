@@ -2,15 +2,19 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import type { ScriptedTurn, ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { Message } from "../../shared/domain/resources.ts";
-import { readState } from "../../shared/engine/activity-state.ts";
-import { activityKey } from "../../shared/engine/activity-step.ts";
 import { COMMANDS, SOURCE } from "../../shared/engine/context.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import { readState } from "../../shared/engine/turn/activity-state.ts";
+import { activityKey } from "../../shared/engine/turn/activity-step.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import type { ActivityCall, ScopedMessage, ToolDescriptor } from "../../shared/ports/tools.ts";
-import { type ActivityFunction, activityBinding, defineActivity } from "../../shared/tools/activities.ts";
-import { builtinBinding } from "../../shared/tools/builtins.ts";
-import { ToolService } from "../../shared/tools/tool-service.ts";
+import {
+  type ActivityFunction,
+  activityBinding,
+  defineActivity,
+} from "../../shared/tools/activities/activities.ts";
+import { builtinBinding } from "../../shared/tools/service/builtins.ts";
+import { ToolService } from "../../shared/tools/service/tool-service.ts";
 import { CrashAt, Harness, type HarnessOptions, PERSON } from "./engine-harness.ts";
 import { isPlan, planOf } from "./scenarios.ts";
 

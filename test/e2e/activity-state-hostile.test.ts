@@ -5,8 +5,8 @@ import {
   STATE_NOTE_VALUE_CHARS,
   stateNote,
   writeState,
-} from "../../shared/engine/activity-state.ts";
-import { parseOutputPath } from "../../shared/tools/activity-paths.ts";
+} from "../../shared/engine/turn/activity-state.ts";
+import { parseOutputPath } from "../../shared/tools/activities/activity-paths.ts";
 import { Harness } from "./engine-harness.ts";
 import { GENERALIST } from "./scenarios.ts";
 

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { ConflictError } from "../../shared/errors.ts";
+import { ConflictError } from "../../shared/kernel/errors.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { countEmails, MAILER, inviteByEmail as script } from "./scenarios.ts";
 

@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
 import { answerKey } from "../../shared/engine/interactions.ts";
-import { ConflictError, UnavailableError } from "../../shared/errors.ts";
-import { createLocalRuntime } from "../../shared/runtime/local.ts";
-import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
+import { ConflictError, UnavailableError } from "../../shared/kernel/errors.ts";
+import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
+import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { countEmails, MAILER, inviteByEmail as script } from "./scenarios.ts";
 

@@ -1,9 +1,9 @@
 import { TaskState } from "@a2a-js/sdk";
 import { afterEach, describe, expect, it } from "vitest";
-import { questionBlocks } from "../../shared/channels/slack/blocks.ts";
-import { questionCard } from "../../shared/channels/teams/cards.ts";
-import { questionOf } from "../../shared/chat/snapshot.ts";
+import { questionBlocks } from "../../shared/channels/chat/slack/blocks.ts";
+import { questionCard } from "../../shared/channels/chat/teams/cards.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
+import { questionOf } from "../../shared/notify/chat/snapshot.ts";
 import { buttonClick, buttonsOf, type FakeMessage, interactivityForm } from "../peers/fake-slack.ts";
 import { a2aClient, ada, rootOf, send, serveA2a, userMessage } from "./a2a-fixtures.ts";
 import { askingScript, CLERK, COLOUR_QUESTION, DATE_QUESTION } from "./ask-fixture.ts";

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { ApiKeys } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import type { StoredEvent } from "../../shared/domain/events.ts";
 import { askingScript, CLERK } from "./ask-fixture.ts";
 import { Harness, PERSON } from "./engine-harness.ts";

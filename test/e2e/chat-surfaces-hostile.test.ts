@@ -1,10 +1,10 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { slackSurface } from "../../shared/channels/slack/surface.ts";
-import { serviceUrlAllowed } from "../../shared/channels/teams/activity.ts";
-import { teamsSurface } from "../../shared/channels/teams/surface.ts";
-import { ChatSendError, type SlackThread, type TeamsThread } from "../../shared/chat/types.ts";
+import { slackSurface } from "../../shared/channels/chat/slack/surface.ts";
+import { serviceUrlAllowed } from "../../shared/channels/chat/teams/activity.ts";
+import { teamsSurface } from "../../shared/channels/chat/teams/surface.ts";
+import { ChatSendError, type SlackThread, type TeamsThread } from "../../shared/notify/chat/types.ts";
 import { createGuardedFetch } from "../../shared/outbound/guard.ts";
 import { outboundPolicy } from "../../shared/outbound/policy.ts";
 import { type FakeSlack, startFakeSlack } from "../peers/fake-slack.ts";

@@ -4,7 +4,7 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 
 /** `arbor help` and `arbor <command> --help` as a person runs them: real processes. */
-const bin = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+const bin = join(import.meta.dirname, "../../cli/bin.mjs");
 const COMMANDS = [
   "run",
   "serve",

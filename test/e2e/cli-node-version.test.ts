@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
  * `arbor` on a Node that cannot run it: one line that says what to do, exit code 1, no stack
  * trace. An older Node is played by this one with its version numbers changed before bin.mjs runs.
  */
-const bin = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+const bin = join(import.meta.dirname, "../../cli/bin.mjs");
 const asNode20 = `data:text/javascript,${encodeURIComponent(
   'Object.defineProperty(process, "versions", { value: { ...process.versions, node: "20.20.2" } });' +
     'Object.defineProperty(process, "version", { value: "v20.20.2" });',

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 /** `arbor run` as a person uses it: a real process, answers typed on stdin. */
-const bin = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+const bin = join(import.meta.dirname, "../../cli/bin.mjs");
 let dataDir: string;
 
 function arbor(

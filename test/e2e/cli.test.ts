@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /** The `arbor` command as a person runs it: a real process, a fresh data folder. */
 const run = promisify(execFile);
-const bin = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+const bin = join(import.meta.dirname, "../../cli/bin.mjs");
 let dataDir: string;
 const arbor = async (...args: string[]) => {
   try {

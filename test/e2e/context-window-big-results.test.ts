@@ -2,7 +2,7 @@ import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { DEFAULT_BUDGETS } from "../../shared/domain/budgets.ts";
-import { requestTokens } from "../../shared/engine/window.ts";
+import { requestTokens } from "../../shared/engine/window/window.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import { newestCall, pairsHold } from "./context-window-fixture.ts";
 import { Harness } from "./engine-harness.ts";

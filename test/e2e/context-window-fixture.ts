@@ -1,7 +1,7 @@
 import type { ScriptedTurn, ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { DEFAULT_BUDGETS } from "../../shared/domain/budgets.ts";
-import { estimateCounter } from "../../shared/engine/tokens.ts";
-import { requestTokens } from "../../shared/engine/window.ts";
+import { estimateCounter } from "../../shared/engine/window/tokens.ts";
+import { requestTokens } from "../../shared/engine/window/window.ts";
 import type { LlmMessage, LlmRequest } from "../../shared/ports/llm.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 

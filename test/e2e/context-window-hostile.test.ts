@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
-import { markWindow, type WindowMarks, windowMarkKey } from "../../shared/engine/window-marks.ts";
+import { ApiKeys } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
+import { markWindow, type WindowMarks, windowMarkKey } from "../../shared/engine/window/window-marks.ts";
 import { newestCall, pairsHold } from "./context-window-fixture.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { acme, serveHttp } from "./http-fixture.ts";

@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ScriptedTurn, ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
-import { type WindowMark, type WindowMarks, windowMarkKey } from "../../shared/engine/window-marks.ts";
+import { type WindowMark, type WindowMarks, windowMarkKey } from "../../shared/engine/window/window-marks.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import { newestCall, pairsHold } from "./context-window-fixture.ts";
 import { Harness, PERSON } from "./engine-harness.ts";

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { conversationOf } from "../../shared/domain/urn.ts";
-import { windowMarkKey } from "../../shared/engine/window-marks.ts";
+import { windowMarkKey } from "../../shared/engine/window/window-marks.ts";
 import { Harness } from "./engine-harness.ts";
 import { acme, beta, serveHttp } from "./http-fixture.ts";
 import { GENERALIST } from "./scenarios.ts";

@@ -5,8 +5,8 @@ import { join } from "node:path";
 import Database from "libsql";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
-import { createLocalRuntime } from "../../shared/runtime/local.ts";
-import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
+import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
+import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
 import { GENERALIST } from "./scenarios.ts";
 import { addKey, arborCli, arborEnv, killHard, type Served, startServe } from "./serve-process.ts";
 

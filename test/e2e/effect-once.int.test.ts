@@ -12,8 +12,8 @@ import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
 import { parentUrn } from "../../shared/domain/urn.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
-import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
-import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
+import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local/local.ts";
+import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
 import { PERSON } from "./engine-harness.ts";
 import { LOOPBACK_ALLOWED } from "./tool-world.ts";
 
@@ -25,7 +25,7 @@ import { LOOPBACK_ALLOWED } from "./tool-world.ts";
  * first attempt's outcome is unknown and what the tool got; only the new approval sends it, with
  * the same Idempotency-Key. The audit log keeps both attempts.
  */
-const bin = resolve("shared/cli/bin.mjs");
+const bin = resolve("cli/bin.mjs");
 const run = promisify(execFile);
 const CALLER = { actor: PERSON, caller: { tenant: "acme", roles: ["admin"] } };
 

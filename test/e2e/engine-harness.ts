@@ -16,9 +16,9 @@ import { pendingInteractions } from "../../shared/engine/interactions.ts";
 import type { OutboundSettings } from "../../shared/outbound/policy.ts";
 import type { StateStore } from "../../shared/ports/state-store.ts";
 import type { ToolPort } from "../../shared/ports/tools.ts";
-import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
-import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
-import { TaskLog } from "../../shared/use-cases/task-log.ts";
+import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local/local.ts";
+import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
+import { TaskLog } from "../../shared/store/task-log.ts";
 
 /**
  * A local Arbor for end-to-end tests: real adapters (SQLite or files, in-process bus, local embedder

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, script as offsite, REQUEST } from "../../examples/offsite/scenario.ts";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { TaskSpec } from "../../shared/domain/resources.ts";
-import { ConflictError, ForbiddenError, ValidationError } from "../../shared/errors.ts";
+import { ConflictError, ForbiddenError, ValidationError } from "../../shared/kernel/errors.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import {
   fanOut,

@@ -62,10 +62,10 @@ describe.each(["sqlite", "files"] as const)(
       const deps = h.engine.deps;
       // The entry points wait too, before they answer their caller (Engine.submit, Engine.respond):
       // told apart by who calls, as only the tools' barriers matter here (a submit's own code is in
-      // engine/submit.ts).
+      // engine/steps/submit.ts).
       deps.untilDurable = async () =>
         void order.push(
-          /Engine\.(submit|respond|cancel)|engine\/submit\.ts/.test(new Error().stack ?? "")
+          /Engine\.(submit|respond|cancel)|engine\/steps\/submit\.ts/.test(new Error().stack ?? "")
             ? "answered"
             : "on disk",
         );

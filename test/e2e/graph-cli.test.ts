@@ -6,11 +6,11 @@ import { promisify } from "node:util";
 import { DataFactory } from "n3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { graphStoreOf } from "../../shared/graph/state-graph-store.ts";
-import { createLocalRuntime } from "../../shared/runtime/local.ts";
+import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 
 /** `arbor graph query` as a person runs it: a real process on a data folder whose graph holds triples. */
 const run = promisify(execFile);
-const bin = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+const bin = join(import.meta.dirname, "../../cli/bin.mjs");
 let dataDir: string;
 const arbor = async (...args: string[]) => {
   try {

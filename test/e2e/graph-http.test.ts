@@ -1,9 +1,9 @@
 import { DataFactory } from "n3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
-import { graphQueryRemote } from "../../shared/cli/graph.ts";
-import { Remote } from "../../shared/cli/remote.ts";
+import { graphQueryRemote } from "../../cli/graph.ts";
+import { Remote } from "../../cli/remote.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { graphStoreOf } from "../../shared/graph/state-graph-store.ts";
 import { Harness } from "./engine-harness.ts";
 import { serveHttp } from "./http-fixture.ts";

@@ -5,7 +5,7 @@ import { StateGraphStore } from "../../shared/graph/state-graph-store.ts";
 import type { PolicyEngine } from "../../shared/ports/policy.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
-import { ToolService } from "../../shared/tools/tool-service.ts";
+import { ToolService } from "../../shared/tools/service/tool-service.ts";
 import { ASSISTANT, ctx, openToolWorld, TASK, type ToolWorld } from "./tool-world.ts";
 
 /**

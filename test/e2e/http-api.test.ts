@@ -7,9 +7,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, ApiKeysSchema } from "../../shared/channels/api-keys.ts";
-import { createHttpApi } from "../../shared/channels/http-api.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, ApiKeysSchema } from "../../shared/adapters/local/api-keys.ts";
+import { createHttpApi } from "../../shared/channels/http/http-api.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
 import {
@@ -18,7 +18,7 @@ import {
   NotFoundError,
   ThrottledError,
   UnavailableError,
-} from "../../shared/errors.ts";
+} from "../../shared/kernel/errors.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";
 import type { Harness } from "./engine-harness.ts";
 import { acme, beta, twoTenantServer } from "./http-fixture.ts";
@@ -377,7 +377,7 @@ describe("HTTP API: bad input changes nothing", () => {
 });
 
 describe("arbor keys add / arbor serve", () => {
-  const bin = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+  const bin = join(import.meta.dirname, "../../cli/bin.mjs");
   const run = promisify(execFile);
   let dir: string;
   const env = (extra: Record<string, string> = {}) => ({

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiKeys } from "../../shared/channels/api-keys.ts";
-import { createServerApp } from "../../shared/channels/http-server.ts";
+import { ApiKeys } from "../../shared/adapters/local/api-keys.ts";
+import { createServerApp } from "../../shared/channels/http/http-server.ts";
 import { feedStreamOf, reconcile } from "../../shared/notify/feed.ts";
 import { openFollows } from "../../shared/notify/feed-follow.ts";
 import type { StateStore } from "../../shared/ports/state-store.ts";

@@ -2,8 +2,8 @@
 import { EventSource } from "eventsource";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { feedStreamOf } from "../../shared/notify/feed.ts";
 import { openFollows } from "../../shared/notify/feed-follow.ts";
 import { Harness } from "./engine-harness.ts";

@@ -1,11 +1,11 @@
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import {
   createServerApp,
   type RunningServer,
   type ServerAppParts,
   startServer,
-} from "../../shared/channels/http-server.ts";
+} from "../../shared/channels/http/http-server.ts";
 import { Harness } from "./engine-harness.ts";
 import { GENERALIST } from "./scenarios.ts";
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import { MAX_BODY_BYTES } from "../../shared/channels/http-api.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import { MAX_BODY_BYTES } from "../../shared/channels/http/http-api.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { serveHttp } from "./http-fixture.ts";

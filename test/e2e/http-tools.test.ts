@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { toolResource, toolUrn } from "../../shared/tools/tool-registry.ts";
+import { toolResource, toolUrn } from "../../shared/tools/service/tool-registry.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { acme, beta, serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";

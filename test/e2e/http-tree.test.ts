@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { parentUrn } from "../../shared/domain/urn.ts";
 import { Harness } from "./engine-harness.ts";
 import { acme, beta, serveHttp } from "./http-fixture.ts";

@@ -1,13 +1,13 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import type { Actor } from "../../shared/domain/events.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { COMMANDS, planMarkerKey } from "../../shared/engine/context.ts";
 import type { SubmitRequest } from "../../shared/engine/engine.ts";
-import { PLAN_RESEND_AFTER_MS } from "../../shared/engine/submit.ts";
-import { ConflictError, ForbiddenError, ValidationError } from "../../shared/errors.ts";
+import { PLAN_RESEND_AFTER_MS } from "../../shared/engine/steps/submit.ts";
+import { ConflictError, ForbiddenError, ValidationError } from "../../shared/kernel/errors.ts";
 import { NotifyService } from "../../shared/notify/service.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { CrashAt, Harness, PERSON } from "./engine-harness.ts";

@@ -4,11 +4,11 @@ import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
+import { chooseModel } from "../../cli/serve.ts";
 import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
-import { chooseModel } from "../../shared/cli/serve.ts";
-import type { LocalConfig } from "../../shared/config.ts";
-import { createLocalRuntime } from "../../shared/runtime/local.ts";
-import { createLocalEngine } from "../../shared/runtime/local-engine.ts";
+import type { LocalConfig } from "../../shared/runtime/config.ts";
+import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
+import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
 
 /**
  * What a long-running `arbor serve` keeps per request must not grow without bound (issue 11 item

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ModelError, ThrottledError, UnavailableError } from "../../shared/errors.ts";
+import { ModelError, ThrottledError, UnavailableError } from "../../shared/kernel/errors.ts";
 import { Harness } from "./engine-harness.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, taskName } from "./scenarios.ts";
 

@@ -1,11 +1,11 @@
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { SUB_KIND } from "../../shared/notify/subscriptions.ts";
 import { collectPages } from "../../shared/ports/state-store.ts";
-import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local-notify.ts";
+import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
 import { Harness } from "./engine-harness.ts";
 import { acme, beta, serveHttp } from "./http-fixture.ts";
 import { type Receiver, startReceiver, until, verifyCallback } from "./notify-fixture.ts";

@@ -3,15 +3,15 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { claimDelivery, type DeliveryData, getDelivery } from "../../shared/notify/deliveries.ts";
 import { postDelivery } from "../../shared/notify/sender.ts";
 import { NotifyService } from "../../shared/notify/service.ts";
 import { subscribe } from "../../shared/notify/subscriptions.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
-import { createLocalRuntime } from "../../shared/runtime/local.ts";
-import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local-notify.ts";
+import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
+import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
 import { Harness } from "./engine-harness.ts";
 import { acme, serveHttp } from "./http-fixture.ts";
 import { type Receiver, startReceiver, until } from "./notify-fixture.ts";
@@ -37,7 +37,7 @@ const arborWith = async (env: Record<string, string>, ...args: string[]) => {
   try {
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      [join(import.meta.dirname, "../../shared/cli/bin.mjs"), ...args],
+      [join(import.meta.dirname, "../../cli/bin.mjs"), ...args],
       {
         env: { ...process.env, ...env, NO_COLOR: "1" },
       },

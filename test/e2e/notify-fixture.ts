@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local-notify.ts";
+import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
 import { a2aScript, serveA2a, TEAM } from "./a2a-fixtures.ts";
 import { Harness } from "./engine-harness.ts";
 

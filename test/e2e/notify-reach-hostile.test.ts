@@ -1,9 +1,9 @@
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../shared/config.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import type { Resolver } from "../../shared/outbound/guard.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 
 /**
  * Where a tenant's webhook may go, tried as a hostile tenant would (issue: "the tools' outbound

@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { THREAD_TASKS, threadDigest, threadSnapshot } from "../../shared/chat/snapshot.ts";
-import type { SlackThread, TeamsThread, ThreadSnapshot } from "../../shared/chat/types.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
+import { THREAD_TASKS, threadDigest, threadSnapshot } from "../../shared/notify/chat/snapshot.ts";
+import type { SlackThread, TeamsThread, ThreadSnapshot } from "../../shared/notify/chat/types.ts";
 import { DELIVERY_KIND, type DeliveryData } from "../../shared/notify/deliveries.ts";
 import { NotifyService } from "../../shared/notify/service.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";

@@ -1,7 +1,7 @@
 import { TaskState } from "@a2a-js/sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import type { Conversation } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { followResourceEvents } from "../../cli/resource-events.ts";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
-import { RateLimiter } from "../../shared/channels/rate-limit.ts";
-import { followResourceEvents } from "../../shared/cli/resource-events.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
+import { RateLimiter } from "../../shared/channels/http/rate-limit.ts";
 import { eventIdFor } from "../../shared/domain/events.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { isWithin, parentUrn, tenantUrn } from "../../shared/domain/urn.ts";

@@ -2,7 +2,7 @@ import { mkdtemp, rm, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newApiKey } from "../../shared/channels/api-keys.ts";
+import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { arborEnv, eventually, getWithHost, type Served, startServe } from "./serve-process.ts";
 

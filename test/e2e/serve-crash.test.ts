@@ -6,7 +6,7 @@ import type { Task } from "@a2a-js/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parentUrn } from "../../shared/domain/urn.ts";
 import { planMarkerKey } from "../../shared/engine/context.ts";
-import { createLocalRuntime } from "../../shared/runtime/local.ts";
+import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { a2aClient, rootOf, send, userMessage } from "./a2a-fixtures.ts";
 import { addKey, arborEnv, killHard, type Served, startServe } from "./serve-process.ts";
 

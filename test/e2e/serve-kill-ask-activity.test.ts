@@ -4,8 +4,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { activityKey } from "../../shared/engine/activity-step.ts";
-import { createLocalRuntime } from "../../shared/runtime/local.ts";
+import { activityKey } from "../../shared/engine/turn/activity-step.ts";
+import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { addKey, arborEnv, eventually, killHard, type Served, startServe } from "./serve-process.ts";
 
 /**

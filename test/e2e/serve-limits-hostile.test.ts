@@ -1,8 +1,8 @@
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiKeys } from "../../shared/channels/api-keys.ts";
-import { createServerApp, type RunningServer, startServer } from "../../shared/channels/http-server.ts";
-import { RateLimiter } from "../../shared/channels/rate-limit.ts";
+import { ApiKeys } from "../../shared/adapters/local/api-keys.ts";
+import { createServerApp, type RunningServer, startServer } from "../../shared/channels/http/http-server.ts";
+import { RateLimiter } from "../../shared/channels/http/rate-limit.ts";
 import { Harness } from "./engine-harness.ts";
 import { acme } from "./http-fixture.ts";
 import { GENERALIST } from "./scenarios.ts";

@@ -5,11 +5,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 
 /**
- * `arbor` as real child processes (node shared/cli/bin.mjs), for the tests that kill, restart or
+ * `arbor` as real child processes (node cli/bin.mjs), for the tests that kill, restart or
  * race them, or need the command itself (its flags, its settings, files it watches while it runs): a
  * command run to its end, and `arbor serve` started and waited for until it listens.
  */
-export const BIN = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+export const BIN = join(import.meta.dirname, "../../cli/bin.mjs");
 
 /** The environment of a child: the test's own, one data folder, no model unless `extra` sets one. */
 export const arborEnv = (dataDir: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({

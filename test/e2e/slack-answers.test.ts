@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { questionBlocks } from "../../shared/channels/slack/blocks.ts";
-import { questionOf } from "../../shared/chat/snapshot.ts";
-import type { ThreadQuestion, ThreadSnapshot } from "../../shared/chat/types.ts";
+import { questionBlocks } from "../../shared/channels/chat/slack/blocks.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
 import { requestInteraction } from "../../shared/engine/interactions.ts";
+import { questionOf } from "../../shared/notify/chat/snapshot.ts";
+import type { ThreadQuestion, ThreadSnapshot } from "../../shared/notify/chat/types.ts";
 import { buttonClick, buttonsOf, type FakeMessage, interactivityForm } from "../peers/fake-slack.ts";
 import { PERSON } from "./engine-harness.ts";
 import { until } from "./notify-fixture.ts";

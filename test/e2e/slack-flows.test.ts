@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { slackConversationName } from "../../shared/channels/slack/identity.ts";
-import { threadHead } from "../../shared/channels/slack/thread-heads.ts";
+import { slackConversationName } from "../../shared/channels/chat/slack/identity.ts";
+import { threadHead } from "../../shared/channels/chat/slack/thread-heads.ts";
 import {
   buttonClick,
   buttonsOf,

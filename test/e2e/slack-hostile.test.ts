@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ACTION_OPEN, ACTION_OPTION } from "../../shared/channels/slack/blocks.ts";
-import { slackConversationName } from "../../shared/channels/slack/identity.ts";
+import { ACTION_OPEN, ACTION_OPTION } from "../../shared/channels/chat/slack/blocks.ts";
+import { slackConversationName } from "../../shared/channels/chat/slack/identity.ts";
 import type { Urn } from "../../shared/domain/urn.ts";
 import { requestInteraction } from "../../shared/engine/interactions.ts";
-import { rootTaskUrn } from "../../shared/engine/planner.ts";
+import { rootTaskUrn } from "../../shared/engine/steps/planner.ts";
 import { commandForm, eventCallback, type FakeMessage, interactivityForm } from "../peers/fake-slack.ts";
 import { GENERALIST } from "./scenarios.ts";
 import { oneVenue, type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";

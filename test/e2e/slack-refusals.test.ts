@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { signSlackBody } from "../../shared/channels/slack/verify.ts";
+import { signSlackBody } from "../../shared/channels/chat/slack/verify.ts";
 import { commandForm, eventCallback, interactivityForm } from "../peers/fake-slack.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 import { type SlackWorld, startSlackWorld, TEAM } from "./slack-world.ts";

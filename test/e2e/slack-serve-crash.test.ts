@@ -2,7 +2,7 @@ import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { signSlackBody } from "../../shared/channels/slack/verify.ts";
+import { signSlackBody } from "../../shared/channels/chat/slack/verify.ts";
 import {
   buttonClick,
   buttonsOf,

@@ -1,13 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
-import { slackSurface } from "../../shared/channels/slack/surface.ts";
-import { threadHead } from "../../shared/channels/slack/thread-heads.ts";
+import { slackSurface } from "../../shared/channels/chat/slack/surface.ts";
+import { threadHead } from "../../shared/channels/chat/slack/thread-heads.ts";
 import {
   ChatSendError,
   type ChatSettings,
   type SlackThread,
   type ThreadSnapshot,
-} from "../../shared/chat/types.ts";
+} from "../../shared/notify/chat/types.ts";
 import { type FakeSlack, startFakeSlack } from "../peers/fake-slack.ts";
 
 /**

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
-import { RateLimiter } from "../../shared/channels/rate-limit.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
+import { RateLimiter } from "../../shared/channels/http/rate-limit.ts";
 import { openFollows } from "../../shared/notify/feed-follow.ts";
 import { Harness } from "./engine-harness.ts";
 import { serveHttp } from "./http-fixture.ts";

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { childCountKey } from "../../shared/use-cases/task-log.ts";
+import { childCountKey } from "../../shared/store/task-log.ts";
 import { Harness } from "./engine-harness.ts";
 import { fanOut, GENERALIST, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
 

@@ -4,7 +4,7 @@ import type { Assistant } from "../../shared/domain/resources.ts";
 import type { TeamFile } from "../../shared/domain/team.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { DEFAULT_TEAM } from "../../shared/engine/default-team.ts";
-import { ForbiddenError, UnavailableError, ValidationError } from "../../shared/errors.ts";
+import { ForbiddenError, UnavailableError, ValidationError } from "../../shared/kernel/errors.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
 

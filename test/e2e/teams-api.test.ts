@@ -1,7 +1,7 @@
 import type { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiKeys } from "../../shared/channels/api-keys.ts";
-import { createServerApp } from "../../shared/channels/http-server.ts";
+import { ApiKeys } from "../../shared/adapters/local/api-keys.ts";
+import { createServerApp } from "../../shared/channels/http/http-server.ts";
 import { acme } from "./http-fixture.ts";
 import { until } from "./notify-fixture.ts";
 import { ADA, startTeamsWorld, stopTeamsWorld, type TeamsWorld } from "./teams-world.ts";

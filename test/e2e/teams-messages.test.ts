@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { teamsConversationName } from "../../shared/channels/teams/activity.ts";
-import type { TeamsThread } from "../../shared/chat/types.ts";
-import { rootTaskUrn } from "../../shared/engine/planner.ts";
+import { teamsConversationName } from "../../shared/channels/chat/teams/activity.ts";
+import { rootTaskUrn } from "../../shared/engine/steps/planner.ts";
+import type { TeamsThread } from "../../shared/notify/chat/types.ts";
 import { PERSON } from "./engine-harness.ts";
 import { until } from "./notify-fixture.ts";
 import { AAD_TENANT, BOB, startTeamsWorld, stopTeamsWorld, type TeamsWorld } from "./teams-world.ts";

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { teamsSurface } from "../../shared/channels/teams/surface.ts";
-import { ChatSendError, type TeamsThread, type ThreadSnapshot } from "../../shared/chat/types.ts";
+import { teamsSurface } from "../../shared/channels/chat/teams/surface.ts";
+import { ChatSendError, type TeamsThread, type ThreadSnapshot } from "../../shared/notify/chat/types.ts";
 import { createGuardedFetch } from "../../shared/outbound/guard.ts";
 import { outboundPolicy } from "../../shared/outbound/policy.ts";
 import { type FakeTeams, startFakeTeams } from "../peers/fake-teams.ts";

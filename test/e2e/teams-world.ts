@@ -1,12 +1,12 @@
 import type { Hono } from "hono";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import { teamsRoutes } from "../../shared/channels/teams/routes.ts";
-import { teamsSurface } from "../../shared/channels/teams/surface.ts";
-import type { ChatSettings, TeamsSettings } from "../../shared/chat/types.ts";
+import { teamsRoutes } from "../../shared/channels/chat/teams/routes.ts";
+import { teamsSurface } from "../../shared/channels/chat/teams/surface.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import type { ChatSettings, TeamsSettings } from "../../shared/notify/chat/types.ts";
 import { createGuardedFetch } from "../../shared/outbound/guard.ts";
 import { outboundPolicy } from "../../shared/outbound/policy.ts";
-import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local-notify.ts";
+import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
 import { type FakeTeams, startFakeTeams } from "../peers/fake-teams.ts";
 import { Harness } from "./engine-harness.ts";
 import { inviteByEmail, MAILER } from "./scenarios.ts";

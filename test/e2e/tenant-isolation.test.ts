@@ -4,10 +4,10 @@ import { CedarPolicyEngine } from "../../shared/adapters/policy/cedar-policy-eng
 import type { Actor } from "../../shared/domain/events.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { ForbiddenError, NotFoundError, ValidationError } from "../../shared/errors.ts";
+import { ForbiddenError, NotFoundError, ValidationError } from "../../shared/kernel/errors.ts";
 import type { PolicyEngine } from "../../shared/ports/policy.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
-import { type Principal, ResourceAccess } from "../../shared/use-cases/resource-access.ts";
+import { type Principal, ResourceAccess } from "../../shared/store/resource-access.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 

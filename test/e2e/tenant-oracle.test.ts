@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import type { RunningServer } from "../../shared/channels/http-server.ts";
+import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";
 import type { Harness } from "./engine-harness.ts";

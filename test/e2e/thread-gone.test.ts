@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
-import type { ChatSurfaces } from "../../shared/chat/sync.ts";
-import type { SlackThread } from "../../shared/chat/types.ts";
+import type { ChatSurfaces } from "../../shared/notify/chat/sync.ts";
+import type { SlackThread } from "../../shared/notify/chat/types.ts";
 import type { NotifyService } from "../../shared/notify/service.ts";
 import { RecordingSurface } from "../fixtures/recording-surface.ts";
 import { Harness, PERSON } from "./engine-harness.ts";

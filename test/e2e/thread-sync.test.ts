@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
-import { type ChatSurfaces, ENDED_BY } from "../../shared/chat/sync.ts";
-import { getThread } from "../../shared/chat/thread-record.ts";
-import type { SlackThread, TeamsThread } from "../../shared/chat/types.ts";
+import { type ChatSurfaces, ENDED_BY } from "../../shared/notify/chat/sync.ts";
+import { getThread } from "../../shared/notify/chat/thread-record.ts";
+import type { SlackThread, TeamsThread } from "../../shared/notify/chat/types.ts";
 import type { NotifyService } from "../../shared/notify/service.ts";
 import { subKey } from "../../shared/notify/subscriptions.ts";
 import { RecordingSurface } from "../fixtures/recording-surface.ts";

@@ -1,4 +1,4 @@
-import type { ChatSurfaces } from "../../shared/chat/sync.ts";
+import type { ChatSurfaces } from "../../shared/notify/chat/sync.ts";
 import { NotifyService } from "../../shared/notify/service.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { NOTIFY_WAKE_PATTERNS, requestOfWakeup } from "../../shared/notify/wakeups.ts";

@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { DEFAULT_TOOLS, type ToolsConfig } from "../../shared/tools/config.ts";
-import { registryHash, toolUrn } from "../../shared/tools/tool-registry.ts";
-import { ToolService } from "../../shared/tools/tool-service.ts";
-import type { ResourceStore } from "../../shared/use-cases/resource-store.ts";
+import type { ResourceStore } from "../../shared/store/resource-store.ts";
+import { DEFAULT_TOOLS, type ToolsConfig } from "../../shared/tools/service/config.ts";
+import { registryHash, toolUrn } from "../../shared/tools/service/tool-registry.ts";
+import { ToolService } from "../../shared/tools/service/tool-service.ts";
 import { openToolWorld, type ToolWorld } from "./tool-world.ts";
 
 /**

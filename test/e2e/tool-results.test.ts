@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import type { ToolBinding } from "../../shared/ports/tools.ts";
-import { MAX_STORED_RESULT_CHARS, ToolService } from "../../shared/tools/tool-service.ts";
+import { MAX_STORED_RESULT_CHARS, ToolService } from "../../shared/tools/service/tool-service.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 import {

@@ -5,14 +5,14 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
-import { loadConfig } from "../../shared/config.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
-import type { LocalRuntime } from "../../shared/runtime/local.ts";
-import { DEFAULT_TOOLS, loadToolsConfig, parseToolsConfig } from "../../shared/tools/config.ts";
-import { ToolService } from "../../shared/tools/tool-service.ts";
+import type { LocalRuntime } from "../../shared/runtime/local/local.ts";
+import { DEFAULT_TOOLS, loadToolsConfig, parseToolsConfig } from "../../shared/tools/service/config.ts";
+import { ToolService } from "../../shared/tools/service/tool-service.ts";
 import {
   ASSISTANT,
   ctx,

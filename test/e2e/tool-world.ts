@@ -5,13 +5,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LocalEmbedder } from "../../shared/adapters/embeddings/local-embedder.ts";
 import { LocalVectorIndex } from "../../shared/adapters/vectors/local-vector-index.ts";
-import { loadConfig } from "../../shared/config.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { createGuardedFetch } from "../../shared/outbound/guard.ts";
 import { type OutboundSettings, outboundPolicy } from "../../shared/outbound/policy.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
-import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local.ts";
-import type { ToolService } from "../../shared/tools/tool-service.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
+import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local/local.ts";
+import type { ToolService } from "../../shared/tools/service/tool-service.ts";
 
 /** What `ToolService.open` takes besides the configuration. */
 export type ToolServiceOpenOptions = Parameters<typeof ToolService.open>[1];

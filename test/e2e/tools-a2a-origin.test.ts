@@ -3,8 +3,8 @@ import type { AddressInfo } from "node:net";
 import type { AgentInterface } from "@a2a-js/sdk";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { ConfigError } from "../../shared/errors.ts";
-import { ToolService } from "../../shared/tools/tool-service.ts";
+import { ConfigError } from "../../shared/kernel/errors.ts";
+import { ToolService } from "../../shared/tools/service/tool-service.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
 import { openToolWorld, type ToolWorld } from "./tool-world.ts";
 

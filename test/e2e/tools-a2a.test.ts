@@ -4,13 +4,13 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
-import { ConfigError, ValidationError } from "../../shared/errors.ts";
+import { ConfigError, ValidationError } from "../../shared/kernel/errors.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
-import type { LocalRuntime } from "../../shared/runtime/local.ts";
-import { idempotencyKeyOf } from "../../shared/tools/call-record.ts";
-import { parseToolsConfig } from "../../shared/tools/config.ts";
-import { ToolService } from "../../shared/tools/tool-service.ts";
+import type { LocalRuntime } from "../../shared/runtime/local/local.ts";
+import { idempotencyKeyOf } from "../../shared/tools/service/call-record.ts";
+import { parseToolsConfig } from "../../shared/tools/service/config.ts";
+import { ToolService } from "../../shared/tools/service/tool-service.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";

@@ -6,12 +6,12 @@ import { createStepHandler, type StepHandler } from "../../functions/engine-step
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
 import type { ScriptedTurn } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { TaskState } from "../../shared/domain/resources.ts";
-import { activityKey } from "../../shared/engine/activity-step.ts";
 import { COMMANDS } from "../../shared/engine/context.ts";
 import type { Engine, Submitted } from "../../shared/engine/engine.ts";
-import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
-import { type AwsEngineClients, createAwsEngine } from "../../shared/runtime/aws-engine.ts";
-import type { ToolFunctionRequest } from "../../shared/tools/tool-function-protocol.ts";
+import { activityKey } from "../../shared/engine/turn/activity-step.ts";
+import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
+import { type AwsEngineClients, createAwsEngine } from "../../shared/runtime/aws/aws-engine.ts";
+import type { ToolFunctionRequest } from "../../shared/tools/bindings/tool-function-protocol.ts";
 import type { ConverseWireRequest } from "../peers/fake-bedrock.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";

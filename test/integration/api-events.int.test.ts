@@ -1,14 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "../../functions/api.ts";
+import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
-import { newApiKey } from "../../shared/channels/api-keys.ts";
 import type { TaskEvent } from "../../shared/domain/events.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn, type Urn } from "../../shared/domain/urn.ts";
-import { outputMeta } from "../../shared/engine/outcome.ts";
+import { outputMeta } from "../../shared/engine/steps/outcome.ts";
 import { feedStreamOf } from "../../shared/notify/feed.ts";
-import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
+import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import { taskCompleted, taskCreated, taskStarted } from "../fixtures/event-builders.ts";
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import { type AwsWorld, startAwsWorld } from "./aws-world.ts";

@@ -1,13 +1,13 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "../../functions/api.ts";
+import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
-import { newApiKey } from "../../shared/channels/api-keys.ts";
-import type { AwsConfig } from "../../shared/config.ts";
 import { COMMANDS } from "../../shared/engine/context.ts";
-import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
-import { createAwsApiEngine } from "../../shared/runtime/aws-api-engine.ts";
-import type { AwsEngineClients } from "../../shared/runtime/aws-engine.ts";
+import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
+import { createAwsApiEngine } from "../../shared/runtime/aws/aws-api-engine.ts";
+import type { AwsEngineClients } from "../../shared/runtime/aws/aws-engine.ts";
+import type { AwsConfig } from "../../shared/runtime/config.ts";
 import { arborCli } from "../e2e/serve-process.ts";
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";

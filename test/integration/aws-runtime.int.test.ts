@@ -4,11 +4,11 @@ import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
-import { loadConfig } from "../../shared/config.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
-import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
+import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 import { taskCreated, taskStarted } from "../fixtures/event-builders.ts";
 import { type EventBridgePeer, startEventBridgePeer } from "../peers/eventbridge-peer.ts";
 

@@ -6,15 +6,15 @@ import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
 import { createNotifyHandler, type NotifyHandler } from "../../functions/notify.ts";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
+import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
-import { newApiKey } from "../../shared/channels/api-keys.ts";
-import { signSlackBody } from "../../shared/channels/slack/verify.ts";
-import type { ChatSettings } from "../../shared/chat/types.ts";
-import type { AwsConfig } from "../../shared/config.ts";
-import { compilePattern } from "../../shared/event-pattern/index.ts";
+import { signSlackBody } from "../../shared/channels/chat/slack/verify.ts";
+import { compilePattern } from "../../shared/kernel/event-pattern/index.ts";
+import type { ChatSettings } from "../../shared/notify/chat/types.ts";
 import { NOTIFY_WAKE_PATTERN } from "../../shared/notify/wakeups.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
-import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
+import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
+import type { AwsConfig } from "../../shared/runtime/config.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import {

@@ -3,9 +3,9 @@ import { join } from "node:path";
 import { EventBridgeClient, PutRuleCommand, PutTargetsCommand } from "@aws-sdk/client-eventbridge";
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { dlqCommand } from "../../shared/cli/dlq.ts";
-import { loadOperatorSettings } from "../../shared/config.ts";
+import { dlqCommand } from "../../cli/dlq.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
+import { loadOperatorSettings } from "../../shared/runtime/config.ts";
 import { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
@@ -16,7 +16,7 @@ import { SqsPeer } from "../peers/sqs-peer.ts";
  * peer receives the resends. The two kinds of message the engine's queue gets are seeded as Lambda
  * and EventBridge write them (body and attributes), with the real SQS client.
  */
-const BIN = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+const BIN = join(import.meta.dirname, "../../cli/bin.mjs");
 const ACCOUNT = "123456789012";
 const BUS = "arbor-dev";
 const fnArn = (name: string) => `arn:aws:lambda:us-east-1:${ACCOUNT}:function:${name}`;

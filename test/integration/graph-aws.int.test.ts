@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import type { ExecuteToolResponse, ListToolsResponse } from "../../shared/tools/tool-function-protocol.ts";
+import type {
+  ExecuteToolResponse,
+  ListToolsResponse,
+} from "../../shared/tools/bindings/tool-function-protocol.ts";
 import { type AwsWorld, startAwsWorld } from "./aws-world.ts";
 
 /**

@@ -5,8 +5,8 @@ import { CreateBucketCommand, PutObjectCommand, S3Client } from "@aws-sdk/client
 import { describe, expect, inject, it } from "vitest";
 import wabt from "wabt";
 import { OpaPolicyEngine } from "../../shared/adapters/policy/opa-policy-engine.ts";
-import { loadConfig } from "../../shared/config.ts";
-import { policyFor } from "../../shared/runtime/aws-engine.ts";
+import { policyFor } from "../../shared/runtime/aws/aws-engine.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 
 /** The OPA bundle read from the policies bucket with the real S3 client (s3rver). */
 const client = new S3Client({

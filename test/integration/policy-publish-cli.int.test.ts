@@ -11,7 +11,7 @@ import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import { buildOpaBundle } from "../fixtures/opa/bundle.ts";
 
 /** `arbor policy publish` as an operator runs it (a real child process), against s3rver. */
-const BIN = join(import.meta.dirname, "../../shared/cli/bin.mjs");
+const BIN = join(import.meta.dirname, "../../cli/bin.mjs");
 const endpoint = inject("s3Endpoint");
 const client = new S3Client({
   endpoint,

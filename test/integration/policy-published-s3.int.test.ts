@@ -3,9 +3,9 @@ import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client } 
 import { describe, expect, inject, it } from "vitest";
 import { publishBundle } from "../../shared/adapters/policy/policy-bundle-s3.ts";
 import { type PolicyLog, PublishedPolicy } from "../../shared/adapters/policy/published-policy.ts";
-import { loadConfig } from "../../shared/config.ts";
 import type { PolicyInput } from "../../shared/ports/policy.ts";
-import { policyFor } from "../../shared/runtime/aws-engine.ts";
+import { policyFor } from "../../shared/runtime/aws/aws-engine.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import { buildOpaBundle } from "../fixtures/opa/bundle.ts";
 

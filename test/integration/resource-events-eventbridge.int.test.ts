@@ -18,8 +18,8 @@ import { EVENT_ID_DETAIL_KEY } from "../../shared/adapters/shared/bus-envelope.t
 import { eventIdFor } from "../../shared/domain/events.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { BusAnnouncer, resourceEvent } from "../../shared/use-cases/resource-events.ts";
-import { ResourceStore } from "../../shared/use-cases/resource-store.ts";
+import { BusAnnouncer, resourceEvent } from "../../shared/store/resource-events.ts";
+import { ResourceStore } from "../../shared/store/resource-store.ts";
 import { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 
 /**

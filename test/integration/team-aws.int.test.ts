@@ -4,9 +4,9 @@ import { createStepHandler, type StepHandler } from "../../functions/engine-step
 import type { Assistant } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
-import { UnavailableError } from "../../shared/errors.ts";
-import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
-import { createAwsEngine } from "../../shared/runtime/aws-engine.ts";
+import { UnavailableError } from "../../shared/kernel/errors.ts";
+import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
+import { createAwsEngine } from "../../shared/runtime/aws/aws-engine.ts";
 import type { ConverseWireRequest } from "../peers/fake-bedrock.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 

@@ -9,12 +9,12 @@ import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
 import { createWatchdogHandler, type WatchdogHandler } from "../../functions/watchdog.ts";
+import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
-import { newApiKey } from "../../shared/channels/api-keys.ts";
-import type { AwsConfig } from "../../shared/config.ts";
 import { COMMANDS } from "../../shared/engine/context.ts";
-import type { RemoteCall } from "../../shared/engine/remote-calls.ts";
-import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws.ts";
+import type { RemoteCall } from "../../shared/engine/turn/remote-calls.ts";
+import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
+import type { AwsConfig } from "../../shared/runtime/config.ts";
 import { guardedFetch } from "../e2e/tool-world.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";

@@ -16,7 +16,7 @@
  *   is not a JSON object is `MalformedDetail` (the other entries are still accepted). Accepted events
  *   are stored as EventBridge envelopes (version, id, detail-type, source, account, time, region,
  *   resources, detail) and delivered to the targets of every enabled rule on that bus whose
- *   EventPattern matches (matched with `compilePattern` from shared/event-pattern).
+ *   EventPattern matches (matched with `compilePattern` from shared/kernel/event-pattern).
  * - Rules: PutRule (creates or updates; an invalid pattern is InvalidEventPatternException),
  *   PutTargets, RemoveTargets, DeleteRule (refused while the rule has targets), ListRules (paginated),
  *   ListTargetsByRule (one page).
@@ -41,7 +41,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
-import { compilePattern } from "../../shared/event-pattern/index.ts";
+import { compilePattern } from "../../shared/kernel/event-pattern/index.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 
 /** What EventBridge delivers to a target: the port's envelope type. */

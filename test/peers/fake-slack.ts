@@ -1,6 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { signSlackBody } from "../../shared/channels/slack/verify.ts";
+import { signSlackBody } from "../../shared/channels/chat/slack/verify.ts";
 
 /**
  * A fake Slack for tests: the Web API methods Arbor calls, on a real node:http server that the

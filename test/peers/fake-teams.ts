@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
-import type { TeamsSettings } from "../../shared/chat/types.ts";
+import type { TeamsSettings } from "../../shared/notify/chat/types.ts";
 
 /**
  * Teams' side of the wire, on one local node:http server (127.0.0.1, a random port):

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { a2aCallbackRoutes } from "../../shared/channels/http-a2a-callbacks.ts";
+import { a2aCallbackRoutes } from "../../shared/channels/http/http-a2a-callbacks.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
 
 /**

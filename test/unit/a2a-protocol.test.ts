@@ -1,8 +1,8 @@
 import { VersionNotSupportedError } from "@a2a-js/sdk/errors";
 import { describe, expect, it } from "vitest";
-import { arborAgentCard, cardBody, matchesEtag } from "../../shared/channels/a2a-card.ts";
-import { artifactParts, outputModes, outputModesOf } from "../../shared/channels/a2a-mapping.ts";
-import { negotiateVersion, wrongVersion } from "../../shared/channels/a2a-transport.ts";
+import { arborAgentCard, cardBody, matchesEtag } from "../../shared/channels/a2a/a2a-card.ts";
+import { negotiateVersion, wrongVersion } from "../../shared/channels/a2a/a2a-transport.ts";
+import { artifactParts, outputModes, outputModesOf } from "../../shared/protocols/a2a/a2a-mapping.ts";
 
 describe("negotiateVersion", () => {
   it("reads no header (or an empty one) as 0.3, ignores patch numbers, and refuses any other version", () => {

@@ -2,16 +2,16 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { TaskStateSchema } from "../../shared/domain/resources.ts";
-import { prepareCall } from "../../shared/engine/activities.ts";
+import { prepareCall } from "../../shared/engine/turn/activities.ts";
 import type { ToolContext, ToolDescriptor } from "../../shared/ports/tools.ts";
 import {
   ACTIVITIES,
   activityBinding,
   defineActivity,
   readStoredOutcome,
-} from "../../shared/tools/activities.ts";
-import { parseOutputPath, splitMeta, withOutputPath } from "../../shared/tools/activity-paths.ts";
-import { ToolFunctionRequestSchema } from "../../shared/tools/tool-function-protocol.ts";
+} from "../../shared/tools/activities/activities.ts";
+import { parseOutputPath, splitMeta, withOutputPath } from "../../shared/tools/activities/activity-paths.ts";
+import { ToolFunctionRequestSchema } from "../../shared/tools/bindings/tool-function-protocol.ts";
 
 describe("parseOutputPath", () => {
   it("reads plain and branching state paths, with the seeds' † marker", () => {

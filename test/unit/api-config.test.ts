@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { type APIGatewayProxyEventV2, withEncodedUrn } from "../../functions/api.ts";
-import { loadConfig, loadKeysTarget } from "../../shared/config.ts";
+import { loadConfig, loadKeysTarget } from "../../shared/runtime/config.ts";
 
 const event = (rawPath: string) => ({ rawPath }) as unknown as APIGatewayProxyEventV2;
 const URN = "cld:common.Tenant.acme/common.Conversation.c-1/plan.Task.t_2";

@@ -2,8 +2,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ApiKeys, newApiKey, reloadApiKeys } from "../../shared/channels/api-keys.ts";
-import { ConfigError, UnavailableError } from "../../shared/errors.ts";
+import { ApiKeys, newApiKey, reloadApiKeys } from "../../shared/adapters/local/api-keys.ts";
+import { ConfigError, UnavailableError } from "../../shared/kernel/errors.ts";
 
 describe("API keys", () => {
   it("stand for their person or agent, tenant and roles; anything else is nobody", async () => {

@@ -1,6 +1,6 @@
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { ask, MAX_UNFIT, matchOption, type PlanEditor, type Question } from "../../shared/cli/ask.ts";
+import { ask, MAX_UNFIT, matchOption, type PlanEditor, type Question } from "../../cli/ask.ts";
 
 /** The terminal's side of input and composite questions: a choice or a text, held to the regex. */
 async function answer(q: Question, lines: string[], editPlan?: PlanEditor) {
@@ -67,7 +67,7 @@ describe("arbor's terminal questions", () => {
   });
 
   describe("yes and no", () => {
-    // The engine's two yes-or-no questions, as engine/approvals.ts and engine/planner.ts ask them.
+    // The engine's two yes-or-no questions, as engine/turn/approvals.ts and engine/steps/planner.ts ask them.
     const risky: Question = {
       kind: "confirm",
       purpose: "confirm_risky_action",

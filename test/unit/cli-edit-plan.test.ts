@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { httpEditHelp, type PlanEditing, planEditor } from "../../shared/cli/edit-plan.ts";
+import { httpEditHelp, type PlanEditing, planEditor } from "../../cli/edit-plan.ts";
 
 /**
  * The terminal's plan editor with a real editor: a small script run as $VISUAL / $EDITOR (through

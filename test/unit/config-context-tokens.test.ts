@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "../../shared/config.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 
 describe("ARBOR_CONTEXT_TOKENS", () => {
   it("sets a leaf's context window, locally and on AWS", () => {

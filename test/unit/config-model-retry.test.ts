@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "../../shared/config.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 
 describe("ARBOR_MODEL_RETRY_MS", () => {
   it("sets how long a failing model is tried before its task fails, locally and on AWS", () => {

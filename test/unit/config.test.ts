@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { loadConfig, parsePublicUrl } from "../../shared/config.ts";
-import { ConfigError } from "../../shared/errors.ts";
+import { ConfigError } from "../../shared/kernel/errors.ts";
+import { loadConfig, parsePublicUrl } from "../../shared/runtime/config.ts";
 
 describe("config", () => {
   it("defaults to local mode with a data folder and durable writes", () => {

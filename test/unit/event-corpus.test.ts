@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { type StoredEvent, upcastEvent } from "../../shared/domain/events.ts";
 import { reduceTaskView, type TaskView } from "../../shared/domain/task-view.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
 
 /**
  * Saved event logs of every schema version ever written. The files are append-only: a new schema

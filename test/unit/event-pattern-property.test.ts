@@ -1,7 +1,11 @@
 /** Property tests for the event-pattern matcher over random JSON events. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { compilePattern, type EventPattern, matchesPattern } from "../../shared/event-pattern/index.ts";
+import {
+  compilePattern,
+  type EventPattern,
+  matchesPattern,
+} from "../../shared/kernel/event-pattern/index.ts";
 
 type Scalar = string | number | boolean | null;
 

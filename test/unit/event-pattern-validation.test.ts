@@ -1,7 +1,7 @@
 /** Validation of event-pattern shapes: each bad pattern names the JSON path of its bad part and what is wrong. */
 import { describe, expect, it } from "vitest";
-import { InvalidPatternError } from "../../shared/errors.ts";
-import { compilePattern, matchesPattern, validatePattern } from "../../shared/event-pattern/index.ts";
+import { InvalidPatternError } from "../../shared/kernel/errors.ts";
+import { compilePattern, matchesPattern, validatePattern } from "../../shared/kernel/event-pattern/index.ts";
 
 type Bad = {
   readonly name: string;

@@ -9,7 +9,7 @@ import {
   type EventPattern,
   matchesPattern,
   validatePattern,
-} from "../../shared/event-pattern/index.ts";
+} from "../../shared/kernel/event-pattern/index.ts";
 
 type Case = {
   readonly name: string;

@@ -2,12 +2,12 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { InProcessEventBus } from "../../shared/adapters/local/in-process-event-bus.ts";
 import { SqliteObjectStore } from "../../shared/adapters/local/sqlite-object-store.ts";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
-import { ConflictError } from "../../shared/errors.ts";
+import { ConflictError } from "../../shared/kernel/errors.ts";
 import { reconcile } from "../../shared/notify/feed.ts";
 import { type FeedItem, followFeed, openFollows } from "../../shared/notify/feed-follow.ts";
 import type { StateStore } from "../../shared/ports/state-store.ts";
-import { ResourceStore } from "../../shared/use-cases/resource-store.ts";
-import { TaskLog } from "../../shared/use-cases/task-log.ts";
+import { ResourceStore } from "../../shared/store/resource-store.ts";
+import { TaskLog } from "../../shared/store/task-log.ts";
 import { taskCompleted, taskCreated, taskStarted, taskUrn } from "../fixtures/event-builders.ts";
 
 /**

@@ -1,7 +1,7 @@
 import { RequestMalformedError } from "@a2a-js/sdk/errors";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseStreamEventId } from "../../shared/channels/a2a-streams.ts";
+import { parseStreamEventId } from "../../shared/channels/a2a/a2a-streams.ts";
 import { feedCopy, feedOrder, rootTaskOf } from "../../shared/notify/feed.ts";
 import { taskCreated, taskUrn } from "../fixtures/event-builders.ts";
 

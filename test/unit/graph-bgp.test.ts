@@ -1,8 +1,8 @@
 import { DataFactory, Store } from "n3";
 import { describe, expect, it } from "vitest";
-import { TooLargeError, ValidationError } from "../../shared/errors.ts";
 import { evaluateBgp } from "../../shared/graph/bgp.ts";
 import { GRAPH_LIMITS } from "../../shared/graph/graph-store.ts";
+import { TooLargeError, ValidationError } from "../../shared/kernel/errors.ts";
 
 const { namedNode: iri, variable: v, quad } = DataFactory;
 

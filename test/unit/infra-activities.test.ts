@@ -6,7 +6,7 @@ import { COMMANDS, SOURCE } from "../../shared/engine/context.ts";
 import { type Synthesized, synthesized } from "../fixtures/synth.ts";
 
 /**
- * The fire-and-forget activities' step on AWS (shared/engine/activity-step.ts): its own rule on
+ * The fire-and-forget activities' step on AWS (shared/engine/turn/activity-step.ts): its own rule on
  * the Arbor bus for ACTIVITY_REQUESTED, its own function, which may call the tool function (it
  * runs the call through it) and no model.
  */

@@ -14,7 +14,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { createApp, readApiThrottle, SettingsError } from "../../infra/app.ts";
 import { API_A2A_BLOCKING_WAIT_MS, DEFAULT_API_THROTTLE } from "../../infra/constructs/api-gateway.ts";
 import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../infra/stacks/engine-stack.ts";
-import { loadConfig } from "../../shared/config.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 
 /**
  * The front door as `cdk synth` makes it: API Gateway's HTTP API with the app's routes, a

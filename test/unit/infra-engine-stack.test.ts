@@ -20,10 +20,10 @@ import { STORAGE_OUTPUT_KEYS } from "../../infra/stacks/storage-stack.ts";
 import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { TitanEmbedder } from "../../shared/adapters/embeddings/titan-embedder.ts";
 import { DIMENSION_TAG, EMBEDDER_TAG } from "../../shared/adapters/vectors/s3-vectors-index.ts";
-import { loadConfig } from "../../shared/config.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
 import { NOTIFY_WAKE_RULE } from "../../shared/notify/wakeups.ts";
-import { AWS_EMBEDDING_DIMENSION } from "../../shared/runtime/aws-engine.ts";
+import { AWS_EMBEDDING_DIMENSION } from "../../shared/runtime/aws/aws-engine.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 import { type Synthesized, synthesized } from "../fixtures/synth.ts";
 
 // The same feature flags `cdk synth` gets from cdk.json, so the tests see the same templates.

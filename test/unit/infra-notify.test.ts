@@ -16,7 +16,7 @@ import {
 import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../infra/stacks/engine-stack.ts";
 import { COMMANDS, SOURCE } from "../../shared/engine/context.ts";
 import { INTERACTION_REQUESTED } from "../../shared/engine/interactions.ts";
-import { compilePattern } from "../../shared/event-pattern/index.ts";
+import { compilePattern } from "../../shared/kernel/event-pattern/index.ts";
 import { NOTIFY_WAKE_PATTERN, NOTIFY_WAKE_RULE } from "../../shared/notify/wakeups.ts";
 import { synthesized } from "../fixtures/synth.ts";
 

@@ -10,8 +10,8 @@ import { PROJECT_ROOT } from "../../infra/constructs/engine-function.ts";
 import { DEPLOYED_TEAM_FILE } from "../../infra/constructs/team-file.ts";
 import type { EngineStack } from "../../infra/stacks/engine-stack.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
-import { DEFAULT_TOOLS } from "../../shared/tools/config.ts";
-import { readTeamFile } from "../../shared/use-cases/team-file.ts";
+import { readTeamFile } from "../../shared/store/team-file.ts";
+import { DEFAULT_TOOLS } from "../../shared/tools/service/config.ts";
 
 /**
  * `-c team=<file>`: the deployment's default team, validated at synth exactly as the functions

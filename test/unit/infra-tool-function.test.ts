@@ -10,9 +10,9 @@ import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../infra/app.ts";
 import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../infra/stacks/engine-stack.ts";
-import { loadConfig } from "../../shared/config.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
 import { TOOL_CALL_MAX_MS, TOOL_FUNCTION_TIMEOUT_MS } from "../../shared/ports/tool-function.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 import { synthesized } from "../fixtures/synth.ts";
 
 /**

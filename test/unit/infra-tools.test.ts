@@ -13,7 +13,7 @@ import { DEPLOYED_TOOLS_FILE } from "../../infra/constructs/tool-registry.ts";
 import { EngineStack } from "../../infra/stacks/engine-stack.ts";
 import { StorageStack } from "../../infra/stacks/storage-stack.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
-import { loadToolsConfig, parseToolsConfig } from "../../shared/tools/config.ts";
+import { loadToolsConfig, parseToolsConfig } from "../../shared/tools/service/config.ts";
 import { synthesized } from "../fixtures/synth.ts";
 
 // The same feature flags `cdk synth` gets from cdk.json, so the tests see the same templates.
@@ -189,7 +189,7 @@ describe("a deployed tool registry", () => {
   });
 
   it("covers the Invoke the lambda tool sends", () => {
-    const source = readFileSync(join(PROJECT_ROOT, "shared/tools/lambda-function.ts"), "utf8");
+    const source = readFileSync(join(PROJECT_ROOT, "shared/tools/bindings/lambda-function.ts"), "utf8");
     const commands = new Set([...source.matchAll(/\b([A-Z][A-Za-z0-9]*Command)\b/g)].map((m) => m[1]));
     expect([...commands]).toEqual(["InvokeCommand"]);
     expect(props(withTools, withTools.engine.toolPolicy as IConstruct)).toMatchObject({

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ApiKeys, newApiKey } from "../../shared/channels/api-keys.ts";
-import { CachedKeyStore } from "../../shared/channels/key-cache.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import { CachedKeyStore } from "../../shared/channels/http/key-cache.ts";
 import type { ApiKeyEntry, Authenticated, KeyStore } from "../../shared/ports/key-store.ts";
 
 /** A key store that counts its lookups and can be made to fail, over the in-memory keys. */

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createStepHandler } from "../../functions/engine-step.ts";
-import { loadConfig } from "../../shared/config.ts";
-import { EmfMetrics, METRICS_NAMESPACE } from "../../shared/observability/emf-metrics.ts";
-import { meteredAudit, meteredLlm } from "../../shared/observability/metered.ts";
+import { EmfMetrics, METRICS_NAMESPACE } from "../../shared/adapters/aws/emf-metrics.ts";
+import { meteredAudit, meteredLlm } from "../../shared/adapters/shared/metered.ts";
 import type { AuditLog, ToolCallRecord } from "../../shared/ports/audit-log.ts";
 import type { Llm, LlmResponse } from "../../shared/ports/llm.ts";
 import type { InvocationMetrics, MetricName } from "../../shared/ports/metrics.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 
 /** A metrics port that keeps what it was given. */
 function recorder() {

@@ -5,7 +5,7 @@ import {
   PROBE_TTL_MS,
   RECENT_CALL_MS,
 } from "../../shared/engine/model-health.ts";
-import { ArborError, ThrottledError, UnavailableError } from "../../shared/errors.ts";
+import { ArborError, ThrottledError, UnavailableError } from "../../shared/kernel/errors.ts";
 
 /** What /healthz is told of the model: the engine's calls first, else a bounded, cached probe. */
 describe("ModelHealth", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createNotifyHandler } from "../../functions/notify.ts";
-import { loadConfig } from "../../shared/config.ts";
-import { ConfigError, ValidationError } from "../../shared/errors.ts";
+import { ConfigError, ValidationError } from "../../shared/kernel/errors.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 
 /** The notify function's edges, before anything reaches AWS: what it takes, and what it needs. */
 const aws = {

@@ -1,7 +1,7 @@
 import { TaskState } from "@a2a-js/sdk";
 import { describe, expect, it } from "vitest";
-import { rootTaskUrn } from "../../shared/engine/planner.ts";
-import { matchesPattern } from "../../shared/event-pattern/index.ts";
+import { rootTaskUrn } from "../../shared/engine/steps/planner.ts";
+import { matchesPattern } from "../../shared/kernel/event-pattern/index.ts";
 import { DEFAULT_RETRY, nextAttempt, retryDelayMs } from "../../shared/notify/backoff.ts";
 import {
   a2aPushBody,

@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "../../shared/config.ts";
 import { nonPublicRange, parseIp } from "../../shared/outbound/addresses.ts";
 import { urlRefusal } from "../../shared/outbound/guard.ts";
 import { type OutboundSettings, outboundPolicy } from "../../shared/outbound/policy.ts";
+import { loadConfig } from "../../shared/runtime/config.ts";
 
 /**
  * The outbound guard's address rules, as properties: every way of writing an address that a URL

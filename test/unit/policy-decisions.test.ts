@@ -6,7 +6,7 @@ import { CedarPolicyEngine } from "../../shared/adapters/policy/cedar-policy-eng
 import { Decisions, MAX_REMEMBERED } from "../../shared/adapters/policy/decisions.ts";
 import { DEFAULT_CEDAR_POLICY } from "../../shared/adapters/policy/default-policy.ts";
 import { OpaPolicyEngine } from "../../shared/adapters/policy/opa-policy-engine.ts";
-import { ConfigError } from "../../shared/errors.ts";
+import { ConfigError } from "../../shared/kernel/errors.ts";
 import { POLICY_ACTIONS, type PolicyInput } from "../../shared/ports/policy.ts";
 
 /**

@@ -6,7 +6,7 @@ import * as tar from "tar";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import wabt from "wabt";
 import { OpaPolicyEngine } from "../../shared/adapters/policy/opa-policy-engine.ts";
-import { ConfigError } from "../../shared/errors.ts";
+import { ConfigError } from "../../shared/kernel/errors.ts";
 import type { PolicyInput } from "../../shared/ports/policy.ts";
 
 /**

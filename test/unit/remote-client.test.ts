@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Remote, RemoteError } from "../../shared/cli/remote.ts";
+import { Remote, RemoteError } from "../../cli/remote.ts";
 
 /**
  * The CLI's client of a remote Arbor: what it repeats (reads and the idempotent team PUT, on

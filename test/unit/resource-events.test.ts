@@ -3,14 +3,14 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { eventLine } from "../../cli/resource-events.ts";
 import { InProcessEventBus } from "../../shared/adapters/local/in-process-event-bus.ts";
 import { SqliteDatabase } from "../../shared/adapters/local/sqlite-database.ts";
 import { SqliteObjectStore } from "../../shared/adapters/local/sqlite-object-store.ts";
-import { eventLine } from "../../shared/cli/resource-events.ts";
 import { eventIdFor } from "../../shared/domain/events.ts";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { objectKey, tenantUrn } from "../../shared/domain/urn.ts";
-import { UnavailableError } from "../../shared/errors.ts";
+import { UnavailableError } from "../../shared/kernel/errors.ts";
 import type { BusEnvelope, BusEventInput, EventBus } from "../../shared/ports/event-bus.ts";
 import {
   announcesPut,
@@ -19,11 +19,11 @@ import {
   RESOURCE_PUT,
   resourceAnnouncer,
   resourceEvent,
-} from "../../shared/use-cases/resource-events.ts";
-import { ResourceStore } from "../../shared/use-cases/resource-store.ts";
+} from "../../shared/store/resource-events.ts";
+import { ResourceStore } from "../../shared/store/resource-store.ts";
 
 /**
- * The resource store's announcements (use-cases/resource-events.ts): which writes go on the bus,
+ * The resource store's announcements (store/resource-events.ts): which writes go on the bus,
  * with which ids and shape, and what a delete, a rewrite, a failed publish and a burst of writes do.
  */
 const TENANT = tenantUrn("acme");

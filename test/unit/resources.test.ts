@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseResource, TaskSpecSchema, toDescription, withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
 
 const tenant = tenantUrn("acme");
 

@@ -10,8 +10,8 @@ import {
   progressBlocks,
   questionBlocks,
   SECTION_CHARS,
-} from "../../shared/channels/slack/blocks.ts";
-import type { ThreadQuestion, ThreadSnapshot } from "../../shared/chat/types.ts";
+} from "../../shared/channels/chat/slack/blocks.ts";
+import type { ThreadQuestion, ThreadSnapshot } from "../../shared/notify/chat/types.ts";
 
 /** Block Kit as the thread shows it, within Slack's limits. */
 const ROOT = "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m1/plan.Task.request";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { answerBlocks, progressBlocks, questionBlocks } from "../../shared/channels/slack/blocks.ts";
-import type { ThreadQuestion, ThreadSnapshot } from "../../shared/chat/types.ts";
+import { answerBlocks, progressBlocks, questionBlocks } from "../../shared/channels/chat/slack/blocks.ts";
+import type { ThreadQuestion, ThreadSnapshot } from "../../shared/notify/chat/types.ts";
 
 /**
  * The top-level `text` of every message Arbor posts in Slack (what mobile notifications show) is

@@ -5,8 +5,8 @@ import {
   slackConversationName,
   slackThread,
   workspaceOf,
-} from "../../shared/channels/slack/identity.ts";
-import type { SlackWorkspace } from "../../shared/chat/types.ts";
+} from "../../shared/channels/chat/slack/identity.ts";
+import type { SlackWorkspace } from "../../shared/notify/chat/types.ts";
 
 /** Who a Slack request is in Arbor, and the names derived from where it was said. */
 const ws: SlackWorkspace = {

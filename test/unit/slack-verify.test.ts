@@ -6,7 +6,7 @@ import {
   readBody,
   signSlackBody,
   verifySlackRequest,
-} from "../../shared/channels/slack/verify.ts";
+} from "../../shared/channels/chat/slack/verify.ts";
 
 /** Slack's request signing: the raw body, HMAC-SHA256 with the signing secret, a 300 s window. */
 const SECRET = "8f742231b10e8888abcd99yyyzzz85a5";

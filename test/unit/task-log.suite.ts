@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, expect, it } from "vitest";
 import type { Urn } from "../../shared/domain/urn.ts";
-import { InvalidTransitionError } from "../../shared/errors.ts";
+import { InvalidTransitionError } from "../../shared/kernel/errors.ts";
 import type { StateStore } from "../../shared/ports/state-store.ts";
-import { childCountKey, RECORD_MANY_LIMIT, TaskLog } from "../../shared/use-cases/task-log.ts";
+import { childCountKey, RECORD_MANY_LIMIT, TaskLog } from "../../shared/store/task-log.ts";
 import {
   interactionRequested,
   interactionResponded,

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { StoredEvent, TaskEvent } from "../../shared/domain/events.ts";
 import { nextStatus, TASK_STATUSES, type TaskStatus, transition } from "../../shared/domain/task-state.ts";
 import { projectTaskView, reduceTaskView } from "../../shared/domain/task-view.ts";
-import { InvalidTransitionError } from "../../shared/errors.ts";
+import { InvalidTransitionError } from "../../shared/kernel/errors.ts";
 import {
   interactionRequested,
   interactionResponded,

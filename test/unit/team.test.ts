@@ -11,8 +11,8 @@ import {
   teamEntryOf,
 } from "../../shared/domain/team.ts";
 import { DEFAULT_TEAM } from "../../shared/engine/default-team.ts";
-import { ValidationError } from "../../shared/errors.ts";
-import { DEFAULT_TOOLS } from "../../shared/tools/config.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
+import { DEFAULT_TOOLS } from "../../shared/tools/service/config.ts";
 
 const TOOLS = ["calculator", "word_count", "send_email"];
 const team: TeamFile = {

@@ -5,8 +5,8 @@ import {
   sameServiceUrl,
   serviceUrlAllowed,
   teamsConversationName,
-} from "../../shared/channels/teams/activity.ts";
-import { personOf } from "../../shared/channels/teams/invoke.ts";
+} from "../../shared/channels/chat/teams/activity.ts";
+import { personOf } from "../../shared/channels/chat/teams/invoke.ts";
 
 /** What the Teams channel reads of an activity: the text as written, the service URL, the person. */
 const activity = (text: string): Activity => ({

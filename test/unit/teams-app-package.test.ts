@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 
 /** The Teams app package in the repository: the manifest a tenant uploads, and its two icons. */
-const dir = join(import.meta.dirname, "../../shared/channels/teams/app-package");
+const dir = join(import.meta.dirname, "../../shared/channels/chat/teams/app-package");
 
 const pngSize = (file: string) => {
   const bytes = readFileSync(join(dir, file));

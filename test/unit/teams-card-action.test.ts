@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { cardAction } from "../../shared/channels/teams/invoke.ts";
+import { cardAction } from "../../shared/channels/chat/teams/invoke.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
-import { ValidationError } from "../../shared/errors.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
 
 /**
  * How a card's Action.Execute becomes engine.respond: a button's option, a choice set's `choice`,

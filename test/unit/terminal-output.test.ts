@@ -1,9 +1,9 @@
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { ask } from "../../shared/cli/ask.ts";
-import { LiveTree } from "../../shared/cli/live-tree.ts";
-import { Remote } from "../../shared/cli/remote.ts";
-import { remoteEvents, remoteGet, remoteLs } from "../../shared/cli/remote-commands.ts";
+import { ask } from "../../cli/ask.ts";
+import { LiveTree } from "../../cli/live-tree.ts";
+import { Remote } from "../../cli/remote.ts";
+import { remoteEvents, remoteGet, remoteLs } from "../../cli/remote-commands.ts";
 import type { TreeNode } from "../../shared/engine/task-tree.ts";
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CLAUDE_MARGIN, estimateCounter, familyOf, tokenCounter } from "../../shared/engine/tokens.ts";
+import { CLAUDE_MARGIN, estimateCounter, familyOf, tokenCounter } from "../../shared/engine/window/tokens.ts";
 
 describe("token counting per model family", () => {
   it("picks the family from the model id, through provider and cross-region prefixes", () => {

@@ -16,7 +16,7 @@ import {
   tenantUrn,
   urnFromKey,
 } from "../../shared/domain/urn.ts";
-import { InvalidUrnError } from "../../shared/errors.ts";
+import { InvalidUrnError } from "../../shared/kernel/errors.ts";
 
 const deep = "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m2/plan.Task.t3/plan.Task.t4";
 

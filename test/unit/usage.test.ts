@@ -20,7 +20,7 @@ describe("usage counters", () => {
   });
   afterEach(() => store.close());
 
-  // What recording each TaskCreated adds to its parent's child count (use-cases/task-log.ts).
+  // What recording each TaskCreated adds to its parent's child count (store/task-log.ts).
   const created = (parent: string, n: number) =>
     store.transact([
       { op: "add", key: `children#${parent}`, kind: "childCounts", updatedAt: "x", amounts: { created: n } },

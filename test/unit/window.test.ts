@@ -1,14 +1,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { estimateCounter, tokenCounter } from "../../shared/engine/tokens.ts";
+import { estimateCounter, tokenCounter } from "../../shared/engine/window/tokens.ts";
 import {
   buildWindow,
   messageTokens,
   requestTokens,
   type WindowInput,
   type WindowTurn,
-} from "../../shared/engine/window.ts";
-import { fitTokens } from "../../shared/engine/window-context.ts";
+} from "../../shared/engine/window/window.ts";
+import { fitTokens } from "../../shared/engine/window/window-context.ts";
 import type { LlmMessage } from "../../shared/ports/llm.ts";
 
 /** No lone surrogate (half a character outside the BMP). */

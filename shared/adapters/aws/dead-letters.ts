@@ -11,7 +11,7 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import { ROUTES } from "../../engine/routes.ts";
-import { ConfigError, UnavailableError } from "../../errors.ts";
+import { ConfigError, UnavailableError } from "../../kernel/errors.ts";
 
 /**
  * The storage stack's dead-letter queue, read for a redrive. Two kinds of message land there

@@ -16,7 +16,7 @@ import {
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
 import { RETENTION_MS } from "../../domain/retention.ts";
-import { ConflictError, UnavailableError } from "../../errors.ts";
+import { ConflictError, UnavailableError } from "../../kernel/errors.ts";
 import type {
   AddOp,
   ExpectedVersion,

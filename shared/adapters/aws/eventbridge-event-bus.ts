@@ -6,8 +6,8 @@ import {
 } from "@aws-sdk/client-eventbridge";
 import { z } from "zod";
 import { formatIssues } from "../../domain/resources.ts";
-import { type ArborError, UnavailableError, ValidationError } from "../../errors.ts";
-import { componentLogger } from "../../observability/logger.ts";
+import { type ArborError, UnavailableError, ValidationError } from "../../kernel/errors.ts";
+import { componentLogger } from "../../kernel/logger.ts";
 import type { BusEnvelope, BusEventInput, EventBus, Subscription } from "../../ports/event-bus.ts";
 import { assertPublishable, EVENT_ID_DETAIL_KEY, entrySize, wireDetail } from "../shared/bus-envelope.ts";
 import { type CompiledSubscription, SubscriptionRegistry } from "../shared/subscriptions.ts";

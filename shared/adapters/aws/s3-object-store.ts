@@ -6,7 +6,7 @@ import {
   PutObjectCommand,
   type S3Client,
 } from "@aws-sdk/client-s3";
-import { UnavailableError, ValidationError } from "../../errors.ts";
+import { UnavailableError, ValidationError } from "../../kernel/errors.ts";
 import {
   assertValidKey,
   type ListOptions,

@@ -3,7 +3,7 @@ import {
   type SendMessageBatchRequestEntry,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import { UnavailableError } from "../../errors.ts";
+import { UnavailableError } from "../../kernel/errors.ts";
 import { checkEnqueue, type DeliveryQueue, deliveryMessage } from "../../ports/delivery-queue.ts";
 
 /**

@@ -5,7 +5,7 @@ import {
   ThrottledError,
   UnavailableError,
   ValidationError,
-} from "../../errors.ts";
+} from "../../kernel/errors.ts";
 import { TOOL_FUNCTION_TIMEOUT_MS, type ToolFunctionClient } from "../../ports/tool-function.ts";
 
 /**

@@ -1,4 +1,4 @@
-import { ModelError, ValidationError } from "../../errors.ts";
+import { ModelError, ValidationError } from "../../kernel/errors.ts";
 
 /** Helpers shared by the remote embedders: input checks, normalisation, retries, a worker pool. */
 

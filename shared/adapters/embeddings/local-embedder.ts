@@ -1,4 +1,4 @@
-import { ValidationError } from "../../errors.ts";
+import { ValidationError } from "../../kernel/errors.ts";
 import type { Embedder } from "../../ports/embeddings.ts";
 import { CONCEPTS_V1 } from "./concepts-v1.ts";
 import { stem, type Token, tokenize, words } from "./text-features.ts";

@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { ConfigError, ModelError, ThrottledError, UnavailableError, ValidationError } from "../../errors.ts";
+import {
+  ConfigError,
+  ModelError,
+  ThrottledError,
+  UnavailableError,
+  ValidationError,
+} from "../../kernel/errors.ts";
 import type { Embedder } from "../../ports/embeddings.ts";
 import { type Attempt, checkTexts, defaultSleep, toUnitVector, withRetries } from "./embedder-support.ts";
 

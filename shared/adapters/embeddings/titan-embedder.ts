@@ -1,6 +1,12 @@
 import { type BedrockRuntimeClient, InvokeModelCommand } from "@aws-sdk/client-bedrock-runtime";
 import { z } from "zod";
-import { ConfigError, ModelError, ThrottledError, UnavailableError, ValidationError } from "../../errors.ts";
+import {
+  ConfigError,
+  ModelError,
+  ThrottledError,
+  UnavailableError,
+  ValidationError,
+} from "../../kernel/errors.ts";
 import type { Embedder } from "../../ports/embeddings.ts";
 import {
   type Attempt,

@@ -3,8 +3,14 @@ import {
   ConverseCommand,
   ConverseStreamCommand,
 } from "@aws-sdk/client-bedrock-runtime";
-import { ArborError, ModelError, ThrottledError, UnavailableError, ValidationError } from "../../errors.ts";
-import { componentLogger } from "../../observability/logger.ts";
+import {
+  ArborError,
+  ModelError,
+  ThrottledError,
+  UnavailableError,
+  ValidationError,
+} from "../../kernel/errors.ts";
+import { componentLogger } from "../../kernel/logger.ts";
 import type { Llm, LlmRequest, LlmResponse, LlmStreamEvent } from "../../ports/llm.ts";
 import { ConverseStreamAssembler, fromConverseResponse, toConverseRequest } from "./bedrock-mapping.ts";
 import {

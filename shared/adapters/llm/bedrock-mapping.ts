@@ -9,7 +9,7 @@ import type {
   ToolConfiguration,
   ToolUseBlock,
 } from "@aws-sdk/client-bedrock-runtime";
-import { ModelError } from "../../errors.ts";
+import { ModelError } from "../../kernel/errors.ts";
 import type {
   LlmMessage,
   LlmRequest,

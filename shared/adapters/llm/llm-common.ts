@@ -1,4 +1,4 @@
-import { ValidationError } from "../../errors.ts";
+import { ValidationError } from "../../kernel/errors.ts";
 import type { LlmRequest, LlmToolCall, LlmUsage, StopReason } from "../../ports/llm.ts";
 
 /**

@@ -1,6 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { ArborError, ModelError, ThrottledError, UnavailableError, ValidationError } from "../../errors.ts";
-import { componentLogger } from "../../observability/logger.ts";
+import {
+  ArborError,
+  ModelError,
+  ThrottledError,
+  UnavailableError,
+  ValidationError,
+} from "../../kernel/errors.ts";
+import { componentLogger } from "../../kernel/logger.ts";
 import type { Llm, LlmRequest, LlmResponse, LlmStreamEvent } from "../../ports/llm.ts";
 import {
   backoffDelayMs,

@@ -1,4 +1,4 @@
-import { ModelError } from "../../errors.ts";
+import { ModelError } from "../../kernel/errors.ts";
 import type {
   LlmRequest,
   LlmResponse,

@@ -1,4 +1,4 @@
-import { ArborError } from "../../errors.ts";
+import { ArborError } from "../../kernel/errors.ts";
 import type {
   Llm,
   LlmRequest,

@@ -27,7 +27,7 @@ interface Entry {
 export const MAX_ENTRIES = 200_000;
 /**
  * What the local object stores hold by default: an object is kept beside its parsed resource
- * (use-cases/resource-store.ts), about as big again on the heap. Sized to fill quickly: under a
+ * (store/resource-store.ts), about as big again on the heap. Sized to fill quickly: under a
  * steady 3 requests a second (measured: about 24 KB of cost each, as most writes rewrite a task
  * already held) 8 MiB is full within about 2 minutes, after which the process holds its size
  * (issue 22); 16 MiB took 4 minutes and 64 MiB over 20, and RSS grew all that time. The hot path

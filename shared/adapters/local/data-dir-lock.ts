@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { join } from "node:path";
 import Database from "libsql";
-import { ConflictError } from "../../errors.ts";
+import { ConflictError } from "../../kernel/errors.ts";
 import { privateDir, privateFile } from "./private-files.ts";
 
 /**

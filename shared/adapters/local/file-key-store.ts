@@ -1,9 +1,9 @@
 import { chmod, mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import { ApiKeys, type ApiKeysFile, parseApiKeys, readApiKeysFile } from "../../channels/api-keys.ts";
-import { ConflictError } from "../../errors.ts";
+import { ConflictError } from "../../kernel/errors.ts";
 import type { ApiKeyEntry, Authenticated, KeyStore } from "../../ports/key-store.ts";
 import { keysToRevoke } from "../../ports/key-store.ts";
+import { ApiKeys, type ApiKeysFile, parseApiKeys, readApiKeysFile } from "./api-keys.ts";
 
 /**
  * The keys file of `arbor serve` as a KeyStore (ARBOR_API_KEYS_FILE, default

@@ -12,7 +12,7 @@ import {
 } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { UnavailableError } from "../../errors.ts";
+import { UnavailableError } from "../../kernel/errors.ts";
 import {
   assertValidKey,
   compareKeys,

@@ -1,6 +1,6 @@
 import { deepFreeze } from "../../domain/immutable.ts";
-import { UnavailableError } from "../../errors.ts";
-import { componentLogger } from "../../observability/logger.ts";
+import { UnavailableError } from "../../kernel/errors.ts";
+import { componentLogger } from "../../kernel/logger.ts";
 import type { BusEnvelope, BusEventInput, EventBus, Subscription } from "../../ports/event-bus.ts";
 import { assertPublishable, toEnvelope } from "../shared/bus-envelope.ts";
 import { type CompiledSubscription, SubscriptionRegistry } from "../shared/subscriptions.ts";

@@ -2,7 +2,7 @@ import { mkdirSync, statSync } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { dirname } from "node:path";
 import Database from "libsql";
-import { UnavailableError } from "../../errors.ts";
+import { UnavailableError } from "../../kernel/errors.ts";
 import { PRIVATE_DIR, privateFile } from "./private-files.ts";
 import { WalCheckpointer } from "./wal-checkpointer.ts";
 

@@ -1,4 +1,4 @@
-import { ValidationError } from "../../errors.ts";
+import { ValidationError } from "../../kernel/errors.ts";
 import {
   assertValidKey,
   type ListOptions,

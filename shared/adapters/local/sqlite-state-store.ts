@@ -1,7 +1,7 @@
 import { trimOldest } from "../../domain/bounded-map.ts";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
 import { deepFreeze } from "../../domain/immutable.ts";
-import { ValidationError } from "../../errors.ts";
+import { ValidationError } from "../../kernel/errors.ts";
 import type {
   AddOp,
   ExpectedVersion,

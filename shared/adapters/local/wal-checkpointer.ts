@@ -1,5 +1,5 @@
 import { Worker } from "node:worker_threads";
-import { componentLogger } from "../../observability/logger.ts";
+import { componentLogger } from "../../kernel/logger.ts";
 
 /**
  * Checkpoints a SQLite database's WAL on a thread of its own (wal-checkpoint-worker.mjs), every

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs";
-import { ConfigError } from "../../errors.ts";
+import { ConfigError } from "../../kernel/errors.ts";
 import type { PolicyDecision, PolicyEngine, PolicyInput } from "../../ports/policy.ts";
 import { type Answer, Decisions, type ParsedPolicyInput } from "./decisions.ts";
 

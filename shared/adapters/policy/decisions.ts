@@ -1,7 +1,7 @@
 import { hash } from "node:crypto";
 import { ulid } from "ulid";
 import { trimOldest } from "../../domain/bounded-map.ts";
-import { componentLogger } from "../../observability/logger.ts";
+import { componentLogger } from "../../kernel/logger.ts";
 import { type PolicyDecision, type PolicyInput, PolicyInputSchema } from "../../ports/policy.ts";
 
 /**

@@ -5,7 +5,7 @@ import { gunzipSync } from "node:zlib";
 import type { S3Client } from "@aws-sdk/client-s3";
 import { loadPolicy } from "@open-policy-agent/opa-wasm";
 import { Parser } from "tar";
-import { ConfigError } from "../../errors.ts";
+import { ConfigError } from "../../kernel/errors.ts";
 import type { PolicyDecision, PolicyEngine, PolicyInput } from "../../ports/policy.ts";
 import { type Answer, Decisions, type ParsedPolicyInput } from "./decisions.ts";
 import { publishCommand, readBundle } from "./policy-bundle-s3.ts";

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
-import { ConfigError, UnavailableError } from "../../errors.ts";
+import { ConfigError, UnavailableError } from "../../kernel/errors.ts";
 
 /**
  * The OPA bundle in the policies bucket: `<prefix>bundle.tar.gz` and `<prefix>bundle.tar.gz.sha256`.

@@ -1,4 +1,4 @@
-import { TooLargeError, ValidationError } from "../../errors.ts";
+import { TooLargeError, ValidationError } from "../../kernel/errors.ts";
 import { type BusEnvelope, type BusEventInput, MAX_EVENT_BYTES } from "../../ports/event-bus.ts";
 
 /**

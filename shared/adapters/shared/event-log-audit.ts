@@ -1,5 +1,5 @@
 import { auditStreamOf, type DomainEvent, EVENT_SCHEMA_VERSION, eventIdFor } from "../../domain/events.ts";
-import { ConflictError } from "../../errors.ts";
+import { ConflictError } from "../../kernel/errors.ts";
 import { type AuditLog, attemptOf, type ToolCallRecord } from "../../ports/audit-log.ts";
 import type { StateStore } from "../../ports/state-store.ts";
 

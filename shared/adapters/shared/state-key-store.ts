@@ -1,4 +1,4 @@
-import { ConflictError } from "../../errors.ts";
+import { ConflictError } from "../../kernel/errors.ts";
 import {
   type ApiKeyEntry,
   ApiKeySchema,

@@ -1,6 +1,6 @@
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
 import { validateEvent } from "../../domain/events.ts";
-import { ConflictError, TooLargeError, ValidationError } from "../../errors.ts";
+import { ConflictError, TooLargeError, ValidationError } from "../../kernel/errors.ts";
 import type { Page, QueryOptions, TransactResult, WriteOp } from "../../ports/state-store.ts";
 
 /** Logic every StateStore adapter shares: validation, duplicate detection, cursors, paging. */

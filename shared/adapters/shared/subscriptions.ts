@@ -1,5 +1,5 @@
-import { ConflictError } from "../../errors.ts";
-import { compilePattern } from "../../event-pattern/index.ts";
+import { ConflictError } from "../../kernel/errors.ts";
+import { compilePattern } from "../../kernel/event-pattern/index.ts";
 import type { BusEnvelope, Subscription } from "../../ports/event-bus.ts";
 
 /** The named, pattern-compiled subscriptions every EventBus adapter keeps. */

@@ -10,7 +10,13 @@ import {
   type S3VectorsClient,
 } from "@aws-sdk/client-s3vectors";
 import { ancestors, isUrn } from "../../domain/urn.ts";
-import { ArborError, ConfigError, ThrottledError, UnavailableError, ValidationError } from "../../errors.ts";
+import {
+  ArborError,
+  ConfigError,
+  ThrottledError,
+  UnavailableError,
+  ValidationError,
+} from "../../kernel/errors.ts";
 import type {
   EmbeddingSpace,
   VectorIndex,

@@ -1,6 +1,6 @@
 import { dirname } from "node:path";
 import Database from "libsql";
-import { ConfigError, UnavailableError } from "../../errors.ts";
+import { ConfigError, UnavailableError } from "../../kernel/errors.ts";
 import type {
   EmbeddingSpace,
   VectorIndex,

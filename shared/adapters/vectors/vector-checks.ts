@@ -1,4 +1,4 @@
-import { ConfigError, ValidationError } from "../../errors.ts";
+import { ConfigError, ValidationError } from "../../kernel/errors.ts";
 import type { EmbeddingSpace, VectorQuery, VectorRecord } from "../../ports/vector-index.ts";
 
 /** Checks shared by every VectorIndex adapter, so that all of them refuse the same inputs. */

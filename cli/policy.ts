@@ -1,0 +1,81 @@
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { S3Client } from "@aws-sdk/client-s3";
+import { DEFAULT_ENTRYPOINT, OpaPolicyEngine } from "../shared/adapters/policy/opa-policy-engine.ts";
+import { publishBundle, readBundle } from "../shared/adapters/policy/policy-bundle-s3.ts";
+import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
+import type { OperatorSettings } from "../shared/runtime/config.ts";
+import { usageOf } from "./help.ts";
+import { heading, note } from "./render.ts";
+
+/**
+ * `arbor policy publish <bundle.tar.gz>`: checks that the bundle loads with the real OPA wasm
+ * loader (the same code the functions run) before anything is uploaded, then publishes it to the
+ * policies bucket (policy-bundle-s3.ts: the bundle with its sha256 in its metadata, then the
+ * `.sha256` object) and reads it back.
+ */
+export const POLICY_USAGE = usageOf("policy");
+
+export interface PublishOptions {
+  file: string | undefined;
+  bucket: string | undefined;
+  prefix: string | undefined;
+}
+
+export async function policyCommand(
+  sub: string | undefined,
+  options: PublishOptions,
+  settings: OperatorSettings,
+  write: (line: string) => void,
+  client?: S3Client,
+): Promise<void> {
+  if (sub !== "publish") throw new ValidationError(POLICY_USAGE);
+  const { file } = options;
+  if (!file) throw new ValidationError(`Name the bundle to publish. ${POLICY_USAGE}`);
+  const bucket = options.bucket ?? settings.policiesBucket;
+  if (!bucket)
+    throw new ConfigError(
+      `Say which bucket: --bucket <PoliciesBucketName> or ARBOR_POLICIES_BUCKET (the storage stack's output). ${POLICY_USAGE}`,
+    );
+  const prefix = options.prefix ?? settings.policiesPrefix;
+  let bytes: Uint8Array;
+  try {
+    bytes = await readFile(file);
+  } catch (cause) {
+    throw new ValidationError(
+      `Cannot read ${file}: ${(cause as Error).message}. Build it with: opa build -t wasm -e ${DEFAULT_ENTRYPOINT} -o bundle.tar.gz policies/arbor.rego`,
+    );
+  }
+  const sha256 = createHash("sha256").update(bytes).digest("hex");
+  // The same loader and checks as a function's cold start: nothing is uploaded if this fails.
+  const policy = await OpaPolicyEngine.load(bytes, sha256, { source: file });
+  write(
+    `${heading("Checked")} ${file}: an OPA wasm policy with the entrypoint ${DEFAULT_ENTRYPOINT}, sha256 ${sha256}`,
+  );
+
+  const s3 =
+    client ??
+    new S3Client({
+      ...(settings.region ? { region: settings.region } : {}),
+      ...(settings.endpoints.s3 ? { endpoint: settings.endpoints.s3, forcePathStyle: true } : {}),
+    });
+  const published = await publishBundle(s3, bucket, bytes, prefix);
+  const back = await readBundle(s3, bucket, prefix);
+  if (back.kind !== "bundle" || back.sha256 !== sha256) {
+    throw new ConfigError(
+      `s3://${bucket}/${published.keys.bundle} does not read back as the bundle just published (another publish at the same time?): publish again`,
+    );
+  }
+  write(
+    `${heading("Published")} s3://${bucket}/${published.keys.bundle} (its sha256 in x-amz-meta-sha256), then s3://${bucket}/${published.keys.sha256}`,
+  );
+  const minutes = settings.policyRecheckMs / 60_000;
+  write(
+    `${heading("Takes over")}: functions that start from now decide with it (revision ${policy.revision}); running ones at their next re-check, within ${minutes} minute${minutes === 1 ? "" : "s"} (their ARBOR_POLICY_RECHECK_MS).`,
+  );
+  write(
+    note(
+      "A bundle that stops loading makes decisions fail (never a fall back to the default policy): keep the last good bundle to publish again.",
+    ),
+  );
+}

@@ -1,0 +1,96 @@
+import { withMeta } from "../../domain/resources.ts";
+import type { Urn } from "../../domain/urn.ts";
+import type { PutResult } from "../../store/resource-store.ts";
+import { agentActor, announcePut, ENGINE, type EngineDeps, recordTask } from "../context.ts";
+
+/**
+ * How a task ends. Every ending writes the task's `output` Message under its URN, records the
+ * terminal event, then announces the output: that RESOURCE_PUT is what wakes the parent's
+ * supervisor, whatever the outcome. Each part is idempotent, so a crash anywhere is repaired by
+ * running the same ending again.
+ */
+export const outputMeta = (taskId: string) =>
+  withMeta({ type: "common.Message", name: "output", parent: taskId });
+
+export async function completeTask(
+  deps: EngineDeps,
+  taskId: string,
+  content: string,
+  assistant?: string,
+): Promise<void> {
+  const written = await deps.resources.put({
+    meta: outputMeta(taskId),
+    role: "assistant",
+    content,
+  });
+  return completed(deps, taskId, written, content, assistant);
+}
+
+/** The rest of completeTask, once the output is written (a leaf writes its final answer as the output). */
+export async function completed(
+  deps: EngineDeps,
+  taskId: string,
+  { urn, contentHash }: PutResult,
+  content: string,
+  assistant?: string,
+): Promise<void> {
+  deps.faults?.hit("after-write", "complete");
+  await recordTask(
+    deps,
+    "TaskCompleted",
+    { taskId: taskId as Urn, output: urn, summary: content.slice(0, 500) },
+    agentActor(assistant),
+  );
+  await announcePut(deps, urn, "common.Message", "output", contentHash);
+}
+
+/**
+ * Writes and announces the output of a task that ended without a result (canceled), without
+ * recording an event (the caller already did).
+ */
+export async function announceOutput(deps: EngineDeps, taskId: string, content: string): Promise<void> {
+  const { urn, contentHash } = await deps.resources.put({
+    meta: outputMeta(taskId),
+    role: "assistant",
+    content,
+    isError: true,
+  });
+  await announcePut(deps, urn, "common.Message", "output", contentHash);
+}
+
+export async function failTask(deps: EngineDeps, taskId: string, reason: string): Promise<void> {
+  const { urn, contentHash } = await deps.resources.put({
+    meta: outputMeta(taskId),
+    role: "assistant",
+    content: `Task failed: ${reason}`,
+    isError: true,
+  });
+  const view = await deps.tasks.view(taskId);
+  if (view?.status !== "failed")
+    await recordTask(deps, "TaskFailed", { taskId: taskId as Urn, reason: reason.slice(0, 8000) }, ENGINE);
+  await announcePut(deps, urn, "common.Message", "output", contentHash);
+}
+
+/**
+ * Indexes a finished task's output so later tasks of the tenant find it as context. Runs from its
+ * own subscription, off the completion path: a parent never waits for the index.
+ */
+export async function indexOutput(
+  deps: EngineDeps,
+  detail: { urn?: unknown; name?: unknown },
+): Promise<void> {
+  if (detail.name !== "output" || typeof detail.urn !== "string") return;
+  const message = await deps.resources.getAs("common.Message", detail.urn);
+  const content = message?.content;
+  if (!content || message.isError) return;
+  const [vector] = await deps.embedder.embed([content]);
+  if (vector)
+    await deps.index.upsert([
+      { key: detail.urn, vector, type: "common.Message", metadata: { task: message.meta.parent ?? "" } },
+    ]);
+}
+
+/** The output of a finished task, or undefined. */
+export async function outputOf(deps: EngineDeps, taskId: string): Promise<string | undefined> {
+  return (await deps.resources.getAs("common.Message", outputMeta(taskId).id))?.content;
+}

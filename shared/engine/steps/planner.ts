@@ -1,0 +1,375 @@
+import { z } from "zod";
+import { DEFAULT_BUDGETS, inheritBudgets } from "../../domain/budgets.ts";
+import {
+  type Budgets,
+  formatIssues,
+  type Message,
+  type TaskSpec,
+  TaskSpecSchema,
+  toDescription,
+  withMeta,
+} from "../../domain/resources.ts";
+import { expiresAfter, RETENTION_MS } from "../../domain/retention.ts";
+import type { TaskView } from "../../domain/task-view.ts";
+import { parentUrn, type Urn } from "../../domain/urn.ts";
+import { ConflictError } from "../../kernel/errors.ts";
+import type { LlmMessage, LlmResponse, LlmToolSpec } from "../../ports/llm.ts";
+import { ownerOf } from "../../store/resource-access.ts";
+import { RECORD_MANY_LIMIT } from "../../store/task-log.ts";
+import {
+  COMMANDS,
+  ENGINE,
+  type EngineDeps,
+  type PlanCommand,
+  planMarkerKey,
+  recordTask,
+  send,
+  taskEvent,
+} from "../context.ts";
+import { requestInteraction } from "../interactions.ts";
+import { callModel, LastingModelFailure, modelFailureReason } from "../model-calls.ts";
+import { elect } from "./election.ts";
+import { failTask } from "./outcome.ts";
+
+/**
+ * The planner: one LLM tool call whose argument is the whole task tree. The plan is validated
+ * (schema, depth, fan-out, total) and, if invalid, returned to the model once with the errors; a
+ * second invalid plan fails the request with those errors. The model's answer is stored before
+ * anything else happens, so a planner that stops after the LLM call resumes with the same plan.
+ */
+export const PLAN_TOOL: LlmToolSpec = {
+  name: "create_plan",
+  description:
+    "Create the task tree for the request: one root task whose subtasks (to any depth) together accomplish it. " +
+    "Every task has a short name and the four descriptors: purpose (what), instructions (how), applicability " +
+    "(when), evaluation (what done looks like). Leaves are tasks one assistant can do with its tools.",
+  parameters: (() => {
+    const { $schema: _s, ...schema } = z.toJSONSchema(TaskSpecSchema) as Record<string, unknown>;
+    return schema;
+  })(),
+};
+
+const PLANNER_SYSTEM =
+  "You are Arbor's planner. Turn the person's request into a tree of tasks by calling create_plan exactly once. " +
+  "Prefer few, meaningful tasks; only split work that benefits from it. Each task's evaluation says how to judge it.";
+
+export const rootTaskUrn = (messageUrn: string): Urn =>
+  withMeta({ type: "plan.Task", name: "request", parent: messageUrn }).id;
+const planTurnMeta = (messageUrn: string) =>
+  withMeta({ type: "common.Message", name: "plan", parent: messageUrn });
+
+export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<void> {
+  const rootId = rootTaskUrn(cmd.messageUrn);
+  const marker = await deps.state.get(planMarkerKey(cmd.messageUrn));
+  if (marker?.status === "done") {
+    if (cmd.mode === "eager" && (await deps.tasks.view(rootId))?.status === "open")
+      await send(deps, COMMANDS.ready, { taskId: rootId }, rootId);
+    return;
+  }
+  const request = await deps.resources.getAs("common.Message", cmd.messageUrn);
+  if (!request) throw new Error(`No message ${cmd.messageUrn} to plan for`);
+
+  // Everything below is idempotent: a re-driven plan reuses the stored plan turn and rewrites the same keys.
+  const outcome = await plannedTree(deps, request);
+  const budgets = inheritBudgets(deps.settings.defaultBudgets, outcome.ok ? outcome.spec.budgets : undefined);
+  if (!outcome.ok) {
+    // The request fails visibly, as a root task that says why (nothing of the plan is stored: sent
+    // again, it is planned afresh).
+    const spec: TaskSpec = { name: firstLine(request.content ?? "request") };
+    await materialise(deps, spec, cmd.messageUrn, budgets, { rootId, withChildren: false, round: 0 });
+    await failTask(
+      deps,
+      rootId,
+      outcome.model
+        ? modelFailureReason("The request could not be planned", outcome.model)
+        : `The planner did not produce a valid plan: ${outcome.errors.join("; ")}`,
+    );
+  } else if (cmd.mode === "lazy") {
+    await materialise(deps, outcome.spec, cmd.messageUrn, budgets, {
+      rootId,
+      withChildren: false,
+      round: 0,
+      planMode: "lazy",
+    });
+    await recordTask(deps, "TaskStarted", { taskId: rootId }, ENGINE);
+    await requestInteraction(deps, rootId, "approve-plan", {
+      kind: "confirm",
+      purpose: "approve_plan",
+      display: {
+        title: `Approve the plan for "${outcome.spec.name}"?`,
+        description:
+          "Nothing runs until the plan is approved. Answer with an edited plan (JSON) to change it.",
+        content: outcome.spec,
+        contentKind: "Json",
+      },
+      options: [
+        { id: "approve", label: "Run it", style: "primary", isDefault: true },
+        { id: "reject", label: "Cancel", style: "danger" },
+      ],
+    });
+  } else {
+    await materialise(deps, outcome.spec, cmd.messageUrn, budgets, {
+      rootId,
+      withChildren: true,
+      round: 0,
+      planMode: "eager",
+    });
+  }
+  if (marker) {
+    await deps.state
+      .transact([
+        {
+          op: "put",
+          record: {
+            ...marker,
+            status: "done",
+            updatedAt: deps.clock().toISOString(),
+            expiresAt: expiresAfter(deps.clock(), RETENTION_MS.donePlanMarker),
+          },
+          expectedVersion: marker.version,
+        },
+      ])
+      .catch((e: unknown) => {
+        if (!(e instanceof ConflictError)) throw e;
+      });
+  }
+  if (outcome.ok && cmd.mode === "eager") await send(deps, COMMANDS.ready, { taskId: rootId }, rootId);
+}
+
+type PlanOutcome =
+  | { ok: true; spec: TaskSpec }
+  | { ok: false; errors: string[]; model?: LastingModelFailure };
+
+/** The stored plan turn, or a new one from the model (asked again once when invalid). */
+async function plannedTree(deps: EngineDeps, request: Message): Promise<PlanOutcome> {
+  const meta = planTurnMeta(request.meta.id);
+  const stored = await deps.resources.getAs("common.Message", meta.id);
+  if (stored) {
+    const args = stored.toolCalls?.[0]?.arguments;
+    return args
+      ? checkPlan(args, deps.settings.defaultBudgets)
+      : { ok: false, errors: [stored.content ?? "no plan"] };
+  }
+  const messages: LlmMessage[] = [{ role: "user", content: request.content ?? "" }];
+  let errors: string[] = [];
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    let response: LlmResponse;
+    try {
+      response = await callModel(deps, {
+        system: PLANNER_SYSTEM,
+        messages,
+        tools: [PLAN_TOOL],
+        toolChoice: { name: PLAN_TOOL.name },
+      });
+    } catch (error) {
+      if (!(error instanceof LastingModelFailure)) throw error;
+      return { ok: false, errors: [error.message], model: error };
+    }
+    deps.faults?.hit("after-llm", "plan");
+    const call = response.toolCalls.find((c) => c.name === PLAN_TOOL.name);
+    const outcome: PlanOutcome = call
+      ? checkPlan(call.arguments, deps.settings.defaultBudgets)
+      : { ok: false, errors: ["the model did not call create_plan"] };
+    if (outcome.ok || attempt === 2) {
+      await storePlanTurn(deps, meta, response, outcome);
+      return outcome;
+    }
+    errors = outcome.errors;
+    messages.push({
+      role: "assistant",
+      ...(response.content ? { content: response.content } : {}),
+      toolCalls: response.toolCalls,
+    });
+    const feedback = `The plan is invalid: ${errors.join("; ")}. Call create_plan again with a corrected plan.`;
+    if (call) messages.push({ role: "tool", toolCallId: call.id, content: feedback, isError: true });
+    else messages.push({ role: "user", content: feedback });
+  }
+  return { ok: false, errors };
+}
+
+async function storePlanTurn(
+  deps: EngineDeps,
+  meta: ReturnType<typeof planTurnMeta>,
+  response: LlmResponse,
+  outcome: PlanOutcome,
+): Promise<void> {
+  const calls = outcome.ok ? response.toolCalls.filter((c) => c.name === PLAN_TOOL.name).slice(0, 1) : [];
+  await deps.resources.put({
+    meta,
+    role: "assistant",
+    ...(calls.length
+      ? { toolCalls: calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }
+      : {}),
+    ...(outcome.ok ? {} : { content: `invalid plan: ${outcome.errors.join("; ")}` }),
+  });
+  deps.faults?.hit("after-write", "plan");
+}
+
+/** What an edited plan's check says: the plan, or why it is refused (a message, and each problem). */
+export type EditedPlanCheck = { ok: true; spec: TaskSpec } | { ok: false; message: string; errors: string[] };
+
+/**
+ * A plan a person edited (JSON text, the answer's `inputValue` to an `approve_plan` question),
+ * checked as the engine checks every channel's answer before it accepts one: JSON, then
+ * `checkPlan` against the budgets in force. The terminal checks an edit with it before it sends one.
+ */
+export function checkEditedPlan(text: string, budgets: Budgets): EditedPlanCheck {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { ok: false, message: "The edited plan is not valid JSON", errors: [] };
+  }
+  const check = checkPlan(parsed, budgets);
+  return check.ok ? check : { ok: false, message: "The edited plan is not valid", errors: check.errors };
+}
+
+/** Schema and limits: depth, fan-out and total count against the budgets in force. */
+export function checkPlan(args: unknown, budgets: Budgets, baseDepth = 1): PlanOutcome {
+  const parsed = TaskSpecSchema.safeParse(args);
+  if (!parsed.success) return { ok: false, errors: formatIssues(parsed.error) };
+  const limits = {
+    maxDepth: budgets.maxDepth ?? DEFAULT_BUDGETS.maxDepth,
+    maxFanOut: budgets.maxFanOut ?? DEFAULT_BUDGETS.maxFanOut,
+    maxTasks: budgets.maxTasks ?? DEFAULT_BUDGETS.maxTasks,
+  };
+  const errors: string[] = [];
+  let total = 0;
+  const walk = (t: TaskSpec, d: number, path: string) => {
+    total++;
+    if (d > limits.maxDepth) errors.push(`${path} is at depth ${d}, deeper than maxDepth ${limits.maxDepth}`);
+    const n = t.subtasks?.length ?? 0;
+    if (n > limits.maxFanOut)
+      errors.push(`${path} has ${n} subtasks, more than maxFanOut ${limits.maxFanOut}`);
+    for (const [i, s] of (t.subtasks ?? []).entries()) walk(s, d + 1, `${path}.subtasks[${i}]`);
+  };
+  walk(parsed.data, baseDepth, "plan");
+  if (total > limits.maxTasks)
+    errors.push(`the plan has ${total} tasks, more than maxTasks ${limits.maxTasks}`);
+  return errors.length ? { ok: false, errors } : { ok: true, spec: parsed.data };
+}
+
+export interface MaterialiseOptions {
+  /** Fixed URN for the top task (the root of a request); children get deterministic URNs. */
+  rootId?: Urn;
+  withChildren: boolean;
+  round: number;
+  planMode?: "eager" | "lazy";
+}
+
+/**
+ * Writes a (sub)tree of Task resources with deterministic URNs, elects an assistant for each, and
+ * records TaskCreated parent first. Safe to repeat: the same plan writes the same keys and events.
+ */
+export async function materialise(
+  deps: EngineDeps,
+  spec: TaskSpec,
+  parent: string,
+  budgets: Budgets,
+  options: MaterialiseOptions,
+): Promise<Urn> {
+  type Node = { id: Urn; parent: string; spec: TaskSpec; budgets: Budgets };
+  const nodes: Node[] = [];
+  const visit = (s: TaskSpec, p: string, b: Budgets, id: Urn | undefined, isTopTask: boolean) => {
+    const name = options.round > 0 && isTopTask ? `r${options.round}:${s.name}` : s.name;
+    const meta = withMeta({ type: "plan.Task", name, parent: p });
+    const node: Node = { id: id ?? meta.id, parent: p, spec: s, budgets: inheritBudgets(b, s.budgets) };
+    nodes.push(node);
+    if (!options.withChildren) return;
+    const seen = new Map<string, number>();
+    for (const sub of s.subtasks ?? []) {
+      const n = (seen.get(sub.name) ?? 0) + 1;
+      seen.set(sub.name, n);
+      visit(n > 1 ? { ...sub, name: `${sub.name} (${n})` } : sub, node.id, node.budgets, undefined, false);
+    }
+  };
+  visit(spec, parent, budgets, options.rootId, true);
+
+  const elections = await elect(
+    deps,
+    nodes.map((n) => ({ id: n.id, name: n.spec.name, ...descriptors(n.spec) })),
+  );
+  // All at once: they join one group commit instead of waiting for one each.
+  await Promise.all(
+    nodes.map((n, i) => {
+      const election = elections[i];
+      const top = i === 0;
+      return deps.resources.put({
+        meta: {
+          ...withMeta({ type: "plan.Task", name: n.spec.name, parent: n.parent, ...descriptors(n.spec) }),
+          id: n.id,
+          hash: n.id.split(".").pop() as string,
+        },
+        priority: n.spec.priority ?? "normal",
+        budgets: n.budgets,
+        round: options.round,
+        ...(election ? { election } : {}),
+        ...(top && options.planMode ? { planMode: options.planMode } : {}),
+        ...(!options.withChildren && n.spec.subtasks?.length ? { subtasks: n.spec.subtasks } : {}),
+      });
+    }),
+  );
+  deps.faults?.hit("after-write", "materialise");
+  // The top task's parent is a task for subtrees and corrective rounds, a Message for a request's root.
+  const parentIsTask = (await deps.tasks.view(parent)) !== undefined;
+  const events = nodes.map((n, i) => {
+    const parentTask = i > 0 ? n.parent : parentIsTask ? parent : undefined;
+    const election = elections[i];
+    return taskEvent(
+      deps,
+      "TaskCreated",
+      {
+        taskId: n.id,
+        title: n.spec.name,
+        intent: toDescription(descriptors(n.spec)) || n.spec.name,
+        priority: n.spec.priority ?? "normal",
+        ...(parentTask ? { parentTaskId: parentTask as Urn } : {}),
+        ...(election ? { assistant: election.assistant as Urn } : {}),
+      },
+      ENGINE,
+    );
+  });
+  // Each batch of TaskCreated commits atomically: a crash never leaves half a batch.
+  for (let i = 0; i < events.length; i += RECORD_MANY_LIMIT)
+    await deps.tasks.recordMany(events.slice(i, i + RECORD_MANY_LIMIT));
+  deps.faults?.hit("after-record", "TaskCreated");
+  return nodes[0]?.id as Urn;
+}
+
+const descriptors = (s: TaskSpec) => ({
+  ...(s.purpose ? { purpose: s.purpose } : {}),
+  ...(s.instructions ? { instructions: s.instructions } : {}),
+  ...(s.applicability ? { applicability: s.applicability } : {}),
+  ...(s.evaluation ? { evaluation: s.evaluation } : {}),
+});
+
+const firstLine = (text: string) => (text.split("\n")[0] ?? "request").slice(0, 120) || "request";
+
+/**
+ * The view of a request's root task between its 202 and its plan: the message and its "to plan"
+ * mark are on disk, the root task is not yet in the log (the planner writes it, after the model's
+ * plan call, which takes seconds with a real model). Without it the link a 202 hands out would be
+ * a 404 until then. Undefined for anything else: a task that exists, or no accepted request.
+ */
+export async function acceptedView(deps: EngineDeps, taskId: string): Promise<TaskView | undefined> {
+  const messageUrn = parentUrn(taskId);
+  if (!messageUrn || rootTaskUrn(messageUrn) !== taskId) return undefined;
+  const marker = await deps.state.get(planMarkerKey(messageUrn));
+  if (!marker) return undefined;
+  const message = await deps.resources.getAs("common.Message", messageUrn);
+  if (!message) return undefined;
+  const owner = await ownerOf(deps.resources, messageUrn);
+  const text = message.content ?? "request";
+  return {
+    taskId,
+    title: firstLine(text),
+    intent: text.slice(0, 1000),
+    createdBy: owner ?? "unknown",
+    priority: "normal",
+    status: "open",
+    summary: "Accepted: waiting to be planned",
+    createdAt: message.meta.createdAt ?? marker.updatedAt,
+    updatedAt: marker.updatedAt,
+    version: 0,
+  };
+}

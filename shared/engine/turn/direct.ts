@@ -1,0 +1,389 @@
+import { exceeded } from "../../domain/budgets.ts";
+import {
+  type Assistant,
+  type Message,
+  type TaskResource,
+  toDescription,
+  withMeta,
+} from "../../domain/resources.ts";
+import type { TaskView } from "../../domain/task-view.ts";
+import { ancestors, descendantPrefix, lastElement, rootUrn } from "../../domain/urn.ts";
+import type { LlmResponse } from "../../ports/llm.ts";
+import type { ActivityInvocation, ToolDescriptor, ToolResult } from "../../ports/tools.ts";
+import type { PutResult } from "../../store/resource-store.ts";
+import { claim } from "../claims.ts";
+import { COMMANDS, type EngineDeps, send, type TaskCommand } from "../context.ts";
+import { callModel, LastingModelFailure, modelFailureReason } from "../model-calls.ts";
+import { completed, completeTask, failTask } from "../steps/outcome.ts";
+import { recordUsage, usageOf } from "../usage.ts";
+import type { WindowTurn } from "../window/window.ts";
+import { contextWindow, counterFor, fitTokens, promptBudget } from "../window/window-context.ts";
+import { windowStart } from "../window/window-marks.ts";
+import { activityAware, advertised, prepareCall, runPrepared, stateNoteFor } from "./activities.ts";
+import { approval } from "./approvals.ts";
+import { askPerson, isAskPerson } from "./ask.ts";
+import { holdRemoteCall, openRemoteCall, remoteContext, remoteOutcome } from "./remote-calls.ts";
+
+/**
+ * Direct mode: a leaf's assistant runs the inner loop (LLM, tool calls, repeat until no tool is
+ * requested). Every turn and every tool result is a Message under the task's URN, written before
+ * the next step, so each invocation works out what comes next from what is stored: a stop, a crash
+ * or an approval wait resumes exactly where it left off.
+ *
+ *   <task>/common.Message.<prompt>      the task as the assistant first sees it (role user)
+ *   <task>/common.Message.<turn-0001>   the model's turn that asks for tools (role assistant)
+ *   <task>/common.Message.<turn-0001-tool-0> ...  one result per tool call (role tool)
+ *   <task>/common.Message.<output>      the model's last turn, which asks for none: the final answer
+ */
+const TURN_CLAIM_STALE_MS = 5 * 60_000;
+const turnName = (n: number) => `turn-${String(n).padStart(4, "0")}`;
+const msgMeta = (taskId: string, name: string): Message["meta"] => ({
+  ...withMeta({ type: "common.Message", name, parent: taskId }),
+  type: "common.Message",
+});
+
+interface Transcript {
+  prompt?: Message;
+  turns: { n: number; message: Message; results: (Message | undefined)[] }[];
+  /** The final answer, once the model gave it (an output that records a failure is not one). */
+  answer?: { message: Message; written?: PutResult };
+  /** The first turn the window may send (window-marks.ts), read once per step. */
+  fromTurn?: number;
+}
+
+async function loadTranscript(deps: EngineDeps, taskId: string): Promise<Transcript> {
+  const messages = (await deps.resources.children(taskId, "common.Message")) as Message[];
+  const byName = new Map(messages.map((m) => [m.meta.name, m]));
+  const transcript: Transcript = { turns: [] };
+  const prompt = byName.get("prompt");
+  if (prompt) transcript.prompt = prompt;
+  for (let n = 1; byName.has(turnName(n)); n++) {
+    const message = byName.get(turnName(n)) as Message;
+    const results = (message.toolCalls ?? []).map((_, k) => byName.get(`${turnName(n)}-tool-${k}`));
+    transcript.turns.push({ n, message, results });
+  }
+  const output = byName.get("output");
+  if (output && !output.isError) transcript.answer = { message: output };
+  return transcript;
+}
+
+/** A leaf its start step has just started: nothing of its transcript is stored yet. */
+export interface FreshLeaf {
+  view: TaskView;
+  task: TaskResource;
+}
+
+/**
+ * Runs a leaf's inner loop from where its stored transcript ends: tool results, then a model call,
+ * each persisted before the next, until the model answers without tools (the task completes), a
+ * person must confirm a tool, or the step has run for `turnStepMs`; then it hands the next turn on
+ * as a command, so no invocation runs longer than its function may.
+ */
+export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshLeaf): Promise<void> {
+  const { taskId } = cmd;
+  const began = deps.clock().getTime();
+  const view = fresh?.view ?? (await deps.tasks.view(taskId));
+  if (view?.status !== "in_progress") return; // finished, canceled, or waiting for a person
+  const task = fresh?.task ?? ((await deps.resources.getAs("plan.Task", taskId)) as TaskResource);
+  const assistantUrn = task.election?.assistant ?? view.assistant;
+  const assistant = assistantUrn ? await deps.resources.getAs("common.Assistant", assistantUrn) : undefined;
+  if (!assistant)
+    return failTask(
+      deps,
+      taskId,
+      `No assistant is assigned to this task (${assistantUrn ?? "none elected"})`,
+    );
+
+  // The conversation's mark is read once per step, beside the transcript (a fresh leaf has none yet).
+  const [transcript, fromTurn] = fresh
+    ? [{ turns: [] } as Transcript, 1]
+    : await Promise.all([loadTranscript(deps, taskId), windowStart(deps, taskId)]);
+  transcript.fromTurn = fromTurn;
+  if (!transcript.prompt) {
+    const prompt = {
+      meta: msgMeta(taskId, "prompt"),
+      role: "user" as const,
+      content: await buildPrompt(deps, task, assistant),
+    };
+    await deps.resources.put(prompt);
+    transcript.prompt = prompt;
+  }
+
+  for (;;) {
+    const { answer } = transcript;
+    if (answer) {
+      const content = answer.message.content ?? "";
+      return answer.written
+        ? completed(deps, taskId, answer.written, content, assistant.meta.id)
+        : completeTask(deps, taskId, content, assistant.meta.id); // after a crash: written again, the same
+    }
+    const last = transcript.turns.at(-1);
+    if (last && (last.message.toolCalls?.length ?? 0) > 0) {
+      const waiting = await runTools(deps, taskId, assistant, last);
+      if (waiting) return;
+    } else if (last) {
+      // A final answer stored as a turn (as earlier versions did).
+      return completeTask(deps, taskId, last.message.content ?? "", assistant.meta.id);
+    }
+
+    const next = (last?.n ?? 0) + 1;
+    if (!(await takeTurn(deps, task, assistant, transcript, next))) return;
+    if ((await deps.tasks.view(taskId))?.status !== "in_progress") return; // canceled meanwhile
+    if (!transcript.answer && deps.clock().getTime() - began >= deps.settings.turnStepMs)
+      return send(deps, COMMANDS.turn, { taskId, turn: next + 1 }, taskId, String(next + 1));
+  }
+}
+
+/**
+ * One model call for turn `next`, persisted with its usage and added to the transcript: a turn that
+ * asks for tools, or the final answer (written as the task's output). False when the task may not
+ * take the turn.
+ */
+async function takeTurn(
+  deps: EngineDeps,
+  task: TaskResource,
+  assistant: Assistant,
+  transcript: Transcript,
+  next: number,
+): Promise<boolean> {
+  const taskId = task.meta.id;
+  if (!(await claim(deps, `turn#${taskId}#${next}`, TURN_CLAIM_STALE_MS))) return false;
+  const over = await budgetProblem(deps, task, next);
+  if (over) {
+    await failTask(deps, taskId, over);
+    return false;
+  }
+
+  const described = deps.tools.describe(assistant.tools);
+  // An activity-aware leaf's tools advertise `_outputPath` (engine/turn/activities.ts).
+  const tools = advertised(described);
+  // The task's state (activities and output paths, engine/turn/activities.ts): none, nothing added.
+  const system = systemPrompt(assistant) + (await stateNoteFor(deps, taskId, described));
+  // Within the token budget: the newest turns whole, older ones stubbed or left out (window.ts).
+  const window = await contextWindow(deps, taskId, assistant, {
+    system,
+    prompt: transcript.prompt?.content ?? "",
+    tools,
+    turns: toWindowTurns(transcript),
+    fromTurn: transcript.fromTurn ?? 1,
+  });
+  let response: LlmResponse;
+  try {
+    response = await callModel(deps, {
+      system,
+      messages: window.messages,
+      ...(tools.length ? { tools } : {}),
+      ...(assistant.model ? { model: assistant.model } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof LastingModelFailure)) throw error;
+    await failTask(deps, taskId, modelFailureReason(`The model could not take turn ${next}`, error));
+    return false;
+  }
+  deps.faults?.hit("after-llm", "turn");
+  const asksForTools = response.toolCalls.length > 0;
+  const message: Message = {
+    meta: msgMeta(taskId, asksForTools ? turnName(next) : "output"),
+    role: "assistant",
+    content: response.content ?? (asksForTools ? undefined : ""),
+    ...(asksForTools
+      ? { toolCalls: response.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }
+      : {}),
+  };
+  const written = await deps.resources.put(message);
+  deps.faults?.hit("after-write", "turn");
+  await recordUsage(deps, taskId, response.usage, true);
+  if (asksForTools) transcript.turns.push({ n: next, message, results: [] });
+  else transcript.answer = { message, written };
+  return true;
+}
+
+/**
+ * Runs the tool calls of a turn that have no result yet. True when the turn must wait: a person
+ * must confirm first, or a remote agent has the call and will push its answer (remote-calls.ts).
+ */
+async function runTools(
+  deps: EngineDeps,
+  taskId: string,
+  assistant: Assistant,
+  turn: Transcript["turns"][number],
+): Promise<boolean> {
+  const calls = turn.message.toolCalls ?? [];
+  // Activities and output paths (engine/turn/activities.ts): opt-in, by the assistant's tools.
+  const aware = activityAware(deps, assistant);
+  for (const [k, call] of calls.entries()) {
+    if (turn.results[k]) continue;
+    const slot = `${turnName(turn.n)}-tool-${k}`;
+    const remote = await remoteOutcome(deps, taskId, slot);
+    if (remote === "waiting") return true;
+    let result: ToolResult;
+    let ephemeral = false;
+    const [descriptor] = deps.tools.describe([call.name]);
+    const prepared = prepareCall(aware, descriptor, call);
+    const own = prepared && "call" in prepared ? prepared.call : call; // without its meta-properties
+    const run = async () => {
+      if (!prepared || "error" in prepared)
+        return execute(deps, descriptor as ToolDescriptor, own, taskId, assistant, slot);
+      const place = { taskId, turn: turn.n, slot, assistant };
+      const ran = await runPrepared(deps, prepared, place, (extra) =>
+        execute(deps, descriptor as ToolDescriptor, own, taskId, assistant, slot, extra.activity),
+      );
+      ephemeral = ran.ephemeral ?? false;
+      return ran.result;
+    };
+    // Nobody is asked to confirm a risky call that could not run as it stands (execute checks the rest).
+    const problems = descriptor?.risky ? deps.tools.check(call.name, own.arguments) : [];
+    if (remote) {
+      result = remote;
+    } else if (!assistant.tools.includes(call.name) || !descriptor) {
+      result = { content: `Tool "${call.name}" is not available to ${assistant.meta.name}`, isError: true };
+    } else if (isAskPerson(descriptor)) {
+      // A question for a person: asked once per call, the turn waits with nothing running (ask.ts).
+      const asked = await askPerson(deps, taskId, `ask-${turnName(turn.n)}-${k}`, call);
+      if (asked === "waiting") return true;
+      result = asked;
+    } else if (prepared && "error" in prepared) {
+      result = prepared.error;
+    } else if (problems.length > 0) {
+      result = { content: `Invalid arguments for ${call.name}: ${problems.join("; ")}`, isError: true };
+    } else if (descriptor.risky) {
+      // An approval covers one execution: a call started before (a crash) needs a new one (approvals.ts).
+      const approved = await approval(deps, taskId, `confirm-${turnName(turn.n)}-${k}`, call);
+      if (approved === "waiting") return true;
+      result = approved === "approved" ? await run() : approved;
+    } else {
+      result = await run();
+    }
+    if (result.pending) {
+      // The turn ends here, nothing running: the push (or the deadline) brings the result; a push
+      // that came before the send had its answer settles it now.
+      const settled = await holdRemoteCall(deps, taskId, slot, result.pending);
+      if (!settled) return true;
+      result = settled;
+    }
+    const message = {
+      meta: msgMeta(taskId, slot),
+      role: "tool" as const,
+      toolCallId: call.id,
+      content: result.content,
+      ...(result.isError ? { isError: true } : {}),
+      ...(ephemeral ? { ephemeral: true } : {}),
+    };
+    await deps.resources.put(message);
+    turn.results[k] = message; // the caller sends the transcript on without reading it again
+  }
+  return false;
+}
+
+/** Runs one call. An effect waits until the turn that asked for it is on disk: a crash cannot hide it. */
+async function execute(
+  deps: EngineDeps,
+  descriptor: ToolDescriptor,
+  call: { id: string; name: string; arguments: Record<string, unknown> },
+  taskId: string,
+  assistant: Assistant,
+  slot: string,
+  activity?: ActivityInvocation,
+) {
+  if (!descriptor.pure) await deps.untilDurable();
+  const context = remoteContext(call, taskId, assistant.meta.id, assistant.tools);
+  return deps.tools.execute(call.name, call.arguments, {
+    ...context,
+    ...(activity ? { activity } : {}),
+    // A remote agent may push: its callback is on record before it is given out (remote-calls.ts).
+    handOff: (callback) => openRemoteCall(deps, { taskId, slot, tool: call.name, context, ...callback }),
+  });
+}
+
+async function budgetProblem(
+  deps: EngineDeps,
+  task: TaskResource,
+  turn: number,
+): Promise<string | undefined> {
+  const own = await usageOf(deps, task.meta.id);
+  const hit = exceeded(task.budgets, { ...own, turns: Math.max(own.turns, turn - 1) }, true);
+  if (hit) return `budget ${hit.budget} exhausted (${round(hit.used)} of ${hit.limit})`;
+  for (const ancestor of ancestors(task.meta.id).reverse()) {
+    if (lastElement(ancestor).type !== "Task") continue;
+    const a = await deps.resources.getAs("plan.Task", ancestor);
+    if (!a) continue;
+    const over = exceeded(a.budgets, await usageOf(deps, ancestor), false);
+    if (over)
+      return `budget ${over.budget} of "${a.meta.name}" exhausted (${round(over.used)} of ${over.limit})`;
+  }
+  const root = (await deps.tasks.view(rootTaskOf(task.meta.id))) ?? (await deps.tasks.view(task.meta.id));
+  const wall = task.budgets.maxWallMs;
+  if (root && wall !== undefined && deps.clock().getTime() - Date.parse(root.createdAt) > wall) {
+    return `budget maxWallMs exhausted (${wall} ms since the request)`;
+  }
+  return undefined;
+}
+
+const round = (n: number) => Math.round(n * 1000) / 1000;
+
+/** The request's root task: the first Task element of the URN. */
+function rootTaskOf(taskId: string): string {
+  const all = [...ancestors(taskId), taskId];
+  return all.find((u) => u.split("/").pop()?.startsWith("plan.Task.")) ?? taskId;
+}
+
+const systemPrompt = (a: Assistant) =>
+  `You are ${a.meta.name}.\n${toDescription(a.meta)}\n\nWork on the task you are given. Use your tools when they help. ` +
+  "When you are done, answer with the result itself, without asking follow-up questions.";
+
+/** The stored turns as the window takes them (window.ts decides what is sent). */
+function toWindowTurns(t: Transcript): WindowTurn[] {
+  const lastTurn = t.turns.at(-1)?.n;
+  return t.turns.map((turn) => ({
+    n: turn.n,
+    urn: turn.message.meta.id,
+    ...(turn.message.content ? { content: turn.message.content } : {}),
+    ...(turn.message.toolCalls?.length ? { toolCalls: turn.message.toolCalls } : {}),
+    results: turn.results.map(
+      (r) =>
+        r && {
+          urn: r.meta.id,
+          toolCallId: r.toolCallId as string,
+          // An ephemeral result (engine/turn/activities.ts) is shown in the next turn only.
+          content: r.ephemeral && turn.n !== lastTurn ? EPHEMERAL_ELIDED : (r.content ?? ""),
+          ...(r.isError ? { isError: true } : {}),
+        },
+    ),
+  }));
+}
+
+const EPHEMERAL_ELIDED = "[an intermediate result, shown once: elided]";
+
+/**
+ * The task, what it belongs to (ancestors by URN) and the most similar earlier results, within a
+ * quarter of the request's token budget (window-context.ts).
+ */
+async function buildPrompt(deps: EngineDeps, task: TaskResource, assistant: Assistant): Promise<string> {
+  const parts = [`# Task: ${task.meta.name}`, toDescription(task.meta)];
+  const context: string[] = [];
+  for (const a of await deps.resources.ancestorsOf(task.meta.id)) {
+    if (a.meta.type === "common.Message" && "content" in a && a.content)
+      context.push(`- The request: ${a.content}`);
+    if (a.meta.type === "plan.Task")
+      context.push(`- Part of: ${a.meta.name}${a.meta.purpose ? `, ${a.meta.purpose}` : ""}`);
+  }
+  if (context.length) parts.push("# Context", ...context);
+  const similar = await similarResults(deps, task);
+  if (similar.length) parts.push("# Related results", ...similar);
+  const text = parts.filter(Boolean).join("\n");
+  return fitTokens(text, promptBudget(deps, assistant), await counterFor(deps, assistant));
+}
+
+async function similarResults(deps: EngineDeps, task: TaskResource): Promise<string[]> {
+  if (deps.settings.contextResults <= 0) return [];
+  const [vector] = await deps.embedder.embed([toDescription(task.meta) || task.meta.name]);
+  if (!vector) return [];
+  const matches = await deps.index.query({
+    vector,
+    topK: deps.settings.contextResults,
+    type: "common.Message",
+    keyPrefix: descendantPrefix(rootUrn(task.meta.id)),
+  });
+  const docs = await deps.resources.getMany(matches.map((m) => m.key));
+  return docs.flatMap((d) => (d && "content" in d && d.content ? [`- ${d.content.slice(0, 400)}`] : []));
+}

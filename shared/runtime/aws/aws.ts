@@ -1,0 +1,66 @@
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import { S3Client } from "@aws-sdk/client-s3";
+import { DynamoStateStore } from "../../adapters/aws/dynamo-state-store.ts";
+import { EventBridgeEventBus } from "../../adapters/aws/eventbridge-event-bus.ts";
+import { S3ObjectStore } from "../../adapters/aws/s3-object-store.ts";
+import { EventLogAudit } from "../../adapters/shared/event-log-audit.ts";
+import { resourceAnnouncer } from "../../store/resource-events.ts";
+import { ResourceStore } from "../../store/resource-store.ts";
+import { TaskLog } from "../../store/task-log.ts";
+import type { AwsConfig } from "../config.ts";
+import type { Runtime } from "../runtime.ts";
+
+/**
+ * The AWS composition root: S3 for resources, DynamoDB for state and the event log, EventBridge for
+ * events. Clients are created once per Lambda cold start; credentials come from the default chain.
+ */
+export interface AwsRuntime extends Runtime {
+  readonly bus: EventBridgeEventBus;
+}
+
+export interface AwsClients {
+  s3?: S3Client;
+  dynamodb?: DynamoDBClient;
+  eventbridge?: EventBridgeClient;
+}
+
+export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): AwsRuntime {
+  const at = (endpoint: string | undefined) => ({ region: config.region, ...(endpoint ? { endpoint } : {}) });
+  const s3 =
+    clients.s3 ??
+    new S3Client({ ...at(config.endpoints.s3), forcePathStyle: config.endpoints.s3 !== undefined });
+  const dynamodb = clients.dynamodb ?? new DynamoDBClient(at(config.endpoints.dynamodb));
+  const eventbridge = clients.eventbridge ?? new EventBridgeClient(at(config.endpoints.eventbridge));
+
+  const objects = new S3ObjectStore({
+    client: s3,
+    bucket: config.resourcesBucket,
+    keyPrefix: config.resourcesPrefix,
+  });
+  const state = new DynamoStateStore({ client: dynamodb, tableName: config.tableName });
+  const bus = new EventBridgeEventBus({
+    client: eventbridge,
+    eventBusName: config.eventBusName,
+    region: config.region,
+  });
+  return {
+    mode: "aws",
+    tenant: config.tenant,
+    objects,
+    state,
+    bus,
+    // Every writer announces its writes the same way (resource-events.ts).
+    resources: new ResourceStore(objects, { announcer: resourceAnnouncer(bus, config.resourceEvents) }),
+    tasks: new TaskLog(state),
+    audit: new EventLogAudit(state), // audit#<task> streams in the state table
+    // S3 and DynamoDB acknowledge a write once it is stored durably: nothing to wait for.
+    untilDurable: () => Promise.resolve(),
+    async close() {
+      await bus.close();
+      if (!clients.s3) s3.destroy();
+      if (!clients.dynamodb) dynamodb.destroy();
+      if (!clients.eventbridge) eventbridge.destroy();
+    },
+  };
+}

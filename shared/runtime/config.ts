@@ -1,0 +1,733 @@
+import { join, resolve } from "node:path";
+import { z } from "zod";
+import type { RateLimit, RateLimits } from "../channels/http/rate-limit.ts";
+import { ConfigError } from "../kernel/errors.ts";
+import {
+  allowEntryProblem,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  type OutboundSettings,
+  portEntryProblem,
+} from "../outbound/policy.ts";
+
+export type { RateLimit, RateLimits } from "../channels/http/rate-limit.ts";
+
+/**
+ * The one place that reads the environment. Parsed with zod; a bad or missing setting fails at
+ * start-up with a message that says which variable to set and how.
+ */
+const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
+const name = z.string().regex(/^[a-zA-Z0-9._-]+$/);
+/** A comma-separated list whose every entry `problem` accepts (it says why not). */
+const list = (problem: (entry: string) => string | undefined) =>
+  z
+    .string()
+    .transform((v) =>
+      v
+        .split(",")
+        .map((e) => e.trim())
+        .filter(Boolean),
+    )
+    .superRefine((entries, ctx) => {
+      for (const e of entries) {
+        const why = problem(e);
+        if (why) ctx.addIssue({ code: "custom", message: why });
+      }
+    });
+
+const rateLimit = (fallback: string) =>
+  z
+    .string()
+    .regex(
+      /^(off|0|\d+(\.\d+)?(,\d+)?)$/,
+      'requests per second and an optional burst, e.g. "20" or "20,200"; "off" for no limit',
+    )
+    .default(fallback)
+    .transform((v): RateLimit | undefined => {
+      if (v === "off" || v === "0") return undefined;
+      const [rate, burst] = v.split(",").map(Number) as [number, number | undefined];
+      if (rate <= 0) return undefined;
+      return { perSecond: rate, burst: Math.max(1, burst ?? Math.ceil(rate * 10)) };
+    });
+
+/** An absolute http(s) base URL (parsePublicUrl), without a trailing slash. */
+const publicUrl = z.string().transform((v, ctx) => {
+  try {
+    return parsePublicUrl(v);
+  } catch (e) {
+    ctx.addIssue({ code: "custom", message: (e as Error).message });
+    return z.NEVER;
+  }
+});
+
+const EnvSchema = z.object({
+  ARBOR_MODE: z.enum(["local", "aws"]).default("local"),
+  ARBOR_TENANT: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/, "letters, digits, _ and -")
+    .default("local"),
+  // local mode
+  ARBOR_DATA_DIR: z.string().min(1).default(".arbor"),
+  ARBOR_DURABLE: bool.default(true),
+  ARBOR_OBJECT_STORE: z.enum(["sqlite", "files"]).default("sqlite"),
+  /** A JSON file with the tool registry (see shared/tools/service/config.ts); default: the built-in tools. */
+  ARBOR_TOOLS_FILE: z.string().min(1).optional(),
+  /**
+   * A team file (shared/domain/team.ts): the team a tenant without assistants gets before its first
+   * request (`-c team=<file>` at deploy bundles it); default: the built-in DEFAULT_TEAM.
+   */
+  ARBOR_TEAM_FILE: z.string().min(1).optional(),
+  /** The API keys `arbor serve` accepts (see shared/adapters/local/api-keys.ts); default <dataDir>/api-keys.json. */
+  ARBOR_API_KEYS_FILE: z.string().min(1).optional(),
+  /**
+   * Where callers reach `arbor serve` from outside (the A2A agent card names it): an absolute
+   * http(s) URL, optionally with a path prefix; default the address it listens on.
+   */
+  ARBOR_PUBLIC_URL: publicUrl.optional(),
+  /**
+   * Which policy engine decides: Cedar (the default policy, built in; the local default) or OPA (a
+   * bundle, see policies/README.md; the AWS default).
+   */
+  ARBOR_POLICY_ENGINE: z.enum(["cedar", "opa"]).optional(),
+  /** opa, aws mode: the policies bucket (storage stack output PoliciesBucketName) and a key prefix. */
+  ARBOR_POLICIES_BUCKET: name.optional(),
+  ARBOR_POLICIES_PREFIX: z.string().optional(),
+  /** opa, aws mode: how often a function looks for a newly published bundle (HeadObject). */
+  ARBOR_POLICY_RECHECK_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(10_000, "at least 10000 (ten seconds), e.g. 300000 (five minutes)")
+    .default(300_000),
+  /** opa, local mode: the folder with bundle.tar.gz and bundle.tar.gz.sha256. */
+  ARBOR_POLICIES_DIR: z.string().min(1).optional(),
+  // aws mode
+  AWS_REGION: z.string().min(1).optional(),
+  /** The deployment's stage (the engine stack sets it): the `stage` dimension of the metrics. */
+  ARBOR_STAGE: name.optional(),
+  ARBOR_RESOURCES_BUCKET: name.optional(),
+  ARBOR_RESOURCES_PREFIX: z.string().optional(),
+  ARBOR_TABLE_NAME: name.optional(),
+  ARBOR_EVENT_BUS_NAME: z.string().min(1).optional(),
+  /** The S3 Vectors bucket and index the engine keeps its embeddings in (both or neither). */
+  ARBOR_VECTOR_BUCKET: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$/, "3-63 lower-case letters, digits and hyphens")
+    .optional(),
+  ARBOR_VECTOR_INDEX: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, "3-63 lower-case letters, digits, dots and hyphens")
+    .optional(),
+  /**
+   * The tool function (functions/tool.ts, engine stack output ToolFunctionName): a name or ARN. Set,
+   * the engine calls its tools through it (shared/tools/service/tool-function-port.ts); unset, they run
+   * in process.
+   */
+  ARBOR_TOOL_FUNCTION: z
+    .string()
+    .regex(
+      /^(?:arn:aws[a-z-]*:lambda:[a-z]{2,}(?:-[a-z]+)+-\d{1,2}:\d{12}:function:)?[a-zA-Z0-9_-]{1,64}(?::(?:\$LATEST|[a-zA-Z0-9_-]{1,128}))?$/,
+      "a Lambda function name (arbor-prod-engine-ToolFunction...) or its ARN: the engine stack's output ToolFunctionName",
+    )
+    .optional(),
+  /**
+   * How many requests `arbor serve` takes from one API key, and from all keys of one tenant:
+   * "<per second>" or "<per second>,<burst>" (burst default: ten seconds' worth), or "off".
+   */
+  ARBOR_RATE_LIMIT_PER_KEY: rateLimit("20,200"),
+  ARBOR_RATE_LIMIT_PER_TENANT: rateLimit("50,500"),
+  /**
+   * How long a blocking A2A SendMessage waits for the request to end before it answers with the
+   * task still working (the caller then polls GetTask); below API Gateway's 30 s on AWS.
+   */
+  ARBOR_A2A_BLOCKING_WAIT_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(0)
+    .max(3_600_000, "at most 3600000 (an hour); behind API Gateway keep it under 30000, e.g. 25000")
+    .optional(),
+  /** The watchdog re-drives work that has not moved for this long; longer than any step may run. */
+  /** Which resource writes go on the bus as RESOURCE_PUT (store/resource-events.ts). */
+  ARBOR_RESOURCE_EVENTS: z.enum(["default", "all", "off"]).default("default"),
+  ARBOR_WATCHDOG_STALE_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(60_000, "at least 60000 (a minute); keep it above the longest step timeout, e.g. 600000")
+    .default(600_000),
+  /**
+   * The outbound guard (shared/outbound/): every URL Arbor calls out to. Addresses and names it may
+   * reach although they are not public (CIDRs, addresses, host names, comma-separated), ports
+   * besides 80 and 443, https only, and the longest response body it reads.
+   */
+  ARBOR_OUTBOUND_ALLOW: list(allowEntryProblem).optional(),
+  ARBOR_OUTBOUND_PORTS: list(portEntryProblem).optional(),
+  ARBOR_OUTBOUND_HTTPS_ONLY: bool.default(false),
+  ARBOR_OUTBOUND_MAX_RESPONSE_BYTES: z.coerce
+    .number()
+    .int("whole bytes")
+    .min(1024, "at least 1024 bytes")
+    .default(DEFAULT_MAX_RESPONSE_BYTES),
+  /**
+   * Webhook deliveries (shared/notify/): https only; plain http (and https) to a loopback receiver
+   * on any port only when this is on, for development.
+   */
+  ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP: bool.default(false),
+  /**
+   * Webhook and push URLs' own allow-list and ports (the same forms as ARBOR_OUTBOUND_ALLOW and
+   * ARBOR_OUTBOUND_PORTS, which are the tools' and never open webhooks): a tenant's callbackUrl
+   * reaches a non-public address only when it is named here.
+   */
+  ARBOR_WEBHOOK_ALLOW: list(allowEntryProblem).optional(),
+  ARBOR_WEBHOOK_PORTS: list(portEntryProblem).optional(),
+  /** AWS: the notify function's delivery queue (SQS), where recorded deliveries are queued (the stack sets it). */
+  ARBOR_NOTIFY_QUEUE_URL: z.url().optional(),
+  /**
+   * A leaf's context window in tokens (its model request and the answer together; see
+   * shared/engine/window/window.ts): at least the model's smallest window you use, e.g. 32000; an
+   * assistant's limits.contextTokens overrides it.
+   */
+  ARBOR_CONTEXT_TOKENS: z.coerce
+    .number()
+    .int("whole tokens")
+    .min(2_000, "at least 2000 tokens, e.g. 32000")
+    .max(10_000_000, "at most 10000000 tokens, e.g. 200000 for Claude")
+    .optional(),
+  // the model
+  ARBOR_MODEL_PROVIDER: z.enum(["bedrock", "openai"]).optional(),
+  /**
+   * How long the model may go on failing (unreachable, throttling) before the task waiting on it
+   * fails with the reason; until then its step tries again (shared/engine/model-calls.ts). On AWS
+   * keep it well under the model steps' 5-minute timeout.
+   */
+  ARBOR_MODEL_RETRY_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(0)
+    .max(240_000, "at most 240000 (4 minutes: a model step on AWS ends at 5), e.g. 30000")
+    .optional(),
+  ARBOR_MODEL: z.string().min(1).optional(),
+  ARBOR_OPENAI_BASE_URL: z.url().optional(),
+  ARBOR_OPENAI_API_KEY: z.string().min(1).optional(),
+  ARBOR_BEDROCK_ENDPOINT: z.url().optional(),
+  /** Endpoint overrides, for local peers (s3rver, DynamoDB Local) or VPC endpoints. */
+  ARBOR_S3_ENDPOINT: z.url().optional(),
+  ARBOR_DYNAMODB_ENDPOINT: z.url().optional(),
+  ARBOR_EVENTBRIDGE_ENDPOINT: z.url().optional(),
+  ARBOR_S3VECTORS_ENDPOINT: z.url().optional(),
+  ARBOR_SQS_ENDPOINT: z.url().optional(),
+  ARBOR_SECRETSMANAGER_ENDPOINT: z.url().optional(),
+  /**
+   * The chat channels' settings (Slack, Teams: shared/notify/chat/settings.ts). Locally a JSON file only
+   * its owner may read (default <dataDir>/chat.json, when present); on AWS a Secrets Manager secret
+   * (its ARN or name: the engine stack sets it from -c chatSecret). Re-read after the TTL.
+   */
+  ARBOR_CHAT_SETTINGS_FILE: z.string().min(1).optional(),
+  ARBOR_CHAT_SECRET_ARN: z
+    .string()
+    .regex(
+      /^(arn:aws[a-z-]*:secretsmanager:[a-z]{2,}(-[a-z]+)+-\d{1,2}:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}|[A-Za-z0-9/_+=.@-]{1,512})$/,
+      "a Secrets Manager secret's ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>) or name",
+    )
+    .optional(),
+  ARBOR_CHAT_SETTINGS_TTL_MS: z.coerce
+    .number()
+    .int("whole milliseconds")
+    .min(1_000, "at least 1000 (a second), e.g. 300000 (five minutes)")
+    .max(3_600_000, "at most 3600000 (an hour): a rotated secret must be taken in time")
+    .default(300_000),
+});
+
+/** A remote Arbor the CLI speaks to over the HTTP API (ARBOR_URL, ARBOR_KEY). */
+export interface RemoteConfig {
+  /** The base URL, without a trailing slash (a deployed stack's API, or another machine's `arbor serve`). */
+  url: string;
+  /** The API key sent as `Authorization: Bearer <key>`. */
+  key: string;
+}
+
+const RemoteEnvSchema = z.object({
+  ARBOR_URL: publicUrl.optional(),
+  ARBOR_KEY: z
+    .string()
+    .regex(/^\S{1,500}$/, "an API key (arbor_...), no spaces")
+    .optional(),
+});
+
+/**
+ * The remote Arbor of ARBOR_URL and ARBOR_KEY, or undefined when ARBOR_URL is not set (the CLI then
+ * works on the local data folder). ARBOR_URL without ARBOR_KEY is an error that says what to set.
+ */
+export function loadRemoteConfig(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): RemoteConfig | undefined {
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = RemoteEnvSchema.safeParse(set);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
+  }
+  const { ARBOR_URL: url, ARBOR_KEY: key } = parsed.data;
+  if (!url) return undefined;
+  if (!key)
+    throw new ConfigError(
+      `ARBOR_URL is set (${url}) but ARBOR_KEY is not (ARBOR_URL needs ARBOR_KEY): set ARBOR_KEY to an ` +
+        "API key of that Arbor (`arbor keys add` where it runs prints one; managing keys and the team " +
+        "needs an admin's, made with --role admin), or unset ARBOR_URL to work on the local data folder",
+    );
+  return { url, key };
+}
+
+/** Which model answers; undefined when none is configured (see MODEL_HELP). */
+export type ModelConfig =
+  | { provider: "bedrock"; model: string; region: string; endpoint?: string }
+  | { provider: "openai"; model: string; baseUrl: string; apiKey?: string };
+
+export const MODEL_HELP = `No model is configured. Arbor talks to Amazon Bedrock or to any OpenAI-compatible endpoint:
+
+  Amazon Bedrock (enable the model in the Bedrock console, Model access, first):
+    export ARBOR_MODEL_PROVIDER=bedrock AWS_REGION=us-east-1
+    export ARBOR_MODEL=anthropic.claude-3-5-haiku-20241022-v1:0
+    (credentials from the usual AWS chain: AWS_PROFILE, environment, SSO)
+
+  An OpenAI-compatible server (Ollama, vLLM, LM Studio):
+    ollama serve & ollama pull llama3.1
+    export ARBOR_MODEL_PROVIDER=openai ARBOR_OPENAI_BASE_URL=http://localhost:11434/v1 ARBOR_MODEL=llama3.1
+
+Or try it offline with the scripted example:  npx arbor run --example offsite`;
+
+export interface NotifyConfig {
+  /** Loopback receivers (http or https, any port) are allowed: development only (ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP). */
+  allowLoopbackHttp: boolean;
+  /** Non-public addresses and names webhooks may reach (ARBOR_WEBHOOK_ALLOW); the tools' allow-list never applies. */
+  allow?: readonly string[];
+  /** Ports besides 443 webhooks may use (ARBOR_WEBHOOK_PORTS). */
+  ports?: readonly string[];
+  /** AWS: the delivery queue (ARBOR_NOTIFY_QUEUE_URL) the notify function consumes; absent: the sweep finds what is due. */
+  queueUrl?: string;
+}
+
+export interface LocalConfig {
+  mode: "local";
+  model?: ModelConfig;
+  tenant: string;
+  dataDir: string;
+  /** Commits are fsynced before anything that depends on them leaves the process. */
+  durable: boolean;
+  /** Stricter and slower: no write resolves before its commit is on disk. */
+  syncEachWrite?: boolean;
+  /** Where resources live: rows of the local database (default) or one file per resource. */
+  objectStore?: "sqlite" | "files";
+  /** The tool registry's JSON file (ARBOR_TOOLS_FILE); absent: the built-in tools. */
+  toolsFile?: string;
+  /** The default team's file (ARBOR_TEAM_FILE); absent: DEFAULT_TEAM. */
+  teamFile?: string;
+  /** The API keys `arbor serve` accepts (ARBOR_API_KEYS_FILE); loadConfig sets <dataDir>/api-keys.json by default. */
+  apiKeysFile?: string;
+  /** Where callers reach `arbor serve` (ARBOR_PUBLIC_URL, see parsePublicUrl); absent: where it listens. */
+  publicUrl?: string;
+  /** How many requests `arbor serve` takes per key and per tenant (ARBOR_RATE_LIMIT_PER_KEY / _PER_TENANT). */
+  rateLimits?: RateLimits;
+  /** Who decides: the built-in Cedar policy, or an OPA bundle from a folder. */
+  policy?: { engine: "cedar" } | { engine: "opa"; dir: string };
+  /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
+  outbound?: OutboundSettings;
+  /** `arbor serve`'s watchdog re-drives work that has not moved for this long (ARBOR_WATCHDOG_STALE_MS). */
+  watchdogStaleMs?: number;
+  /** ARBOR_RESOURCE_EVENTS (store/resource-events.ts): `all` adds a task's transcript, `off` only outputs; absent: `default`. */
+  resourceEvents?: "default" | "all" | "off";
+  /** Webhook deliveries (ARBOR_NOTIFY_*); absent: https only. */
+  notify?: NotifyConfig;
+  /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); absent: the A2A server's default. */
+  a2aBlockingWaitMs?: number;
+  /** A leaf's context window in tokens (ARBOR_CONTEXT_TOKENS); absent: the engine's default. */
+  contextTokens?: number;
+  /** How long a failing model is retried before its task fails (ARBOR_MODEL_RETRY_MS); absent: the engine's default. */
+  modelRetryMs?: number;
+  /**
+   * The chat settings file (ARBOR_CHAT_SETTINGS_FILE, else <dataDir>/chat.json); `required` when it
+   * was named (its absence is then an error, not "no chat channels"). loadConfig always sets it.
+   */
+  chat?: { file: string; required: boolean; ttlMs: number };
+}
+
+export interface AwsConfig {
+  mode: "aws";
+  /** ARBOR_STAGE, e.g. dev or prod. */
+  stage?: string;
+  model?: ModelConfig;
+  tenant: string;
+  region: string;
+  resourcesBucket: string;
+  resourcesPrefix: string;
+  tableName: string;
+  eventBusName: string;
+  /** Where the engine's embeddings live; the engine refuses to start without it. */
+  vectors?: { bucket: string; index: string };
+  /** The watchdog's idea of "stopped moving". */
+  watchdogStaleMs: number;
+  /** ARBOR_RESOURCE_EVENTS (store/resource-events.ts): `all` adds a task's transcript, `off` only outputs; absent: `default`. */
+  resourceEvents?: "default" | "all" | "off";
+  /** `bedrock` serves the embedder; the model's own endpoint is in `model`. */
+  endpoints: {
+    s3?: string;
+    dynamodb?: string;
+    eventbridge?: string;
+    s3vectors?: string;
+    bedrock?: string;
+    sqs?: string;
+    secretsmanager?: string;
+  };
+  /** The tool registry's JSON file (ARBOR_TOOLS_FILE, bundled with the functions); absent: the built-ins. */
+  toolsFile?: string;
+  /** The default team's file (ARBOR_TEAM_FILE, bundled with the functions); absent: DEFAULT_TEAM. */
+  teamFile?: string;
+  /** Who decides: an OPA bundle from the policies bucket (the default), or the built-in Cedar policy. */
+  policy: { engine: "cedar" } | { engine: "opa"; bucket: string; prefix: string; recheckMs: number };
+  /** What the outbound guard lets through (ARBOR_OUTBOUND_*); absent: public addresses, ports 80 and 443. */
+  outbound?: OutboundSettings;
+  /** Webhook deliveries (ARBOR_NOTIFY_*); absent: https only. */
+  notify?: NotifyConfig;
+  /** The tool function that runs every tool call (ARBOR_TOOL_FUNCTION); absent: tools run in process. */
+  toolFunction?: string;
+  /** Where callers reach the API function (ARBOR_PUBLIC_URL, the stack sets the API's endpoint). */
+  publicUrl?: string;
+  /** How long a blocking A2A send waits (ARBOR_A2A_BLOCKING_WAIT_MS); the stack sets 25 s. */
+  a2aBlockingWaitMs?: number;
+  /** A leaf's context window in tokens (ARBOR_CONTEXT_TOKENS); absent: the engine's default. */
+  contextTokens?: number;
+  /** How long a failing model is retried before its task fails (ARBOR_MODEL_RETRY_MS); absent: the engine's default. */
+  modelRetryMs?: number;
+  /** Requests per key and per tenant, counted per API function instance (ARBOR_RATE_LIMIT_PER_*). */
+  rateLimits?: RateLimits;
+  /** The chat settings' secret (ARBOR_CHAT_SECRET_ARN); absent: no chat channels on this stack. */
+  chat?: { secretId: string; ttlMs: number };
+}
+
+export type Config = LocalConfig | AwsConfig;
+
+export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
+  // An empty variable (`export X=`) means "not set".
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = EnvSchema.safeParse(set);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  const model = modelConfig(e);
+  if (e.ARBOR_MODE === "local") {
+    if (e.ARBOR_CHAT_SECRET_ARN)
+      throw new ConfigError(
+        "ARBOR_CHAT_SECRET_ARN is read on AWS only (ARBOR_MODE=aws): locally the chat settings are a " +
+          "file only you may read, ARBOR_CHAT_SETTINGS_FILE (default <data folder>/chat.json); unset it",
+      );
+    return {
+      mode: "local",
+      ...(model ? { model } : {}),
+      tenant: e.ARBOR_TENANT,
+      dataDir: resolve(e.ARBOR_DATA_DIR),
+      durable: e.ARBOR_DURABLE,
+      objectStore: e.ARBOR_OBJECT_STORE,
+      ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
+      ...(e.ARBOR_TEAM_FILE ? { teamFile: resolve(e.ARBOR_TEAM_FILE) } : {}),
+      apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
+      ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
+      rateLimits: rateLimitsOf(e),
+      policy: localPolicy(e),
+      outbound: outboundSettings(e),
+      notify: { allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP, ...webhookReach(e) },
+      watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
+      resourceEvents: e.ARBOR_RESOURCE_EVENTS,
+      ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
+        ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
+        : {}),
+      ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
+      ...(e.ARBOR_MODEL_RETRY_MS !== undefined ? { modelRetryMs: e.ARBOR_MODEL_RETRY_MS } : {}),
+      chat: {
+        file: resolve(e.ARBOR_CHAT_SETTINGS_FILE ?? join(e.ARBOR_DATA_DIR, "chat.json")),
+        required: e.ARBOR_CHAT_SETTINGS_FILE !== undefined,
+        ttlMs: e.ARBOR_CHAT_SETTINGS_TTL_MS,
+      },
+    };
+  }
+  const missing = (
+    [
+      ["AWS_REGION", e.AWS_REGION, "the region Arbor is deployed in, e.g. eu-west-1"],
+      [
+        "ARBOR_RESOURCES_BUCKET",
+        e.ARBOR_RESOURCES_BUCKET,
+        "the resources bucket (stack output ResourcesBucketName)",
+      ],
+      ["ARBOR_TABLE_NAME", e.ARBOR_TABLE_NAME, "the state table (stack output StateTableName)"],
+      ["ARBOR_EVENT_BUS_NAME", e.ARBOR_EVENT_BUS_NAME, "the event bus (stack output EventBusName)"],
+      [
+        "ARBOR_POLICIES_BUCKET",
+        (e.ARBOR_POLICY_ENGINE ?? "opa") === "opa" ? e.ARBOR_POLICIES_BUCKET : "cedar",
+        "the policies bucket with the OPA bundle (stack output PoliciesBucketName), or ARBOR_POLICY_ENGINE=cedar",
+      ],
+    ] as const
+  ).filter(([, value]) => value === undefined);
+  if (missing.length > 0) {
+    throw new ConfigError(
+      `ARBOR_MODE=aws needs these settings:\n${missing.map(([k, , why]) => `  ${k}: ${why}`).join("\n")}\n` +
+        "Deployed functions get them from the CDK stack; for a shell, copy them from `npx cdk deploy` outputs.",
+    );
+  }
+  // A deployed function's webhooks are https only: the loopback switch is for a developer's machine.
+  if (e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP && set.AWS_LAMBDA_FUNCTION_NAME !== undefined) {
+    throw new ConfigError(
+      "ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP is for development on one machine and is refused on Lambda: " +
+        "unset it (webhooks from a deployed stack go to https receivers only)",
+    );
+  }
+  if ((e.ARBOR_VECTOR_BUCKET === undefined) !== (e.ARBOR_VECTOR_INDEX === undefined)) {
+    throw new ConfigError(
+      "ARBOR_VECTOR_BUCKET and ARBOR_VECTOR_INDEX go together: set both (engine stack outputs " +
+        `VectorBucketName and VectorIndexName); only ${e.ARBOR_VECTOR_BUCKET ? "ARBOR_VECTOR_BUCKET" : "ARBOR_VECTOR_INDEX"} is set`,
+    );
+  }
+  const endpoints: AwsConfig["endpoints"] = {};
+  if (e.ARBOR_S3_ENDPOINT) endpoints.s3 = e.ARBOR_S3_ENDPOINT;
+  if (e.ARBOR_DYNAMODB_ENDPOINT) endpoints.dynamodb = e.ARBOR_DYNAMODB_ENDPOINT;
+  if (e.ARBOR_EVENTBRIDGE_ENDPOINT) endpoints.eventbridge = e.ARBOR_EVENTBRIDGE_ENDPOINT;
+  if (e.ARBOR_S3VECTORS_ENDPOINT) endpoints.s3vectors = e.ARBOR_S3VECTORS_ENDPOINT;
+  if (e.ARBOR_BEDROCK_ENDPOINT) endpoints.bedrock = e.ARBOR_BEDROCK_ENDPOINT;
+  if (e.ARBOR_SQS_ENDPOINT) endpoints.sqs = e.ARBOR_SQS_ENDPOINT;
+  if (e.ARBOR_SECRETSMANAGER_ENDPOINT) endpoints.secretsmanager = e.ARBOR_SECRETSMANAGER_ENDPOINT;
+  if (e.ARBOR_CHAT_SETTINGS_FILE)
+    throw new ConfigError(
+      "ARBOR_CHAT_SETTINGS_FILE is for `arbor serve`; on AWS the chat settings are a Secrets Manager " +
+        "secret, ARBOR_CHAT_SECRET_ARN (deploy with -c chatSecret=<its ARN or name>): unset it",
+    );
+  return {
+    mode: "aws",
+    ...(model ? { model } : {}),
+    tenant: e.ARBOR_TENANT,
+    region: e.AWS_REGION as string,
+    resourcesBucket: e.ARBOR_RESOURCES_BUCKET as string,
+    resourcesPrefix: e.ARBOR_RESOURCES_PREFIX ?? "",
+    tableName: e.ARBOR_TABLE_NAME as string,
+    eventBusName: e.ARBOR_EVENT_BUS_NAME as string,
+    ...(e.ARBOR_VECTOR_BUCKET && e.ARBOR_VECTOR_INDEX
+      ? { vectors: { bucket: e.ARBOR_VECTOR_BUCKET, index: e.ARBOR_VECTOR_INDEX } }
+      : {}),
+    watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
+    resourceEvents: e.ARBOR_RESOURCE_EVENTS,
+    ...(e.ARBOR_STAGE ? { stage: e.ARBOR_STAGE } : {}),
+    endpoints,
+    policy:
+      (e.ARBOR_POLICY_ENGINE ?? "opa") === "opa"
+        ? {
+            engine: "opa",
+            bucket: e.ARBOR_POLICIES_BUCKET as string,
+            prefix: e.ARBOR_POLICIES_PREFIX ?? "",
+            recheckMs: e.ARBOR_POLICY_RECHECK_MS,
+          }
+        : { engine: "cedar" },
+    ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
+    ...(e.ARBOR_TEAM_FILE ? { teamFile: resolve(e.ARBOR_TEAM_FILE) } : {}),
+    outbound: outboundSettings(e),
+    notify: {
+      allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP,
+      ...webhookReach(e),
+      ...(e.ARBOR_NOTIFY_QUEUE_URL ? { queueUrl: e.ARBOR_NOTIFY_QUEUE_URL } : {}),
+    },
+    ...(e.ARBOR_TOOL_FUNCTION ? { toolFunction: e.ARBOR_TOOL_FUNCTION } : {}),
+    ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
+    ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
+      ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
+      : {}),
+    rateLimits: rateLimitsOf(e),
+    ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
+    ...(e.ARBOR_MODEL_RETRY_MS !== undefined ? { modelRetryMs: e.ARBOR_MODEL_RETRY_MS } : {}),
+    ...(e.ARBOR_CHAT_SECRET_ARN
+      ? { chat: { secretId: e.ARBOR_CHAT_SECRET_ARN, ttlMs: e.ARBOR_CHAT_SETTINGS_TTL_MS } }
+      : {}),
+  };
+}
+
+/**
+ * Where `arbor keys` keeps keys: a remote Arbor through its admin routes (ARBOR_URL with an admin
+ * key in ARBOR_KEY), the state table of a deployed stack written directly with AWS credentials
+ * (ARBOR_MODE=aws with ARBOR_TABLE_NAME: how the first admin key of a fresh stack is made), or
+ * else the local keys file (loadConfig's apiKeysFile).
+ */
+export type KeysTarget =
+  | { kind: "remote"; url: string; key: string }
+  | { kind: "table"; tableName: string; region: string; endpoint?: string }
+  | { kind: "file" };
+
+const KeysTargetSchema = z.object({
+  ARBOR_MODE: z.enum(["local", "aws"]).default("local"),
+  ARBOR_TABLE_NAME: name.optional(),
+  AWS_REGION: z.string().min(1).optional(),
+  ARBOR_DYNAMODB_ENDPOINT: z.url().optional(),
+});
+
+export function loadKeysTarget(env: Readonly<Record<string, string | undefined>> = process.env): KeysTarget {
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = KeysTargetSchema.safeParse(set);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  const remote = loadRemoteConfig(env);
+  if (remote) return { kind: "remote", ...remote };
+  if (e.ARBOR_MODE === "local") return { kind: "file" };
+  const missing = [
+    e.ARBOR_TABLE_NAME ? undefined : "ARBOR_TABLE_NAME (the storage stack's output StateTableName)",
+    e.AWS_REGION ? undefined : "AWS_REGION (the region of the stack, e.g. eu-west-1)",
+  ].filter((m) => m !== undefined);
+  if (missing.length > 0)
+    throw new ConfigError(
+      `arbor keys with ARBOR_MODE=aws writes the state table directly, with your AWS credentials; set:\n  ${missing.join("\n  ")}\n` +
+        "or set ARBOR_URL and ARBOR_KEY (an admin key) to go through the deployed API instead",
+    );
+  return {
+    kind: "table",
+    tableName: e.ARBOR_TABLE_NAME as string,
+    region: e.AWS_REGION as string,
+    ...(e.ARBOR_DYNAMODB_ENDPOINT ? { endpoint: e.ARBOR_DYNAMODB_ENDPOINT } : {}),
+  };
+}
+
+function rateLimitsOf(e: z.output<typeof EnvSchema>): RateLimits {
+  return {
+    ...(e.ARBOR_RATE_LIMIT_PER_KEY ? { perKey: e.ARBOR_RATE_LIMIT_PER_KEY } : {}),
+    ...(e.ARBOR_RATE_LIMIT_PER_TENANT ? { perTenant: e.ARBOR_RATE_LIMIT_PER_TENANT } : {}),
+  };
+}
+
+function webhookReach(e: z.output<typeof EnvSchema>): Pick<NotifyConfig, "allow" | "ports"> {
+  return {
+    ...(e.ARBOR_WEBHOOK_ALLOW ? { allow: e.ARBOR_WEBHOOK_ALLOW } : {}),
+    ...(e.ARBOR_WEBHOOK_PORTS ? { ports: e.ARBOR_WEBHOOK_PORTS } : {}),
+  };
+}
+
+function outboundSettings(e: z.output<typeof EnvSchema>): OutboundSettings {
+  return {
+    allow: e.ARBOR_OUTBOUND_ALLOW ?? [],
+    ports: e.ARBOR_OUTBOUND_PORTS ?? [],
+    httpsOnly: e.ARBOR_OUTBOUND_HTTPS_ONLY,
+    maxResponseBytes: e.ARBOR_OUTBOUND_MAX_RESPONSE_BYTES,
+  };
+}
+
+/**
+ * A public base URL (ARBOR_PUBLIC_URL, `arbor serve --public-url`): absolute http(s), no
+ * credentials, query or fragment, a path only as a clean prefix (a proxy's /arbor, say). Returns
+ * it without a trailing slash; throws ConfigError saying what is wrong.
+ */
+export function parsePublicUrl(value: string): string {
+  const bad = (why: string) =>
+    new ConfigError(
+      `The public URL ${JSON.stringify(value)} ${why}: give an absolute http(s) URL such as https://arbor.example.com`,
+    );
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw bad("is not a URL");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw bad("is not http or https");
+  if (url.username || url.password) throw bad("has credentials in it");
+  if (url.search || value.includes("?")) throw bad("has a query");
+  if (url.hash || value.includes("#")) throw bad("has a fragment");
+  const path = url.pathname.replace(/\/+$/, "");
+  if (path !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(path))
+    throw bad("has a path that is not a plain prefix");
+  // The URL parser folds "." and ".." segments and backslashes away: look at what was given.
+  if (/\\|\/\.{1,2}(\/|$)/.test(value)) throw bad("has a path that is not a plain prefix");
+  return `${url.origin}${path}`;
+}
+
+function localPolicy(e: z.output<typeof EnvSchema>): NonNullable<LocalConfig["policy"]> {
+  if ((e.ARBOR_POLICY_ENGINE ?? "cedar") === "cedar") return { engine: "cedar" };
+  if (!e.ARBOR_POLICIES_DIR)
+    throw new ConfigError(
+      "ARBOR_POLICY_ENGINE=opa needs ARBOR_POLICIES_DIR: the folder with bundle.tar.gz and bundle.tar.gz.sha256 (see policies/README.md)",
+    );
+  return { engine: "opa", dir: resolve(e.ARBOR_POLICIES_DIR) };
+}
+
+function modelConfig(e: z.output<typeof EnvSchema>): ModelConfig | undefined {
+  if (!e.ARBOR_MODEL_PROVIDER) return undefined;
+  const missing = (name: string, why: string) =>
+    new ConfigError(`ARBOR_MODEL_PROVIDER=${e.ARBOR_MODEL_PROVIDER} needs ${name}: ${why}`);
+  if (!e.ARBOR_MODEL)
+    throw missing("ARBOR_MODEL", "the model id, e.g. anthropic.claude-3-5-haiku-20241022-v1:0 or llama3.1");
+  if (e.ARBOR_MODEL_PROVIDER === "bedrock") {
+    if (!e.AWS_REGION) throw missing("AWS_REGION", "the region where the model is enabled, e.g. us-east-1");
+    return {
+      provider: "bedrock",
+      model: e.ARBOR_MODEL,
+      region: e.AWS_REGION,
+      ...(e.ARBOR_BEDROCK_ENDPOINT ? { endpoint: e.ARBOR_BEDROCK_ENDPOINT } : {}),
+    };
+  }
+  if (!e.ARBOR_OPENAI_BASE_URL)
+    throw missing("ARBOR_OPENAI_BASE_URL", "e.g. http://localhost:11434/v1 for Ollama");
+  return {
+    provider: "openai",
+    model: e.ARBOR_MODEL,
+    baseUrl: e.ARBOR_OPENAI_BASE_URL,
+    ...(e.ARBOR_OPENAI_API_KEY ? { apiKey: e.ARBOR_OPENAI_API_KEY } : {}),
+  };
+}
+
+/**
+ * What the operator commands (`arbor policy publish`, `arbor dlq redrive`) read: where the
+ * deployed stack's pieces are. AWS credentials and the region come from the SDK's default chain
+ * (AWS_PROFILE, AWS_REGION, ...); the endpoints point the clients at local peers in tests.
+ */
+const OperatorEnvSchema = z.object({
+  AWS_REGION: z.string().min(1).optional(),
+  /** Storage stack output PoliciesBucketName. */
+  ARBOR_POLICIES_BUCKET: name.optional(),
+  ARBOR_POLICIES_PREFIX: z.string().optional(),
+  ARBOR_POLICY_RECHECK_MS: EnvSchema.shape.ARBOR_POLICY_RECHECK_MS,
+  /** Storage stack output DeadLetterQueueUrl. */
+  ARBOR_DLQ_URL: z.url().optional(),
+  /** Storage stack output EventBusName: where the redrive finds each route's function. */
+  ARBOR_EVENT_BUS_NAME: z.string().min(1).optional(),
+  ARBOR_S3_ENDPOINT: z.url().optional(),
+  ARBOR_SQS_ENDPOINT: z.url().optional(),
+  ARBOR_LAMBDA_ENDPOINT: z.url().optional(),
+  ARBOR_EVENTBRIDGE_ENDPOINT: z.url().optional(),
+});
+
+export interface OperatorSettings {
+  region?: string;
+  policiesBucket?: string;
+  policiesPrefix: string;
+  policyRecheckMs: number;
+  deadLetterQueueUrl?: string;
+  eventBusName?: string;
+  endpoints: { s3?: string; sqs?: string; lambda?: string; eventbridge?: string };
+}
+
+export function loadOperatorSettings(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): OperatorSettings {
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = OperatorEnvSchema.safeParse(set);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Arbor's settings are not valid:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  const endpoints: OperatorSettings["endpoints"] = {};
+  if (e.ARBOR_S3_ENDPOINT) endpoints.s3 = e.ARBOR_S3_ENDPOINT;
+  if (e.ARBOR_SQS_ENDPOINT) endpoints.sqs = e.ARBOR_SQS_ENDPOINT;
+  if (e.ARBOR_LAMBDA_ENDPOINT) endpoints.lambda = e.ARBOR_LAMBDA_ENDPOINT;
+  if (e.ARBOR_EVENTBRIDGE_ENDPOINT) endpoints.eventbridge = e.ARBOR_EVENTBRIDGE_ENDPOINT;
+  return {
+    ...(e.AWS_REGION ? { region: e.AWS_REGION } : {}),
+    ...(e.ARBOR_POLICIES_BUCKET ? { policiesBucket: e.ARBOR_POLICIES_BUCKET } : {}),
+    policiesPrefix: e.ARBOR_POLICIES_PREFIX ?? "",
+    policyRecheckMs: e.ARBOR_POLICY_RECHECK_MS,
+    ...(e.ARBOR_DLQ_URL ? { deadLetterQueueUrl: e.ARBOR_DLQ_URL } : {}),
+    ...(e.ARBOR_EVENT_BUS_NAME ? { eventBusName: e.ARBOR_EVENT_BUS_NAME } : {}),
+    endpoints,
+  };
+}

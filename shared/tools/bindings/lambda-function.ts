@@ -1,0 +1,153 @@
+import { InvokeCommand, type InvokeCommandOutput, LambdaClient } from "@aws-sdk/client-lambda";
+import type { ToolBinding, ToolContext } from "../../ports/tools.ts";
+import { LAMBDA_FUNCTION } from "../service/config.ts";
+import { outsideTool } from "../service/json-schema.ts";
+
+/**
+ * A tool bound to an AWS Lambda function (`@aws-sdk/client-lambda`): each call is one synchronous
+ * Invoke (RequestResponse) with the arguments as the event, and the function's result, as the
+ * text of its JSON payload, comes back to the model. A function that throws is the tool failing,
+ * with its errorType and errorMessage; an Invoke that fails (no such function, no permission) is
+ * too, with what to check. The call's idempotency key and attempt go in the Invoke's client
+ * context (`context.clientContext.custom.idempotencyKey` and `.attempt` in a Node.js function), not
+ * in the event, which stays the model's arguments.
+ */
+export interface LambdaFunctionSettings {
+  /** A function name, `name:version-or-alias`, or the function's ARN. */
+  function: string;
+  /** A version or alias (when `function` names none). */
+  qualifier?: string;
+  /** Where the function is: for the error messages (the client is already in that region). */
+  region?: string;
+}
+
+/** What a lambda entry of the tool registry says of its tool. */
+export interface LambdaToolOptions {
+  description: string;
+  parameters: Record<string, unknown>;
+  risky: boolean;
+  settings: LambdaFunctionSettings;
+}
+
+export function lambdaFunctionBinding(
+  name: string,
+  options: LambdaToolOptions,
+  client: LambdaClient,
+): ToolBinding {
+  const { function: functionName, qualifier, region } = options.settings;
+  const target = qualifier ? `${functionName} (${qualifier})` : functionName;
+  return outsideTool(
+    {
+      name,
+      kind: "lambda",
+      description: options.description,
+      parameters: options.parameters,
+      risky: options.risky,
+    },
+    async (args: Record<string, unknown>, context: ToolContext) => {
+      const command = new InvokeCommand({
+        FunctionName: functionName,
+        InvocationType: "RequestResponse",
+        Payload: JSON.stringify(args),
+        ...(qualifier ? { Qualifier: qualifier } : {}),
+        ...(context.idempotencyKey ? { ClientContext: clientContext(context) } : {}),
+      });
+      let response: InvokeCommandOutput;
+      try {
+        response = await client.send(command, context.signal ? { abortSignal: context.signal } : {});
+      } catch (cause) {
+        if (context.signal?.aborted) throw cause; // the tool service reports its timeout
+        throw invokeFailed(name, target, region, cause);
+      }
+      const payload = response.Payload?.transformToString("utf-8") ?? "";
+      if (response.FunctionError) throw functionFailed(target, payload);
+      return payload;
+    },
+  );
+}
+
+/** The client context a function reads as `context.clientContext` (base64 JSON; `custom` is ours). */
+function clientContext(context: ToolContext): string {
+  const custom = { idempotencyKey: context.idempotencyKey, attempt: context.attempt ?? 1 };
+  return Buffer.from(JSON.stringify({ custom })).toString("base64");
+}
+
+/** What the function threw: the runtime's `{"errorType", "errorMessage", "trace"}`, trace left out. */
+function functionFailed(target: string, payload: string): Error {
+  let detail = payload;
+  try {
+    const body: unknown = JSON.parse(payload);
+    if (body && typeof body === "object") {
+      const { errorType, errorMessage } = body as Record<string, unknown>;
+      const parts = [errorType, errorMessage].filter((p): p is string => typeof p === "string");
+      if (parts.length) detail = parts.join(": ");
+    }
+  } catch {
+    // not JSON: the payload as it is
+  }
+  return new Error(`the Lambda function ${target} returned an error: ${detail.slice(0, 500)}`);
+}
+
+/** Why Invoke itself failed, and what to check. */
+function invokeFailed(tool: string, target: string, region: string | undefined, cause: unknown): Error {
+  const error = cause instanceof Error ? cause : new Error(String(cause));
+  const what = `${error.name}: ${error.message}`.slice(0, 500);
+  const where = region ? ` in ${region}` : "";
+  let next: string;
+  if (error.name === "ResourceNotFoundException")
+    next = `check tools.${tool}.function (the name or ARN, and its version or alias) and the region it is in`;
+  else if (error.name === "AccessDeniedException")
+    next = "grant the role Arbor runs as lambda:InvokeFunction on that function";
+  else if (error.name === "TooManyRequestsException")
+    next = "the function is throttled: try again later, or raise its concurrency";
+  else if (error.name === "CredentialsProviderError")
+    next = "Arbor has no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID, or run with a role";
+  else if (/region is missing/i.test(error.message))
+    next = `set tools.${tool}.region, give the function's ARN, or set AWS_REGION`;
+  else
+    next = `check tools.${tool}.function (the name or ARN) and that Arbor's role may call lambda:InvokeFunction on it`;
+  return new Error(`cannot invoke the Lambda function ${target}${where} (${what}): ${next}`, { cause });
+}
+
+/** Makes the Lambda client of a region (undefined: the SDK's default region). */
+export type LambdaClientFor = (region: string | undefined) => LambdaClient;
+
+/**
+ * The Lambda clients of a tool service: one per region, made when a tool first needs it. A tool's
+ * region is its `region`, else its ARN's, else the SDK's default (AWS_REGION, the profile).
+ */
+export class LambdaFunctions {
+  readonly #clients = new Map<string, LambdaClient>();
+  readonly #make: LambdaClientFor | undefined;
+
+  /** `make`: the caller's clients (pointed at a local peer, say); default the SDK's, per region. */
+  constructor(make?: LambdaClientFor) {
+    this.#make = make;
+  }
+
+  binding(name: string, options: LambdaToolOptions): ToolBinding {
+    const region = options.settings.region ?? LAMBDA_FUNCTION.exec(options.settings.function)?.groups?.region;
+    const settings = { ...options.settings, ...(region ? { region } : {}) };
+    return lambdaFunctionBinding(name, { ...options, settings }, this.#client(region));
+  }
+
+  #client(region: string | undefined): LambdaClient {
+    const key = region ?? "";
+    let client = this.#clients.get(key);
+    if (!client) {
+      // One attempt: a retry after a lost response could run a function with effects twice. A
+      // throttled or failed call is an error the model reads (and may try again, deliberately).
+      client = this.#make
+        ? this.#make(region)
+        : new LambdaClient({ ...(region ? { region } : {}), maxAttempts: 1 });
+      this.#clients.set(key, client);
+    }
+    return client;
+  }
+
+  /** Lets go of the clients' connections. */
+  close(): void {
+    for (const client of this.#clients.values()) client.destroy();
+    this.#clients.clear();
+  }
+}

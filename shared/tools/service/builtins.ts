@@ -1,0 +1,321 @@
+import { createHash } from "node:crypto";
+import { z } from "zod";
+import { AskQuestionSchema } from "../../domain/ask-question.ts";
+import { formatIssues, type Message } from "../../domain/resources.ts";
+import { wholeCharacters } from "../../domain/text.ts";
+import { descendantPrefix, rootUrn, tenantOf } from "../../domain/urn.ts";
+import type { GraphStore } from "../../graph/graph-store.ts";
+import { graphAdd, graphQuery, graphRemove } from "../../graph/graph-tools.ts";
+import type { Embedder } from "../../ports/embeddings.ts";
+import type { PolicyEngine } from "../../ports/policy.ts";
+import type { ToolBinding, ToolContext, ToolDescriptor } from "../../ports/tools.ts";
+import type { VectorIndex } from "../../ports/vector-index.ts";
+import { type Principal, ResourceAccess } from "../../store/resource-access.ts";
+import type { ResourceStore } from "../../store/resource-store.ts";
+import { ACTIVITIES, ACTIVITY_NAMES, activityBinding, isActivityName } from "../activities/activities.ts";
+import type { BuiltinFunction } from "./builtin-function.ts";
+import { parametersOf } from "./zod-parameters.ts";
+
+const define = <S extends z.ZodObject>(f: BuiltinFunction<S>): BuiltinFunction =>
+  f as unknown as BuiltinFunction;
+
+/** What the built-ins that reach beyond their arguments need. */
+export interface BuiltinDeps {
+  resources: ResourceStore;
+  embedder: Embedder;
+  index: VectorIndex;
+  /** Outbound HTTP (injected, so tests control the network). */
+  fetch: typeof fetch;
+  /** Decides the resource tools' reads (resource.read); the tenant boundary holds without it too. */
+  policy?: PolicyEngine;
+  /** The tenants' linked data, for the graph tools (shared/graph/). */
+  graph?: GraphStore;
+}
+
+/** Per-tool settings of a built-in (from the tool's configuration entry). */
+export interface BuiltinSettings {
+  /** http_request: the hosts it may reach (`example.com`, or `*.example.com` for its subdomains). */
+  allowedHosts?: readonly string[];
+}
+
+const text = z.string().max(1_000_000);
+
+const sha256 = define({
+  description: "SHA-256 hash of a text, as lowercase hex.",
+  schema: z.object({ text }),
+  pure: true,
+  run: ({ text }) => createHash("sha256").update(text).digest("hex"),
+});
+
+const md5 = define({
+  description: "MD5 hash of a text, as lowercase hex (a checksum, not for security).",
+  schema: z.object({ text }),
+  pure: true,
+  run: ({ text }) => createHash("md5").update(text).digest("hex"),
+});
+
+const wordCount = define({
+  description: "Counts the words in a text.",
+  schema: z.object({ text }),
+  pure: true,
+  run: ({ text }) => String(text.split(/\s+/).filter(Boolean).length),
+});
+
+const calculator = define({
+  description: "Adds, subtracts, multiplies or divides two numbers.",
+  schema: z.object({ a: z.number(), b: z.number(), op: z.enum(["add", "subtract", "multiply", "divide"]) }),
+  pure: true,
+  run: ({ a, b, op }) => {
+    if (op === "divide" && b === 0) throw new Error("division by zero");
+    return String(op === "add" ? a + b : op === "subtract" ? a - b : op === "multiply" ? a * b : a / b);
+  },
+});
+
+/** A stand-in for an action with side effects: it only records what it would send, and it is risky. */
+const sendEmail = define({
+  description: "Sends an email. Needs a person's confirmation of the exact recipient, subject and body.",
+  schema: z.object({ to: z.email(), subject: z.string().min(1).max(200), body: z.string().max(20_000) }),
+  risky: true,
+  run: ({ to, subject }) => `Email "${subject}" queued for ${to}`,
+});
+
+/**
+ * Asks a person and waits for the answer (engine/turn/ask.ts): the engine's step handles the call, on
+ * both runtimes; the tool service never runs it (if a call reaches it, it is refused).
+ */
+const askPerson = define({
+  description:
+    "Asks a person a question and waits for the answer (the task pauses until someone answers). Give a title; " +
+    "options to choose from, or none for a free written answer, or options with freeAnswer: true for either. " +
+    "validation.regex/required hold the written answer to a pattern. The result is the person's answer.",
+  schema: AskQuestionSchema,
+  pure: true,
+  engine: "ask_person",
+  run: () => {
+    throw new Error("ask_person is answered by a person through the engine; it cannot run as a function");
+  },
+});
+
+/** The tenant a task belongs to: a built-in never reaches beyond it. */
+const tenantPrefix = (context: ToolContext) => descendantPrefix(rootUrn(context.taskId));
+
+/**
+ * The assistant calling a tool, as the resource checks see it: of the tenant at the root of its URN
+ * (an actor named otherwise acts within the task's tenant).
+ */
+function callerOf(context: ToolContext): Principal {
+  const tenant = tenantOf(context.actor.startsWith("cld:") ? context.actor : context.taskId);
+  return { id: context.actor, kind: "agent", ...(tenant ? { tenant } : {}) };
+}
+
+// The schemas of the built-ins made per tool service are made once (parametersOf converts each once).
+const SEARCH_SCHEMA = z
+  .object({
+    query: z.string().min(1).max(2000).optional(),
+    urnPrefix: z.string().min(5).max(1000).optional(),
+    limit: z.number().int().min(1).max(50).default(5),
+  })
+  .refine((a) => (a.query === undefined) !== (a.urnPrefix === undefined), {
+    message: "give either query or urnPrefix, not both",
+  });
+const READ_SCHEMA = z.object({
+  urn: z.string().min(5).max(1000),
+  offset: z.number().int().min(0).default(0),
+  length: z.number().int().min(1).max(50_000).default(20_000),
+});
+const HTTP_SCHEMA = z.object({
+  url: z.url({ protocol: /^https?$/ }),
+  method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]).default("GET"),
+  headers: z.record(z.string(), z.string().max(4000)).optional(),
+  body: z.string().max(1_000_000).optional(),
+});
+
+function searchResources(deps: BuiltinDeps) {
+  const access = new ResourceAccess(deps.resources, deps.policy);
+  return define({
+    description:
+      "Finds resources of your tenant: by meaning (`query`: the most similar results of earlier tasks) " +
+      "or by place (`urnPrefix`: the resources stored under that URN). Returns URNs with a short excerpt.",
+    schema: SEARCH_SCHEMA,
+    pure: true,
+    run: async ({ query, urnPrefix, limit }, context) => {
+      const caller = callerOf(context);
+      let urns: string[];
+      if (query !== undefined) {
+        const [vector] = await deps.embedder.embed([query]);
+        const keyPrefix = tenantPrefix(context);
+        const matches = vector
+          ? await deps.index.query({ vector, topK: limit, type: "common.Message", keyPrefix })
+          : [];
+        urns = matches.map((m) => m.key);
+      } else {
+        urns = (await access.list(caller, (urnPrefix as string).replace(/\/$/, ""))).slice(0, limit);
+      }
+      const docs = await access.readMany(caller, urns);
+      const lines = docs.flatMap((d) =>
+        d ? [`- ${d.meta.id} (${d.meta.type}) ${excerpt(d as Message)}`.trimEnd()] : [],
+      );
+      return lines.length ? lines.join("\n") : "Nothing found.";
+    },
+  });
+}
+
+const excerpt = (d: Message) =>
+  typeof d.content === "string" ? d.content.slice(0, 200).replace(/\s+/g, " ") : (d.meta.purpose ?? "");
+
+function readResource(deps: BuiltinDeps) {
+  const access = new ResourceAccess(deps.resources, deps.policy);
+  return define({
+    description:
+      "Reads a resource of your tenant by URN (a result stored because it was too large to pass inline, " +
+      "a message, a task). Long text comes in pieces: pass `offset` to read on.",
+    schema: READ_SCHEMA,
+    pure: true,
+    run: async ({ urn, offset, length }, context) => {
+      const resource = await access.read(callerOf(context), urn);
+      if (!resource) throw new Error(`No resource ${urn}`);
+      const whole =
+        "content" in resource && typeof resource.content === "string"
+          ? resource.content
+          : JSON.stringify(resource, null, 1);
+      // Whole characters: a piece ends before a character it would cut, and starts after one an offset cuts.
+      const from = offset > 0 && wholeCharacters(whole, offset) < offset ? offset + 1 : offset;
+      const end = wholeCharacters(whole, from + length);
+      const piece = whole.slice(from, end > from ? end : from + 2); // length 1 at a pair: the pair
+      const rest = whole.length - from - piece.length;
+      return rest > 0
+        ? `${piece}\n[${rest} more characters: read on with offset ${from + piece.length}]`
+        : piece;
+    },
+  });
+}
+
+function httpRequest(deps: BuiltinDeps, settings: BuiltinSettings) {
+  const allowed = settings.allowedHosts ?? [];
+  return define({
+    description: `Makes an HTTP request to an allowed host (${allowed.join(", ")}) and returns the status and body.`,
+    schema: HTTP_SCHEMA,
+    run: async ({ url, method, headers, body }, context) => {
+      const host = new URL(url).hostname.toLowerCase();
+      if (!hostAllowed(host, allowed))
+        throw new Error(`${host} is not an allowed host; allowed: ${allowed.join(", ") || "none"}`);
+      const response = await deps.fetch(url, {
+        method,
+        redirect: "manual", // a redirect could leave the allow-list
+        ...(headers ? { headers } : {}),
+        ...(body !== undefined && method !== "GET" ? { body } : {}),
+        ...(context.signal ? { signal: context.signal } : {}),
+      });
+      const location = response.headers.get("location");
+      const tail = location ? `\n(redirects to ${location}: not followed)` : "";
+      return `HTTP ${response.status}\n${await response.text()}${tail}`;
+    },
+  });
+}
+
+/** Whether `host` is one of `allowed`: an exact name, or `*.example.com` for its subdomains. */
+export function hostAllowed(host: string, allowed: readonly string[]): boolean {
+  return allowed.some((a) => {
+    const pattern = a.toLowerCase();
+    return pattern.startsWith("*.") ? host.endsWith(pattern.slice(1)) : host === pattern;
+  });
+}
+
+/** The built-in functions by name; those that need settings or dependencies are made per tool. */
+export const BUILTIN_NAMES = [
+  "sha256",
+  "md5",
+  "word_count",
+  "calculator",
+  "send_email",
+  "search_resources",
+  "read_resource",
+  "http_request",
+  "graph_add",
+  "graph_query",
+  "graph_remove",
+  // Activities (tools/activities/activities.ts): `(call, tool, context)` handlers, `_outputPath`, fire-and-forget.
+  ...ACTIVITY_NAMES,
+  "ask_person",
+] as const;
+export type BuiltinName = (typeof BUILTIN_NAMES)[number];
+
+function builtinFunction(
+  name: Exclude<BuiltinName, (typeof ACTIVITY_NAMES)[number]>,
+  deps: BuiltinDeps | undefined,
+  settings: BuiltinSettings,
+): BuiltinFunction {
+  const need = () => {
+    if (!deps) throw new Error(`The built-in ${name} needs the resources, the index and fetch`);
+    return deps;
+  };
+  switch (name) {
+    case "sha256":
+      return sha256;
+    case "md5":
+      return md5;
+    case "word_count":
+      return wordCount;
+    case "calculator":
+      return calculator;
+    case "send_email":
+      return sendEmail;
+    case "search_resources":
+      return searchResources(need());
+    case "read_resource":
+      return readResource(need());
+    case "http_request":
+      return httpRequest(need(), settings);
+    case "graph_add":
+    case "graph_query":
+    case "graph_remove": {
+      // Both runtimes give the graph store; a tool service opened without one (a test's) still
+      // opens, and a call says what is missing.
+      const make = { graph_add: graphAdd, graph_query: graphQuery, graph_remove: graphRemove }[name];
+      return make({ graph: deps?.graph ?? noGraph(name), policy: deps?.policy });
+    }
+    case "ask_person":
+      return askPerson;
+  }
+}
+
+/** The graph of a tool service opened without one: every call fails, saying so. */
+const noGraph = (name: string): GraphStore => {
+  const fail = async (): Promise<never> => {
+    throw new Error(`${name} has no graph store here: this tool service was opened without one`);
+  };
+  return { add: fail, remove: fail, query: fail, count: fail };
+};
+
+/** A tool named `name` bound to a built-in function. */
+export function builtinBinding(
+  name: string,
+  fn: BuiltinName,
+  options: { description?: string; risky?: boolean; settings?: BuiltinSettings },
+  deps?: BuiltinDeps,
+): ToolBinding {
+  if (isActivityName(fn)) return activityBinding(name, ACTIVITIES[fn], options);
+  const f = builtinFunction(fn, deps, options.settings ?? {});
+  const parameters = parametersOf(f.schema);
+  const descriptor: ToolDescriptor = {
+    name,
+    kind: "builtin",
+    description: options.description ?? f.description,
+    parameters,
+    risky: options.risky ?? f.risky ?? false,
+    pure: f.pure ?? false,
+    ...(f.engine ? { engine: f.engine } : {}),
+  };
+  // The arguments as checked, for run() to use without parsing them again.
+  const checked = new WeakMap<object, z.output<typeof f.schema>>();
+  return {
+    descriptor,
+    check: (args) => {
+      const parsed = f.schema.safeParse(args);
+      if (!parsed.success) return formatIssues(parsed.error);
+      checked.set(args, parsed.data);
+      return [];
+    },
+    run: async (args, context) => f.run(checked.get(args) ?? f.schema.parse(args), context),
+  };
+}
