@@ -1,8 +1,5 @@
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import { LambdaClient } from "@aws-sdk/client-lambda";
-import { SQSClient } from "@aws-sdk/client-sqs";
-import { type DeadLetter, DeadLetterQueue } from "../shared/adapters/aws/dead-letters.ts";
 import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
+import { type DeadLetter, type DlqClients, deadLetterQueue } from "../shared/runtime/aws/operator-tools.ts";
 import type { OperatorSettings } from "../shared/runtime/config.ts";
 import { usageOf } from "./help.ts";
 import { heading, note } from "./render.ts";
@@ -24,12 +21,6 @@ export interface DlqOptions {
   max: string | undefined;
 }
 
-export interface DlqClients {
-  sqs?: SQSClient;
-  lambda?: LambdaClient;
-  events?: EventBridgeClient;
-}
-
 /** The exit code: 0 when every message read was sent back (or shown, in a dry run), else 1. */
 export async function dlqCommand(
   sub: string | undefined,
@@ -49,17 +40,11 @@ export async function dlqCommand(
     throw new ValidationError(
       `--max is a whole number of messages, at least 1, not "${options.max}". ${DLQ_USAGE}`,
     );
-  const at = (endpoint: string | undefined) => ({
-    ...(settings.region ? { region: settings.region } : {}),
-    ...(endpoint ? { endpoint } : {}),
-  });
-  const queue = new DeadLetterQueue({
-    sqs: clients.sqs ?? new SQSClient(at(settings.endpoints.sqs)),
-    lambda: clients.lambda ?? new LambdaClient(at(settings.endpoints.lambda)),
-    events: clients.events ?? new EventBridgeClient(at(settings.endpoints.eventbridge)),
-    queueUrl,
-    eventBusName: options.bus ?? settings.eventBusName,
-  });
+  const queue = deadLetterQueue(
+    settings,
+    { queueUrl, eventBusName: options.bus ?? settings.eventBusName },
+    clients,
+  );
 
   const left: DeadLetter[] = [];
   let shown = 0;

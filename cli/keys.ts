@@ -1,8 +1,4 @@
 import { join } from "node:path";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { DynamoStateStore } from "../shared/adapters/aws/dynamo-state-store.ts";
-import { FileKeyStore } from "../shared/adapters/local/file-key-store.ts";
-import { StateKeyStore } from "../shared/adapters/shared/state-key-store.ts";
 import { DEFAULT_KEY_CACHE_TTL_MS } from "../shared/channels/http/key-cache.ts";
 import { formatIssues } from "../shared/domain/resources.ts";
 import { UnavailableError, ValidationError } from "../shared/kernel/errors.ts";
@@ -14,6 +10,7 @@ import {
   newKeyProblem,
 } from "../shared/ports/key-store.ts";
 import { type KeysTarget, type LocalConfig, loadConfig, loadKeysTarget } from "../shared/runtime/config.ts";
+import { fileKeyStore, tableKeyStore } from "../shared/runtime/key-stores.ts";
 import { usageOf } from "./help.ts";
 import { type KeyView, RemoteKeys } from "./keys-remote.ts";
 import { heading, note } from "./render.ts";
@@ -148,13 +145,9 @@ function keysAt(target: KeysTarget, env: Readonly<Record<string, string | undefi
     };
   }
   if (target.kind === "table") {
-    const client = new DynamoDBClient({
-      region: target.region,
-      ...(target.endpoint ? { endpoint: target.endpoint } : {}),
-    });
-    const state = new DynamoStateStore({ client, tableName: target.tableName });
+    const table = tableKeyStore(target);
     const where = `the state table ${target.tableName} (${target.region})`;
-    const store = fromStore(new StateKeyStore(state), loadTenant(env));
+    const store = fromStore(table.store, loadTenant(env));
     const explained =
       <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
       (...args: A) =>
@@ -174,14 +167,14 @@ function keysAt(target: KeysTarget, env: Readonly<Record<string, string | undefi
       revoke: explained(store.revoke),
       where: `the state table ${target.tableName}`,
       takesEffect: `the deployed API sees the change within ${DEFAULT_KEY_CACHE_TTL_MS / 1000} s`,
-      close: () => client.destroy(),
+      close: table.close,
     };
   }
   const config = loadConfig(env);
   if (config.mode !== "local") throw new ValidationError("arbor keys: unexpected configuration");
   const file = keysFileOf(config);
   return {
-    ...fromStore(new FileKeyStore(file), config.tenant),
+    ...fromStore(fileKeyStore(file), config.tenant),
     where: file,
     takesEffect: "a running `arbor serve` sees the change within a second",
     close: () => {},

@@ -1,7 +1,6 @@
 import { parseArgs } from "node:util";
-import type { InProcessEventBusOptions } from "../shared/adapters/local/in-process-event-bus.ts";
 import { isArborError } from "../shared/kernel/errors.ts";
-import type { LocalRuntime } from "../shared/runtime/local/local.ts";
+import type { LocalRuntime, LocalRuntimeOptions } from "../shared/runtime/local/local.ts";
 import { heading, note } from "./render.ts";
 
 // Each command's code is imported when that command runs: a CLI process starts in a fraction of
@@ -17,7 +16,7 @@ const write = (line: string) => process.stdout.write(`${line}\n`);
  */
 async function withRuntime(
   fn: (rt: LocalRuntime) => Promise<void>,
-  options: { bus?: InProcessEventBusOptions; lockAs?: string } = {},
+  options: { bus?: NonNullable<LocalRuntimeOptions["bus"]>; lockAs?: string } = {},
 ): Promise<void> {
   const { loadConfig } = await import("../shared/runtime/config.ts");
   const config = loadConfig();

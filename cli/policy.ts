@@ -1,9 +1,12 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { S3Client } from "@aws-sdk/client-s3";
-import { DEFAULT_ENTRYPOINT, OpaPolicyEngine } from "../shared/adapters/policy/opa-policy-engine.ts";
-import { publishBundle, readBundle } from "../shared/adapters/policy/policy-bundle-s3.ts";
 import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
+import {
+  checkPolicyBundle,
+  POLICY_ENTRYPOINT,
+  type PolicyBucketClient,
+  policyBucket,
+} from "../shared/runtime/aws/operator-tools.ts";
 import type { OperatorSettings } from "../shared/runtime/config.ts";
 import { usageOf } from "./help.ts";
 import { heading, note } from "./render.ts";
@@ -27,7 +30,7 @@ export async function policyCommand(
   options: PublishOptions,
   settings: OperatorSettings,
   write: (line: string) => void,
-  client?: S3Client,
+  client?: PolicyBucketClient,
 ): Promise<void> {
   if (sub !== "publish") throw new ValidationError(POLICY_USAGE);
   const { file } = options;
@@ -43,24 +46,19 @@ export async function policyCommand(
     bytes = await readFile(file);
   } catch (cause) {
     throw new ValidationError(
-      `Cannot read ${file}: ${(cause as Error).message}. Build it with: opa build -t wasm -e ${DEFAULT_ENTRYPOINT} -o bundle.tar.gz policies/arbor.rego`,
+      `Cannot read ${file}: ${(cause as Error).message}. Build it with: opa build -t wasm -e ${POLICY_ENTRYPOINT} -o bundle.tar.gz policies/arbor.rego`,
     );
   }
   const sha256 = createHash("sha256").update(bytes).digest("hex");
   // The same loader and checks as a function's cold start: nothing is uploaded if this fails.
-  const policy = await OpaPolicyEngine.load(bytes, sha256, { source: file });
+  const policy = await checkPolicyBundle(bytes, sha256, file);
   write(
-    `${heading("Checked")} ${file}: an OPA wasm policy with the entrypoint ${DEFAULT_ENTRYPOINT}, sha256 ${sha256}`,
+    `${heading("Checked")} ${file}: an OPA wasm policy with the entrypoint ${POLICY_ENTRYPOINT}, sha256 ${sha256}`,
   );
 
-  const s3 =
-    client ??
-    new S3Client({
-      ...(settings.region ? { region: settings.region } : {}),
-      ...(settings.endpoints.s3 ? { endpoint: settings.endpoints.s3, forcePathStyle: true } : {}),
-    });
-  const published = await publishBundle(s3, bucket, bytes, prefix);
-  const back = await readBundle(s3, bucket, prefix);
+  const s3 = policyBucket(settings, client);
+  const published = await s3.publish(bucket, bytes, prefix);
+  const back = await s3.read(bucket, prefix);
   if (back.kind !== "bundle" || back.sha256 !== sha256) {
     throw new ConfigError(
       `s3://${bucket}/${published.keys.bundle} does not read back as the bundle just published (another publish at the same time?): publish again`,

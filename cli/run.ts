@@ -1,7 +1,5 @@
 import { createInterface } from "node:readline/promises";
 import { ASSISTANTS, REQUEST, script } from "../examples/offsite/scenario.ts";
-import { ScriptedLlm } from "../shared/adapters/llm/scripted-llm.ts";
-import { OpaPolicyEngine } from "../shared/adapters/policy/opa-policy-engine.ts";
 import type { Actor } from "../shared/domain/events.ts";
 import type { InteractionResource } from "../shared/domain/resources.ts";
 import { isTerminal } from "../shared/domain/task-state.ts";
@@ -14,6 +12,7 @@ import type { Llm } from "../shared/ports/llm.ts";
 import { type LocalConfig, MODEL_HELP } from "../shared/runtime/config.ts";
 import { createLocalRuntime } from "../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../shared/runtime/local/local-engine.ts";
+import { folderPolicy, scriptedModel } from "../shared/runtime/local/local-parts.ts";
 import { createModel } from "../shared/runtime/models.ts";
 import { loadToolsConfig } from "../shared/tools/service/config.ts";
 import { ask } from "./ask.ts";
@@ -52,9 +51,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     toolsConfig: loadToolsConfig(config.toolsFile),
     ...(config.teamFile ? { teamFile: config.teamFile } : {}),
     ...(config.outbound ? { outbound: config.outbound } : {}),
-    ...(config.policy?.engine === "opa"
-      ? { policy: await OpaPolicyEngine.fromFolder(config.policy.dir) }
-      : {}),
+    ...(config.policy?.engine === "opa" ? { policy: await folderPolicy(config.policy.dir) } : {}),
   });
   const stop = engine.start();
   const lines = createInterface({ input: process.stdin, terminal: false });
@@ -153,7 +150,7 @@ function chooseModel(
   if (options.example) {
     if (options.example !== "offsite")
       throw new Error(`Unknown example "${options.example}". Try: --example offsite`);
-    return { llm: new ScriptedLlm(script), assistants: ASSISTANTS, text: REQUEST };
+    return { llm: scriptedModel(script), assistants: ASSISTANTS, text: REQUEST };
   }
   if (!options.text)
     throw new Error('Say what to do: arbor run "<message>" (or try: arbor run --example offsite)');

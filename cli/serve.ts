@@ -1,8 +1,4 @@
 import { ASSISTANTS, script } from "../examples/offsite/scenario.ts";
-import { ScriptedLlm } from "../shared/adapters/llm/scripted-llm.ts";
-import { ApiKeys, readApiKeysFile, watchApiKeysFile } from "../shared/adapters/local/api-keys.ts";
-import { FileKeyStore } from "../shared/adapters/local/file-key-store.ts";
-import { OpaPolicyEngine } from "../shared/adapters/policy/opa-policy-engine.ts";
 import { chatChannelsOf, chatRoutes, chatSurfaces } from "../shared/channels/chat/chat-routes.ts";
 import { createServerApp, type RunningServer, startServer } from "../shared/channels/http/http-server.ts";
 import { RateLimiter } from "../shared/channels/http/rate-limit.ts";
@@ -23,6 +19,7 @@ import { type LocalConfig, MODEL_HELP, parsePublicUrl } from "../shared/runtime/
 import { createLocalRuntime } from "../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../shared/runtime/local/local-engine.ts";
 import { type LocalNotify, startLocalNotify } from "../shared/runtime/local/local-notify.ts";
+import { folderPolicy, keysFileNow, scriptedModel, servedKeys } from "../shared/runtime/local/local-parts.ts";
 import { createModel } from "../shared/runtime/models.ts";
 import { loadToolsConfig } from "../shared/tools/service/config.ts";
 import { keysFileOf } from "./keys.ts";
@@ -70,8 +67,8 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   // The agent card names the configured public URL, else where the server listens; never a request's Host.
   const publicUrl = options.publicUrl ? parsePublicUrl(options.publicUrl) : config.publicUrl;
   const keysFile = keysFileOf(config);
-  const file = readApiKeysFile(keysFile);
-  if (!file || file.keys.length === 0) {
+  const keysNow = keysFileNow(keysFile);
+  if (keysNow.keys === 0) {
     process.stderr.write(`${noKeysHelp(keysFile)}\n`);
     return 2;
   }
@@ -88,7 +85,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     return 2;
   }
   const log = componentLogger("serve");
-  const tenants = [...new Set(file.keys.map((k) => k.tenant))];
+  const { tenants } = keysNow;
   const rt = createLocalRuntime(config, { lockAs: "arbor serve" });
   let server: RunningServer | undefined;
   let stopSteps: (() => void) | undefined;
@@ -114,9 +111,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     ...(publicUrl ? { publicUrl } : {}),
     ...(config.teamFile && !setup.team ? { teamFile: config.teamFile } : {}),
     ...(config.outbound ? { outbound: config.outbound } : {}),
-    ...(config.policy?.engine === "opa"
-      ? { policy: await OpaPolicyEngine.fromFolder(config.policy.dir) }
-      : {}),
+    ...(config.policy?.engine === "opa" ? { policy: await folderPolicy(config.policy.dir) } : {}),
   }).catch(async (error: unknown) => {
     await rt.close();
     throw error;
@@ -153,15 +148,15 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     drive(0);
     const staleMs = config.watchdogStaleMs ?? WATCHDOG_STALE_MS;
     watchdog = setInterval(() => drive(staleMs), WATCHDOG_EVERY_MS).unref();
-    const keys = new ApiKeys(file);
     // A key added (`arbor keys add`) or removed while serving counts from the next request on; an
     // emptied or deleted file lets nobody in, an invalid one fails closed (see api-keys.ts). A
     // tenant's team: the engine gives a tenant without one the default team at its first request.
-    stopWatching = watchApiKeysFile(keysFile, keys, { log });
+    const keys = servedKeys(keysFile, log);
+    stopWatching = keys.stop;
     const app = createServerApp({
       engine,
       // The admin routes (/v1/admin/keys) write the file, and the server takes it at once.
-      keys: new FileKeyStore(keysFile, keys),
+      keys: keys.store,
       publicUrl: publicUrl ?? (() => server?.url ?? ""),
       limiter: new RateLimiter(config.rateLimits ?? {}),
       unwritable: () => rt.unwritable(), // what /healthz reports
@@ -185,7 +180,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
         : error;
     });
     process.stdout.write(
-      `${heading("Arbor's HTTP API")} on ${server.url} (model ${setup.llm.id}; ${file.keys.length} key${file.keys.length === 1 ? "" : "s"}, tenants ${tenants.join(", ")})\n` +
+      `${heading("Arbor's HTTP API")} on ${server.url} (model ${setup.llm.id}; ${keysNow.keys} key${keysNow.keys === 1 ? "" : "s"}, tenants ${tenants.join(", ")})\n` +
         `${note(`Try: curl -H "Authorization: Bearer <key>" -H "content-type: application/json" -d '{"text":"..."}' ${server.url}/v1/messages`)}\n` +
         (chatChannels.length > 0
           ? `${note(`Chat: ${chatChannels.join(" and ")} (${chatChannels.map((c) => `${server?.url}/${c.toLowerCase()}/...`).join(", ")}; see shared/channels/chat/CHAT-DEPLOY.md)`)}\n`
@@ -229,7 +224,7 @@ export function chooseModel(
   if (example) {
     if (example !== "offsite") throw new Error(`Unknown example "${example}". Try: --example offsite`);
     const team = { assistants: ASSISTANTS.map((a) => ({ ...a, purpose: a.purpose ?? a.name })) };
-    return { llm: new ScriptedLlm(script, { keepCalls: 0 }), team };
+    return { llm: scriptedModel(script, { keepCalls: 0 }), team };
   }
   return config.model ? { llm: createModel(config.model) } : undefined;
 }

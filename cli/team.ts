@@ -1,11 +1,11 @@
 import { createInterface } from "node:readline/promises";
-import { ScriptedLlm } from "../shared/adapters/llm/scripted-llm.ts";
 import { changesAnything, type TeamDiff, type TeamFile, teamEntryOf } from "../shared/domain/team.ts";
 import { activeAssistants } from "../shared/engine/team.ts";
 import { ConflictError } from "../shared/kernel/errors.ts";
 import type { LocalConfig } from "../shared/runtime/config.ts";
 import { createLocalRuntime } from "../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../shared/runtime/local/local-engine.ts";
+import { scriptedModel } from "../shared/runtime/local/local-parts.ts";
 import { readTeamJson } from "../shared/store/team-file.ts";
 import { loadToolsConfig } from "../shared/tools/service/config.ts";
 import { usageOf } from "./help.ts";
@@ -121,7 +121,7 @@ export async function teamApplyLocal(
   try {
     // The team is checked against the tools this folder's Arbor has (ARBOR_TOOLS_FILE); no model runs.
     const engine = await createLocalEngine(rt, {
-      llm: new ScriptedLlm([]),
+      llm: scriptedModel(),
       toolsConfig: loadToolsConfig(config.toolsFile),
     });
     try {

@@ -1,8 +1,8 @@
-import { ScriptedLlm } from "../shared/adapters/llm/scripted-llm.ts";
 import type { ToolDescriptor } from "../shared/ports/tools.ts";
 import type { LocalConfig } from "../shared/runtime/config.ts";
 import { createLocalRuntime } from "../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../shared/runtime/local/local-engine.ts";
+import { scriptedModel } from "../shared/runtime/local/local-parts.ts";
 import { loadToolsConfig } from "../shared/tools/service/config.ts";
 import { checkNamespace } from "../shared/tools/service/tool-registry.ts";
 import { usageOf } from "./help.ts";
@@ -65,7 +65,7 @@ export async function toolsLocal(
   const rt = createLocalRuntime(config);
   try {
     const engine = await createLocalEngine(rt, {
-      llm: new ScriptedLlm([]),
+      llm: scriptedModel(),
       toolsConfig: loadToolsConfig(config.toolsFile),
     });
     try {

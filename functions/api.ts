@@ -1,7 +1,6 @@
 import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import type { Hono } from "hono";
 import { type APIGatewayProxyResult, handle, type LambdaEvent } from "hono/aws-lambda";
-import { StateKeyStore } from "../shared/adapters/shared/state-key-store.ts";
 import { chatRoutes } from "../shared/channels/chat/chat-routes.ts";
 import type { EventStreamOptions } from "../shared/channels/http/http-events.ts";
 import { createServerApp } from "../shared/channels/http/http-server.ts";
@@ -16,6 +15,7 @@ import type { AwsRuntime } from "../shared/runtime/aws/aws.ts";
 import { createAwsApiEngine } from "../shared/runtime/aws/aws-api-engine.ts";
 import { type AwsChat, awsChatSettings } from "../shared/runtime/aws/aws-chat.ts";
 import { type AwsNotify, awsNotify } from "../shared/runtime/aws/aws-notify.ts";
+import { stateKeyStore } from "../shared/runtime/key-stores.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
 /**
@@ -81,7 +81,7 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
         throw new ConfigError(
           "The API function names its public URL in the agent card: set ARBOR_PUBLIC_URL to the API's endpoint (the engine stack does)",
         );
-      const keys: KeyStore = new CachedKeyStore(new StateKeyStore(rt.state), {
+      const keys: KeyStore = new CachedKeyStore(stateKeyStore(rt.state), {
         ...(deps.now ? { now: deps.now } : {}),
         ...(deps.keyCacheTtlMs !== undefined ? { ttlMs: deps.keyCacheTtlMs } : {}),
       });

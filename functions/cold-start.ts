@@ -1,10 +1,10 @@
 import type { SQSClient } from "@aws-sdk/client-sqs";
-import { meteredAudit } from "../shared/adapters/shared/metered.ts";
 import type { Engine } from "../shared/engine/engine.ts";
 import { ConfigError } from "../shared/kernel/errors.ts";
 import type { InvocationMetrics } from "../shared/ports/metrics.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws/aws.ts";
 import { type AwsEngineOptions, createAwsEngine } from "../shared/runtime/aws/aws-engine.ts";
+import { withMeteredAudit } from "../shared/runtime/aws/lambda-parts.ts";
 import { type Config, loadConfig } from "../shared/runtime/config.ts";
 
 /**
@@ -55,7 +55,7 @@ export function coldStart(
     const { metrics } = deps;
     const plain = createAwsRuntime(config, deps.clients);
     // Tool calls are counted where their audit records are written; the model's calls in the engine's model.
-    const rt = metrics ? { ...plain, audit: meteredAudit(plain.audit, metrics) } : plain;
+    const rt = metrics ? withMeteredAudit(plain, metrics) : plain;
     try {
       const engineOptions = metrics ? { ...deps.engine, metrics } : deps.engine;
       const warm = { config, rt, engine: await build(rt, config, engineOptions) };

@@ -1,11 +1,10 @@
 import { z } from "zod";
-import { EmfMetrics } from "../shared/adapters/aws/emf-metrics.ts";
-import { EVENT_ID_DETAIL_KEY } from "../shared/adapters/aws/eventbridge-event-bus.ts";
 import { formatIssues } from "../shared/domain/resources.ts";
 import { withinStepTime } from "../shared/engine/claims.ts";
 import { ROUTES, type StepName } from "../shared/engine/routes.ts";
 import { ValidationError } from "../shared/kernel/errors.ts";
 import { componentLogger } from "../shared/kernel/logger.ts";
+import { EVENT_ID_DETAIL_KEY, lambdaMetrics } from "../shared/runtime/aws/lambda-parts.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
 /**
@@ -37,7 +36,7 @@ export type StepHandler = ((input: unknown, context?: LambdaContext) => Promise<
 const log = componentLogger("engine-step");
 
 export function createStepHandler(deps: FunctionDeps = {}): StepHandler {
-  const metrics = deps.metrics ?? new EmfMetrics();
+  const metrics = deps.metrics ?? lambdaMetrics();
   const instance = coldStart({ ...deps, metrics }, ({ engine }) => {
     engine.start();
   });

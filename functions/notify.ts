@@ -1,6 +1,5 @@
 import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { z } from "zod";
-import { EmfMetrics } from "../shared/adapters/aws/emf-metrics.ts";
 import { formatIssues } from "../shared/domain/resources.ts";
 import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
 import { componentLogger } from "../shared/kernel/logger.ts";
@@ -12,6 +11,7 @@ import {
   awsNotify,
   createNotifyEngine,
 } from "../shared/runtime/aws/aws-notify.ts";
+import { lambdaMetrics } from "../shared/runtime/aws/lambda-parts.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
 /**
@@ -56,7 +56,7 @@ export type NotifyHandler = ((
 const log = componentLogger("notify");
 
 export function createNotifyHandler(deps: NotifyFunctionDeps = {}): NotifyHandler {
-  const metrics = deps.metrics ?? new EmfMetrics();
+  const metrics = deps.metrics ?? lambdaMetrics();
   let notify: AwsNotify | undefined;
   let chat: AwsChat | undefined;
   const instance = coldStart(

@@ -1,5 +1,3 @@
-import { EmfMetrics } from "../shared/adapters/aws/emf-metrics.ts";
-import { meteredAudit } from "../shared/adapters/shared/metered.ts";
 import { formatIssues } from "../shared/domain/resources.ts";
 import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
 import { componentLogger } from "../shared/kernel/logger.ts";
@@ -7,6 +5,7 @@ import type { InvocationMetrics } from "../shared/ports/metrics.ts";
 import type { ToolContext, ToolPort, ToolResult } from "../shared/ports/tools.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws/aws.ts";
 import { type AwsToolsOptions, openAwsToolService } from "../shared/runtime/aws/aws-tools.ts";
+import { lambdaMetrics, withMeteredAudit } from "../shared/runtime/aws/lambda-parts.ts";
 import { type Config, loadConfig } from "../shared/runtime/config.ts";
 import {
   type ExecuteToolResponse,
@@ -65,7 +64,7 @@ const DEADLINE_MARGIN_MS = 5_000;
 const log = componentLogger("tool-function");
 
 export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
-  const metrics = deps.metrics ?? new EmfMetrics();
+  const metrics = deps.metrics ?? lambdaMetrics();
   const instance = deps.service ? given(deps.service) : coldStart(deps, metrics);
   const stage = () => {
     const config = deps.config?.() ?? undefined;
@@ -195,7 +194,7 @@ function coldStart(deps: ToolFunctionDeps, metrics: InvocationMetrics): Instance
           "with the storage settings that mode needs",
       );
     const plain = createAwsRuntime(config, deps.clients);
-    const rt = { ...plain, audit: meteredAudit(plain.audit, metrics) };
+    const rt = withMeteredAudit(plain, metrics);
     try {
       return { rt, service: await openAwsToolService(rt, config, deps.tools) };
     } catch (error) {

@@ -1,5 +1,5 @@
-import { EmfMetrics } from "../shared/adapters/aws/emf-metrics.ts";
 import { componentLogger } from "../shared/kernel/logger.ts";
+import { lambdaMetrics } from "../shared/runtime/aws/lambda-parts.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
 
 /**
@@ -18,7 +18,7 @@ export type WatchdogHandler = ((
 const log = componentLogger("watchdog");
 
 export function createWatchdogHandler(deps: FunctionDeps = {}): WatchdogHandler {
-  const metrics = deps.metrics ?? new EmfMetrics();
+  const metrics = deps.metrics ?? lambdaMetrics();
   const instance = coldStart({ ...deps, metrics });
   const handle = async (_event?: unknown, context?: LambdaContext): Promise<{ redriven: number }> => {
     const run = log.createChild();

@@ -1,6 +1,3 @@
-import type { Artifact, Part, Task } from "@a2a-js/sdk";
-import { V03PushNotificationSerializer } from "@a2a-js/sdk/compat/v0_3/server";
-import { V1PushNotificationSerializer } from "@a2a-js/sdk/server";
 import { parentUrn } from "../domain/urn.ts";
 import {
   A2A_STATE,
@@ -13,6 +10,7 @@ import {
   statusOf,
   textPart,
 } from "../protocols/a2a/a2a-mapping.ts";
+import { type Artifact, type Part, serializePush, type Task } from "../protocols/a2a/a2a-push.ts";
 import type { Standing } from "./standing.ts";
 import type { A2aPushSubscription, CallbackSubscription } from "./subscriptions.ts";
 
@@ -119,9 +117,7 @@ export function a2aTask(sub: A2aPushSubscription, s: Standing, stamp: Stamp, roo
 
 /** The push body in the subscription's protocol version, by the SDK's serializers. */
 export function a2aPushBody(sub: A2aPushSubscription, task: Task): Body {
-  const serializer =
-    sub.protocol === "0.3" ? new V03PushNotificationSerializer() : new V1PushNotificationSerializer();
-  return serializer.serialize({ payload: { $case: "task", value: task } }, task);
+  return serializePush(sub.protocol, task);
 }
 
 /** What a callback names its event: `task.working`, `task.input_required`, `task.completed`... */

@@ -1,3 +1,4 @@
+import type { LambdaClient } from "@aws-sdk/client-lambda";
 import { CedarPolicyEngine } from "../adapters/policy/cedar-policy-engine.ts";
 import { DEFAULT_CEDAR_POLICY } from "../adapters/policy/default-policy.ts";
 import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
@@ -10,6 +11,7 @@ import { componentLogger } from "../kernel/logger.ts";
 import { createGuardedFetch } from "../outbound/guard.ts";
 import { type OutboundSettings, outboundPolicy } from "../outbound/policy.ts";
 import type { Embedder } from "../ports/embeddings.ts";
+import type { FunctionInvoker } from "../ports/function-invoker.ts";
 import type { Llm } from "../ports/llm.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { ToolPort } from "../ports/tools.ts";
@@ -93,6 +95,7 @@ export async function openTools(
     index: models.index,
     graph: graphStoreOf(rt.state),
     fetch: options.fetch ?? createGuardedFetch(outboundPolicy(options.outbound)),
+    functions: lambdaFunctions(),
     ...(options.publicUrl ? { publicUrl: options.publicUrl } : {}),
   });
 }
@@ -133,3 +136,11 @@ export function engineOn(
   if (gap) engine.deps.log.warn(toolGapMessage(gap), { team: gap.team, missing: gap.missing });
   return engine;
 }
+
+/**
+ * The lambda tools' invoker: Lambda's Invoke, one client per region (`make`: a caller's clients,
+ * pointed at a local peer, say). The Lambda SDK is loaded only when a lambda tool exists.
+ */
+export const lambdaFunctions =
+  (make?: (region: string | undefined) => LambdaClient) => async (): Promise<FunctionInvoker> =>
+    new (await import("../adapters/aws/lambda-invoker.ts")).LambdaInvoker(make);

@@ -2,6 +2,7 @@ import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, UnavailableError } from "../../shared/kernel/errors.ts";
 import { secretChatSettings } from "../../shared/notify/chat/settings.ts";
+import { secretsManagerSecret } from "../../shared/runtime/aws/aws-chat.ts";
 import { SecretsManagerPeer } from "../peers/secrets-manager-peer.ts";
 import { BOT_TOKEN, chatSettingsContract, settingsJson } from "./chat-settings.contract.ts";
 
@@ -24,7 +25,7 @@ chatSettingsContract("a Secrets Manager secret (peer, real client)", async () =>
   return {
     source: (options) => {
       if (!arn) throw new Error("write a value first");
-      return secretChatSettings({ client, secretId: arn, ...options });
+      return secretChatSettings({ getSecret: secretsManagerSecret(client), secretId: arn, ...options });
     },
     write: async (text) => {
       if (arn) peer.put(arn, text);
@@ -40,7 +41,7 @@ describe("the chat secret", () => {
 
   it("reads it once per TTL, whatever the calls (five minutes by default)", async () => {
     const arn = peer.create(`arbor/chat-ttl-${++n}`, settingsJson());
-    const source = secretChatSettings({ client, secretId: arn, now });
+    const source = secretChatSettings({ getSecret: secretsManagerSecret(client), secretId: arn, now });
     const reads = () =>
       peer.calls.filter((c) => c.secretId === arn && c.operation === "GetSecretValue").length;
     await Promise.all([source(), source(), source()]);
@@ -59,21 +60,26 @@ describe("the chat secret", () => {
     const name = `arbor/chat-name-${++n}`;
     const arn = peer.create(name, settingsJson());
     for (const id of [name, arn.slice(0, -7)])
-      expect((await secretChatSettings({ client, secretId: id })())?.slack?.workspaces.T0001?.botToken).toBe(
-        BOT_TOKEN,
-      );
+      expect(
+        (await secretChatSettings({ getSecret: secretsManagerSecret(client), secretId: id })())?.slack
+          ?.workspaces.T0001?.botToken,
+      ).toBe(BOT_TOKEN);
   });
 
   it("says what to do when it is missing, not granted, or binary", async () => {
-    const missing = await secretChatSettings({ client, secretId: "arbor/no-such-secret" })().catch(
-      (e: unknown) => e,
-    );
+    const missing = await secretChatSettings({
+      getSecret: secretsManagerSecret(client),
+      secretId: "arbor/no-such-secret",
+    })().catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(ConfigError);
     expect((missing as Error).message).toMatch(/arbor\/no-such-secret .*does not exist.*create-secret/);
 
     const arn = peer.create(`arbor/chat-denied-${++n}`, settingsJson());
     peer.deny(arn);
-    const denied = await secretChatSettings({ client, secretId: arn })().catch((e: unknown) => e);
+    const denied = await secretChatSettings({
+      getSecret: secretsManagerSecret(client),
+      secretId: arn,
+    })().catch((e: unknown) => e);
     expect(denied).toBeInstanceOf(ConfigError);
     expect((denied as Error).message).toMatch(/cannot be read by this function: deploy with -c chatSecret/);
     expect((denied as Error).message).not.toContain(BOT_TOKEN);
@@ -92,9 +98,9 @@ describe("the chat secret", () => {
       maxAttempts: 1,
     });
     try {
-      await expect(secretChatSettings({ client: down, secretId: arn })()).rejects.toBeInstanceOf(
-        UnavailableError,
-      );
+      await expect(
+        secretChatSettings({ getSecret: secretsManagerSecret(down), secretId: arn })(),
+      ).rejects.toBeInstanceOf(UnavailableError);
     } finally {
       down.destroy();
     }

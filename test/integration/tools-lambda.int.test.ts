@@ -6,6 +6,7 @@ import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import { ValidationError } from "../../shared/kernel/errors.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
+import { lambdaFunctions } from "../../shared/runtime/engine-wiring.ts";
 import type { LocalRuntime } from "../../shared/runtime/local/local.ts";
 import { idempotencyKeyOf } from "../../shared/tools/service/call-record.ts";
 import { parseToolsConfig } from "../../shared/tools/service/config.ts";
@@ -83,14 +84,14 @@ function service(tools: Record<string, unknown>, lambda = true) {
     { tools },
     world.options({
       defaultTimeoutMs: 5_000,
-      ...(lambda
-        ? {
-            lambda: (region: string | undefined): LambdaClient => {
+      functions: lambdaFunctions(
+        lambda
+          ? (region: string | undefined): LambdaClient => {
               madeFor.push(region);
               return peer.client(region);
-            },
-          }
-        : {}),
+            }
+          : undefined,
+      ),
     }),
   );
 }

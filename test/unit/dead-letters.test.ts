@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { readDeadLetter } from "../../shared/adapters/aws/dead-letters.ts";
+import { readDeadLetter as readWith } from "../../shared/adapters/aws/dead-letters.ts";
+import { ROUTES } from "../../shared/engine/routes.ts";
+
+const ROUTE_NAMES = new Set(ROUTES.map((r) => r.name));
+const readDeadLetter = (message: Parameters<typeof readWith>[0]) => readWith(message, ROUTE_NAMES);
 
 /** What `arbor dlq redrive` makes of each kind of message, before it sends anything. */
 const event = {

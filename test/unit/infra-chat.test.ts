@@ -192,7 +192,7 @@ describe("the chat secret", () => {
   });
 
   it("allows every call the chat settings loader makes (and it makes GetSecretValue only)", () => {
-    const source = readFileSync(new URL("../../shared/notify/chat/settings.ts", import.meta.url), "utf8");
+    const source = readFileSync(new URL("../../shared/runtime/aws/aws-chat.ts", import.meta.url), "utf8");
     const commands = new Set([...source.matchAll(/\b([A-Z][A-Za-z0-9]*Command)\b/g)].map((m) => m[1]));
     expect([...commands]).toEqual(["GetSecretValueCommand"]);
     const granted = statementsOf(byArn).flatMap((st) => list(st.Action));

@@ -189,7 +189,7 @@ describe("a deployed tool registry", () => {
   });
 
   it("covers the Invoke the lambda tool sends", () => {
-    const source = readFileSync(join(PROJECT_ROOT, "shared/tools/bindings/lambda-function.ts"), "utf8");
+    const source = readFileSync(join(PROJECT_ROOT, "shared/adapters/aws/lambda-invoker.ts"), "utf8");
     const commands = new Set([...source.matchAll(/\b([A-Z][A-Za-z0-9]*Command)\b/g)].map((m) => m[1]));
     expect([...commands]).toEqual(["InvokeCommand"]);
     expect(props(withTools, withTools.engine.toolPolicy as IConstruct)).toMatchObject({

@@ -10,7 +10,6 @@ import {
   SendMessageCommand,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import { ROUTES } from "../../engine/routes.ts";
 import { ConfigError, UnavailableError } from "../../kernel/errors.ts";
 
 /**
@@ -63,14 +62,16 @@ const EVENTBRIDGE_ATTRIBUTES = [
   "EXHAUSTED_RETRY_CONDITION",
   "RETRY_ATTEMPTS",
 ];
-const ROUTE_NAMES = new Set<string>(ROUTES.map((r) => r.name));
 const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
 const isEvent = (v: unknown): v is Record<string, unknown> =>
   isObject(v) && typeof v.id === "string" && typeof v["detail-type"] === "string" && isObject(v.detail);
 
-/** What a message is and what would go back where: pure, so a dry run shows exactly what a redrive does. */
-export function readDeadLetter(message: Message): DeadLetter {
+/**
+ * What a message is and what would go back where: pure, so a dry run shows exactly what a redrive
+ * does. `routes`: the names of the engine's routes (engine/routes.ts), the only places a message goes back to.
+ */
+export function readDeadLetter(message: Message, routes: ReadonlySet<string>): DeadLetter {
   const attrs: Record<string, string> = {};
   for (const [k, v] of Object.entries(message.MessageAttributes ?? {}))
     if (v.StringValue !== undefined) attrs[k] = v.StringValue;
@@ -110,7 +111,7 @@ export function readDeadLetter(message: Message): DeadLetter {
       ...(attrs.TARGET_ARN ? { functionArn: attrs.TARGET_ARN } : {}),
       ...(route ? { route } : {}),
     };
-    if (!route || !ROUTE_NAMES.has(route))
+    if (!route || !routes.has(route))
       return { ...letter, problem: `rule ${attrs.RULE_ARN ?? "(none)"} is not a route of this engine` };
     if (!attrs.TARGET_ARN) return { ...letter, problem: "EventBridge named no TARGET_ARN" };
     // The body is the event; a step payload (an older transformer's) is taken as it is.
@@ -123,7 +124,7 @@ export function readDeadLetter(message: Message): DeadLetter {
     const letter = { ...base, origin: "lambda" as const, errors: pick(attrs, LAMBDA_ATTRIBUTES) };
     if (!isObject(body) || typeof body.subscription !== "string" || !isEvent(body.event))
       return { ...letter, problem: "the body is not a step's input ({ subscription, event })" };
-    if (!ROUTE_NAMES.has(body.subscription))
+    if (!routes.has(body.subscription))
       return {
         ...letter,
         route: body.subscription,
@@ -153,6 +154,8 @@ export interface DeadLetterQueueOptions {
   queueUrl: string;
   /** The Arbor bus: each route's rule on it names the route's function. */
   eventBusName: string | undefined;
+  /** The names of the engine's routes (engine/routes.ts): a message for anything else is left in the queue. */
+  routes: readonly string[];
   /** How long a received message stays hidden from other readers while it is handled. */
   visibilitySeconds?: number;
 }
@@ -162,8 +165,11 @@ export class DeadLetterQueue {
   readonly #functions = new Map<string, Promise<string>>();
   readonly #seen = new Set<string>();
 
+  readonly #routes: ReadonlySet<string>;
+
   constructor(options: DeadLetterQueueOptions) {
     this.#o = options;
+    this.#routes = new Set(options.routes);
   }
 
   /**
@@ -187,7 +193,7 @@ export class DeadLetterQueue {
     for (const m of out.Messages ?? []) {
       if (!m.MessageId || this.#seen.has(m.MessageId)) continue;
       this.#seen.add(m.MessageId);
-      fresh.push(readDeadLetter(m));
+      fresh.push(readDeadLetter(m, this.#routes));
     }
     return fresh;
   }

@@ -1,6 +1,5 @@
 import { type Context, Hono } from "hono";
 import { z } from "zod";
-import { newApiKey } from "../../adapters/local/api-keys.ts";
 import { formatIssues } from "../../domain/resources.ts";
 import type { Engine } from "../../engine/engine.ts";
 import { ValidationError } from "../../kernel/errors.ts";
@@ -10,6 +9,7 @@ import {
   fingerprintOf,
   type KeyStore,
   keysToRevoke,
+  newApiKey,
   newKeyProblem,
 } from "../../ports/key-store.ts";
 import { type ApiEnv, asker, readJson } from "./http-kit.ts";

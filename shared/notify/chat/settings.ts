@@ -1,6 +1,5 @@
 import { constants } from "node:fs";
 import { open, stat } from "node:fs/promises";
-import { GetSecretValueCommand, type SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { ConfigError, UnavailableError } from "../../kernel/errors.ts";
 import { type ChatSettings, ChatSettingsSchema, type ChatSettingsSource } from "./types.ts";
 
@@ -178,8 +177,13 @@ const shellQuote = (s: string) => (/^[A-Za-z0-9._/@:+-]+$/.test(s) ? s : `'${s.r
 // ---- the Secrets Manager secret ------------------------------------------------------------------
 
 export interface SecretChatSettingsOptions extends ChatSettingsCacheOptions {
-  /** The real Secrets Manager client (tests point it at test/peers/secrets-manager-peer.ts). */
-  client: Pick<SecretsManagerClient, "send">;
+  /**
+   * Reads the secret's current value (Secrets Manager's GetSecretValue: runtime/aws/aws-chat.ts;
+   * tests point its client at test/peers/secrets-manager-peer.ts). Its errors are Secrets Manager's.
+   */
+  getSecret: (
+    secretId: string,
+  ) => Promise<{ SecretString?: string | undefined; SecretBinary?: Uint8Array | undefined }>;
   /** ARBOR_CHAT_SECRET_ARN: the secret's ARN (or name). */
   secretId: string;
 }
@@ -202,7 +206,7 @@ export function secretChatSettings(options: SecretChatSettingsOptions): ChatSett
     const at = now();
     let out: { SecretString?: string | undefined; SecretBinary?: Uint8Array | undefined };
     try {
-      out = await options.client.send(new GetSecretValueCommand({ SecretId: options.secretId }));
+      out = await options.getSecret(options.secretId);
     } catch (cause) {
       throw secretReadError(source, cause);
     }

@@ -1,4 +1,4 @@
-import { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
+import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { secretChatSettings } from "../../notify/chat/settings.ts";
 import type { ChatSettingsSource } from "../../notify/chat/types.ts";
 import type { AwsConfig } from "../config.ts";
@@ -37,7 +37,7 @@ export function awsChatSettings(config: AwsConfig, options: AwsChatOptions = {})
   const client = options.client ?? (owned as SecretsManagerClient);
   return {
     settings: secretChatSettings({
-      client,
+      getSecret: secretsManagerSecret(client),
       secretId: config.chat.secretId,
       ttlMs: config.chat.ttlMs,
       ...(options.now ? { now: options.now } : {}),
@@ -45,3 +45,9 @@ export function awsChatSettings(config: AwsConfig, options: AwsChatOptions = {})
     close: () => owned?.destroy(),
   };
 }
+
+/** A secret's current value (AWSCURRENT), read with Secrets Manager's GetSecretValue. */
+export const secretsManagerSecret =
+  (client: Pick<SecretsManagerClient, "send">) =>
+  (secretId: string): Promise<{ SecretString?: string | undefined; SecretBinary?: Uint8Array | undefined }> =>
+    client.send(new GetSecretValueCommand({ SecretId: secretId }));

@@ -7,6 +7,7 @@ import type { PolicyEngine } from "../../ports/policy.ts";
 import { loadToolsConfig } from "../../tools/service/config.ts";
 import { ToolService } from "../../tools/service/tool-service.ts";
 import type { AwsConfig } from "../config.ts";
+import { lambdaFunctions } from "../engine-wiring.ts";
 import type { AwsRuntime } from "./aws.ts";
 import { openAwsEmbeddings } from "./aws-embeddings.ts";
 import { type AwsEngineClients, policyFor } from "./aws-engine.ts";
@@ -49,7 +50,7 @@ export async function openAwsToolService(
       index,
       graph: graphStoreOf(rt.state),
       fetch: options.fetch ?? createGuardedFetch(outboundPolicy(config.outbound)),
-      ...(clients.lambda ? { lambda: clients.lambda } : {}),
+      functions: lambdaFunctions(clients.lambda),
     },
     config.toolsFile,
   );

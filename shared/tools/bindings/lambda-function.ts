@@ -1,10 +1,10 @@
-import { InvokeCommand, type InvokeCommandOutput, LambdaClient } from "@aws-sdk/client-lambda";
+import type { FunctionInvoker } from "../../ports/function-invoker.ts";
 import type { ToolBinding, ToolContext } from "../../ports/tools.ts";
 import { LAMBDA_FUNCTION } from "../service/config.ts";
 import { outsideTool } from "../service/json-schema.ts";
 
 /**
- * A tool bound to an AWS Lambda function (`@aws-sdk/client-lambda`): each call is one synchronous
+ * A tool bound to an AWS Lambda function (through the function-invoker port): each call is one synchronous
  * Invoke (RequestResponse) with the arguments as the event, and the function's result, as the
  * text of its JSON payload, comes back to the model. A function that throws is the tool failing,
  * with its errorType and errorMessage; an Invoke that fails (no such function, no permission) is
@@ -32,7 +32,7 @@ export interface LambdaToolOptions {
 export function lambdaFunctionBinding(
   name: string,
   options: LambdaToolOptions,
-  client: LambdaClient,
+  functions: FunctionInvoker,
 ): ToolBinding {
   const { function: functionName, qualifier, region } = options.settings;
   const target = qualifier ? `${functionName} (${qualifier})` : functionName;
@@ -45,23 +45,22 @@ export function lambdaFunctionBinding(
       risky: options.risky,
     },
     async (args: Record<string, unknown>, context: ToolContext) => {
-      const command = new InvokeCommand({
-        FunctionName: functionName,
-        InvocationType: "RequestResponse",
-        Payload: JSON.stringify(args),
-        ...(qualifier ? { Qualifier: qualifier } : {}),
-        ...(context.idempotencyKey ? { ClientContext: clientContext(context) } : {}),
-      });
-      let response: InvokeCommandOutput;
+      let response: { payload: string; functionError?: string };
       try {
-        response = await client.send(command, context.signal ? { abortSignal: context.signal } : {});
+        response = await functions.invoke({
+          functionName,
+          region,
+          payload: JSON.stringify(args),
+          ...(qualifier ? { qualifier } : {}),
+          ...(context.idempotencyKey ? { clientContext: clientContext(context) } : {}),
+          ...(context.signal ? { signal: context.signal } : {}),
+        });
       } catch (cause) {
         if (context.signal?.aborted) throw cause; // the tool service reports its timeout
         throw invokeFailed(name, target, region, cause);
       }
-      const payload = response.Payload?.transformToString("utf-8") ?? "";
-      if (response.FunctionError) throw functionFailed(target, payload);
-      return payload;
+      if (response.functionError) throw functionFailed(target, response.payload);
+      return response.payload;
     },
   );
 }
@@ -109,45 +108,13 @@ function invokeFailed(tool: string, target: string, region: string | undefined, 
   return new Error(`cannot invoke the Lambda function ${target}${where} (${what}): ${next}`, { cause });
 }
 
-/** Makes the Lambda client of a region (undefined: the SDK's default region). */
-export type LambdaClientFor = (region: string | undefined) => LambdaClient;
-
-/**
- * The Lambda clients of a tool service: one per region, made when a tool first needs it. A tool's
- * region is its `region`, else its ARN's, else the SDK's default (AWS_REGION, the profile).
- */
-export class LambdaFunctions {
-  readonly #clients = new Map<string, LambdaClient>();
-  readonly #make: LambdaClientFor | undefined;
-
-  /** `make`: the caller's clients (pointed at a local peer, say); default the SDK's, per region. */
-  constructor(make?: LambdaClientFor) {
-    this.#make = make;
-  }
-
-  binding(name: string, options: LambdaToolOptions): ToolBinding {
-    const region = options.settings.region ?? LAMBDA_FUNCTION.exec(options.settings.function)?.groups?.region;
-    const settings = { ...options.settings, ...(region ? { region } : {}) };
-    return lambdaFunctionBinding(name, { ...options, settings }, this.#client(region));
-  }
-
-  #client(region: string | undefined): LambdaClient {
-    const key = region ?? "";
-    let client = this.#clients.get(key);
-    if (!client) {
-      // One attempt: a retry after a lost response could run a function with effects twice. A
-      // throttled or failed call is an error the model reads (and may try again, deliberately).
-      client = this.#make
-        ? this.#make(region)
-        : new LambdaClient({ ...(region ? { region } : {}), maxAttempts: 1 });
-      this.#clients.set(key, client);
-    }
-    return client;
-  }
-
-  /** Lets go of the clients' connections. */
-  close(): void {
-    for (const client of this.#clients.values()) client.destroy();
-    this.#clients.clear();
-  }
+/** A lambda tool's binding, its region worked out: its `region`, else its ARN's, else the SDK's default. */
+export function lambdaBinding(
+  name: string,
+  options: LambdaToolOptions,
+  functions: FunctionInvoker,
+): ToolBinding {
+  const region = options.settings.region ?? LAMBDA_FUNCTION.exec(options.settings.function)?.groups?.region;
+  const settings = { ...options.settings, ...(region ? { region } : {}) };
+  return lambdaFunctionBinding(name, { ...options, settings }, functions);
 }

@@ -3,8 +3,9 @@ import { deepFreeze } from "../../domain/immutable.ts";
 import { withMeta } from "../../domain/resources.ts";
 import { wholeCharacters } from "../../domain/text.ts";
 import { tenantOf } from "../../domain/urn.ts";
-import { ValidationError } from "../../kernel/errors.ts";
+import { ConfigError, ValidationError } from "../../kernel/errors.ts";
 import type { AuditLog } from "../../ports/audit-log.ts";
+import type { FunctionInvoker } from "../../ports/function-invoker.ts";
 import type { PolicyEngine } from "../../ports/policy.ts";
 import type { StateStore } from "../../ports/state-store.ts";
 import {
@@ -21,7 +22,7 @@ import {
 import type { ResourceStore } from "../../store/resource-store.ts";
 import type { a2aAgentBinding } from "../bindings/a2a-agent.ts";
 import { httpEndpointBinding } from "../bindings/http-endpoint.ts";
-import type { LambdaClientFor, LambdaFunctions } from "../bindings/lambda-function.ts";
+import { lambdaBinding } from "../bindings/lambda-function.ts";
 import type { McpConnections } from "../bindings/mcp.ts";
 import { a2aBinding, mcpBinding } from "../bindings/server-bindings.ts";
 import { type BuiltinDeps, builtinBinding } from "./builtins.ts";
@@ -73,10 +74,10 @@ export interface ToolServiceOptions {
    */
   untilDurable?: () => Promise<void>;
   /**
-   * The Lambda client of a region, for the lambda tools (tests point it at a local peer). Default:
-   * the SDK's `new LambdaClient({ region })`, one per region, made only when a lambda tool exists.
+   * Invokes the functions of the lambda tools (the composition roots give Lambda's Invoke:
+   * adapters/aws/lambda-invoker.ts), made only when a lambda tool exists.
    */
-  lambda?: LambdaClientFor;
+  functions?: () => FunctionInvoker | Promise<FunctionInvoker>;
   /**
    * Where callers reach this Arbor from outside (ARBOR_PUBLIC_URL, `arbor serve --public-url`):
    * an A2A agent that offers push answers a long task there instead of holding the call. Absent:
@@ -147,9 +148,9 @@ export class ToolService implements ToolPort {
     const mcp = Object.values(parsed.tools).some((e) => e.kind === "mcp")
       ? new (await import("../bindings/mcp.ts")).McpConnections(options.fetch)
       : undefined;
-    // So is the Lambda SDK.
+    // So are the functions' clients.
     const lambda = Object.values(parsed.tools).some((e) => e.kind === "lambda")
-      ? new (await import("../bindings/lambda-function.ts")).LambdaFunctions(options.lambda)
+      ? await functionsOf(options, source)
       : undefined;
     // And the A2A SDK; an A2A agent's card is fetched now, for its description.
     const a2a = Object.values(parsed.tools).some((e) => e.kind === "a2a")
@@ -420,7 +421,7 @@ function bindingFor(
   name: string,
   entry: Exclude<ToolEntry, { kind: "mcp" | "a2a" }>,
   deps: BuiltinDeps,
-  lambda: LambdaFunctions | undefined,
+  lambda: FunctionInvoker | undefined,
 ): ToolBinding {
   switch (entry.kind) {
     case "builtin":
@@ -446,15 +447,31 @@ function bindingFor(
         deps.fetch,
       );
     case "lambda":
-      return (lambda as LambdaFunctions).binding(name, {
-        description: entry.description,
-        parameters: entry.parameters,
-        risky: entry.risky ?? false,
-        settings: {
-          function: entry.function,
-          ...(entry.qualifier ? { qualifier: entry.qualifier } : {}),
-          ...(entry.region ? { region: entry.region } : {}),
+      return lambdaBinding(
+        name,
+        {
+          description: entry.description,
+          parameters: entry.parameters,
+          risky: entry.risky ?? false,
+          settings: {
+            function: entry.function,
+            ...(entry.qualifier ? { qualifier: entry.qualifier } : {}),
+            ...(entry.region ? { region: entry.region } : {}),
+          },
         },
-      });
+        lambda as FunctionInvoker,
+      );
   }
+}
+
+/** The lambda tools' invoker the composition root gives; a runtime that gives none cannot run them. */
+async function functionsOf(
+  options: ToolServiceOptions,
+  source: string | undefined,
+): Promise<FunctionInvoker> {
+  if (!options.functions)
+    throw new ConfigError(
+      `${source ?? "The tools configuration"} has lambda tools, and this runtime invokes no functions: run it with Arbor's runtimes (arbor serve, the deployed stack)`,
+    );
+  return options.functions();
 }
