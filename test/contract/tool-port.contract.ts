@@ -10,6 +10,7 @@ import { idempotencyKeyOf } from "../../shared/tools/service/call-record.ts";
 import { jsonSchemaChecker } from "../../shared/tools/service/json-schema.ts";
 import { toolResource, toolUrn } from "../../shared/tools/service/tool-registry.ts";
 import { ASSISTANT, TASK } from "../e2e/tool-world.ts";
+import { until } from "../support/until.ts";
 
 /**
  * The one contract every ToolPort passes: the in-process ToolService (local mode) and the
@@ -436,7 +437,7 @@ export function toolPortContract(
     it("joins a call that is still out instead of running it twice, and says it is running", async () => {
       const c = context();
       const first = s.port.execute("slow", {}, c);
-      await until(() => seen.runs.length === 1);
+      await until("the slow call to run", () => seen.runs.length === 1);
       expect(await s.port.history(TASK, c.callId)).toMatchObject({ running: true, attempts: 1 });
       const again = s.port.execute("slow", {}, c);
       seen.release();
@@ -449,13 +450,4 @@ export function toolPortContract(
       expect((await s.port.history(TASK, c.callId)).running).toBeUndefined();
     });
   });
-}
-
-/** Polls (a generous deadline: the machine may be busy) until `done` holds. */
-async function until(done: () => boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > end) throw new Error("timed out");
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }

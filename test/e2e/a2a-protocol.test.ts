@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
 import { type AgentCard, type Message, type Task, TaskState } from "@a2a-js/sdk";
 import { type Client, ClientFactory, JsonRpcTransportFactory } from "@a2a-js/sdk/client";
 import { parseLegacyAgentCard } from "@a2a-js/sdk/compat/v0_3/client";
@@ -7,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { CALLER_EXTENSION } from "../../shared/channels/a2a/a2a-card.ts";
 import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
+import { untilRead } from "../support/until.ts";
 import {
   ANSWER,
   a2aClient,
@@ -70,15 +70,6 @@ async function rpc(
     body: JSON.stringify({ jsonrpc: "2.0", id: options.id ?? 1, method, params }),
   });
   return { status: res.status, headers: res.headers, json: (await res.json()) as RpcBody };
-}
-
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 200; i++) {
-    const value = await read();
-    if (done(value)) return value;
-    await sleep(30);
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 const conversations = (tenant: string) => h.rt.resources.descendantUrns(tenantUrn(tenant));
@@ -268,10 +259,10 @@ describe("A2A 0.3", () => {
       "What is the cost per person of the offsite?",
     ]);
 
-    const done = await until(
+    const done = await untilRead(
+      "the task to complete",
       () => rpc("tasks/get", { id: task.id }),
       (r) => r.json.result?.status?.state === "completed",
-      "the task to complete",
     );
     expect(done.json.result).toMatchObject({ kind: "task", id: task.id, contextId });
     const parts = done.json.result?.artifacts?.[0]?.parts ?? [];
@@ -312,10 +303,10 @@ describe("A2A 0.3", () => {
 
     const ack = await send(c, userMessage("Compute the cost per person, slowly"), true);
     expect(ack.status?.state).toBe(TaskState.TASK_STATE_SUBMITTED);
-    await until(
+    await untilRead(
+      "the request to start",
       async () => (await h.engine.result(rootOf(ack))).view?.status,
       (s) => s === "in_progress",
-      "the request to start",
     );
     const canceled = await c.cancelTask({ tenant: "", id: ack.id, metadata: undefined });
     expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
@@ -433,10 +424,10 @@ describe("A2A 1.0", () => {
     });
     expect(ack.status?.state).toBe(TaskState.TASK_STATE_SUBMITTED);
     expect(ack.metadata?.arbor?.outputModes).toEqual(["application/json"]);
-    const done = await until(
+    const done = await untilRead(
+      "the task to complete",
       () => c.getTask({ tenant: "", id: ack.id, historyLength: undefined }),
       (t) => t.status?.state === TaskState.TASK_STATE_COMPLETED,
-      "the task to complete",
     );
     expect(done.artifacts[0]?.parts).toEqual([
       expect.objectContaining({

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
 import { TaskState } from "@a2a-js/sdk";
 import { DefaultAgentCardResolver } from "@a2a-js/sdk/client";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -7,6 +6,7 @@ import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { createA2aApp, MAX_A2A_BODY_BYTES } from "../../shared/channels/a2a/a2a-server.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
+import { untilRead } from "../support/until.ts";
 import {
   ANSWER,
   a2aClient,
@@ -83,15 +83,6 @@ async function rpc(
 }
 
 const conversations = (tenant: string) => h.rt.resources.descendantUrns(tenantUrn(tenant));
-
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 100; i++) {
-    const value = await read();
-    if (done(value)) return value;
-    await sleep(30);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 // ---- the tests ------------------------------------------------------------------------------------
 
@@ -181,10 +172,10 @@ describe("SendMessage", () => {
     // Recorded, not planned yet: submitted (the ACK holds nothing; GetTask follows Arbor).
     expect(ack.status?.state).toBe(TaskState.TASK_STATE_SUBMITTED);
     expect(rootOf(ack)).toMatch(/\/plan\.Task\./);
-    const done = await until(
+    const done = await untilRead(
+      "the task to complete",
       () => c.getTask({ tenant: "", id: ack.id, historyLength: undefined }),
       (t) => t.status?.state === TaskState.TASK_STATE_COMPLETED,
-      "the task to complete",
     );
     expect(done.artifacts.map((a) => partsText(a.parts))).toEqual([ANSWER]);
     expect((await h.engine.result(rootOf(ack))).view?.status).toBe("done");
@@ -196,10 +187,10 @@ describe("SendMessage", () => {
       const c = await client(partner.key, impatient.url);
       const task = await send(c, userMessage("Compute the cost per person, slowly"));
       expect(task.status?.state).toBe(TaskState.TASK_STATE_WORKING);
-      const done = await until(
+      const done = await untilRead(
+        "the task to complete",
         () => c.getTask({ tenant: "", id: task.id, historyLength: undefined }),
         (t) => t.status?.state === TaskState.TASK_STATE_COMPLETED,
-        "the task to complete",
       );
       expect(done.artifacts.map((a) => partsText(a.parts))).toEqual([ANSWER]);
     } finally {
@@ -224,10 +215,10 @@ describe("SendMessage", () => {
     await expect(send(c, userMessage("hurry up", { taskId: ack.id }))).rejects.toThrow(
       /is not waiting for input: wait until it ends or asks/,
     );
-    await until(
+    await untilRead(
+      "the request to start",
       async () => (await h.engine.result(rootOf(ack))).view?.status,
       (status) => status === "in_progress",
-      "the request to start",
     );
     const canceled = await c.cancelTask({ tenant: "", id: ack.id, metadata: undefined });
     expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);

@@ -9,6 +9,7 @@ import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
+import { until } from "../support/until.ts";
 import { a2aClient, ada, send, serveA2a, userMessage } from "./a2a-fixtures.ts";
 import { serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
@@ -65,14 +66,6 @@ afterAll(async () => {
 const turns = async (n: number) => {
   for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
 };
-async function until(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 /**
  * Runs `action` with the disk's flush held: it must not have answered by the time a flush began
  * and many more event-loop turns went by; once the flush is let go, it answers.
@@ -89,7 +82,7 @@ async function answersOnlyOnceFlushed<T>(action: () => Promise<T>): Promise<T> {
   const answer = action().finally(() => {
     answered = true;
   });
-  await until(() => disk.calls > before, "a flush to begin");
+  await until("a flush to begin", () => disk.calls > before);
   await turns(50);
   expect(answered).toBe(false);
   disk.gate = undefined;
@@ -103,16 +96,16 @@ describe("an answer to a caller waits until what it acknowledges is on disk", ()
       engine.submit({ tenant: "acme", text: "Where is the offsite?", actor: PERSON, mode: "lazy" }),
     );
     await until(
+      "the plan's approval",
       async () =>
         ((await engine.pendingInteractions(submitted.rootTaskId, { actor: PERSON }))?.length ?? 0) > 0,
-      "the plan's approval",
     );
     const [approval] = (await engine.pendingInteractions(submitted.rootTaskId, { actor: PERSON })) ?? [];
     await answersOnlyOnceFlushed(() =>
       engine.respond(approval?.meta.id as string, { selectedOptionId: "approve" }, PERSON),
     );
     const other = await engine.submit({ tenant: "acme", text: "And when?", actor: PERSON, mode: "lazy" });
-    await until(async () => (await rt.tasks.view(other.rootTaskId)) !== undefined, "the plan");
+    await until("the plan", async () => (await rt.tasks.view(other.rootTaskId)) !== undefined);
     await answersOnlyOnceFlushed(() => engine.cancel(other.rootTaskId, PERSON, "no longer needed"));
     expect((await rt.tasks.view(other.rootTaskId))?.status).toBe("canceled");
   }, 60_000);

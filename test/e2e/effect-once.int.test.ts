@@ -4,7 +4,6 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { REQUEST, script } from "../../examples/offsite/scenario.ts";
@@ -14,6 +13,7 @@ import { parentUrn } from "../../shared/domain/urn.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
+import { until } from "../support/until.ts";
 import { PERSON } from "./engine-harness.ts";
 import { LOOPBACK_ALLOWED } from "./tool-world.ts";
 
@@ -86,16 +86,6 @@ const env = (extra: Record<string, string> = {}) => ({
   POWERTOOLS_LOG_LEVEL: "SILENT",
   ...extra,
 });
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 90_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const got = await probe();
-    if (got !== undefined) return got;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 /** Starts `arbor serve --example offsite` and returns its URL. */
 async function serve(): Promise<string> {

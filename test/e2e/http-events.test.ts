@@ -6,6 +6,7 @@ import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { feedStreamOf } from "../../shared/notify/feed.ts";
 import { openFollows } from "../../shared/notify/feed-follow.ts";
+import { until } from "../support/until.ts";
 import { Harness } from "./engine-harness.ts";
 import { acme, beta, serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
@@ -78,11 +79,6 @@ async function submit(text: string): Promise<string> {
 const feedEvents = (e: SseEvent[]) => e.filter((x) => x.event !== "end");
 const data = (e: SseEvent) =>
   JSON.parse(e.data) as { seq: number; type: string; payload: { taskId: string } };
-async function until(check: () => boolean | Promise<boolean>) {
-  const deadline = Date.now() + 20_000;
-  while (!(await check()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-}
-
 describe("GET /v1/tasks/:urn/events, Accept: text/event-stream", () => {
   let root = "";
 
@@ -99,7 +95,7 @@ describe("GET /v1/tasks/:urn/events, Accept: text/event-stream", () => {
     expect(first.ended).toBe(false);
     expect(first.retry).toBeGreaterThan(0);
     // Nothing stays behind the client that went: no bus subscription, no timer.
-    await until(() => openFollows() === 0);
+    await until("every follow to close", () => openFollows() === 0);
     expect(openFollows()).toBe(0);
 
     // Meanwhile the run goes on (Lisbon is let go), and the client comes back where it left.
@@ -122,7 +118,7 @@ describe("GET /v1/tasks/:urn/events, Accept: text/event-stream", () => {
     const completed = seen.filter((e) => e.event === "TaskCompleted").map((e) => data(e).payload.taskId);
     expect(new Set(completed).size).toBe(5);
     expect(completed.at(-1)).toBe(root); // the root ends last, even when its children end in the same millisecond
-    await until(() => openFollows() === 0);
+    await until("every follow to close", () => openFollows() === 0);
     expect(openFollows()).toBe(0);
   });
 
@@ -263,7 +259,7 @@ describe("GET /v1/tasks/:urn/events, Accept: text/event-stream", () => {
       until: (_events, comments) => comments.includes("heartbeat"),
     });
     expect(read.comments).toContain("heartbeat");
-    await until(() => openFollows() === 0);
+    await until("every follow to close", () => openFollows() === 0);
     expect(openFollows()).toBe(0);
     gate.open();
   });

@@ -1,10 +1,11 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { setTimeout as sleep } from "node:timers/promises";
 import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
 import { a2aScript, serveA2a, TEAM } from "./a2a-fixtures.ts";
 import { Harness } from "./engine-harness.ts";
+
+export { until } from "../support/until.ts";
 
 /**
  * What the notify tests share: a webhook receiver (a real node:http server on 127.0.0.1) that
@@ -84,15 +85,6 @@ export async function startReceiver(): Promise<Receiver> {
   receiver.port = (server.address() as AddressInfo).port;
   receiver.url = `http://127.0.0.1:${receiver.port}`;
   return receiver;
-}
-
-/** Waits (generously) until `check` holds; fails with `what` if it never does. */
-export async function until(what: string, check: () => boolean | Promise<boolean>, waitMs = 20_000) {
-  const end = Date.now() + waitMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`Still waiting for: ${what}`);
-    await sleep(10);
-  }
 }
 
 /**

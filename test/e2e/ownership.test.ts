@@ -5,6 +5,7 @@ import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import type { Conversation } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";
+import { untilRead } from "../support/until.ts";
 import {
   a2aClient,
   a2aScript,
@@ -76,23 +77,13 @@ const answer = (key: string, urn: string, selectedOptionId: string) =>
 const post = (key: string, conversationUrn: string) =>
   api("POST", "/v1/messages", key, { text: "Let me in", conversationUrn });
 
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 /** A lazy request of `key`'s, waiting for its plan to be approved: something to read, answer, cancel. */
 async function waitingRequest(key: string) {
   const submitted = (await api("POST", "/v1/messages", key, { text: "Plan the offsite", mode: "lazy" })).json;
-  await until(
+  await untilRead(
+    "the plan's approval",
     () => getTask(key, submitted.rootTaskId),
     (r) => r.json.task.status === "awaiting_user",
-    "the plan's approval",
   );
   const [approval] = (await interactionsOf(key, submitted.rootTaskId)).json.interactions;
   if (!approval) throw new Error("no approval to answer");
@@ -160,10 +151,10 @@ describe("over the HTTP API", () => {
     // Ada's request is as it was, and still hers to answer.
     expect((await getTask(ada.key, req.rootTaskId)).json).toEqual(view);
     expect((await answer(ada.key, req.approval.urn, "approve")).status).toBe(204);
-    await until(
+    await untilRead(
+      "ada's request to end",
       () => getTask(ada.key, req.rootTaskId),
       (r) => r.json.task.status === "done",
-      "ada's request to end",
     );
   });
 
@@ -172,10 +163,10 @@ describe("over the HTTP API", () => {
     expect((await getTask(root.key, req.rootTaskId)).status).toBe(200);
     expect((await interactionsOf(root.key, req.rootTaskId)).json.interactions).toHaveLength(1);
     expect((await answer(root.key, req.approval.urn, "approve")).status).toBe(204);
-    await until(
+    await untilRead(
+      "the approved request to end",
       () => getTask(root.key, req.rootTaskId),
       (r) => r.json.task.status === "done",
-      "the approved request to end",
     );
     const added = await post(root.key, req.conversationUrn);
     expect(added.status).toBe(202);
@@ -185,10 +176,10 @@ describe("over the HTTP API", () => {
 
     const another = await waitingRequest(ada.key);
     expect((await cancel(root.key, another.rootTaskId)).status).toBe(202);
-    await until(
+    await untilRead(
+      "the cancel",
       () => getTask(ada.key, another.rootTaskId),
       (r) => r.json.task.status === "canceled",
-      "the cancel",
     );
   });
 

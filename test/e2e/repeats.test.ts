@@ -5,6 +5,7 @@ import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { SimulatedCrash } from "../../shared/engine/context.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import type { ToolPort } from "../../shared/ports/tools.ts";
+import { until } from "../support/until.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 import { LOOPBACK_ALLOWED } from "./tool-world.ts";
@@ -202,11 +203,11 @@ describe("a call that a crash interrupted", () => {
         expect(ask).toBeDefined();
         void harness.engine.respond(ask?.meta.id as string, { selectedOptionId: "approve" }, PERSON);
       }
-      await until(() => posts.length === 1);
+      await until("the endpoint to hold the first POST", () => posts.length === 1);
       // The call is out (the endpoint holds it); a watchdog pass finds the task quiet and drives it again.
       harness.advance(10 * 60_000);
       await harness.engine.watchdog(60_000);
-      await until(() => executions === 2);
+      await until("the call to be executed again", () => executions === 2);
       for (const res of held.splice(0)) res.writeHead(200).end("ok, done");
       await harness.idle();
       expect(posts).toHaveLength(1);
@@ -217,12 +218,3 @@ describe("a call that a crash interrupted", () => {
       expect(audit.map((r) => `${r.stage}:${r.attempt ?? 1}`)).toEqual(["requested:1", "completed:1"]);
     }, 60_000);
 });
-
-/** Polls (a generous deadline: the machine may be busy) until `done` holds. */
-async function until(done: () => boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > end) throw new Error("timed out");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

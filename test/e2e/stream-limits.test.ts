@@ -4,6 +4,7 @@ import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { RateLimiter } from "../../shared/channels/http/rate-limit.ts";
 import { openFollows } from "../../shared/notify/feed-follow.ts";
+import { until } from "../support/until.ts";
 import { Harness } from "./engine-harness.ts";
 import { serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
@@ -86,11 +87,6 @@ const a2aStream = (key: string) =>
       },
     }),
   });
-async function until(check: () => boolean | Promise<boolean>) {
-  const deadline = Date.now() + 10_000;
-  while (!(await check()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-}
-
 describe("open event streams per key and per tenant", () => {
   it("a key past its open streams gets 429 on every channel, nothing started; a closed stream gives its place back", async () => {
     const root = await submit(ada.key);
@@ -138,7 +134,7 @@ describe("open event streams per key and per tenant", () => {
     // A client that goes away gives its place back.
     one.close();
     let again = await follow(ada.key, root);
-    await until(async () => {
+    await until("a stream to open again", async () => {
       if (again.res.status === 200) return true;
       again = await follow(ada.key, root);
       return again.res.status === 200;
@@ -148,7 +144,7 @@ describe("open event streams per key and per tenant", () => {
 
   it("refused streams leave nothing running behind them", async () => {
     for (const c of clients) c.abort();
-    await until(() => openFollows() === 0);
+    await until("every follow to close", () => openFollows() === 0);
     expect(openFollows()).toBe(0);
     // Every place is back: the key opens its two again.
     const root = await submit(ada.key);
