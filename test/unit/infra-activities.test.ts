@@ -1,9 +1,8 @@
-import { type CfnResource, Stack } from "aws-cdk-lib";
-import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ENGINE_OUTPUT_KEYS } from "../../infra/stacks/engine-stack.ts";
 import { COMMANDS, SOURCE } from "../../shared/engine/context.ts";
 import { type Synthesized, synthesized } from "../fixtures/synth.ts";
+import { logicalId } from "../support/cdk.ts";
 
 /**
  * The fire-and-forget activities' step on AWS (shared/engine/turn/activity-step.ts): its own rule on
@@ -15,8 +14,6 @@ beforeAll(() => {
   prod = synthesized({ stage: "prod" });
 }, 600_000);
 
-const logicalId = (c: IConstruct): string =>
-  Stack.of(c).getLogicalId((c.node.defaultChild ?? c) as CfnResource);
 type Res = { Type: string; Properties: Record<string, unknown> };
 const resources = () => prod.template.toJSON().Resources as Record<string, Res>;
 

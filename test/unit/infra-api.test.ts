@@ -2,19 +2,19 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { App, type CfnResource, Stack } from "aws-cdk-lib";
+import { App, Stack } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
 import { HttpApi, HttpMethod } from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
 import { Code, Function as LambdaFunction, Runtime } from "aws-cdk-lib/aws-lambda";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
-import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createApp, readApiThrottle, SettingsError } from "../../infra/app.ts";
 import { API_A2A_BLOCKING_WAIT_MS, DEFAULT_API_THROTTLE } from "../../infra/constructs/api-gateway.ts";
 import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../infra/stacks/engine-stack.ts";
 import { loadConfig } from "../../shared/runtime/config.ts";
+import { logicalId } from "../support/cdk.ts";
 
 /**
  * The front door as `cdk synth` makes it: API Gateway's HTTP API with the app's routes, a
@@ -34,8 +34,6 @@ interface CfnRes {
 let app: App;
 let engine: EngineStack;
 let t: Template;
-const logicalId = (c: IConstruct): string =>
-  Stack.of(c).getLogicalId((c.node.defaultChild ?? c) as CfnResource);
 const all = (type: string) => Object.entries(t.findResources(type) as Record<string, CfnRes>);
 const props = (id: string) => (t.toJSON().Resources as Record<string, CfnRes>)[id]?.Properties ?? {};
 const flat = (v: unknown) => flattenCfnReference(v);

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { App, type CfnResource, Stack } from "aws-cdk-lib";
+import { App } from "aws-cdk-lib";
 import type { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
@@ -9,6 +9,7 @@ import { readChatSecret, SettingsError } from "../../infra/app.ts";
 import type { EngineStack } from "../../infra/stacks/engine-stack.ts";
 import { loadConfig } from "../../shared/runtime/config.ts";
 import { synthesized } from "../fixtures/synth.ts";
+import { list, logicalId } from "../support/cdk.ts";
 
 /**
  * Slack and Teams on the deployed stack: with `-c chatSecret` the HTTP API routes /slack/... and
@@ -41,11 +42,8 @@ function synth(context: Record<string, unknown>): Synthesized {
   return { app, engine, t: template };
 }
 
-const logicalId = (c: IConstruct): string =>
-  Stack.of(c).getLogicalId((c.node.defaultChild ?? c) as CfnResource);
 const all = (t: Template, type: string) => Object.entries(t.findResources(type) as Record<string, CfnRes>);
 const flat = (v: unknown) => flattenCfnReference(v);
-const list = <T>(v: T | T[]): T[] => (Array.isArray(v) ? v : [v]);
 const routeKeys = (t: Template) =>
   all(t, "AWS::ApiGatewayV2::Route")
     .map(([, r]) => r.Properties.RouteKey as string)

@@ -3,12 +3,11 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
-import { App, type CfnResource, Stack } from "aws-cdk-lib";
+import { App, Stack } from "aws-cdk-lib";
 import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
-import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { StepInputSchema } from "../../functions/engine-step.ts";
 import { DEFAULT_MODEL, readModel, SettingsError } from "../../infra/app.ts";
@@ -25,6 +24,7 @@ import { NOTIFY_WAKE_RULE } from "../../shared/notify/wakeups.ts";
 import { AWS_EMBEDDING_DIMENSION } from "../../shared/runtime/aws/aws-engine.ts";
 import { loadConfig } from "../../shared/runtime/config.ts";
 import { type Synthesized, synthesized } from "../fixtures/synth.ts";
+import { list, logicalId } from "../support/cdk.ts";
 
 // The same feature flags `cdk synth` gets from cdk.json, so the tests see the same templates.
 const root = new URL("../../", import.meta.url);
@@ -41,8 +41,6 @@ interface Statement {
   Resource: unknown;
 }
 
-const logicalId = (c: IConstruct): string =>
-  Stack.of(c).getLogicalId((c.node.defaultChild ?? c) as CfnResource);
 const resources = (t: Template, type: string) => t.findResources(type) as Record<string, CfnRes>;
 const props = (t: Template, id: string) =>
   (t.toJSON().Resources as Record<string, CfnRes>)[id]?.Properties ?? {};
@@ -50,7 +48,6 @@ const storageOutput = (s: Synthesized, key: string) => ({
   "Fn::GetStackOutput": { StackName: s.storage.stackName, OutputName: key },
 });
 const flat = (value: unknown) => flattenCfnReference(value);
-const list = <T>(v: T | T[]): T[] => (Array.isArray(v) ? v : [v]);
 
 /** Every statement of the stack's policies (customer-managed and inline), with the policy's id. */
 function statements(t: Template): (Statement & { policy: string })[] {

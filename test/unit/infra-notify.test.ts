@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { type App, type CfnResource, Stack } from "aws-cdk-lib";
+import type { App } from "aws-cdk-lib";
 import type { Template } from "aws-cdk-lib/assertions";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import type { IConstruct } from "constructs";
@@ -19,6 +19,7 @@ import { INTERACTION_REQUESTED } from "../../shared/engine/interactions.ts";
 import { compilePattern } from "../../shared/kernel/event-pattern/index.ts";
 import { NOTIFY_WAKE_PATTERN, NOTIFY_WAKE_RULE } from "../../shared/notify/wakeups.ts";
 import { synthesized } from "../fixtures/synth.ts";
+import { logicalId } from "../support/cdk.ts";
 
 /**
  * The notify path as `cdk synth` makes it (cdk-nag included: a finding neither fixed nor
@@ -35,8 +36,6 @@ interface CfnRes {
 let app: App;
 let engine: EngineStack;
 let t: Template;
-const logicalId = (c: IConstruct): string =>
-  Stack.of(c).getLogicalId((c.node.defaultChild ?? c) as CfnResource);
 const all = (type: string) => Object.entries(t.findResources(type) as Record<string, CfnRes>);
 const props = (c: IConstruct) =>
   (t.toJSON().Resources as Record<string, CfnRes>)[logicalId(c)]?.Properties ?? {};

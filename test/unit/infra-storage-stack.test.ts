@@ -1,16 +1,16 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { App, type CfnResource, Stack, Token } from "aws-cdk-lib";
+import { App, Stack, Token } from "aws-cdk-lib";
 import { Annotations, Match, type Template } from "aws-cdk-lib/assertions";
 import { Bucket } from "aws-cdk-lib/aws-s3";
 import { Queue } from "aws-cdk-lib/aws-sqs";
 import { AwsSolutionsChecks } from "cdk-nag";
-import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createApp, readSettings, SettingsError } from "../../infra/app.ts";
 import { STORAGE_OUTPUT_KEYS, type StorageStack } from "../../infra/stacks/storage-stack.ts";
 import { ALL_GSIS, TABLE_KEYS, TTL_ATTRIBUTE } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { synthesized } from "../fixtures/synth.ts";
+import { logicalId } from "../support/cdk.ts";
 
 interface Synthesized {
   app: App;
@@ -27,11 +27,6 @@ function synth(stage: string): Synthesized {
   const { app, storage, storageTemplate } = synthesized({ stage });
   return { app, storage, template: storageTemplate };
 }
-
-const logicalId = (c: IConstruct): string => {
-  const stack = Stack.of(c);
-  return stack.getLogicalId((c.node.defaultChild ?? c) as CfnResource);
-};
 
 let prod: Synthesized;
 let dev: Synthesized;

@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { type App, type CfnResource, Stack } from "aws-cdk-lib";
+import type { App } from "aws-cdk-lib";
 import type { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { IConstruct } from "constructs";
@@ -14,6 +14,7 @@ import { ROUTES } from "../../shared/engine/routes.ts";
 import { TOOL_CALL_MAX_MS, TOOL_FUNCTION_TIMEOUT_MS } from "../../shared/ports/tool-function.ts";
 import { loadConfig } from "../../shared/runtime/config.ts";
 import { synthesized } from "../fixtures/synth.ts";
+import { list, logicalId } from "../support/cdk.ts";
 
 /**
  * The tool function in the engine stack: the only function holding the tools' grants and
@@ -45,13 +46,10 @@ interface Statement {
 
 /** The app as `cdk synth` makes it, once per test worker and context (test/fixtures/synth.ts). */
 const synth = (context: Record<string, unknown>): Synthesized => synthesized(context);
-const logicalId = (c: IConstruct): string =>
-  Stack.of(c).getLogicalId((c.node.defaultChild ?? c) as CfnResource);
 const resources = (s: Synthesized) =>
   s.template.toJSON().Resources as Record<string, { Type: string; Properties: Record<string, unknown> }>;
 const props = (s: Synthesized, c: IConstruct) => resources(s)[logicalId(c)]?.Properties ?? {};
 const fnProps = (s: Synthesized, c: IConstruct) => props(s, c) as unknown as Fn;
-const list = <T>(v: T | T[]): T[] => (Array.isArray(v) ? v : [v]);
 const bundleOf = (s: Synthesized, c: IConstruct) =>
   join(s.app.outdir, `asset.${fnProps(s, c).Code.S3Key.replace(/\.zip$/, "")}`);
 /** The statements of the managed policies attached to a role. */

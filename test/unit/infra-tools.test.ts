@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { App, type CfnResource, RemovalPolicy, Stack } from "aws-cdk-lib";
+import { App, RemovalPolicy } from "aws-cdk-lib";
 import type { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
@@ -15,6 +15,7 @@ import { StorageStack } from "../../infra/stacks/storage-stack.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
 import { loadToolsConfig, parseToolsConfig } from "../../shared/tools/service/config.ts";
 import { synthesized } from "../fixtures/synth.ts";
+import { list, logicalId } from "../support/cdk.ts";
 
 // The same feature flags `cdk synth` gets from cdk.json, so the tests see the same templates.
 const cdkJson = JSON.parse(readFileSync(new URL("../../cdk.json", import.meta.url), "utf8")) as {
@@ -48,8 +49,6 @@ interface Fn {
   Environment: { Variables: Record<string, unknown> };
   Code: { S3Key: string };
 }
-const logicalId = (c: IConstruct): string =>
-  Stack.of(c).getLogicalId((c.node.defaultChild ?? c) as CfnResource);
 const props = (s: Synthesized, c: IConstruct) =>
   (s.template.toJSON().Resources as Record<string, { Properties: Record<string, unknown> }>)[logicalId(c)]
     ?.Properties ?? {};
@@ -63,7 +62,6 @@ const toolFn = (s: Synthesized) => s.engine.tools.handler;
 /** The directory CDK bundled a function's code into (its asset, named by the hash of that output). */
 const bundleOf = (s: Synthesized, c: IConstruct) =>
   join(s.app.outdir, `asset.${fnProps(s, c).Code.S3Key.replace(/\.zip$/, "")}`);
-const list = <T>(v: T | T[]): T[] => (Array.isArray(v) ? v : [v]);
 
 let withTools: Synthesized;
 /** The same registry, given by its absolute path. */
