@@ -10,7 +10,7 @@ import type { StateRecord } from "../ports/state-store.ts";
  * holding a copy of every task event of every task of the tree (TaskCreated ... TaskCompleted,
  * the questions and their answers), in a stable order. Its seq is what a server-sent event stream
  * calls the event id: a client that reconnects with `Last-Event-ID: 41` reads on from seq 42 and
- * misses nothing (HTTP: feed-sse.ts; A2A: channels/a2a/a2a-streams.ts).
+ * misses nothing (HTTP: channels/http/http-events.ts; A2A: channels/a2a/a2a-streams.ts).
  *
  * The feed is derived from the state, never from the bus: `reconcile` reads what the task streams
  * hold beyond a cursor and copies it, so a lost bus event loses nothing (whoever reads the feed

@@ -12,7 +12,7 @@ import type { LlmMessage, LlmToolCall, LlmToolSpec } from "../../ports/llm.ts";
  *
  * The rules, in order:
  * 1. The system prompt, the tools' schemas and the task's prompt are always sent (they are counted
- *    first; the prompt was built to a quarter of the window, prompt.ts).
+ *    first; the prompt was built to a quarter of the window, buildPrompt in turn/direct.ts).
  * 2. Turns before `fromTurn` (a person truncated or cleared the conversation, window-marks.ts) are
  *    not sent.
  * 3. The newest turns are sent whole, newest first, while they fit in WHOLE_SHARE (3/4) of the room
