@@ -33,7 +33,7 @@ export const SECRET_KIND = "notify-secret";
 export const secretKey = (tenant: string, signer?: string) =>
   signer === undefined ? `notify-secret#${tenant}` : `notify-secret#${tenant}#${signer}`;
 export const ROTATION_GRACE_MS = 24 * 60 * 60_000;
-/** The deprecated header (kept until ARBOR_SIGNATURE_UNTIL; the README says so). */
+/** The deprecated header (kept until ARBOR_SIGNATURE_UNTIL; docs/webhooks.md says so). */
 export const SIGNATURE_HEADER = "Arbor-Signature";
 export const ARBOR_SIGNATURE_UNTIL = "2027-06-30";
 

@@ -12,7 +12,7 @@ import { Harness } from "./engine-harness.ts";
 import { BIN } from "./serve-process.ts";
 
 /**
- * The README's MCP example (section Tools): the server it names is in examples/mcp-venues/, its
+ * The tools guide's MCP example (docs/tools.md): the server it names is in examples/mcp-venues/, its
  * registry entry starts it as written (from the checkout), and its tools answer, listed and called
  * with the SDK's own client and through Arbor's MCP binding (`arbor tools ls`, ExecuteTool).
  */
@@ -22,11 +22,10 @@ const registry = JSON.parse(readFileSync(join(root, "examples/mcp-venues/tools.j
   tools: Record<string, Entry>;
 };
 
-/** The tool registry of the README's Tools section: its first JSON block after the heading. */
+/** The tool registry of the tools guide (docs/tools.md): its first JSON block. */
 function readmeTools(): Record<string, Entry> {
-  const readme = readFileSync(join(root, "README.md"), "utf8");
-  const section = readme.slice(readme.indexOf("\n### Tools\n"));
-  const block = /```json\n([\s\S]*?)```/.exec(section)?.[1];
+  const guide = readFileSync(join(root, "docs/tools.md"), "utf8");
+  const block = /```json\n([\s\S]*?)```/.exec(guide)?.[1];
   return (JSON.parse(block as string) as { tools: Record<string, Entry> }).tools;
 }
 
@@ -45,8 +44,8 @@ beforeAll(async () => {
 });
 afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-describe("the README's MCP example server", () => {
-  it("is the server the README's registry entry starts, and the example registry's", () => {
+describe("the tools guide's MCP example server", () => {
+  it("is the server the guide's registry entry starts, and the example registry's", () => {
     const { lookup_venue } = readmeTools();
     expect(lookup_venue).toEqual({
       kind: "mcp",
@@ -57,7 +56,7 @@ describe("the README's MCP example server", () => {
     for (const entry of Object.values(registry.tools)) expect(entry).toMatchObject(lookup_venue as Entry);
   });
 
-  it("answers the SDK's client, started as the README's entry says, from the checkout", async () => {
+  it("answers the SDK's client, started as the guide's entry says, from the checkout", async () => {
     const entry = readmeTools().lookup_venue as Entry;
     const client = new Client({ name: "arbor-test", version: "1.0.0" });
     await client.connect(
@@ -108,7 +107,7 @@ describe("the README's MCP example server", () => {
     }
   });
 
-  it("is listed by `arbor tools ls` with ARBOR_TOOLS_FILE=examples/mcp-venues/tools.json, as the README runs it", async () => {
+  it("is listed by `arbor tools ls` with ARBOR_TOOLS_FILE=examples/mcp-venues/tools.json, as the guide runs it", async () => {
     const { stdout, stderr } = await promisify(execFile)(
       process.execPath,
       [BIN, "tools", "ls", "--namespace", "venues"],

@@ -35,7 +35,7 @@ import { throttledMessage } from "./rate-limit.ts";
  *
  * Behind API Gateway (the API function, `mode: "bounded"`) there is no process that outlives a
  * request to hold a subscription, and no store of past events: 501, with the AWS way (an EventBridge
- * rule on Arbor's bus matching `resources` by prefix, README "Resource events").
+ * rule on Arbor's bus matching `resources` by prefix, docs/http-api.md, Resource events).
  */
 export interface ResourceEventStreamOptions {
   mode?: "live" | "bounded";
@@ -140,7 +140,7 @@ async function resourceEventStream(
         "NOT_IMPLEMENTED",
         "This API keeps no resource events to stream: on AWS, add an EventBridge rule on Arbor's event bus " +
           `matching {"source":["arbor"],"detail-type":${JSON.stringify(types)},"resources":[{"prefix":"${prefix}/"}]} ` +
-          "with your queue or API destination as its target (README, Resource events); `arbor serve` streams them here",
+          "with your queue or API destination as its target (docs/http-api.md, Resource events); `arbor serve` streams them here",
       ),
       501,
     );
