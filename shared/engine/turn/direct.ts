@@ -22,6 +22,7 @@ import { windowStart } from "../window/window-marks.ts";
 import { activityAware, advertised, prepareCall, runPrepared, stateNoteFor } from "./activities.ts";
 import { approval } from "./approvals.ts";
 import { askPerson, isAskPerson } from "./ask.ts";
+import { callKind } from "./call-kind.ts";
 import { holdRemoteCall, openRemoteCall, remoteContext, remoteOutcome } from "./remote-calls.ts";
 
 /**
@@ -231,28 +232,38 @@ async function runTools(
       ephemeral = ran.ephemeral ?? false;
       return ran.result;
     };
-    // Nobody is asked to confirm a risky call that could not run as it stands (execute checks the rest).
-    const problems = descriptor?.risky ? deps.tools.check(call.name, own.arguments) : [];
-    if (remote) {
-      result = remote;
-    } else if (!assistant.tools.includes(call.name) || !descriptor) {
-      result = { content: `Tool "${call.name}" is not available to ${assistant.meta.name}`, isError: true };
-    } else if (isAskPerson(descriptor)) {
-      // A question for a person: asked once per call, the turn waits with nothing running (ask.ts).
-      const asked = await askPerson(deps, taskId, `ask-${turnName(turn.n)}-${k}`, call);
-      if (asked === "waiting") return true;
-      result = asked;
-    } else if (prepared && "error" in prepared) {
-      result = prepared.error;
-    } else if (problems.length > 0) {
-      result = { content: `Invalid arguments for ${call.name}: ${problems.join("; ")}`, isError: true };
-    } else if (descriptor.risky) {
-      // An approval covers one execution: a call started before (a crash) needs a new one (approvals.ts).
-      const approved = await approval(deps, taskId, `confirm-${turnName(turn.n)}-${k}`, call);
-      if (approved === "waiting") return true;
-      result = approved === "approved" ? await run() : approved;
-    } else {
-      result = await run();
+    const decided = callKind({
+      call,
+      assistant: { name: assistant.meta.name, tools: assistant.tools },
+      descriptor,
+      settled: remote,
+      asksPerson: descriptor ? isAskPerson(descriptor) : false,
+      preparedError: prepared && "error" in prepared ? prepared.error : undefined,
+      // Nobody is asked to confirm a risky call that could not run as it stands (execute checks the rest).
+      problems: descriptor?.risky ? deps.tools.check(call.name, own.arguments) : [],
+    });
+    switch (decided.kind) {
+      case "settled":
+      case "unavailable":
+      case "invalid":
+        result = decided.result;
+        break;
+      case "ask": {
+        // A question for a person: asked once per call, the turn waits with nothing running (ask.ts).
+        const asked = await askPerson(deps, taskId, `ask-${turnName(turn.n)}-${k}`, call);
+        if (asked === "waiting") return true;
+        result = asked;
+        break;
+      }
+      case "confirm": {
+        // An approval covers one execution: a call started before (a crash) needs a new one (approvals.ts).
+        const approved = await approval(deps, taskId, `confirm-${turnName(turn.n)}-${k}`, call);
+        if (approved === "waiting") return true;
+        result = approved === "approved" ? await run() : approved;
+        break;
+      }
+      case "run":
+        result = await run();
     }
     if (result.pending) {
       // The turn ends here, nothing running: the push (or the deadline) brings the result; a push
