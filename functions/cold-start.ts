@@ -35,6 +35,47 @@ export interface ColdStart {
 }
 
 /**
+ * What a function builds on a Lambda instance's first invocation and keeps for the following ones:
+ * `init` runs once; a failed start is not kept, so the next invocation (Lambda's retry) tries
+ * again (after a throttled GetIndex, an A2A card that was down). The one memoiser of every function.
+ */
+export function memoisedStart<T>(
+  init: () => Promise<T>,
+  close: (warm: T) => Promise<void>,
+): { get(): Promise<T>; close(): Promise<void> } {
+  let pending: Promise<T> | undefined;
+  return {
+    get() {
+      pending ??= init().catch((error: unknown) => {
+        pending = undefined;
+        throw error;
+      });
+      return pending;
+    },
+    async close() {
+      const current = pending;
+      pending = undefined;
+      const warm = await current?.catch(() => undefined);
+      if (warm !== undefined) await close(warm);
+    },
+  };
+}
+
+/** The config of a function, which must be aws mode's (`what`: the function, for the message). */
+export function awsConfigOf(
+  deps: Pick<FunctionDeps, "config">,
+  what: string,
+): Extract<Config, { mode: "aws" }> {
+  const config = (deps.config ?? loadConfig)();
+  if (config.mode !== "aws")
+    throw new ConfigError(
+      `${what} run${what.endsWith("s") ? "" : "s"} in aws mode: set ARBOR_MODE=aws (the engine stack does) ` +
+        "with the storage settings that mode needs",
+    );
+  return config;
+}
+
+/**
  * `prepare` runs once, right after the engine is built (e.g. to subscribe the steps); `build` makes
  * the engine (default: the whole engine; the API function's has no model and no tools).
  */
@@ -43,15 +84,8 @@ export function coldStart(
   prepare: (warm: Warm) => void = () => {},
   build: typeof createAwsEngine = createAwsEngine,
 ): ColdStart {
-  let pending: Promise<Warm> | undefined;
   const init = async (): Promise<Warm> => {
-    const config = (deps.config ?? loadConfig)();
-    if (config.mode !== "aws") {
-      throw new ConfigError(
-        "Arbor's Lambda functions run in aws mode: set ARBOR_MODE=aws (the engine stack does) " +
-          "with the storage settings that mode needs",
-      );
-    }
+    const config = awsConfigOf(deps, "Arbor's Lambda functions");
     const { metrics } = deps;
     const plain = createAwsRuntime(config, deps.clients);
     // Tool calls are counted where their audit records are written; the model's calls in the engine's model.
@@ -66,23 +100,7 @@ export function coldStart(
       throw error;
     }
   };
-  return {
-    get() {
-      // A failed start is not cached: the next invocation (Lambda's retry) tries again, e.g. after
-      // a throttled GetIndex.
-      pending ??= init().catch((error: unknown) => {
-        pending = undefined;
-        throw error;
-      });
-      return pending;
-    },
-    async close() {
-      const current = pending;
-      pending = undefined;
-      const warm = await current?.catch(() => undefined);
-      await warm?.rt.close();
-    },
-  };
+  return memoisedStart(init, (warm) => warm.rt.close());
 }
 
 /** The part of Lambda's context object the functions read. */

@@ -6,7 +6,7 @@ import type { ToolContext, ToolPort, ToolResult } from "../shared/ports/tools.ts
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws/aws.ts";
 import { type AwsToolsOptions, openAwsToolService } from "../shared/runtime/aws/aws-tools.ts";
 import { lambdaMetrics, withMeteredAudit } from "../shared/runtime/aws/lambda-parts.ts";
-import { type Config, loadConfig } from "../shared/runtime/config.ts";
+import type { Config } from "../shared/runtime/config.ts";
 import {
   type ExecuteToolResponse,
   type ListToolsResponse,
@@ -15,6 +15,7 @@ import {
   type ToolFunctionRequest,
   ToolFunctionRequestSchema,
 } from "../shared/tools/bindings/tool-function-protocol.ts";
+import { awsConfigOf, memoisedStart } from "./cold-start.ts";
 
 /**
  * The tool function: the policy-checked proxy for every tool call of the engine on AWS (seeds/001's
@@ -185,14 +186,8 @@ function given(service: ToolPort): Instance {
 
 /** The runtime and the tool service, built on an instance's first invocation and kept. */
 function coldStart(deps: ToolFunctionDeps, metrics: InvocationMetrics): Instance {
-  let pending: Promise<{ rt: AwsRuntime; service: ToolPort }> | undefined;
-  const init = async () => {
-    const config = (deps.config ?? loadConfig)();
-    if (config.mode !== "aws")
-      throw new ConfigError(
-        "Arbor's tool function runs in aws mode: set ARBOR_MODE=aws (the engine stack does) " +
-          "with the storage settings that mode needs",
-      );
+  const init = async (): Promise<{ rt: AwsRuntime; service: ToolPort }> => {
+    const config = awsConfigOf(deps, "Arbor's tool function");
     const plain = createAwsRuntime(config, deps.clients);
     const rt = withMeteredAudit(plain, metrics);
     try {
@@ -202,23 +197,11 @@ function coldStart(deps: ToolFunctionDeps, metrics: InvocationMetrics): Instance
       throw error;
     }
   };
-  return {
-    async get() {
-      // A failed start is not cached: the next invocation tries again (an A2A card that was down).
-      pending ??= init().catch((error: unknown) => {
-        pending = undefined;
-        throw error;
-      });
-      return (await pending).service;
-    },
-    async close() {
-      const current = pending;
-      pending = undefined;
-      const warm = await current?.catch(() => undefined);
-      await warm?.service.close?.();
-      await warm?.rt.close();
-    },
-  };
+  const started = memoisedStart(init, async (warm) => {
+    await warm.service.close?.();
+    await warm.rt.close();
+  });
+  return { get: async () => (await started.get()).service, close: () => started.close() };
 }
 
 /** The Lambda entry point; configured by the environment the engine stack sets. */
