@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 
 /**
  * The settings table stays true: every ARBOR_* variable the configuration reads
- * (shared/runtime/config.ts) is documented (README.md, docs/, the AWS and chat pages), and every ARBOR_*
+ * (shared/runtime/config.ts and config/) is documented (README.md, docs/, the AWS and chat pages), and every ARBOR_*
  * variable the docs name is one Arbor reads. A setting added without a line, or a line left for a
  * setting that went, fails here.
  */
@@ -24,7 +24,12 @@ const DOCS = [
 
 describe("the documented settings", () => {
   const documented = new Set(DOCS.flatMap((d) => [...vars(read(d))]));
-  const schema = read("shared/runtime/config.ts");
+  const schema = [
+    "shared/runtime/config.ts",
+    ...readdirSync(join(ROOT, "shared/runtime/config")).map((f) => `shared/runtime/config/${f}`),
+  ]
+    .map(read)
+    .join("\n");
   // The keys of the configuration's environment schemas: `  ARBOR_...: z.` at the start of a line.
   const read_ = new Set([...schema.matchAll(/^\s+(ARBOR_[A-Z0-9_]+):/gm)].map((m) => m[1] as string));
 
