@@ -2,7 +2,7 @@
 //   kernel <- domain <- ports <- store <- engine, tools, graph, notify, outbound, protocols
 //   <- channels <- runtime/{local,aws} (the only composition roots) <- entry points (functions/, cli/)
 // and beside them adapters/, which implement ports and import only ports, domain, the kernel, each
-// other and their SDKs. `npm run lint:layers` runs it; test/unit/layers.test.ts runs it in the suite.
+// other and their SDKs. `npm run lint:layers` runs it; test/unit/house/layers.test.ts runs it in the suite.
 
 /** A folder of shared/ as a path pattern. */
 const dir = (...names) => `^shared/(${names.join("|")})/`;

@@ -7,7 +7,7 @@ import { META_KEY } from "../../shared/adapters/vectors/s3-vectors-index.ts";
  * The S3 Vectors index the engine embeds into: Titan Text Embeddings v2 at 1,024 dimensions,
  * cosine distance. `S3VectorsIndex.open` (shared/adapters/vectors/s3-vectors-index.ts) refuses an
  * index whose tags do not name the embedder it was built for, so the tags here are the same ones
- * the adapter writes when it creates an index itself; test/unit/infra-engine-stack.test.ts checks
+ * the adapter writes when it creates an index itself; test/unit/infra/engine-stack.test.ts checks
  * them against the adapter and the engine's embedder.
  */
 export const VECTOR_INDEX = {

@@ -5,7 +5,7 @@ import { isIPv4, isIPv6 } from "node:net";
  * an IPv6 address a 128-bit one. Addresses come in as text in the forms `dns.lookup` answers and
  * the WHATWG URL parser leaves in a hostname (dotted quads; IPv6 with or without brackets, maybe
  * with an embedded dotted quad): shorthands such as `127.1` or `0x7f000001` are the URL parser's
- * to normalise, and are (property tests in test/unit/outbound-addresses.test.ts).
+ * to normalise, and are (property tests in test/unit/outbound/addresses.test.ts).
  *
  * An IPv6 address that carries an IPv4 address (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible
  * `::a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) is judged as that IPv4 address, so

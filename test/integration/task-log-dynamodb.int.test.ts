@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { DeleteTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { describe, inject } from "vitest";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
-import { taskLogSuite } from "../unit/task-log.suite.ts";
+import { taskLogSuite } from "../unit/store/task-log.suite.ts";
 
 const client = new DynamoDBClient({
   endpoint: inject("dynamoEndpoint"),

@@ -1,0 +1,160 @@
+import type { Template } from "aws-cdk-lib/assertions";
+import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ALARMS, OPS_OUTPUT_KEYS } from "../../../infra/constructs/ops-alarms.ts";
+import type { EngineStack } from "../../../infra/stacks/engine-stack.ts";
+import { STORAGE_OUTPUT_KEYS, type StorageStack } from "../../../infra/stacks/storage-stack.ts";
+import { ROUTES } from "../../../shared/engine/routes.ts";
+import { synthesized } from "../../fixtures/synth.ts";
+
+/**
+ * The operations of the engine stack: alarms (dead letters, every function's errors and
+ * throttles, watchdog re-drives) on one SNS topic, the EMF metrics' namespace and stage, and the
+ * outputs that say where things are. The app is synthesized as `cdk synth` does it, cdk-nag
+ * included (a finding neither fixed nor acknowledged fails the synthesis).
+ */
+
+interface CfnRes {
+  Type: string;
+  Properties: Record<string, unknown>;
+}
+
+let engine: EngineStack;
+let storage: StorageStack;
+let template: Template;
+let withEmail: Template;
+
+// The prod app is synthesized once per test worker and shared with the other infra test files.
+beforeAll(() => {
+  ({ engine, storage, template } = synthesized({ stage: "prod" }));
+  withEmail = synthesized({ stage: "dev", alarmEmail: "ops@example.com" }).template;
+}, 600_000);
+
+const alarms = (t: Template) =>
+  Object.values(t.findResources("AWS::CloudWatch::Alarm") as Record<string, CfnRes>).map((r) => r.Properties);
+const flat = (v: unknown) => flattenCfnReference(v);
+const topicRef = () => ({ Ref: engine.getLogicalId(engine.ops.topic.node.defaultChild as never) });
+
+describe("operations of the engine stack", () => {
+  it("alarm when the dead-letter queue holds anything", () => {
+    const dlq = alarms(template).filter(
+      (a) => a.Namespace === "AWS/SQS" && a.MetricName === "ApproximateNumberOfMessagesVisible",
+    );
+    expect(dlq).toHaveLength(1);
+    expect(dlq[0]).toMatchObject({
+      MetricName: "ApproximateNumberOfMessagesVisible",
+      Statistic: "Maximum",
+      Period: ALARMS.deadLetters.period.toSeconds(),
+      Threshold: 0,
+      ComparisonOperator: "GreaterThanThreshold",
+      EvaluationPeriods: 1,
+      TreatMissingData: "notBreaching",
+      AlarmActions: [topicRef()],
+      OKActions: [topicRef()],
+    });
+    // The queue is the storage stack's, found by the name in its ARN.
+    expect(flat(dlq[0]?.Dimensions)).toContain(STORAGE_OUTPUT_KEYS.deadLetterQueueArn);
+  });
+
+  it("alarm on every function's errors and throttles, any in five minutes", () => {
+    const lambda = alarms(template).filter((a) => a.Namespace === "AWS/Lambda");
+    const functions = [
+      ...ROUTES.map((r) => engine.steps[r.name].function),
+      engine.watchdog.function,
+      engine.tools.handler.function,
+      engine.api.function.function,
+      engine.notify.handler.function,
+    ];
+    expect(lambda).toHaveLength(functions.length * 2);
+    for (const fn of functions) {
+      const ref = { Ref: engine.getLogicalId(fn.node.defaultChild as never) };
+      for (const metric of ["Errors", "Throttles"]) {
+        const found = lambda.filter(
+          (a) =>
+            a.MetricName === metric &&
+            JSON.stringify(a.Dimensions) === JSON.stringify([{ Name: "FunctionName", Value: ref }]),
+        );
+        expect(found, `${metric} of ${fn.node.path}`).toHaveLength(1);
+        expect(found[0]).toMatchObject({
+          Statistic: "Sum",
+          Period: 300,
+          Threshold: 1,
+          ComparisonOperator: "GreaterThanOrEqualToThreshold",
+          TreatMissingData: "notBreaching",
+          AlarmActions: [topicRef()],
+        });
+      }
+    }
+  });
+
+  it("alarm on watchdog re-drives, the EMF metric the watchdog writes under its stage", () => {
+    const redrives = alarms(template).filter((a) => a.Namespace === "Arbor");
+    expect(redrives).toEqual([
+      expect.objectContaining({
+        MetricName: "WatchdogRedriven",
+        Dimensions: expect.arrayContaining([
+          { Name: "service", Value: "arbor" },
+          { Name: "stage", Value: "prod" },
+        ]),
+        Statistic: "Sum",
+        Period: ALARMS.watchdogRedrives.period.toSeconds(),
+        Threshold: 1,
+        ComparisonOperator: "GreaterThanOrEqualToThreshold",
+        AlarmActions: [topicRef()],
+      }),
+    ]);
+    // The functions write their metrics with that stage.
+    const envs = Object.values(template.findResources("AWS::Lambda::Function") as Record<string, CfnRes>).map(
+      (f) => (f.Properties.Environment as { Variables: Record<string, unknown> }).Variables,
+    );
+    expect(envs.length).toBeGreaterThan(0);
+    for (const vars of envs) expect(vars.ARBOR_STAGE).toBe("prod");
+  });
+
+  it("send the alarms to one topic that takes only TLS, with an email subscription when asked", () => {
+    template.resourceCountIs("AWS::SNS::Topic", 1);
+    template.resourceCountIs("AWS::SNS::Subscription", 0);
+    const policy = Object.values(template.findResources("AWS::SNS::TopicPolicy") as Record<string, CfnRes>);
+    expect(JSON.stringify(policy)).toContain('"aws:SecureTransport":"false"');
+    withEmail.hasResourceProperties("AWS::SNS::Subscription", {
+      Protocol: "email",
+      Endpoint: "ops@example.com",
+    });
+    expect(() => synthesized({ stage: "dev", alarmEmail: "not-an-address" })).toThrow(
+      /Invalid CDK context alarmEmail="not-an-address": give an email address/,
+    );
+  });
+
+  it("say where things are: the topic, the dead-letter queue, the policy bundle and what decides until then", () => {
+    const outputs = template.toJSON().Outputs as Record<string, { Value: unknown }>;
+    expect(outputs[OPS_OUTPUT_KEYS.alarmTopic]?.Value).toEqual(topicRef());
+    expect(outputs[OPS_OUTPUT_KEYS.deadLetterQueueUrl]?.Value).toEqual({
+      "Fn::GetStackOutput": {
+        StackName: storage.stackName,
+        OutputName: STORAGE_OUTPUT_KEYS.deadLetterQueueUrl,
+      },
+    });
+    expect(flat(outputs[OPS_OUTPUT_KEYS.policyBundleLocation]?.Value)).toMatch(
+      new RegExp(`^s3://.*${STORAGE_OUTPUT_KEYS.policiesBucketName}.*/bundle\\.tar\\.gz$`),
+    );
+    expect(outputs[OPS_OUTPUT_KEYS.policyUntilPublished]?.Value).toBe(
+      "the built-in default policy (policies/arbor.cedar)",
+    );
+    expect(outputs[OPS_OUTPUT_KEYS.metricsNamespace]?.Value).toBe("Arbor");
+  });
+
+  it("let the functions list the policies bucket, so a missing bundle reads as NoSuchKey, not 403", () => {
+    const statements = Object.values(
+      template.findResources("AWS::IAM::ManagedPolicy") as Record<string, CfnRes>,
+    ).flatMap(
+      (p) =>
+        (p.Properties.PolicyDocument as { Statement: { Sid?: string; Action: unknown; Resource: unknown }[] })
+          .Statement,
+    );
+    const listing = statements.find((s) => s.Sid === "PolicyListing");
+    expect(listing?.Action).toBe("s3:ListBucket");
+    expect(flat(listing?.Resource)).toContain(STORAGE_OUTPUT_KEYS.policiesBucketName);
+    // EMF metrics go through the logs: no PutMetricData grant.
+    expect(JSON.stringify(statements)).not.toContain("cloudwatch:PutMetricData");
+  });
+});
