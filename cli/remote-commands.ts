@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { createInterface } from "node:readline/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { StoredEvent } from "../shared/domain/events.ts";
@@ -57,10 +58,12 @@ export interface RemoteRunOptions {
 export async function remoteRun(remote: Remote, options: RemoteRunOptions): Promise<number> {
   if (!options.text) throw new Error('Say what to do: arbor run "<message>"');
   const started = Date.now();
-  const submitted = await remote.post<Submitted>("/v1/messages", {
-    text: options.text,
-    mode: options.lazy ? "lazy" : "eager",
-  });
+  // One key per command: a retry after a lost answer gets the first request's 202, not a second request.
+  const submitted = await remote.post<Submitted>(
+    "/v1/messages",
+    { text: options.text, mode: options.lazy ? "lazy" : "eager" },
+    { idempotencyKey: `cli-${randomUUID()}` },
+  );
   const root = submitted.rootTaskId;
   const taskPath = `/v1/tasks/${enc(root)}`;
   process.stdout.write(

@@ -8,9 +8,10 @@ import type { RemoteConfig } from "../shared/runtime/config.ts";
  * What it retries, and what it never does twice:
  *   - GETs and PUTs (reads, and a team, which is idempotent): on a network error, 429 (after its
  *     Retry-After), 502, 503 and 504, with backoff, a few times;
- *   - POSTs (a message, an answer, a cancel): only on 429, which the API answers before reading
- *     the request and which changes nothing. Any other failure of a POST is reported, never sent
- *     again: the API has no idempotency key for a message, and a message sent twice is two requests.
+ *   - POSTs (an answer, a cancel): only on 429, which the API answers before reading the request
+ *     and which changes nothing. Any other failure of such a POST is reported, never sent again.
+ *   - A POST with an idempotency key (a message: `Idempotency-Key`, one per command) is repeated
+ *     like a read: the API answers a repeat with the first answer and writes nothing new.
  * Every failure is a RemoteError whose message says what happened and what to do.
  */
 export class RemoteError extends Error {
@@ -69,12 +70,22 @@ export class Remote {
     return this.#request<T>("DELETE", path, undefined, true);
   }
 
-  /** A POST: sent once (again only after a 429, which the server refused before reading it). */
-  post<T>(path: string, body: unknown): Promise<T> {
-    return this.#request<T>("POST", path, body, false);
+  /**
+   * A POST: sent once (again only after a 429, which the server refused before reading it); with
+   * `idempotencyKey`, repeated like a read, the same key each time, which the API answers once.
+   */
+  post<T>(path: string, body: unknown, options: { idempotencyKey?: string } = {}): Promise<T> {
+    const { idempotencyKey } = options;
+    return this.#request<T>("POST", path, body, idempotencyKey !== undefined, idempotencyKey);
   }
 
-  async #request<T>(method: string, path: string, body: unknown, repeatable: boolean): Promise<T> {
+  async #request<T>(
+    method: string,
+    path: string,
+    body: unknown,
+    repeatable: boolean,
+    idempotencyKey?: string,
+  ): Promise<T> {
     const target = `${this.url}${path}`;
     for (let attempt = 1; ; attempt++) {
       const last = attempt >= this.#attempts;
@@ -86,6 +97,7 @@ export class Remote {
             authorization: `Bearer ${this.#key}`,
             accept: "application/json",
             ...(body === undefined ? {} : { "content-type": "application/json" }),
+            ...(idempotencyKey === undefined ? {} : { "idempotency-key": idempotencyKey }),
           },
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
           redirect: "manual",

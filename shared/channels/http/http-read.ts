@@ -1,3 +1,4 @@
+import { ArborError } from "../../kernel/errors.ts";
 /**
  * Small HTTP helpers the chat channels share (a Slack or Teams request's body, the Teams key set
  * fetches, the Bot Connector calls). How to drive it:
@@ -6,10 +7,9 @@
  *   const res = await fetchWithTimeout(fetch, url, init, 10_000);  // aborts after the timeout
  *   const raw = await readBounded(request.raw, 256 * 1024) // an incoming Request's body too
  */
-export class BodyTooLargeError extends Error {
+export class BodyTooLargeError extends ArborError {
   constructor(limit: number) {
-    super(`the body is longer than ${limit} bytes`);
-    this.name = "BodyTooLargeError";
+    super("TOO_LARGE", `the body is longer than ${limit} bytes`, { details: { limit } });
   }
 }
 

@@ -77,6 +77,26 @@ describe("the remote client", () => {
     }
   });
 
+  it("repeats a message sent with an idempotency key, with the same key each time", async () => {
+    for (const reply of [refused(), apiError(503, "UNAVAILABLE", "x")]) {
+      const seen: (string | null)[] = [];
+      const replies: Reply[] = [reply, json(202, { rootTaskId: "cld:x" })];
+      const fetchImpl = (async (_url: string, init: RequestInit) => {
+        seen.push(new Headers(init.headers).get("idempotency-key"));
+        const next = replies.shift() as Reply;
+        if (next instanceof Error) throw next;
+        return next;
+      }) as unknown as typeof fetch;
+      const remote = new Remote(
+        { url: "http://arbor.test", key: "arbor_k" },
+        { fetch: fetchImpl, sleep: async () => {} },
+      );
+      const answer = await remote.post("/v1/messages", { text: "hi" }, { idempotencyKey: "cli-1" });
+      expect(answer).toEqual({ rootTaskId: "cld:x" });
+      expect(seen).toEqual(["cli-1", "cli-1"]);
+    }
+  });
+
   it("sends a POST again after a 429 (refused before it was read), after its Retry-After", async () => {
     const { remote, calls, waits } = fake([
       apiError(429, "THROTTLED", "slow down", { "retry-after": "2" }),
