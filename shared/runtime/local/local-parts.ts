@@ -1,7 +1,6 @@
 import { type Script, ScriptedLlm, type ScriptedLlmOptions } from "../../adapters/llm/scripted-llm.ts";
 import { ApiKeys, readApiKeysFile, watchApiKeysFile } from "../../adapters/local/api-keys.ts";
 import { FileKeyStore } from "../../adapters/local/file-key-store.ts";
-import { OpaPolicyEngine } from "../../adapters/policy/opa-policy-engine.ts";
 import type { ArborLogger } from "../../kernel/logger.ts";
 import type { KeyStore } from "../../ports/key-store.ts";
 import type { Llm } from "../../ports/llm.ts";
@@ -18,7 +17,9 @@ export const scriptedModel = (script: Script = [], options?: ScriptedLlmOptions)
   new ScriptedLlm(script, options);
 
 /** The OPA policy of a folder (ARBOR_POLICY_DIR: a wasm bundle built with `opa build -t wasm`). */
-export const folderPolicy = (dir: string): Promise<PolicyEngine> => OpaPolicyEngine.fromFolder(dir);
+export const folderPolicy = async (dir: string): Promise<PolicyEngine> =>
+  // Loaded only when a folder's policy is asked for: the commands that need none start without it.
+  (await import("../../adapters/policy/opa-policy-engine.ts")).OpaPolicyEngine.fromFolder(dir);
 
 /** The data folder's keys file, as `arbor serve` holds it. */
 export interface ServedKeys {
