@@ -1,15 +1,7 @@
-import { resolve } from "node:path";
 import type { RateLimits } from "../../channels/http/rate-limit.ts";
 import { ConfigError } from "../../kernel/errors.ts";
 import type { OutboundSettings } from "../../outbound/policy.ts";
-import {
-  type Env,
-  type ModelConfig,
-  type NotifyConfig,
-  outboundSettings,
-  rateLimitsOf,
-  webhookReach,
-} from "./env.ts";
+import { type Env, type ModelConfig, type NotifyConfig, sharedSettings, webhookReach } from "./env.ts";
 
 export interface AwsConfig {
   mode: "aws";
@@ -124,8 +116,7 @@ export function awsConfig(
     );
   return {
     mode: "aws",
-    ...(model ? { model } : {}),
-    tenant: e.ARBOR_TENANT,
+    ...sharedSettings(e, model),
     region: e.AWS_REGION as string,
     resourcesBucket: e.ARBOR_RESOURCES_BUCKET as string,
     resourcesPrefix: e.ARBOR_RESOURCES_PREFIX ?? "",
@@ -134,8 +125,6 @@ export function awsConfig(
     ...(e.ARBOR_VECTOR_BUCKET && e.ARBOR_VECTOR_INDEX
       ? { vectors: { bucket: e.ARBOR_VECTOR_BUCKET, index: e.ARBOR_VECTOR_INDEX } }
       : {}),
-    watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
-    resourceEvents: e.ARBOR_RESOURCE_EVENTS,
     ...(e.ARBOR_STAGE ? { stage: e.ARBOR_STAGE } : {}),
     endpoints,
     policy:
@@ -147,22 +136,12 @@ export function awsConfig(
             recheckMs: e.ARBOR_POLICY_RECHECK_MS,
           }
         : { engine: "cedar" },
-    ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
-    ...(e.ARBOR_TEAM_FILE ? { teamFile: resolve(e.ARBOR_TEAM_FILE) } : {}),
-    outbound: outboundSettings(e),
     notify: {
       allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP,
       ...webhookReach(e),
       ...(e.ARBOR_NOTIFY_QUEUE_URL ? { queueUrl: e.ARBOR_NOTIFY_QUEUE_URL } : {}),
     },
     ...(e.ARBOR_TOOL_FUNCTION ? { toolFunction: e.ARBOR_TOOL_FUNCTION } : {}),
-    ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
-    ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
-      ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
-      : {}),
-    rateLimits: rateLimitsOf(e),
-    ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
-    ...(e.ARBOR_MODEL_RETRY_MS !== undefined ? { modelRetryMs: e.ARBOR_MODEL_RETRY_MS } : {}),
     ...(e.ARBOR_CHAT_SECRET_ARN
       ? { chat: { secretId: e.ARBOR_CHAT_SECRET_ARN, ttlMs: e.ARBOR_CHAT_SETTINGS_TTL_MS } }
       : {}),

@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { z } from "zod";
 import type { RateLimit, RateLimits } from "../../channels/http/rate-limit.ts";
 import { ConfigError } from "../../kernel/errors.ts";
@@ -337,5 +338,30 @@ export function modelConfig(e: Env): ModelConfig | undefined {
     model: e.ARBOR_MODEL,
     baseUrl: e.ARBOR_OPENAI_BASE_URL,
     ...(e.ARBOR_OPENAI_API_KEY ? { apiKey: e.ARBOR_OPENAI_API_KEY } : {}),
+  };
+}
+
+/**
+ * The settings both modes read the same way: the model, the tenant, the tools and team files, the
+ * public URL, the limits, the outbound guard, the webhooks' reach and the watchdog. Each mode adds
+ * its own (config/local.ts, config/aws.ts).
+ */
+export function sharedSettings(e: Env, model: ModelConfig | undefined) {
+  return {
+    ...(model ? { model } : {}),
+    tenant: e.ARBOR_TENANT,
+    ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
+    ...(e.ARBOR_TEAM_FILE ? { teamFile: resolve(e.ARBOR_TEAM_FILE) } : {}),
+    ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
+    rateLimits: rateLimitsOf(e),
+    outbound: outboundSettings(e),
+    notify: { allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP, ...webhookReach(e) },
+    watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
+    resourceEvents: e.ARBOR_RESOURCE_EVENTS,
+    ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
+      ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
+      : {}),
+    ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
+    ...(e.ARBOR_MODEL_RETRY_MS !== undefined ? { modelRetryMs: e.ARBOR_MODEL_RETRY_MS } : {}),
   };
 }

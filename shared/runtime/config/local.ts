@@ -2,14 +2,7 @@ import { join, resolve } from "node:path";
 import type { RateLimits } from "../../channels/http/rate-limit.ts";
 import { ConfigError } from "../../kernel/errors.ts";
 import type { OutboundSettings } from "../../outbound/policy.ts";
-import {
-  type Env,
-  type ModelConfig,
-  type NotifyConfig,
-  outboundSettings,
-  rateLimitsOf,
-  webhookReach,
-} from "./env.ts";
+import { type Env, type ModelConfig, type NotifyConfig, sharedSettings } from "./env.ts";
 
 export interface LocalConfig {
   mode: "local";
@@ -64,26 +57,12 @@ export function localConfig(e: Env, model: ModelConfig | undefined): LocalConfig
     );
   return {
     mode: "local",
-    ...(model ? { model } : {}),
-    tenant: e.ARBOR_TENANT,
+    ...sharedSettings(e, model),
     dataDir: resolve(e.ARBOR_DATA_DIR),
     durable: e.ARBOR_DURABLE,
     objectStore: e.ARBOR_OBJECT_STORE,
-    ...(e.ARBOR_TOOLS_FILE ? { toolsFile: resolve(e.ARBOR_TOOLS_FILE) } : {}),
-    ...(e.ARBOR_TEAM_FILE ? { teamFile: resolve(e.ARBOR_TEAM_FILE) } : {}),
     apiKeysFile: resolve(e.ARBOR_API_KEYS_FILE ?? join(e.ARBOR_DATA_DIR, "api-keys.json")),
-    ...(e.ARBOR_PUBLIC_URL ? { publicUrl: e.ARBOR_PUBLIC_URL } : {}),
-    rateLimits: rateLimitsOf(e),
     policy: localPolicy(e),
-    outbound: outboundSettings(e),
-    notify: { allowLoopbackHttp: e.ARBOR_NOTIFY_ALLOW_LOOPBACK_HTTP, ...webhookReach(e) },
-    watchdogStaleMs: e.ARBOR_WATCHDOG_STALE_MS,
-    resourceEvents: e.ARBOR_RESOURCE_EVENTS,
-    ...(e.ARBOR_A2A_BLOCKING_WAIT_MS !== undefined
-      ? { a2aBlockingWaitMs: e.ARBOR_A2A_BLOCKING_WAIT_MS }
-      : {}),
-    ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
-    ...(e.ARBOR_MODEL_RETRY_MS !== undefined ? { modelRetryMs: e.ARBOR_MODEL_RETRY_MS } : {}),
     chat: {
       file: resolve(e.ARBOR_CHAT_SETTINGS_FILE ?? join(e.ARBOR_DATA_DIR, "chat.json")),
       required: e.ARBOR_CHAT_SETTINGS_FILE !== undefined,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../shared/runtime/config.ts";
+import { AWS_ENV } from "../../support/config.ts";
 
 describe("ARBOR_CONTEXT_TOKENS", () => {
   it("sets a leaf's context window, locally and on AWS", () => {
@@ -8,15 +9,7 @@ describe("ARBOR_CONTEXT_TOKENS", () => {
       contextTokens: 64_000,
     });
     expect(loadConfig({}).contextTokens).toBeUndefined();
-    const aws = loadConfig({
-      ARBOR_MODE: "aws",
-      AWS_REGION: "eu-west-1",
-      ARBOR_RESOURCES_BUCKET: "b",
-      ARBOR_TABLE_NAME: "t",
-      ARBOR_EVENT_BUS_NAME: "e",
-      ARBOR_POLICY_ENGINE: "cedar",
-      ARBOR_CONTEXT_TOKENS: "200000",
-    });
+    const aws = loadConfig({ ...AWS_ENV, ARBOR_CONTEXT_TOKENS: "200000" });
     expect(aws).toMatchObject({ mode: "aws", contextTokens: 200_000 });
   });
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../shared/runtime/config.ts";
+import { AWS_ENV } from "../../support/config.ts";
 
 describe("ARBOR_MODEL_RETRY_MS", () => {
   it("sets how long a failing model is tried before its task fails, locally and on AWS", () => {
@@ -9,15 +10,7 @@ describe("ARBOR_MODEL_RETRY_MS", () => {
     });
     expect(loadConfig({ ARBOR_MODEL_RETRY_MS: "0" })).toMatchObject({ modelRetryMs: 0 });
     expect(loadConfig({}).modelRetryMs).toBeUndefined();
-    const aws = loadConfig({
-      ARBOR_MODE: "aws",
-      AWS_REGION: "eu-west-1",
-      ARBOR_RESOURCES_BUCKET: "b",
-      ARBOR_TABLE_NAME: "t",
-      ARBOR_EVENT_BUS_NAME: "e",
-      ARBOR_POLICY_ENGINE: "cedar",
-      ARBOR_MODEL_RETRY_MS: "60000",
-    });
+    const aws = loadConfig({ ...AWS_ENV, ARBOR_MODEL_RETRY_MS: "60000" });
     expect(aws).toMatchObject({ mode: "aws", modelRetryMs: 60_000 });
   });
 
