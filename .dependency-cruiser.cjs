@@ -101,6 +101,17 @@ module.exports = {
       },
       { path: PROTOCOL_LIBS },
     ),
+    {
+      name: "cli-commands-load-lazily",
+      comment:
+        "The command table is read by every start of the CLI (arbor help too): a command file imports its work with `await import` when it runs, and statically only the command kit, the kernel and types.",
+      severity: "error",
+      from: { path: "^cli/commands/" },
+      to: {
+        pathNot: ["^cli/commands/", "^cli/command\\.ts$", "^shared/kernel/"],
+        dependencyTypesNot: ["dynamic-import", "type-only"],
+      },
+    },
     forbid(
       "product-never-imports-tests",
       "Product code never imports tests or benches; only the CLI, which runs the examples, imports examples.",

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { keysCommand } from "../../cli/keys.ts";
+import { keysCommand } from "../../cli/lib/keys.ts";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http/http-server.ts";

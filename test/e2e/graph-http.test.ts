@@ -1,7 +1,7 @@
 import { DataFactory } from "n3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { graphQueryRemote } from "../../cli/graph.ts";
-import { Remote } from "../../cli/remote.ts";
+import { graphQueryRemote } from "../../cli/lib/graph.ts";
+import { Remote } from "../../cli/lib/remote.ts";
 import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { graphStoreOf } from "../../shared/graph/state-graph-store.ts";

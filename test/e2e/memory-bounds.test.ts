@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
-import { chooseModel } from "../../cli/serve.ts";
+import { chooseModel } from "../../cli/lib/serve.ts";
 import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { LocalConfig } from "../../shared/runtime/config.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { followResourceEvents } from "../../cli/resource-events.ts";
+import { followResourceEvents } from "../../cli/lib/resource-events.ts";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http/http-server.ts";

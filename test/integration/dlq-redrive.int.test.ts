@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { EventBridgeClient, PutRuleCommand, PutTargetsCommand } from "@aws-sdk/client-eventbridge";
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { dlqCommand } from "../../cli/dlq.ts";
+import { dlqCommand } from "../../cli/lib/dlq.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
 import { loadOperatorSettings } from "../../shared/runtime/config.ts";
 import { EventBridgePeer } from "../peers/eventbridge-peer.ts";

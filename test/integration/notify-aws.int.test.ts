@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { PutRuleCommand } from "@aws-sdk/client-eventbridge";
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { dlqCommand } from "../../cli/dlq.ts";
+import { dlqCommand } from "../../cli/lib/dlq.ts";
 import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "../../functions/api.ts";
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
 import { createNotifyHandler, type NotifyHandler } from "../../functions/notify.ts";

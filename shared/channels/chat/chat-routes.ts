@@ -24,7 +24,7 @@ import { teamsSurface } from "./teams/surface.ts";
  * read, nothing written: the route does not exist on this server), and settings that cannot be
  * read (a file others may read, a bad secret, Secrets Manager down) answer 503 with Retry-After:
  * Slack and Teams try again, and the operator's log says what to fix (the message never holds a
- * secret). Both runtimes mount the same routes: `arbor serve` (cli/serve.ts) and the API
+ * secret). Both runtimes mount the same routes: `arbor serve` (cli/lib/serve.ts) and the API
  * function (functions/api.ts).
  *
  * Surfaces: what the thread sync posts with (Block Kit, Adaptive Cards). They read the settings on

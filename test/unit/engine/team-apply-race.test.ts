@@ -2,8 +2,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Remote } from "../../../cli/remote.ts";
-import { teamApplyRemote } from "../../../cli/team.ts";
+import { Remote } from "../../../cli/lib/remote.ts";
+import { teamApplyRemote } from "../../../cli/lib/team.ts";
 
 /**
  * `arbor team apply` shows a diff, then applies: if another admin changes the team in between,

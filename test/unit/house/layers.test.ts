@@ -42,7 +42,7 @@ describe("layers", () => {
     expect(found, "violations of the layering (ARCHITECTURE.md, .dependency-cruiser.cjs)").toEqual([]);
   }, 120_000);
 
-  it("catches an upward import, a circle, an adapter reaching into the engine and an SDK in the core", async () => {
+  it("catches an upward import, a circle, an adapter reaching into the engine, an SDK in the core and a command loading its work at start", async () => {
     const file = (path: string, text: string) => {
       mkdirSync(dirname(join(scratch, path)), { recursive: true });
       writeFileSync(join(scratch, path), text);
@@ -60,6 +60,16 @@ describe("layers", () => {
       "shared/engine/cloud.ts",
       'import { S3Client } from "@aws-sdk/client-s3";\nexport const c = S3Client;\n',
     );
+    // A command file that loads its work at once (every start of the CLI would pay for it), and
+    // one that loads it when it runs.
+    file(
+      "cli/commands/eager.ts",
+      'import { step } from "../../shared/engine/step.ts";\nexport const e = step;\n',
+    );
+    file(
+      "cli/commands/lazy.ts",
+      'export const l = async () => (await import("../../shared/engine/step.ts")).step;\n',
+    );
     mkdirSync(join(scratch, "node_modules/@aws-sdk/client-s3"), { recursive: true });
     writeFileSync(
       join(scratch, "node_modules/@aws-sdk/client-s3/package.json"),
@@ -69,13 +79,15 @@ describe("layers", () => {
       join(scratch, "node_modules/@aws-sdk/client-s3/index.js"),
       "exports.S3Client = class {};\n",
     );
-    const found = (await cruise(scratch, ["shared"])).map(key);
+    const found = (await cruise(scratch, ["shared", "cli"])).map(key);
+    expect(found.filter((f) => f.includes("cli/commands/lazy.ts"))).toEqual([]);
     expect(found).toEqual(
       expect.arrayContaining([
         "domain-is-pure: shared/domain/task.ts -> shared/engine/step.ts",
         "no-circular: shared/domain/task.ts -> shared/engine/step.ts",
         "adapters-implement-ports: shared/adapters/local/store.ts -> shared/engine/step.ts",
         "cloud-sdks-at-the-edges: shared/engine/cloud.ts -> node_modules/@aws-sdk/client-s3/index.js",
+        "cli-commands-load-lazily: cli/commands/eager.ts -> shared/engine/step.ts",
       ]),
     );
   }, 120_000);

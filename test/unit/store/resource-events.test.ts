@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { eventLine } from "../../../cli/resource-events.ts";
+import { eventLine } from "../../../cli/lib/resource-events.ts";
 import { InProcessEventBus } from "../../../shared/adapters/local/in-process-event-bus.ts";
 import { SqliteDatabase } from "../../../shared/adapters/local/sqlite-database.ts";
 import { SqliteObjectStore } from "../../../shared/adapters/local/sqlite-object-store.ts";

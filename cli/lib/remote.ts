@@ -1,0 +1,214 @@
+import { setTimeout as sleepFor } from "node:timers/promises";
+import type { RemoteConfig } from "../../shared/runtime/config.ts";
+
+/**
+ * The CLI's client of a remote Arbor (ARBOR_URL + ARBOR_KEY): a deployed stack's API or another
+ * machine's `arbor serve`, through the HTTP API only.
+ *
+ * What it retries, and what it never does twice:
+ *   - GETs and PUTs (reads, and a team, which is idempotent): on a network error, 429 (after its
+ *     Retry-After), 502, 503 and 504, with backoff, a few times;
+ *   - POSTs (an answer, a cancel): only on 429, which the API answers before reading the request
+ *     and which changes nothing. Any other failure of such a POST is reported, never sent again.
+ *   - A POST with an idempotency key (a message: `Idempotency-Key`, one per command) is repeated
+ *     like a read: the API answers a repeat with the first answer and writes nothing new.
+ * Every failure is a RemoteError whose message says what happened and what to do.
+ */
+export class RemoteError extends Error {
+  override readonly name = "RemoteError";
+  /** The HTTP status, 0 when the server was not reached. */
+  readonly status: number;
+  /** The API's error code (`FORBIDDEN`, `CONFLICT`...), when it gave one. */
+  readonly code: string | undefined;
+
+  constructor(message: string, status: number, code?: string) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export interface RemoteOptions {
+  fetch?: typeof fetch;
+  sleep?: (ms: number) => Promise<unknown>;
+  /** Attempts of a request that may be repeated (default 4). */
+  attempts?: number;
+  /** The longest a Retry-After is waited for before giving up (default 60 s). */
+  maxWaitMs?: number;
+}
+
+const RETRYABLE = new Set([502, 503, 504]);
+const REQUEST_TIMEOUT_MS = 30_000;
+
+export class Remote {
+  readonly url: string;
+  /** Where it is and the key (for the resource-events stream, which reads with its own fetch). */
+  readonly config: RemoteConfig;
+  readonly #key: string;
+  readonly #fetch: typeof fetch;
+  readonly #sleep: (ms: number) => Promise<unknown>;
+  readonly #attempts: number;
+  readonly #maxWaitMs: number;
+
+  constructor(config: RemoteConfig, options: RemoteOptions = {}) {
+    this.config = config;
+    this.url = config.url;
+    this.#key = config.key;
+    this.#fetch = options.fetch ?? fetch;
+    this.#sleep = options.sleep ?? sleepFor;
+    this.#attempts = options.attempts ?? 4;
+    this.#maxWaitMs = options.maxWaitMs ?? 60_000;
+  }
+
+  get<T>(path: string): Promise<T> {
+    return this.#request<T>("GET", path, undefined, true);
+  }
+
+  put<T>(path: string, body: unknown): Promise<T> {
+    return this.#request<T>("PUT", path, body, true);
+  }
+
+  /** A DELETE: idempotent, so repeated like a read. */
+  delete<T>(path: string): Promise<T> {
+    return this.#request<T>("DELETE", path, undefined, true);
+  }
+
+  /**
+   * A POST: sent once (again only after a 429, which the server refused before reading it); with
+   * `idempotencyKey`, repeated like a read, the same key each time, which the API answers once.
+   */
+  post<T>(path: string, body: unknown, options: { idempotencyKey?: string } = {}): Promise<T> {
+    const { idempotencyKey } = options;
+    return this.#request<T>("POST", path, body, idempotencyKey !== undefined, idempotencyKey);
+  }
+
+  async #request<T>(
+    method: string,
+    path: string,
+    body: unknown,
+    repeatable: boolean,
+    idempotencyKey?: string,
+  ): Promise<T> {
+    const target = `${this.url}${path}`;
+    for (let attempt = 1; ; attempt++) {
+      const last = attempt >= this.#attempts;
+      let response: Response;
+      try {
+        response = await this.#fetch(target, {
+          method,
+          headers: {
+            authorization: `Bearer ${this.#key}`,
+            accept: "application/json",
+            ...(body === undefined ? {} : { "content-type": "application/json" }),
+            ...(idempotencyKey === undefined ? {} : { "idempotency-key": idempotencyKey }),
+          },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          redirect: "manual",
+          signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        });
+      } catch (cause) {
+        const why = describeNetworkError(cause);
+        if (repeatable && !last) {
+          await this.#sleep(backoff(attempt));
+          continue;
+        }
+        throw new RemoteError(
+          repeatable
+            ? `Cannot reach Arbor at ${this.url} (${why}). Is ARBOR_URL right, and the server running?`
+            : `Cannot reach Arbor at ${this.url} (${why}). The ${method} ${path.split("?")[0]} may or may not have ` +
+                "arrived; it was not sent again (look before you repeat it, e.g. with arbor ls).",
+          0,
+        );
+      }
+      if (response.ok) {
+        if (response.status === 204) return undefined as T;
+        try {
+          return (await response.json()) as T;
+        } catch {
+          throw new RemoteError(
+            `${this.url} answered ${method} ${path.split("?")[0]} with something that is not JSON: is ARBOR_URL the address of an Arbor API?`,
+            response.status,
+          );
+        }
+      }
+      if (response.status >= 300 && response.status < 400) {
+        const location = response.headers.get("location") ?? "elsewhere";
+        throw new RemoteError(
+          `${this.url} redirects to ${location}: set ARBOR_URL to where the Arbor API is (no redirect is followed, so the key goes nowhere else)`,
+          response.status,
+        );
+      }
+      const problem = await errorOf(response);
+      const wait = retryAfterMs(response);
+      const retry =
+        !last &&
+        (response.status === 429 || (repeatable && RETRYABLE.has(response.status))) &&
+        (wait ?? 0) <= this.#maxWaitMs;
+      if (retry) {
+        await this.#sleep(wait ?? backoff(attempt));
+        continue;
+      }
+      throw new RemoteError(
+        explain(this.url, method, response.status, problem, wait),
+        response.status,
+        problem.code,
+      );
+    }
+  }
+}
+
+/** 0.5 s, 1 s, 2 s, ... at most 8 s. */
+const backoff = (attempt: number) => Math.min(8000, 500 * 2 ** (attempt - 1));
+
+function retryAfterMs(response: Response): number | undefined {
+  const value = response.headers.get("retry-after");
+  if (!value) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+async function errorOf(response: Response): Promise<{ code?: string; message?: string; details?: unknown }> {
+  try {
+    const body = (await response.json()) as {
+      error?: { code?: string; message?: string; details?: unknown };
+    };
+    return body.error ?? {};
+  } catch {
+    return {};
+  }
+}
+
+function explain(
+  url: string,
+  method: string,
+  status: number,
+  problem: { code?: string; message?: string },
+  waitMs: number | undefined,
+): string {
+  const said = problem.message ? `: ${problem.message}` : "";
+  switch (status) {
+    case 401:
+      return `Arbor at ${url} does not accept ARBOR_KEY (401)${said}`;
+    case 403:
+      return `Not allowed (403)${said}`;
+    case 404:
+      return `Not found (404)${said}`;
+    case 429:
+      return `Arbor at ${url} is limiting this key's requests (429)${said}; try again in ${Math.ceil((waitMs ?? 1000) / 1000)} s`;
+    default:
+      if (status >= 500)
+        return `Arbor at ${url} failed (${status})${said}${method === "POST" ? "; it was not sent again" : ""}; try again later`;
+      return `Arbor at ${url} refused the request (${status})${said}`;
+  }
+}
+
+function describeNetworkError(cause: unknown): string {
+  const error = cause as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (error.name === "TimeoutError") return `no answer within ${REQUEST_TIMEOUT_MS / 1000} s`;
+  return error.cause?.code ?? error.cause?.message ?? error.message ?? String(cause);
+}
+
+/** `/v1/...` paths with a URN in them: one URL-encoded segment. */
+export const enc = encodeURIComponent;
