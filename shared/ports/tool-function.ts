@@ -9,9 +9,9 @@ export interface ToolFunctionClient {
   /** The function's name or ARN, for messages. */
   readonly functionName: string;
   /**
-   * One request, answered within `timeoutMs` (default TOOL_FUNCTION_TIMEOUT_MS plus 10 s). A
-   * throttled request is tried again (the function did not run); anything else that goes wrong
-   * throws, to be mapped by `errorOf`.
+   * One request, answered within `timeoutMs` (default TOOL_FUNCTION_TIMEOUT_MS plus 10 s), its
+   * tries included. A throttled request is tried again (the function did not run); anything else
+   * that goes wrong throws, to be mapped by `errorOf`.
    */
   invoke(
     request: { readonly op: string },

@@ -18,16 +18,28 @@
  * - no Authorization header: 403 MissingAuthenticationTokenException. SigV4 signatures are not
  *   verified; the region of the credential scope is recorded.
  *
+ * A handler gets the event and, as a Node.js function does, a context: `awsRequestId`,
+ * `invokedFunctionArn` (with the version or alias it was invoked with) and `clientContext`.
+ *
  * Test hooks: `start(handlers)`, `close()`, `invocations` (every Invoke that reached a function),
- * `abandoned` (functions whose caller closed the request before they answered), `client(region)`
- * (the real SDK client pointed here).
+ * `abandoned` (functions whose caller closed the request before they answered), `connections()`
+ * (the connections clients hold open to the peer), `client(region)` (the real SDK client pointed here).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { LambdaClient } from "@aws-sdk/client-lambda";
 
 /** A function's handler: the event in, the result out (thrown errors are function errors). */
-export type LambdaHandler = (event: unknown) => unknown;
+export type LambdaHandler = (event: unknown, context: LambdaContext) => unknown;
+
+/** What the peer gives a handler of Lambda's context object (the Node.js runtime's names). */
+export interface LambdaContext {
+  awsRequestId: string;
+  /** The ARN invoked, in the caller's region, with the qualifier it was invoked with. */
+  invokedFunctionArn: string;
+  /** The client context the caller sent (X-Amz-Client-Context), decoded. */
+  clientContext?: unknown;
+}
 
 export interface LambdaInvocation {
   /** FunctionName as the client sent it (decoded). */
@@ -102,6 +114,13 @@ export class LambdaInvokePeer {
       credentials: { accessKeyId: "AKIDLAMBDAPEER", secretAccessKey: "lambda-peer-secret" },
       maxAttempts: 1,
     });
+  }
+
+  /** How many connections clients hold open to the peer (kept alive between requests). */
+  connections(): Promise<number> {
+    return new Promise((resolve, reject) =>
+      this.#server.getConnections((e, n) => (e ? reject(e) : resolve(n))),
+    );
   }
 
   async close(): Promise<void> {
@@ -186,6 +205,7 @@ export class LambdaInvokePeer {
       );
       return;
     }
+    const clientContext = clientContextOf(req.headers["x-amz-client-context"]);
     this.invocations.push({
       functionName,
       name,
@@ -193,15 +213,16 @@ export class LambdaInvokePeer {
       region,
       invocationType: String(req.headers["x-amz-invocation-type"] ?? "RequestResponse"),
       payload,
-      ...clientContextOf(req.headers["x-amz-client-context"]),
+      ...clientContext,
     });
     res.once("close", () => {
       if (!res.writableEnded) this.abandoned.push(name);
     });
-    const executed = { "X-Amz-Executed-Version": "$LATEST" };
+    const awsRequestId = crypto.randomUUID();
+    const executed = { "X-Amz-Executed-Version": "$LATEST", "x-amzn-RequestId": awsRequestId };
     let result: unknown;
     try {
-      result = await handler(payload);
+      result = await handler(payload, { awsRequestId, invokedFunctionArn: functionArn, ...clientContext });
     } catch (e) {
       const error = e instanceof Error ? e : new Error(String(e));
       send(

@@ -1,6 +1,7 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { InvokeCommand, type InvokeCommandOutput, type LambdaClient } from "@aws-sdk/client-lambda";
 import {
-  type ArborError,
+  ArborError,
   ConfigError,
   ThrottledError,
   UnavailableError,
@@ -39,7 +40,10 @@ export function lambdaToolFunction(options: InvokeOptions): ToolFunctionClient {
   };
 }
 
-/** One Invoke of the tool function; a throttled one is tried again (the function did not run). */
+/**
+ * One Invoke of the tool function; a throttled one is tried again (the function did not run). One
+ * deadline, `timeoutMs`, bounds the tries and the waits between them.
+ */
 export async function invoke(
   options: InvokeOptions,
   request: { readonly op: string },
@@ -47,9 +51,9 @@ export async function invoke(
   signal?: AbortSignal,
 ): Promise<{ payload: unknown }> {
   const backoff = options.throttleBackoffMs ?? THROTTLE_BACKOFF_MS;
+  const timeout = AbortSignal.timeout(timeoutMs);
+  const abortSignal = signal ? AbortSignal.any([signal, timeout]) : timeout;
   for (let attempt = 0; ; attempt++) {
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const abortSignal = signal ? AbortSignal.any([signal, timeout]) : timeout;
     let response: InvokeCommandOutput;
     try {
       response = await options.client.send(
@@ -61,10 +65,10 @@ export async function invoke(
         { abortSignal },
       );
     } catch (e) {
-      const wait = backoff[attempt];
-      if (isThrottled(e) && wait !== undefined) {
-        await new Promise((r) => setTimeout(r, wait));
-        continue;
+      if (isThrottled(e)) {
+        const wait = backoff[attempt];
+        if (wait !== undefined && (await waited(wait, abortSignal))) continue;
+        throw e; // the tries or the time ran out while throttled: the function did not run
       }
       if (timeout.aborted)
         throw new UnavailableError(`the tool function did not answer within ${timeoutMs} ms`, {
@@ -85,6 +89,13 @@ export async function invoke(
     }
   }
 }
+
+/** Waits `ms`: false when `signal` aborts first. */
+const waited = (ms: number, signal: AbortSignal): Promise<boolean> =>
+  sleep(ms, undefined, { signal }).then(
+    () => true,
+    () => false,
+  );
 
 const isThrottled = (e: unknown) =>
   e instanceof Error && (e.name === "TooManyRequestsException" || e.name === "ThrottlingException");
@@ -114,7 +125,7 @@ function functionError(payload: string): ArborError {
 
 /** What went wrong, in the error taxonomy; `details.mayHaveRun` when the tool may have started. */
 export function asToolFunctionError(functionName: string, e: unknown): ArborError {
-  if (e instanceof UnavailableError || e instanceof ValidationError || e instanceof ConfigError) return e;
+  if (e instanceof ArborError) return e; // already said (a ThrottledError is not "may have run")
   const error = e instanceof Error ? e : new Error(String(e));
   const what = `${error.name}: ${error.message}`.slice(0, 500);
   if (isThrottled(error))
