@@ -143,9 +143,7 @@ const ChatContextSchema = z
   );
 
 /** Bad CDK context: the message says which key to fix. */
-export class SettingsError extends Error {
-  override readonly name = "SettingsError";
-}
+export class SettingsError extends ConfigError {}
 
 /** Reads and validates the app's settings from CDK context, with defaults. */
 export function readSettings(scope: Construct): ArborSettings {

@@ -7,6 +7,7 @@ import { type BundlingOptions, NodejsFunction, OutputFormat } from "aws-cdk-lib/
 import { LogGroup, type RetentionDays } from "aws-cdk-lib/aws-logs";
 import type { IQueue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
+import { ConfigError } from "../../shared/kernel/errors.ts";
 
 /**
  * Node.js 24 (LTS), the Node the code is developed and tested on (package.json: engines >=24;
@@ -90,10 +91,12 @@ export function bundlingWith(files: Readonly<Record<string, string>>): BundlingO
   const entries = Object.entries(files);
   for (const [name, source] of entries) {
     if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith("."))
-      throw new Error(`Bundled file name ${JSON.stringify(name)}: give a plain file name, e.g. tools.json`);
+      throw new ConfigError(
+        `Bundled file name ${JSON.stringify(name)}: give a plain file name, e.g. tools.json`,
+      );
     // The copy is a shell command: keep the path out of the shell's reach.
     if (/["$`\\]/.test(source) || !isAbsolute(source))
-      throw new Error(
+      throw new ConfigError(
         `Bundled file ${name}: ${source} must be an absolute path without " $ \` or \\ (move the file or the CDK output directory)`,
       );
   }

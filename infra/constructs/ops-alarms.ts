@@ -16,6 +16,7 @@ import { Construct } from "constructs";
 import { z } from "zod";
 import { METRICS_NAMESPACE, METRICS_SERVICE } from "../../shared/adapters/aws/emf-metrics.ts";
 import { BUNDLE_FILE } from "../../shared/adapters/policy/policy-bundle-s3.ts";
+import { ConfigError } from "../../shared/kernel/errors.ts";
 
 /**
  * The operations of a deployed engine: CloudWatch alarms on what needs a person, all sent to one
@@ -165,7 +166,7 @@ export function readAlarmEmail(scope: Construct): string | undefined {
   if (value === undefined || value === "") return undefined;
   const parsed = z.email().safeParse(value);
   if (!parsed.success)
-    throw new Error(
+    throw new ConfigError(
       `Invalid CDK context ${ALARM_EMAIL_CONTEXT_KEY}=${JSON.stringify(value)}: give an email address (-c ${ALARM_EMAIL_CONTEXT_KEY}=ops@example.com), or leave the key out`,
     );
   return parsed.data;

@@ -11,6 +11,7 @@ import { LambdaFunction } from "aws-cdk-lib/aws-events-targets";
 import type { IFunction } from "aws-cdk-lib/aws-lambda";
 import type { IQueue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
+import { InvalidPatternError } from "../../shared/kernel/errors.ts";
 import type { EventPattern } from "../../shared/kernel/event-pattern/index.ts";
 
 /** Our pattern's top-level keys (the envelope's field names) as CDK's EventPattern spells them. */
@@ -36,7 +37,8 @@ export function toCdkEventPattern(pattern: EventPattern): CdkEventPattern {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(pattern)) {
     const field = CDK_FIELDS[key];
-    if (!field) throw new Error(`Event pattern key "${key}" has no CDK EventPattern field; use a CfnRule`);
+    if (!field)
+      throw new InvalidPatternError(`the key "${key}" has no CDK EventPattern field; use a CfnRule`, [key]);
     out[field] = value;
   }
   return out as CdkEventPattern;

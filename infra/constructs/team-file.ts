@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { Stage } from "aws-cdk-lib";
 import type { IConstruct } from "constructs";
 import type { TeamFile } from "../../shared/domain/team.ts";
+import { ConfigError } from "../../shared/kernel/errors.ts";
 import { LAMBDA_TASK_ROOT } from "./tool-registry.ts";
 
 /**
@@ -33,7 +34,10 @@ export function stageTeamFile(scope: IConstruct, team: TeamFile): string {
   const json = `${JSON.stringify(team, null, 2)}\n`;
   const sha256 = createHash("sha256").update(json).digest("hex");
   const stage = Stage.of(scope);
-  if (!stage) throw new Error(`${scope.node.path} is not in a CDK app: the team file has nowhere to go`);
+  if (!stage)
+    throw new ConfigError(
+      `${scope.node.path} is not in a CDK app: the team file has nowhere to go; add the stack to an App`,
+    );
   mkdirSync(stage.assetOutdir, { recursive: true });
   const path = join(stage.assetOutdir, `team.${sha256}.json`);
   writeFileSync(path, json);

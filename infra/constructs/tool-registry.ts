@@ -3,6 +3,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ArnFormat, type Stack, Stage } from "aws-cdk-lib";
 import type { IConstruct } from "constructs";
+import { ConfigError } from "../../shared/kernel/errors.ts";
 import { TOOL_CALL_MAX_MS, TOOL_FUNCTION_TIMEOUT_MS } from "../../shared/ports/tool-function.ts";
 import { LAMBDA_FUNCTION, type ToolsConfig } from "../../shared/tools/service/config.ts";
 
@@ -57,7 +58,9 @@ export function undeployableEntries(config: ToolsConfig): string[] {
 export function assertDeployable(registry: ToolRegistry): void {
   const refused = undeployableEntries(registry.config);
   if (refused.length > 0)
-    throw new Error(`The tool registry ${registry.source} cannot be deployed:\n  ${refused.join("\n  ")}`);
+    throw new ConfigError(
+      `The tool registry ${registry.source} cannot be deployed:\n  ${refused.join("\n  ")}`,
+    );
 }
 
 /**
@@ -74,7 +77,10 @@ export function lambdaToolArns(stack: Stack, config: ToolsConfig): string[] {
     if (entry.kind !== "lambda") continue;
     const match = LAMBDA_FUNCTION.exec(entry.function)?.groups;
     // The schema already refused anything else; this keeps a hand-made prop from becoming a wrong grant.
-    if (!match?.name) throw new Error(`tools.${name}.function: ${entry.function} is not a Lambda function`);
+    if (!match?.name)
+      throw new ConfigError(
+        `tools.${name}.function: ${entry.function} is not a Lambda function: give its name or ARN`,
+      );
     const qualifier = entry.qualifier ?? match.qualifier;
     const unqualified = match.region
       ? `${entry.function.slice(0, entry.function.indexOf(":function:"))}:function:${match.name}`
@@ -100,7 +106,10 @@ export function stageToolRegistry(scope: IConstruct, config: ToolsConfig): strin
   const json = `${JSON.stringify(config, null, 2)}\n`;
   const sha256 = createHash("sha256").update(json).digest("hex");
   const stage = Stage.of(scope);
-  if (!stage) throw new Error(`${scope.node.path} is not in a CDK app: the tool registry has nowhere to go`);
+  if (!stage)
+    throw new ConfigError(
+      `${scope.node.path} is not in a CDK app: the tool registry has nowhere to go; add the stack to an App`,
+    );
   mkdirSync(stage.assetOutdir, { recursive: true });
   const path = join(stage.assetOutdir, `tools.${sha256}.json`);
   writeFileSync(path, json);

@@ -93,7 +93,12 @@ export interface FaultInjector {
   hit(point: FaultPoint, step: string): void;
 }
 
-/** Thrown by a FaultInjector: a simulated crash (the process "dies" at that point). */
+/**
+ * Thrown by a FaultInjector: a simulated crash (the process "dies" at that point). Deliberately
+ * not an ArborError: a crash has no code, and no edge or step may map it, tell it or record it as
+ * an outcome (isFinalModelError, the HTTP/A2A/chat edges); it must run out like an unexpected
+ * failure. The one Error class besides ArborError (test/unit/house/errors.test.ts allows it).
+ */
 export class SimulatedCrash extends Error {
   constructor(point: FaultPoint, step: string) {
     super(`simulated crash ${point} in ${step}`);

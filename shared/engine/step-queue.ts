@@ -1,4 +1,5 @@
 import { compareSchedulable, type Schedulable } from "../domain/scheduler.ts";
+import { ConfigError } from "../kernel/errors.ts";
 
 /**
  * At most `concurrency` steps run at once; the others wait and start in the scheduler policy's
@@ -13,7 +14,9 @@ export class StepQueue {
 
   constructor(concurrency: number) {
     if (!Number.isInteger(concurrency) || concurrency < 1)
-      throw new Error("concurrency must be a whole number >= 1");
+      throw new ConfigError(
+        `The engine's maxConcurrentSteps must be a whole number >= 1, got ${concurrency}: set it to 1 or more`,
+      );
     this.#concurrency = concurrency;
   }
 

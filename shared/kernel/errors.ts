@@ -1,7 +1,8 @@
 /**
  * One application error base for all of Arbor. Every error has a stable `code`, a message that
  * says what went wrong and (where it helps) what to do next, and an optional `cause`.
- * Mapping to HTTP status, JSON-RPC codes, Slack or Teams replies happens at the edges only.
+ * Mapping to HTTP status, JSON-RPC codes, Slack or Teams replies happens at the edges only, by
+ * the one table of error-edges.ts (a row per code: status, JSON-RPC code, retryable, shown).
  */
 export type ErrorCode =
   | "VALIDATION"
@@ -16,6 +17,7 @@ export type ErrorCode =
   | "UNAVAILABLE"
   | "THROTTLED"
   | "MODEL"
+  | "TOOL"
   | "BUDGET"
   | "FORBIDDEN"
   | "INTERNAL";
@@ -120,6 +122,16 @@ export class ThrottledError extends ArborError {
 export class ModelError extends ArborError {
   constructor(message: string, options: { cause?: unknown; details?: Record<string, unknown> } = {}) {
     super("MODEL", message, options);
+  }
+}
+
+/**
+ * A tool outside Arbor (an HTTP endpoint, an MCP server, a Lambda function, another agent) ran
+ * and failed, or answered with something unusable: the call's outcome says why, for the model.
+ */
+export class ToolError extends ArborError {
+  constructor(message: string, options: { cause?: unknown; details?: Record<string, unknown> } = {}) {
+    super("TOOL", message, options);
   }
 }
 

@@ -84,7 +84,11 @@ export async function rotateSigningSecret(
   await signingSecrets(state, tenant, clock, signer);
   for (let attempt = 0; ; attempt++) {
     const current = await state.get<SigningSecrets>(key);
-    if (!current) throw new Error(`The signing secret ${key} vanished while it was rotated`);
+    if (!current)
+      throw new ConflictError(
+        `The signing secret ${key} vanished while it was rotated (removed at the same time?): rotate it again`,
+        { key },
+      );
     const now = clock();
     const data: SigningSecrets = {
       current: { secret: newSigningSecret(), createdAt: now.toISOString() },

@@ -1,5 +1,6 @@
 import { eventIdFor } from "../domain/events.ts";
 import { isUrn, lastElement, tenantOf } from "../domain/urn.ts";
+import { UnavailableError } from "../kernel/errors.ts";
 import type { BusEventInput, EventBus } from "../ports/event-bus.ts";
 
 /**
@@ -158,7 +159,10 @@ export class BusAnnouncer implements ResourceAnnouncer {
           await this.#bus.publish(batch.map((w) => w.event));
           for (const w of batch) w.done();
         } catch (error) {
-          for (const w of batch) w.done(error ?? new Error("publish failed"));
+          const failed =
+            error ??
+            new UnavailableError("The event bus failed to publish resource events and gave no reason");
+          for (const w of batch) w.done(failed);
         }
       }
     } finally {

@@ -23,9 +23,12 @@ export function readTeamJson(file: string, what = `The team file ${file}`): unkn
     const fd = openSync(file, "r");
     try {
       const stat = fstatSync(fd);
-      if (!stat.isFile()) throw new Error("it is not a regular file");
-      if (stat.size > MAX_TEAM_FILE_BYTES)
-        throw new Error(`it is larger than ${MAX_TEAM_FILE_BYTES} bytes (a team has at most 100 assistants)`);
+      const problem = !stat.isFile()
+        ? "it is not a regular file"
+        : stat.size > MAX_TEAM_FILE_BYTES
+          ? `it is larger than ${MAX_TEAM_FILE_BYTES} bytes (a team has at most 100 assistants)`
+          : undefined;
+      if (problem) throw new ConfigError(`${what} cannot be read: ${problem}`);
       const buffer = Buffer.alloc(stat.size);
       let read = 0;
       while (read < stat.size) {
@@ -38,6 +41,7 @@ export function readTeamJson(file: string, what = `The team file ${file}`): unkn
       closeSync(fd);
     }
   } catch (cause) {
+    if (cause instanceof ConfigError) throw cause;
     throw new ConfigError(`${what} cannot be read: ${(cause as Error).message}`, { cause });
   }
   try {

@@ -126,19 +126,19 @@ function functionError(payload: string): ArborError {
 /** What went wrong, in the error taxonomy; `details.mayHaveRun` when the tool may have started. */
 export function asToolFunctionError(functionName: string, e: unknown): ArborError {
   if (e instanceof ArborError) return e; // already said (a ThrottledError is not "may have run")
-  const error = e instanceof Error ? e : new Error(String(e));
-  const what = `${error.name}: ${error.message}`.slice(0, 500);
-  if (isThrottled(error))
+  const name = e instanceof Error ? e.name : "Error";
+  const what = `${name}: ${e instanceof Error ? e.message : String(e)}`.slice(0, 500);
+  if (isThrottled(e))
     return new ThrottledError(
       `the tool function ${functionName} is throttled (${what}); try again later, or raise its concurrency`,
       { cause: e },
     );
-  if (error.name === "ResourceNotFoundException")
+  if (name === "ResourceNotFoundException")
     return new ConfigError(
       `the tool function ${functionName} does not exist (${what}): set ARBOR_TOOL_FUNCTION to the engine stack's output ToolFunctionName`,
       { cause: e },
     );
-  if (error.name === "AccessDeniedException")
+  if (name === "AccessDeniedException")
     return new ConfigError(
       `this function may not invoke the tool function ${functionName} (${what}): only the ready and turn steps hold lambda:InvokeFunction on it`,
       { cause: e },

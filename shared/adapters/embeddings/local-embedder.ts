@@ -57,7 +57,10 @@ export function parseLexicon(source: string): Lexicon {
     const line = rawLine.trim();
     if (line === "" || line.startsWith("#")) continue;
     const m = LINE.exec(line);
-    if (!m) throw new Error(`Concept lexicon line ${n + 1} is malformed: ${line.slice(0, 80)}`);
+    if (!m)
+      throw new ValidationError(
+        `Concept lexicon line ${n + 1} is malformed: ${line.slice(0, 80)} (write "<id>[*<weight>][ > <parents>]: <words>", see concepts-v1.ts)`,
+      );
     const group: ConceptGroup = {
       id: m[1] as string,
       weight: m[2] === undefined ? 1 : Number(m[2]),

@@ -46,16 +46,6 @@ const EmbeddingsResponse = z.object({
 });
 const ErrorBody = z.object({ error: z.union([z.string(), z.object({ message: z.string() })]) });
 
-class HttpFailure extends Error {
-  readonly status: number;
-
-  constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
-    this.name = status === 429 ? "Throttled" : "HttpFailure";
-  }
-}
-
 export class OpenAIEmbedder implements Embedder {
   readonly id: string;
   readonly dimension: number;
@@ -121,9 +111,10 @@ export class OpenAIEmbedder implements Embedder {
             signal: AbortSignal.timeout(o.timeoutMs ?? 60_000),
           });
         } catch (e) {
-          const error = new Error(`cannot reach ${this.url}: ${e instanceof Error ? e.message : String(e)}`, {
-            cause: e,
-          });
+          const error = new UnavailableError(
+            `cannot reach ${this.url}: ${e instanceof Error ? e.message : String(e)}`,
+            { cause: e },
+          );
           return { ok: false, retry: true, error };
         }
         if (res.ok) return { ok: true, value: this.parse(await res.text(), input.length, offset) };
@@ -131,7 +122,7 @@ export class OpenAIEmbedder implements Embedder {
       },
       (last, attempts) => {
         const message = `Embeddings endpoint ${this.url} failed after ${attempts} attempts: ${last.message}`;
-        return last.name === "Throttled"
+        return last instanceof ThrottledError
           ? new ThrottledError(message, { cause: last })
           : new UnavailableError(message, { cause: last });
       },
@@ -151,7 +142,11 @@ export class OpenAIEmbedder implements Embedder {
       const retryAfter = Number(res.headers.get("retry-after"));
       const waitMs =
         Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(retryAfter * 1000, 60_000) : undefined;
-      const error = new HttpFailure(res.status, message);
+      // Worth another attempt: throttled (429) or the endpoint failing (5xx).
+      const error =
+        res.status === 429
+          ? new ThrottledError(message, { details: { status: res.status } })
+          : new UnavailableError(message, { details: { status: res.status } });
       return waitMs === undefined
         ? { ok: false, retry: true, error }
         : { ok: false, retry: true, error, waitMs };

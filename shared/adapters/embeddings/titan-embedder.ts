@@ -148,7 +148,7 @@ export class TitanEmbedder implements Embedder {
 
 function classify(e: unknown, index: number): Attempt<never> {
   if (e instanceof ModelError) return { ok: false, retry: false, error: e };
-  const err = e instanceof Error ? e : new Error(String(e));
+  const err = e instanceof Error ? e : new UnavailableError(`Bedrock ${TITAN_TEXT_V2} failed: ${String(e)}`);
   const name = err.name;
   const code = (e as { code?: unknown }).code;
   const status = (e as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;

@@ -505,7 +505,7 @@ class WalSync {
       await this.#fsync(this.#path);
       // On disk, but in a file nobody will read again, is not durable.
       const gone = this.#detached();
-      if (gone) throw new Error(gone);
+      if (gone) throw new UnavailableError(gone);
       this.#synced = Math.max(this.#synced, covers);
     } catch (cause) {
       this.#failure = new UnavailableError(

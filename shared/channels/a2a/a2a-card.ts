@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { AgentCard, type AgentSkill } from "@a2a-js/sdk";
 import pkg from "../../../package.json" with { type: "json" };
 import type { Assistant } from "../../domain/resources.ts";
+import { ArborError } from "../../kernel/errors.ts";
 import type { Authenticated } from "../../ports/key-store.ts";
 
 /**
@@ -101,7 +102,8 @@ export function cardJson10(card: AgentCard): Record<string, unknown> {
 /** The card as A2A 0.3 has it (see above), with 1.0's interfaces for a reader that sent no version. */
 export function cardJson03(card: AgentCard): Record<string, unknown> {
   const [primary, ...others] = card.supportedInterfaces.filter((i) => i.protocolVersion === "0.3");
-  if (!primary) throw new Error("The agent card has no A2A 0.3 interface");
+  // Cannot happen: arborAgentCard (above) always lists a 0.3 interface.
+  if (!primary) throw new ArborError("INTERNAL", "The agent card has no A2A 0.3 interface");
   const v10 = cardJson10(card);
   const schemes = Object.fromEntries(
     Object.entries(card.securitySchemes).flatMap(([name, s]) =>

@@ -30,6 +30,7 @@ import {
   negotiateVersion,
   type RpcResponse,
   rpcError,
+  shownError,
   wrongVersion,
 } from "./a2a-transport.ts";
 
@@ -318,7 +319,7 @@ function reply(c: Context<Env>, response: RpcResponse, log?: ArborLogger): Respo
   if (code === undefined) return c.json(response, 200);
   if (code === A2A_ERROR_CODE.INTERNAL_ERROR) {
     log?.error("A2A request failed", { id: response.id, error: response.error });
-    return c.json(rpcError(response.id, code, "Internal error: see the Arbor server's log"), 500);
+    return c.json({ ...response, error: shownError(response.error) }, 500);
   }
   return c.json(response, code === AUTH_ERROR_CODE ? 403 : 200);
 }

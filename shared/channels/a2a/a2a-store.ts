@@ -8,7 +8,7 @@ import {
   type User,
 } from "@a2a-js/sdk/server";
 import type { Engine } from "../../engine/engine.ts";
-import { ConflictError } from "../../kernel/errors.ts";
+import { ArborError, ConflictError } from "../../kernel/errors.ts";
 import type { ArborLogger } from "../../kernel/logger.ts";
 import type { Authenticated } from "../../ports/key-store.ts";
 import { collectPages, type StateRecord, type StateStore } from "../../ports/state-store.ts";
@@ -32,7 +32,8 @@ export class ArborCaller implements User {
 export function callerOf(context: ServerCallContext): Authenticated {
   const user = context.user;
   if (!(user instanceof ArborCaller))
-    throw new Error("An A2A call reached Arbor without an authenticated caller");
+    // Cannot happen: a2a-server.ts answers 401 before any call without a known key reaches the SDK.
+    throw new ArborError("INTERNAL", "An A2A call reached Arbor without an authenticated caller");
   return user.who;
 }
 
@@ -135,11 +136,18 @@ export function taskRecordData(
 function taskOf(record: StateRecord): Task {
   const data = record.data as Partial<TaskRecordData> | null;
   if (data?.v !== 1 || typeof data.task !== "object" || data.task === null)
-    throw new Error(`A2A task record ${record.key} has no task of schema 1`);
+    throw new ArborError(
+      "INTERNAL",
+      `A2A task record ${record.key} has no task of schema 1: it was written by another version of Arbor, or damaged`,
+      { details: { key: record.key } },
+    );
   try {
     return Task.fromJSON(data.task);
   } catch (cause) {
-    throw new Error(`A2A task record ${record.key} is not readable`, { cause });
+    throw new ArborError("INTERNAL", `A2A task record ${record.key} is not an A2A task: it is damaged`, {
+      cause,
+      details: { key: record.key },
+    });
   }
 }
 

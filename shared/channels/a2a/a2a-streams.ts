@@ -29,7 +29,7 @@ import {
   textPart,
 } from "../../protocols/a2a/a2a-mapping.ts";
 import { callerOf, isFinal, linkOf } from "./a2a-store.ts";
-import { type A2aVersion, errorOf } from "./a2a-transport.ts";
+import { type A2aVersion, errorOf, shownError } from "./a2a-transport.ts";
 
 /**
  * A2A streams (SendStreamingMessage, SubscribeToTask; 0.3's message/stream and tasks/resubscribe
@@ -436,7 +436,7 @@ export async function rpcEventStream(
         }
       }
     } catch (error) {
-      const mapped = errorOf(error, options.version ?? "1.0");
+      const mapped = shownError(errorOf(error, options.version ?? "1.0"));
       options.log?.warn("A2A stream failed", { error: error as Error });
       const id = first.done ? null : first.value.id;
       await stream.write(`data: ${JSON.stringify({ jsonrpc: "2.0", id, error: mapped })}\n\n`);

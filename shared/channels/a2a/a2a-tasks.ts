@@ -31,7 +31,7 @@ import {
 } from "@a2a-js/sdk/server";
 import { isTerminal } from "../../domain/task-state.ts";
 import type { Engine } from "../../engine/engine.ts";
-import { ForbiddenError } from "../../kernel/errors.ts";
+import { ArborError, ForbiddenError } from "../../kernel/errors.ts";
 import type { ArborLogger } from "../../kernel/logger.ts";
 import type { NotifyService } from "../../notify/service.ts";
 import {
@@ -179,7 +179,8 @@ export class ArborA2aTasks implements A2ARequestHandler {
   async #execute(rc: RequestContext, bus: ExecutionEventBus): Promise<void> {
     const who = callerOf(rc.context);
     const started = rc.context.state.get(STARTED) as Started | undefined;
-    if (!started) throw new Error("No Arbor request is linked to this message");
+    // Cannot happen: the SDK runs an execution only after the send (above) linked its request.
+    if (!started) throw new ArborError("INTERNAL", "No Arbor request is linked to this A2A message");
     const ids = { taskId: rc.taskId, contextId: started.contextId };
     const { rootTaskId, conversationUrn } = started;
     // A new request is submitted (recorded, not planned yet); an answer puts its task back to work.

@@ -1,6 +1,7 @@
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { VersionNotSupportedError } from "@a2a-js/sdk/errors";
 import { type A2ARequestHandler, JsonRpcTransportHandler, type ServerCallContext } from "@a2a-js/sdk/server";
+import { JSON_RPC } from "../../kernel/error-edges.ts";
 
 /**
  * The two protocol versions on one JSON-RPC endpoint. The `A2A-Version` header (or, as the spec
@@ -87,6 +88,19 @@ export function errorOf(error: unknown, version: A2aVersion): unknown {
   return version === "1.0"
     ? JsonRpcTransportHandler.mapToJSONRPCError(error)
     : LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError(error);
+}
+
+/** What a caller reads of an internal error: where to look, never its detail (that is for the log). */
+export const INTERNAL_ERROR_TEXT = "Internal error: see the Arbor server's log";
+
+/**
+ * A JSON-RPC error object as the caller may read it: an internal error (-32603: anything that is
+ * not the SDK's own or an ArborError whose row in kernel/error-edges.ts maps to another code) says
+ * only INTERNAL_ERROR_TEXT. Log the error before: its detail is not here any more.
+ */
+export function shownError(error: unknown): unknown {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return code === JSON_RPC.INTERNAL_ERROR ? { code, message: INTERNAL_ERROR_TEXT } : error;
 }
 
 /** The JSON-RPC transports of both versions over one request handler. */

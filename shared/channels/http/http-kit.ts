@@ -1,12 +1,12 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
 import { MAX_JSON_DEPTH, nestsDeeperThan } from "../../domain/input-limits.ts";
 import { formatIssues } from "../../domain/resources.ts";
 import { isWithin, tenantUrn } from "../../domain/urn.ts";
 import type { Asker } from "../../engine/engine.ts";
-import { type ErrorCode, isArborError, NotFoundError, ValidationError } from "../../kernel/errors.ts";
+import { ERROR_EDGES } from "../../kernel/error-edges.ts";
+import { type ArborError, isArborError, NotFoundError, ValidationError } from "../../kernel/errors.ts";
 import type { ArborLogger } from "../../kernel/logger.ts";
 import type { Authenticated } from "../../ports/key-store.ts";
 
@@ -19,18 +19,6 @@ import type { Authenticated } from "../../ports/key-store.ts";
 export type HttpApiLog = Pick<ArborLogger, "error">;
 
 export type ApiEnv = { Variables: { who: Authenticated; requestId: string } };
-
-/** Statuses of the error codes a caller can act on; any other code is a 500 (logged, not shown). */
-const STATUS: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
-  VALIDATION: 400,
-  INVALID_URN: 400,
-  FORBIDDEN: 403,
-  NOT_FOUND: 404,
-  CONFLICT: 409,
-  TOO_LARGE: 413,
-  THROTTLED: 429,
-  UNAVAILABLE: 503,
-};
 
 /** The one error shape of the API: `{ error: { code, message, details? } }`. */
 export function errorBody(code: string, message: string, details: Readonly<Record<string, unknown>> = {}) {
@@ -88,16 +76,18 @@ export const notFoundJson = (c: Context) =>
   c.json(errorBody("NOT_FOUND", `There is no route ${c.req.method} ${c.req.path}`), 404);
 
 /**
- * The one mapping from errors to responses: ArborError codes a caller can act on get their status
- * and message; anything else is a 500 with a generic message, and the error goes to the log.
+ * The one mapping from errors to responses, by the table of kernel/error-edges.ts: an ArborError
+ * whose message may be shown gets its code's status and message (and Retry-After when trying again
+ * shortly may work: the database locked by another process, a backend throttling); anything else
+ * is a 500 with a generic message, and the error goes to the log.
  */
 export function errorHandler(log: HttpApiLog) {
   return (error: Error, c: Context): Response => {
-    if (isArborError(error)) {
-      const status = STATUS[error.code];
-      // Unavailable (the database locked by another process, say): worth trying again shortly.
-      if (status === 503) c.header("Retry-After", String(error.details.retryAfterSeconds ?? 1));
-      if (status) return c.json(errorBody(error.code, error.message, error.details), status);
+    const edge = isArborError(error) ? ERROR_EDGES[error.code] : undefined;
+    if (edge?.shown) {
+      const { code, message, details } = error as ArborError;
+      if (edge.retryable) c.header("Retry-After", String(details.retryAfterSeconds ?? 1));
+      return c.json(errorBody(code, message, details), edge.http);
     }
     if (error instanceof HTTPException && error.status < 500) {
       return c.json(

@@ -12,7 +12,7 @@ import {
 import { expiresAfter, RETENTION_MS } from "../../domain/retention.ts";
 import type { TaskView } from "../../domain/task-view.ts";
 import { parentUrn, type Urn } from "../../domain/urn.ts";
-import { ConflictError } from "../../kernel/errors.ts";
+import { ArborError, ConflictError } from "../../kernel/errors.ts";
 import type { LlmMessage, LlmResponse, LlmToolSpec } from "../../ports/llm.ts";
 import { ownerOf } from "../../store/resource-access.ts";
 import { RECORD_MANY_LIMIT } from "../../store/task-log.ts";
@@ -67,7 +67,12 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<void> {
     return;
   }
   const request = await deps.resources.getAs("common.Message", cmd.messageUrn);
-  if (!request) throw new Error(`No message ${cmd.messageUrn} to plan for`);
+  if (!request)
+    throw new ArborError(
+      "NOT_FOUND",
+      `No message ${cmd.messageUrn} to plan for: a request's message is stored before its plan is asked for, so it was removed since; nothing is planned`,
+      { details: { messageUrn: cmd.messageUrn } },
+    );
 
   // Everything below is idempotent: a re-driven plan reuses the stored plan turn and rewrites the same keys.
   const outcome = await plannedTree(deps, request);

@@ -163,7 +163,11 @@ function parseSnapshot(body: string): ThreadSnapshot {
   try {
     return JSON.parse(body) as ThreadSnapshot;
   } catch (e) {
-    throw new ChatSendError("the delivery's body is not a thread snapshot", { retryable: false, cause: e });
+    throw new ChatSendError("the delivery's body is not a thread snapshot", {
+      retryable: false,
+      cause: e,
+      code: "INTERNAL",
+    });
   }
 }
 

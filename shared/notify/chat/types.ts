@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { InteractionResource } from "../../domain/resources.ts";
 import type { TaskStatus } from "../../domain/task-state.ts";
+import { ArborError, type ErrorCode } from "../../kernel/errors.ts";
 
 /**
  * Chat channels (Slack, Teams): what the two have in common, so each channel keeps only what is
@@ -177,9 +178,12 @@ export interface SurfaceContext {
 /**
  * A failed call to the platform: `retryable` (rate limited, 5xx, timeout: the delivery is tried
  * again, after `retryAfterMs` when the platform said) or not (the channel is gone, the bot was
- * removed: the delivery ends dead, visible to operators).
+ * removed: the delivery ends dead, visible to operators). The sync decides by these fields, not
+ * by the code; the code (kernel/error-edges.ts) follows from them unless given: THROTTLED (with a
+ * wait), UNAVAILABLE (retryable), NOT_FOUND (`gone`), CONFIG (the platform refuses: the operator's
+ * to fix). None of it is ever shown to a person in a chat: it happens on Arbor's way out.
  */
-export class ChatSendError extends Error {
+export class ChatSendError extends ArborError {
   readonly retryable: boolean;
   readonly retryAfterMs: number | undefined;
   /**
@@ -189,13 +193,22 @@ export class ChatSendError extends Error {
   readonly gone: boolean;
   constructor(
     message: string,
-    options: { retryable: boolean; retryAfterMs?: number; gone?: boolean; cause?: unknown },
+    options: { retryable: boolean; retryAfterMs?: number; gone?: boolean; cause?: unknown; code?: ErrorCode },
   ) {
-    super(message, options.cause === undefined ? {} : { cause: options.cause });
-    this.name = "ChatSendError";
-    this.retryable = options.retryable;
-    this.retryAfterMs = options.retryAfterMs;
-    this.gone = options.gone ?? false;
+    const { retryable, retryAfterMs, gone = false } = options;
+    const code =
+      options.code ??
+      (retryable
+        ? retryAfterMs !== undefined
+          ? "THROTTLED"
+          : "UNAVAILABLE"
+        : gone
+          ? "NOT_FOUND"
+          : "CONFIG");
+    super(code, message, options.cause === undefined ? {} : { cause: options.cause });
+    this.retryable = retryable;
+    this.retryAfterMs = retryAfterMs;
+    this.gone = gone;
   }
 }
 

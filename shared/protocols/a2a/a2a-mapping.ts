@@ -12,6 +12,7 @@ import { isUrn, tenantOf } from "../../domain/urn.ts";
 import type { Asker, Engine } from "../../engine/engine.ts";
 import type { InteractionResponse } from "../../engine/interactions.ts";
 import { waitingInTree } from "../../engine/interactions.ts";
+import { ERROR_EDGES, JSON_RPC } from "../../kernel/error-edges.ts";
 import { ArborError } from "../../kernel/errors.ts";
 import type { Authenticated } from "../../ports/key-store.ts";
 import { artifactParts, dataPart, type OutputMode, textPart } from "./a2a-parts.ts";
@@ -266,7 +267,7 @@ export function outcomeEvents(
  * implementation-defined server error -32000; the HTTP status tells them apart (401: no known key,
  * 403: the policy of the caller's own tenant refuses).
  */
-export const AUTH_ERROR_CODE = -32000;
+export const AUTH_ERROR_CODE = JSON_RPC.PERMISSION_DENIED;
 
 export const permissionDenied = (message: string) =>
   new JsonRpcTransportError({
@@ -276,9 +277,11 @@ export const permissionDenied = (message: string) =>
   });
 
 /**
- * Arbor's errors as A2A errors. Whatever belongs to another tenant is answered as if it did not
- * exist (`missing`), so that no key can learn what another tenant has; a refusal by the caller's
- * own tenant's policy is a permission error; bad input is invalid params; the rest is internal.
+ * Arbor's errors as A2A errors, by the JSON-RPC code of their row in kernel/error-edges.ts.
+ * Whatever belongs to another tenant is answered as if it did not exist (`missing`), so that no
+ * key can learn what another tenant has; a refusal by the caller's own tenant's policy is a
+ * permission error; bad input is invalid params; a conflict is an unsupported operation; the rest
+ * is an internal error (the SDK answers it with -32603, the server hides its message).
  */
 export function toA2aError(
   error: unknown,
@@ -288,18 +291,17 @@ export function toA2aError(
   if (!(error instanceof ArborError)) return error;
   // Anything about another tenant's URN (refused, not found, malformed) is the one "not found".
   if (!isUrn(missing.urn) || tenantOf(missing.urn) !== who.caller.tenant) return missing.error();
-  switch (error.code) {
-    case "FORBIDDEN":
-      return permissionDenied(error.message);
-    case "NOT_FOUND":
+  const { message } = error;
+  switch (ERROR_EDGES[error.code].jsonRpc) {
+    case JSON_RPC.PERMISSION_DENIED:
+      return permissionDenied(message);
+    case JSON_RPC.TASK_NOT_FOUND:
       return missing.error();
-    case "INVALID_URN":
-    case "VALIDATION":
-    case "TOO_LARGE":
-      return new RequestMalformedError({ message: error.message, cause: error });
-    case "CONFLICT":
-      return new UnsupportedOperationError({ message: error.message, cause: error });
-    default:
+    case JSON_RPC.INVALID_PARAMS:
+      return new RequestMalformedError({ message, cause: error });
+    case JSON_RPC.UNSUPPORTED_OPERATION:
+      return new UnsupportedOperationError({ message, cause: error });
+    case JSON_RPC.INTERNAL_ERROR:
       return error;
   }
 }

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { formatIssues } from "../../domain/resources.ts";
+import { TooLargeError, ValidationError } from "../../kernel/errors.ts";
 import { componentLogger } from "../../kernel/logger.ts";
 import type {
   ActivityCall,
@@ -127,17 +128,18 @@ export function activityBinding(
       if (isBranchChoice(outcome)) stored = outcome;
       else if (offered.length === 1) stored = { outputPath: offered[0] as string, value: outcome ?? null };
       else
-        throw new Error(
+        throw new ValidationError(
           `${name} was offered ${offered.join(" || ")} and must choose one ({ outputPath, value }); it chose none`,
         );
       if (!offered.includes(stored.outputPath))
-        throw new Error(
+        throw new ValidationError(
           `${name} chose ${JSON.stringify(stored.outputPath.slice(0, 100))}, which is not one of ${offered.join(" || ")}; nothing was stored`,
         );
       const text = JSON.stringify({ outputPath: stored.outputPath, value: stored.value ?? null });
       if (text.length > MAX_STATE_VALUE_CHARS)
-        throw new Error(
+        throw new TooLargeError(
           `${name}'s value is longer than ${MAX_STATE_VALUE_CHARS} characters as JSON; nothing was stored`,
+          { limit: MAX_STATE_VALUE_CHARS, chars: text.length },
         );
       return text;
     },
@@ -168,7 +170,9 @@ const compareThreshold = defineActivity({
     const result = { value, threshold, above, ...(label ? { label } : {}) };
     if (!outputPaths || outputPaths.length < 2) return result;
     if (outputPaths.length !== 2)
-      throw new Error("compare_threshold branches two ways: give exactly two alternatives (above || below)");
+      throw new ValidationError(
+        "compare_threshold branches two ways: give exactly two alternatives (above || below)",
+      );
     return { outputPath: above ? outputPaths[0] : outputPaths[1], value: result };
   },
 });

@@ -18,7 +18,7 @@ import {
   JsonRpcTransportFactory,
   RestTransportFactory,
 } from "@a2a-js/sdk/client";
-import { ConfigError, ForbiddenError, ValidationError } from "../../kernel/errors.ts";
+import { ConfigError, ForbiddenError, ToolError, ValidationError } from "../../kernel/errors.ts";
 import type { RemoteTaskHandedOff, ToolBinding, ToolContext } from "../../ports/tools.ts";
 import { outsideTool } from "../service/json-schema.ts";
 import { type Callback, callbackOf, newCallback, readPush, stillRunning } from "./a2a-push-client.ts";
@@ -317,21 +317,23 @@ function taskAnswer(task: Task): string {
     case TaskState.TASK_STATE_FAILED:
     case TaskState.TASK_STATE_REJECTED:
     case TaskState.TASK_STATE_CANCELED:
-      throw new Error(
+      throw new ToolError(
         `the agent's task ended ${stateName(state)}: ${said || "(it gave no reason)"} [${trace}]`,
       );
     case TaskState.TASK_STATE_INPUT_REQUIRED:
-      throw new Error(
+      throw new ToolError(
         `the agent needs more input: ${said || "(it did not say what)"} [${trace}]. ` +
           "Nobody can answer it from here: send a new message that already contains what it asks for",
       );
     case TaskState.TASK_STATE_AUTH_REQUIRED:
-      throw new Error(
+      throw new ConfigError(
         `the agent needs authentication: ${said || "(it did not say which)"} [${trace}]. ` +
           "The credentials (headers) in this tool's configuration are missing or not enough",
       );
     default:
-      throw new Error(`the agent's task is in a state Arbor does not know (${stateName(state)}) [${trace}]`);
+      throw new ToolError(
+        `the agent's task is in a state Arbor does not know (${stateName(state)}) [${trace}]`,
+      );
   }
 }
 

@@ -1,3 +1,4 @@
+import { ThrottledError, ToolError, UnavailableError } from "../../kernel/errors.ts";
 import type { ToolBinding, ToolContext } from "../../ports/tools.ts";
 import { outsideTool } from "../service/json-schema.ts";
 
@@ -53,7 +54,15 @@ export function httpEndpointBinding(
         ...(context.signal ? { signal: context.signal } : {}),
       });
       const body = await response.text();
-      if (!response.ok) throw new Error(`${name} answered HTTP ${response.status}: ${body.slice(0, 500)}`);
+      if (!response.ok) {
+        const { status } = response;
+        const message = `${name} answered HTTP ${status}: ${body.slice(0, 500)}`;
+        throw status === 429
+          ? new ThrottledError(message, { details: { status } })
+          : status >= 500
+            ? new UnavailableError(message, { details: { status } })
+            : new ToolError(message, { details: { status } });
+      }
       return body;
     },
   );

@@ -1,3 +1,10 @@
+import {
+  type ArborError,
+  ConfigError,
+  ThrottledError,
+  ToolError,
+  UnavailableError,
+} from "../../kernel/errors.ts";
 import type { FunctionInvoker } from "../../ports/function-invoker.ts";
 import type { ToolBinding, ToolContext } from "../../ports/tools.ts";
 import { LAMBDA_FUNCTION } from "../service/config.ts";
@@ -72,7 +79,7 @@ function clientContext(context: ToolContext): string {
 }
 
 /** What the function threw: the runtime's `{"errorType", "errorMessage", "trace"}`, trace left out. */
-function functionFailed(target: string, payload: string): Error {
+function functionFailed(target: string, payload: string): ArborError {
   let detail = payload;
   try {
     const body: unknown = JSON.parse(payload);
@@ -84,28 +91,49 @@ function functionFailed(target: string, payload: string): Error {
   } catch {
     // not JSON: the payload as it is
   }
-  return new Error(`the Lambda function ${target} returned an error: ${detail.slice(0, 500)}`);
+  return new ToolError(`the Lambda function ${target} returned an error: ${detail.slice(0, 500)}`);
 }
 
 /** Why Invoke itself failed, and what to check. */
-function invokeFailed(tool: string, target: string, region: string | undefined, cause: unknown): Error {
-  const error = cause instanceof Error ? cause : new Error(String(cause));
-  const what = `${error.name}: ${error.message}`.slice(0, 500);
+function invokeFailed(tool: string, target: string, region: string | undefined, cause: unknown): ArborError {
+  const name = cause instanceof Error ? cause.name : "Error";
+  const said = cause instanceof Error ? cause.message : String(cause);
+  const what = `${name}: ${said}`.slice(0, 500);
   const where = region ? ` in ${region}` : "";
-  let next: string;
-  if (error.name === "ResourceNotFoundException")
-    next = `check tools.${tool}.function (the name or ARN, and its version or alias) and the region it is in`;
-  else if (error.name === "AccessDeniedException")
-    next = "grant the role Arbor runs as lambda:InvokeFunction on that function";
-  else if (error.name === "TooManyRequestsException")
-    next = "the function is throttled: try again later, or raise its concurrency";
-  else if (error.name === "CredentialsProviderError")
-    next = "Arbor has no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID, or run with a role";
-  else if (/region is missing/i.test(error.message))
-    next = `set tools.${tool}.region, give the function's ARN, or set AWS_REGION`;
-  else
-    next = `check tools.${tool}.function (the name or ARN) and that Arbor's role may call lambda:InvokeFunction on it`;
-  return new Error(`cannot invoke the Lambda function ${target}${where} (${what}): ${next}`, { cause });
+  const failed = (next: string) => `cannot invoke the Lambda function ${target}${where} (${what}): ${next}`;
+  if (name === "ResourceNotFoundException")
+    return new ConfigError(
+      failed(
+        `check tools.${tool}.function (the name or ARN, and its version or alias) and the region it is in`,
+      ),
+      { cause },
+    );
+  if (name === "AccessDeniedException")
+    return new ConfigError(failed("grant the role Arbor runs as lambda:InvokeFunction on that function"), {
+      cause,
+    });
+  if (name === "TooManyRequestsException")
+    return new ThrottledError(
+      failed("the function is throttled: try again later, or raise its concurrency"),
+      {
+        cause,
+      },
+    );
+  if (name === "CredentialsProviderError")
+    return new ConfigError(
+      failed("Arbor has no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID, or run with a role"),
+      { cause },
+    );
+  if (/region is missing/i.test(said))
+    return new ConfigError(failed(`set tools.${tool}.region, give the function's ARN, or set AWS_REGION`), {
+      cause,
+    });
+  return new UnavailableError(
+    failed(
+      `check tools.${tool}.function (the name or ARN) and that Arbor's role may call lambda:InvokeFunction on it`,
+    ),
+    { cause },
+  );
 }
 
 /** A lambda tool's binding, its region worked out: its `region`, else its ARN's, else the SDK's default. */

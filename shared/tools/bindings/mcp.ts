@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ConfigError } from "../../kernel/errors.ts";
+import { ConfigError, TooLargeError, ToolError } from "../../kernel/errors.ts";
 import type { ToolBinding, ToolContext } from "../../ports/tools.ts";
 import { outsideTool } from "../service/json-schema.ts";
 
@@ -69,7 +69,7 @@ export class McpConnections {
           context.signal ? { signal: context.signal } : {},
         );
         const text = contentText(result.content);
-        if (result.isError) throw new Error(text || "the MCP tool reported an error");
+        if (result.isError) throw new ToolError(text || "the MCP tool reported an error and said no more");
         return text;
       },
     );
@@ -110,14 +110,14 @@ export class McpConnections {
             // A server that keeps answering with a next page (the same cursor, or one more for ever)
             // is followed so far and no further.
             if (++pages > MAX_TOOL_PAGES)
-              throw new Error(
+              throw new TooLargeError(
                 `it lists its tools over more than ${MAX_TOOL_PAGES} pages: Arbor reads at most ${MAX_TOOL_PAGES}`,
               );
             const page = await client.listTools(cursor ? { cursor } : {});
             for (const t of page.tools) {
               tools.set(t.name, t as ServerTool);
               if (tools.size > MAX_TOOLS)
-                throw new Error(
+                throw new TooLargeError(
                   `it lists more than ${MAX_TOOLS} tools: Arbor takes at most ${MAX_TOOLS} from one server`,
                 );
             }

@@ -6,6 +6,7 @@ import { wholeCharacters } from "../../domain/text.ts";
 import { descendantPrefix, rootUrn, tenantOf } from "../../domain/urn.ts";
 import type { GraphStore } from "../../graph/graph-store.ts";
 import { graphAdd, graphQuery, graphRemove } from "../../graph/graph-tools.ts";
+import { ArborError, ConfigError, ForbiddenError, ValidationError } from "../../kernel/errors.ts";
 import type { Embedder } from "../../ports/embeddings.ts";
 import type { PolicyEngine } from "../../ports/policy.ts";
 import type { ToolBinding, ToolContext, ToolDescriptor } from "../../ports/tools.ts";
@@ -66,7 +67,7 @@ const calculator = define({
   schema: z.object({ a: z.number(), b: z.number(), op: z.enum(["add", "subtract", "multiply", "divide"]) }),
   pure: true,
   run: ({ a, b, op }) => {
-    if (op === "divide" && b === 0) throw new Error("division by zero");
+    if (op === "divide" && b === 0) throw new ValidationError("division by zero: give a b other than 0");
     return String(op === "add" ? a + b : op === "subtract" ? a - b : op === "multiply" ? a * b : a / b);
   },
 });
@@ -92,7 +93,9 @@ const askPerson = define({
   pure: true,
   engine: "ask_person",
   run: () => {
-    throw new Error("ask_person is answered by a person through the engine; it cannot run as a function");
+    throw new ValidationError(
+      "ask_person is answered by a person through the engine; it cannot run as a function",
+    );
   },
 });
 
@@ -173,7 +176,10 @@ function readResource(deps: BuiltinDeps) {
     pure: true,
     run: async ({ urn, offset, length }, context) => {
       const resource = await access.read(callerOf(context), urn);
-      if (!resource) throw new Error(`No resource ${urn}`);
+      if (!resource)
+        throw new ArborError("NOT_FOUND", `No resource ${urn} in your tenant: check the URN`, {
+          details: { urn },
+        });
       const whole =
         "content" in resource && typeof resource.content === "string"
           ? resource.content
@@ -198,7 +204,7 @@ function httpRequest(deps: BuiltinDeps, settings: BuiltinSettings) {
     run: async ({ url, method, headers, body }, context) => {
       const host = new URL(url).hostname.toLowerCase();
       if (!hostAllowed(host, allowed))
-        throw new Error(`${host} is not an allowed host; allowed: ${allowed.join(", ") || "none"}`);
+        throw new ForbiddenError(`${host} is not an allowed host; allowed: ${allowed.join(", ") || "none"}`);
       const response = await deps.fetch(url, {
         method,
         redirect: "manual", // a redirect could leave the allow-list
@@ -246,7 +252,10 @@ function builtinFunction(
   settings: BuiltinSettings,
 ): BuiltinFunction {
   const need = () => {
-    if (!deps) throw new Error(`The built-in ${name} needs the resources, the index and fetch`);
+    if (!deps)
+      throw new ConfigError(
+        `The built-in ${name} needs the resources, the index and fetch: open the tool service with them`,
+      );
     return deps;
   };
   switch (name) {
@@ -282,7 +291,7 @@ function builtinFunction(
 /** The graph of a tool service opened without one: every call fails, saying so. */
 const noGraph = (name: string): GraphStore => {
   const fail = async (): Promise<never> => {
-    throw new Error(`${name} has no graph store here: this tool service was opened without one`);
+    throw new ConfigError(`${name} has no graph store here: this tool service was opened without one`);
   };
   return { add: fail, remove: fail, query: fail, count: fail };
 };

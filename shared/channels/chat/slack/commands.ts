@@ -1,5 +1,4 @@
 import { isWithin, tenantUrn } from "../../../domain/urn.ts";
-import { isArborError } from "../../../kernel/errors.ts";
 import { commandKey, personOf, rootTaskOf, slackConversationName, slackSubmitKey } from "./identity.ts";
 import { HELP_TEXT, type Inbound, refusalText, startWork, subscribeThread, throttled } from "./inbound.ts";
 
@@ -54,7 +53,7 @@ export async function onCommand(x: Inbound, form: CommandForm, rawBody: string):
     );
   } catch (error) {
     const message = refusalText(error);
-    if (!message || !isArborError(error)) throw error;
+    if (!message) throw error;
     return reply(message);
   }
 }

@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { isArborError } from "../../../kernel/errors.ts";
 import { personOf, slackConversationName, slackSubmitKey } from "./identity.ts";
 import { FOREIGN_TEXT, HELP_TEXT, type Inbound, refusalText, startWork, tell, throttled } from "./inbound.ts";
 import { threadHead } from "./thread-heads.ts";
@@ -99,8 +98,8 @@ export async function onEvent(x: Inbound, payload: EventCallback): Promise<Event
     return "started";
   } catch (error) {
     // A refused follow-up (someone else's conversation), a request too long: nothing was written.
-    const message = refusalText(error);
-    if (!message || !isArborError(error)) throw error;
+    const message = refusalText(error, true);
+    if (!message) throw error;
     await tell(x, where, message);
     return "told";
   }

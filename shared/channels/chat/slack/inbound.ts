@@ -1,9 +1,8 @@
 import type { SubmitRequest, Submitted } from "../../../engine/engine.ts";
-import { isArborError, ValidationError } from "../../../kernel/errors.ts";
 import type { ArborLogger } from "../../../kernel/logger.ts";
 import type { SlackSettings, SlackWorkspace } from "../../../notify/chat/types.ts";
 import { type RateLimiter, throttledMessage } from "../../http/rate-limit.ts";
-import type { ChatRouteParts } from "../chat-parts.ts";
+import { type ChatRouteParts, chatReply } from "../chat-parts.ts";
 import { slackClient } from "./client.ts";
 import { type SlackPerson, slackThread } from "./identity.ts";
 
@@ -16,7 +15,7 @@ import { type SlackPerson, slackThread } from "./identity.ts";
  *   const refused = throttled(x, person);                   // a message, or undefined
  *   await startWork(x, person, { channel, threadTs, text, key, conversation });
  *   await tell(x, { channel, user, threadTs }, "You may not answer this question");
- *   refusalText(error)                                     // what a person is told of an ArborError
+ *   refusalText(error, retried)                            // what a person is told of an error, if anything
  */
 export interface Inbound {
   parts: ChatRouteParts;
@@ -113,26 +112,16 @@ export async function tell(
   }
 }
 
-/** What a person is told when the engine refuses (policy, validation, a question already answered). */
-export function refusalText(error: unknown): string | undefined {
-  if (!isArborError(error)) return undefined;
-  switch (error.code) {
-    case "FORBIDDEN":
-      return `Refused: ${error.message.replace(/ \(policy decision [^)]*\)$/, "")}. Only the person who started the conversation, or an admin, may do this.`;
-    case "VALIDATION": {
-      const issues =
-        error instanceof ValidationError ? (error.details.issues as string[] | undefined) : undefined;
-      return `${error.message}${issues?.length ? `: ${issues.join("; ")}` : ""}`;
-    }
-    case "INVALID_URN":
-    case "NOT_FOUND":
-    case "CONFLICT":
-    case "TOO_LARGE":
-    case "THROTTLED":
-      return error.message;
-    default:
-      return undefined;
-  }
+/**
+ * What a person is told when the engine refuses (policy, validation, a question already answered),
+ * or undefined: the route throws the error (chat-parts.ts's chatReply decides, by the one error
+ * table). `retried`: Slack sends the request again after a failure (events), so an error worth
+ * retrying is thrown for it rather than told.
+ */
+export function refusalText(error: unknown, retried = false): string | undefined {
+  const told = chatReply(error, retried);
+  if (told?.code !== "FORBIDDEN") return told?.text;
+  return `Refused: ${told.text.replace(/ \(policy decision [^)]*\)$/, "")}. Only the person who started the conversation, or an admin, may do this.`;
 }
 
 export const FOREIGN_TEXT =

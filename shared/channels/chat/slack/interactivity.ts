@@ -1,6 +1,5 @@
 import { isWithin, lastElement, qualifiedType, tenantUrn } from "../../../domain/urn.ts";
 import type { InteractionResponse } from "../../../engine/interactions.ts";
-import { isArborError } from "../../../kernel/errors.ts";
 import { ACTION_OPEN, ACTION_OPTION, parseOpenValue, parseOptionValue } from "./blocks.ts";
 import { slackClient } from "./client.ts";
 import { personOf, type SlackPerson } from "./identity.ts";
@@ -101,7 +100,7 @@ export async function onBlockActions(x: Inbound, p: ActionPayload): Promise<void
     }
   } catch (error) {
     const message = refusalText(error);
-    if (message && isArborError(error)) return say(message);
+    if (message) return say(message);
     throw error;
   }
 }
@@ -134,7 +133,7 @@ export async function onViewSubmission(x: Inbound, p: SubmissionPayload): Promis
     return {};
   } catch (error) {
     const message = refusalText(error);
-    if (message && isArborError(error)) return refuse(message.slice(0, 2000));
+    if (message) return refuse(message.slice(0, 2000));
     throw error;
   }
 }

@@ -1,4 +1,5 @@
 import { decodeProtectedHeader, importJWK, type JWK, type JWTPayload, jwtVerify } from "jose";
+import { UnavailableError } from "../../../kernel/errors.ts";
 import type { TeamsSettings, TeamsTenant } from "../../../notify/chat/types.ts";
 import { fetchWithTimeout, readBounded } from "../../http/http-read.ts";
 import { type Activity, aadTenantOf, sameServiceUrl, serviceUrlAllowed } from "./activity.ts";
@@ -133,7 +134,12 @@ export class TeamsKeySet {
     );
     if (!res.ok) {
       await res.body?.cancel().catch(() => undefined);
-      throw new Error(`${url} answered ${res.status}`);
+      throw new UnavailableError(
+        `${url} answered ${res.status}: the signing keys cached stay until the next try`,
+        {
+          details: { status: res.status },
+        },
+      );
     }
     return JSON.parse(await readBounded(res, KEY_SET_LIMIT));
   }

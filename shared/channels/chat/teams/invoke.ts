@@ -1,14 +1,9 @@
 import type { Actor } from "../../../domain/events.ts";
 import { lastElement, qualifiedType } from "../../../domain/urn.ts";
 import type { Engine } from "../../../engine/engine.ts";
-import {
-  ArborError,
-  ConflictError,
-  ForbiddenError,
-  NotFoundError,
-  ValidationError,
-} from "../../../kernel/errors.ts";
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../../kernel/errors.ts";
 import type { TeamsTenant } from "../../../notify/chat/types.ts";
+import { chatReply } from "../chat-parts.ts";
 import { ANSWER_VERB, CARD_CONTENT_TYPE, questionCard, REFRESH_VERB, threadQuestion } from "./cards.ts";
 
 /**
@@ -46,12 +41,12 @@ export function personOf(tenant: TeamsTenant, aadObjectId: string | undefined): 
 export type InvokeBody =
   | { statusCode: 200; type: typeof CARD_CONTENT_TYPE; value: Record<string, unknown> }
   | {
-      statusCode: 400 | 403 | 404 | 409 | 500;
+      statusCode: 400 | 403 | 404 | 409 | 500 | 503;
       type: "application/vnd.microsoft.error";
       value: { code: string; message: string };
     };
 
-const error = (statusCode: 400 | 403 | 404 | 409 | 500, code: string, message: string): InvokeBody => ({
+const error = (statusCode: 400 | 403 | 404 | 409 | 500 | 503, code: string, message: string): InvokeBody => ({
   statusCode,
   type: "application/vnd.microsoft.error",
   value: { code, message: message.slice(0, 500) },
@@ -109,7 +104,12 @@ export async function cardAction(engine: Engine, who: Person, value: unknown): P
     if (e instanceof ForbiddenError) return error(403, "Forbidden", "You may not answer this question.");
     if (e instanceof ValidationError) return error(400, "BadRequest", e.message);
     if (e instanceof NotFoundError) return error(404, "NotFound", "This question is no longer there.");
-    if (e instanceof ArborError) return error(400, "BadRequest", e.message);
+    // Anything else the person may read (chat-parts.ts): its text; the rest is thrown (logged, a 500).
+    const told = chatReply(e, false);
+    if (told)
+      return told.retryable
+        ? error(503, "ServiceUnavailable", told.text)
+        : error(400, "BadRequest", told.text);
     throw e;
   }
   return (await currentCard(engine, urn)) ?? error(404, "NotFound", "This question is no longer there.");

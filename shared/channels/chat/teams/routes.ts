@@ -1,10 +1,9 @@
 import { Hono } from "hono";
 import type { SubmitRequest } from "../../../engine/engine.ts";
-import { ArborError } from "../../../kernel/errors.ts";
 import { componentLogger } from "../../../kernel/logger.ts";
 import type { TeamsThread } from "../../../notify/chat/types.ts";
 import { BodyTooLargeError, readBounded } from "../../http/http-read.ts";
-import type { ChatRouteParts } from "../chat-parts.ts";
+import { type ChatRouteParts, chatReply } from "../chat-parts.ts";
 import {
   type Activity,
   messageText,
@@ -48,16 +47,6 @@ const WELCOME =
   "Hi, I'm Arbor. Tell me what you need done (mention me in a channel): I plan it with my team of " +
   "assistants, keep one card here up to date, ask before anything risky, and post the answer. " +
   "`watch <task URN>` follows a request you started elsewhere.";
-/** Errors the person is told about in the conversation (their message, or the policy). */
-const TOLD = new Set([
-  "VALIDATION",
-  "FORBIDDEN",
-  "NOT_FOUND",
-  "CONFLICT",
-  "TOO_LARGE",
-  "DUPLICATE",
-  "INVALID_URN",
-]);
 
 export function teamsRoutes(parts: ChatRouteParts): Hono {
   const clock = parts.clock ?? (() => new Date());
@@ -117,13 +106,15 @@ export function teamsRoutes(parts: ChatRouteParts): Hono {
       if (watch?.[1]) await watchRequest(parts, who, thread, watch[1], reply);
       else await submit(parts, who, thread, activity.id, text);
     } catch (error) {
-      // Arbor unavailable or throttled: 5xx, so that Teams tries the activity again.
-      if (!(error instanceof ArborError) || !TOLD.has(error.code)) throw error;
-      // The person's mistake or a refusal: told in the conversation; Teams is answered 200 (no retry).
+      // The person's mistake or a refusal: told in the conversation; Teams is answered 200 (no
+      // retry). Arbor unavailable or throttled, or anything internal: thrown (5xx), so that Teams
+      // tries the activity again, and the person is told nothing of it (chat-parts.ts).
+      const told = chatReply(error, true);
+      if (!told) throw error;
       const refusal = watch
         ? "You may not do that here."
         : "This conversation was started by someone else: Arbor takes its follow-ups from them or an admin. Start your own in a personal chat with Arbor.";
-      await reply(thread, error.code === "FORBIDDEN" ? refusal : error.message.slice(0, 500));
+      await reply(thread, told.code === "FORBIDDEN" ? refusal : told.text.slice(0, 500));
       return c.body(null, 200);
     }
     return c.body(null, 202);
