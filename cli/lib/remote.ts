@@ -1,4 +1,6 @@
 import { setTimeout as sleepFor } from "node:timers/promises";
+import { ERROR_EDGES } from "../../shared/kernel/error-edges.ts";
+import { ArborError, type ErrorCode } from "../../shared/kernel/errors.ts";
 import type { RemoteConfig } from "../../shared/runtime/config.ts";
 
 /**
@@ -14,18 +16,29 @@ import type { RemoteConfig } from "../../shared/runtime/config.ts";
  *     like a read: the API answers a repeat with the first answer and writes nothing new.
  * Every failure is a RemoteError whose message says what happened and what to do.
  */
-export class RemoteError extends Error {
+export class RemoteError extends ArborError {
   override readonly name = "RemoteError";
   /** The HTTP status, 0 when the server was not reached. */
   readonly status: number;
-  /** The API's error code (`FORBIDDEN`, `CONFLICT`...), when it gave one. */
-  readonly code: string | undefined;
 
-  constructor(message: string, status: number, code?: string) {
-    super(message);
+  /** `apiCode`: the code the API answered with (`FORBIDDEN`, `CONFLICT`...), when it gave one. */
+  constructor(message: string, status: number, apiCode?: string) {
+    super(codeOf(status, apiCode), message, { details: { status } });
     this.status = status;
-    this.code = code;
   }
+}
+
+/** The API's own code when it is one of Arbor's, else what the status says. */
+function codeOf(status: number, apiCode: string | undefined): ErrorCode {
+  if (apiCode !== undefined && Object.hasOwn(ERROR_EDGES, apiCode)) return apiCode as ErrorCode;
+  if (status === 401 || status === 403) return "FORBIDDEN";
+  if (status === 404) return "NOT_FOUND";
+  if (status === 409) return "CONFLICT";
+  if (status === 413) return "TOO_LARGE";
+  if (status === 429) return "THROTTLED";
+  if (status >= 300 && status < 400) return "CONFIG"; // ARBOR_URL is not where the API is
+  if (status >= 400 && status < 500) return "VALIDATION";
+  return "UNAVAILABLE"; // not reached, failed (5xx), or not an Arbor answer
 }
 
 export interface RemoteOptions {

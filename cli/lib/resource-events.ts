@@ -1,4 +1,5 @@
 import type { RemoteConfig } from "../../shared/runtime/config.ts";
+import { RemoteError } from "./remote.ts";
 import { printable } from "./render.ts";
 
 /**
@@ -55,11 +56,23 @@ export async function followResourceEvents(
   if (options.types) url.searchParams.set("types", options.types);
   const res = await fetch(url, {
     headers: { authorization: `Bearer ${remote.key}`, accept: "text/event-stream" },
+    redirect: "manual", // the key goes nowhere but ARBOR_URL
     ...(options.signal ? { signal: options.signal } : {}),
+  }).catch((cause: unknown) => {
+    if (options.signal?.aborted) throw cause;
+    const why = (cause as { cause?: { code?: string } }).cause?.code ?? (cause as Error).message;
+    throw new RemoteError(
+      `Cannot reach Arbor at ${remote.url} (${why}). Is ARBOR_URL right, and the server running?`,
+      0,
+    );
   });
   if (!res.ok || !res.body) {
-    const body = (await res.json().catch(() => ({}))) as { error?: { message?: string } };
-    throw new Error(`${res.status}: ${body.error?.message ?? res.statusText}`);
+    const body = (await res.json().catch(() => ({}))) as { error?: { code?: string; message?: string } };
+    throw new RemoteError(
+      `Arbor at ${remote.url} did not follow ${prefix} (${res.status}): ${body.error?.message ?? res.statusText}`,
+      res.status,
+      body.error?.code,
+    );
   }
   const decoder = new TextDecoder();
   let buffer = "";

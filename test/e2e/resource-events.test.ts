@@ -338,6 +338,6 @@ describe("arbor events --prefix", () => {
     expect(lines.at(-1)).toContain(`DELETE  common.Message        ${note.id}`);
     await expect(
       followResourceEvents({ url: server.url, key: acme.key }, tenantUrn("beta"), () => {}),
-    ).rejects.toThrow(/^403: .*your own tenant/);
+    ).rejects.toThrow(/\(403\): .*your own tenant/);
   });
 });

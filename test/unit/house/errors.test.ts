@@ -7,10 +7,10 @@ import { describe, expect, it } from "vitest";
  * Every error product code throws is an ArborError (shared/kernel/errors.ts), with a code that the
  * one table of shared/kernel/error-edges.ts maps at every edge: no bare `new Error(...)` (nor
  * TypeError, RangeError...), and no error class of its own that does not extend ArborError.
- * Add a root to ROOTS once its errors are folded in (cli/ is next).
+ * A new product folder gets its root in ROOTS.
  */
 const ROOT = join(import.meta.dirname, "../../..");
-const ROOTS = ["shared", "functions", "infra"];
+const ROOTS = ["shared", "functions", "infra", "cli"];
 
 /**
  * The classes that extend a built-in error, each with its reason.
