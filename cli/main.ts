@@ -9,6 +9,13 @@ import { COMMANDS, commandNamed } from "./commands/index.ts";
 
 const write = (line: string) => process.stdout.write(`${line}\n`);
 
+// A reader that went away (`arbor ls --all | head`) has all it wanted: the command ends quietly,
+// as a pipeline expects, rather than with an unhandled EPIPE and its stack trace.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE") throw error;
+  process.exit(process.exitCode ?? 0);
+});
+
 /** The command being run, for the usage lines under an error. */
 let running: Command | undefined;
 
