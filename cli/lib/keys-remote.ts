@@ -36,18 +36,21 @@ export class RemoteKeys {
       ...(options.tenant ? { tenant: options.tenant } : {}),
     };
     const { key, ...view } = await this.#call(() =>
-      this.#remote.post<KeyView & { key: string }>("/v1/admin/keys", body),
+      this.#remote.post<KeyView & { key: string }>("/v1/admin/keys", body, { shape: { key: "string" } }),
     );
     return { key, view };
   }
 
   async list(): Promise<KeyView[]> {
-    return (await this.#call(() => this.#remote.get<{ keys: KeyView[] }>("/v1/admin/keys"))).keys;
+    return (
+      await this.#call(() => this.#remote.get<{ keys: KeyView[] }>("/v1/admin/keys", { keys: "array" }))
+    ).keys;
   }
 
   async revoke(which: string): Promise<KeyView[]> {
     const path = `/v1/admin/keys/${encodeURIComponent(which)}`;
-    return (await this.#call(() => this.#remote.delete<{ revoked: KeyView[] }>(path))).revoked;
+    return (await this.#call(() => this.#remote.delete<{ revoked: KeyView[] }>(path, { revoked: "array" })))
+      .revoked;
   }
 
   async #call<T>(request: () => Promise<T>): Promise<T> {
