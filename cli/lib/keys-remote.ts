@@ -1,5 +1,5 @@
 import type { RemoteConfig } from "../../shared/runtime/config.ts";
-import { Remote, RemoteError, type RemoteOptions } from "./remote.ts";
+import { checkTenantOption, Remote, RemoteError, type RemoteOptions } from "./remote.ts";
 
 /** A key as the admin routes show it (shared/channels/http/admin-keys.ts keyView). */
 export interface KeyView {
@@ -39,6 +39,11 @@ export class RemoteKeys {
       this.#remote.post<KeyView & { key: string }>("/v1/admin/keys", body, { shape: { key: "string" } }),
     );
     return { key, view };
+  }
+
+  /** A --tenant that is not the admin key's own is refused (remote.ts checkTenantOption). */
+  checkTenant(tenant: string | undefined): Promise<void> {
+    return this.#call(() => checkTenantOption(this.#remote, tenant));
   }
 
   async list(): Promise<KeyView[]> {

@@ -252,5 +252,20 @@ export function notAgain(remote: Remote, seen: Set<string>, cursor: string, what
   seen.add(cursor);
 }
 
+/**
+ * An explicit --tenant against a remote Arbor: it acts on ARBOR_KEY's tenant only, so a --tenant
+ * that names another is refused before anything is done (an admin of acme who writes --tenant beta
+ * means beta, and must not change acme instead, nor be shown acme's as beta's).
+ */
+export async function checkTenantOption(remote: Remote, tenant: string | undefined): Promise<void> {
+  if (tenant === undefined) return;
+  const { tenant: own } = await remote.get<{ tenant: string }>("/v1/me", { tenant: "string" });
+  if (tenant !== own)
+    throw new RemoteError(
+      `--tenant ${printable(tenant)}: ARBOR_KEY is a key of tenant ${printable(own)}, and ${remote.url} acts on the key's tenant only. Nothing was done: use a key of ${printable(tenant)}.`,
+      0,
+    );
+}
+
 /** `/v1/...` paths with a URN in them: one URL-encoded segment. */
 export const enc = encodeURIComponent;
