@@ -37,4 +37,21 @@ describe("arbor with options it cannot parse", () => {
       expect(stdout).toBe("");
     }
   }, 120_000);
+
+  it("says in a line what is wrong with a URN given to get and events, exit code 1", async () => {
+    const huge = `cld:common.Tenant.local/${"a".repeat(90_000)}`;
+    const cases: [string[], RegExp][] = [
+      [["events", "garbage"], /Invalid URN "garbage"/],
+      [["events", "cld:common.Tenant.local/plan.Task.nope"], /no such task/],
+      [["get", "garbage"], /Invalid URN "garbage"/],
+      [["get", huge], /longer than 1000 characters/],
+      [["events", huge], /longer than 1000 characters/],
+    ];
+    for (const [args, problem] of cases) {
+      const { code, stderr } = await arborCli(args, env);
+      expect(code, args[0]).toBe(1);
+      expect(stderr, args[0]).toMatch(problem);
+      expect(stderr.length, args[0]).toBeLessThan(2000);
+    }
+  }, 120_000);
 });
