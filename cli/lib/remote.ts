@@ -133,7 +133,13 @@ export class Remote {
         let answer: unknown;
         try {
           answer = await response.json();
-        } catch {
+        } catch (error) {
+          // The body stopped coming (the request's time ran out, the connection dropped): not a format problem.
+          if (!(error instanceof SyntaxError))
+            throw new RemoteError(
+              `${this.url} did not finish its answer to ${method} ${path.split("?")[0]} (${describeNetworkError(error)}): try again; if it goes on, is ARBOR_URL the address of an Arbor API?`,
+              response.status,
+            );
           throw new RemoteError(
             `${this.url} answered ${method} ${path.split("?")[0]} with something that is not JSON: is ARBOR_URL the address of an Arbor API?`,
             response.status,

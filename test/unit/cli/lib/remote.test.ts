@@ -158,6 +158,22 @@ describe("the remote client", () => {
     expect(await remote.get("/v1/tasks/t/tree", { tree: "object" })).toEqual({ tree: { status: "done" } });
   });
 
+  it("says a body that stopped coming stopped, rather than that it is not JSON", async () => {
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"tree": {'));
+        controller.error(new DOMException("The operation was aborted due to timeout", "TimeoutError"));
+      },
+    });
+    const { remote } = fake([
+      new Response(body, { status: 200, headers: { "content-type": "application/json" } }),
+    ]);
+    const error = await failure(remote.get("/v1/tasks/t/tree"));
+    expect(error.message).toMatch(
+      /did not finish its answer to GET \/v1\/tasks\/t\/tree \(no answer within 30 s\)/,
+    );
+  });
+
   it("prints a server's error message without its control characters", async () => {
     const { remote } = fake([apiError(403, "FORBIDDEN", "no \u001b]0;title\u0007\u001b[2J\u001b[31mred")]);
     const error = await failure(remote.get("/v1/x"));
