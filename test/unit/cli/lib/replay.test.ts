@@ -24,4 +24,23 @@ describe("arbor replay's check", () => {
     };
     expect(await replayCheck(tasks, { pause: async () => {} })).toEqual({ rebuilt: 3, differ: ["t2"] });
   });
+
+  it("reads a log with many real differences without waiting long for each", async () => {
+    const ids = Array.from({ length: 500 }, (_, i) => `t${i}`);
+    let pauses = 0;
+    const tasks: ReplayedTasks = {
+      replay: async () => new Map(ids.map((id) => [id, view(id, "in_progress")])),
+      replayOne: async (id) => view(id, "in_progress"),
+      view: async (id) => view(id, "done"),
+    };
+    const pause = async () => {
+      pauses++;
+      await new Promise((done) => setTimeout(done, 5));
+    };
+    const started = Date.now();
+    const { differ } = await replayCheck(tasks, { pause, waitMs: 200 });
+    expect(differ).toHaveLength(500);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(pauses).toBeLessThan(100);
+  });
 });
