@@ -20,10 +20,10 @@ export async function replayCheck(
 ): Promise<{ rebuilt: number; differ: string[] }> {
   const tries = options.tries ?? 20;
   const pause = options.pause ?? (() => sleep(100));
-  // The waits between reads, all tasks together: a log with many real differences is not read slowly.
-  const waitUntil = Date.now() + (options.waitMs ?? 5000);
   const same = (a: TaskView | undefined, b: TaskView | undefined) => JSON.stringify(a) === JSON.stringify(b);
   const replayed = await tasks.replay();
+  // The waits between reads, all tasks together: a log with many real differences is not read slowly.
+  const waitUntil = Date.now() + (options.waitMs ?? 5000);
   const differ: string[] = [];
   for (const [taskId, view] of replayed) {
     if (same(view, await tasks.view(taskId))) continue;
