@@ -96,7 +96,7 @@ export const REMOTE_NOTE =
 /** The --tenant option of the commands that run locally or remotely. */
 export const TENANT_LOCAL_OR_REMOTE: readonly [string, string] = [
   "--tenant <tenant>",
-  "the tenant (local data folder; default ARBOR_TENANT; remote: the key's)",
+  "the tenant (local data folder; default ARBOR_TENANT; remote: the key's, no other)",
 ];
 
 const column = (rows: readonly (readonly [string, string])[]) => {

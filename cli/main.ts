@@ -9,37 +9,60 @@ import { COMMANDS, commandNamed } from "./commands/index.ts";
 
 const write = (line: string) => process.stdout.write(`${line}\n`);
 
+// A reader that went away (`arbor ls --all | head`) has all it wanted: the command ends quietly,
+// as a pipeline expects, rather than with an unhandled EPIPE and its stack trace.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE") throw error;
+  process.exit(process.exitCode ?? 0);
+});
+
 /** The command being run, for the usage lines under an error. */
 let running: Command | undefined;
 
+/**
+ * The words and options of a call. A call the parser refuses (an unknown option, an option
+ * without its value) is a usage error of the command it names, whose usage lines are printed
+ * under it, as for every other wrong call.
+ */
+function parse(argv: string[]) {
+  try {
+    return parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        all: { type: "boolean", default: false },
+        help: { type: "boolean", short: "h", default: false },
+        example: { type: "string" },
+        lazy: { type: "boolean", default: false },
+        yes: { type: "boolean", short: "y", default: false },
+        port: { type: "string" },
+        host: { type: "string" },
+        "public-url": { type: "string" },
+        id: { type: "string" },
+        kind: { type: "string" },
+        tenant: { type: "string" },
+        role: { type: "string", multiple: true },
+        bucket: { type: "string" },
+        prefix: { type: "string" },
+        queue: { type: "string" },
+        bus: { type: "string" },
+        "dry-run": { type: "boolean", default: false },
+        max: { type: "string" },
+        dead: { type: "boolean", default: false },
+        status: { type: "string" },
+        namespace: { type: "string" },
+      },
+    });
+  } catch (error) {
+    if (!String((error as { code?: string }).code).startsWith("ERR_PARSE_ARGS")) throw error;
+    running = commandNamed(argv.find((a) => !a.startsWith("-")) ?? "");
+    const problem = (error as Error).message;
+    throw new UsageError(running ? problem : `${problem}\nRun: arbor help`);
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
-  const { positionals, values } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      all: { type: "boolean", default: false },
-      help: { type: "boolean", short: "h", default: false },
-      example: { type: "string" },
-      lazy: { type: "boolean", default: false },
-      yes: { type: "boolean", short: "y", default: false },
-      port: { type: "string" },
-      host: { type: "string" },
-      "public-url": { type: "string" },
-      id: { type: "string" },
-      kind: { type: "string" },
-      tenant: { type: "string" },
-      role: { type: "string", multiple: true },
-      bucket: { type: "string" },
-      prefix: { type: "string" },
-      queue: { type: "string" },
-      bus: { type: "string" },
-      "dry-run": { type: "boolean", default: false },
-      max: { type: "string" },
-      dead: { type: "boolean", default: false },
-      status: { type: "string" },
-      namespace: { type: "string" },
-    },
-  });
+  const { positionals, values } = parse(argv);
   const options: Options = values;
   const [name = "help", ...args] = positionals;
   if (options.help || name === "help") {

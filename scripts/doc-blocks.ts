@@ -24,13 +24,16 @@
  * printed with what it printed. The first that fails (a command that exits non-zero, or the block
  * still running after its timeout) stops the run with its document and line, exit code 1. At the
  * end of each document, everything the session started (a server a block sent to the background)
- * is stopped: SIGTERM to its process group, SIGKILL 5 s later.
+ * is stopped: SIGTERM to its process group, SIGKILL 5 s later; and at once (SIGKILL) when the run
+ * itself is stopped (SIGINT, SIGTERM, SIGHUP). A document whose blocks reach a local port
+ * (`127.0.0.1:8787`) fails before it runs when something listens there already.
  *
  * test/unit/house/doc-blocks.test.ts runs it in the suite.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { chmod, mkdir, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join, relative, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -198,16 +201,39 @@ class Session {
   }
 }
 
-/** The session running now: stopped with the runner when it is stopped itself (a test's timeout, Ctrl-C). */
-let current: Session | undefined;
-for (const signal of ["SIGINT", "SIGTERM"] as const)
+/**
+ * The session running now and its folder: stopped and removed with the runner when it is stopped
+ * itself (a test's timeout, Ctrl-C, the terminal closed), so no server a block started keeps its port.
+ */
+let current: { session: Session; dir: string; keep: boolean } | undefined;
+const SIGNAL_CODES = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 } as const;
+for (const signal of Object.keys(SIGNAL_CODES) as (keyof typeof SIGNAL_CODES)[])
   process.once(signal, () => {
-    if (current?.child.pid)
+    if (current?.session.child.pid)
       try {
-        process.kill(-current.child.pid, "SIGKILL");
+        process.kill(-current.session.child.pid, "SIGKILL");
       } catch {}
-    process.exit(signal === "SIGINT" ? 130 : 143);
+    if (current && !current.keep) rmSync(current.dir, { recursive: true, force: true });
+    process.exit(SIGNAL_CODES[signal]);
   });
+
+/** The local ports a document's blocks reach (`127.0.0.1:8787`, `localhost:8787`): their servers' own. */
+const portsOf = (blocks: readonly Block[]): number[] => [
+  ...new Set(
+    blocks.flatMap((b) =>
+      [...b.code.matchAll(/\b(?:127\.0\.0\.1|localhost):(\d{1,5})\b/g)].map((m) => Number(m[1])),
+    ),
+  ),
+];
+
+/** Whether something on this machine listens on 127.0.0.1:`port` already. */
+function taken(port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const server = createServer();
+    server.once("error", (error: NodeJS.ErrnoException) => done(error.code === "EADDRINUSE"));
+    server.listen(port, "127.0.0.1", () => server.close(() => done(false)));
+  });
+}
 
 const say = (text: string) => process.stdout.write(text);
 // A reader that went away (`| head`) ends the output, not the run's cleanup.
@@ -231,6 +257,14 @@ function lineWriter(): { write(text: string): void; flush(): void } {
 
 /** Runs one document's blocks; the first failure as "doc:line: why", else undefined. */
 async function runDocument(doc: string, blocks: Block[], keep: boolean): Promise<string | undefined> {
+  // A block that starts a server on a port something else holds would fail later, far from why
+  // (the other server answers the blocks' requests): say it before anything runs.
+  for (const port of portsOf(blocks))
+    if (await taken(port)) {
+      const failure = `${doc}: port ${port} on 127.0.0.1 is taken, and its blocks start a server there: stop what listens on it (an arbor serve left running?) and run again`;
+      say(`\n✗ ${failure}\n`);
+      return failure;
+    }
   const dir = mkdtempSync(join(tmpdir(), "arbor-doc-blocks-"));
   const bin = await binFolder(dir);
   const env: NodeJS.ProcessEnv = Object.fromEntries(
@@ -246,7 +280,7 @@ async function runDocument(doc: string, blocks: Block[], keep: boolean): Promise
   );
   const out = lineWriter();
   const session = new Session(env, (text) => out.write(text));
-  current = session;
+  current = { session, dir, keep };
   let failure: string | undefined;
   try {
     for (const [n, block] of blocks.entries()) {

@@ -21,10 +21,18 @@ export const events: Command = {
     const stream = args[0];
     if (!stream) throw new UsageError();
     const { withRuntime } = await import("../lib/local.ts");
-    const { note } = await import("../lib/render.ts");
+    const { note, printable } = await import("../lib/render.ts");
+    const { parseUrn } = await import("../../shared/domain/urn.ts");
+    const { ArborError } = await import("../../shared/kernel/errors.ts");
+    parseUrn(stream); // a stream is a task's URN: anything else is said so, as ls and a remote Arbor say it
     return withRuntime("events", async (rt) => {
       const events = await rt.state.readStream(stream);
-      if (events.length === 0) write(note(`No events in stream ${stream}`));
+      // No event: no such task (a task's stream starts with TaskCreated), as a remote Arbor's 404 says.
+      if (events.length === 0)
+        throw new ArborError(
+          "NOT_FOUND",
+          `No events in stream ${printable(stream)}: there is no such task here. List what exists with: arbor ls --all`,
+        );
       for (const e of events)
         write(`${String(e.seq).padStart(4)} ${e.at} ${e.type.padEnd(26)} ${e.actor.id} ${note(e.id)}`);
     });

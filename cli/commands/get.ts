@@ -12,6 +12,8 @@ export const get: Command = {
     if (!urn) throw new UsageError();
     const { withRuntime } = await import("../lib/local.ts");
     const { ArborError } = await import("../../shared/kernel/errors.ts");
+    const { parseUrn } = await import("../../shared/domain/urn.ts");
+    parseUrn(urn); // a malformed or huge one is said so in a line, as ls says it
     return withRuntime("get", async (rt) => {
       const doc = await rt.resources.get(urn);
       if (!doc)

@@ -10,7 +10,7 @@ export const graph: Command = {
     ["--max <n>", "at most n triples (1-100, default 100)"],
     [
       "--tenant <tenant>",
-      "the tenant (local data folder; default ARBOR_TENANT; remote: the key's, an admin's)",
+      "the tenant (local data folder; default ARBOR_TENANT; remote: the key's, no other)",
     ],
   ],
   examples: ["arbor graph query - schema:name"],
@@ -27,6 +27,8 @@ export const graph: Command = {
 
   async remote({ args, options, write }, remote) {
     if (args[0] !== "query") throw new UsageError();
+    const { checkTenantOption } = await import("../lib/remote.ts");
+    await checkTenantOption(remote, options.tenant);
     const { graphQueryRemote } = await import("../lib/graph.ts");
     return graphQueryRemote(remote, args.slice(1), options.max, write);
   },

@@ -52,6 +52,7 @@ export async function graphQueryRemote(
   query.set("limit", String(limitOf(max)));
   const answer = await remote.get<{ tenant: string; triples: Shown[]; more: boolean; total: number }>(
     `/v1/graph?${query}`,
+    { triples: "array" },
   );
   show(answer.triples, answer.more, answer.tenant, answer.total, write);
 }

@@ -1,5 +1,5 @@
 import type { RemoteConfig } from "../../shared/runtime/config.ts";
-import { Remote, RemoteError, type RemoteOptions } from "./remote.ts";
+import { checkTenantOption, Remote, RemoteError, type RemoteOptions } from "./remote.ts";
 
 /** A key as the admin routes show it (shared/channels/http/admin-keys.ts keyView). */
 export interface KeyView {
@@ -36,18 +36,26 @@ export class RemoteKeys {
       ...(options.tenant ? { tenant: options.tenant } : {}),
     };
     const { key, ...view } = await this.#call(() =>
-      this.#remote.post<KeyView & { key: string }>("/v1/admin/keys", body),
+      this.#remote.post<KeyView & { key: string }>("/v1/admin/keys", body, { shape: { key: "string" } }),
     );
     return { key, view };
   }
 
+  /** A --tenant that is not the admin key's own is refused (remote.ts checkTenantOption). */
+  checkTenant(tenant: string | undefined): Promise<void> {
+    return this.#call(() => checkTenantOption(this.#remote, tenant));
+  }
+
   async list(): Promise<KeyView[]> {
-    return (await this.#call(() => this.#remote.get<{ keys: KeyView[] }>("/v1/admin/keys"))).keys;
+    return (
+      await this.#call(() => this.#remote.get<{ keys: KeyView[] }>("/v1/admin/keys", { keys: "array" }))
+    ).keys;
   }
 
   async revoke(which: string): Promise<KeyView[]> {
     const path = `/v1/admin/keys/${encodeURIComponent(which)}`;
-    return (await this.#call(() => this.#remote.delete<{ revoked: KeyView[] }>(path))).revoked;
+    return (await this.#call(() => this.#remote.delete<{ revoked: KeyView[] }>(path, { revoked: "array" })))
+      .revoked;
   }
 
   async #call<T>(request: () => Promise<T>): Promise<T> {

@@ -140,8 +140,14 @@ function keysAt(target: KeysTarget, env: Readonly<Record<string, string | undefi
       takesEffect: `the API at ${target.url} sees the change now (every instance of a deployed stack within ${DEFAULT_KEY_CACHE_TTL_MS / 1000} s)`,
       defaultTenant: undefined, // the admin key's own tenant
       add: (o) => remote.add(o),
-      list: () => remote.list(),
-      revoke: (which) => remote.revoke(which),
+      list: async (tenant) => {
+        await remote.checkTenant(tenant);
+        return remote.list();
+      },
+      revoke: async (which, tenant) => {
+        await remote.checkTenant(tenant);
+        return remote.revoke(which);
+      },
       close: () => {},
     };
   }

@@ -8,7 +8,7 @@ import {
 } from "../../shared/notify/deliveries.ts";
 import type { StateStore } from "../../shared/ports/state-store.ts";
 import { UsageError } from "../command.ts";
-import type { Remote } from "./remote.ts";
+import { notAgain, type Remote } from "./remote.ts";
 import { heading, note, printable } from "./render.ts";
 
 /**
@@ -93,21 +93,27 @@ export async function notifyRemote(
     const status = statusOf(options);
     let cursor: string | null = null;
     let shown = 0;
+    const seen = new Set<string>();
     do {
       const path = `/v1/admin/deliveries?status=${status}&limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
-      const page: { deliveries: DeliveryLine[]; cursor: string | null } = await remote.get(path);
+      const page: { deliveries: DeliveryLine[]; cursor: string | null } = await remote.get(path, {
+        deliveries: "array",
+      });
       for (const d of page.deliveries) write(line(d));
       shown += page.deliveries.length;
       cursor = page.cursor;
+      if (cursor) notAgain(remote, seen, cursor, "the deliveries");
     } while (cursor);
     if (shown === 0) write(note(`No ${status} deliveries.`));
     return 0;
   }
   if (sub === "redrive") {
     if (options.all) {
-      const { redriven } = await remote.post<{ redriven: string[] }>("/v1/admin/deliveries/redrive", {
-        all: true,
-      });
+      const { redriven } = await remote.post<{ redriven: string[] }>(
+        "/v1/admin/deliveries/redrive",
+        { all: true },
+        { shape: { redriven: "array" } },
+      );
       for (const id of redriven) write(`redriven ${id}`);
       if (redriven.length === 0) write(note("No dead deliveries to redrive."));
       return 0;

@@ -9,7 +9,7 @@ import { UsageError } from "../command.ts";
 import { ask, type Question } from "./ask.ts";
 import { httpEditHelp, pausing, planEditor } from "./edit-plan.ts";
 import { LiveTree } from "./live-tree.ts";
-import { enc, type Remote, RemoteError } from "./remote.ts";
+import { enc, notAgain, type Remote, RemoteError } from "./remote.ts";
 import { heading, note, printable } from "./render.ts";
 
 /**
@@ -63,7 +63,7 @@ export async function remoteRun(remote: Remote, options: RemoteRunOptions): Prom
   const submitted = await remote.post<Submitted>(
     "/v1/messages",
     { text: options.text, mode: options.lazy ? "lazy" : "eager" },
-    { idempotencyKey: `cli-${randomUUID()}` },
+    { idempotencyKey: `cli-${randomUUID()}`, shape: { rootTaskId: "string" } },
   );
   const root = submitted.rootTaskId;
   const taskPath = `/v1/tasks/${enc(root)}`;
@@ -98,7 +98,8 @@ export async function remoteRun(remote: Remote, options: RemoteRunOptions): Prom
     let wait = FIRST_POLL_MS;
     let seen = "";
     for (;;) {
-      tree = (await remote.get<{ tree: TreeNode }>(`${taskPath}/tree?maxTasks=2000`)).tree;
+      tree = (await remote.get<{ tree: TreeNode }>(`${taskPath}/tree?maxTasks=2000`, { tree: "object" }))
+        .tree;
       await live.draw();
       if (isTerminal(tree.status)) break;
       if (interrupted) {
@@ -111,7 +112,11 @@ export async function remoteRun(remote: Remote, options: RemoteRunOptions): Prom
       }
       const interactions =
         asking(tree) && !interrupted
-          ? (await remote.get<{ interactions: Pending[] }>(`${taskPath}/interactions`)).interactions
+          ? (
+              await remote.get<{ interactions: Pending[] }>(`${taskPath}/interactions`, {
+                interactions: "array",
+              })
+            ).interactions
           : [];
       if (interactions.length > 0) {
         for (const interaction of interactions) {
@@ -154,7 +159,7 @@ export async function remoteRun(remote: Remote, options: RemoteRunOptions): Prom
   }
   live.stop();
   await live.draw(true);
-  const { task, output } = await remote.get<TaskAnswer>(taskPath);
+  const { task, output } = await remote.get<TaskAnswer>(taskPath, { task: "object" });
   process.stdout.write(
     `\n${heading(task.status === "done" ? "Answer" : `The request ${task.status}`)}\n${printable(output ?? task.failureReason ?? "", true)}\n`,
   );
@@ -170,12 +175,15 @@ const asking = (node: TreeNode): boolean => node.pendingInteractions.length > 0 
 /** The URNs directly below `urn`, every page. */
 async function* children(remote: Remote, urn: string): AsyncGenerator<ChildPage["children"][number]> {
   let cursor: string | undefined;
+  const seen = new Set<string>();
   do {
     const page = await remote.get<ChildPage>(
       `/v1/resources/${enc(urn)}/children?limit=500${cursor ? `&cursor=${enc(cursor)}` : ""}`,
+      { children: "array" },
     );
     yield* page.children;
     cursor = page.cursor;
+    if (cursor !== undefined) notAgain(remote, seen, cursor, `the children of ${urn}`);
   } while (cursor);
 }
 
@@ -185,7 +193,7 @@ export async function remoteLs(
   all: boolean,
   write: Write,
 ): Promise<void> {
-  const top = urn ?? (await remote.get<Me>("/v1/me")).tenantUrn;
+  const top = urn ?? (await remote.get<Me>("/v1/me", { tenantUrn: "string" })).tenantUrn;
   let listed = 0;
   const walk = async (at: string): Promise<void> => {
     for await (const child of children(remote, at)) {
@@ -203,7 +211,9 @@ export async function remoteLs(
 }
 
 export async function remoteGet(remote: Remote, urn: string, write: Write): Promise<void> {
-  const { resource } = await remote.get<{ resource: AnyResource }>(`/v1/resources/${enc(urn)}`);
+  const { resource } = await remote.get<{ resource: AnyResource }>(`/v1/resources/${enc(urn)}`, {
+    resource: "object",
+  });
   write(printable(JSON.stringify(resource, null, 2), true));
 }
 
@@ -213,7 +223,13 @@ export async function remoteEvents(remote: Remote, urn: string, write: Write): P
   while (from !== undefined) {
     const page: { events: StoredEvent[]; nextFromSeq?: number } = await remote.get(
       `/v1/tasks/${enc(urn)}/events?fromSeq=${from}&limit=500`,
+      { events: "array" },
     );
+    if (page.nextFromSeq !== undefined && !(page.nextFromSeq > from))
+      throw new RemoteError(
+        `${remote.url} pages the events of ${printable(urn)} in a way that does not move on (fromSeq ${from}, then ${printable(String(page.nextFromSeq))}): stopped`,
+        200,
+      );
     for (const e of page.events)
       write(
         `${printable(`${String(e.seq).padStart(4)} ${e.at} ${e.type.padEnd(26)} ${e.actor.id}`)} ${note(printable(e.id))}`,

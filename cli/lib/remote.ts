@@ -2,6 +2,7 @@ import { setTimeout as sleepFor } from "node:timers/promises";
 import { ERROR_EDGES } from "../../shared/kernel/error-edges.ts";
 import { ArborError, type ErrorCode } from "../../shared/kernel/errors.ts";
 import type { RemoteConfig } from "../../shared/runtime/config.ts";
+import { printable } from "./render.ts";
 
 /**
  * The CLI's client of a remote Arbor (ARBOR_URL + ARBOR_KEY): a deployed stack's API or another
@@ -14,7 +15,10 @@ import type { RemoteConfig } from "../../shared/runtime/config.ts";
  *     and which changes nothing. Any other failure of such a POST is reported, never sent again.
  *   - A POST with an idempotency key (a message: `Idempotency-Key`, one per command) is repeated
  *     like a read: the API answers a repeat with the first answer and writes nothing new.
- * Every failure is a RemoteError whose message says what happened and what to do.
+ * Every failure is a RemoteError whose message says what happened and what to do; so is an answer
+ * that is not the JSON the API answers (a `Shape` the caller names: an ARBOR_URL that is some
+ * other service), rather than a failure deep in the CLI. What a server says is printed without
+ * control characters.
  */
 export class RemoteError extends ArborError {
   override readonly name = "RemoteError";
@@ -50,6 +54,9 @@ export interface RemoteOptions {
   maxWaitMs?: number;
 }
 
+/** The top-level fields an answer must have, each an array, an object or a string. */
+export type Shape = Readonly<Record<string, "array" | "object" | "string">>;
+
 const RETRYABLE = new Set([502, 503, 504]);
 const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -73,26 +80,26 @@ export class Remote {
     this.#maxWaitMs = options.maxWaitMs ?? 60_000;
   }
 
-  get<T>(path: string): Promise<T> {
-    return this.#request<T>("GET", path, undefined, true);
+  get<T>(path: string, shape?: Shape): Promise<T> {
+    return this.#request<T>("GET", path, undefined, true, undefined, shape);
   }
 
-  put<T>(path: string, body: unknown): Promise<T> {
-    return this.#request<T>("PUT", path, body, true);
+  put<T>(path: string, body: unknown, shape?: Shape): Promise<T> {
+    return this.#request<T>("PUT", path, body, true, undefined, shape);
   }
 
   /** A DELETE: idempotent, so repeated like a read. */
-  delete<T>(path: string): Promise<T> {
-    return this.#request<T>("DELETE", path, undefined, true);
+  delete<T>(path: string, shape?: Shape): Promise<T> {
+    return this.#request<T>("DELETE", path, undefined, true, undefined, shape);
   }
 
   /**
    * A POST: sent once (again only after a 429, which the server refused before reading it); with
    * `idempotencyKey`, repeated like a read, the same key each time, which the API answers once.
    */
-  post<T>(path: string, body: unknown, options: { idempotencyKey?: string } = {}): Promise<T> {
-    const { idempotencyKey } = options;
-    return this.#request<T>("POST", path, body, idempotencyKey !== undefined, idempotencyKey);
+  post<T>(path: string, body: unknown, options: { idempotencyKey?: string; shape?: Shape } = {}): Promise<T> {
+    const { idempotencyKey, shape } = options;
+    return this.#request<T>("POST", path, body, idempotencyKey !== undefined, idempotencyKey, shape);
   }
 
   async #request<T>(
@@ -101,6 +108,7 @@ export class Remote {
     body: unknown,
     repeatable: boolean,
     idempotencyKey?: string,
+    shape?: Shape,
   ): Promise<T> {
     const target = `${this.url}${path}`;
     for (let attempt = 1; ; attempt++) {
@@ -134,18 +142,32 @@ export class Remote {
         );
       }
       if (response.ok) {
-        if (response.status === 204) return undefined as T;
+        if (response.status === 204 && !shape) return undefined as T;
+        let answer: unknown;
         try {
-          return (await response.json()) as T;
-        } catch {
+          answer = await response.json();
+        } catch (error) {
+          // The body stopped coming (the request's time ran out, the connection dropped): not a format problem.
+          if (!(error instanceof SyntaxError))
+            throw new RemoteError(
+              `${this.url} did not finish its answer to ${method} ${path.split("?")[0]} (${describeNetworkError(error)}): try again; if it goes on, is ARBOR_URL the address of an Arbor API?`,
+              response.status,
+            );
           throw new RemoteError(
             `${this.url} answered ${method} ${path.split("?")[0]} with something that is not JSON: is ARBOR_URL the address of an Arbor API?`,
             response.status,
           );
         }
+        const misfit = shape && misfitOf(answer, shape);
+        if (misfit)
+          throw new RemoteError(
+            `${this.url} answered ${method} ${path.split("?")[0]} with JSON that is not an Arbor API's answer (${misfit}): is ARBOR_URL the address of an Arbor API, of this version?`,
+            response.status,
+          );
+        return answer as T;
       }
       if (response.status >= 300 && response.status < 400) {
-        const location = response.headers.get("location") ?? "elsewhere";
+        const location = printable(response.headers.get("location") ?? "elsewhere");
         throw new RemoteError(
           `${this.url} redirects to ${location}: set ARBOR_URL to where the Arbor API is (no redirect is followed, so the key goes nowhere else)`,
           response.status,
@@ -168,6 +190,22 @@ export class Remote {
       );
     }
   }
+}
+
+/** Why `answer` is not of `shape` (its first field that is missing or of another kind), if it is not. */
+function misfitOf(answer: unknown, shape: Shape): string | undefined {
+  if (typeof answer !== "object" || answer === null || Array.isArray(answer)) return "not a JSON object";
+  for (const [field, kind] of Object.entries(shape)) {
+    const value = (answer as Record<string, unknown>)[field];
+    const fits =
+      kind === "array"
+        ? Array.isArray(value)
+        : kind === "object"
+          ? typeof value === "object" && value !== null && !Array.isArray(value)
+          : typeof value === "string";
+    if (!fits) return `no ${kind} "${field}"`;
+  }
+  return undefined;
 }
 
 /** 0.5 s, 1 s, 2 s, ... at most 8 s. */
@@ -200,7 +238,7 @@ function explain(
   problem: { code?: string; message?: string },
   waitMs: number | undefined,
 ): string {
-  const said = problem.message ? `: ${problem.message}` : "";
+  const said = problem.message ? `: ${printable(String(problem.message))}` : "";
   switch (status) {
     case 401:
       return `Arbor at ${url} does not accept ARBOR_KEY (401)${said}`;
@@ -221,6 +259,31 @@ function describeNetworkError(cause: unknown): string {
   const error = cause as { name?: string; message?: string; cause?: { code?: string; message?: string } };
   if (error.name === "TimeoutError") return `no answer within ${REQUEST_TIMEOUT_MS / 1000} s`;
   return error.cause?.code ?? error.cause?.message ?? error.message ?? String(cause);
+}
+
+/** A page's cursor seen before: the server's paging does not move on, and would be read for ever. */
+export function notAgain(remote: Remote, seen: Set<string>, cursor: string, what: string): void {
+  if (seen.has(cursor))
+    throw new RemoteError(
+      `${remote.url} pages ${printable(what)} in a way that does not move on (a cursor it gave before): stopped`,
+      200,
+    );
+  seen.add(cursor);
+}
+
+/**
+ * An explicit --tenant against a remote Arbor: it acts on ARBOR_KEY's tenant only, so a --tenant
+ * that names another is refused before anything is done (an admin of acme who writes --tenant beta
+ * means beta, and must not change acme instead, nor be shown acme's as beta's).
+ */
+export async function checkTenantOption(remote: Remote, tenant: string | undefined): Promise<void> {
+  if (tenant === undefined) return;
+  const { tenant: own } = await remote.get<{ tenant: string }>("/v1/me", { tenant: "string" });
+  if (tenant !== own)
+    throw new RemoteError(
+      `--tenant ${printable(tenant)}: ARBOR_KEY is a key of tenant ${printable(own)}, and ${remote.url} acts on the key's tenant only. Nothing was done: use a key of ${printable(tenant)}.`,
+      0,
+    );
 }
 
 /** `/v1/...` paths with a URN in them: one URL-encoded segment. */

@@ -51,7 +51,8 @@ export async function followResourceEvents(
   write: (line: string) => void,
   options: { signal?: AbortSignal; types?: string } = {},
 ): Promise<void> {
-  const url = new URL("/v1/resource-events", remote.url);
+  // Below ARBOR_URL's own path (an Arbor behind a prefix), as the other remote commands ask.
+  const url = new URL(`${remote.url}/v1/resource-events`);
   url.searchParams.set("prefix", prefix);
   if (options.types) url.searchParams.set("types", options.types);
   const res = await fetch(url, {
@@ -66,12 +67,26 @@ export async function followResourceEvents(
       0,
     );
   });
+  if (res.status >= 300 && res.status < 400)
+    throw new RemoteError(
+      `${remote.url} redirects to ${printable(res.headers.get("location") ?? "elsewhere")}: set ARBOR_URL to where the Arbor API is (no redirect is followed, so the key goes nowhere else)`,
+      res.status,
+    );
   if (!res.ok || !res.body) {
     const body = (await res.json().catch(() => ({}))) as { error?: { code?: string; message?: string } };
     throw new RemoteError(
-      `Arbor at ${remote.url} did not follow ${prefix} (${res.status}): ${body.error?.message ?? res.statusText}`,
+      printable(
+        `Arbor at ${remote.url} did not follow ${prefix} (${res.status}): ${body.error?.message ?? res.statusText}`,
+      ),
       res.status,
       body.error?.code,
+    );
+  }
+  if (!(res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+    await res.body.cancel();
+    throw new RemoteError(
+      `${remote.url} answered GET /v1/resource-events with something that is not an event stream: is ARBOR_URL the address of an Arbor API?`,
+      res.status,
     );
   }
   const decoder = new TextDecoder();

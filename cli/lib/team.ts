@@ -154,6 +154,7 @@ export async function teamApplyRemote(
       await remote.put<{ tenant: string; diff: TeamDiff }>(
         `/v1/admin/team${dryRun ? "?dryRun=true" : ""}`,
         raw,
+        { diff: "object" },
       )
     ).diff;
   return applyWith(
@@ -177,6 +178,6 @@ export async function teamShowLocal(config: LocalConfig, tenant: string, write: 
 }
 
 export async function teamShowRemote(remote: Remote, write: Write): Promise<void> {
-  const { team } = await remote.get<{ team: TeamFile }>("/v1/admin/team");
+  const { team } = await remote.get<{ team: TeamFile }>("/v1/admin/team", { team: "object" });
   write(JSON.stringify(team, null, 2));
 }

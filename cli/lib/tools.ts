@@ -95,6 +95,7 @@ export async function toolsRemote(
   const ns = checkNamespace(namespace);
   const answer = await remote.get<{ tenant: string; tools: Listed[] }>(
     `/v1/tools${ns === undefined ? "" : `?namespace=${enc(ns)}`}`,
+    { tools: "array" },
   );
   print(answer.tools, `tenant ${answer.tenant} at ${remote.url}`, ns, write);
 }

@@ -234,6 +234,16 @@ export class TaskLog {
     return views;
   }
 
+  /** One task's view rebuilt from its own stream alone, as `replay` rebuilds each. */
+  async replayOne(taskId: string): Promise<TaskView | undefined> {
+    let view: TaskView | undefined;
+    for (const event of await this.#state.readStream(taskId)) {
+      if (!isTaskEvent(event) || event.payload.taskId !== taskId) continue;
+      view = reduceTaskView(view, event) ?? view;
+    }
+    return view;
+  }
+
   async #mustView(taskId: string): Promise<TaskView> {
     const view = await this.view(taskId);
     if (!view) throw new ConflictError(`Task ${taskId} has events but no view yet: try again`);

@@ -52,4 +52,25 @@ describe("the keys file adapter", () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it("loses no change when two writers (two processes: arbor keys, serve's admin routes) share the file", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-keystore-"));
+    try {
+      const file = join(dir, "api-keys.json");
+      const victim = newApiKey({ id: "user_victim", kind: "human", tenant: "acme", roles: [] });
+      await new FileKeyStore(file).add(victim.entry);
+      // Each store stands for a process of its own: it reads the file, changes it, renames it back.
+      const added = Array.from({ length: 6 }, (_, i) =>
+        newApiKey({ id: `user_u${i}`, kind: "human", tenant: "acme", roles: [] }),
+      );
+      const revoker = new FileKeyStore(file);
+      const revoked = revoker.revoke("user_victim");
+      await Promise.all([...added.map((k) => new FileKeyStore(file).add(k.entry)), revoked]);
+      const kept = readApiKeysFile(file)?.keys.map((k) => k.id) ?? [];
+      // Every add that said it was done is in the file, and the revoked key stays revoked.
+      expect(kept.sort()).toEqual(added.map((k) => k.entry.id).sort());
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -294,9 +294,11 @@ export function outboundSettings(e: Env): OutboundSettings {
  * it without a trailing slash; throws ConfigError saying what is wrong.
  */
 export function parsePublicUrl(value: string): string {
+  // A password in it is not echoed (error output ends up in CI logs and bug reports).
+  const shown = value.replace(/\/\/[^/?#]*@/, "//***@");
   const bad = (why: string) =>
     new ConfigError(
-      `The public URL ${JSON.stringify(value)} ${why}: give an absolute http(s) URL such as https://arbor.example.com`,
+      `The public URL ${JSON.stringify(shown)} ${why}: give an absolute http(s) URL such as https://arbor.example.com`,
     );
   let url: URL;
   try {

@@ -232,5 +232,8 @@ describe("the policy engine in AWS mode", () => {
       "javascript:alert(1)",
     ])
       expect(() => loadConfig({ ARBOR_PUBLIC_URL: bad }), bad).toThrow(/ARBOR_PUBLIC_URL: The public URL/);
+    // Refused, and its password not printed: the message goes to terminals, CI logs, bug reports.
+    expect(() => parsePublicUrl("https://ada:hunter2@example.com")).toThrow(/has credentials in it/);
+    expect(() => parsePublicUrl("https://ada:hunter2@example.com")).not.toThrow(/hunter2/);
   });
 });

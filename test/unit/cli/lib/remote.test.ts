@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { Remote, RemoteError } from "../../../../cli/lib/remote.ts";
+import { remoteEvents, remoteLs } from "../../../../cli/lib/remote-commands.ts";
 
 /**
  * The CLI's client of a remote Arbor: what it repeats (reads and the idempotent team PUT, on
@@ -143,5 +144,70 @@ describe("the remote client", () => {
     expect((await failure(html.remote.get("/v1/me"))).message).toMatch(
       /not JSON: is ARBOR_URL the address of an Arbor API/,
     );
+  });
+
+  it("refuses JSON that is not the API's answer it asked for, saying so, instead of failing inside the CLI", async () => {
+    for (const body of [null, [], { tree: null }, { tree: "x" }, { other: 1 }]) {
+      const { remote } = fake([json(200, body)]);
+      const error = await failure(remote.get("/v1/tasks/t/tree", { tree: "object" }));
+      expect(error.message).toMatch(
+        /answered GET \/v1\/tasks\/t\/tree with JSON that is not an Arbor API's answer/,
+      );
+    }
+    const { remote } = fake([json(200, { tree: { status: "done" } })]);
+    expect(await remote.get("/v1/tasks/t/tree", { tree: "object" })).toEqual({ tree: { status: "done" } });
+  });
+
+  it("says a body that stopped coming stopped, rather than that it is not JSON", async () => {
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"tree": {'));
+        controller.error(new DOMException("The operation was aborted due to timeout", "TimeoutError"));
+      },
+    });
+    const { remote } = fake([
+      new Response(body, { status: 200, headers: { "content-type": "application/json" } }),
+    ]);
+    const error = await failure(remote.get("/v1/tasks/t/tree"));
+    expect(error.message).toMatch(
+      /did not finish its answer to GET \/v1\/tasks\/t\/tree \(no answer within 30 s\)/,
+    );
+  });
+
+  it("prints a server's error message without its control characters", async () => {
+    const { remote } = fake([apiError(403, "FORBIDDEN", "no \u001b]0;title\u0007\u001b[2J\u001b[31mred")]);
+    const error = await failure(remote.get("/v1/x"));
+    expect(error.message).toMatch(/^Not allowed \(403\): no /);
+    const controls = [...error.message].filter((ch) => {
+      const c = ch.codePointAt(0) as number;
+      return c < 0x20 || (c >= 0x7f && c <= 0x9f);
+    });
+    expect(controls).toEqual([]);
+  });
+});
+
+describe("paging a remote Arbor", () => {
+  const always = (body: unknown) => {
+    let calls = 0;
+    const fetchImpl = (async () => {
+      if (++calls > 50) throw new Error("it keeps asking for the same page");
+      return json(200, body);
+    }) as unknown as typeof fetch;
+    return new Remote(
+      { url: "http://arbor.test", key: "arbor_k" },
+      { fetch: fetchImpl, sleep: async () => {} },
+    );
+  };
+
+  it("stops, saying why, when a server's pages do not move on (the same cursor, the same fromSeq)", async () => {
+    const write = () => {};
+    const events = await failure(
+      remoteEvents(always({ events: [], nextFromSeq: 1 }), "cld:common.Tenant.a/plan.Task.t", write),
+    );
+    expect(events.message).toMatch(/does not move on/);
+    const children = await failure(
+      remoteLs(always({ children: [], cursor: "same" }), "cld:common.Tenant.a", false, write),
+    );
+    expect(children.message).toMatch(/does not move on/);
   });
 });
