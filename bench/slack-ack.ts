@@ -15,8 +15,9 @@ import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { signSlackBody } from "../shared/channels/chat/slack/verify.ts";
-import { addKey, arborEnv, eventually, startServe } from "../test/e2e/serve-process.ts";
 import { eventCallback, startFakeSlack } from "../test/peers/fake-slack.ts";
+import { addKey, arborEnv, startServe } from "../test/support/arbor-process.ts";
+import { eventually } from "../test/support/until.ts";
 
 const SECRET = "bench-signing-secret";
 /**

@@ -6,10 +6,11 @@ import { keysCommand } from "../../cli/lib/keys.ts";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http/http-server.ts";
+import { arborEnv } from "../support/arbor-process.ts";
+import { fetchApi } from "../support/http.ts";
 import { Harness } from "./engine-harness.ts";
 import { serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
-import { arborEnv } from "./serve-process.ts";
 
 /**
  * The admin routes as their worst users use them, over real HTTP: what an admin asks for that the
@@ -39,15 +40,8 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function call(method: string, path: string, key: string, body?: unknown) {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, json: (text ? JSON.parse(text) : undefined) as Record<string, unknown> };
-}
+const call = (method: string, path: string, key: string, body?: unknown) =>
+  fetchApi<Record<string, unknown>>(server.url, method, path, key, body);
 
 describe("an agent's key with the admin role", () => {
   it("is refused by the admin route (400, saying why and what to do), and nothing is kept", async () => {

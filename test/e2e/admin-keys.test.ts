@@ -1,10 +1,18 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { arborCli, arborEnv, BIN, eventually, type Served, startServe } from "./serve-process.ts";
+import {
+  addKey,
+  arborCli,
+  arborEnv,
+  keyIn,
+  killAll,
+  type Served,
+  startServe,
+} from "../support/arbor-process.ts";
+import { fetchApi } from "../support/http.ts";
+import { eventually } from "../support/until.ts";
 
 /**
  * The admin key routes (/v1/admin/keys) and the remote `arbor keys` (ARBOR_URL, ARBOR_KEY) against
@@ -17,24 +25,8 @@ let env: NodeJS.ProcessEnv;
 let served: Served;
 const keys: Record<string, string> = {};
 
-async function add(id: string, tenant: string, roles: string[] = []): Promise<string> {
-  const args = ["keys", "add", "--id", id, "--tenant", tenant, ...roles.flatMap((r) => ["--role", r])];
-  const { stdout } = await promisify(execFile)(process.execPath, [BIN, ...args], { env });
-  return /^ {2}(arbor_\S+)$/m.exec(stdout)?.[1] as string;
-}
-
-const api = async (method: string, path: string, key: string | undefined, body?: unknown) => {
-  const res = await fetch(`${served.url}${path}`, {
-    method,
-    headers: {
-      ...(key ? { authorization: `Bearer ${key}` } : {}),
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, json: (text ? JSON.parse(text) : {}) as Record<string, unknown> };
-};
+const api = (method: string, path: string, key: string | undefined, body?: unknown) =>
+  fetchApi<Record<string, unknown>>(served.url, method, path, key, body);
 /** Whether a key gets in: a known key reads a made-up task of its tenant (the policy says 403). */
 const knownStatus = async (key: string) =>
   (await api("GET", `/v1/tasks/${encodeURIComponent("cld:common.Tenant.acme/plan.Task.none")}`, key)).status;
@@ -42,13 +34,13 @@ const knownStatus = async (key: string) =>
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-admin-keys-"));
   env = arborEnv(join(dir, "data"));
-  keys.root = await add("user_root", "acme", ["admin"]);
-  keys.bob = await add("user_bob", "acme");
-  keys.betaRoot = await add("user_beta-root", "beta", ["admin"]);
+  keys.root = await addKey(env, "user_root", "acme", ["admin"]);
+  keys.bob = await addKey(env, "user_bob", "acme");
+  keys.betaRoot = await addKey(env, "user_beta-root", "beta", ["admin"]);
   served = await startServe(env, ["--example", "offsite"]);
 }, 120_000);
 afterAll(async () => {
-  await served?.stop();
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -124,7 +116,7 @@ describe("arbor keys against a remote Arbor (ARBOR_URL, ARBOR_KEY)", () => {
     );
     expect(added.code).toBe(0);
     expect(added.stdout).toContain(`to ${served.url}`);
-    const key = /^ {2}(arbor_\S+)$/m.exec(added.stdout)?.[1] as string;
+    const key = keyIn(added.stdout);
     expect(await knownStatus(key)).toBe(403);
 
     const listed = await arborCli(["keys", "list"], remote(keys.root as string));

@@ -18,22 +18,6 @@ afterEach(async () => {
 
 const ANSWER = { inputValue: "2026-07-03" };
 
-/** Drives the request to its end: answers what waits (once), re-drives what stopped. */
-async function runToEnd(harness: Harness, root: string): Promise<void> {
-  for (let round = 0; round < 20; round++) {
-    await harness.idle();
-    const view = await harness.rt.tasks.view(root);
-    if (view && ["done", "failed", "canceled"].includes(view.status)) return;
-    const pending = await harness.pending(root);
-    if (pending.length > 0) {
-      for (const p of pending) await harness.engine.respond(p.meta.id, ANSWER, PERSON);
-      continue;
-    }
-    harness.advance(10 * 60_000); // past every claim's staleness
-    await harness.engine.watchdog(60_000);
-  }
-}
-
 const CRASHES: [FaultPoint, string][] = [
   ["after-write", "turn"], // the model's turn that asks is on disk; nothing asked yet
   ["after-record", "UserInteractionRequested"], // asked: the task waits; the notice is not out
@@ -65,7 +49,7 @@ describe("ask_person survives a crash at the worst moments", () => {
       }
       expect(crash.fired).toBe(true);
       await h.restart(); // a new process, no faults
-      await runToEnd(h, rootTaskId);
+      await h.runToEnd(rootTaskId, { answer: ANSWER });
 
       const { view, output } = await h.engine.result(rootTaskId);
       expect(view?.status).toBe("done");
@@ -108,7 +92,7 @@ describe("ask_person survives a crash at the worst moments", () => {
     });
     await h.restart();
     expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("in_progress");
-    await runToEnd(h, rootTaskId);
+    await h.runToEnd(rootTaskId, { answer: ANSWER });
     expect((await h.engine.result(rootTaskId)).output).toBe("booked: 2026-07-03 (told by user_ada)");
     const events = (await h.rt.state.readStream(rootTaskId, { fromSeq: 1, limit: 500 })) as StoredEvent[];
     expect(events.filter((e) => e.type === "UserInteractionRequested")).toHaveLength(1);

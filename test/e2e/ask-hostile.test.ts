@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ApiKeys } from "../../shared/adapters/local/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import type { StoredEvent } from "../../shared/domain/events.ts";
+import { fetchApi } from "../support/http.ts";
 import { askingScript, CLERK } from "./ask-fixture.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { acme, beta, serveHttp } from "./http-fixture.ts";
@@ -34,15 +35,8 @@ async function start(question: Record<string, unknown>, seen: string[] = []) {
   return { h, root: rootTaskId };
 }
 
-async function api(key: string, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${server?.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
-}
+const api = (key: string, method: string, path: string, body?: unknown) =>
+  fetchApi<{ error: { code: string } }>(`${server?.url}`, method, path, key, body);
 const answerPath = (urn: string) => `/v1/interactions/${encodeURIComponent(urn)}/answer`;
 const events = async (hh: Harness, root: string) =>
   ((await hh.rt.state.readStream(root, { fromSeq: 1, limit: 500 })) as StoredEvent[]).map((e) => e.type);

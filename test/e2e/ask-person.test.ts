@@ -4,6 +4,7 @@ import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import type { StoredEvent } from "../../shared/domain/events.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
 import { interactionMeta, requestInteraction } from "../../shared/engine/interactions.ts";
+import { fetchApi } from "../support/http.ts";
 import { askingScript, CLERK, COLOUR_QUESTION, DATE_QUESTION } from "./ask-fixture.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { acme, serveHttp } from "./http-fixture.ts";
@@ -33,15 +34,13 @@ async function start(question: Record<string, unknown>, seen: string[] = []) {
   return rootTaskId;
 }
 
-async function api(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${server?.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${acme.key}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
+/** What the answers below are read for: the question of a task (one in these tests), or an error. */
+interface Answer {
+  interactions: [{ urn: string; links: { answer: string } }];
+  error: { code: string };
 }
+const api = (method: string, path: string, body?: unknown) =>
+  fetchApi<Answer>(`${server?.url}`, method, path, acme.key, body);
 
 const enc = encodeURIComponent;
 const pendingOf = async (root: string): Promise<InteractionResource[]> => (h ? h.pending(root) : []);

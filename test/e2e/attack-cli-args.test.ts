@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { arborCli, arborEnv } from "./serve-process.ts";
+import { arborCli, arborEnv } from "../support/arbor-process.ts";
 
 /**
  * `arbor` called wrongly, as people do: an option it does not know, an option without its value,

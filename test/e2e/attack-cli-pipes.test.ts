@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { arborCli, arborEnv, BIN } from "./serve-process.ts";
+import { arborCli, arborEnv, BIN } from "../support/arbor-process.ts";
 
 /**
  * `arbor` with its output piped into a reader that stops early, as people type it

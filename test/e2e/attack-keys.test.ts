@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { addKey, arborCli, arborEnv, BIN } from "./serve-process.ts";
+import { addKey, arborCli, arborEnv, BIN } from "../support/arbor-process.ts";
 
 /**
  * `arbor keys` run as the worst users run it: several at once on one keys file (a script adding a

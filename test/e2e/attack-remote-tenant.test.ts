@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { arborCli, arborEnv, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborCli, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
 
 /**
  * The commands that take --tenant, against a remote Arbor, which acts on ARBOR_KEY's tenant only:
@@ -15,18 +15,11 @@ let served: Served;
 let remote: NodeJS.ProcessEnv;
 let dataEnv: NodeJS.ProcessEnv;
 
-async function adminKey(env: NodeJS.ProcessEnv, id: string, tenant: string): Promise<string> {
-  const { stdout } = await arborCli(["keys", "add", "--id", id, "--tenant", tenant, "--role", "admin"], env);
-  const key = /^ {2}(arbor_\S+)$/m.exec(stdout)?.[1];
-  if (!key) throw new Error(`no key printed: ${stdout}`);
-  return key;
-}
-
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-attack-tenant-"));
   dataEnv = arborEnv(join(dir, "data"));
-  const ada = await adminKey(dataEnv, "user_ada", "acme");
-  await adminKey(dataEnv, "user_bea", "beta");
+  const ada = await addKey(dataEnv, "user_ada", "acme", ["admin"]);
+  await addKey(dataEnv, "user_bea", "beta", ["admin"]);
   served = await startServe(dataEnv, ["--example", "offsite"]);
   remote = arborEnv(join(dir, "client"), { ARBOR_URL: served.url, ARBOR_KEY: ada });
   await writeFile(
@@ -35,7 +28,7 @@ beforeAll(async () => {
   );
 }, 60_000);
 afterAll(async () => {
-  await served?.stop();
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { addKey, arborCli, arborEnv, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborCli, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
 
 /**
  * `arbor replay` beside a running `arbor serve` that is busy (the docs say the read commands work
@@ -21,7 +21,7 @@ beforeAll(async () => {
   served = await startServe(env, ["--example", "offsite"]);
 }, 60_000);
 afterAll(async () => {
-  await served?.stop();
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 

@@ -12,15 +12,8 @@ import {
   textOf,
 } from "../peers/fake-slack.ts";
 import { startFakeTeams } from "../peers/fake-teams.ts";
-import {
-  addKey,
-  arborCli,
-  arborEnv,
-  eventually,
-  killHard,
-  type Served,
-  startServe,
-} from "./serve-process.ts";
+import { addKey, arborCli, arborEnv, killAll, killHard, startServe } from "../support/arbor-process.ts";
+import { eventually } from "../support/until.ts";
 
 /**
  * `arbor serve` mounts Slack and Teams from the chat settings file (<dataDir>/chat.json, or
@@ -43,7 +36,6 @@ const settings = (apiUrl?: string) =>
 let dir: string;
 let dataDir: string;
 let env: NodeJS.ProcessEnv;
-const running = new Set<Served>();
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-chat-serve-"));
@@ -52,16 +44,12 @@ beforeAll(async () => {
   await addKey(env, "user_ada");
 }, 60_000);
 afterAll(async () => {
-  for (const s of running) await killHard(s);
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 
-async function serve(extra: Record<string, string> = {}): Promise<Served> {
-  const s = await startServe({ ...env, ...extra }, ["--example", "offsite"]);
-  running.add(s);
-  void s.exited.then(() => running.delete(s));
-  return s;
-}
+const serve = (extra: Record<string, string> = {}) =>
+  startServe({ ...env, ...extra }, ["--example", "offsite"]);
 
 const post = (url: string, body: string, headers: Record<string, string> = {}) =>
   fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });

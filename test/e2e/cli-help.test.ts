@@ -1,10 +1,7 @@
-import { execFile } from "node:child_process";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { arborCli } from "../support/arbor-process.ts";
 
 /** `arbor help` and `arbor <command> --help` as a person runs them: real processes. */
-const bin = join(import.meta.dirname, "../../cli/bin.mjs");
 const COMMANDS = [
   "run",
   "serve",
@@ -23,17 +20,8 @@ const COMMANDS = [
   "help",
 ];
 
-async function arbor(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [bin, ...args], {
-      env: { ...process.env, NO_COLOR: "1", ARBOR_URL: "", ARBOR_KEY: "" },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+const arbor = (...args: string[]) =>
+  arborCli(args, { ...process.env, NO_COLOR: "1", ARBOR_URL: "", ARBOR_KEY: "" });
 
 describe("arbor help", () => {
   it("every command has its own usage, naming it, with an example", async () => {

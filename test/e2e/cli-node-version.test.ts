@@ -1,27 +1,16 @@
-import { execFile } from "node:child_process";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { BIN, node } from "../support/arbor-process.ts";
 
 /**
  * `arbor` on a Node that cannot run it: one line that says what to do, exit code 1, no stack
  * trace. An older Node is played by this one with its version numbers changed before bin.mjs runs.
  */
-const bin = join(import.meta.dirname, "../../cli/bin.mjs");
 const asNode20 = `data:text/javascript,${encodeURIComponent(
   'Object.defineProperty(process, "versions", { value: { ...process.versions, node: "20.20.2" } });' +
     'Object.defineProperty(process, "version", { value: "v20.20.2" });',
 )}`;
 
-async function arbor(nodeArgs: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [...nodeArgs, bin, "--help"]);
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+const arbor = (nodeArgs: string[]) => node([...nodeArgs, BIN, "--help"]);
 
 describe("arbor on a Node that cannot run it", () => {
   it("older than 24: says it needs Node 24 and how to get it, in one line", async () => {

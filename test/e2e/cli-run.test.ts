@@ -1,34 +1,14 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { arborCli } from "../support/arbor-process.ts";
 
 /** `arbor run` as a person uses it: a real process, answers typed on stdin. */
-const bin = join(import.meta.dirname, "../../cli/bin.mjs");
 let dataDir: string;
 
-function arbor(
-  args: string[],
-  stdin: string,
-  env: Record<string, string> = {},
-): Promise<{ code: number; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], {
-      env: { ...process.env, ARBOR_DATA_DIR: dataDir, NO_COLOR: "1", ...env },
-    });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-    });
-    child.stderr.on("data", (d) => {
-      err += d;
-    });
-    child.stdin.end(stdin);
-    child.on("close", (code) => resolve({ code: code ?? -1, out, err }));
-  });
-}
+const arbor = (args: string[], stdin: string, env: Record<string, string> = {}) =>
+  arborCli(args, { ...process.env, ARBOR_DATA_DIR: dataDir, NO_COLOR: "1", ...env }, stdin);
 
 describe("arbor run", () => {
   beforeEach(async () => {
@@ -37,7 +17,7 @@ describe("arbor run", () => {
   afterEach(() => rm(dataDir, { recursive: true, force: true }));
 
   it("runs the offline example: the tree as it changes, the approval asked on stdin, the answer", async () => {
-    const { code, out, err } = await arbor(["run", "--example", "offsite"], "2\n1\n");
+    const { code, stdout: out, stderr: err } = await arbor(["run", "--example", "offsite"], "2\n1\n");
     expect(err).toBe("");
     expect(out).toMatch(/\? Allow send_email\?/);
     expect(out).toContain("Choose 1-2 or an id, y (Allow) or n (Deny): ");
@@ -50,14 +30,14 @@ describe("arbor run", () => {
   }, 60_000);
 
   it("takes y for Allow, in any case, and records it as the approval", async () => {
-    const { code, out } = await arbor(["run", "--example", "offsite"], "Y\n");
+    const { code, stdout: out } = await arbor(["run", "--example", "offsite"], "Y\n");
     expect(out).toMatch(/\? Allow send_email\?/);
     expect(out).not.toMatch(/is not one of the choices/);
     expect(code).toBe(0);
     const ls = await arbor(["ls", "--all"], "");
-    const urn = /(cld:\S+\/uip\.Interaction\.\S+)$/m.exec(ls.out)?.[1];
+    const urn = /(cld:\S+\/uip\.Interaction\.\S+)$/m.exec(ls.stdout)?.[1];
     const got = await arbor(["get", urn as string], "");
-    expect(JSON.parse(got.out)).toMatchObject({
+    expect(JSON.parse(got.stdout)).toMatchObject({
       purpose: "confirm_risky_action",
       status: "answered",
       response: { selectedOptionId: "approve" },
@@ -78,7 +58,11 @@ else plan.subtasks[1].name = "";
 writeFileSync(file, JSON.stringify(plan, null, 2));
 `,
     );
-    const { code, out, err } = await arbor(["run", "--example", "offsite", "--lazy"], "e\ne\n", {
+    const {
+      code,
+      stdout: out,
+      stderr: err,
+    } = await arbor(["run", "--example", "offsite", "--lazy"], "e\ne\n", {
       EDITOR: `"${process.execPath}" "${editor}"`,
       VISUAL: "",
     });
@@ -96,7 +80,7 @@ writeFileSync(file, JSON.stringify(plan, null, 2));
   }, 60_000);
 
   it("without an editor, says how to edit the plan; n cancels it", async () => {
-    const { code, out } = await arbor(["run", "--example", "offsite", "--lazy"], "e\nno\n", {
+    const { code, stdout: out } = await arbor(["run", "--example", "offsite", "--lazy"], "e\nno\n", {
       EDITOR: "",
       VISUAL: "",
     });
@@ -109,14 +93,14 @@ writeFileSync(file, JSON.stringify(plan, null, 2));
   }, 60_000);
 
   it("cancels when stdin ends before the question is answered", async () => {
-    const { code, out } = await arbor(["run", "--example", "offsite"], "");
+    const { code, stdout: out } = await arbor(["run", "--example", "offsite"], "");
     expect(out).toMatch(/No answer; canceling\. Rerun with --yes/);
     expect(out).toMatch(/The request canceled/);
     expect(code).toBe(1);
   }, 60_000);
 
   it("says how to configure a model when none is", async () => {
-    const { code, err } = await arbor(["run", "plan my week"], "", { ARBOR_MODEL_PROVIDER: "" });
+    const { code, stderr: err } = await arbor(["run", "plan my week"], "", { ARBOR_MODEL_PROVIDER: "" });
     expect(code).toBe(2);
     expect(err).toMatch(/No model is configured/);
     expect(err).toMatch(/ARBOR_MODEL_PROVIDER=bedrock/);
@@ -125,7 +109,7 @@ writeFileSync(file, JSON.stringify(plan, null, 2));
   }, 60_000);
 
   it("talks to an OpenAI-compatible endpoint when configured, and says clearly when it cannot reach it", async () => {
-    const { code, out } = await arbor(["run", "plan my week"], "", {
+    const { code, stdout: out } = await arbor(["run", "plan my week"], "", {
       ARBOR_MODEL_PROVIDER: "openai",
       ARBOR_MODEL: "llama3.1",
       ARBOR_OPENAI_BASE_URL: "http://127.0.0.1:9/v1",

@@ -1,25 +1,13 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { arborCli } from "../support/arbor-process.ts";
 
 /** The `arbor` command as a person runs it: a real process, a fresh data folder. */
-const run = promisify(execFile);
-const bin = join(import.meta.dirname, "../../cli/bin.mjs");
 let dataDir: string;
-const arbor = async (...args: string[]) => {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [bin, ...args], {
-      env: { ...process.env, ARBOR_DATA_DIR: dataDir, NO_COLOR: "1" },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-};
+const arbor = (...args: string[]) =>
+  arborCli(args, { ...process.env, ARBOR_DATA_DIR: dataDir, NO_COLOR: "1" });
 
 describe("arbor CLI", () => {
   beforeAll(async () => {
@@ -76,9 +64,7 @@ describe("arbor CLI", () => {
     expect(missing.stderr).toMatch(/No resource .* arbor ls --all/);
     const unknown = await arbor("fly");
     expect(unknown.stderr).toMatch(/Unknown command "fly". Run: arbor help/);
-    const settings = await run(process.execPath, [bin, "ls"], {
-      env: { ...process.env, ARBOR_DURABLE: "maybe" },
-    }).catch((e) => e);
+    const settings = await arborCli(["ls"], { ...process.env, ARBOR_DURABLE: "maybe" });
     expect(settings.stderr).toMatch(/ARBOR_DURABLE/);
   }, 60_000);
 });

@@ -7,21 +7,20 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
+import { addKey, arborCli, arborEnv, killAll, killHard, startServe } from "../support/arbor-process.ts";
 import { GENERALIST } from "./scenarios.ts";
-import { addKey, arborCli, arborEnv, killHard, type Served, startServe } from "./serve-process.ts";
 
 /**
  * A data folder belongs to one process (real `arbor` child processes on one folder), and only its
  * owner may read what is in it.
  */
 let dir: string;
-const running = new Set<Served>();
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-datadir-"));
 });
 afterAll(async () => {
-  for (const s of running) await killHard(s);
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -32,7 +31,6 @@ describe("one process per data folder", () => {
     const env = arborEnv(join(dir, "shared"));
     const key = await addKey(env, "user_ada");
     const first = await startServe(env, ["--example", "offsite"]);
-    running.add(first);
     // The tenant's first request gives it its team: something for a reader to read below.
     const posted = await fetch(`${first.url}/v1/messages`, {
       method: "POST",
@@ -57,12 +55,9 @@ describe("one process per data folder", () => {
 
     // kill -9 leaves no stale lock: the kernel let go of it with the process.
     await killHard(first);
-    running.delete(first);
     const next = await startServe(env, ["--example", "offsite"]);
-    running.add(next);
     expect((await fetch(`${next.url}/healthz`)).status).toBe(200);
     await killHard(next);
-    running.delete(next);
   }, 180_000);
 });
 

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { addKey, arborEnv, killHard, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
 
 /**
  * The database file deleted under a running `arbor serve` (an operator cleaning up, a script with
@@ -18,7 +18,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-db-removed-"));
 });
 afterAll(async () => {
-  if (served) await killHard(served);
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 

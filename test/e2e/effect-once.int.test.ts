@@ -1,10 +1,8 @@
-import { type ChildProcessWithoutNullStreams, execFile, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { REQUEST, script } from "../../examples/offsite/scenario.ts";
 import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
@@ -13,6 +11,7 @@ import { parentUrn } from "../../shared/domain/urn.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
+import { addKey, killAll, killHard, startServe } from "../support/arbor-process.ts";
 import { until } from "../support/until.ts";
 import { PERSON } from "./engine-harness.ts";
 import { LOOPBACK_ALLOWED } from "./tool-world.ts";
@@ -25,8 +24,6 @@ import { LOOPBACK_ALLOWED } from "./tool-world.ts";
  * first attempt's outcome is unknown and what the tool got; only the new approval sends it, with
  * the same Idempotency-Key. The audit log keeps both attempts.
  */
-const bin = resolve("cli/bin.mjs");
-const run = promisify(execFile);
 const CALLER = { actor: PERSON, caller: { tenant: "acme", roles: ["admin"] } };
 
 interface Post {
@@ -41,7 +38,6 @@ const posts: Post[] = [];
 /** Answers the endpoint holds back (the first POST waits until the test is over). */
 const held: ServerResponse[] = [];
 let answerNow = false;
-let child: ChildProcessWithoutNullStreams | undefined;
 let rt: LocalRuntime | undefined;
 let engine: Engine | undefined;
 let stopSteps: (() => void) | undefined;
@@ -62,8 +58,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  child?.kill("SIGKILL");
-  child = undefined;
+  await killAll();
   stopSteps?.();
   await engine?.close();
   await rt?.close();
@@ -87,26 +82,6 @@ const env = (extra: Record<string, string> = {}) => ({
   ...extra,
 });
 
-/** Starts `arbor serve --example offsite` and returns its URL. */
-async function serve(): Promise<string> {
-  const started = spawn(process.execPath, [bin, "serve", "--example", "offsite", "--port", "0"], {
-    env: env(),
-  });
-  child = started;
-  let out = "";
-  started.stderr.on("data", (d) => {
-    out += d;
-  });
-  return new Promise<string>((resolveUrl, reject) => {
-    started.stdout.on("data", (d) => {
-      out += d;
-      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) resolveUrl(m[1] as string);
-    });
-    started.on("exit", (code) => reject(new Error(`serve exited (${code}): ${out}`)));
-  });
-}
-
 describe("a risky call in flight at kill -9", () => {
   it("is not repeated on the old approval: the person is asked again, told the outcome is unknown", async () => {
     await writeFile(
@@ -129,16 +104,12 @@ describe("a risky call in flight at kill -9", () => {
         },
       }),
     );
-    const added = await run(
-      process.execPath,
-      [bin, "keys", "add", "--id", "user_ada", "--tenant", "acme", "--role", "admin"],
-      { env: env() },
-    );
-    const key = /^ {2}(arbor_\S+)$/m.exec(added.stdout)?.[1] as string;
+    const key = await addKey(env(), "user_ada", "acme", ["admin"]);
     const auth = { authorization: `Bearer ${key}`, "content-type": "application/json" };
 
     // 1. The first process: the request, its approval, and the email in flight.
-    const url = await serve();
+    const served = await startServe(env(), ["--example", "offsite"]);
+    const { url } = served;
     const submitted = await fetch(`${url}/v1/messages`, {
       method: "POST",
       headers: auth,
@@ -168,10 +139,7 @@ describe("a risky call in flight at kill -9", () => {
     expect(JSON.parse(first.body)).toMatchObject({ to: "team@example.com" });
 
     // 2. Killed while the endpoint holds the request: the outcome of the email is unknown.
-    const exited = new Promise((r) => child?.once("exit", r));
-    child?.kill("SIGKILL");
-    await exited;
-    child = undefined;
+    await killHard(served);
 
     // 3. A new process on the same data folder; its watchdog re-drives everything that stopped.
     answerNow = true;

@@ -1,7 +1,7 @@
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
 import type { EngineSettings, FaultPoint } from "../../shared/engine/context.ts";
-import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
+import { CrashAt, Harness } from "./engine-harness.ts";
 
 /**
  * A crash injected after each kind of step: the process "dies" at the first hit of the point (and
@@ -10,19 +10,9 @@ import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
  */
 type Outcome = { statuses: string[]; output: string | undefined };
 
-async function runToEnd(h: Harness, rootId: string): Promise<Outcome> {
-  for (let round = 0; round < 20; round++) {
-    await h.idle();
-    const view = await h.rt.tasks.view(rootId);
-    if (view && ["done", "failed", "canceled"].includes(view.status)) break;
-    const pending = await h.pending(rootId);
-    if (pending.length > 0) {
-      for (const p of pending) await h.engine.respond(p.meta.id, { selectedOptionId: "approve" }, PERSON);
-      continue;
-    }
-    h.advance(10 * 60_000); // past every claim's staleness
-    await h.engine.watchdog(60_000);
-  }
+/** How the request ended, driven to its end (Harness.runToEnd). */
+async function outcomeAtEnd(h: Harness, rootId: string): Promise<Outcome> {
+  await h.runToEnd(rootId);
   const tree = await h.tree(rootId);
   return {
     statuses: [...tree.values()].map((v) => `${v.title}:${v.status}`).sort(),
@@ -55,7 +45,7 @@ describe("a crash after any kind of step resumes to the same result", () => {
   beforeAll(async () => {
     const reference = await Harness.create({ script, assistants: ASSISTANTS });
     const { rootTaskId } = await reference.submit(REQUEST);
-    expected = await runToEnd(reference, rootTaskId);
+    expected = await outcomeAtEnd(reference, rootTaskId);
     await reference.close();
   });
 
@@ -81,7 +71,7 @@ describe("a crash after any kind of step resumes to the same result", () => {
       await h.idle();
       expect(crash.fired).toBe(true);
       await h.restart(); // a new process, no faults
-      expect(await runToEnd(h, rootTaskId)).toEqual(expected);
+      expect(await outcomeAtEnd(h, rootTaskId)).toEqual(expected);
     });
   }
 });

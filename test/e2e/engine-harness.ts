@@ -12,7 +12,7 @@ import {
   SimulatedCrash,
 } from "../../shared/engine/context.ts";
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
-import { pendingInteractions } from "../../shared/engine/interactions.ts";
+import { type InteractionResponse, pendingInteractions } from "../../shared/engine/interactions.ts";
 import type { OutboundSettings } from "../../shared/outbound/policy.ts";
 import type { StateStore } from "../../shared/ports/state-store.ts";
 import type { ToolPort } from "../../shared/ports/tools.ts";
@@ -149,6 +149,32 @@ export class Harness {
   async pending(rootId: string) {
     const views = [...(await this.tree(rootId)).values()].filter((v) => v.status === "awaiting_user");
     return (await Promise.all(views.map((v) => pendingInteractions(this.engine.deps, v.taskId)))).flat();
+  }
+
+  /**
+   * Drives a request to its end as a person and time would, in at most 20 rounds: each lets the
+   * engine run until idle (then calls `afterIdle`), ends once the root has ended, answers every
+   * question waiting (with `answer`; approve by default), or, when none waits, moves the clock past
+   * every claim's staleness and runs the watchdog, which re-drives what stopped.
+   */
+  async runToEnd(
+    rootId: string,
+    options: { answer?: InteractionResponse; afterIdle?: () => void } = {},
+  ): Promise<void> {
+    for (let round = 0; round < 20; round++) {
+      await this.idle();
+      options.afterIdle?.();
+      const view = await this.rt.tasks.view(rootId);
+      if (view && ["done", "failed", "canceled"].includes(view.status)) return;
+      const pending = await this.pending(rootId);
+      if (pending.length > 0) {
+        for (const p of pending)
+          await this.engine.respond(p.meta.id, options.answer ?? { selectedOptionId: "approve" }, PERSON);
+        continue;
+      }
+      this.advance(10 * 60_000); // past every claim's staleness
+      await this.engine.watchdog(60_000);
+    }
   }
 
   async close(): Promise<void> {

@@ -99,20 +99,8 @@ describe("engine invariants on DynamoDB with lagging indexes", () => {
 type Outcome = { statuses: string[]; output: string | undefined };
 
 /** As engine-crash.test.ts: the watchdog runs ten minutes on, when the indexes have long caught up. */
-async function runToEnd(hh: Harness, rootId: string): Promise<Outcome> {
-  for (let round = 0; round < 20; round++) {
-    await hh.idle();
-    lagging?.settle();
-    const view = await hh.rt.tasks.view(rootId);
-    if (view && ["done", "failed", "canceled"].includes(view.status)) break;
-    const pending = await hh.pending(rootId);
-    if (pending.length > 0) {
-      for (const p of pending) await hh.engine.respond(p.meta.id, { selectedOptionId: "approve" }, PERSON);
-      continue;
-    }
-    hh.advance(10 * 60_000);
-    await hh.engine.watchdog(60_000);
-  }
+async function outcomeAtEnd(hh: Harness, rootId: string): Promise<Outcome> {
+  await hh.runToEnd(rootId, { afterIdle: () => lagging?.settle() });
   const tree = await treeOf(hh, rootId);
   return {
     statuses: [...tree.values()].map((v) => `${v.title}:${v.status}`).sort(),
@@ -135,7 +123,7 @@ describe("a crash after a step resumes to the same result on DynamoDB with laggi
   beforeAll(async () => {
     const reference = await Harness.create({ script: offsite, assistants: ASSISTANTS });
     const { rootTaskId } = await reference.submit(REQUEST);
-    expected = await runToEnd(reference, rootTaskId);
+    expected = await outcomeAtEnd(reference, rootTaskId);
     await reference.close();
   });
 
@@ -154,7 +142,7 @@ describe("a crash after a step resumes to the same result on DynamoDB with laggi
       await h.idle();
       expect(crash.fired).toBe(true);
       await h.restart();
-      expect(await runToEnd(h, rootTaskId)).toEqual(expected);
+      expect(await outcomeAtEnd(h, rootTaskId)).toEqual(expected);
     });
   }
 });

@@ -1,35 +1,23 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { DataFactory } from "n3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { graphStoreOf } from "../../shared/graph/state-graph-store.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
+import { arborCli } from "../support/arbor-process.ts";
 
 /** `arbor graph query` as a person runs it: a real process on a data folder whose graph holds triples. */
-const run = promisify(execFile);
-const bin = join(import.meta.dirname, "../../cli/bin.mjs");
 let dataDir: string;
-const arbor = async (...args: string[]) => {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [bin, ...args], {
-      env: {
-        ...process.env,
-        ARBOR_DATA_DIR: dataDir,
-        ARBOR_TENANT: "acme",
-        NO_COLOR: "1",
-        ARBOR_URL: "",
-        ARBOR_KEY: "",
-      },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-};
+const arbor = (...args: string[]) =>
+  arborCli(args, {
+    ...process.env,
+    ARBOR_DATA_DIR: dataDir,
+    ARBOR_TENANT: "acme",
+    NO_COLOR: "1",
+    ARBOR_URL: "",
+    ARBOR_KEY: "",
+  });
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), "arbor-graph-cli-"));

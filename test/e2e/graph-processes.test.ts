@@ -1,19 +1,17 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { DataFactory } from "n3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
 import { StateGraphStore } from "../../shared/graph/state-graph-store.ts";
+import { node } from "../support/arbor-process.ts";
 
 /**
  * Several processes adding to one tenant's graph in one SQLite file at once (tool services, a CLI
  * beside `arbor serve`): each a real process with its own connection and its own loaded graphs.
  * No triple is lost, and the tenant's cap holds however the writers race for it.
  */
-const run = promisify(execFile);
 const WRITER = join(import.meta.dirname, "graph-writer-process.ts");
 const { variable: v } = DataFactory;
 
@@ -27,12 +25,11 @@ beforeEach(async () => {
 afterEach(() => rm(dir, { recursive: true, force: true }));
 
 async function writers(cap: number): Promise<string[]> {
-  const runs = ["a", "b", "c"].map((name) =>
-    run(process.execPath, [WRITER, file, name, String(cap)], { cwd: process.cwd() }),
-  );
-  return (await Promise.all(runs)).flatMap(
-    ({ stdout }) => (JSON.parse(stdout.trim()) as { outcomes: string[] }).outcomes,
-  );
+  const runs = ["a", "b", "c"].map((name) => node([WRITER, file, name, String(cap)]));
+  return (await Promise.all(runs)).flatMap(({ code, stdout, stderr }) => {
+    if (code !== 0) throw new Error(`a writer exited ${code}: ${stderr}`);
+    return (JSON.parse(stdout.trim()) as { outcomes: string[] }).outcomes;
+  });
 }
 
 async function stored(): Promise<{ count: number; rows: number }> {

@@ -1,10 +1,8 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, ApiKeysSchema } from "../../shared/adapters/local/api-keys.ts";
@@ -20,6 +18,8 @@ import {
   UnavailableError,
 } from "../../shared/kernel/errors.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";
+import { arborCli, arborEnv, keyIn, killAll, startServe } from "../support/arbor-process.ts";
+import { fetchApi } from "../support/http.ts";
 import type { Harness } from "./engine-harness.ts";
 import { acme, beta, twoTenantServer } from "./http-fixture.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
@@ -48,36 +48,16 @@ afterAll(async () => {
 });
 
 const enc = encodeURIComponent;
-async function api(
+const api = (
   method: string,
   path: string,
   options: {
     key?: string;
     body?: unknown;
-    raw?: NonNullable<RequestInit["body"]>;
+    raw?: string | ReadableStream;
     headers?: Record<string, string>;
   } = {},
-) {
-  const init: RequestInit & { duplex?: "half" } = {
-    method,
-    headers: {
-      ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
-      ...(options.body !== undefined || options.raw !== undefined
-        ? { "content-type": "application/json" }
-        : {}),
-      ...options.headers,
-    },
-  };
-  if (options.body !== undefined) init.body = JSON.stringify(options.body);
-  if (options.raw !== undefined) {
-    init.body = options.raw;
-    if (options.raw instanceof ReadableStream) init.duplex = "half";
-  }
-  const res = await fetch(`${server.url}${path}`, init);
-  const text = await res.text();
-  const json = (text ? JSON.parse(text) : undefined) as ApiBody;
-  return { status: res.status, headers: res.headers, json };
-}
+) => fetchApi<ApiBody>(server.url, method, path, options.key, options.raw ?? options.body, options.headers);
 
 /** What the API's responses carry, as the assertions read them (each route fills some of it). */
 interface ApiBody {
@@ -257,8 +237,7 @@ describe("HTTP API: bad input changes nothing", () => {
     const mine = (await submit(acme.key, { text: "Where is the offsite?" })).json;
     await pollTask(acme.key, mine.rootTaskId, (s) => s === "done");
     const before = await snapshot("acme");
-    const post = (raw: NonNullable<RequestInit["body"]>) =>
-      api("POST", "/v1/messages", { key: acme.key, raw });
+    const post = (raw: string | ReadableStream) => api("POST", "/v1/messages", { key: acme.key, raw });
 
     const malformed = await post("{not json");
     expect(malformed).toMatchObject({ status: 400, json: { error: { code: "VALIDATION" } } });
@@ -377,32 +356,15 @@ describe("HTTP API: bad input changes nothing", () => {
 });
 
 describe("arbor keys add / arbor serve", () => {
-  const bin = join(import.meta.dirname, "../../cli/bin.mjs");
-  const run = promisify(execFile);
   let dir: string;
-  const env = (extra: Record<string, string> = {}) => ({
-    ...process.env,
-    ARBOR_DATA_DIR: join(dir, "data"),
-    ARBOR_MODEL_PROVIDER: "",
-    NO_COLOR: "1",
-    ...extra,
-  });
-  const arbor = async (args: string[], extra: Record<string, string> = {}) =>
-    run(process.execPath, [bin, ...args], { env: env(extra) }).then(
-      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (e: { code: number; stdout: string; stderr: string }) => ({
-        code: e.code,
-        stdout: e.stdout,
-        stderr: e.stderr,
-      }),
-    );
-  let child: ChildProcess | undefined;
+  const env = (extra: Record<string, string> = {}) => arborEnv(join(dir, "data"), extra);
+  const arbor = (args: string[], extra: Record<string, string> = {}) => arborCli(args, env(extra));
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "arbor-serve-"));
   });
   afterAll(async () => {
-    child?.kill("SIGKILL");
+    await killAll();
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -427,11 +389,11 @@ describe("arbor keys add / arbor serve", () => {
       "ops",
     ]);
     expect(added.code).toBe(0);
-    const key = /^ {2}(arbor_\S+)$/m.exec(added.stdout)?.[1] as string;
+    const key = keyIn(added.stdout);
     expect(key).toMatch(/^arbor_[A-Za-z0-9_-]{32}$/);
     expect(statSync(keysFile).mode & 0o777).toBe(0o600);
     const agent = await arbor(["keys", "add", "--id", "agent_partner"], { ARBOR_TENANT: "beta" });
-    const agentKey = /^ {2}(arbor_\S+)$/m.exec(agent.stdout)?.[1] as string;
+    const agentKey = keyIn(agent.stdout);
     const keys = ApiKeys.load(keysFile);
     expect(keys.size).toBe(2);
     expect(await keys.authenticate(`Bearer ${key}`)).toEqual({
@@ -453,21 +415,12 @@ describe("arbor keys add / arbor serve", () => {
     const added = await arbor(["keys", "add", "--id", "user_cy", "--tenant", "acme"], {
       ARBOR_API_KEYS_FILE: keysFile,
     });
-    const key = /^ {2}(arbor_\S+)$/m.exec(added.stdout)?.[1] as string;
-    const started = spawn(process.execPath, [bin, "serve", "--example", "offsite", "--port", "0"], {
-      env: env({ ARBOR_API_KEYS_FILE: keysFile, ARBOR_DATA_DIR: join(dir, "served") }),
-    });
-    child = started;
-    let out = "";
-    const exited = new Promise<number | null>((resolve) => started.on("exit", (code) => resolve(code)));
-    const url = await new Promise<string>((resolve, reject) => {
-      started.stdout.on("data", (d) => {
-        out += d;
-        const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-        if (m) resolve(m[1] as string);
-      });
-      started.on("exit", () => reject(new Error(`serve exited: ${out}`)));
-    });
+    const key = keyIn(added.stdout);
+    const started = await startServe(
+      env({ ARBOR_API_KEYS_FILE: keysFile, ARBOR_DATA_DIR: join(dir, "served") }),
+      ["--example", "offsite"],
+    );
+    const { url } = started;
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
     expect((await fetch(`${url}/v1/messages`, { method: "POST", body: "{}" })).status).toBe(401);
     const ok = await fetch(`${url}/v1/messages`, {
@@ -494,15 +447,15 @@ describe("arbor keys add / arbor serve", () => {
     const later = await arbor(["keys", "add", "--id", "agent_partner", "--tenant", "beta"], {
       ARBOR_API_KEYS_FILE: keysFile,
     });
-    const laterKey = /^ {2}(arbor_\S+)$/m.exec(later.stdout)?.[1] as string;
+    const laterKey = keyIn(later.stdout);
     // Known now: let in, and refused by the policy (no task of its tenant that it started).
     expect(await until(laterKey, 403)).toBe(403);
     const kept = ApiKeysSchema.parse(JSON.parse(await readFile(keysFile, "utf8")));
     await writeFile(keysFile, JSON.stringify({ keys: kept.keys.filter((k) => k.id !== "user_cy") }));
     expect(await until(key, 401)).toBe(401); // removed from the file: no longer let in
     expect(await status(laterKey)).toBe(403);
-    started.kill("SIGTERM");
-    expect(await exited).toBe(0);
-    expect(out).toMatch(/SIGTERM: stopping/);
+    started.child.kill("SIGTERM");
+    expect(await started.exited).toBe(0);
+    expect(started.output()).toMatch(/SIGTERM: stopping/);
   }, 60_000);
 });

@@ -4,6 +4,7 @@ import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { MAX_BODY_BYTES } from "../../shared/channels/http/http-api.ts";
 import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
+import { fetchApi } from "../support/http.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { serveHttp } from "./http-fixture.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
@@ -79,15 +80,9 @@ interface ApiJson {
   nextFromSeq: number;
 }
 
-async function call(method: string, path: string, key: string, body?: string | unknown) {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, json: (text ? JSON.parse(text) : undefined) as ApiJson };
-}
+/** `body` as JSON, or a string sent as it is. */
+const call = (method: string, path: string, key: string, body?: string | unknown) =>
+  fetchApi<ApiJson>(server.url, method, path, key, body);
 
 describe("GET and PUT /v1/admin/team", () => {
   it("shows the diff on a dry run, applies it, and applying it again changes nothing", async () => {

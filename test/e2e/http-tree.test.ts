@@ -3,6 +3,7 @@ import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { parentUrn } from "../../shared/domain/urn.ts";
+import { fetchApi } from "../support/http.ts";
 import { Harness } from "./engine-harness.ts";
 import { acme, beta, serveHttp } from "./http-fixture.ts";
 import { GENERALIST, GENERALIST_URN, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
@@ -67,15 +68,8 @@ interface TreeBody {
   error: { code: string };
 }
 
-async function call(method: string, path: string, key: string, body?: unknown) {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body ? { "content-type": "application/json" } : {}) },
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  return { status: res.status, json: (text ? JSON.parse(text) : undefined) as TreeBody };
-}
+const call = (method: string, path: string, key: string, body?: unknown) =>
+  fetchApi<TreeBody>(server.url, method, path, key, body);
 const treeOf = (key: string, urn: string, query = "") =>
   call("GET", `/v1/tasks/${encodeURIComponent(urn)}/tree${query}`, key);
 const submit = async (key: string, body: Record<string, unknown>) =>

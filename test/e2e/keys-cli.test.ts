@@ -2,7 +2,8 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { addKey, arborCli, arborEnv, eventually, startServe } from "./serve-process.ts";
+import { addKey, arborCli, arborEnv, startServe } from "../support/arbor-process.ts";
+import { eventually } from "../support/until.ts";
 
 /**
  * `arbor keys list` and `arbor keys revoke` as a person runs them (real child processes): the list

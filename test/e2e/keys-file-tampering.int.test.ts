@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { addKey, arborEnv, killHard, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
 
 /**
  * The keys file of a running `arbor serve` swapped for something that is not a keys file: a
@@ -22,7 +22,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-keys-tamper-"));
 });
 afterAll(async () => {
-  if (served) await killHard(served);
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 

@@ -1,15 +1,13 @@
-import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import { arborCli } from "../support/arbor-process.ts";
 import { Harness } from "./engine-harness.ts";
-import { BIN } from "./serve-process.ts";
 
 /**
  * The tools guide's MCP example (docs/tools.md): the server it names is in examples/mcp-venues/, its
@@ -108,20 +106,14 @@ describe("the tools guide's MCP example server", () => {
   });
 
   it("is listed by `arbor tools ls` with ARBOR_TOOLS_FILE=examples/mcp-venues/tools.json, as the guide runs it", async () => {
-    const { stdout, stderr } = await promisify(execFile)(
-      process.execPath,
-      [BIN, "tools", "ls", "--namespace", "venues"],
-      {
-        cwd: root,
-        env: {
-          ...process.env,
-          ARBOR_DATA_DIR: dataDir,
-          ARBOR_TOOLS_FILE: "examples/mcp-venues/tools.json",
-          ARBOR_URL: "",
-          NO_COLOR: "1",
-        },
-      },
-    );
+    // From the checkout (every child of the kit runs there): the tools file's path is relative to it.
+    const { stdout, stderr } = await arborCli(["tools", "ls", "--namespace", "venues"], {
+      ...process.env,
+      ARBOR_DATA_DIR: dataDir,
+      ARBOR_TOOLS_FILE: "examples/mcp-venues/tools.json",
+      ARBOR_URL: "",
+      NO_COLOR: "1",
+    });
     expect(stderr).toBe("");
     const rows = stdout.split("\n").filter((l) => l.startsWith("venues "));
     expect(rows).toHaveLength(2);

@@ -6,6 +6,7 @@ import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { SUB_KIND } from "../../shared/notify/subscriptions.ts";
 import { collectPages } from "../../shared/ports/state-store.ts";
 import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
+import { fetchApi } from "../support/http.ts";
 import { Harness } from "./engine-harness.ts";
 import { acme, beta, serveHttp } from "./http-fixture.ts";
 import { type Receiver, startReceiver, until, verifyCallback } from "./notify-fixture.ts";
@@ -74,12 +75,8 @@ afterAll(async () => {
 });
 
 async function api(method: string, path: string, key: string, body?: unknown) {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  const { status, json } = await fetchApi<Record<string, unknown>>(server.url, method, path, key, body);
+  return { status, body: json };
 }
 
 const nowSeconds = () => Math.floor(h.now / 1000); // the receiver's clock agrees with Arbor's here

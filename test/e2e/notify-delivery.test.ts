@@ -1,6 +1,3 @@
-import { execFile } from "node:child_process";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
@@ -12,6 +9,7 @@ import { subscribe } from "../../shared/notify/subscriptions.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
+import { arborCli } from "../support/arbor-process.ts";
 import { Harness } from "./engine-harness.ts";
 import { acme, serveHttp } from "./http-fixture.ts";
 import { type Receiver, startReceiver, until } from "./notify-fixture.ts";
@@ -33,21 +31,8 @@ const MINUTE = 60_000;
 
 /** The real CLI on the harness's data folder (no lock: it works beside the running runtime). */
 const arbor = async (dataDir: string, ...args: string[]) => arborWith({ ARBOR_DATA_DIR: dataDir }, ...args);
-const arborWith = async (env: Record<string, string>, ...args: string[]) => {
-  try {
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      [join(import.meta.dirname, "../../cli/bin.mjs"), ...args],
-      {
-        env: { ...process.env, ...env, NO_COLOR: "1" },
-      },
-    );
-    return { code: 0, stdout };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: `${err.stdout}${err.stderr}` };
-  }
-};
+const arborWith = (env: Record<string, string>, ...args: string[]) =>
+  arborCli(args, { ...process.env, ...env, NO_COLOR: "1" });
 
 let h: Harness;
 let notify: LocalNotify;

@@ -2,8 +2,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { addKey, arborEnv, killAll, killHard, startServe } from "../support/arbor-process.ts";
 import { type Receiver, startReceiver, until, verifyCallback } from "./notify-fixture.ts";
-import { addKey, arborEnv, killHard, type Served, startServe } from "./serve-process.ts";
 
 /**
  * `arbor serve` as a real process delivers callbacks: a receiver that is down when the request is
@@ -16,7 +16,6 @@ let dir: string;
 let env: NodeJS.ProcessEnv;
 let key: string;
 let receiver: Receiver;
-const running = new Set<Served>();
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-notify-serve-"));
@@ -25,17 +24,12 @@ beforeAll(async () => {
   receiver = await startReceiver();
 });
 afterAll(async () => {
-  for (const s of running) await killHard(s);
+  await killAll();
   await receiver?.close();
   await rm(dir, { recursive: true, force: true });
 });
 
-async function serve(): Promise<Served> {
-  const s = await startServe(env, ["--example", "offsite"]);
-  running.add(s);
-  void s.exited.then(() => running.delete(s));
-  return s;
-}
+const serve = () => startServe(env, ["--example", "offsite"]);
 
 describe("arbor serve delivers callbacks", () => {
   it("across a SIGKILL between attempts: each notification once by id, signed", async () => {

@@ -9,7 +9,7 @@ import { NotifyService } from "../../shared/notify/service.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { NOTIFY_WAKE_PATTERNS, requestOfWakeup } from "../../shared/notify/wakeups.ts";
 import { collectPages } from "../../shared/ports/state-store.ts";
-import { Harness, PERSON } from "./engine-harness.ts";
+import { Harness } from "./engine-harness.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
@@ -68,22 +68,12 @@ async function recorded(w: Harness, rootTaskUrn: string): Promise<DeliveryData[]
   return all.filter((d) => d.rootTaskUrn === rootTaskUrn).sort((a, b) => a.seq - b.seq);
 }
 
-async function runToEnd(w: Harness, rootTaskId: string): Promise<void> {
-  for (let round = 0; round < 20; round++) {
-    await w.idle();
-    const view = await w.rt.tasks.view(rootTaskId);
-    if (view && ["done", "failed", "canceled"].includes(view.status)) return;
-    for (const p of await w.pending(rootTaskId))
-      await w.engine.respond(p.meta.id, { selectedOptionId: "approve" }, PERSON);
-  }
-}
-
 describe("a chat thread subscribed to a request", () => {
   it("is told every visible move once, with the thread's snapshot as the body", async () => {
     const { h, notify, wakes } = await world();
     const { rootTaskId } = await h.submit(REQUEST);
     await notify.subscribe(rootTaskId, THREAD);
-    await runToEnd(h, rootTaskId);
+    await h.runToEnd(rootTaskId);
     expect(wakes).toContain("TURN_REQUESTED");
 
     const deliveries = await recorded(h, rootTaskId);

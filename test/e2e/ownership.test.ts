@@ -5,6 +5,7 @@ import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import type { Conversation } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { readAllEvents } from "../../shared/ports/state-store.ts";
+import { fetchApi } from "../support/http.ts";
 import { untilRead } from "../support/until.ts";
 import {
   a2aClient,
@@ -57,18 +58,8 @@ interface Body {
   task: { status: string };
   interactions: { urn: string; links: { answer: string } }[];
 }
-async function api(method: string, path: string, key: string, body?: unknown) {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${key}`,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, json: (text ? JSON.parse(text) : undefined) as Body };
-}
+const api = (method: string, path: string, key: string, body?: unknown) =>
+  fetchApi<Body>(server.url, method, path, key, body);
 const getTask = (key: string, urn: string) => api("GET", `/v1/tasks/${enc(urn)}`, key);
 const interactionsOf = (key: string, urn: string) => api("GET", `/v1/tasks/${enc(urn)}/interactions`, key);
 const cancel = (key: string, urn: string) => api("POST", `/v1/tasks/${enc(urn)}/cancel`, key, {});

@@ -1,10 +1,9 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REQUEST } from "../../examples/offsite/scenario.ts";
-import { addKey, arborEnv, BIN, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborCli, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
 
 /**
  * The CLI against a remote Arbor (ARBOR_URL, ARBOR_KEY): a real `arbor serve` in one process, the
@@ -17,25 +16,8 @@ let cliDir: string;
 let served: Served;
 let key: string;
 
-function arbor(
-  args: string[],
-  stdin: string,
-  env: Record<string, string>,
-): Promise<{ code: number; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: arborEnv(cliDir, env) });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-    });
-    child.stderr.on("data", (d) => {
-      err += d;
-    });
-    child.stdin.end(stdin);
-    child.on("close", (code) => resolve({ code: code ?? -1, out, err }));
-  });
-}
+const arbor = (args: string[], stdin: string, env: Record<string, string>) =>
+  arborCli(args, arborEnv(cliDir, env), stdin);
 const remote = () => ({ ARBOR_URL: served.url, ARBOR_KEY: key });
 
 beforeAll(async () => {
@@ -46,7 +28,7 @@ beforeAll(async () => {
   served = await startServe(env, ["--example", "offsite"]);
 }, 60_000);
 afterAll(async () => {
-  await served?.stop();
+  await killAll();
   await rm(serverDir, { recursive: true, force: true });
   await rm(cliDir, { recursive: true, force: true });
 });
@@ -55,7 +37,7 @@ describe("arbor run, ls, get, events with ARBOR_URL", () => {
   let rootTaskId = "";
 
   it("runs a lazy request remotely: the tree live, the plan and the risky call answered here, the answer", async () => {
-    const { code, out, err } = await arbor(["run", "--lazy", REQUEST], "1\n2\n1\n", remote());
+    const { code, stdout: out, stderr: err } = await arbor(["run", "--lazy", REQUEST], "1\n2\n1\n", remote());
     expect(err).toBe("");
     expect(out).toContain(`Arbor at ${served.url}`);
     expect(out).toMatch(/\? Approve the plan|\? .*plan/i);
@@ -68,22 +50,22 @@ describe("arbor run, ls, get, events with ARBOR_URL", () => {
     expect(rootTaskId).toMatch(/^cld:common\.Tenant\.acme\/common\.Conversation\./);
     // Nothing was written to the CLI's own data folder: it all went through the API.
     const local = await arbor(["ls", "--all"], "", { ARBOR_URL: "" });
-    expect(local.out).toMatch(/Nothing below/);
+    expect(local.stdout).toMatch(/Nothing below/);
   }, 120_000);
 
   it("lists, reads and shows the events of what the request left, as the local CLI does", async () => {
     const ls = await arbor(["ls"], "", remote());
     expect(ls.code).toBe(0);
-    expect(ls.out).toMatch(/^common\.Conversation/m);
+    expect(ls.stdout).toMatch(/^common\.Conversation/m);
     const all = await arbor(["ls", "--all"], "", remote());
-    expect(all.out).toMatch(/^plan\.Task\s+Plan the offsite/m);
-    expect(all.out).toMatch(/^uip\.Interaction/m);
+    expect(all.stdout).toMatch(/^plan\.Task\s+Plan the offsite/m);
+    expect(all.stdout).toMatch(/^uip\.Interaction/m);
     const get = await arbor(["get", rootTaskId], "", remote());
     expect(get.code).toBe(0);
-    expect(JSON.parse(get.out).meta.id).toBe(rootTaskId);
+    expect(JSON.parse(get.stdout).meta.id).toBe(rootTaskId);
     const events = await arbor(["events", rootTaskId], "", remote());
-    expect(events.out).toMatch(/^\s+1 \S+ TaskCreated/m);
-    expect(events.out).toMatch(/TaskCompleted/);
+    expect(events.stdout).toMatch(/^\s+1 \S+ TaskCreated/m);
+    expect(events.stdout).toMatch(/TaskCompleted/);
   }, 120_000);
 
   it("edits the plan in $EDITOR and sends it with the approval, which the remote Arbor runs", async () => {
@@ -96,7 +78,7 @@ plan.subtasks = plan.subtasks.filter((s) => s.name === "Logistics");
 writeFileSync(process.argv[2], JSON.stringify(plan));
 `,
     );
-    const { code, out } = await arbor(["run", "--lazy", REQUEST], "e\n", {
+    const { code, stdout: out } = await arbor(["run", "--lazy", REQUEST], "e\n", {
       ...remote(),
       EDITOR: `"${process.execPath}" "${editor}"`,
       VISUAL: "",
@@ -108,7 +90,7 @@ writeFileSync(process.argv[2], JSON.stringify(plan));
   }, 120_000);
 
   it("without an editor, gives the HTTP answer that edits the plan at this Arbor", async () => {
-    const { code, out } = await arbor(["run", "--lazy", REQUEST], "e\nn\n", {
+    const { code, stdout: out } = await arbor(["run", "--lazy", REQUEST], "e\nn\n", {
       ...remote(),
       EDITOR: "",
       VISUAL: "",
@@ -122,7 +104,7 @@ writeFileSync(process.argv[2], JSON.stringify(plan));
   }, 120_000);
 
   it("cancels when stdin ends before a question is answered", async () => {
-    const { code, out } = await arbor(["run", "--lazy", REQUEST], "", remote());
+    const { code, stdout: out } = await arbor(["run", "--lazy", REQUEST], "", remote());
     expect(out).toMatch(/No answer; canceling\. Rerun with --yes/);
     expect(out).toMatch(/The request canceled/);
     expect(code).toBe(1);
@@ -131,16 +113,16 @@ writeFileSync(process.argv[2], JSON.stringify(plan));
   it("says clearly what is wrong: a server it cannot reach, an unknown key, no key, a URN of another tenant", async () => {
     const unreachable = await arbor(["ls"], "", { ARBOR_URL: "http://127.0.0.1:9", ARBOR_KEY: key });
     expect(unreachable.code).toBe(1);
-    expect(unreachable.err).toMatch(/Cannot reach Arbor at http:\/\/127\.0\.0\.1:9 .*Is ARBOR_URL right/);
+    expect(unreachable.stderr).toMatch(/Cannot reach Arbor at http:\/\/127\.0\.0\.1:9 .*Is ARBOR_URL right/);
     const wrong = await arbor(["ls"], "", { ARBOR_URL: served.url, ARBOR_KEY: "arbor_not-a-key" });
-    expect(wrong.err).toMatch(/does not accept ARBOR_KEY \(401\)/);
+    expect(wrong.stderr).toMatch(/does not accept ARBOR_KEY \(401\)/);
     const none = await arbor(["ls"], "", { ARBOR_URL: served.url, ARBOR_KEY: "" });
-    expect(none.err).toMatch(/ARBOR_URL is set .* but ARBOR_KEY is not/);
+    expect(none.stderr).toMatch(/ARBOR_URL is set .* but ARBOR_KEY is not/);
     const other = await arbor(["get", "cld:common.Tenant.beta/common.Conversation.x"], "", remote());
-    expect(other.err).toMatch(/Not found \(404\)/);
+    expect(other.stderr).toMatch(/Not found \(404\)/);
     // A message goes with an idempotency key, so it is tried again like a read, then reported.
     const message = await arbor(["run", "hello"], "", { ARBOR_URL: "http://127.0.0.1:9", ARBOR_KEY: key });
     expect(message.code).toBe(1);
-    expect(message.err).toMatch(/Cannot reach Arbor at http:\/\/127\.0\.0\.1:9 .*Is ARBOR_URL right/);
+    expect(message.stderr).toMatch(/Cannot reach Arbor at http:\/\/127\.0\.0\.1:9 .*Is ARBOR_URL right/);
   }, 120_000);
 });

@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
-import { arborEnv, eventually, getWithHost, type Served, startServe } from "./serve-process.ts";
+import { arborEnv, killAll, startServe } from "../support/arbor-process.ts";
+import { getWithHost } from "../support/http.ts";
+import { eventually } from "../support/until.ts";
 
 /**
  * `arbor serve` as a real process: the agent card's URL comes from configuration, never from the
@@ -16,12 +18,11 @@ const bea = newApiKey({ id: "user_bea", kind: "human", tenant: "beta", roles: []
 const fileOf = (...entries: (typeof ada.entry)[]) => `${JSON.stringify({ keys: entries }, null, 2)}\n`;
 
 let dir: string;
-const running: Served[] = [];
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-serve-channels-"));
 });
 afterAll(async () => {
-  await Promise.all(running.map((s) => s.stop()));
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -32,7 +33,6 @@ async function serve(name: string, args: string[] = [], env: Record<string, stri
     arborEnv(join(dir, name), { ARBOR_API_KEYS_FILE: keysFile, POWERTOOLS_LOG_LEVEL: "INFO", ...env }),
     ["--example", "offsite", ...args],
   );
-  running.push(server);
   return { server, keysFile };
 }
 

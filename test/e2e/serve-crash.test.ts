@@ -7,8 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parentUrn } from "../../shared/domain/urn.ts";
 import { planMarkerKey } from "../../shared/engine/context.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
+import { addKey, arborEnv, killAll, killHard, startServe } from "../support/arbor-process.ts";
+import { fetchApi } from "../support/http.ts";
 import { a2aClient, rootOf, send, userMessage } from "./a2a-fixtures.ts";
-import { addKey, arborEnv, killHard, type Served, startServe } from "./serve-process.ts";
 
 /**
  * `arbor serve` killed with SIGKILL right after it answered: what it acknowledged is on disk, and
@@ -22,7 +23,6 @@ const A2A_KILLS = 6;
 let dir: string;
 let env: NodeJS.ProcessEnv;
 let key: string;
-const running = new Set<Served>();
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-crash-"));
@@ -30,22 +30,14 @@ beforeAll(async () => {
   key = await addKey(env, "user_ada");
 });
 afterAll(async () => {
-  for (const s of running) await killHard(s);
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 
-async function serve(): Promise<Served> {
-  const s = await startServe(env, ["--example", "offsite"]);
-  running.add(s);
-  void s.exited.then(() => running.delete(s));
-  return s;
-}
+const serve = () => startServe(env, ["--example", "offsite"]);
 
 const get = (url: string, path: string) =>
-  fetch(`${url}${path}`, { headers: { authorization: `Bearer ${key}` } }).then(async (r) => ({
-    status: r.status,
-    json: (await r.json()) as { task?: { status: string }; interactions?: unknown[] },
-  }));
+  fetchApi<{ task?: { status: string }; interactions?: unknown[] }>(url, "GET", path, key);
 const taskPath = (urn: string) => `/v1/tasks/${encodeURIComponent(urn)}`;
 
 /**

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REQUEST } from "../../examples/offsite/scenario.ts";
-import { addKey, arborEnv, eventually, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
+import { eventually } from "../support/until.ts";
 
 /**
  * `arbor serve --example offsite` as a new user meets it: the example's scripted model plays the
@@ -23,7 +24,7 @@ beforeAll(async () => {
   served = await startServe(env, ["--example", "offsite"]);
 });
 afterAll(async () => {
-  await served?.stop();
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 

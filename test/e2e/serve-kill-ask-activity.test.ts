@@ -6,7 +6,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { activityKey } from "../../shared/engine/turn/activity-step.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
-import { addKey, arborEnv, eventually, killHard, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborEnv, killAll, killHard, type Served, startServe } from "../support/arbor-process.ts";
+import { fetchApi } from "../support/http.ts";
+import { eventually } from "../support/until.ts";
 
 /**
  * A real `arbor serve` child killed with SIGKILL at the worst moments of an assistant that asks a
@@ -24,7 +26,6 @@ let dir: string;
 let env: NodeJS.ProcessEnv;
 let key: string;
 let model: Server;
-const running = new Set<Served>();
 const outputs: string[] = [];
 /** Called when the model has just answered with the notify_log call (a kill goes here). */
 let afterFire: (() => void) | undefined;
@@ -118,42 +119,32 @@ beforeAll(async () => {
   key = await addKey(env, "user_ada");
 });
 afterAll(async () => {
-  for (const s of running) await killHard(s);
+  await killAll();
   await new Promise((resolve) => model.close(resolve));
   await rm(dir, { recursive: true, force: true });
 });
 
 async function serve(): Promise<Served> {
   const s = await startServe(env);
-  running.add(s);
-  void s.exited.then(() => {
-    outputs.push(s.output());
-    running.delete(s);
-  });
+  void s.exited.then(() => outputs.push(s.output()));
   return s;
 }
-const api = (s: Served, path: string, init: RequestInit = {}) =>
-  fetch(`${s.url}${path}`, {
-    ...init,
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-  });
+const api = <T>(s: Served, method: string, path: string, body?: unknown) =>
+  fetchApi<T>(s.url, method, path, key, body);
 const taskPath = (urn: string) => `/v1/tasks/${encodeURIComponent(urn)}`;
 type Question = { links: { answer: string } };
 const questions = async (s: Served, root: string) =>
-  ((await (await api(s, `${taskPath(root)}/interactions`)).json()) as { interactions?: Question[] })
-    .interactions ?? [];
+  (await api<{ interactions?: Question[] }>(s, "GET", `${taskPath(root)}/interactions`)).json.interactions ??
+  [];
 const status = async (s: Served, root: string) =>
-  ((await (await api(s, taskPath(root))).json()) as { task?: { status: string } }).task?.status;
+  (await api<{ task?: { status: string } }>(s, "GET", taskPath(root))).json.task?.status;
 
 describe("arbor serve killed around a question and a fire-and-forget activity", () => {
   it("asks once, takes the answer once, and runs the activity once, across three SIGKILLs", async () => {
     let s = await serve();
-    const sent = await api(s, "/v1/messages", {
-      method: "POST",
-      body: JSON.stringify({ text: "Book a room" }),
-    });
+    const sent = await api<{ rootTaskId: string }>(s, "POST", "/v1/messages", { text: "Book a room" });
     expect(sent.status).toBe(202);
-    const { rootTaskId } = (await sent.json()) as { rootTaskId: string };
+    const { rootTaskId } = sent.json;
 
     // 1. Killed right after the question is asked.
     expect(
@@ -178,10 +169,7 @@ describe("arbor serve killed around a question and a fire-and-forget activity", 
     const fired = new Promise<void>((resolve) => {
       afterFire = resolve;
     });
-    const answered = await api(s, q?.links.answer as string, {
-      method: "POST",
-      body: JSON.stringify({ inputValue: "Tuesday" }),
-    });
+    const answered = await api(s, "POST", q?.links.answer as string, { inputValue: "Tuesday" });
     expect(answered.status).toBe(204);
     await killHard(s);
 

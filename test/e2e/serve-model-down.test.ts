@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ChatWireRequest, FakeOpenAi } from "../peers/fake-openai.ts";
-import { addKey, arborEnv, eventually, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborEnv, killAll, startServe } from "../support/arbor-process.ts";
+import { eventually } from "../support/until.ts";
 import { readSse } from "./sse-client.ts";
 
 /**
@@ -16,14 +17,13 @@ import { readSse } from "./sse-client.ts";
  * completes; a model that refuses the configuration (a wrong base URL: 404) fails it at once.
  */
 let dir: string;
-const running: Served[] = [];
 const fakes: FakeOpenAi[] = [];
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-model-down-"));
 });
 afterAll(async () => {
-  await Promise.all(running.map((s) => s.stop()));
+  await killAll();
   await Promise.all(fakes.map((f) => f.stop()));
   await rm(dir, { recursive: true, force: true });
 });
@@ -47,7 +47,6 @@ async function serveWith(name: string, baseUrl: string, retryMs: number) {
   });
   const key = await addKey(env, "user_ada");
   const served = await startServe(env);
-  running.push(served);
   const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
   const send = async (text: string) => {
     const res = await fetch(`${served.url}/v1/messages`, {

@@ -2,7 +2,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { addKey, arborCli, arborEnv, eventually, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborCli, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
+import { eventually } from "../support/until.ts";
 import { readSse } from "./sse-client.ts";
 
 /**
@@ -22,7 +23,7 @@ beforeAll(async () => {
   key = await addKey(env, "user_ada");
 });
 afterAll(async () => {
-  await served?.stop();
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { addKey, arborCli, arborEnv, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborCli, arborEnv, killAll, startServe } from "../support/arbor-process.ts";
 
 /**
  * A tools file (ARBOR_TOOLS_FILE) replaces the built-in tools; the built-in team, and a tenant's
@@ -11,7 +11,6 @@ import { addKey, arborCli, arborEnv, type Served, startServe } from "./serve-pro
  */
 let dir: string;
 let env: NodeJS.ProcessEnv;
-const running: Served[] = [];
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-tool-gaps-"));
@@ -39,7 +38,7 @@ beforeAll(async () => {
   expect(applied.code, applied.stderr).toBe(0);
 });
 afterAll(async () => {
-  await Promise.all(running.map((s) => s.stop()));
+  await killAll();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -51,7 +50,6 @@ describe("arbor serve with a tools file that lacks tools the teams list", () => 
       JSON.stringify({ tools: { calculator: { kind: "builtin", function: "calculator" } } }),
     );
     const served = await startServe({ ...env, ARBOR_TOOLS_FILE: tools }, []);
-    running.push(served);
     const out = served.output();
     const warnings = out.split("\n").filter((l) => l.startsWith("Warning: "));
     expect(warnings).toHaveLength(2);
@@ -84,7 +82,6 @@ describe("arbor serve with a tools file that lacks tools the teams list", () => 
 
   it("says nothing without a tools file (the built-ins have every tool the teams list)", async () => {
     const served = await startServe(env, []);
-    running.push(served);
     expect(served.output()).not.toMatch(/Warning|The tool registry has no/);
   }, 60_000);
 });

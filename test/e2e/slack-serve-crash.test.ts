@@ -13,7 +13,8 @@ import {
   startFakeSlack,
   textOf,
 } from "../peers/fake-slack.ts";
-import { addKey, arborEnv, eventually, killHard, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborEnv, killAll, killHard, type Served, startServe } from "../support/arbor-process.ts";
+import { eventually } from "../support/until.ts";
 
 /**
  * `arbor serve` with Slack, killed with SIGKILL at the worst moments and started again on the same
@@ -33,7 +34,6 @@ const TWO = "1780000000.000900";
 let dir: string;
 let env: NodeJS.ProcessEnv;
 let slack: FakeSlack;
-const running = new Set<Served>();
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "arbor-attack-serve-"));
@@ -56,21 +56,12 @@ beforeAll(async () => {
   await chmod(file, 0o600);
 }, 60_000);
 afterAll(async () => {
-  for (const s of running) await killHard(s);
+  await killAll();
   await slack?.close();
   await rm(dir, { recursive: true, force: true });
 });
 
-async function serve(): Promise<Served> {
-  const s = await startServe(env, ["--example", "offsite"]);
-  running.add(s);
-  void s.exited.then(() => running.delete(s));
-  return s;
-}
-async function kill(s: Served): Promise<void> {
-  await killHard(s);
-  running.delete(s);
-}
+const serve = () => startServe(env, ["--example", "offsite"]);
 
 const signed = (body: string) => signSlackBody(SECRET, body, Math.floor(Date.now() / 1000));
 const mention = (eventId: string, ts: string) =>
@@ -129,7 +120,7 @@ describe("arbor serve with Slack, killed and started again", () => {
     // 1. Killed right after the mention was acked: the request and its thread survive.
     let s = await serve();
     expect((await postEvent(s, mention("Ev_CRASH_1", ONE))).status).toBe(200);
-    await kill(s);
+    await killHard(s);
     s = await serve();
     const first = await waitForQuestion(ONE);
     expect(first).toBeDefined();
@@ -142,14 +133,14 @@ describe("arbor serve with Slack, killed and started again", () => {
       (n) => n > before,
       90_000,
     );
-    await kill(s);
+    await killHard(s);
     s = await serve();
     const second = await waitForQuestion(TWO);
     expect(second).toBeDefined();
 
     // 3. Killed right after the approval click was acked (thread one); thread two is denied.
     expect((await click(s, first as FakeMessage, "Allow")).status).toBe(200);
-    await kill(s);
+    await killHard(s);
     s = await serve();
     expect((await click(s, second as FakeMessage, "Deny")).status).toBe(200);
 

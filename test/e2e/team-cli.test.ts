@@ -1,10 +1,8 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { addKey, arborCli, arborEnv, BIN, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborCli, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
 
 /**
  * `arbor team apply <file>` and `arbor team show` as a person uses them, in real processes: on the
@@ -87,16 +85,11 @@ describe("arbor team through a running arbor serve", () => {
   const data = () => file("served");
   beforeAll(async () => {
     const env = arborEnv(data());
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      [BIN, "keys", "add", "--id", "user_root", "--tenant", "acme", "--role", "admin"],
-      { env },
-    );
-    admin = /^ {2}(arbor_\S+)$/m.exec(stdout)?.[1] as string;
+    admin = await addKey(env, "user_root", "acme", ["admin"]);
     ada = await addKey(env, "user_ada");
     served = await startServe(env, ["--example", "offsite"]);
   }, 60_000);
-  afterAll(() => served?.stop());
+  afterAll(killAll);
 
   it("says, on the folder the server holds, to go through the server", async () => {
     const locked = await arborCli(["team", "apply", file("team.json"), "--yes"], arborEnv(data()));

@@ -2,10 +2,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
 import type { ChatSurfaces } from "../../shared/notify/chat/sync.ts";
 import type { SlackThread } from "../../shared/notify/chat/types.ts";
-import type { NotifyService } from "../../shared/notify/service.ts";
 import { RecordingSurface } from "../fixtures/recording-surface.ts";
-import { Harness, PERSON } from "./engine-harness.ts";
-import { threadWorker } from "./thread-worker.ts";
+import { Harness } from "./engine-harness.ts";
+import { runThreadsToEnd, threadWorker } from "./thread-worker.ts";
 
 /**
  * A thread whose messages someone deleted in the chat (the progress message, a question's message):
@@ -21,7 +20,6 @@ const SLACK: SlackThread = {
   channel: "C1",
   threadTs: "1.000001",
 };
-const MINUTE = 60_000;
 
 let h: Harness | undefined;
 const offs: (() => void)[] = [];
@@ -32,22 +30,6 @@ afterEach(async () => {
 });
 
 const worker = (w: Harness, surfaces: ChatSurfaces) => threadWorker(w, surfaces, "w1", offs);
-
-async function runToEnd(w: Harness, rootTaskId: string, notify: NotifyService, onQuestion?: () => void) {
-  for (let round = 0; round < 40; round++) {
-    await w.idle();
-    await notify.runDue();
-    const view = await w.rt.tasks.view(rootTaskId);
-    const due =
-      (await notify.deliveries("pending")).items.length + (await notify.deliveries("sending")).items.length;
-    if (view?.status === "done" && due === 0) return;
-    const pending = await w.pending(rootTaskId);
-    if (pending.length > 0) onQuestion?.();
-    for (const p of pending) await w.engine.respond(p.meta.id, { selectedOptionId: "approve" }, PERSON);
-    if (due > 0) w.advance(MINUTE);
-  }
-  throw new Error("the request did not end");
-}
 
 describe("a thread whose messages were deleted in the chat", () => {
   it("the progress message deleted: posted anew, kept up to date, nothing ends dead", async () => {
@@ -61,7 +43,7 @@ describe("a thread whose messages were deleted in the chat", () => {
     const first = surface.posts("progress")[0]?.id as string;
     expect(first).toBeDefined();
     surface.messages.delete(first); // someone deleted it in the channel
-    await runToEnd(h, rootTaskId, notify);
+    await runThreadsToEnd(h, rootTaskId, [notify]);
     expect((await notify.deliveries("dead")).items).toEqual([]);
     const progress = surface.posts("progress");
     expect(progress).toHaveLength(2);
@@ -76,7 +58,7 @@ describe("a thread whose messages were deleted in the chat", () => {
     const notify = worker(h, { slack: surface });
     const { rootTaskId } = await h.submit(REQUEST);
     await notify.subscribe(rootTaskId, SLACK);
-    await runToEnd(h, rootTaskId, notify, () => {
+    await runThreadsToEnd(h, rootTaskId, [notify], () => {
       for (const q of surface.posts("question")) surface.messages.delete(q.id);
     });
     expect((await notify.deliveries("dead")).items).toEqual([]);

@@ -3,11 +3,10 @@ import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts"
 import { type ChatSurfaces, ENDED_BY } from "../../shared/notify/chat/sync.ts";
 import { getThread } from "../../shared/notify/chat/thread-record.ts";
 import type { SlackThread, TeamsThread } from "../../shared/notify/chat/types.ts";
-import type { NotifyService } from "../../shared/notify/service.ts";
 import { subKey } from "../../shared/notify/subscriptions.ts";
 import { RecordingSurface } from "../fixtures/recording-surface.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
-import { threadWorker } from "./thread-worker.ts";
+import { runThreadsToEnd, threadWorker } from "./thread-worker.ts";
 
 /**
  * The thread sync end to end on the local engine (the offsite scenario: a tree of depth 3, one
@@ -41,23 +40,6 @@ const worker = (
   options: { kick?: boolean } = {},
 ) => threadWorker(w, surfaces, holder, offs, { ...options, reconciles: 2 });
 
-/** Runs the request to its end: the bus idle, each worker's due deliveries attempted, questions approved. */
-async function runToEnd(w: Harness, rootTaskId: string, workers: NotifyService[]): Promise<void> {
-  for (let round = 0; round < 40; round++) {
-    await w.idle();
-    await Promise.all(workers.map((s) => s.runDue()));
-    const view = await w.rt.tasks.view(rootTaskId);
-    const first = workers[0] as NotifyService;
-    const due =
-      (await first.deliveries("pending")).items.length + (await first.deliveries("sending")).items.length;
-    if (view?.status === "done" && due === 0) return;
-    for (const p of await w.pending(rootTaskId))
-      await w.engine.respond(p.meta.id, { selectedOptionId: "approve" }, PERSON);
-    if (due > 0) w.advance(MINUTE); // retries come due
-  }
-  throw new Error(`the request did not end: ${(await w.rt.tasks.view(rootTaskId))?.status}`);
-}
-
 /** What a thread must show once the request ended, whatever happened on the way. */
 function expectFinished(surface: RecordingSurface<unknown>, options: { progressPosts?: number } = {}): void {
   const progress = surface.posts("progress");
@@ -80,7 +62,7 @@ describe("a Slack thread synced through its surface", () => {
     const notify = worker(h, { slack: surface }, "w1");
     const { rootTaskId } = await h.submit(REQUEST);
     await notify.subscribe(rootTaskId, SLACK);
-    await runToEnd(h, rootTaskId, [notify]);
+    await runThreadsToEnd(h, rootTaskId, [notify]);
     expectFinished(surface);
     // The progress message moved with the tree: updated, showing tasks in progress with their assistants.
     const progressId = surface.posts("progress")[0]?.id as string;
@@ -131,7 +113,7 @@ describe("a Slack thread synced through its surface", () => {
     const b = worker(h, { slack: surface }, "w2");
     const { rootTaskId } = await h.submit(REQUEST);
     await a.subscribe(rootTaskId, { ...SLACK, threadTs: "1700000000.000100" });
-    await runToEnd(h, rootTaskId, [a, b]);
+    await runThreadsToEnd(h, rootTaskId, [a, b]);
     expectFinished(surface);
     // A thread of its own: no head is invented.
     expect(surface.sent.every((s) => s.context.threadHead === undefined)).toBe(true);
@@ -159,7 +141,7 @@ describe("a Slack thread synced through its surface", () => {
     h.advance(20 * MINUTE);
     await notify.runDue();
     expect(surface.posts("question")).toHaveLength(1);
-    await runToEnd(h, rootTaskId, [notify]);
+    await runThreadsToEnd(h, rootTaskId, [notify]);
     expectFinished(surface);
   });
 
@@ -265,7 +247,7 @@ describe("a Slack thread synced through its surface", () => {
       w.advance(5 * MINUTE);
       const second = worker(w, { slack: surface }, "w2");
       await second.sweep();
-      await runToEnd(w, rootTaskId, [second]);
+      await runThreadsToEnd(w, rootTaskId, [second]);
       expectFinished(surface, { progressPosts });
     });
 });

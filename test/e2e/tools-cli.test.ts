@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { addKey, arborCli, arborEnv, type Served, startServe } from "./serve-process.ts";
+import { addKey, arborCli, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
 
 /**
  * `arbor tools ls [--namespace <ns>]` as a person uses it, in real processes: on the local data
@@ -95,7 +95,7 @@ describe("arbor tools ls through a running arbor serve", () => {
     bea = await addKey(serveEnv(), "user_bea", "beta");
     served = await startServe(serveEnv(), ["--example", "offsite"]);
   }, 60_000);
-  afterAll(() => served?.stop());
+  afterAll(killAll);
 
   it("lists the key's tenant's tools through GET /v1/tools, for a key without roles", async () => {
     const listed = await arborCli(["tools", "ls", "--namespace", "hashing"], remote(ada));

@@ -8,10 +8,10 @@ import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared
 import { createAwsApiEngine } from "../../shared/runtime/aws/aws-api-engine.ts";
 import type { AwsEngineClients } from "../../shared/runtime/aws/aws-engine.ts";
 import type { AwsConfig } from "../../shared/runtime/config.ts";
-import { arborCli } from "../e2e/serve-process.ts";
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import type { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
+import { arborCli, keyIn } from "../support/arbor-process.ts";
 import { type AwsWorld, startAwsWorld } from "./aws-world.ts";
 
 /**
@@ -302,7 +302,7 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
     const added = await cli(["keys", "add", "--id", "user_first", "--role", "admin"]);
     expect(added.code).toBe(0);
     expect(added.stdout).toContain(`to the state table ${config.tableName}`);
-    const key = /^ {2}(arbor_\S+)$/m.exec(added.stdout)?.[1] as string;
+    const key = keyIn(added.stdout);
     const listed = await call(apiEvent("GET", "/v1/admin/keys", { key }));
     expect(listed.status).toBe(200);
     expect(listed.json.keys).toEqual([

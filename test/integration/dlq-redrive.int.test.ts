@@ -1,5 +1,3 @@
-import { execFile } from "node:child_process";
-import { join } from "node:path";
 import { EventBridgeClient, PutRuleCommand, PutTargetsCommand } from "@aws-sdk/client-eventbridge";
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -9,6 +7,7 @@ import { loadOperatorSettings } from "../../shared/runtime/config.ts";
 import { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
+import { arborCli } from "../support/arbor-process.ts";
 
 /**
  * `arbor dlq redrive` against real clients and local peers: the SQS peer holds the dead-letter
@@ -16,7 +15,6 @@ import { SqsPeer } from "../peers/sqs-peer.ts";
  * peer receives the resends. The two kinds of message the engine's queue gets are seeded as Lambda
  * and EventBridge write them (body and attributes), with the real SQS client.
  */
-const BIN = join(import.meta.dirname, "../../cli/bin.mjs");
 const ACCOUNT = "123456789012";
 const BUS = "arbor-dev";
 const fnArn = (name: string) => `arn:aws:lambda:us-east-1:${ACCOUNT}:function:${name}`;
@@ -93,18 +91,6 @@ const env = (queueUrl: string): NodeJS.ProcessEnv => ({
   ARBOR_EVENTBRIDGE_ENDPOINT: busPeer.endpoint,
 });
 
-function arbor(args: string[], environment: NodeJS.ProcessEnv) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: environment, timeout: 60_000 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
-
 beforeAll(async () => {
   sqsPeer = await SqsPeer.start();
   sqs = sqsPeer.client();
@@ -152,7 +138,7 @@ describe("arbor dlq redrive", () => {
       new SendMessageCommand({ QueueUrl: "", MessageBody: "not from Arbor" }),
     ]);
 
-    const dry = await arbor(["dlq", "redrive", "--dry-run"], env(queueUrl));
+    const dry = await arborCli(["dlq", "redrive", "--dry-run"], env(queueUrl));
     expect(dry.stderr).not.toContain("arbor:");
     expect(dry.code).toBe(0);
     expect(dry.stdout).toContain("from: a step's invocation that failed every Lambda attempt");
@@ -172,7 +158,7 @@ describe("arbor dlq redrive", () => {
     expect(lambdaPeer.invocations).toEqual([]);
     expect(sqsPeer.messages(queueUrl).map((m) => m.invisibleUntil <= Date.now())).toEqual([true, true, true]);
 
-    const run = await arbor(["dlq", "redrive"], env(queueUrl));
+    const run = await arborCli(["dlq", "redrive"], env(queueUrl));
     expect(run.stderr).not.toContain("arbor:");
     // One message could not be sent anywhere: the run says so with its exit code.
     expect(run.code).toBe(1);

@@ -1,4 +1,3 @@
-import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -9,9 +8,9 @@ import { readBundle } from "../../shared/adapters/policy/policy-bundle-s3.ts";
 import { PublishedPolicy } from "../../shared/adapters/policy/published-policy.ts";
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import { buildOpaBundle } from "../fixtures/opa/bundle.ts";
+import { arborCli } from "../support/arbor-process.ts";
 
 /** `arbor policy publish` as an operator runs it (a real child process), against s3rver. */
-const BIN = join(import.meta.dirname, "../../cli/bin.mjs");
 const endpoint = inject("s3Endpoint");
 const client = new S3Client({
   endpoint,
@@ -29,17 +28,7 @@ const env: NodeJS.ProcessEnv = {
   ARBOR_POLICIES_BUCKET: "",
 };
 
-function arbor(args: string[], extra: NodeJS.ProcessEnv = {}) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { ...env, ...extra }, timeout: 60_000 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const arbor = (args: string[], extra: NodeJS.ProcessEnv = {}) => arborCli(args, { ...env, ...extra });
 
 let dir: string;
 let bundleFile: string;

@@ -37,3 +37,20 @@ export function untilRead<T>(
     waitMs,
   ).then((got) => got.value);
 }
+
+/**
+ * Reads with `probe` until `done` holds for its result, and returns it; past `timeoutMs`, returns
+ * the last result instead of throwing, for the assertion that follows to show it.
+ */
+export async function eventually<T>(
+  probe: () => Promise<T>,
+  done: (value: T) => boolean,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (done(value) || Date.now() > deadline) return value;
+    await sleep(100);
+  }
+}
