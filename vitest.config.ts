@@ -2,19 +2,22 @@ import { relative } from "node:path";
 import { defineConfig } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
+// test/README.md says which tests are where: test/scenarios/ runs Arbor in the test's process,
+// test/process/ runs it as child processes (the CLI, `arbor serve`).
+
 /**
  * The files that take longest, longest first (measured on 2 cores). Started first, they do not
  * end the run alone on one worker while the other sits idle; the rest follow in vitest's order.
  * A file missing from this list only starts later: keep it roughly current, no test depends on it.
  */
 const LONGEST_FIRST = [
-  "test/e2e/serve-crash.test.ts",
-  "test/e2e/slack-serve-crash.test.ts",
-  "test/e2e/notify-serve.test.ts",
-  "test/e2e/team-cli.test.ts",
-  "test/e2e/tools-cli.test.ts",
-  "test/e2e/chat-serve.test.ts",
-  "test/e2e/ask-crash.test.ts",
+  "test/process/serve-crash.test.ts",
+  "test/process/slack-serve-crash.test.ts",
+  "test/process/notify-serve.test.ts",
+  "test/process/team-cli.test.ts",
+  "test/process/tools-cli.test.ts",
+  "test/process/chat-serve.test.ts",
+  "test/scenarios/ask-crash.test.ts",
   "test/integration/chat-aws.int.test.ts",
   "test/contract/object-store-s3.int.test.ts",
   "test/unit/infra/engine-stack.test.ts",
@@ -37,14 +40,14 @@ const LONGEST_FIRST = [
  * counter belongs here too; the others run in the `unit` project, one process per worker.
  */
 const ISOLATED = [
-  "test/e2e/memory-bounds.test.ts",
-  "test/e2e/outbound-guard.test.ts",
+  "test/scenarios/memory-bounds.test.ts",
+  "test/scenarios/outbound-guard.test.ts",
   // openFollows(): the feed follows open in the whole process.
   "test/unit/notify/feed-follow.test.ts",
-  "test/e2e/http-events.test.ts",
-  "test/e2e/http-events-backpressure.test.ts",
-  "test/e2e/a2a-streams.test.ts",
-  "test/e2e/stream-limits.test.ts",
+  "test/scenarios/http-events.test.ts",
+  "test/scenarios/http-events-backpressure.test.ts",
+  "test/scenarios/a2a-streams.test.ts",
+  "test/scenarios/stream-limits.test.ts",
 ];
 
 class LongestFirst extends BaseSequencer {

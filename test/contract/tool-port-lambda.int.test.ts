@@ -7,8 +7,8 @@ import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import { idempotencyKeyOf } from "../../shared/tools/service/call-record.ts";
 import { ToolFunctionPort } from "../../shared/tools/service/tool-function-port.ts";
 import { ToolService } from "../../shared/tools/service/tool-service.ts";
-import { ASSISTANT, openToolWorld, TASK, type ToolWorld } from "../e2e/tool-world.ts";
 import { type LambdaHandler, LambdaInvokePeer, type LambdaPeerOptions } from "../peers/lambda-invoke.ts";
+import { ASSISTANT, openToolWorld, TASK, type ToolWorld } from "../scenarios/tool-world.ts";
 import {
   CONTRACT_PUBLIC_URL,
   contractBindings,

@@ -1,6 +1,6 @@
 import { defaultPolicy } from "../../shared/runtime/engine-wiring.ts";
 import { ToolService } from "../../shared/tools/service/tool-service.ts";
-import { openToolWorld } from "../e2e/tool-world.ts";
+import { openToolWorld } from "../scenarios/tool-world.ts";
 import { toolPortContract } from "./tool-port.contract.ts";
 
 toolPortContract("ToolService in process (local mode)", async (bindings) => {

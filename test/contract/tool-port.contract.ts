@@ -9,7 +9,7 @@ import { callbackOf, newCallback } from "../../shared/tools/bindings/a2a-push-cl
 import { idempotencyKeyOf } from "../../shared/tools/service/call-record.ts";
 import { jsonSchemaChecker } from "../../shared/tools/service/json-schema.ts";
 import { toolResource, toolUrn } from "../../shared/tools/service/tool-registry.ts";
-import { ASSISTANT, TASK } from "../e2e/tool-world.ts";
+import { ASSISTANT, TASK } from "../scenarios/tool-world.ts";
 import { until } from "../support/until.ts";
 
 /**

@@ -11,10 +11,10 @@ import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import { createAwsEngine } from "../../shared/runtime/aws/aws-engine.ts";
 import type { AwsConfig } from "../../shared/runtime/config.ts";
-import { CrashAt } from "../e2e/engine-harness.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import type { LaggingIndex } from "../peers/lagging-dynamo.ts";
+import { CrashAt } from "../scenarios/engine-harness.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**

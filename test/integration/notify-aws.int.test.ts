@@ -16,13 +16,13 @@ import { deliveryOfMessage } from "../../shared/ports/delivery-queue.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import type { AwsConfig } from "../../shared/runtime/config.ts";
-import { type Receiver, startReceiver } from "../e2e/notify-fixture.ts";
 import { seed003Request } from "../fixtures/seed-003.ts";
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
 import { pollQueue } from "../peers/sqs-poll.ts";
+import { type Receiver, startReceiver } from "../scenarios/notify-fixture.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**

@@ -15,12 +15,12 @@ import { COMMANDS } from "../../shared/engine/context.ts";
 import type { RemoteCall } from "../../shared/engine/turn/remote-calls.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import type { AwsConfig } from "../../shared/runtime/config.ts";
-import { guardedFetch } from "../e2e/tool-world.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
+import { guardedFetch } from "../scenarios/tool-world.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**

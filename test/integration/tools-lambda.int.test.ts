@@ -11,10 +11,10 @@ import type { LocalRuntime } from "../../shared/runtime/local/local.ts";
 import { idempotencyKeyOf } from "../../shared/tools/service/call-record.ts";
 import { parseToolsConfig } from "../../shared/tools/service/config.ts";
 import { ToolService } from "../../shared/tools/service/tool-service.ts";
-import { Harness } from "../e2e/engine-harness.ts";
-import { isEvaluation, isPlan, pass, planOf } from "../e2e/scenarios.ts";
-import { openToolWorld, type ToolWorld } from "../e2e/tool-world.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
+import { Harness } from "../scenarios/engine-harness.ts";
+import { isEvaluation, isPlan, pass, planOf } from "../scenarios/scenarios.ts";
+import { openToolWorld, type ToolWorld } from "../scenarios/tool-world.ts";
 
 /**
  * Tools bound to AWS Lambda functions, with the real `@aws-sdk/client-lambda` client talking to a

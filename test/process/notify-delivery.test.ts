@@ -9,11 +9,11 @@ import { subscribe } from "../../shared/notify/subscriptions.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
+import { Harness } from "../scenarios/engine-harness.ts";
+import { acme, serveHttp } from "../scenarios/http-fixture.ts";
+import { type Receiver, startReceiver, until } from "../scenarios/notify-fixture.ts";
+import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "../scenarios/scenarios.ts";
 import { arborCli } from "../support/arbor-process.ts";
-import { Harness } from "./engine-harness.ts";
-import { acme, serveHttp } from "./http-fixture.ts";
-import { type Receiver, startReceiver, until } from "./notify-fixture.ts";
-import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
 /**
  * Durable deliveries on the local runtime, with the engine's clock under the test's control (the

@@ -11,10 +11,10 @@ import { parentUrn } from "../../shared/domain/urn.ts";
 import type { Engine } from "../../shared/engine/engine.ts";
 import { createLocalRuntime, type LocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
+import { PERSON } from "../scenarios/engine-harness.ts";
+import { LOOPBACK_ALLOWED } from "../scenarios/tool-world.ts";
 import { addKey, killAll, killHard, startServe } from "../support/arbor-process.ts";
 import { until } from "../support/until.ts";
-import { PERSON } from "./engine-harness.ts";
-import { LOOPBACK_ALLOWED } from "./tool-world.ts";
 
 /**
  * An approval covers one execution. `arbor serve --example offsite` with `send_email` bound to a

@@ -7,9 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parentUrn } from "../../shared/domain/urn.ts";
 import { planMarkerKey } from "../../shared/engine/context.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
+import { a2aClient, rootOf, send, userMessage } from "../scenarios/a2a-fixtures.ts";
 import { addKey, arborEnv, killAll, killHard, startServe } from "../support/arbor-process.ts";
 import { fetchApi } from "../support/http.ts";
-import { a2aClient, rootOf, send, userMessage } from "./a2a-fixtures.ts";
 
 /**
  * `arbor serve` killed with SIGKILL right after it answered: what it acknowledged is on disk, and

@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
+import { GENERALIST } from "../scenarios/scenarios.ts";
 import { addKey, arborCli, arborEnv, killAll, killHard, startServe } from "../support/arbor-process.ts";
-import { GENERALIST } from "./scenarios.ts";
 
 /**
  * A data folder belongs to one process (real `arbor` child processes on one folder), and only its

@@ -2,9 +2,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readSse } from "../scenarios/sse-client.ts";
 import { addKey, arborCli, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
 import { eventually } from "../support/until.ts";
-import { readSse } from "./sse-client.ts";
 
 /**
  * `arbor replay` after requests that were followed over server-sent events: following a request

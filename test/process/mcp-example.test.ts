@@ -6,8 +6,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
+import { Harness } from "../scenarios/engine-harness.ts";
 import { arborCli } from "../support/arbor-process.ts";
-import { Harness } from "./engine-harness.ts";
 
 /**
  * The tools guide's MCP example (docs/tools.md): the server it names is in examples/mcp-venues/, its

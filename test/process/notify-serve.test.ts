@@ -2,8 +2,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Receiver, startReceiver, until, verifyCallback } from "../scenarios/notify-fixture.ts";
 import { addKey, arborEnv, killAll, killHard, startServe } from "../support/arbor-process.ts";
-import { type Receiver, startReceiver, until, verifyCallback } from "./notify-fixture.ts";
 
 /**
  * `arbor serve` as a real process delivers callbacks: a receiver that is down when the request is

@@ -5,9 +5,9 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ChatWireRequest, FakeOpenAi } from "../peers/fake-openai.ts";
+import { readSse } from "../scenarios/sse-client.ts";
 import { addKey, arborEnv, killAll, startServe } from "../support/arbor-process.ts";
 import { eventually } from "../support/until.ts";
-import { readSse } from "./sse-client.ts";
 
 /**
  * `arbor serve` with a model it cannot use, as a caller meets it over HTTP: a model server that
