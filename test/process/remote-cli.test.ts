@@ -111,17 +111,20 @@ writeFileSync(process.argv[2], JSON.stringify(plan));
   }, 120_000);
 
   it("says clearly what is wrong: a server it cannot reach, an unknown key, no key, a URN of another tenant", async () => {
-    const unreachable = await arbor(["ls"], "", { ARBOR_URL: "http://127.0.0.1:9", ARBOR_KEY: key });
+    // Run at once: the two to an unreachable Arbor spend seconds in its retries' back-off.
+    const [unreachable, wrong, none, other, message] = await Promise.all([
+      arbor(["ls"], "", { ARBOR_URL: "http://127.0.0.1:9", ARBOR_KEY: key }),
+      arbor(["ls"], "", { ARBOR_URL: served.url, ARBOR_KEY: "arbor_not-a-key" }),
+      arbor(["ls"], "", { ARBOR_URL: served.url, ARBOR_KEY: "" }),
+      arbor(["get", "cld:common.Tenant.beta/common.Conversation.x"], "", remote()),
+      // A message goes with an idempotency key, so it is tried again like a read, then reported.
+      arbor(["run", "hello"], "", { ARBOR_URL: "http://127.0.0.1:9", ARBOR_KEY: key }),
+    ]);
     expect(unreachable.code).toBe(1);
     expect(unreachable.stderr).toMatch(/Cannot reach Arbor at http:\/\/127\.0\.0\.1:9 .*Is ARBOR_URL right/);
-    const wrong = await arbor(["ls"], "", { ARBOR_URL: served.url, ARBOR_KEY: "arbor_not-a-key" });
     expect(wrong.stderr).toMatch(/does not accept ARBOR_KEY \(401\)/);
-    const none = await arbor(["ls"], "", { ARBOR_URL: served.url, ARBOR_KEY: "" });
     expect(none.stderr).toMatch(/ARBOR_URL is set .* but ARBOR_KEY is not/);
-    const other = await arbor(["get", "cld:common.Tenant.beta/common.Conversation.x"], "", remote());
     expect(other.stderr).toMatch(/Not found \(404\)/);
-    // A message goes with an idempotency key, so it is tried again like a read, then reported.
-    const message = await arbor(["run", "hello"], "", { ARBOR_URL: "http://127.0.0.1:9", ARBOR_KEY: key });
     expect(message.code).toBe(1);
     expect(message.stderr).toMatch(/Cannot reach Arbor at http:\/\/127\.0\.0\.1:9 .*Is ARBOR_URL right/);
   }, 120_000);

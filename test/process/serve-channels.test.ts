@@ -45,11 +45,13 @@ const cardUrl = async (url: string, host: string) => {
 
 describe("the agent card of arbor serve", () => {
   it("names --public-url (over ARBOR_PUBLIC_URL), else ARBOR_PUBLIC_URL, else where it listens: never the Host header", async () => {
-    const flag = await serve("card-flag", ["--public-url", "https://arbor.example.com/"], {
-      ARBOR_PUBLIC_URL: "https://ignored.example.com",
-    });
-    const setting = await serve("card-env", [], { ARBOR_PUBLIC_URL: "https://agents.example.org/arbor" });
-    const plain = await serve("card-plain");
+    const [flag, setting, plain] = await Promise.all([
+      serve("card-flag", ["--public-url", "https://arbor.example.com/"], {
+        ARBOR_PUBLIC_URL: "https://ignored.example.com",
+      }),
+      serve("card-env", [], { ARBOR_PUBLIC_URL: "https://agents.example.org/arbor" }),
+      serve("card-plain"),
+    ]);
     for (const host of ["evil.example", "evil.example:443", "127.0.0.1.evil.example"]) {
       expect(await cardUrl(flag.server.url, host)).toBe("https://arbor.example.com/a2a");
       expect(await cardUrl(setting.server.url, host)).toBe("https://agents.example.org/arbor/a2a");

@@ -2,12 +2,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ChatWireRequest, FakeOpenAi } from "../peers/fake-openai.ts";
 import { readSse } from "../scenarios/sse-client.ts";
 import { addKey, arborEnv, killAll, startServe } from "../support/arbor-process.ts";
-import { eventually } from "../support/until.ts";
+import { eventually, until } from "../support/until.ts";
 
 /**
  * `arbor serve` with a model it cannot use, as a caller meets it over HTTP: a model server that
@@ -15,6 +14,7 @@ import { eventually } from "../support/until.ts";
  * reason and what to do next on the task (GET and its event stream), and /healthz says the model
  * is unreachable, quickly; a model that comes back within the window is retried and the request
  * completes; a model that refuses the configuration (a wrong base URL: 404) fails it at once.
+ * Each test has a server of its own, so the three run at once: most of their time is waiting.
  */
 let dir: string;
 const fakes: FakeOpenAi[] = [];
@@ -82,7 +82,7 @@ const planningModel = (body: ChatWireRequest) =>
     ? { toolCalls: [{ name: "create_plan", arguments: { name: "Say hello", purpose: "Greet the person" } }] }
     : { content: "Hello from the model." };
 
-describe("arbor serve with a model server that cannot be reached", () => {
+describe.concurrent("arbor serve with a model server that cannot be reached", () => {
   it("fails the request with the reason and what to do, on GET and its stream; /healthz says so, quickly", async () => {
     const port = await closedPort();
     const { served, headers, send, task, read } = await serveWith(
@@ -129,12 +129,14 @@ describe("arbor serve with a model server that cannot be reached", () => {
     const port = await closedPort();
     const { served, send, read } = await serveWith("back", `http://127.0.0.1:${port}/v1`, 60_000);
     const root = await send("Say hello");
-    // The model is down for a while (the calls fail), then it starts.
+    // The model is down for a while (the calls fail, and are tried again), then it starts.
     await eventually(
       () => health(served.url),
       (h) => h.body.model?.status === "unreachable",
     );
-    await sleep(1_000);
+    await until("a failed model call tried again", () =>
+      /the model failed; trying again/.test(served.output()),
+    );
     const fake = new FakeOpenAi(planningModel);
     fakes.push(fake);
     await fake.start(port);

@@ -1,6 +1,7 @@
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from "node:child_process";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { keysCommand } from "../../cli/lib/keys.ts";
 
 /**
  * Arbor as real child processes (node cli/bin.mjs), for the tests in test/process/: a command run
@@ -51,17 +52,21 @@ export function keyIn(stdout: string): string {
   return key;
 }
 
-/** A new API key of `tenant` with `roles` (`arbor keys add`): returned. */
+/**
+ * A new API key of `tenant` with `roles`, returned: what `arbor keys add` does on `env`, by the
+ * command's own code run in this process (a child would add only its start-up, about a second of
+ * CPU; keys-cli.test.ts runs the command itself).
+ */
 export async function addKey(
   env: NodeJS.ProcessEnv,
   id: string,
   tenant = "acme",
   roles: string[] = [],
 ): Promise<string> {
-  const roleArgs = roles.flatMap((role) => ["--role", role]);
-  const added = await arborCli(["keys", "add", "--id", id, "--tenant", tenant, ...roleArgs], env);
-  if (added.code !== 0) throw new Error(`arbor keys add exited ${added.code}: ${added.stderr}`);
-  return keyIn(added.stdout);
+  const printed: string[] = [];
+  const options = { id, kind: undefined, tenant, roles };
+  await keysCommand("add", undefined, options, (line) => printed.push(line), env);
+  return keyIn(printed.join("\n"));
 }
 
 export interface Served {
