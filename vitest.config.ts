@@ -11,13 +11,19 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
  * A file missing from this list only starts later: keep it roughly current, no test depends on it.
  */
 const LONGEST_FIRST = [
+  "test/unit/house/doc-blocks.test.ts",
   "test/process/serve-crash.test.ts",
-  "test/process/slack-serve-crash.test.ts",
-  "test/process/notify-serve.test.ts",
   "test/process/team-cli.test.ts",
+  "test/process/remote-cli.test.ts",
+  "test/process/keys-cli.test.ts",
+  "test/process/cli-run.test.ts",
+  "test/contract/vector-index-sqlite.test.ts",
   "test/process/tools-cli.test.ts",
-  "test/process/chat-serve.test.ts",
-  "test/scenarios/ask-crash.test.ts",
+  "test/process/serve-channels.test.ts",
+  "test/process/attack-remote-tenant.test.ts",
+  "test/scenarios/notify-isolation.test.ts",
+  "test/process/serve-kill-ask-activity.test.ts",
+  "test/process/slack-serve-crash.test.ts",
   "test/integration/chat-aws.int.test.ts",
   "test/contract/object-store-s3.int.test.ts",
   "test/unit/infra/engine-stack.test.ts",
