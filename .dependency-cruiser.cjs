@@ -102,6 +102,14 @@ module.exports = {
       { path: PROTOCOL_LIBS },
     ),
     {
+      name: "functions-carry-no-libsql",
+      comment:
+        "A Lambda function's bundle must load on Lambda: libsql is a native module the functions have no build of (the local runtime's stores and the keys file's lock use it).",
+      severity: "error",
+      from: { path: "^functions/" },
+      to: { path: "(^|/)node_modules/libsql/", reachable: true },
+    },
+    {
       name: "cli-commands-load-lazily",
       comment:
         "The command table is read by every start of the CLI (arbor help too): a command file imports its work with `await import` when it runs, and statically only the command kit, the kernel and types.",

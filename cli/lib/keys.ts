@@ -15,7 +15,8 @@ import {
   loadConfig,
   loadKeysTarget,
 } from "../../shared/runtime/config.ts";
-import { fileKeyStore, tableKeyStore } from "../../shared/runtime/key-stores.ts";
+import { tableKeyStore } from "../../shared/runtime/key-stores.ts";
+import { fileKeyStore } from "../../shared/runtime/local/key-file.ts";
 import { UsageError } from "../command.ts";
 import { type KeyView, RemoteKeys } from "./keys-remote.ts";
 import { heading, note } from "./render.ts";
