@@ -1,3 +1,4 @@
+import type { ParseArgsOptionsConfig, parseArgs } from "node:util";
 import { ValidationError } from "../shared/kernel/errors.ts";
 import type { Remote } from "./lib/remote.ts";
 
@@ -24,29 +25,34 @@ export interface CommandHelp {
 }
 
 /** The options every command may be given (parsed once, in main.ts); each reads its own. */
-export interface Options {
-  all: boolean;
-  help: boolean;
-  lazy: boolean;
-  yes: boolean;
-  "dry-run": boolean;
-  dead: boolean;
-  example?: string | undefined;
-  port?: string | undefined;
-  host?: string | undefined;
-  "public-url"?: string | undefined;
-  id?: string | undefined;
-  kind?: string | undefined;
-  tenant?: string | undefined;
-  role?: string[] | undefined;
-  bucket?: string | undefined;
-  prefix?: string | undefined;
-  queue?: string | undefined;
-  bus?: string | undefined;
-  max?: string | undefined;
-  status?: string | undefined;
-  namespace?: string | undefined;
-}
+export const OPTIONS = {
+  all: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+  example: { type: "string" },
+  lazy: { type: "boolean", default: false },
+  yes: { type: "boolean", short: "y", default: false },
+  port: { type: "string" },
+  host: { type: "string" },
+  "public-url": { type: "string" },
+  id: { type: "string" },
+  kind: { type: "string" },
+  tenant: { type: "string" },
+  role: { type: "string", multiple: true },
+  bucket: { type: "string" },
+  prefix: { type: "string" },
+  queue: { type: "string" },
+  bus: { type: "string" },
+  "dry-run": { type: "boolean", default: false },
+  max: { type: "string" },
+  dead: { type: "boolean", default: false },
+  status: { type: "string" },
+  namespace: { type: "string" },
+} as const satisfies ParseArgsOptionsConfig;
+
+/** The parsed options, typed from OPTIONS. */
+export type Options = ReturnType<
+  typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>
+>["values"];
 
 export type Write = (line: string) => void;
 

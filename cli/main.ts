@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { isArborError } from "../shared/kernel/errors.ts";
-import { type Command, globalHelp, helpFor, type Options, UsageError, usageOf } from "./command.ts";
+import { type Command, globalHelp, helpFor, OPTIONS, type Options, UsageError, usageOf } from "./command.ts";
 import { COMMANDS, commandNamed } from "./commands/index.ts";
 
 // The command table (cli/commands/) is all a start loads: each command imports its work when it
@@ -29,29 +29,7 @@ function parse(argv: string[]) {
     return parseArgs({
       args: argv,
       allowPositionals: true,
-      options: {
-        all: { type: "boolean", default: false },
-        help: { type: "boolean", short: "h", default: false },
-        example: { type: "string" },
-        lazy: { type: "boolean", default: false },
-        yes: { type: "boolean", short: "y", default: false },
-        port: { type: "string" },
-        host: { type: "string" },
-        "public-url": { type: "string" },
-        id: { type: "string" },
-        kind: { type: "string" },
-        tenant: { type: "string" },
-        role: { type: "string", multiple: true },
-        bucket: { type: "string" },
-        prefix: { type: "string" },
-        queue: { type: "string" },
-        bus: { type: "string" },
-        "dry-run": { type: "boolean", default: false },
-        max: { type: "string" },
-        dead: { type: "boolean", default: false },
-        status: { type: "string" },
-        namespace: { type: "string" },
-      },
+      options: OPTIONS,
     });
   } catch (error) {
     if (!String((error as { code?: string }).code).startsWith("ERR_PARSE_ARGS")) throw error;

@@ -9,6 +9,6 @@ export const demo: Command = {
   async local({ write }) {
     const { withRuntime } = await import("../lib/local.ts");
     const { runDemo } = await import("../lib/demo.ts");
-    return withRuntime("demo", (rt) => runDemo(rt, write), { bus: { deliveries: 2 }, lockAs: "arbor demo" });
+    return withRuntime(demo, (rt) => runDemo(rt, write), { bus: { deliveries: 2 }, lockAs: "arbor demo" });
   },
 };

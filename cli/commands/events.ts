@@ -25,7 +25,7 @@ export const events: Command = {
     const { parseUrn } = await import("../../shared/domain/urn.ts");
     const { ArborError } = await import("../../shared/kernel/errors.ts");
     parseUrn(stream); // a stream is a task's URN: anything else is said so, as ls and a remote Arbor say it
-    return withRuntime("events", async (rt) => {
+    return withRuntime(events, async (rt) => {
       const events = await rt.state.readStream(stream);
       // No event: no such task (a task's stream starts with TaskCreated), as a remote Arbor's 404 says.
       if (events.length === 0)

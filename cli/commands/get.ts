@@ -14,7 +14,7 @@ export const get: Command = {
     const { ArborError } = await import("../../shared/kernel/errors.ts");
     const { parseUrn } = await import("../../shared/domain/urn.ts");
     parseUrn(urn); // a malformed or huge one is said so in a line, as ls says it
-    return withRuntime("get", async (rt) => {
+    return withRuntime(get, async (rt) => {
       const doc = await rt.resources.get(urn);
       if (!doc)
         throw new ArborError("NOT_FOUND", `No resource ${urn}. List what exists with: arbor ls --all`);

@@ -20,7 +20,7 @@ export const graph: Command = {
     if (args[0] !== "query") throw new UsageError();
     const { withRuntime } = await import("../lib/local.ts");
     const { graphQueryLocal } = await import("../lib/graph.ts");
-    return withRuntime("graph", (rt) =>
+    return withRuntime(graph, (rt) =>
       graphQueryLocal(rt.state, options.tenant ?? rt.tenant, args.slice(1), options.max, write),
     );
   },

@@ -12,7 +12,7 @@ export const ls: Command = {
     const { withRuntime } = await import("../lib/local.ts");
     const { parseUrn, tenantUrn } = await import("../../shared/domain/urn.ts");
     const { note } = await import("../lib/render.ts");
-    return withRuntime("ls", async (rt) => {
+    return withRuntime(ls, async (rt) => {
       const urn = args[0] ?? tenantUrn(rt.tenant);
       parseUrn(urn);
       const urns = options.all ? await rt.resources.descendantUrns(urn) : await rt.resources.childUrns(urn);

@@ -21,7 +21,7 @@ export const notify: Command = {
   async local({ args, options, write }) {
     const { withRuntime } = await import("../lib/local.ts");
     const { notifyCommand } = await import("../lib/notify.ts");
-    return withRuntime("notify", (rt) =>
+    return withRuntime(notify, (rt) =>
       notifyCommand(
         args[0],
         args[1],

@@ -10,7 +10,7 @@ export const replay: Command = {
     const { withRuntime } = await import("../lib/local.ts");
     const { readAllEvents } = await import("../../shared/ports/state-store.ts");
     const { heading } = await import("../lib/render.ts");
-    return withRuntime("replay", async (rt) => {
+    return withRuntime(replay, async (rt) => {
       let events = 0;
       for await (const _ of readAllEvents(rt.state)) events++;
       const { replayCheck } = await import("../lib/replay.ts");

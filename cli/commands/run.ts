@@ -19,7 +19,7 @@ export const run: Command = {
 
   async local({ args, options }) {
     const { localConfig } = await import("../lib/local.ts");
-    const config = await localConfig("run");
+    const config = await localConfig(run);
     const { runCommand } = await import("../lib/run.ts");
     return runCommand(config, {
       text: args[0],

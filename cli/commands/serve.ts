@@ -19,7 +19,7 @@ export const serve: Command = {
 
   async local({ options }) {
     const { localConfig } = await import("../lib/local.ts");
-    const config = await localConfig("serve");
+    const config = await localConfig(serve);
     const { serveCommand } = await import("../lib/serve.ts");
     return serveCommand(config, {
       port: options.port,

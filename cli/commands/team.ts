@@ -16,7 +16,7 @@ export const team: Command = {
 
   async local({ args, options, write }) {
     const { localConfig } = await import("../lib/local.ts");
-    const config = await localConfig("team");
+    const config = await localConfig(team);
     const tenant = options.tenant ?? config.tenant;
     const { teamApplyLocal, teamShowLocal } = await import("../lib/team.ts");
     if (args[0] === "show") return teamShowLocal(config, tenant, write);

@@ -13,7 +13,7 @@ export const tools: Command = {
 
   async local({ args, options, write }) {
     const { localConfig } = await import("../lib/local.ts");
-    const config = await localConfig("tools");
+    const config = await localConfig(tools);
     const { toolsLocal } = await import("../lib/tools.ts");
     return toolsLocal(config, options.tenant ?? config.tenant, args[0], options.namespace, write);
   },

@@ -1,29 +1,28 @@
 import { ConfigError } from "../../shared/kernel/errors.ts";
 import type { LocalConfig } from "../../shared/runtime/config.ts";
 import type { LocalRuntime, LocalRuntimeOptions } from "../../shared/runtime/local/local.ts";
+import type { Command } from "../command.ts";
 
 // The settings (config.ts and zod) and the runtime are imported when a command runs, not when
 // the command table is read: `arbor help` loads neither.
 
 /** The local settings, or the reason `command` cannot run here (ARBOR_MODE=aws). */
-export async function localConfig(command: string): Promise<LocalConfig> {
+export async function localConfig(command: Pick<Command, "name" | "remote">): Promise<LocalConfig> {
   const { loadConfig } = await import("../../shared/runtime/config.ts");
   const config = loadConfig();
   if (config.mode !== "local")
     throw new ConfigError(
-      `arbor ${command} works on the local data folder${REMOTE_COMMANDS.has(command) ? ", or on a remote Arbor with ARBOR_URL and ARBOR_KEY" : ""}: unset ARBOR_MODE or set it to local`,
+      `arbor ${command.name} works on the local data folder${command.remote ? ", or on a remote Arbor with ARBOR_URL and ARBOR_KEY" : ""}: unset ARBOR_MODE or set it to local`,
     );
   return config;
 }
-
-const REMOTE_COMMANDS = new Set(["run", "team", "tools", "notify", "graph", "ls", "get", "events"]);
 
 /**
  * Runs `fn` on the local runtime. A command that writes (`demo`) holds the data folder's lock as
  * `lockAs`; one that only reads takes none, so it works beside a running `arbor serve`.
  */
 export async function withRuntime(
-  command: string,
+  command: Pick<Command, "name" | "remote">,
   fn: (rt: LocalRuntime) => Promise<unknown>,
   options: { bus?: NonNullable<LocalRuntimeOptions["bus"]>; lockAs?: string } = {},
 ): Promise<unknown> {
