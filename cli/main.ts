@@ -61,8 +61,11 @@ async function main(argv: string[]): Promise<void> {
   const remoteConfig = command.remote ? loadRemoteConfig() : undefined;
   let code: unknown;
   if (remoteConfig && command.remote) {
-    const { Remote } = await import("./lib/remote.ts");
-    code = await command.remote(call, new Remote(remoteConfig));
+    const { checkTenantOption, Remote } = await import("./lib/remote.ts");
+    const remote = new Remote(remoteConfig);
+    // A remote Arbor acts on its key's tenant only: another --tenant is refused before anything.
+    await checkTenantOption(remote, options.tenant);
+    code = await command.remote(call, remote);
   } else if (command.local) code = await command.local(call);
   else throw new UsageError(`arbor ${name} speaks to a remote Arbor: set ARBOR_URL and ARBOR_KEY`);
   if (typeof code === "number") process.exitCode = code;

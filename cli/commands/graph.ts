@@ -27,8 +27,6 @@ export const graph: Command = {
 
   async remote({ args, options, write }, remote) {
     if (args[0] !== "query") throw new UsageError();
-    const { checkTenantOption } = await import("../lib/remote.ts");
-    await checkTenantOption(remote, options.tenant);
     const { graphQueryRemote } = await import("../lib/graph.ts");
     return graphQueryRemote(remote, args.slice(1), options.max, write);
   },

@@ -30,8 +30,6 @@ export const team: Command = {
   },
 
   async remote({ args, options, write }, remote) {
-    const { checkTenantOption } = await import("../lib/remote.ts");
-    await checkTenantOption(remote, options.tenant);
     const { teamApplyRemote, teamShowRemote } = await import("../lib/team.ts");
     if (args[0] === "show") return teamShowRemote(remote, write);
     if (args[0] !== "apply") throw new UsageError();

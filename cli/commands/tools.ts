@@ -19,8 +19,6 @@ export const tools: Command = {
   },
 
   async remote({ args, options, write }, remote) {
-    const { checkTenantOption } = await import("../lib/remote.ts");
-    await checkTenantOption(remote, options.tenant);
     const { toolsRemote } = await import("../lib/tools.ts");
     return toolsRemote(remote, args[0], options.namespace, write);
   },

@@ -1,6 +1,6 @@
 import { setTimeout as sleepFor } from "node:timers/promises";
 import { ERROR_EDGES } from "../../shared/kernel/error-edges.ts";
-import { ArborError, type ErrorCode } from "../../shared/kernel/errors.ts";
+import { ArborError, type ErrorCode, ValidationError } from "../../shared/kernel/errors.ts";
 import type { RemoteConfig } from "../../shared/runtime/config.ts";
 import { printable } from "./render.ts";
 
@@ -280,9 +280,8 @@ export async function checkTenantOption(remote: Remote, tenant: string | undefin
   if (tenant === undefined) return;
   const { tenant: own } = await remote.get<{ tenant: string }>("/v1/me", { tenant: "string" });
   if (tenant !== own)
-    throw new RemoteError(
+    throw new ValidationError(
       `--tenant ${printable(tenant)}: ARBOR_KEY is a key of tenant ${printable(own)}, and ${remote.url} acts on the key's tenant only. Nothing was done: use a key of ${printable(tenant)}.`,
-      0,
     );
 }
 
