@@ -95,7 +95,7 @@ async function main() {
     const layouts = {
       "one item per ancestor (before)": oneItem,
       [`${USAGE_SHARDS} shards per ancestor (now)`]: (deps: EngineDeps, taskId: string, llm: LlmUsage) =>
-        recordUsage(deps, taskId, llm, true),
+        recordUsage(deps, taskId, { usage: llm, model: "scripted" }, true),
     };
     for (const n of [10, 50]) {
       for (const [layout, write] of Object.entries(layouts)) {
@@ -106,7 +106,7 @@ async function main() {
         const deps = {
           state,
           clock: () => new Date(),
-          settings: { pricePer1kTokens: { input: 0.001, output: 0.002 } },
+          settings: { modelPrices: { scripted: { input: 1, output: 2 } } },
         } as unknown as EngineDeps;
         conflicts = 0;
         transactions = 0;

@@ -5,6 +5,7 @@ import { App, type AppProps, type Environment, RemovalPolicy, Validations } from
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { Construct } from "constructs";
 import { z } from "zod";
+import { DEFAULT_BEDROCK_MODEL, endOfLife } from "../shared/domain/model-catalogue.ts";
 import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
 import { readTeamFile } from "../shared/store/team-file.ts";
 import { DEFAULT_TOOLS, parseToolsConfig } from "../shared/tools/service/config.ts";
@@ -32,7 +33,8 @@ export const CONTEXT_KEYS = {
 } as const;
 
 /** The model the engine steps call unless `-c model=<id>` says otherwise. */
-export const DEFAULT_MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0";
+/** The model the engine steps call when `-c model` names none (shared/domain/model-catalogue.ts). */
+export const DEFAULT_MODEL = DEFAULT_BEDROCK_MODEL;
 
 /** Dev stages: `dev` and personal ones such as `dev-alice`. Only they may be destroyed. */
 const isDevStage = (stage: string): boolean => stage === "dev" || stage.startsWith("dev-");
@@ -76,8 +78,12 @@ const ModelContextSchema = z
       .string()
       .regex(
         /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/,
-        "a Bedrock model id or inference profile id, e.g. anthropic.claude-3-5-haiku-20241022-v1:0",
+        `a Bedrock model id or inference profile id, e.g. ${DEFAULT_MODEL}`,
       )
+      .superRefine((model, ctx) => {
+        const retired = endOfLife(model);
+        if (retired) ctx.addIssue({ code: "custom", message: retired });
+      })
       .default(DEFAULT_MODEL),
     /** A leaf's context window in tokens (ARBOR_CONTEXT_TOKENS); absent: the engine's default. */
     contextTokens: z.coerce

@@ -1,3 +1,4 @@
+import { costText } from "../../shared/domain/budgets.ts";
 import type { TaskStatus } from "../../shared/domain/task-state.ts";
 import { type TreeDeps, type TreeNode, taskTree } from "../../shared/engine/task-tree.ts";
 import { GLYPH, note, printable } from "./render.ts";
@@ -82,7 +83,7 @@ export class LiveTree {
       const who = node.assistant
         ? `${printable(node.assistant.name)} ${node.assistant.score.toFixed(2)}`
         : "unassigned";
-      const tokens = node.usage.tokens > 0 ? `, ${node.usage.tokens} tok` : "";
+      const tokens = node.usage.tokens > 0 ? `, ${node.usage.tokens} tok, ${costText(node.usage)}` : "";
       const branch = isTop ? "" : last ? "└─ " : "├─ ";
       rows.push({
         taskId: node.taskId,

@@ -1,5 +1,6 @@
 import { createInterface } from "node:readline/promises";
 import { ASSISTANTS, REQUEST, script } from "../../examples/offsite/scenario.ts";
+import { costText } from "../../shared/domain/budgets.ts";
 import type { Actor } from "../../shared/domain/events.ts";
 import type { InteractionResource } from "../../shared/domain/resources.ts";
 import { isTerminal } from "../../shared/domain/task-state.ts";
@@ -10,6 +11,7 @@ import { pendingInteractions } from "../../shared/engine/interactions.ts";
 import { usageOf } from "../../shared/engine/usage.ts";
 import type { Llm } from "../../shared/ports/llm.ts";
 import { type LocalConfig, MODEL_HELP } from "../../shared/runtime/config.ts";
+import { configuredSettings } from "../../shared/runtime/engine-wiring.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
 import { folderPolicy, scriptedModel } from "../../shared/runtime/local/local-parts.ts";
@@ -46,8 +48,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     llm: setup.llm,
     settings: {
       fallbackAssistant: fallback,
-      ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
-      ...(config.modelRetryMs !== undefined ? { modelRetryMs: config.modelRetryMs } : {}),
+      ...configuredSettings(config),
     },
     toolsConfig: loadToolsConfig(config.toolsFile),
     ...(config.teamFile ? { teamFile: config.teamFile } : {}),
@@ -132,7 +133,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     );
     process.stdout.write(
       `${note(
-        `\n${usage.inputTokens + usage.outputTokens} tokens, ${Math.round((Date.now() - started) / 100) / 10} s. Inspect: npx arbor events ${rootTaskId}`,
+        `\n${usage.inputTokens + usage.outputTokens} tokens, ${costText(usage)}, ${Math.round((Date.now() - started) / 100) / 10} s. Inspect: npx arbor events ${rootTaskId}`,
       )}\n`,
     );
     return view?.status === "done" ? 0 : 1;

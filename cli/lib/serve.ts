@@ -16,6 +16,7 @@ import { createGuardedFetch } from "../../shared/outbound/guard.ts";
 import { outboundPolicy } from "../../shared/outbound/policy.ts";
 import type { Llm } from "../../shared/ports/llm.ts";
 import { type LocalConfig, MODEL_HELP, parsePublicUrl } from "../../shared/runtime/config.ts";
+import { configuredSettings } from "../../shared/runtime/engine-wiring.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
 import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
@@ -109,8 +110,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
         : {}),
       // The example's team is the default team; otherwise ARBOR_TEAM_FILE's, else the built-in one.
       ...(setup.team ? { defaultTeam: setup.team } : {}),
-      ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
-      ...(config.modelRetryMs !== undefined ? { modelRetryMs: config.modelRetryMs } : {}),
+      ...configuredSettings(config),
     },
     toolsConfig: loadToolsConfig(config.toolsFile),
     // Only a configured public URL: where the server listens (127.0.0.1) no remote agent reaches.

@@ -32,16 +32,20 @@ export interface Usage {
   turns: number;
   inputTokens: number;
   outputTokens: number;
+  /** Of the known costs only (model-catalogue.ts). */
   costUsd: number;
+  /** Model calls whose model has no price: while any, the cost is a lower bound, shown as unknown. */
+  unpricedCalls: number;
 }
 
-export const ZERO_USAGE: Usage = { turns: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
+export const ZERO_USAGE: Usage = { turns: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, unpricedCalls: 0 };
 
 export const addUsage = (a: Usage, b: Usage): Usage => ({
   turns: a.turns + b.turns,
   inputTokens: a.inputTokens + b.inputTokens,
   outputTokens: a.outputTokens + b.outputTokens,
   costUsd: a.costUsd + b.costUsd,
+  unpricedCalls: a.unpricedCalls + b.unpricedCalls,
 });
 
 /** The first budget `usage` has reached, or undefined. Turns count for the task itself only. */
@@ -58,4 +62,16 @@ export function exceeded(
   if (budgets.maxCostUsd !== undefined && usage.costUsd >= budgets.maxCostUsd)
     return { budget: "maxCostUsd", limit: budgets.maxCostUsd, used: usage.costUsd };
   return undefined;
+}
+
+/**
+ * A cost as a person reads it: "$0.0042", "$1.25"; "cost unknown" when a model without a price
+ * answered every call, "$0.12 + unknown" when it answered some.
+ */
+export function costText(usage: Pick<Usage, "costUsd" | "unpricedCalls">): string {
+  const cost = usage.costUsd;
+  if (usage.unpricedCalls > 0 && cost === 0) return "cost unknown";
+  const dollars =
+    cost === 0 ? "$0" : cost < 0.01 ? `$${Number(cost.toPrecision(2)).toString()}` : `$${cost.toFixed(2)}`;
+  return usage.unpricedCalls > 0 ? `${dollars} + unknown` : dollars;
 }

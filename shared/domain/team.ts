@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ValidationError } from "../kernel/errors.ts";
+import { endOfLife } from "./model-catalogue.ts";
 import { type Assistant, DescriptorsSchema, formatIssues, ToolCallSchema, withMeta } from "./resources.ts";
 import { tenantUrn, type Urn } from "./urn.ts";
 
@@ -32,7 +33,15 @@ export const TeamAssistantSchema = z
     applicability: DescriptorsSchema.shape.applicability,
     evaluation: DescriptorsSchema.shape.evaluation,
     tools: z.array(ToolCallSchema.shape.name).max(MAX_ASSISTANT_TOOLS).optional(),
-    model: z.string().min(1).max(200).optional(),
+    model: z
+      .string()
+      .min(1)
+      .max(200)
+      .superRefine((model, ctx) => {
+        const retired = endOfLife(model);
+        if (retired) ctx.addIssue({ code: "custom", message: retired });
+      })
+      .optional(),
   })
   .strict();
 export type TeamAssistant = z.infer<typeof TeamAssistantSchema>;

@@ -1,4 +1,5 @@
 import { type Actor, type EventOf, eventIdFor, type TaskEvent } from "../domain/events.ts";
+import type { PriceOverrides } from "../domain/model-catalogue.ts";
 import type { Budgets } from "../domain/resources.ts";
 import type { TeamFile } from "../domain/team.ts";
 import { ArborError } from "../kernel/errors.ts";
@@ -27,8 +28,11 @@ export interface EngineSettings {
   fallbackAssistant?: string;
   /** Budgets of a root task when the planner sets none. */
   defaultBudgets: Budgets;
-  /** USD per 1,000 input / output tokens, for the cost budget. */
-  pricePer1kTokens: { input: number; output: number };
+  /**
+   * The operator's prices by model id (ARBOR_MODEL_PRICES), over the catalogue's
+   * (domain/model-catalogue.ts); a model in neither has an unknown cost.
+   */
+  modelPrices: PriceOverrides;
   /** How many of the most similar resources a leaf gets as context. */
   contextResults: number;
   /**

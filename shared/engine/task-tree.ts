@@ -30,7 +30,17 @@ export interface TreeNode {
   title: string;
   status: TaskStatus;
   assistant: { urn: string; name: string; score: number } | null;
-  usage: { inputTokens: number; outputTokens: number; tokens: number; costUsd: number };
+  /**
+   * The task's and its subtree's: `costUsd` counts the calls of priced models only; while
+   * `unpricedCalls` is above 0 the cost is unknown (a model without a price answered some calls).
+   */
+  usage: {
+    inputTokens: number;
+    outputTokens: number;
+    tokens: number;
+    costUsd: number;
+    unpricedCalls: number;
+  };
   pendingInteractions: PendingQuestion[];
   childCount: number;
   children: TreeNode[];
@@ -72,6 +82,7 @@ async function nodeOf(
       outputTokens: usage.outputTokens,
       tokens: usage.inputTokens + usage.outputTokens,
       costUsd: usage.costUsd,
+      unpricedCalls: usage.unpricedCalls,
     },
     pendingInteractions: pending.map((i) => ({
       urn: i.meta.id,

@@ -1,6 +1,7 @@
 import { type Usage, ZERO_USAGE } from "../domain/budgets.ts";
+import { costAt, priceOf } from "../domain/model-catalogue.ts";
 import { ancestors, lastElement } from "../domain/urn.ts";
-import type { LlmUsage } from "../ports/llm.ts";
+import type { LlmResponse, LlmUsage } from "../ports/llm.ts";
 import { childCountKey } from "../store/task-log.ts";
 import type { EngineDeps } from "./context.ts";
 
@@ -47,9 +48,17 @@ export async function usageOf(deps: Pick<EngineDeps, "state">, taskId: string): 
   return sum;
 }
 
-export function costOf(deps: EngineDeps, usage: LlmUsage): number {
-  const p = deps.settings.pricePer1kTokens;
-  return (usage.inputTokens * p.input + usage.outputTokens * p.output) / 1000;
+/**
+ * What one model call cost, at the price of the model that answered (the operator's, else the
+ * catalogue's), or undefined when that model has no price: never another model's.
+ */
+export function costOf(
+  deps: Pick<EngineDeps, "settings">,
+  model: string,
+  usage: LlmUsage,
+): number | undefined {
+  const price = priceOf(model, deps.settings.modelPrices);
+  return price ? costAt(price, usage) : undefined;
 }
 
 /**
@@ -59,14 +68,17 @@ export function costOf(deps: EngineDeps, usage: LlmUsage): number {
 export async function recordUsage(
   deps: EngineDeps,
   taskId: string,
-  llm: LlmUsage,
+  call: Pick<LlmResponse, "usage" | "model">,
   countTurn: boolean,
 ): Promise<void> {
+  const llm = call.usage;
+  const cost = costOf(deps, call.model, llm);
   const amounts: Record<keyof Usage, number> = {
     turns: 0,
-    inputTokens: llm.inputTokens,
+    inputTokens: llm.inputTokens + (llm.cacheReadTokens ?? 0) + (llm.cacheWriteTokens ?? 0),
     outputTokens: llm.outputTokens,
-    costUsd: costOf(deps, llm),
+    costUsd: cost ?? 0,
+    unpricedCalls: cost === undefined ? 1 : 0,
   };
   const above = ancestors(taskId).filter((u) => lastElement(u).type === "Task");
   const shard = shardOf(taskId);

@@ -45,8 +45,11 @@ export type StopReason =
   | "other";
 
 export interface LlmUsage {
+  /** Input tokens billed at the input price (not those read from or written to a prompt cache). */
   inputTokens: number;
   outputTokens: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
 }
 
 export interface LlmResponse {

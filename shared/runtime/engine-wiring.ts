@@ -2,6 +2,7 @@ import type { LambdaClient } from "@aws-sdk/client-lambda";
 import { CedarPolicyEngine } from "../adapters/policy/cedar-policy-engine.ts";
 import { DEFAULT_CEDAR_POLICY } from "../adapters/policy/default-policy.ts";
 import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
+import type { PriceOverrides } from "../domain/model-catalogue.ts";
 import type { EngineSettings, FaultInjector } from "../engine/context.ts";
 import { Engine } from "../engine/engine.ts";
 import { ModelHealth } from "../engine/model-health.ts";
@@ -26,7 +27,7 @@ import type { Runtime } from "./runtime.ts";
 export const DEFAULT_SETTINGS: EngineSettings = {
   electionThreshold: 0.1,
   defaultBudgets: DEFAULT_BUDGETS,
-  pricePer1kTokens: { input: 0.0008, output: 0.004 },
+  modelPrices: {},
   contextResults: 3,
   contextTokens: 32_000,
   answerTokens: 4_096,
@@ -34,6 +35,22 @@ export const DEFAULT_SETTINGS: EngineSettings = {
   turnStepMs: 60_000,
   modelRetryMs: 30_000,
 };
+
+/** What the configuration sets of the engine's settings (both runtimes' config has these fields). */
+export interface ConfiguredSettings {
+  contextTokens?: number;
+  modelRetryMs?: number;
+  modelPrices?: PriceOverrides;
+}
+
+/** ARBOR_CONTEXT_TOKENS, ARBOR_MODEL_RETRY_MS and ARBOR_MODEL_PRICES as engine settings. */
+export function configuredSettings(config: ConfiguredSettings): Partial<EngineSettings> {
+  return {
+    ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
+    ...(config.modelRetryMs !== undefined ? { modelRetryMs: config.modelRetryMs } : {}),
+    ...(config.modelPrices ? { modelPrices: config.modelPrices } : {}),
+  };
+}
 
 export interface EngineOptions {
   /** The tools (default: the service built from `toolsConfig`). */

@@ -23,7 +23,7 @@ import type { LlmMessage, LlmRequest, LlmToolCall } from "../../shared/ports/llm
 import { type ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import { type BackendRequest, collect, llmContract, weatherTool } from "./llm.contract.ts";
 
-const MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0";
+const MODEL = "us.anthropic.claude-haiku-4-5-20251001-v1:0";
 type Protocol = "h2" | "http1";
 
 function client(endpoint: string, protocol: Protocol, extra: Partial<BedrockRuntimeClientConfig> = {}) {

@@ -27,7 +27,7 @@ import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
  * Local and s3rver, the resources bucket, the state table, the vector bucket and its index, and the
  * configuration every function of the stack would load.
  */
-export const MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0";
+export const MODEL = "us.anthropic.claude-haiku-4-5-20251001-v1:0";
 const REGION = "us-east-1";
 const credentials = { accessKeyId: "test", secretAccessKey: "test" };
 

@@ -152,11 +152,24 @@ export function toStopReason(
   }
 }
 
+/** Bedrock counts the tokens read from and written to the prompt cache apart from `inputTokens`. */
 function toUsage(
-  usage: { inputTokens?: number | undefined; outputTokens?: number | undefined } | undefined,
+  usage:
+    | {
+        inputTokens?: number | undefined;
+        outputTokens?: number | undefined;
+        cacheReadInputTokens?: number | undefined;
+        cacheWriteInputTokens?: number | undefined;
+      }
+    | undefined,
 ): LlmUsage {
   if (!usage) return zeroUsage();
-  return { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0 };
+  return {
+    inputTokens: usage.inputTokens ?? 0,
+    outputTokens: usage.outputTokens ?? 0,
+    ...(usage.cacheReadInputTokens ? { cacheReadTokens: usage.cacheReadInputTokens } : {}),
+    ...(usage.cacheWriteInputTokens ? { cacheWriteTokens: usage.cacheWriteInputTokens } : {}),
+  };
 }
 
 function toolInput(input: unknown, name: string | undefined): Record<string, unknown> {

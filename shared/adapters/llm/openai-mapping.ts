@@ -44,7 +44,11 @@ export interface ChatMessage {
 export interface ChatCompletion {
   model?: string;
   choices?: { message?: ChatMessage; delta?: ChatMessage; finish_reason?: string | null }[];
-  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+  usage?: {
+    prompt_tokens?: number;
+    completion_tokens?: number;
+    prompt_tokens_details?: { cached_tokens?: number } | null;
+  } | null;
   error?: unknown;
 }
 
@@ -133,8 +137,14 @@ export function toStopReason(reason: string | null | undefined, calls: readonly 
   }
 }
 
+/** OpenAI counts the prompt's cached tokens within `prompt_tokens`; here they are apart. */
 export function toUsage(usage: ChatCompletion["usage"]): LlmUsage {
-  return { inputTokens: usage?.prompt_tokens ?? 0, outputTokens: usage?.completion_tokens ?? 0 };
+  const cached = usage?.prompt_tokens_details?.cached_tokens ?? 0;
+  return {
+    inputTokens: Math.max(0, (usage?.prompt_tokens ?? 0) - cached),
+    outputTokens: usage?.completion_tokens ?? 0,
+    ...(cached > 0 ? { cacheReadTokens: cached } : {}),
+  };
 }
 
 export function toToolCall(

@@ -28,6 +28,7 @@ import {
 } from "../context.ts";
 import { requestInteraction } from "../interactions.ts";
 import { callModel, LastingModelFailure, modelFailureReason } from "../model-calls.ts";
+import { recordUsage } from "../usage.ts";
 import { elect } from "./election.ts";
 import { failTask } from "./outcome.ts";
 
@@ -171,6 +172,8 @@ async function plannedTree(deps: EngineDeps, request: Message): Promise<PlanOutc
       return { ok: false, errors: [error.message], model: error };
     }
     deps.faults?.hit("after-llm", "plan");
+    // The plan's tokens are the request's: they count on its root task (before it exists: a counter).
+    await recordUsage(deps, rootTaskUrn(request.meta.id), response, false);
     const call = response.toolCalls.find((c) => c.name === PLAN_TOOL.name);
     const outcome: PlanOutcome = call
       ? checkPlan(call.arguments, deps.settings.defaultBudgets)

@@ -211,7 +211,7 @@ async function evaluate(
     role: "assistant",
     toolCalls: [{ id: call?.id ?? `evaluation-${round}`, name: EVALUATE_TOOL.name, arguments: evaluation }],
   });
-  await recordUsage(deps, parent.meta.id, response.usage, false);
+  await recordUsage(deps, parent.meta.id, response, false);
   return evaluation;
 }
 

@@ -193,7 +193,7 @@ async function takeTurn(
   };
   const written = await deps.resources.put(message);
   deps.faults?.hit("after-write", "turn");
-  await recordUsage(deps, taskId, response.usage, true);
+  await recordUsage(deps, taskId, response, true);
   if (asksForTools) transcript.turns.push({ n: next, message, results: [] });
   else transcript.answer = { message, written };
   return true;

@@ -17,7 +17,13 @@ import type { ToolPort } from "../../ports/tools.ts";
 import { LAMBDA_FUNCTION, loadToolsConfig } from "../../tools/service/config.ts";
 import { ToolFunctionPort } from "../../tools/service/tool-function-port.ts";
 import { type AwsConfig, MODEL_HELP } from "../config.ts";
-import { defaultPolicy, type EngineOptions, engineOn, openTools } from "../engine-wiring.ts";
+import {
+  configuredSettings,
+  defaultPolicy,
+  type EngineOptions,
+  engineOn,
+  openTools,
+} from "../engine-wiring.ts";
 import { createModel } from "../models.ts";
 import type { AwsRuntime } from "./aws.ts";
 import { openAwsEmbeddings } from "./aws-embeddings.ts";
@@ -66,16 +72,8 @@ export async function createAwsEngine(
     ...(config.outbound ? { outbound: config.outbound } : {}),
     policy: options.policy ?? (await policyFor(config, clients.s3)),
     ...options,
-    // ARBOR_CONTEXT_TOKENS and ARBOR_MODEL_RETRY_MS, under what the caller sets.
-    ...(config.contextTokens || config.modelRetryMs !== undefined
-      ? {
-          settings: {
-            ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
-            ...(config.modelRetryMs !== undefined ? { modelRetryMs: config.modelRetryMs } : {}),
-            ...options.settings,
-          },
-        }
-      : {}),
+    // ARBOR_CONTEXT_TOKENS, ARBOR_MODEL_RETRY_MS and ARBOR_MODEL_PRICES, under what the caller sets.
+    settings: { ...configuredSettings(config), ...options.settings },
   };
   // With a tool function, every call goes to it: this function opens no tool and holds no grant.
   const tools =

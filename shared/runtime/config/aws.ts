@@ -1,4 +1,5 @@
 import type { RateLimits } from "../../channels/http/rate-limit.ts";
+import type { PriceOverrides } from "../../domain/model-catalogue.ts";
 import { ConfigError } from "../../kernel/errors.ts";
 import type { OutboundSettings } from "../../outbound/policy.ts";
 import { type Env, type ModelConfig, type NotifyConfig, sharedSettings, webhookReach } from "./env.ts";
@@ -50,6 +51,8 @@ export interface AwsConfig {
   contextTokens?: number;
   /** How long a failing model is retried before its task fails (ARBOR_MODEL_RETRY_MS); absent: the engine's default. */
   modelRetryMs?: number;
+  /** The operator's prices by model id (ARBOR_MODEL_PRICES), over the catalogue's. */
+  modelPrices?: PriceOverrides;
   /** Requests per key and per tenant, counted per API function instance (ARBOR_RATE_LIMIT_PER_*). */
   rateLimits?: RateLimits;
   /** The chat settings' secret (ARBOR_CHAT_SECRET_ARN); absent: no chat channels on this stack. */

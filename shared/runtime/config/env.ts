@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { z } from "zod";
 import type { RateLimit, RateLimits } from "../../channels/http/rate-limit.ts";
+import { DEFAULT_BEDROCK_MODEL, endOfLife, type PriceOverrides } from "../../domain/model-catalogue.ts";
 import { ConfigError } from "../../kernel/errors.ts";
 import {
   allowEntryProblem,
@@ -32,6 +33,17 @@ const list = (problem: (entry: string) => string | undefined) =>
         if (why) ctx.addIssue({ code: "custom", message: why });
       }
     });
+
+/** US dollars per million tokens: what ARBOR_MODEL_PRICES sets per model id. */
+const PriceOverridesSchema = z.record(
+  z.string().min(1).max(200),
+  z.strictObject({
+    input: z.number().min(0).max(10_000),
+    output: z.number().min(0).max(10_000),
+    cacheRead: z.number().min(0).max(10_000).optional(),
+    cacheWrite: z.number().min(0).max(10_000).optional(),
+  }),
+);
 
 const rateLimit = (fallback: string) =>
   z
@@ -203,6 +215,29 @@ export const EnvSchema = z.object({
     .max(240_000, "at most 240000 (4 minutes: a model step on AWS ends at 5), e.g. 30000")
     .optional(),
   ARBOR_MODEL: z.string().min(1).optional(),
+  /**
+   * Prices per million tokens by model id, over the catalogue's (shared/domain/model-catalogue.ts),
+   * as JSON: {"llama3.1": {"input": 0, "output": 0}}. A model in neither has an unknown cost.
+   */
+  ARBOR_MODEL_PRICES: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined || text.trim() === "") return undefined;
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        ctx.addIssue({ code: "custom", message: 'not JSON; e.g. {"llama3.1": {"input": 0, "output": 0}}' });
+        return z.NEVER;
+      }
+      const prices = PriceOverridesSchema.safeParse(parsed);
+      // JSON has no undefined: an optional price absent is absent, as PriceOverrides has it.
+      if (prices.success) return prices.data as PriceOverrides;
+      for (const issue of prices.error.issues)
+        ctx.addIssue({ code: "custom", message: `${issue.path.join(".") || "(top)"}: ${issue.message}` });
+      return z.NEVER;
+    }),
   ARBOR_OPENAI_BASE_URL: z.url().optional(),
   ARBOR_OPENAI_API_KEY: z.string().min(1).optional(),
   ARBOR_BEDROCK_ENDPOINT: z.url().optional(),
@@ -245,7 +280,7 @@ export const MODEL_HELP = `No model is configured. Arbor talks to Amazon Bedrock
 
   Amazon Bedrock (enable the model in the Bedrock console, Model access, first):
     export ARBOR_MODEL_PROVIDER=bedrock AWS_REGION=us-east-1
-    export ARBOR_MODEL=anthropic.claude-3-5-haiku-20241022-v1:0
+    export ARBOR_MODEL=${DEFAULT_BEDROCK_MODEL}
     (credentials from the usual AWS chain: AWS_PROFILE, environment, SSO)
 
   An OpenAI-compatible server (Ollama, vLLM, LM Studio):
@@ -322,8 +357,9 @@ export function modelConfig(e: Env): ModelConfig | undefined {
   if (!e.ARBOR_MODEL_PROVIDER) return undefined;
   const missing = (name: string, why: string) =>
     new ConfigError(`ARBOR_MODEL_PROVIDER=${e.ARBOR_MODEL_PROVIDER} needs ${name}: ${why}`);
-  if (!e.ARBOR_MODEL)
-    throw missing("ARBOR_MODEL", "the model id, e.g. anthropic.claude-3-5-haiku-20241022-v1:0 or llama3.1");
+  if (!e.ARBOR_MODEL) throw missing("ARBOR_MODEL", `the model id, e.g. ${DEFAULT_BEDROCK_MODEL} or llama3.1`);
+  const retired = endOfLife(e.ARBOR_MODEL);
+  if (retired) throw new ConfigError(`ARBOR_MODEL=${retired}`);
   if (e.ARBOR_MODEL_PROVIDER === "bedrock") {
     if (!e.AWS_REGION) throw missing("AWS_REGION", "the region where the model is enabled, e.g. us-east-1");
     return {
@@ -365,5 +401,6 @@ export function sharedSettings(e: Env, model: ModelConfig | undefined) {
       : {}),
     ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
     ...(e.ARBOR_MODEL_RETRY_MS !== undefined ? { modelRetryMs: e.ARBOR_MODEL_RETRY_MS } : {}),
+    ...(e.ARBOR_MODEL_PRICES ? { modelPrices: e.ARBOR_MODEL_PRICES } : {}),
   };
 }

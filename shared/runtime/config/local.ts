@@ -1,5 +1,6 @@
 import { join, resolve } from "node:path";
 import type { RateLimits } from "../../channels/http/rate-limit.ts";
+import type { PriceOverrides } from "../../domain/model-catalogue.ts";
 import { ConfigError } from "../../kernel/errors.ts";
 import type { OutboundSettings } from "../../outbound/policy.ts";
 import { type Env, type ModelConfig, type NotifyConfig, sharedSettings } from "./env.ts";
@@ -41,6 +42,8 @@ export interface LocalConfig {
   contextTokens?: number;
   /** How long a failing model is retried before its task fails (ARBOR_MODEL_RETRY_MS); absent: the engine's default. */
   modelRetryMs?: number;
+  /** The operator's prices by model id (ARBOR_MODEL_PRICES), over the catalogue's. */
+  modelPrices?: PriceOverrides;
   /**
    * The chat settings file (ARBOR_CHAT_SETTINGS_FILE, else <dataDir>/chat.json); `required` when it
    * was named (its absence is then an error, not "no chat channels"). loadConfig always sets it.

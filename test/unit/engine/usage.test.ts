@@ -15,7 +15,7 @@ describe("usage counters", () => {
     deps = {
       state: store,
       clock: () => new Date("2026-01-01T00:00:00.000Z"),
-      settings: { pricePer1kTokens: { input: 1, output: 2 } },
+      settings: { modelPrices: { priced: { input: 1000, output: 2000 } } },
     } as unknown as EngineDeps;
   });
   afterEach(() => store.close());
@@ -36,13 +36,16 @@ describe("usage counters", () => {
     ] as const;
     await Promise.all([created(root, 2), created(part(0), 2), created(part(1), 2)]);
     await Promise.all(
-      calls.map(([task, tokens]) => recordUsage(deps, task, { inputTokens: tokens, outputTokens: 1 }, true)),
+      calls.map(([task, tokens]) =>
+        recordUsage(deps, task, { usage: { inputTokens: tokens, outputTokens: 1 }, model: "priced" }, true),
+      ),
     );
     expect(await usageOf(deps, root)).toEqual({
       turns: 0,
       inputTokens: 105,
       outputTokens: 5,
       costUsd: 0.115,
+      unpricedCalls: 0,
     });
     expect(await usageOf(deps, part(1))).toMatchObject({ turns: 1, inputTokens: 75, outputTokens: 3 });
     expect(await usageOf(deps, leaf(1, 1))).toMatchObject({ turns: 1, inputTokens: 40, outputTokens: 1 });
@@ -65,12 +68,22 @@ describe("usage counters", () => {
       },
     ]);
     await created(root, 1);
-    await recordUsage(deps, leaf(0, 0), { inputTokens: 10, outputTokens: 0 }, true);
+    await recordUsage(
+      deps,
+      leaf(0, 0),
+      { usage: { inputTokens: 10, outputTokens: 0 }, model: "priced" },
+      true,
+    );
     expect(await usageOf(deps, root)).toMatchObject({ inputTokens: 1010, costUsd: 1.01 });
   });
 
   it("reads a task's shards only when it has children: a leaf's usage is one read of its own counter", async () => {
-    await recordUsage(deps, leaf(0, 0), { inputTokens: 10, outputTokens: 2 }, true);
+    await recordUsage(
+      deps,
+      leaf(0, 0),
+      { usage: { inputTokens: 10, outputTokens: 2 }, model: "priced" },
+      true,
+    );
     const read: string[] = [];
     const counting = {
       ...deps,
@@ -87,5 +100,28 @@ describe("usage counters", () => {
     await created(part(0), 1);
     expect(await usageOf(counting, part(0))).toMatchObject({ inputTokens: 10, outputTokens: 2 });
     expect(read).toHaveLength(2 + USAGE_SHARDS);
+  });
+
+  it("prices each call at the model that answered it, and counts a model without a price as unknown, not as another's", async () => {
+    await created(root, 1);
+    const mixed = {
+      ...deps,
+      settings: { modelPrices: { cheap: { input: 1, output: 1 }, dear: { input: 10, output: 10 } } },
+    } as unknown as EngineDeps;
+    const call = (model: string) => ({ usage: { inputTokens: 500_000, outputTokens: 500_000 }, model });
+    await recordUsage(mixed, part(0), call("cheap"), true);
+    await recordUsage(mixed, part(0), call("dear"), true);
+    expect(await usageOf(deps, part(0))).toMatchObject({ costUsd: 11, unpricedCalls: 0, turns: 2 });
+    await recordUsage(mixed, part(0), call("self-hosted-llama"), true);
+    expect(await usageOf(deps, part(0))).toMatchObject({
+      costUsd: 11,
+      unpricedCalls: 1,
+      inputTokens: 1_500_000,
+    });
+    // The ancestors see the same: known dollars, and that some calls have no price.
+    expect(await usageOf(deps, root)).toMatchObject({ costUsd: 11, unpricedCalls: 1 });
+    // A catalogued model needs no operator price: Haiku 4.5 through the US profile, 1.1 + 5.5 per million.
+    await recordUsage(deps, part(1), call("us.anthropic.claude-haiku-4-5-20251001-v1:0"), true);
+    expect((await usageOf(deps, part(1))).costUsd).toBeCloseTo(0.55 + 2.75, 9);
   });
 });

@@ -306,7 +306,13 @@ describe("permissions", () => {
       for (const a of list(s.Action)) expect(a).not.toContain("*");
       for (const r of list(s.Resource).map(flat)) {
         expect(r).not.toBe("*");
-        if (r.includes("*"))
+        // The objects of the resources bucket; and the default model's inference profile sends each
+        // request to its one model in any region of the profile: a region wildcard, for that model only.
+        if (r.includes("*") && s.Sid === "Model")
+          expect(r).toBe(
+            `arn:<AWS::Partition>:bedrock:*::foundation-model/${DEFAULT_MODEL.replace(/^us\./, "")}`,
+          );
+        else if (r.includes("*"))
           expect([s.Sid, r]).toEqual([
             expect.stringMatching(/^(Resources|NotifyAnswers)$/),
             expect.stringMatching(/:s3:::.*\/\*$/),
@@ -337,9 +343,13 @@ describe("permissions", () => {
 
   it("scope Bedrock to the configured model and Titan, and S3 Vectors to the one index", () => {
     const model = (id: string) => `arn:<AWS::Partition>:bedrock:<AWS::Region>::foundation-model/${id}`;
+    // The default model is an inference profile: the profile, and its one model in the profile's regions.
     expect(bySid(prod.template, "Model")).toEqual({
       actions: ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
-      resources: [model(DEFAULT_MODEL)],
+      resources: [
+        `arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:inference-profile/${DEFAULT_MODEL}`,
+        `arn:<AWS::Partition>:bedrock:*::foundation-model/${DEFAULT_MODEL.replace(/^us\./, "")}`,
+      ],
     });
     expect(bySid(prod.template, "Embeddings")).toEqual({
       actions: ["bedrock:InvokeModel"],
@@ -556,13 +566,13 @@ describe("cdk-nag AwsSolutions", () => {
   });
 
   it("still passes with an inference profile, whose grant spans the profile's regions for that model only", () => {
-    const profile = "us.anthropic.claude-3-5-haiku-20241022-v1:0";
+    const profile = "eu.anthropic.claude-sonnet-4-5-20250929-v1:0";
     const withProfile = synthesized({ stage: "dev-profile", model: profile });
     expect(new AwsSolutionsChecks().validateScope(withProfile.app).violations).toEqual([]);
     const [model] = statements(withProfile.template).filter((s) => s.Sid === "Model");
     expect(list(model?.Resource).map(flat)).toEqual([
       `arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:inference-profile/${profile}`,
-      "arn:<AWS::Partition>:bedrock:*::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0",
+      "arn:<AWS::Partition>:bedrock:*::foundation-model/anthropic.claude-sonnet-4-5-20250929-v1:0",
     ]);
   }, 180_000);
 
@@ -580,12 +590,23 @@ describe("cdk-nag AwsSolutions", () => {
 describe("model settings", () => {
   const read = (context: Record<string, unknown>) => readModel(new App({ context }));
 
-  it("defaults to Claude 3.5 Haiku on Bedrock", () => {
+  it("defaults to Claude Haiku 4.5 on Bedrock, through the US inference profile", () => {
+    expect(DEFAULT_MODEL).toBe("us.anthropic.claude-haiku-4-5-20251001-v1:0");
     expect(read({})).toEqual({ provider: "bedrock", id: DEFAULT_MODEL });
-    expect(read({ model: "us.anthropic.claude-3-5-haiku-20241022-v1:0" })).toEqual({
+    expect(read({ model: "eu.anthropic.claude-sonnet-4-5-20250929-v1:0" })).toEqual({
       provider: "bedrock",
-      id: "us.anthropic.claude-3-5-haiku-20241022-v1:0",
+      id: "eu.anthropic.claude-sonnet-4-5-20250929-v1:0",
     });
+  });
+
+  it("refuses a model past its end of life, naming the one to use", () => {
+    for (const model of [
+      "anthropic.claude-3-5-haiku-20241022-v1:0",
+      "us.anthropic.claude-3-5-haiku-20241022-v1:0",
+    ])
+      expect(() => read({ model })).toThrow(
+        /end of life.*Use us\.anthropic\.claude-haiku-4-5-20251001-v1:0 instead.*at model$/s,
+      );
   });
 
   it("rejects what it cannot deploy, naming the key", () => {

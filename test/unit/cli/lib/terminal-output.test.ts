@@ -65,7 +65,7 @@ describe("text from elsewhere on the terminal", () => {
       title: HOSTILE,
       status: "in_progress",
       assistant: { urn: "a", name: HOSTILE, score: 0.5 },
-      usage: { inputTokens: 0, outputTokens: 0, tokens: 0, costUsd: 0 },
+      usage: { inputTokens: 0, outputTokens: 0, tokens: 0, costUsd: 0, unpricedCalls: 0 },
       pendingInteractions: [],
       childCount: 0,
       children: [],
