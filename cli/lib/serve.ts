@@ -27,6 +27,7 @@ import {
   servedKeys,
 } from "../../shared/runtime/local/local-parts.ts";
 import { createModel } from "../../shared/runtime/models.ts";
+import { startTelemetry, tracesProtocol } from "../../shared/runtime/telemetry.ts";
 import { loadToolsConfig } from "../../shared/tools/service/config.ts";
 import { UsageError } from "../command.ts";
 import { keysFileOf } from "./keys.ts";
@@ -93,6 +94,8 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   }
   const log = componentLogger("serve");
   const { tenants } = keysNow;
+  // OTEL_EXPORTER_OTLP_ENDPOINT (and the SDK's other settings) turn traces on; none: nothing is loaded.
+  const telemetry = await startTelemetry("arbor");
   const rt = createLocalRuntime(config, { lockAs: "arbor serve" });
   let server: RunningServer | undefined;
   let stopSteps: (() => void) | undefined;
@@ -189,6 +192,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     });
     process.stdout.write(
       `${heading("Arbor's HTTP API")} on ${server.url} (model ${setup.llm.id}; ${keysNow.keys} key${keysNow.keys === 1 ? "" : "s"}, tenants ${tenants.join(", ")})\n` +
+        (telemetry ? `${note(`Traces: OTLP ${tracesProtocol()} to ${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT}`)}\n` : "") +
         `${note(`Try: curl -H "Authorization: Bearer <key>" -H "content-type: application/json" -d '{"text":"..."}' ${server.url}/v1/messages`)}\n` +
         (chatChannels.length > 0
           ? `${note(`Chat: ${chatChannels.join(" and ")} (${chatChannels.map((c) => `${server?.url}/${c.toLowerCase()}/...`).join(", ")}; see shared/channels/chat/CHAT-DEPLOY.md)`)}\n`
@@ -207,6 +211,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     stopSteps?.();
     await engine.close();
     await rt.close();
+    await telemetry?.shutdown();
   }
 }
 

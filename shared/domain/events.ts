@@ -35,6 +35,14 @@ const envelope = {
   actor: ActorSchema,
   /** Ties together everything one request caused (channel message -> tasks -> tools). */
   correlationId: z.string().max(200).optional(),
+  /**
+   * The W3C trace context active when it was recorded (`00-<trace id>-<span id>-<flags>`), when
+   * tracing is on: a task's spans are derived from its TaskCreated's (kernel/tracing.ts).
+   */
+  traceparent: z
+    .string()
+    .regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/)
+    .optional(),
 };
 
 const TaskId = UrnSchema;

@@ -26,6 +26,8 @@ export interface TaskView {
   createdAt: string;
   updatedAt: string;
   version: number;
+  /** The trace context its TaskCreated was recorded in: its spans derive from it (kernel/tracing.ts). */
+  traceparent?: string;
 }
 
 /**
@@ -57,6 +59,7 @@ export function reduceTaskView(view: TaskView | undefined, event: StoredEvent): 
       };
       if (p.parentTaskId) created.parentTaskId = p.parentTaskId;
       if (p.assistant) created.assistant = p.assistant;
+      if (event.traceparent) created.traceparent = event.traceparent;
       return created;
     }
     case "TaskStarted": {

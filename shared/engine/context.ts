@@ -1,9 +1,11 @@
 import { type Actor, type EventOf, eventIdFor, type TaskEvent } from "../domain/events.ts";
 import type { PriceOverrides } from "../domain/model-catalogue.ts";
 import type { Budgets } from "../domain/resources.ts";
+import { isTerminal } from "../domain/task-state.ts";
 import type { TeamFile } from "../domain/team.ts";
 import { ArborError } from "../kernel/errors.ts";
 import type { ArborLogger } from "../kernel/logger.ts";
+import { currentTraceparent, tracingOn } from "../kernel/tracing.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { BusEventInput, EventBus } from "../ports/event-bus.ts";
 import type { Llm } from "../ports/llm.ts";
@@ -15,6 +17,7 @@ import { resourceEvent } from "../store/resource-events.ts";
 import type { ResourceStore } from "../store/resource-store.ts";
 import type { RecordResult, TaskLog } from "../store/task-log.ts";
 import type { ModelHealth } from "./model-health.ts";
+import { recordTaskSpan } from "./spans.ts";
 
 /**
  * What every engine step needs. Each step is an idempotent operation on stored state, triggered by
@@ -187,6 +190,7 @@ export function taskEvent<T extends Lifecycle>(
   actor: Actor,
   key = "",
 ): TaskEvent {
+  const traceparent = currentTraceparent();
   return {
     id: eventIdFor(payload.taskId, type, key),
     v: 1,
@@ -194,6 +198,7 @@ export function taskEvent<T extends Lifecycle>(
     actor,
     type,
     payload,
+    ...(traceparent ? { traceparent } : {}),
   } as TaskEvent;
 }
 
@@ -208,8 +213,11 @@ export async function recordTask<T extends Lifecycle>(
   actor: Actor,
   key = "",
 ): Promise<RecordResult> {
-  const result = await deps.tasks.record(taskEvent(deps, type, payload, actor, key));
+  const event = taskEvent(deps, type, payload, actor, key);
+  const result = await deps.tasks.record(event);
   deps.faults?.hit("after-record", type);
+  if (tracingOn() && !result.duplicate && isTerminal(result.view.status))
+    await recordTaskSpan(deps, result.view, event.at);
   return result;
 }
 

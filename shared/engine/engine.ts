@@ -3,14 +3,15 @@ import { type Assistant, type Descriptors, type InteractionResource, withMeta } 
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { parseTeam, type TeamDiff, teamDiff } from "../domain/team.ts";
-import { parentUrn, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
+import { conversationOf, parentUrn, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
 import { ConflictError, ForbiddenError, ValidationError } from "../kernel/errors.ts";
+import { ATTR, inSpan, withinTask, withTraceparent } from "../kernel/tracing.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import { type Caller, principalOf, ResourceAccess, type ResourceAction } from "../store/resource-access.ts";
 import type { EngineDeps, PlanCommand, ResumeCommand, TaskCommand } from "./context.ts";
 import { type AnswerPrincipal, type InteractionResponse, respond } from "./interactions.ts";
 import type { ModelStatus } from "./model-health.ts";
-import { ROUTES, type StepName } from "./routes.ts";
+import { ROUTES, type Route, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
 import { indexAssistants } from "./steps/election.ts";
 import { cancelTask, resume, startTask, watchdog } from "./steps/lifecycle.ts";
@@ -77,7 +78,17 @@ export class Engine {
   start(): () => void {
     const d = this.deps;
     const steps: Record<StepName, (e: BusEnvelope) => Promise<void>> = {
-      plan: (e) => plan(d, e.detail as unknown as PlanCommand),
+      plan: (e) => {
+        const cmd = e.detail as unknown as PlanCommand;
+        const attributes = {
+          [ATTR.operation]: "invoke_agent",
+          [ATTR.agentName]: "planner",
+          [ATTR.tenant]: tenantOf(cmd.messageUrn),
+          [ATTR.conversationId]: conversationOf(cmd.messageUrn),
+          "arbor.plan.mode": cmd.mode,
+        };
+        return inSpan("invoke_agent planner", { attributes }, () => plan(d, cmd));
+      },
       ready: (e) => startTask(d, e.detail as unknown as TaskCommand),
       turn: (e) => runTurn(d, e.detail as unknown as TaskCommand),
       resume: (e) => resume(d, e.detail as unknown as ResumeCommand),
@@ -85,23 +96,25 @@ export class Engine {
       "index-output": (e) => indexOutput(d, e.detail),
       activity: (e) => runActivity(d, e.detail),
     };
+    const handle = async (route: Route, event: BusEnvelope): Promise<void> => {
+      try {
+        const step = steps[route.name];
+        await (route.queued ? this.#queued(event, () => step(event)) : step(event));
+      } catch (error) {
+        d.log.error(`${route.name} failed`, {
+          eventId: event.id,
+          detail: event.detail,
+          error: error as Error,
+        });
+        throw error;
+      }
+    };
     const offs = ROUTES.map((route) =>
       d.bus.subscribe({
         name: route.name,
         pattern: route.pattern,
-        handler: async (event) => {
-          try {
-            const step = steps[route.name];
-            await (route.queued ? this.#queued(event, () => step(event)) : step(event));
-          } catch (error) {
-            d.log.error(`${route.name} failed`, {
-              eventId: event.id,
-              detail: event.detail,
-              error: error as Error,
-            });
-            throw error;
-          }
-        },
+        // In the trace its publisher was in (a request's, a task's), wherever the step runs.
+        handler: (event) => withTraceparent(event.traceparent, () => handle(route, event)),
       }),
     );
     return () => {
@@ -112,7 +125,8 @@ export class Engine {
   /** Runs a task's step when a slot is free, foreground work first (seeds/002's scheduler policy). */
   async #queued(event: BusEnvelope, step: () => Promise<void>): Promise<void> {
     const view = await this.deps.tasks.view(String(event.detail.taskId));
-    await this.#queue.run(view ?? { priority: "normal", createdAt: "" }, step);
+    // The step's spans are children of its task's span (kernel/tracing.ts).
+    await this.#queue.run(view ?? { priority: "normal", createdAt: "" }, () => withinTask(view, step));
   }
 
   /** Writes assistants under their tenant and indexes them for election. Repeating it refreshes them. */

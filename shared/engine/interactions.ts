@@ -19,6 +19,7 @@ import {
   NotFoundError,
   ValidationError,
 } from "../kernel/errors.ts";
+import { ATTR, activeSpanLink, recordSpan, taskSpanRef, tracingOn } from "../kernel/tracing.ts";
 import { type Caller, holdTenantBoundary, ownerOf, principalOf } from "../store/resource-access.ts";
 import { COMMANDS, ENGINE, type EngineDeps, recordTask, send } from "./context.ts";
 
@@ -60,7 +61,13 @@ export async function requestInteraction(
   const unsafe = request.validation?.regex === undefined ? undefined : regexProblem(request.validation.regex);
   if (unsafe) throw new ValidationError(`The question "${request.display.title}" cannot be asked`, [unsafe]);
   const existing = await deps.resources.getAs("uip.Interaction", meta.id);
-  if (!existing) await deps.resources.put({ meta, ...request, status: "pending" });
+  // When it was asked: how long a person took is the span of the wait (recordWait).
+  if (!existing)
+    await deps.resources.put({
+      meta: { ...meta, createdAt: deps.clock().toISOString() },
+      ...request,
+      status: "pending",
+    });
   const view = await deps.tasks.view(taskId);
   if (view?.status === "in_progress") {
     await recordTask(
@@ -165,8 +172,37 @@ export async function respond(
     await deps.resources.put(interaction);
     throw noLongerWaiting(interactionUrn, error.details.from);
   }
+  if (won.ours && tracingOn()) await recordWait(deps, taskId, interaction, won);
   await send(deps, COMMANDS.resume, { interactionUrn }, interactionUrn);
   if (!won.ours) throw new ConflictError(`Interaction ${interactionUrn} was already answered`);
+}
+
+/**
+ * The wait for a person as a span of the task (asked .. answered, however long that was), linked to
+ * the answer's own trace (the click, the message, the call that answered it).
+ */
+async function recordWait(
+  deps: EngineDeps,
+  taskId: string,
+  interaction: InteractionResource,
+  won: { response: InteractionResponse; actor: Actor },
+): Promise<void> {
+  const view = await deps.tasks.view(taskId);
+  const asked = interaction.meta.createdAt;
+  if (!view || !asked) return;
+  const answering = activeSpanLink();
+  recordSpan(`await_person ${interaction.purpose}`, {
+    parent: taskSpanRef(view),
+    start: new Date(asked),
+    attributes: {
+      [ATTR.taskUrn]: taskId,
+      [ATTR.interactionPurpose]: interaction.purpose,
+      [ATTR.answeredBy]: won.actor.id,
+      "arbor.interaction.kind": interaction.kind,
+      "arbor.interaction.option": won.response.selectedOptionId,
+    },
+    ...(answering ? { links: [answering] } : {}),
+  });
 }
 
 /**

@@ -1,6 +1,8 @@
 import { ArborError } from "../kernel/errors.ts";
+import { ATTR, contentCaptured, inSpan, SpanKind, tracingOn } from "../kernel/tracing.ts";
 import type { LlmRequest, LlmResponse } from "../ports/llm.ts";
 import type { EngineDeps } from "./context.ts";
+import { costOf } from "./usage.ts";
 
 /**
  * Every model call of the engine's steps (plan, a leaf's turn, an evaluation), the same on both
@@ -31,6 +33,64 @@ const LASTING = new Set(["CONFIG"]);
 const backoffMs = (attempt: number) => Math.min(5_000, 500 * 2 ** (attempt - 1));
 
 export async function callModel(deps: EngineDeps, request: LlmRequest): Promise<LlmResponse> {
+  if (!tracingOn()) return callWithRetries(deps, request);
+  const { provider, model } = modelOf(deps.llm.id, request.model);
+  return inSpan(
+    `chat ${model}`,
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        [ATTR.operation]: "chat",
+        [ATTR.provider]: provider,
+        [ATTR.requestModel]: model,
+        [ATTR.maxTokens]: request.maxTokens,
+        [ATTR.temperature]: request.temperature,
+        ...(contentCaptured()
+          ? {
+              [ATTR.systemInstructions]: bounded(request.system),
+              [ATTR.inputMessages]: bounded(JSON.stringify(request.messages)),
+            }
+          : {}),
+      },
+    },
+    async (span) => {
+      const response = await callWithRetries(deps, request);
+      const cost = costOf(deps, response.model, response.usage);
+      span.setAll({
+        [ATTR.responseModel]: response.model,
+        [ATTR.inputTokens]: response.usage.inputTokens,
+        [ATTR.outputTokens]: response.usage.outputTokens,
+        [ATTR.finishReasons]: [response.stopReason],
+        [ATTR.costUsd]: cost,
+        ...(cost === undefined ? { [ATTR.costUnknown]: 1 } : {}),
+        ...(contentCaptured()
+          ? {
+              [ATTR.outputMessages]: bounded(
+                JSON.stringify([
+                  { role: "assistant", content: response.content, toolCalls: response.toolCalls },
+                ]),
+              ),
+            }
+          : {}),
+      });
+      return response;
+    },
+  );
+}
+
+/** The provider (as the GenAI conventions name them) and the model of a call. */
+function modelOf(llmId: string, requested: string | undefined): { provider: string; model: string } {
+  const [kind, ...rest] = llmId.split(":");
+  const configured = rest.length ? rest.join(":") : llmId;
+  const provider = kind === "bedrock" ? "aws.bedrock" : kind === "openai" ? "openai" : "arbor.scripted";
+  return { provider, model: requested ?? configured };
+}
+
+/** Content in a span is kept to 16 KiB: spans are not transcripts (those are the task's resources). */
+const bounded = (text: string | undefined): string | undefined =>
+  text === undefined || text.length <= 16_384 ? text : `${text.slice(0, 16_384)}…`;
+
+async function callWithRetries(deps: EngineDeps, request: LlmRequest): Promise<LlmResponse> {
   const health = deps.modelHealth;
   const windowMs = deps.settings.modelRetryMs;
   let waited = 0;

@@ -1,9 +1,9 @@
 import { type Usage, ZERO_USAGE } from "../domain/budgets.ts";
-import { costAt, priceOf } from "../domain/model-catalogue.ts";
+import { costAt, type PriceOverrides, priceOf } from "../domain/model-catalogue.ts";
 import { ancestors, lastElement } from "../domain/urn.ts";
 import type { LlmResponse, LlmUsage } from "../ports/llm.ts";
+import type { StateStore } from "../ports/state-store.ts";
 import { childCountKey } from "../store/task-log.ts";
-import type { EngineDeps } from "./context.ts";
 
 /**
  * Usage (turns, tokens, cost) per task, rolled up to every ancestor task in the same transaction,
@@ -16,6 +16,11 @@ import type { EngineDeps } from "./context.ts";
  * cancelling each other's writes and retrying (bench/usage-contention.ts measures it).
  */
 export const USAGE_SHARDS = 8;
+
+/** What pricing needs of the engine's dependencies (EngineDeps has it). */
+interface UsageDeps {
+  settings: { modelPrices: PriceOverrides };
+}
 
 const usageKey = (taskId: string) => `usage#${taskId}`;
 const shardKey = (taskId: string, shard: number) => `usage#${taskId}#${shard}`;
@@ -36,7 +41,7 @@ const shardOf = (id: string, shards = USAGE_SHARDS): number => {
  * read, written in the transaction that records each child) says so: its eight shards are not
  * read. Usage shards came after child counts, so every task with shards has a child count.
  */
-export async function usageOf(deps: Pick<EngineDeps, "state">, taskId: string): Promise<Usage> {
+export async function usageOf(deps: { state: StateStore }, taskId: string): Promise<Usage> {
   const counts = await deps.state.get<{ created?: number }>(childCountKey(taskId));
   const shards = counts?.data.created ? USAGE_SHARDS : 0;
   const keys = [usageKey(taskId), ...Array.from({ length: shards }, (_, n) => shardKey(taskId, n))];
@@ -52,11 +57,7 @@ export async function usageOf(deps: Pick<EngineDeps, "state">, taskId: string): 
  * What one model call cost, at the price of the model that answered (the operator's, else the
  * catalogue's), or undefined when that model has no price: never another model's.
  */
-export function costOf(
-  deps: Pick<EngineDeps, "settings">,
-  model: string,
-  usage: LlmUsage,
-): number | undefined {
+export function costOf(deps: UsageDeps, model: string, usage: LlmUsage): number | undefined {
   const price = priceOf(model, deps.settings.modelPrices);
   return price ? costAt(price, usage) : undefined;
 }
@@ -66,7 +67,7 @@ export function costOf(
  * only, into the ancestor's shard for this task), in one transaction of counter adds.
  */
 export async function recordUsage(
-  deps: EngineDeps,
+  deps: UsageDeps & { state: StateStore; clock: () => Date },
   taskId: string,
   call: Pick<LlmResponse, "usage" | "model">,
   countTurn: boolean,

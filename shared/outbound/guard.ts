@@ -1,6 +1,7 @@
 import { lookup as dnsLookup } from "node:dns/promises";
 import type { LookupFunction } from "node:net";
 import type { Dispatcher, fetch as UndiciFetch } from "undici";
+import { injectTraceHeaders, tracingOn } from "../kernel/tracing.ts";
 import { parseIp } from "./addresses.ts";
 import { boundedBody } from "./bounded-body.ts";
 import { OutboundRefusedError, ResponseTooLargeError } from "./errors.ts";
@@ -115,7 +116,14 @@ export function createGuardedFetch(policy: OutboundPolicy, options: GuardOptions
     const callerSignal = init?.signal ?? request?.signal;
     const signal = callerSignal ? AbortSignal.any([callerSignal, abort.signal]) : abort.signal;
     const body = init?.body ?? request?.body ?? null;
-    const headers = init?.headers ?? request?.headers;
+    const given = init?.headers ?? request?.headers;
+    // The call is in the request's trace: tools, MCP over HTTP, A2A agents, webhooks get `traceparent`.
+    let headers = given;
+    if (tracingOn()) {
+      const traced = new Headers(given as ConstructorParameters<typeof Headers>[0]);
+      injectTraceHeaders(traced);
+      headers = traced;
+    }
     const { fetch: undiciFetch, dispatcher } = await connect();
     let response: Awaited<ReturnType<typeof UndiciFetch>>;
     try {

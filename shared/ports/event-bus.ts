@@ -15,6 +15,8 @@ export interface BusEventInput {
   resources?: string[];
   /** ISO 8601; defaults to now. */
   time?: string;
+  /** The W3C trace context it carries; default: the publisher's active one, while tracing is on. */
+  traceparent?: string;
 }
 
 /** What a handler receives: EventBridge's envelope, on AWS and locally alike. */
@@ -28,6 +30,8 @@ export interface BusEnvelope {
   region: string;
   resources: string[];
   detail: Record<string, unknown>;
+  /** The trace context the publisher was in (carried in the detail over the wire, kernel/tracing.ts). */
+  traceparent?: string;
 }
 
 export type BusHandler = (event: BusEnvelope) => Promise<void>;

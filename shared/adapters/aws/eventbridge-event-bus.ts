@@ -8,8 +8,16 @@ import { z } from "zod";
 import { formatIssues } from "../../domain/resources.ts";
 import { type ArborError, UnavailableError, ValidationError } from "../../kernel/errors.ts";
 import { componentLogger } from "../../kernel/logger.ts";
+import { parseTraceparent } from "../../kernel/tracing.ts";
 import type { BusEnvelope, BusEventInput, EventBus, Subscription } from "../../ports/event-bus.ts";
-import { assertPublishable, EVENT_ID_DETAIL_KEY, entrySize, wireDetail } from "../shared/bus-envelope.ts";
+import {
+  assertPublishable,
+  EVENT_ID_DETAIL_KEY,
+  entrySize,
+  TRACE_DETAIL_KEY,
+  traced,
+  wireDetail,
+} from "../shared/bus-envelope.ts";
 import { type CompiledSubscription, SubscriptionRegistry } from "../shared/subscriptions.ts";
 
 /**
@@ -133,8 +141,9 @@ export class EventBridgeEventBus implements EventBus {
     this.#sleep = options.sleep ?? sleepFor;
   }
 
-  async publish(events: readonly BusEventInput[]): Promise<void> {
+  async publish(published: readonly BusEventInput[]): Promise<void> {
     this.#assertOpen();
+    const events = published.map(traced);
     for (const e of events) assertPublishable(e);
     // Build every entry first: nothing is sent when any event is invalid.
     const entries = events.map((e) => this.#toEntry(e));
@@ -297,13 +306,15 @@ function parseDelivered(input: unknown): BusEnvelope {
   const parsed = EnvelopeSchema.safeParse(input);
   if (!parsed.success) throw new ValidationError("Invalid EventBridge event", formatIssues(parsed.error));
   const { detail, ...rest } = parsed.data;
-  const { [EVENT_ID_DETAIL_KEY]: carried, ...published } = detail;
+  const { [EVENT_ID_DETAIL_KEY]: carried, [TRACE_DETAIL_KEY]: traceparent, ...published } = detail;
   if (carried !== undefined && (typeof carried !== "string" || carried.length === 0)) {
     throw new ValidationError("Invalid EventBridge event", [
       `detail.${EVENT_ID_DETAIL_KEY} must be a non-empty string`,
     ]);
   }
-  return { ...rest, id: carried ?? rest.id, detail: published };
+  // A trace context that is not one is dropped, not refused: it only links spans.
+  const trace = typeof traceparent === "string" && parseTraceparent(traceparent) ? { traceparent } : {};
+  return { ...rest, id: carried ?? rest.id, detail: published, ...trace };
 }
 
 /** Groups entries so that no request exceeds 10 entries or 256 KiB. */

@@ -2,7 +2,7 @@ import { deepFreeze } from "../../domain/immutable.ts";
 import { UnavailableError } from "../../kernel/errors.ts";
 import { componentLogger } from "../../kernel/logger.ts";
 import type { BusEnvelope, BusEventInput, EventBus, Subscription } from "../../ports/event-bus.ts";
-import { assertPublishable, toEnvelope } from "../shared/bus-envelope.ts";
+import { assertPublishable, toEnvelope, traced } from "../shared/bus-envelope.ts";
 import { type CompiledSubscription, SubscriptionRegistry } from "../shared/subscriptions.ts";
 
 /**
@@ -52,8 +52,9 @@ export class InProcessEventBus implements EventBus {
     return this.#subs.add(subscription);
   }
 
-  async publish(events: readonly BusEventInput[]): Promise<void> {
+  async publish(published: readonly BusEventInput[]): Promise<void> {
     if (this.#closed) throw new UnavailableError("The in-process event bus is closed");
+    const events = published.map(traced);
     for (const e of events) assertPublishable(e);
     const now = this.#opts.clock();
     for (const e of events) {

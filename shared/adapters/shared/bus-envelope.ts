@@ -1,4 +1,5 @@
 import { TooLargeError, ValidationError } from "../../kernel/errors.ts";
+import { currentTraceparent, tracingOn } from "../../kernel/tracing.ts";
 import { type BusEnvelope, type BusEventInput, MAX_EVENT_BYTES } from "../../ports/event-bus.ts";
 
 /**
@@ -10,11 +11,21 @@ import { type BusEnvelope, type BusEventInput, MAX_EVENT_BYTES } from "../../por
  * its bytes count toward the size limit on every adapter) and is put back into `id` on delivery.
  */
 export const EVENT_ID_DETAIL_KEY = "arbor-event-id";
+/** Where the publisher's trace context travels in the detail (reserved too); put back on delivery. */
+export const TRACE_DETAIL_KEY = "arbor-traceparent";
 
-/** The detail as sent over the wire, with the publisher's id inside. */
+/** The event with the trace context it carries: its own, else the publisher's active one (tracing on). */
+export function traced(e: BusEventInput): BusEventInput {
+  if (e.traceparent || !tracingOn()) return e;
+  const traceparent = currentTraceparent();
+  return traceparent ? { ...e, traceparent } : e;
+}
+
+/** The detail as sent over the wire, with the publisher's id (and trace context) inside. */
 export const wireDetail = (e: BusEventInput): Record<string, unknown> => ({
   ...e.detail,
   [EVENT_ID_DETAIL_KEY]: e.id,
+  ...(e.traceparent ? { [TRACE_DETAIL_KEY]: e.traceparent } : {}),
 });
 
 /** The size EventBridge charges an entry: Time (14) + Source + DetailType + Detail + Resources. */
@@ -36,8 +47,8 @@ export function assertPublishable(e: BusEventInput): void {
   if (e.detail === null || typeof e.detail !== "object" || Array.isArray(e.detail))
     problems.push("detail must be a JSON object");
   else {
-    if (Object.hasOwn(e.detail, EVENT_ID_DETAIL_KEY))
-      problems.push(`detail.${EVENT_ID_DETAIL_KEY} is reserved by the bus`);
+    for (const key of [EVENT_ID_DETAIL_KEY, TRACE_DETAIL_KEY])
+      if (Object.hasOwn(e.detail, key)) problems.push(`detail.${key} is reserved by the bus`);
     try {
       JSON.stringify(e.detail);
     } catch (cause) {
@@ -74,5 +85,6 @@ export function toEnvelope(
     region: where.region,
     resources: e.resources ?? [],
     detail: JSON.parse(JSON.stringify(e.detail)) as Record<string, unknown>,
+    ...(e.traceparent ? { traceparent: e.traceparent } : {}),
   };
 }

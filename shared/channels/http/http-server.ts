@@ -1,7 +1,8 @@
 import type { Server } from "node:http";
 import { serve } from "@hono/node-server";
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { componentLogger } from "../../kernel/logger.ts";
+import { extractTraceHeaders, inSpan, SpanKind, tracingOn } from "../../kernel/tracing.ts";
 import { createA2aApp } from "../a2a/a2a-server.ts";
 import { createHttpApi, type HttpApiParts } from "./http-api.ts";
 import { errorHandler, notFoundJson } from "./http-kit.ts";
@@ -33,6 +34,7 @@ export function createServerApp(parts: ServerAppParts): Hono {
   const { publicUrl, a2aWaitMs, chat, ...api } = parts;
   const log = parts.log ?? componentLogger("http-server");
   const app = new Hono();
+  app.use("*", serverSpans);
   if (chat) app.route("/", chat);
   app.route("/", createHttpApi({ ...api, log }));
   // One limiter for both: a key's requests count the same on every channel.
@@ -54,6 +56,34 @@ export function createServerApp(parts: ServerAppParts): Hono {
   app.onError(errorHandler(log));
   return app;
 }
+
+/**
+ * A SERVER span per request, while tracing is on: a child of the caller's `traceparent` when it
+ * sends one, named by its route once the route has run; everything the request causes (its plan,
+ * tasks, model and tool calls, deliveries) is in its trace.
+ */
+const serverSpans: MiddlewareHandler = async (c, next) => {
+  if (!tracingOn()) return next();
+  const parent = extractTraceHeaders((name) => c.req.header(name));
+  await inSpan(
+    c.req.method,
+    {
+      kind: SpanKind.SERVER,
+      parent,
+      attributes: { "http.request.method": c.req.method, "url.path": new URL(c.req.url).pathname },
+    },
+    async (span) => {
+      await next();
+      const route = c.req.routePath;
+      if (route && route !== "*" && route !== "/*") {
+        span.rename(`${c.req.method} ${route}`);
+        span.set("http.route", route);
+      }
+      span.set("http.response.status_code", c.res.status);
+      if (c.res.status >= 500) span.fail(String(c.res.status));
+    },
+  );
+};
 
 export interface RunningServer {
   /** Where it listens, e.g. http://127.0.0.1:8787 (the actual port when 0 was asked for). */

@@ -1,5 +1,6 @@
 import { type Assistant, type Descriptors, toDescription } from "../../domain/resources.ts";
 import { descendantPrefix, isWithin, rootUrn } from "../../domain/urn.ts";
+import { inSpan } from "../../kernel/tracing.ts";
 import type { EngineDeps } from "../context.ts";
 
 /**
@@ -28,6 +29,17 @@ export async function elect(
   tasks: readonly (Descriptors & { id: string; name: string })[],
 ): Promise<(Election | undefined)[]> {
   if (tasks.length === 0) return [];
+  return inSpan("elect", { attributes: { "arbor.election.tasks": tasks.length } }, async (span) => {
+    const elected = await electAll(deps, tasks);
+    span.set("arbor.election.unassigned", elected.filter((e) => !e).length);
+    return elected;
+  });
+}
+
+async function electAll(
+  deps: EngineDeps,
+  tasks: readonly (Descriptors & { id: string; name: string })[],
+): Promise<(Election | undefined)[]> {
   const vectors = await deps.embedder.embed(tasks.map((t) => toDescription(t) || t.name));
   const { electionThreshold } = deps.settings;
   const fallbackAssistant = await usableFallback(deps, tasks[0]?.id);

@@ -11,6 +11,7 @@ import {
 import { isTerminal } from "../../domain/task-state.ts";
 import type { TaskView } from "../../domain/task-view.ts";
 import { lastElement, parentUrn } from "../../domain/urn.ts";
+import { ATTR, inSpan, withinTask } from "../../kernel/tracing.ts";
 import type { LlmToolSpec } from "../../ports/llm.ts";
 import { claim, finishClaim } from "../claims.ts";
 import { COMMANDS, type EngineDeps, send } from "../context.ts";
@@ -178,6 +179,35 @@ async function evaluate(
   const storedArgs = stored?.toolCalls?.[0]?.arguments;
   if (storedArgs) return EvaluationSchema.parse(storedArgs);
 
+  // The evaluation's spans are the parent task's (its step may have been woken by any child's end).
+  const view = await deps.tasks.view(parent.meta.id);
+  return withinTask(view, () =>
+    inSpan(
+      "evaluate",
+      {
+        attributes: {
+          [ATTR.taskUrn]: parent.meta.id,
+          [ATTR.round]: round,
+          "arbor.evaluation.children": children.length,
+        },
+      },
+      async (span) => {
+        const evaluation = await judge(deps, parent, children, round, meta);
+        span.set("arbor.evaluation.passed", evaluation.passed);
+        return evaluation;
+      },
+    ),
+  );
+}
+
+/** Asks the model to judge the children's results against the parent's criteria, and stores its answer. */
+async function judge(
+  deps: EngineDeps,
+  parent: TaskResource,
+  children: TaskView[],
+  round: number,
+  meta: ReturnType<typeof withMeta>,
+): Promise<Evaluation> {
   const results = await Promise.all(
     children.map(
       async (c) =>

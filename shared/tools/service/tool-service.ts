@@ -4,6 +4,7 @@ import { withMeta } from "../../domain/resources.ts";
 import { wholeCharacters } from "../../domain/text.ts";
 import { tenantOf } from "../../domain/urn.ts";
 import { ConfigError, ValidationError } from "../../kernel/errors.ts";
+import { ATTR, contentCaptured, inSpan, type SpanHandle } from "../../kernel/tracing.ts";
 import type { AuditLog } from "../../ports/audit-log.ts";
 import type { FunctionInvoker } from "../../ports/function-invoker.ts";
 import type { PolicyEngine } from "../../ports/policy.ts";
@@ -227,7 +228,24 @@ export class ToolService implements ToolPort {
     const key = runningKey(context.taskId, context.callId);
     const running = this.#running.get(key);
     if (running) return running;
-    const attempt = this.#attempt(name, args, context);
+    const attempt = inSpan(
+      `execute_tool ${name}`,
+      {
+        attributes: {
+          [ATTR.operation]: "execute_tool",
+          [ATTR.toolName]: name,
+          [ATTR.toolCallId]: context.callId,
+          [ATTR.taskUrn]: context.taskId,
+          ...(contentCaptured() ? { [ATTR.toolArguments]: JSON.stringify(args).slice(0, 16_384) } : {}),
+        },
+      },
+      async (span) => {
+        const result = await this.#attempt(name, args, context, span);
+        span.set(ATTR.toolOutcome, result.pending ? "pending" : result.isError ? "error" : "ok");
+        if (contentCaptured()) span.set(ATTR.toolResult, result.content.slice(0, 16_384));
+        return result;
+      },
+    );
     this.#running.set(key, attempt);
     try {
       return await attempt;
@@ -236,7 +254,12 @@ export class ToolService implements ToolPort {
     }
   }
 
-  async #attempt(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
+  async #attempt(
+    name: string,
+    args: Record<string, unknown>,
+    context: ToolContext,
+    span: SpanHandle,
+  ): Promise<ToolResult> {
     // A new attempt, numbered after those on record (a re-driven step runs a call again).
     const { attempts, idempotencyKey } = await this.history(context.taskId, context.callId);
     const attempt = attempts + 1;
@@ -247,11 +270,18 @@ export class ToolService implements ToolPort {
         "unknown_tool",
         `Unknown tool "${name}". Use one of: ${[...this.#tools.keys()].join(", ")}`,
       );
+    span.set(ATTR.toolType, tool.descriptor.kind === "builtin" ? "function" : "extension");
     const problems = tool.binding.check(args);
-    if (problems.length)
+    if (problems.length) {
+      span.fail("invalid_arguments");
       return call.failed("invalid_arguments", `Invalid arguments for ${name}: ${problems.join("; ")}`);
+    }
     const denied = await this.#denied(tool.descriptor, context);
-    if (denied) return call.failed("denied", denied);
+    span.set(ATTR.policyDecision, denied ? "deny" : "allow");
+    if (denied) {
+      span.fail("denied");
+      return call.failed("denied", denied);
+    }
     // A call that can change something outside is on record ("requested"), on disk, before it
     // runs; a pure one, or one that never starts, has only its outcome recorded (it changed nothing).
     const { pure, kind } = tool.descriptor;
@@ -272,8 +302,11 @@ export class ToolService implements ToolPort {
       const run = tool.binding.run(args, runContext);
       value = await (signal ? raceAbort(run, signal) : run);
     } catch (e) {
-      if (timeout?.aborted)
+      if (timeout?.aborted) {
+        span.fail("timeout");
         return call.failed("timeout", `${name} did not finish within ${tool.timeoutMs} ms`);
+      }
+      span.fail("error");
       return call.failed("error", `${name} failed: ${thrownMessage(e)}`);
     }
     // Handed off to a remote agent that will push its answer: no outcome yet (the audit keeps the

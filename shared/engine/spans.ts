@@ -1,0 +1,50 @@
+import type { TaskView } from "../domain/task-view.ts";
+import { lastElement, taskDepth, tenantOf } from "../domain/urn.ts";
+import { ATTR, recordTaskSpan as writeTaskSpan } from "../kernel/tracing.ts";
+import type { StateStore } from "../ports/state-store.ts";
+import type { ResourceStore } from "../store/resource-store.ts";
+import { usageOf } from "./usage.ts";
+
+/**
+ * The engine's spans that are written after the fact (see kernel/tracing.ts): a task's
+ * `invoke_agent` span, when the task ends. Called only while tracing is on.
+ */
+
+/** Writes the task's `invoke_agent` span: created .. ended, its assistant, election, usage and cost. */
+export async function recordTaskSpan(
+  deps: { resources: ResourceStore; state: StateStore },
+  view: TaskView,
+  endedAt: string,
+): Promise<void> {
+  if (!view.traceparent) return;
+  const [task, usage] = await Promise.all([
+    deps.resources.getAs("plan.Task", view.taskId),
+    usageOf(deps, view.taskId),
+  ]);
+  const election = task?.election;
+  const assistant = election?.assistant ?? view.assistant;
+  const agent = assistant ? lastElement(assistant).id : "unassigned";
+  writeTaskSpan(view, {
+    name: `invoke_agent ${agent}`,
+    end: endedAt,
+    attributes: {
+      [ATTR.operation]: "invoke_agent",
+      [ATTR.agentName]: agent,
+      [ATTR.agentId]: assistant,
+      [ATTR.taskUrn]: view.taskId,
+      [ATTR.tenant]: tenantOf(view.taskId),
+      [ATTR.depth]: taskDepth(view.taskId),
+      [ATTR.status]: view.status,
+      [ATTR.electionScore]: election?.score,
+      [ATTR.runnerUp]: election?.runnerUp ? lastElement(election.runnerUp.assistant).id : undefined,
+      [ATTR.runnerUpScore]: election?.runnerUp?.score,
+      // The task's and its subtree's, as the tree shows them.
+      [ATTR.inputTokens]: usage.inputTokens,
+      [ATTR.outputTokens]: usage.outputTokens,
+      [ATTR.costUsd]: usage.costUsd,
+      [ATTR.costUnknown]: usage.unpricedCalls,
+      "arbor.task.title": view.title,
+    },
+    ...(view.status === "failed" ? { error: view.failureReason ?? "failed" } : {}),
+  });
+}

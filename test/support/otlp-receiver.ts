@@ -1,0 +1,121 @@
+import { createHash } from "node:crypto";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/**
+ * An OTLP/HTTP receiver for the tests: what a collector (Jaeger, Tempo, Langfuse...) is to a real
+ * deployment. It takes POST /v1/traces in both encodings the SDK's exporters send: http/json, which
+ * it parses into spans, and http/protobuf, which it keeps as bytes (the tests look for ids and
+ * names in them; decoding protobuf here would be a second implementation of the exporter).
+ */
+export interface ReceivedSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  name: string;
+  kind: number;
+  startNs: bigint;
+  endNs: bigint;
+  attributes: Record<string, unknown>;
+  status: { code?: number; message?: string };
+  links: { traceId: string; spanId: string }[];
+  service: string;
+}
+
+export interface OtlpReceiver {
+  url: string;
+  spans: ReceivedSpan[];
+  /** Raw bodies of http/protobuf exports, with their content type. */
+  protobuf: { contentType: string; body: Buffer }[];
+  /** Every request's path and content type, in order. */
+  requests: { path: string; contentType: string }[];
+  close(): Promise<void>;
+}
+
+type AnyValue = {
+  stringValue?: string;
+  intValue?: string | number;
+  doubleValue?: number;
+  boolValue?: boolean;
+  arrayValue?: { values?: AnyValue[] };
+};
+
+const valueOf = (v: AnyValue): unknown => {
+  if (v.stringValue !== undefined) return v.stringValue;
+  if (v.intValue !== undefined) return Number(v.intValue);
+  if (v.doubleValue !== undefined) return v.doubleValue;
+  if (v.boolValue !== undefined) return v.boolValue;
+  if (v.arrayValue) return (v.arrayValue.values ?? []).map(valueOf);
+  return undefined;
+};
+
+const attrs = (list: { key: string; value: AnyValue }[] | undefined) =>
+  Object.fromEntries((list ?? []).map((a) => [a.key, valueOf(a.value)]));
+
+async function body(req: IncomingMessage): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const chunk of req) parts.push(chunk as Buffer);
+  return Buffer.concat(parts);
+}
+
+export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+  const spans: ReceivedSpan[] = [];
+  const protobuf: OtlpReceiver["protobuf"] = [];
+  const requests: OtlpReceiver["requests"] = [];
+  const server: Server = createServer(async (req, res) => {
+    const contentType = String(req.headers["content-type"] ?? "");
+    const path = new URL(req.url ?? "/", "http://x").pathname;
+    requests.push({ path, contentType });
+    const raw = await body(req);
+    if (req.method !== "POST" || path !== "/v1/traces") {
+      res.writeHead(404).end();
+      return;
+    }
+    if (contentType.startsWith("application/x-protobuf")) {
+      protobuf.push({ contentType, body: raw });
+      res.writeHead(200, { "content-type": "application/x-protobuf" }).end();
+      return;
+    }
+    const json = JSON.parse(raw.toString("utf8")) as {
+      resourceSpans?: {
+        resource?: { attributes?: { key: string; value: AnyValue }[] };
+        scopeSpans?: { spans?: Record<string, unknown>[] }[];
+      }[];
+    };
+    for (const rs of json.resourceSpans ?? []) {
+      const service = String(attrs(rs.resource?.attributes)["service.name"] ?? "");
+      for (const ss of rs.scopeSpans ?? [])
+        for (const s of ss.spans ?? [])
+          spans.push({
+            traceId: String(s.traceId),
+            spanId: String(s.spanId),
+            parentSpanId: String(s.parentSpanId ?? ""),
+            name: String(s.name),
+            kind: Number(s.kind),
+            startNs: BigInt(String(s.startTimeUnixNano)),
+            endNs: BigInt(String(s.endTimeUnixNano)),
+            attributes: attrs(s.attributes as never),
+            status: (s.status ?? {}) as ReceivedSpan["status"],
+            links: ((s.links ?? []) as { traceId: string; spanId: string }[]).map((l) => ({
+              traceId: l.traceId,
+              spanId: l.spanId,
+            })),
+            service,
+          });
+    }
+    res.writeHead(200, { "content-type": "application/json" }).end("{}");
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    spans,
+    protobuf,
+    requests,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** A task's span id, as Arbor derives it from the task's URN. */
+export const taskSpanIdOf = (urn: string): string =>
+  createHash("sha256").update(urn).digest("hex").slice(0, 16);
