@@ -192,7 +192,9 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     });
     process.stdout.write(
       `${heading("Arbor's HTTP API")} on ${server.url} (model ${setup.llm.id}; ${keysNow.keys} key${keysNow.keys === 1 ? "" : "s"}, tenants ${tenants.join(", ")})\n` +
-        (telemetry ? `${note(`Traces: OTLP ${tracesProtocol()} to ${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT}`)}\n` : "") +
+        (telemetry
+          ? `${note(`Traces: OTLP ${tracesProtocol()} to ${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT}`)}\n`
+          : "") +
         `${note(`Try: curl -H "Authorization: Bearer <key>" -H "content-type: application/json" -d '{"text":"..."}' ${server.url}/v1/messages`)}\n` +
         (chatChannels.length > 0
           ? `${note(`Chat: ${chatChannels.join(" and ")} (${chatChannels.map((c) => `${server?.url}/${c.toLowerCase()}/...`).join(", ")}; see shared/channels/chat/CHAT-DEPLOY.md)`)}\n`

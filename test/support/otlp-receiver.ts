@@ -40,17 +40,17 @@ type AnyValue = {
   arrayValue?: { values?: AnyValue[] };
 };
 
-const valueOf = (v: AnyValue): unknown => {
+const anyValue = (v: AnyValue): unknown => {
   if (v.stringValue !== undefined) return v.stringValue;
   if (v.intValue !== undefined) return Number(v.intValue);
   if (v.doubleValue !== undefined) return v.doubleValue;
   if (v.boolValue !== undefined) return v.boolValue;
-  if (v.arrayValue) return (v.arrayValue.values ?? []).map(valueOf);
+  if (v.arrayValue) return (v.arrayValue.values ?? []).map(anyValue);
   return undefined;
 };
 
 const attrs = (list: { key: string; value: AnyValue }[] | undefined) =>
-  Object.fromEntries((list ?? []).map((a) => [a.key, valueOf(a.value)]));
+  Object.fromEntries((list ?? []).map((a) => [a.key, anyValue(a.value)]));
 
 async function body(req: IncomingMessage): Promise<Buffer> {
   const parts: Buffer[] = [];
