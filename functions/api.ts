@@ -16,7 +16,7 @@ import { createAwsApiEngine } from "../shared/runtime/aws/aws-api-engine.ts";
 import { type AwsChat, awsChatSettings } from "../shared/runtime/aws/aws-chat.ts";
 import { type AwsNotify, awsNotify } from "../shared/runtime/aws/aws-notify.ts";
 import { stateKeyStore } from "../shared/runtime/key-stores.ts";
-import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
+import { coldStart, type FunctionDeps, type LambdaContext, traced } from "./cold-start.ts";
 
 /**
  * The API function: API Gateway's HTTP API (payload format 2.0) in front of the same Hono app
@@ -122,12 +122,15 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
   // Each request is in API Gateway's access log; the app logs what fails (with hono's request id).
   const handler = async (event: APIGatewayProxyEventV2, _context?: LambdaContext) => {
     await instance.get();
-    try {
-      return await (lambda as NonNullable<typeof lambda>)(withEncodedUrn(event));
-    } finally {
-      // A frozen instance sends nothing: what the request recorded is queued before it returns.
-      await notify?.queued?.settled();
-    }
+    // The server span (http-server.ts) is sent with the response: a frozen instance sends nothing.
+    return traced(async () => {
+      try {
+        return await (lambda as NonNullable<typeof lambda>)(withEncodedUrn(event));
+      } finally {
+        // A frozen instance sends nothing: what the request recorded is queued before it returns.
+        await notify?.queued?.settled();
+      }
+    });
   };
   return Object.assign(handler, {
     close: async () => {

@@ -6,6 +6,7 @@ import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/ru
 import { type AwsEngineOptions, createAwsEngine } from "../shared/runtime/aws/aws-engine.ts";
 import { withMeteredAudit } from "../shared/runtime/aws/lambda-parts.ts";
 import { type Config, loadConfig } from "../shared/runtime/config.ts";
+import { startTelemetry } from "../shared/runtime/telemetry.ts";
 
 /**
  * What the engine functions share: the runtime and engine, built on the first invocation of a
@@ -101,6 +102,20 @@ export function coldStart(
     }
   };
   return memoisedStart(init, (warm) => warm.rt.close());
+}
+
+/**
+ * Runs one invocation with tracing as the environment configures it (OTEL_EXPORTER_OTLP_ENDPOINT;
+ * none: nothing is loaded), and sends its spans before it returns: a Lambda instance is frozen
+ * between invocations, and a span left in a buffer would go out, if ever, an invocation late.
+ */
+export async function traced<T>(run: () => Promise<T>): Promise<T> {
+  const telemetry = await startTelemetry("arbor");
+  try {
+    return await run();
+  } finally {
+    await telemetry?.flush().catch(() => undefined);
+  }
 }
 
 /** The part of Lambda's context object the functions read. */

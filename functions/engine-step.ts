@@ -5,7 +5,7 @@ import { ROUTES, type StepName } from "../shared/engine/routes.ts";
 import { ValidationError } from "../shared/kernel/errors.ts";
 import { componentLogger } from "../shared/kernel/logger.ts";
 import { EVENT_ID_DETAIL_KEY, lambdaMetrics } from "../shared/runtime/aws/lambda-parts.ts";
-import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
+import { coldStart, type FunctionDeps, type LambdaContext, traced } from "./cold-start.ts";
 
 /**
  * One engine step (a route of shared/engine/routes.ts) as a Lambda function. Each route's
@@ -84,7 +84,8 @@ export function createStepHandler(deps: FunctionDeps = {}): StepHandler {
       metrics.flush({ stage, route: subscription });
     }
   };
-  return Object.assign(handle, { close: instance.close });
+  const tracedHandle = (input: unknown, context?: LambdaContext) => traced(() => handle(input, context));
+  return Object.assign(tracedHandle, { close: instance.close });
 }
 
 /** The Lambda entry point; configured by the environment the engine stack sets. */

@@ -1,6 +1,7 @@
 import { formatIssues } from "../shared/domain/resources.ts";
 import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
 import { componentLogger } from "../shared/kernel/logger.ts";
+import { withTraceparent } from "../shared/kernel/tracing.ts";
 import type { InvocationMetrics } from "../shared/ports/metrics.ts";
 import type { ToolContext, ToolPort, ToolResult } from "../shared/ports/tools.ts";
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../shared/runtime/aws/aws.ts";
@@ -15,7 +16,7 @@ import {
   type ToolFunctionRequest,
   ToolFunctionRequestSchema,
 } from "../shared/tools/bindings/tool-function-protocol.ts";
-import { awsConfigOf, memoisedStart } from "./cold-start.ts";
+import { awsConfigOf, memoisedStart, traced } from "./cold-start.ts";
 
 /**
  * The tool function: the policy-checked proxy for every tool call of the engine on AWS (seeds/001's
@@ -73,7 +74,7 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
   };
   const handle = async (input: unknown, lambda?: ToolLambdaContext) => {
     try {
-      return await execute(input, lambda);
+      return await traced(() => execute(input, lambda));
     } finally {
       // The calls' ends, counted where their audit records are written (ToolCalls, ToolCallsFailed).
       metrics.flush({ stage: stage(), route: "tool" });
@@ -101,7 +102,7 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
       return { registration: await tenantTools(service).register(request.tenant) };
     const started = Date.now();
     const remaining = lambda?.getRemainingTimeInMillis?.();
-    const { callback, ...given } = request.context;
+    const { callback, traceparent, ...given } = request.context;
     const context: ToolContext = {
       taskId: given.taskId,
       actor: given.actor,
@@ -127,8 +128,11 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
       });
       return { result: wire(result) };
     };
-    if (request.op === "SettleTool") return settle(service, request, context, done);
-    return done(await service.execute(request.tool, request.arguments, context), "tool call done");
+    // In the caller's trace: the call's execute_tool span is a child of the turn step's.
+    return withTraceparent(traceparent, async () => {
+      if (request.op === "SettleTool") return settle(service, request, context, done);
+      return done(await service.execute(request.tool, request.arguments, context), "tool call done");
+    });
   };
   return Object.assign(handle, { close: instance.close });
 }

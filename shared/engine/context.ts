@@ -1,7 +1,6 @@
 import { type Actor, type EventOf, eventIdFor, type TaskEvent } from "../domain/events.ts";
 import type { PriceOverrides } from "../domain/model-catalogue.ts";
 import type { Budgets } from "../domain/resources.ts";
-import { isTerminal } from "../domain/task-state.ts";
 import type { TeamFile } from "../domain/team.ts";
 import { ArborError } from "../kernel/errors.ts";
 import type { ArborLogger } from "../kernel/logger.ts";
@@ -17,7 +16,7 @@ import { resourceEvent } from "../store/resource-events.ts";
 import type { ResourceStore } from "../store/resource-store.ts";
 import type { RecordResult, TaskLog } from "../store/task-log.ts";
 import type { ModelHealth } from "./model-health.ts";
-import { recordTaskSpan } from "./spans.ts";
+import { observeTaskEvent } from "./spans.ts";
 
 /**
  * What every engine step needs. Each step is an idempotent operation on stored state, triggered by
@@ -216,8 +215,7 @@ export async function recordTask<T extends Lifecycle>(
   const event = taskEvent(deps, type, payload, actor, key);
   const result = await deps.tasks.record(event);
   deps.faults?.hit("after-record", type);
-  if (tracingOn() && !result.duplicate && isTerminal(result.view.status))
-    await recordTaskSpan(deps, result.view, event.at);
+  if (tracingOn() && !result.duplicate) await observeTaskEvent(deps, event, result.view);
   return result;
 }
 

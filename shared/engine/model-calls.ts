@@ -1,5 +1,5 @@
 import { ArborError } from "../kernel/errors.ts";
-import { ATTR, contentCaptured, inSpan, SpanKind, tracingOn } from "../kernel/tracing.ts";
+import { ATTR, contentCaptured, inSpan, recordModelCall, SpanKind, tracingOn } from "../kernel/tracing.ts";
 import type { LlmRequest, LlmResponse } from "../ports/llm.ts";
 import type { EngineDeps } from "./context.ts";
 import { costOf } from "./usage.ts";
@@ -54,7 +54,25 @@ export async function callModel(deps: EngineDeps, request: LlmRequest): Promise<
       },
     },
     async (span) => {
-      const response = await callWithRetries(deps, request);
+      const started = performance.now();
+      const measured = { [ATTR.operation]: "chat", [ATTR.provider]: provider, [ATTR.requestModel]: model };
+      let response: LlmResponse;
+      try {
+        response = await callWithRetries(deps, request);
+      } catch (error) {
+        const code = (error as { code?: unknown }).code;
+        recordModelCall(
+          { ...measured, [ATTR.errorType]: typeof code === "string" ? code : "Error" },
+          undefined,
+          (performance.now() - started) / 1000,
+        );
+        throw error;
+      }
+      recordModelCall(
+        { ...measured, [ATTR.responseModel]: response.model },
+        response.usage,
+        (performance.now() - started) / 1000,
+      );
       const cost = costOf(deps, response.model, response.usage);
       span.setAll({
         [ATTR.responseModel]: response.model,

@@ -3,8 +3,11 @@ import {
   type Attributes,
   type AttributeValue,
   type Context,
+  type Counter,
   context,
+  type Histogram,
   type Link,
+  metrics,
   propagation,
   ROOT_CONTEXT,
   type Span,
@@ -13,6 +16,7 @@ import {
   type TimeInput,
   TraceFlags,
   trace,
+  type UpDownCounter,
 } from "@opentelemetry/api";
 
 /**
@@ -361,3 +365,86 @@ export const ATTR = {
   answeredBy: "arbor.interaction.answered_by",
   channel: "arbor.channel",
 } as const;
+
+// ---- metrics ----------------------------------------------------------------------------------------
+
+/**
+ * The metrics beside the spans, through the OpenTelemetry API (the composition root registers the
+ * meter provider with the tracer provider): the GenAI conventions' client metrics, and Arbor's own
+ * counts. Created when tracing turns on; until then `meters` is undefined and nothing is recorded.
+ */
+interface Meters {
+  tokens: Histogram;
+  duration: Histogram;
+  tasks: Counter;
+  waiting: UpDownCounter;
+  deliveries: Counter;
+}
+let meters: Meters | undefined;
+
+/** Called by the composition root once its meter provider is registered. */
+export function openMeters(): void {
+  const meter = metrics.getMeter("arbor");
+  meters = {
+    tokens: meter.createHistogram("gen_ai.client.token.usage", {
+      unit: "{token}",
+      description: "Tokens used by a model call, by gen_ai.token.type (input, output)",
+      advice: { explicitBucketBoundaries: [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576] },
+    }),
+    duration: meter.createHistogram("gen_ai.client.operation.duration", {
+      unit: "s",
+      description: "How long a model call took",
+      advice: {
+        explicitBucketBoundaries: [
+          0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+        ],
+      },
+    }),
+    tasks: meter.createCounter("arbor.tasks", {
+      unit: "{task}",
+      description:
+        "Tasks that entered a state, by arbor.task.status (in_progress, awaiting_user, done, failed, canceled)",
+    }),
+    waiting: meter.createUpDownCounter("arbor.approvals.waiting", {
+      unit: "{question}",
+      description: "Questions asked of a person and not answered yet (approvals, inputs, plan approvals)",
+    }),
+    deliveries: meter.createCounter("arbor.deliveries", {
+      unit: "{delivery}",
+      description: "Notify deliveries by outcome (sent, retried, dead) and channel",
+    }),
+  };
+}
+
+export function closeMeters(): void {
+  meters = undefined;
+}
+
+/** One model call's tokens and duration, as the GenAI conventions name them. */
+export function recordModelCall(
+  attributes: Attributes,
+  usage: { inputTokens: number; outputTokens: number } | undefined,
+  seconds: number,
+): void {
+  if (!meters) return;
+  const common = clean(attributes);
+  meters.duration.record(seconds, common);
+  if (!usage) return;
+  meters.tokens.record(usage.inputTokens, { ...common, "gen_ai.token.type": "input" });
+  meters.tokens.record(usage.outputTokens, { ...common, "gen_ai.token.type": "output" });
+}
+
+/** A task entered `status` (counted once: the event that moved it was new). */
+export function countTask(status: string, tenant: string | undefined): void {
+  meters?.tasks.add(1, clean({ [ATTR.status]: status, [ATTR.tenant]: tenant }));
+}
+
+/** A question for a person was asked (+1), or answered or given up with its task (-1). */
+export function countWaiting(change: 1 | -1): void {
+  meters?.waiting.add(change);
+}
+
+/** A delivery's outcome. */
+export function countDelivery(outcome: "sent" | "retried" | "dead", channel: string): void {
+  meters?.deliveries.add(1, { "arbor.delivery.outcome": outcome, [ATTR.channel]: channel });
+}

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { EngineDeps } from "../engine/context.ts";
 import { UnavailableError, ValidationError } from "../kernel/errors.ts";
+import { ATTR, countDelivery, inSpan, SpanKind, tracingOn, withinTask } from "../kernel/tracing.ts";
 import { DEFAULT_RETRY, nextAttempt, type RetrySchedule } from "./backoff.ts";
 import { type ChatSurfaces, syncThread } from "./chat/sync.ts";
 import {
@@ -286,6 +287,39 @@ export class NotifyService {
   }
 
   async #attemptClaimed(id: string, claimed: DeliveryRecord): Promise<AttemptOutcome> {
+    if (!tracingOn()) return this.#tryOnce(id, claimed);
+    // A span of the request's root task: the webhook POSTed in it carries its traceparent.
+    const d = claimed.data;
+    const root = await this.deps.tasks.view(d.rootTaskUrn);
+    return withinTask(root, () =>
+      inSpan(
+        `deliver ${d.channel}`,
+        {
+          kind: SpanKind.PRODUCER,
+          attributes: {
+            [ATTR.channel]: d.channel,
+            [ATTR.taskUrn]: d.rootTaskUrn,
+            [ATTR.tenant]: d.tenant,
+            "arbor.delivery.id": id,
+            "arbor.delivery.attempt": d.attempts + 1,
+          },
+        },
+        async (span) => {
+          const outcome = await this.#tryOnce(id, claimed);
+          span.set("arbor.delivery.outcome", outcome);
+          if (outcome === "delivered") countDelivery("sent", d.channel);
+          else if (outcome === "retry") countDelivery("retried", d.channel);
+          else if (outcome === "dead") {
+            countDelivery("dead", d.channel);
+            span.fail("dead");
+          }
+          return outcome;
+        },
+      ),
+    );
+  }
+
+  async #tryOnce(id: string, claimed: DeliveryRecord): Promise<AttemptOutcome> {
     const d = claimed.data;
     const posted = await this.#send(d);
     const now = this.deps.clock();

@@ -1,6 +1,7 @@
-import { context, propagation, trace } from "@opentelemetry/api";
+import { context, metrics, propagation, trace } from "@opentelemetry/api";
+import type { Resource } from "@opentelemetry/resources";
 import { ConfigError } from "../kernel/errors.ts";
-import { setTracing, takePinnedSpanId } from "../kernel/tracing.ts";
+import { closeMeters, openMeters, setTracing, takePinnedSpanId } from "../kernel/tracing.ts";
 
 /**
  * OpenTelemetry for both runtimes, configured by the SDK's own environment variables, so Jaeger,
@@ -13,6 +14,8 @@ import { setTracing, takePinnedSpanId } from "../kernel/tracing.ts";
  *   OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG             parentbased_always_on (default), traceidratio, ...
  *   OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none         off
  *   OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true  prompts and completions in spans (off by default)
+ *   OTEL_METRICS_EXPORTER=none, OTEL_METRIC_EXPORT_INTERVAL   metrics (to the same endpoint) off, or how often
+ *   OTEL_BSP_SCHEDULE_DELAY and the other OTEL_BSP_*          the span batches
  *
  * With no endpoint nothing of the SDK is even loaded: the spans' code paths test one boolean.
  */
@@ -69,10 +72,22 @@ async function open(serviceName: string, env: Env): Promise<Telemetry | undefine
       : import("@opentelemetry/exporter-trace-otlp-proto"),
   ]);
   const random = new sdk.RandomIdGenerator();
+  const resource = resources
+    .resourceFromAttributes({
+      "service.name": serviceName,
+      // On Lambda: which function, so one service's spans still say where each ran.
+      ...(env.AWS_LAMBDA_FUNCTION_NAME
+        ? {
+            "faas.name": env.AWS_LAMBDA_FUNCTION_NAME,
+            "cloud.provider": "aws",
+            "cloud.platform": "aws_lambda",
+            ...(env.AWS_REGION ? { "cloud.region": env.AWS_REGION } : {}),
+          }
+        : {}),
+    })
+    .merge(resources.detectResources({ detectors: [resources.envDetector] }));
   const provider = new sdk.TracerProvider({
-    resource: resources
-      .resourceFromAttributes({ "service.name": serviceName })
-      .merge(resources.detectResources({ detectors: [resources.envDetector] })),
+    resource,
     sampler: samplerOf(sdk, env),
     // A task's span takes the id derived from its URN (kernel/tracing.ts); every other span a random one.
     idGenerator: {
@@ -81,7 +96,7 @@ async function open(serviceName: string, env: Env): Promise<Telemetry | undefine
     },
     spanProcessors: [
       new sdk.BatchSpanProcessor({
-        exporter: new exporterModule.OTLPTraceExporter(),
+        exporter: new exporterModule.OTLPTraceExporter({ url: signalUrl(env, "TRACES", "v1/traces") }),
         // The specification's settings of the batch processor (the SDK leaves reading them to us).
         ...positive(env.OTEL_BSP_SCHEDULE_DELAY, "scheduledDelayMillis"),
         ...positive(env.OTEL_BSP_MAX_QUEUE_SIZE, "maxQueueSize"),
@@ -98,16 +113,21 @@ async function open(serviceName: string, env: Env): Promise<Telemetry | undefine
     }),
   );
   trace.setGlobalTracerProvider(provider);
+  const meterProvider = metricsConfigured(env) ? await openMetrics(env, protocol, resource) : undefined;
   setTracing(true, {
     captureContent: env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT?.trim().toLowerCase() === "true",
   });
   let stopped: Promise<void> | undefined;
   return {
-    flush: () => provider.forceFlush(),
+    flush: async () => {
+      await Promise.all([provider.forceFlush(), meterProvider?.forceFlush()]);
+    },
     shutdown: () => {
       stopped ??= (async () => {
         setTracing(false);
-        await provider.shutdown();
+        closeMeters();
+        await Promise.all([provider.shutdown(), meterProvider?.shutdown()]);
+        metrics.disable();
         trace.disable();
         context.disable();
         propagation.disable();
@@ -118,10 +138,50 @@ async function open(serviceName: string, env: Env): Promise<Telemetry | undefine
   };
 }
 
+/**
+ * Where a signal goes, as the specification says: OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT as it is,
+ * else OTEL_EXPORTER_OTLP_ENDPOINT with the signal's path added.
+ */
+function signalUrl(env: Env, signal: "TRACES" | "METRICS", path: string): string {
+  const own = env[`OTEL_EXPORTER_OTLP_${signal}_ENDPOINT`];
+  if (set(own)) return own.trim();
+  const base = (env.OTEL_EXPORTER_OTLP_ENDPOINT ?? "").trim();
+  return `${base.endsWith("/") ? base : `${base}/`}${path}`;
+}
+
 /** `{ [key]: n }` for a whole number above 0, else nothing (the SDK's default stands). */
 function positive<K extends string>(value: string | undefined, key: K): Partial<Record<K, number>> {
   const n = Number(value);
   return value !== undefined && Number.isInteger(n) && n > 0 ? ({ [key]: n } as Record<K, number>) : {};
+}
+
+/** Metrics go where traces go unless OTEL_METRICS_EXPORTER=none. */
+const metricsConfigured = (env: Env): boolean => env.OTEL_METRICS_EXPORTER?.trim().toLowerCase() !== "none";
+
+/**
+ * The meter provider beside the tracer provider: the GenAI client metrics and Arbor's counts
+ * (kernel/tracing.ts openMeters), exported every OTEL_METRIC_EXPORT_INTERVAL ms (default 60 s), and
+ * at each Lambda invocation's end (flush).
+ */
+async function openMetrics(env: Env, protocol: "http/protobuf" | "http/json", resource: Resource) {
+  const [sdk, exporterModule] = await Promise.all([
+    import("@opentelemetry/sdk-metrics"),
+    protocol === "http/json"
+      ? import("@opentelemetry/exporter-metrics-otlp-http")
+      : import("@opentelemetry/exporter-metrics-otlp-proto"),
+  ]);
+  const provider = new sdk.MeterProvider({
+    resource,
+    readers: [
+      new sdk.PeriodicExportingMetricReader({
+        exporter: new exporterModule.OTLPMetricExporter({ url: signalUrl(env, "METRICS", "v1/metrics") }),
+        ...positive(env.OTEL_METRIC_EXPORT_INTERVAL, "exportIntervalMillis"),
+      }),
+    ],
+  });
+  metrics.setGlobalMeterProvider(provider);
+  openMeters();
+  return provider;
 }
 
 type Sdk = typeof import("@opentelemetry/sdk-trace");

@@ -35,6 +35,7 @@ beforeAll(async () => {
     OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
     OTEL_SERVICE_NAME: "arbor-under-test",
     OTEL_BSP_SCHEDULE_DELAY: "200",
+    OTEL_METRIC_EXPORT_INTERVAL: "300",
   });
   key = await addKey(env, "user_ada");
   headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
@@ -90,10 +91,6 @@ describe("traces of a request (arbor serve, OTLP http/json)", () => {
       30_000,
     );
     spans = inTrace(CALLER_TRACE);
-    if (process.env.DUMP_SPANS) {
-      const ids = byId(spans);
-      for (const s of spans) console.log(s.name, "<-", ids.get(s.parentSpanId)?.name ?? s.parentSpanId);
-    }
   }, 240_000);
 
   it("puts everything the request caused in the caller's trace, from the HTTP call down", () => {
@@ -196,6 +193,30 @@ describe("traces of a request (arbor serve, OTLP http/json)", () => {
     expect(wait?.links[0]?.traceId).not.toBe(CALLER_TRACE);
     const answer = receiver.spans.find((s) => s.spanId === wait?.links[0]?.spanId);
     expect(answer?.name).toMatch(/^POST \/v1\/interactions/);
+  });
+
+  it("exports the GenAI client metrics and Arbor's counts beside the spans", async () => {
+    // Cumulative sums: the last export holds the totals.
+    const last = (metric: string, match: (a: Record<string, unknown>) => boolean) =>
+      receiver.points.filter((p) => p.metric === metric && match(p.attributes)).at(-1);
+    const got = await eventually(
+      async () => last("arbor.tasks", (a) => a["arbor.task.status"] === "done"),
+      (p) => (p?.value ?? 0) >= 7,
+      30_000,
+    );
+    expect(got?.value).toBeGreaterThanOrEqual(7);
+    const input = last("gen_ai.client.token.usage", (a) => a["gen_ai.token.type"] === "input");
+    expect(input?.attributes).toMatchObject({
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": "arbor.scripted",
+    });
+    expect(input?.count).toBeGreaterThan(5);
+    expect(
+      last("gen_ai.client.token.usage", (a) => a["gen_ai.token.type"] === "output")?.sum,
+    ).toBeGreaterThan(0);
+    expect(last("gen_ai.client.operation.duration", () => true)?.count).toBeGreaterThan(5);
+    // The one question was asked and answered: none waits.
+    expect(last("arbor.approvals.waiting", () => true)?.value).toBe(0);
   });
 
   it("carries no key, and no prompt or completion text unless the operator turns it on", () => {

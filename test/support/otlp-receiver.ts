@@ -22,9 +22,20 @@ export interface ReceivedSpan {
   service: string;
 }
 
+/** One data point of a metric: its attributes, and its value (a sum's or gauge's) or a histogram's count and sum. */
+export interface ReceivedPoint {
+  metric: string;
+  attributes: Record<string, unknown>;
+  value?: number;
+  count?: number;
+  sum?: number;
+}
+
 export interface OtlpReceiver {
   url: string;
   spans: ReceivedSpan[];
+  /** Every data point of every metrics export (http/json), in arrival order. */
+  points: ReceivedPoint[];
   /** Raw bodies of http/protobuf exports, with their content type. */
   protobuf: { contentType: string; body: Buffer }[];
   /** Every request's path and content type, in order. */
@@ -60,6 +71,7 @@ async function body(req: IncomingMessage): Promise<Buffer> {
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
+  const points: ReceivedPoint[] = [];
   const protobuf: OtlpReceiver["protobuf"] = [];
   const requests: OtlpReceiver["requests"] = [];
   const server: Server = createServer(async (req, res) => {
@@ -67,6 +79,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     const path = new URL(req.url ?? "/", "http://x").pathname;
     requests.push({ path, contentType });
     const raw = await body(req);
+    if (req.method === "POST" && path === "/v1/metrics" && contentType.startsWith("application/json")) {
+      points.push(...metricPoints(JSON.parse(raw.toString("utf8"))));
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+      return;
+    }
     if (req.method !== "POST" || path !== "/v1/traces") {
       res.writeHead(404).end();
       return;
@@ -110,10 +127,49 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   return {
     url: `http://127.0.0.1:${port}`,
     spans,
+    points,
     protobuf,
     requests,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
+}
+
+type DataPoint = {
+  attributes?: { key: string; value: AnyValue }[];
+  asInt?: string | number;
+  asDouble?: number;
+  count?: string | number;
+  sum?: number;
+};
+type Metric = {
+  name: string;
+  sum?: { dataPoints?: DataPoint[] };
+  gauge?: { dataPoints?: DataPoint[] };
+  histogram?: { dataPoints?: DataPoint[] };
+};
+
+function metricPoints(json: {
+  resourceMetrics?: { scopeMetrics?: { metrics?: Metric[] }[] }[];
+}): ReceivedPoint[] {
+  const out: ReceivedPoint[] = [];
+  for (const rm of json.resourceMetrics ?? [])
+    for (const sm of rm.scopeMetrics ?? [])
+      for (const m of sm.metrics ?? []) {
+        for (const p of [...(m.sum?.dataPoints ?? []), ...(m.gauge?.dataPoints ?? [])])
+          out.push({
+            metric: m.name,
+            attributes: attrs(p.attributes),
+            value: Number(p.asInt ?? p.asDouble ?? 0),
+          });
+        for (const p of m.histogram?.dataPoints ?? [])
+          out.push({
+            metric: m.name,
+            attributes: attrs(p.attributes),
+            count: Number(p.count ?? 0),
+            sum: Number(p.sum ?? 0),
+          });
+      }
+  return out;
 }
 
 /** A task's span id, as Arbor derives it from the task's URN. */

@@ -56,6 +56,11 @@ const CallContextSchema = z.object({
   allowedTools: z.array(z.string().min(1).max(200)).max(1000).optional(),
   callback: GivenCallbackSchema.optional(),
   activity: ActivityInvocationSchema.optional(),
+  /** The caller's W3C trace context (kernel/tracing.ts): the call's spans join the request's trace. */
+  traceparent: z
+    .string()
+    .regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/)
+    .optional(),
 });
 
 /** A call out on a remote agent (ToolResult.pending, ports/tools.ts PendingCall). */

@@ -2,6 +2,7 @@ import type { ToolFailureReason } from "../../domain/events.ts";
 import { deepFreeze } from "../../domain/immutable.ts";
 import { type ArborError, UnavailableError, ValidationError } from "../../kernel/errors.ts";
 import { componentLogger } from "../../kernel/logger.ts";
+import { currentTraceparent } from "../../kernel/tracing.ts";
 import type { AuditLog } from "../../ports/audit-log.ts";
 import type { ToolFunctionClient } from "../../ports/tool-function.ts";
 import type {
@@ -405,7 +406,11 @@ const wireContext = (context: ToolContext) => ({
   callId: context.callId,
   ...(context.allowedTools ? { allowedTools: [...context.allowedTools] } : {}),
   ...(context.activity ? { activity: context.activity } : {}),
+  // The call's span (execute_tool) is the tool function's: a child of the step's, in the request's trace.
+  ...traceOf(currentTraceparent()),
 });
+
+const traceOf = (traceparent: string | undefined) => (traceparent ? { traceparent } : {});
 
 /**
  * Compiles a tool's checker when it is first needed (most steps check no arguments). A schema this
