@@ -145,9 +145,8 @@ describe("one trace across the AWS functions", () => {
         `${e["detail-type"]} ${JSON.stringify(e.detail)}`,
       ).toContain(traceId);
     const execute = toolPeer.invocations.find((i) => (i.payload as { op: string }).op === "ExecuteTool");
-    expect((execute?.payload as { context: { traceparent?: string } }).context.traceparent).toContain(
-      traceId,
-    );
+    const sent = execute?.payload as { context?: { traceparent?: string } } | undefined;
+    expect(sent?.context?.traceparent).toContain(traceId);
 
     const spans = await eventually(
       async () => receiver.spans.filter((s) => s.traceId === traceId),
