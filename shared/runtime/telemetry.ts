@@ -55,7 +55,17 @@ let running: Promise<Telemetry | undefined> | undefined;
  * same). `serviceName` names the process where OTEL_SERVICE_NAME does not (arbor, arbor-api, ...).
  */
 export function startTelemetry(serviceName: string, env: Env = process.env): Promise<Telemetry | undefined> {
-  running ??= open(serviceName, env);
+  // Kept once started; not kept when off or refused (a later call looks again, cheaply).
+  running ??= open(serviceName, env).then(
+    (telemetry) => {
+      if (!telemetry) running = undefined;
+      return telemetry;
+    },
+    (error: unknown) => {
+      running = undefined;
+      throw error;
+    },
+  );
   return running;
 }
 
@@ -74,7 +84,7 @@ async function open(serviceName: string, env: Env): Promise<Telemetry | undefine
   const random = new sdk.RandomIdGenerator();
   const resource = resources
     .resourceFromAttributes({
-      "service.name": serviceName,
+      "service.name": env.OTEL_SERVICE_NAME?.trim() || serviceName,
       // On Lambda: which function, so one service's spans still say where each ran.
       ...(env.AWS_LAMBDA_FUNCTION_NAME
         ? {
