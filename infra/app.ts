@@ -14,7 +14,7 @@ import { type ChatSecretRef, KMS_KEY_ARN, SECRET_ARN, SECRET_NAME } from "./cons
 import { PROJECT_ROOT } from "./constructs/engine-function.ts";
 import type { DeployedTeam } from "./constructs/team-file.ts";
 import { type ToolRegistry, undeployableEntries } from "./constructs/tool-registry.ts";
-import { type EngineModel, EngineStack } from "./stacks/engine-stack.ts";
+import { type EngineModel, EngineStack, type Traces } from "./stacks/engine-stack.ts";
 import { StorageStack } from "./stacks/storage-stack.ts";
 
 /** The CDK context keys the app reads (`npx cdk deploy -c stage=prod`). */
@@ -30,6 +30,7 @@ export const CONTEXT_KEYS = {
   chatSecret: "chatSecret",
   chatSecretKey: "chatSecretKey",
   contextTokens: "contextTokens",
+  traces: "traces",
 } as const;
 
 /** The model the engine steps call unless `-c model=<id>` says otherwise. */
@@ -100,6 +101,35 @@ const ModelContextSchema = z
       ...(c.contextTokens === undefined ? {} : { contextTokens: c.contextTokens }),
     }),
   );
+
+/**
+ * Where the functions send their spans (`-c traces=xray`, `-c traces=https://collector.example:4318`):
+ * X-Ray's OTLP endpoint, or an OTLP/HTTP endpoint (https; http only to a collector on the
+ * function's own host, as an ADOT or OpenTelemetry collector extension listens). Default off.
+ */
+const TracesContextSchema = z
+  .object({
+    traces: z
+      .string()
+      .trim()
+      .refine(
+        (v) =>
+          v === "off" ||
+          v === "xray" ||
+          /^https:\/\/[^\s]+$/.test(v) ||
+          /^http:\/\/(localhost|127\.0\.0\.1)(:\d+)?(\/[^\s]*)?$/.test(v),
+        "off, xray (X-Ray's OTLP endpoint, CloudWatch Transaction Search on), or an OTLP/HTTP endpoint: https://..., or http://localhost:4318 for a collector extension",
+      )
+      .default("off"),
+  })
+  .transform(({ traces }): Traces | undefined =>
+    traces === "off" ? undefined : traces === "xray" ? { to: "xray" } : { to: "otlp", endpoint: traces },
+  );
+
+/** Reads `-c traces`; undefined: off. */
+export function readTraces(scope: Construct): Traces | undefined {
+  return parseContext(scope, TracesContextSchema);
+}
 
 /** The HTTP API's stage throttling: requests per second (steady) and at once (burst), all routes together. */
 const ApiContextSchema = z
@@ -282,6 +312,7 @@ export function createApp(options: CreateAppOptions = {}) {
   const apiThrottle = readApiThrottle(app);
   const team = readTeam(app, tools);
   const chat = readChatSecret(app);
+  const traces = readTraces(app);
   const env = environmentFrom(processEnv);
   const removalPolicy = settings.removalPolicy === "destroy" ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
   const storage = new StorageStack(app, `arbor-${settings.stage}-storage`, {
@@ -306,6 +337,7 @@ export function createApp(options: CreateAppOptions = {}) {
     apiThrottle,
     ...(team ? { team } : {}),
     ...(chat ? { chat } : {}),
+    ...(traces ? { traces } : {}),
   });
   // cdk-nag 3 is a CDK policy-validation plugin (it was an Aspect up to v2): its findings are
   // reported, and fail synthesis, after the templates are written. Acknowledgements sit next to

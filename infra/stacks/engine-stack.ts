@@ -12,6 +12,7 @@ import { type ITable, Table } from "aws-cdk-lib/aws-dynamodb";
 import { EventBus, type IEventBus, Rule, Schedule } from "aws-cdk-lib/aws-events";
 import { LambdaFunction } from "aws-cdk-lib/aws-events-targets";
 import { ManagedPolicy, PolicyStatement } from "aws-cdk-lib/aws-iam";
+import { Function as LambdaFn } from "aws-cdk-lib/aws-lambda";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Bucket, type IBucket } from "aws-cdk-lib/aws-s3";
 import { type IQueue, Queue } from "aws-cdk-lib/aws-sqs";
@@ -68,6 +69,12 @@ export interface EngineStackProps extends StackProps {
    * which the API function takes. None: the built-in default team.
    */
   readonly team?: DeployedTeam;
+  /**
+   * Where every function sends its spans (`-c traces`): X-Ray's OTLP endpoint in the stack's
+   * region (signed by each function's role, which is granted xray:PutSpans), or an OTLP/HTTP
+   * endpoint the operator runs. None: no tracing, nothing loaded (shared/runtime/telemetry.ts).
+   */
+  readonly traces?: Traces;
   /** Default one month. */
   readonly logRetention?: RetentionDays;
   /** Default 10 minutes: twice the longest step timeout, so running work is never re-driven. */
@@ -137,7 +144,20 @@ export interface StorageResources {
  * schedule, the tool function the ready and turn steps call for every tool call, and the S3
  * Vectors store the engine embeds into.
  */
+/** `-c traces`: X-Ray's OTLP endpoint, or an OTLP/HTTP endpoint of the operator's. */
+export type Traces = { to: "xray" } | { to: "otlp"; endpoint: string };
+
+/** What the functions read of `-c traces` (shared/runtime/telemetry.ts). */
+export function tracesEnvironment(traces: Traces | undefined): Record<string, string> {
+  if (!traces) return {};
+  return traces.to === "xray"
+    ? { ARBOR_TRACES: "xray" }
+    : { OTEL_EXPORTER_OTLP_ENDPOINT: traces.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" };
+}
+
 export class EngineStack extends Stack {
+  /** With `-c traces=xray`: every function's right to send its spans. */
+  readonly tracesPolicy?: ManagedPolicy;
   readonly storage: StorageResources;
   readonly steps: Record<StepName, EngineFunction>;
   readonly rules: Record<StepName, RouteRule>;
@@ -189,6 +209,7 @@ export class EngineStack extends Stack {
       ...(props.model.contextTokens ? { ARBOR_CONTEXT_TOKENS: String(props.model.contextTokens) } : {}),
       POWERTOOLS_LOG_LEVEL: "INFO",
       ARBOR_STAGE: props.stage,
+      ...tracesEnvironment(props.traces),
     };
     const common = { logRetention, removalPolicy: props.removalPolicy };
     const { ARBOR_MODEL: _model, ARBOR_MODEL_PROVIDER: _provider, ...toolEnvironment } = environment;
@@ -351,6 +372,30 @@ export class EngineStack extends Stack {
       value: this.vectors.indexName,
       description: "S3 Vectors index (Titan Text Embeddings v2, 1024 dimensions, cosine)",
     });
+    if (props.traces?.to === "xray") this.tracesPolicy = this.#tracesPolicy();
+  }
+
+  /** The right to send spans to X-Ray's OTLP endpoint, given to every function of the stack. */
+  #tracesPolicy(): ManagedPolicy {
+    const policy = new ManagedPolicy(this, "Traces", {
+      description: "Arbor functions: send their spans to X-Ray's OTLP endpoint (-c traces=xray)",
+      statements: [
+        new PolicyStatement({
+          sid: "Traces",
+          actions: ["xray:PutSpans", "xray:PutSpansForIndexing"],
+          resources: ["*"],
+        }),
+      ],
+    });
+    Validations.of(policy).acknowledge({
+      id: nagFinding("AwsSolutions-IAM5", "Resource::*"),
+      reason:
+        "X-Ray's span ingestion has no resource to name: PutSpans and PutSpansForIndexing take only *. " +
+        "The policy holds these two actions and nothing else.",
+    });
+    for (const fn of this.node.findAll())
+      if (fn instanceof LambdaFn && fn.role) fn.role.addManagedPolicy(policy);
+    return policy;
   }
 
   #importStorage(storage: StorageStack): StorageResources {

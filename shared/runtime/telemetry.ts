@@ -13,6 +13,7 @@ import { closeMeters, openMeters, setTracing, takePinnedSpanId } from "../kernel
  *   OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES              the resource
  *   OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG             parentbased_always_on (default), traceidratio, ...
  *   OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none         off
+ *   ARBOR_TRACES=xray                                        to X-Ray's OTLP endpoint, SigV4-signed (AWS)
  *   OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true  prompts and completions in spans (off by default)
  *   OTEL_METRICS_EXPORTER=none, OTEL_METRIC_EXPORT_INTERVAL   metrics (to the same endpoint) off, or how often
  *   OTEL_BSP_SCHEDULE_DELAY and the other OTEL_BSP_*          the span batches
@@ -35,8 +36,14 @@ const set = (v: string | undefined): v is string => v !== undefined && v.trim() 
 export function tracingConfigured(env: Env = process.env): boolean {
   if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") return false;
   if (env.OTEL_TRACES_EXPORTER?.trim().toLowerCase() === "none") return false;
-  return set(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) || set(env.OTEL_EXPORTER_OTLP_ENDPOINT);
+  return toXRay(env) || set(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) || set(env.OTEL_EXPORTER_OTLP_ENDPOINT);
 }
+
+/**
+ * ARBOR_TRACES=xray (the engine stack's `-c traces=xray`): spans go to X-Ray's OTLP endpoint in the
+ * function's region, signed by its role (aws/xray-traces.ts), with no endpoint to configure.
+ */
+const toXRay = (env: Env): boolean => env.ARBOR_TRACES?.trim().toLowerCase() === "xray";
 
 /** The OTLP protocol of the traces: http/protobuf (the specification's default) or http/json. */
 export function tracesProtocol(env: Env = process.env): "http/protobuf" | "http/json" {
@@ -71,16 +78,29 @@ export function startTelemetry(serviceName: string, env: Env = process.env): Pro
 
 async function open(serviceName: string, env: Env): Promise<Telemetry | undefined> {
   if (!tracingConfigured(env)) return undefined;
+  const xray = toXRay(env);
+  if (xray && !set(env.AWS_REGION))
+    throw new ConfigError(
+      "ARBOR_TRACES=xray sends spans to X-Ray in the function's region: AWS_REGION must be set",
+    );
   const protocol = tracesProtocol(env);
-  const [sdk, core, resources, hooks, exporterModule] = await Promise.all([
+  const [sdk, core, resources, hooks] = await Promise.all([
     import("@opentelemetry/sdk-trace"),
     import("@opentelemetry/core"),
     import("@opentelemetry/resources"),
     import("@opentelemetry/context-async-hooks"),
-    protocol === "http/json"
-      ? import("@opentelemetry/exporter-trace-otlp-http")
-      : import("@opentelemetry/exporter-trace-otlp-proto"),
   ]);
+  const exporter = xray
+    ? new (await import("./aws/xray-traces.ts")).XRayTracesExporter({
+        region: env.AWS_REGION as string,
+        ...(set(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+          ? { url: env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT.trim() }
+          : {}),
+      })
+    : new (protocol === "http/json"
+        ? await import("@opentelemetry/exporter-trace-otlp-http")
+        : await import("@opentelemetry/exporter-trace-otlp-proto")
+      ).OTLPTraceExporter({ url: signalUrl(env, "TRACES", "v1/traces") });
   const random = new sdk.RandomIdGenerator();
   const resource = resources
     .resourceFromAttributes({
@@ -106,7 +126,7 @@ async function open(serviceName: string, env: Env): Promise<Telemetry | undefine
     },
     spanProcessors: [
       new sdk.BatchSpanProcessor({
-        exporter: new exporterModule.OTLPTraceExporter({ url: signalUrl(env, "TRACES", "v1/traces") }),
+        exporter,
         // The specification's settings of the batch processor (the SDK leaves reading them to us).
         ...positive(env.OTEL_BSP_SCHEDULE_DELAY, "scheduledDelayMillis"),
         ...positive(env.OTEL_BSP_MAX_QUEUE_SIZE, "maxQueueSize"),
@@ -166,7 +186,10 @@ function positive<K extends string>(value: string | undefined, key: K): Partial<
 }
 
 /** Metrics go where traces go unless OTEL_METRICS_EXPORTER=none. */
-const metricsConfigured = (env: Env): boolean => env.OTEL_METRICS_EXPORTER?.trim().toLowerCase() !== "none";
+const metricsConfigured = (env: Env): boolean =>
+  env.OTEL_METRICS_EXPORTER?.trim().toLowerCase() !== "none" &&
+  // To X-Ray go spans only: on AWS the metrics are CloudWatch's (EMF), unless an OTLP endpoint is set.
+  (!toXRay(env) || set(env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) || set(env.OTEL_EXPORTER_OTLP_ENDPOINT));
 
 /**
  * The meter provider beside the tracer provider: the GenAI client metrics and Arbor's counts

@@ -38,8 +38,8 @@ export interface OtlpReceiver {
   points: ReceivedPoint[];
   /** Raw bodies of http/protobuf exports, with their content type. */
   protobuf: { contentType: string; body: Buffer }[];
-  /** Every request's path and content type, in order. */
-  requests: { path: string; contentType: string }[];
+  /** Every request's path and content type, in order, and its headers. */
+  requests: { path: string; contentType: string; headers: Record<string, string | string[] | undefined> }[];
   close(): Promise<void>;
 }
 
@@ -77,7 +77,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const server: Server = createServer(async (req, res) => {
     const contentType = String(req.headers["content-type"] ?? "");
     const path = new URL(req.url ?? "/", "http://x").pathname;
-    requests.push({ path, contentType });
+    requests.push({ path, contentType, headers: { ...req.headers } });
     const raw = await body(req);
     if (req.method === "POST" && path === "/v1/metrics" && contentType.startsWith("application/json")) {
       points.push(...metricPoints(JSON.parse(raw.toString("utf8"))));
