@@ -10,6 +10,25 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { requestsOnArbor, treeOnArbor, W1_SHAPE } from "./workloads.ts";
 
+// TRACING=1: spans and metrics on, exported over OTLP (http/protobuf) to a sink in a process of its
+// own, as to a collector; what tracing costs is then the difference with TRACING=0 (the default).
+if (process.env.TRACING === "1") {
+  const { spawn } = await import("node:child_process");
+  const sink = spawn(
+    process.execPath,
+    [
+      "-e",
+      "require('node:http').createServer((q,s)=>{q.resume();q.on('end',()=>s.end())}).listen(0,'127.0.0.1',function(){console.log(this.address().port)})",
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const port = await new Promise<string>((resolve) => sink.stdout.once("data", (d) => resolve(String(d).trim())));
+  process.on("exit", () => sink.kill());
+  process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${port}`;
+  const { startTelemetry } = await import("../shared/runtime/telemetry.ts");
+  await startTelemetry("arbor-bench");
+}
+
 const LLM_MS = Number(process.env.LLM_MS ?? 0);
 const WARMUP = Number(process.env.WARMUP ?? 0);
 const RUNS = Number(process.env.RUNS ?? 39);

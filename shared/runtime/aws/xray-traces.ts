@@ -5,6 +5,7 @@ import { ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
 import type { ReadableSpan, SpanExporter } from "@opentelemetry/sdk-trace";
 import { SignatureV4 } from "@smithy/signature-v4";
 import type { AwsCredentialIdentityProvider, Checksum, SourceData } from "@smithy/types";
+import { ArborError, UnavailableError } from "../../kernel/errors.ts";
 
 /**
  * Spans to CloudWatch, where AWS users look for them (Transaction Search, Application Signals'
@@ -82,7 +83,7 @@ export class XRayTracesExporter implements SpanExporter {
 
   async #send(spans: ReadableSpan[]): Promise<void> {
     const body = ProtobufTraceSerializer.serializeRequest(spans);
-    if (!body) throw new Error("the spans could not be serialized as OTLP protobuf");
+    if (!body) throw new ArborError("INTERNAL", "the spans could not be serialized as OTLP protobuf");
     const url = new URL(this.url);
     const signed = await this.#signer.sign({
       method: "POST",
@@ -102,7 +103,7 @@ export class XRayTracesExporter implements SpanExporter {
     });
     if (!response.ok) {
       const said = (await response.text().catch(() => "")).slice(0, 300);
-      throw new Error(
+      throw new UnavailableError(
         `X-Ray's OTLP endpoint answered ${response.status}${said ? `: ${said}` : ""} (is Transaction Search on, and may the role call xray:PutSpans?)`,
       );
     }
