@@ -22,7 +22,9 @@ if (process.env.TRACING === "1") {
     ],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
-  const port = await new Promise<string>((resolve) => sink.stdout.once("data", (d) => resolve(String(d).trim())));
+  const port = await new Promise<string>((resolve) =>
+    sink.stdout.once("data", (d) => resolve(String(d).trim())),
+  );
   process.on("exit", () => sink.kill());
   process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${port}`;
   const { startTelemetry } = await import("../shared/runtime/telemetry.ts");

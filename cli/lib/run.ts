@@ -9,13 +9,14 @@ import { FALLBACK_ID } from "../../shared/engine/default-team.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import { pendingInteractions } from "../../shared/engine/interactions.ts";
 import { usageOf } from "../../shared/engine/usage.ts";
+import type { Embedder } from "../../shared/ports/embeddings.ts";
 import type { Llm } from "../../shared/ports/llm.ts";
 import { type LocalConfig, MODEL_HELP } from "../../shared/runtime/config.ts";
 import { configuredSettings } from "../../shared/runtime/engine-wiring.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
 import { folderPolicy, scriptedModel } from "../../shared/runtime/local/local-parts.ts";
-import { createModel } from "../../shared/runtime/models.ts";
+import { createEmbedder, createModel } from "../../shared/runtime/models.ts";
 import { loadToolsConfig } from "../../shared/tools/service/config.ts";
 import { UsageError } from "../command.ts";
 import { ask } from "./ask.ts";
@@ -46,6 +47,8 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
   const fallback = `${tenantUrn(config.tenant)}/common.Assistant.${FALLBACK_ID}`;
   const engine = await createLocalEngine(rt, {
     llm: setup.llm,
+    // The model server's embedding model, when one is configured (ARBOR_EMBEDDING_MODEL).
+    ...(setup.embedder ? { embedder: setup.embedder } : {}),
     settings: {
       fallbackAssistant: fallback,
       ...configuredSettings(config),
@@ -148,7 +151,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
 function chooseModel(
   config: LocalConfig,
   options: RunOptions,
-): { llm: Llm; assistants?: AssistantDefinition[]; text: string } | undefined {
+): { llm: Llm; embedder?: Embedder; assistants?: AssistantDefinition[]; text: string } | undefined {
   if (options.example) {
     if (options.example !== "offsite")
       throw new UsageError(`Unknown example "${options.example}". Try: --example offsite`);
@@ -157,7 +160,8 @@ function chooseModel(
   if (!options.text)
     throw new UsageError('Say what to do: arbor run "<message>" (or try: arbor run --example offsite)');
   if (!config.model) return undefined;
-  return { llm: createModel(config.model), text: options.text };
+  const embedder = createEmbedder(config.model);
+  return { llm: createModel(config.model), text: options.text, ...(embedder ? { embedder } : {}) };
 }
 
 async function waitingInteractions(

@@ -14,6 +14,7 @@ import { releaseOrphanedLeases } from "../../shared/notify/orphans.ts";
 import { notifyUrls } from "../../shared/notify/urls.ts";
 import { createGuardedFetch } from "../../shared/outbound/guard.ts";
 import { outboundPolicy } from "../../shared/outbound/policy.ts";
+import type { Embedder } from "../../shared/ports/embeddings.ts";
 import type { Llm } from "../../shared/ports/llm.ts";
 import { type LocalConfig, MODEL_HELP, parsePublicUrl } from "../../shared/runtime/config.ts";
 import { configuredSettings } from "../../shared/runtime/engine-wiring.ts";
@@ -26,7 +27,7 @@ import {
   scriptedModel,
   servedKeys,
 } from "../../shared/runtime/local/local-parts.ts";
-import { createModel } from "../../shared/runtime/models.ts";
+import { createEmbedder, createModel } from "../../shared/runtime/models.ts";
 import { startTelemetry, tracesProtocol } from "../../shared/runtime/telemetry.ts";
 import { loadToolsConfig } from "../../shared/tools/service/config.ts";
 import { UsageError } from "../command.ts";
@@ -104,6 +105,8 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
   let notify: LocalNotify | undefined;
   const engine = await createLocalEngine(rt, {
     llm: setup.llm,
+    // The model server's embedding model, when one is configured (ARBOR_EMBEDDING_MODEL).
+    ...(setup.embedder ? { embedder: setup.embedder } : {}),
     warmIndex: true,
     // The fallback assistant is one URN for the whole engine: only safe when it serves one tenant.
     // With several, a task nobody fits is offered to its person (an assign_subtask interaction).
@@ -235,13 +238,15 @@ async function checkChatSettings(settings: ChatSettingsSource | undefined): Prom
 export function chooseModel(
   config: LocalConfig,
   example: string | undefined,
-): { llm: Llm; team?: TeamFile } | undefined {
+): { llm: Llm; embedder?: Embedder; team?: TeamFile } | undefined {
   if (example) {
     if (example !== "offsite") throw new UsageError(`Unknown example "${example}". Try: --example offsite`);
     const team = { assistants: ASSISTANTS.map((a) => ({ ...a, purpose: a.purpose ?? a.name })) };
     return { llm: scriptedModel(script, { keepCalls: 0 }), team };
   }
-  return config.model ? { llm: createModel(config.model) } : undefined;
+  if (!config.model) return undefined;
+  const embedder = createEmbedder(config.model);
+  return { llm: createModel(config.model), ...(embedder ? { embedder } : {}) };
 }
 
 /** Resolves on the first SIGINT or SIGTERM; a second one ends the process the default way. */

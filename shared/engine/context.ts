@@ -63,6 +63,11 @@ export interface EngineSettings {
    * deployment's ARBOR_TEAM_FILE or `-c team`); absent: DEFAULT_TEAM (engine/default-team.ts).
    */
   defaultTeam?: TeamFile;
+  /**
+   * Index a tenant's stored assistants again at its first request in this process (locally: the
+   * embedder may have changed since they were indexed, and the vector index is per embedder).
+   */
+  reindexTeams?: boolean;
 }
 
 export interface EngineDeps {

@@ -5,7 +5,7 @@ import { tenantUrn, type Urn } from "../domain/urn.ts";
 import { ConflictError, UnavailableError } from "../kernel/errors.ts";
 import type { EngineDeps } from "./context.ts";
 import { DEFAULT_TEAM } from "./default-team.ts";
-import { ASSISTANT_TYPE, assistantEntries } from "./steps/election.ts";
+import { ASSISTANT_TYPE, assistantEntries, indexAssistants } from "./steps/election.ts";
 
 /**
  * A tenant's team: its Assistant resources and their vectors in the election index.
@@ -149,7 +149,13 @@ export class Teams {
 
   async #staff(tenant: string): Promise<void> {
     const d = this.deps;
-    if ((await d.resources.childUrns(tenantUrn(tenant), ASSISTANT_TYPE)).length === 0) {
+    const stored = await d.resources.childUrns(tenantUrn(tenant), ASSISTANT_TYPE);
+    if (stored.length > 0 && d.settings.reindexTeams) {
+      // This process's index may lack them (a new embedder has an index of its own, a vectors
+      // folder may be gone): indexed again, once per tenant and process (upserts change nothing else).
+      await indexAssistants(d, await activeAssistants(d, tenant));
+    }
+    if (stored.length === 0) {
       const team: TeamFile = d.settings.defaultTeam ?? { assistants: DEFAULT_TEAM };
       try {
         const applied = await applyTeam(d, tenant, team);

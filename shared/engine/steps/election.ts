@@ -18,7 +18,10 @@ export interface Election {
 export const ASSISTANT_TYPE = "common.Assistant";
 
 /** Adds or refreshes an assistant in the vector index (call on every write of an assistant). */
-export async function indexAssistants(deps: EngineDeps, assistants: readonly Assistant[]): Promise<void> {
+export async function indexAssistants(
+  deps: Pick<EngineDeps, "embedder" | "index">,
+  assistants: readonly Assistant[],
+): Promise<void> {
   if (assistants.length === 0) return;
   await deps.index.upsert(await assistantEntries(deps, assistants));
 }

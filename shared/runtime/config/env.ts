@@ -239,6 +239,18 @@ export const EnvSchema = z.object({
       return z.NEVER;
     }),
   ARBOR_OPENAI_BASE_URL: z.url().optional(),
+  /**
+   * Locally, with ARBOR_MODEL_PROVIDER=openai: the model server's embedding model, which election
+   * then uses (`POST <ARBOR_OPENAI_BASE_URL>/embeddings`), e.g. nomic-embed-text on Ollama, with its
+   * dimension (ARBOR_EMBEDDING_DIMENSION, e.g. 768). Unset: the offline embedder.
+   */
+  ARBOR_EMBEDDING_MODEL: z.string().min(1).max(200).optional(),
+  ARBOR_EMBEDDING_DIMENSION: z.coerce
+    .number()
+    .int("a whole number of dimensions")
+    .min(1)
+    .max(16_384, "at most 16384, e.g. 768 for nomic-embed-text or 1536 for text-embedding-3-small")
+    .optional(),
   ARBOR_OPENAI_API_KEY: z.string().min(1).optional(),
   ARBOR_BEDROCK_ENDPOINT: z.url().optional(),
   /** Endpoint overrides, for local peers (s3rver, DynamoDB Local) or VPC endpoints. */
@@ -274,7 +286,14 @@ export type Env = z.output<typeof EnvSchema>;
 
 export type ModelConfig =
   | { provider: "bedrock"; model: string; region: string; endpoint?: string }
-  | { provider: "openai"; model: string; baseUrl: string; apiKey?: string };
+  | {
+      provider: "openai";
+      model: string;
+      baseUrl: string;
+      apiKey?: string;
+      /** The server's embedding model for election (ARBOR_EMBEDDING_MODEL, _DIMENSION). */
+      embedding?: { model: string; dimension: number };
+    };
 
 export const MODEL_HELP = `No model is configured. Arbor talks to Amazon Bedrock or to any OpenAI-compatible endpoint:
 
@@ -361,6 +380,10 @@ export function modelConfig(e: Env): ModelConfig | undefined {
   const retired = endOfLife(e.ARBOR_MODEL);
   if (retired) throw new ConfigError(`ARBOR_MODEL=${retired}`);
   if (e.ARBOR_MODEL_PROVIDER === "bedrock") {
+    if (e.ARBOR_EMBEDDING_MODEL)
+      throw new ConfigError(
+        "ARBOR_EMBEDDING_MODEL is for an OpenAI-compatible model server (ARBOR_MODEL_PROVIDER=openai); with Bedrock, election embeds with Titan on AWS and offline locally: unset it",
+      );
     if (!e.AWS_REGION) throw missing("AWS_REGION", "the region where the model is enabled, e.g. us-east-1");
     return {
       provider: "bedrock",
@@ -371,11 +394,19 @@ export function modelConfig(e: Env): ModelConfig | undefined {
   }
   if (!e.ARBOR_OPENAI_BASE_URL)
     throw missing("ARBOR_OPENAI_BASE_URL", "e.g. http://localhost:11434/v1 for Ollama");
+  if (e.ARBOR_EMBEDDING_MODEL && e.ARBOR_EMBEDDING_DIMENSION === undefined)
+    throw missing(
+      "ARBOR_EMBEDDING_DIMENSION",
+      `the dimension of ${e.ARBOR_EMBEDDING_MODEL}'s vectors, e.g. 768 for nomic-embed-text`,
+    );
   return {
     provider: "openai",
     model: e.ARBOR_MODEL,
     baseUrl: e.ARBOR_OPENAI_BASE_URL,
     ...(e.ARBOR_OPENAI_API_KEY ? { apiKey: e.ARBOR_OPENAI_API_KEY } : {}),
+    ...(e.ARBOR_EMBEDDING_MODEL && e.ARBOR_EMBEDDING_DIMENSION !== undefined
+      ? { embedding: { model: e.ARBOR_EMBEDDING_MODEL, dimension: e.ARBOR_EMBEDDING_DIMENSION } }
+      : {}),
   };
 }
 

@@ -32,7 +32,12 @@ export async function createLocalEngine(rt: LocalRuntime, options: LocalEngineOp
     { embedderId: embedder.id, dimension: embedder.dimension },
   );
   const tools = await openTools(rt, { embedder, index }, options);
-  const engine = engineOn(rt, { llm: options.llm, embedder, index, tools }, options);
+  const engine = engineOn(
+    rt,
+    { llm: options.llm, embedder, index, tools },
+    // Each embedder has an index of its own: a tenant's team is indexed into this one at its first request.
+    { ...options, settings: { reindexTeams: true, ...options.settings } },
+  );
   if (options.warmIndex) void index.warm();
   return engine;
 }
