@@ -74,6 +74,8 @@ class LongestFirst extends BaseSequencer {
 // child process can take ten times what it takes alone, and vitest's 5 s / 10 s defaults failed
 // tests that pass. A test that truly hangs still fails, later.
 const timeouts = { testTimeout: 60_000, hookTimeout: 120_000 };
+// Every test process's CDK syntheses write into one folder it removes at its end (the file says why).
+const CDK_OUTDIR = "test/support/cdk-outdir.ts";
 export default defineConfig({
   test: {
     // Two files at a time. Vitest's default on two cores is one (cores - 1), which runs the suite
@@ -89,6 +91,8 @@ export default defineConfig({
       {
         test: {
           name: "unit",
+          globalSetup: [CDK_OUTDIR],
+          setupFiles: [CDK_OUTDIR],
           include: ["test/**/*.test.ts", "policies/**/*.test.ts"],
           exclude: ["**/*.int.test.ts", "**/node_modules/**", ...ISOLATED],
           // One process per worker for all its files, and the modules they import loaded once in
@@ -103,6 +107,8 @@ export default defineConfig({
       {
         test: {
           name: "unit-isolated",
+          globalSetup: [CDK_OUTDIR],
+          setupFiles: [CDK_OUTDIR],
           include: ISOLATED,
           ...timeouts,
         },
@@ -110,8 +116,9 @@ export default defineConfig({
       {
         test: {
           name: "integration",
+          setupFiles: [CDK_OUTDIR],
           include: ["test/**/*.int.test.ts"],
-          globalSetup: ["test/peers/global-setup.ts"],
+          globalSetup: [CDK_OUTDIR, "test/peers/global-setup.ts"],
           ...timeouts,
         },
       },

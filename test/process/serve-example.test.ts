@@ -77,11 +77,24 @@ describe("arbor serve --example offsite", () => {
         task: {
           status: { state: string };
           artifacts: { parts: { text: string }[] }[];
-          metadata: { arbor: { rootTaskId: string } };
+          metadata: {
+            arbor: {
+              rootTaskId: string;
+              usage: { inputTokens: number; outputTokens: number; costUsd: number; unpricedCalls: number };
+            };
+          };
         };
       };
     };
     expect(result.task.status.state).toBe("TASK_STATE_COMPLETED");
+    // The request's tokens and cost ride with the task: the example's scripted model costs nothing.
+    expect(result.task.metadata.arbor.usage).toEqual({
+      inputTokens: expect.any(Number),
+      outputTokens: expect.any(Number),
+      costUsd: 0,
+      unpricedCalls: 0,
+    });
+    expect(result.task.metadata.arbor.usage.inputTokens).toBeGreaterThan(0);
     const answer = result.task.artifacts[0]?.parts[0]?.text ?? "";
     expect(answer).toMatch(/\b100 EUR each\b/);
     expect(answer).not.toMatch(/Lisbon|offsite|venue|invitation/i);

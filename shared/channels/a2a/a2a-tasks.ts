@@ -31,6 +31,7 @@ import {
 } from "@a2a-js/sdk/server";
 import { isTerminal } from "../../domain/task-state.ts";
 import type { Engine } from "../../engine/engine.ts";
+import { usageOf } from "../../engine/usage.ts";
 import { ArborError, ForbiddenError } from "../../kernel/errors.ts";
 import type { ArborLogger } from "../../kernel/logger.ts";
 import type { NotifyService } from "../../notify/service.ts";
@@ -213,7 +214,8 @@ export class ArborA2aTasks implements A2ARequestHandler {
       outcome ??= await readOutcome(this.#engine, rootTaskId, who);
       if (isUnderway(outcome) && A2A_STATE[outcome.state] === status.state) return;
       await this.#engine.deps.untilDurable(); // an answer sent is an answer on disk
-      for (const event of outcomeEvents(ids, outcome, this.#stamp, modes)) bus.publish(event);
+      const arbor = { rootTaskId, conversationUrn, outputModes: modes, usage: await this.#usage(rootTaskId) };
+      for (const event of outcomeEvents(ids, outcome, this.#stamp, modes, { arbor })) bus.publish(event);
     } finally {
       if (this.#watches.get(rc.taskId) === controller) this.#watches.delete(rc.taskId);
     }
@@ -235,8 +237,21 @@ export class ArborA2aTasks implements A2ARequestHandler {
     if (A2A_STATE[outcome.state] === task.status?.state) return;
     const results = new ResultManager(this.#store, context);
     const ids = { taskId: task.id, contextId: task.contextId };
-    for (const event of outcomeEvents(ids, outcome, this.#stamp, outputModesOf(task.metadata)))
+    const modes = outputModesOf(task.metadata);
+    const arbor = { ...link, outputModes: modes, usage: await this.#usage(link.rootTaskId) };
+    for (const event of outcomeEvents(ids, outcome, this.#stamp, modes, { arbor }))
       await results.processEvent(event);
+  }
+
+  /** The request's tokens and cost so far, as the task's metadata shows them (`arbor.usage`). */
+  async #usage(rootTaskId: string) {
+    const u = await usageOf(this.#engine.deps, rootTaskId);
+    return {
+      inputTokens: u.inputTokens,
+      outputTokens: u.outputTokens,
+      costUsd: u.costUsd,
+      unpricedCalls: u.unpricedCalls,
+    };
   }
 
   async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {

@@ -47,6 +47,15 @@ export async function threadSnapshot(
     truncated: tree?.truncated ?? false,
     questions: waiting.slice(0, THREAD_QUESTIONS).map(questionOf),
     at,
+    ...(tree
+      ? {
+          usage: {
+            tokens: tree.root.usage.tokens,
+            costUsd: tree.root.usage.costUsd,
+            unpricedCalls: tree.root.usage.unpricedCalls,
+          },
+        }
+      : {}),
   };
   if (s.state === "completed") snapshot.answer = notifiedAnswer(s.output);
   if (s.state === "failed" || s.state === "canceled") snapshot.reason = s.reason.slice(0, 4000);

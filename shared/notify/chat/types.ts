@@ -156,6 +156,12 @@ export interface ThreadSnapshot {
   reason?: string;
   /** When the snapshot was taken (ISO 8601). */
   at: string;
+  /**
+   * The whole request's tokens and cost so far (the root task's usage; `unpricedCalls` above 0: a
+   * model without a price answered some calls, so the cost is unknown). Not part of the digest: a
+   * model call alone changes no message; what is shown is as of the last visible change.
+   */
+  usage?: { tokens: number; costUsd: number; unpricedCalls: number };
 }
 
 // ---- the channel's side of the outbound path ------------------------------------------------------

@@ -222,12 +222,14 @@ export function outcomeEvents(
   outcome: Outcome,
   stamp: Stamp,
   modes: readonly OutputMode[] = ["text/plain"],
+  /** Merged into the task's metadata by the SDK (each top-level key replaced whole). */
+  metadata?: Record<string, unknown>,
 ): AgentExecutionEvent[] {
   const status = (parts: Part[]) =>
     AgentEvent.statusUpdate({
       ...ids,
       status: statusOf(stamp, A2A_STATE[outcome.state], ids, parts),
-      metadata: undefined,
+      metadata,
     });
   switch (outcome.state) {
     case "completed":

@@ -1,6 +1,7 @@
 import type { KnownBlock, SectionBlock } from "@slack/types";
 import type { TaskStatus } from "../../../domain/task-state.ts";
 import type { ChatRender, ThreadQuestion, ThreadSnapshot, ThreadTask } from "../../../notify/chat/types.ts";
+import { usageLine } from "../../../notify/chat/usage-line.ts";
 
 /**
  * Block Kit for a thread: the progress message, a question (buttons, or a button opening a
@@ -117,7 +118,7 @@ export function progressBlocks(s: ThreadSnapshot): ChatRender {
   );
   if (s.truncated && more > 0 && blocks.length < MAX_BLOCKS - 1)
     blocks.push(context(`${more} more tasks are not shown: read the whole tree over the HTTP API`));
-  blocks.push(context(whereToRead(s)));
+  blocks.push(context(s.usage ? `${usageLine(s.usage)} · ${whereToRead(s)}` : whereToRead(s)));
   return {
     text: cut(esc(`${s.title}: ${STATE_LABEL[s.state].replace(/^:[a-z_]+: /, "")}`), TEXT_CHARS),
     payload: { blocks },

@@ -1,6 +1,7 @@
 import type { InteractionResource } from "../../../domain/resources.ts";
 import { questionOf } from "../../../notify/chat/snapshot.ts";
 import type { ChatRender, ThreadQuestion, ThreadSnapshot, ThreadTask } from "../../../notify/chat/types.ts";
+import { usageLine } from "../../../notify/chat/usage-line.ts";
 
 /**
  * What Arbor shows in Teams: Adaptive Cards (1.5, which Teams renders, with Action.Execute of
@@ -79,7 +80,11 @@ export function progressCard(s: ThreadSnapshot): Card {
   );
   return card([
     text(plain(cut(s.title, 300)), { weight: "Bolder", size: "Medium" }),
-    text(`**${STATE[s.state]}** · ${s.taskCount} task${s.taskCount === 1 ? "" : "s"}`, { isSubtle: true }),
+    text(
+      `**${STATE[s.state]}** · ${s.taskCount} task${s.taskCount === 1 ? "" : "s"}` +
+        (s.usage ? ` · ${usageLine(s.usage)}` : ""),
+      { isSubtle: true },
+    ),
     ...rows,
     ...(s.truncated
       ? [text(`… and ${s.taskCount - s.tasks.length} more`, { isSubtle: true, size: "Small" })]

@@ -76,6 +76,14 @@ describe("Slack blocks", () => {
     expect(r.text).toBe("Plan the offsite: Working");
   });
 
+  it("progress says the request's tokens and cost, and an unknown cost as unknown", () => {
+    const shown = (usage: ThreadSnapshot["usage"]) =>
+      JSON.stringify(progressBlocks(snapshot(usage ? { usage } : {})).payload);
+    expect(shown({ tokens: 3381, costUsd: 0.004213, unpricedCalls: 0 })).toContain("3,381 tokens · $0.0042");
+    expect(shown({ tokens: 120, costUsd: 0, unpricedCalls: 2 })).toContain("120 tokens · cost unknown");
+    expect(shown(undefined)).not.toContain("tokens");
+  });
+
   it("progress of a huge tree stays within 50 blocks of at most 3000 characters, and says what is left out", () => {
     const tasks = Array.from({ length: 3000 }, (_, i) => ({
       taskId: `${ROOT}/plan.Task.t${i}`,
