@@ -1,9 +1,7 @@
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Server as LowLevelServer } from "@modelcontextprotocol/sdk/server/index.js";
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
@@ -11,6 +9,7 @@ import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
 import { MAX_TOOL_PAGES } from "../../shared/tools/bindings/mcp.ts";
 import { idempotencyKeyOf } from "../../shared/tools/service/call-record.ts";
+import { statelessMcp } from "../peers/mcp-http.ts";
 import { venuesServer } from "../peers/mcp-venues.ts";
 import { Harness } from "./engine-harness.ts";
 import { isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
@@ -47,22 +46,6 @@ const script: ScriptFunction = (r) => {
       .join(" / ")}`,
   };
 };
-
-/** An HTTP server that answers each request with a new MCP server from `make`, stateless, as the SDK's streamable HTTP examples do. */
-function statelessMcp(make: () => { connect: McpServer["connect"]; close(): Promise<void> }): Server {
-  return createServer(async (req, res) => {
-    const server = make();
-    const transport = new StreamableHTTPServerTransport({}); // no session id generator: stateless
-    res.on("close", () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    let body = "";
-    for await (const chunk of req) body += chunk;
-    await transport.handleRequest(req, res, body ? JSON.parse(body) : undefined);
-  });
-}
 
 let http: Server;
 let url: string;

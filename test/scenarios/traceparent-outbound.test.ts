@@ -1,6 +1,5 @@
-import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { IncomingHttpHeaders, Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { trace } from "@opentelemetry/api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tenantUrn } from "../../shared/domain/urn.ts";
@@ -8,6 +7,7 @@ import type { ToolPort } from "../../shared/ports/tools.ts";
 import { startTelemetry, type Telemetry } from "../../shared/runtime/telemetry.ts";
 import { ToolService } from "../../shared/tools/service/tool-service.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
+import { statelessMcp } from "../peers/mcp-http.ts";
 import { venuesServer } from "../peers/mcp-venues.ts";
 import { type OtlpReceiver, startOtlpReceiver } from "../support/otlp-receiver.ts";
 import { eventually } from "../support/until.ts";
@@ -38,19 +38,7 @@ beforeAll(async () => {
     OTEL_BSP_SCHEDULE_DELAY: "100",
     OTEL_METRICS_EXPORTER: "none",
   });
-  mcp = createServer(async (req, res) => {
-    mcpHeaders.push({ ...req.headers });
-    const server = venuesServer();
-    const transport = new StreamableHTTPServerTransport({});
-    res.on("close", () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    let body = "";
-    for await (const chunk of req) body += chunk;
-    await transport.handleRequest(req, res, body ? JSON.parse(body) : undefined);
-  });
+  mcp = statelessMcp(venuesServer, (req) => mcpHeaders.push({ ...req.headers }));
   await new Promise<void>((r) => mcp.listen(0, "127.0.0.1", r));
   mcpUrl = `http://127.0.0.1:${(mcp.address() as AddressInfo).port}/mcp`;
   agent = await startA2aAgent();
