@@ -11,7 +11,7 @@ import {
 import { isTerminal } from "../../domain/task-state.ts";
 import type { TaskView } from "../../domain/task-view.ts";
 import { lastElement, parentUrn } from "../../domain/urn.ts";
-import { ATTR, inSpan, withinTask } from "../../kernel/tracing.ts";
+import { ATTR, inSpan, tracingOn, withinTask } from "../../kernel/tracing.ts";
 import type { LlmToolSpec } from "../../ports/llm.ts";
 import { claim, finishClaim } from "../claims.ts";
 import { COMMANDS, type EngineDeps, send } from "../context.ts";
@@ -180,7 +180,7 @@ async function evaluate(
   if (storedArgs) return EvaluationSchema.parse(storedArgs);
 
   // The evaluation's spans are the parent task's (its step may have been woken by any child's end).
-  const view = await deps.tasks.view(parent.meta.id);
+  const view = tracingOn() ? await deps.tasks.view(parent.meta.id) : undefined;
   return withinTask(view, () =>
     inSpan(
       "evaluate",

@@ -35,8 +35,9 @@ export async function createLocalEngine(rt: LocalRuntime, options: LocalEngineOp
   const engine = engineOn(
     rt,
     { llm: options.llm, embedder, index, tools },
-    // Each embedder has an index of its own: a tenant's team is indexed into this one at its first request.
-    { ...options, settings: { reindexTeams: true, ...options.settings } },
+    // Each embedder has an index of its own: a new one (or one whose folder was lost) gets each
+    // tenant's stored team at the tenant's first request.
+    { ...options, settings: { reindexTeams: index.size === 0, ...options.settings } },
   );
   if (options.warmIndex) void index.warm();
   return engine;
