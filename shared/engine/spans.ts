@@ -2,7 +2,13 @@ import type { TaskEvent } from "../domain/events.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, taskDepth, tenantOf } from "../domain/urn.ts";
-import { ATTR, countTask, countWaiting, recordTaskSpan as writeTaskSpan } from "../kernel/tracing.ts";
+import {
+  ATTR,
+  contentCaptured,
+  countTask,
+  countWaiting,
+  recordTaskSpan as writeTaskSpan,
+} from "../kernel/tracing.ts";
 import type { StateStore } from "../ports/state-store.ts";
 import type { ResourceStore } from "../store/resource-store.ts";
 import { usageOf } from "./usage.ts";
@@ -70,7 +76,8 @@ export async function recordTaskSpan(
       [ATTR.outputTokens]: usage.outputTokens,
       [ATTR.costUsd]: usage.costUsd,
       [ATTR.costUnknown]: usage.unpricedCalls,
-      "arbor.task.title": view.title,
+      // A title is the planner's words, often the person's: content, kept out unless content is captured.
+      ...(contentCaptured() ? { "arbor.task.title": view.title } : {}),
     },
     ...(view.status === "failed" ? { error: view.failureReason ?? "failed" } : {}),
   });
