@@ -17,6 +17,7 @@ import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
 import { folderPolicy, scriptedModel } from "../../shared/runtime/local/local-parts.ts";
 import { createEmbedder, createModel } from "../../shared/runtime/models.ts";
+import { startTelemetry } from "../../shared/runtime/telemetry.ts";
 import { loadToolsConfig } from "../../shared/tools/service/config.ts";
 import { UsageError } from "../command.ts";
 import { ask } from "./ask.ts";
@@ -43,6 +44,8 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     process.stderr.write(`${MODEL_HELP}\n`);
     return 2;
   }
+  // OTEL_EXPORTER_OTLP_ENDPOINT (and the SDK's other settings) turn traces on; none: nothing is loaded.
+  const telemetry = await startTelemetry("arbor");
   const rt = createLocalRuntime(config, { lockAs: "arbor run" });
   const fallback = `${tenantUrn(config.tenant)}/common.Assistant.${FALLBACK_ID}`;
   const engine = await createLocalEngine(rt, {
@@ -145,6 +148,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
     stop();
     await engine.close();
     await rt.close();
+    await telemetry?.shutdown();
   }
 }
 

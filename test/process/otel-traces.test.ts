@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REQUEST } from "../../examples/offsite/scenario.ts";
-import { addKey, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
+import { addKey, arborCli, arborEnv, killAll, type Served, startServe } from "../support/arbor-process.ts";
 import {
   type OtlpReceiver,
   type ReceivedSpan,
@@ -231,4 +231,25 @@ describe("traces of a request (arbor serve, OTLP http/json)", () => {
       expect(Object.keys(s.attributes)).not.toContain("gen_ai.tool.call.arguments");
     }
   });
+});
+
+describe("traces of arbor run", () => {
+  it("exports the run's trace, from its plan to the root task's end, before the command exits", async () => {
+    const before = receiver.spans.length;
+    const env = arborEnv(join(dir, "run-data"), {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+      OTEL_METRICS_EXPORTER: "none",
+    });
+    // No answer in the terminal: the request ends canceled at its question, and the command exits.
+    const run = await arborCli(["run", "--example", "offsite"], env);
+    expect(run.code).toBe(1);
+    const spans = receiver.spans.slice(before);
+    const planner = spans.find((s) => s.name === "invoke_agent planner");
+    expect(planner).toBeDefined();
+    const root = spans.find((s) => s.attributes["arbor.task.depth"] === 1);
+    expect(root).toMatchObject({ traceId: planner?.traceId, parentSpanId: planner?.spanId });
+    expect(root?.attributes["arbor.task.status"]).toBe("canceled");
+    expect(spans.every((s) => s.traceId === planner?.traceId)).toBe(true);
+  }, 120_000);
 });
