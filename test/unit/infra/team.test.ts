@@ -1,10 +1,10 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { App, type CfnResource, Stack } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
 import type { IConstruct } from "constructs";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, readTeam, readToolRegistry, SettingsError } from "../../../infra/app.ts";
 import { PROJECT_ROOT } from "../../../infra/constructs/engine-function.ts";
 import { DEPLOYED_TEAM_FILE } from "../../../infra/constructs/team-file.ts";
@@ -23,6 +23,7 @@ const cdkJson = JSON.parse(readFileSync(new URL("../../../cdk.json", import.meta
 };
 const TEAM = "test/fixtures/team/team.json";
 const tmp = mkdtempSync(join(tmpdir(), "arbor-infra-team-"));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 const file = (name: string, content: unknown) => {
   const path = join(tmp, name);
   writeFileSync(path, typeof content === "string" ? content : JSON.stringify(content));

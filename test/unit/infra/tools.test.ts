@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { App, RemovalPolicy } from "aws-cdk-lib";
@@ -6,7 +6,7 @@ import type { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import type { IConstruct } from "constructs";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, DEFAULT_MODEL, readToolRegistry, SettingsError } from "../../../infra/app.ts";
 import { BUNDLING, bundlingWith, PROJECT_ROOT } from "../../../infra/constructs/engine-function.ts";
 import { DEPLOYED_TOOLS_FILE } from "../../../infra/constructs/tool-registry.ts";
@@ -39,6 +39,7 @@ interface Synthesized {
 const synth = (context: Record<string, unknown>): Synthesized => synthesized(context);
 
 const tmp = mkdtempSync(join(tmpdir(), "arbor-infra-tools-"));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 function registryFile(name: string, content: unknown): string {
   const file = join(tmp, name);
   writeFileSync(file, typeof content === "string" ? content : JSON.stringify(content));
@@ -234,6 +235,7 @@ describe("-c tools=<file>", () => {
       readToolRegistry(new App({ context: { tools: join(root, "tools.json") } }), "/nowhere")?.source,
     ).toBe(join(root, "tools.json"));
     expect(readToolRegistry(new App())).toBeUndefined();
+    rmSync(root, { recursive: true, force: true });
   });
 
   it("refuses a missing file or one that is not JSON, naming it and the key", () => {
