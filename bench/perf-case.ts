@@ -18,7 +18,7 @@ if (process.env.TRACING === "1") {
     process.execPath,
     [
       "-e",
-      "require('node:http').createServer((q,s)=>{q.resume();q.on('end',()=>s.end())}).listen(0,'127.0.0.1',function(){console.log(this.address().port)})",
+      "require('node:http').createServer((q,s)=>{q.resume();q.on('end',()=>s.end())}).listen(0,'127.0.0.1',function(){process.stdout.write(this.address().port+'\\n')})",
     ],
     { stdio: ["ignore", "pipe", "inherit"] },
   );

@@ -1,6 +1,7 @@
 import { hash } from "node:crypto";
 import { z } from "zod";
 import { ValidationError } from "../kernel/errors.ts";
+import { TRACEPARENT } from "../kernel/trace-context.ts";
 import { deepFreeze } from "./immutable.ts";
 import {
   formatIssues,
@@ -39,10 +40,7 @@ const envelope = {
    * The W3C trace context active when it was recorded (`00-<trace id>-<span id>-<flags>`), when
    * tracing is on: a task's spans are derived from its TaskCreated's (kernel/tracing.ts).
    */
-  traceparent: z
-    .string()
-    .regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/)
-    .optional(),
+  traceparent: z.string().regex(TRACEPARENT).optional(),
 };
 
 const TaskId = UrnSchema;

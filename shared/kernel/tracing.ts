@@ -18,6 +18,7 @@ import {
   trace,
   type UpDownCounter,
 } from "@opentelemetry/api";
+import { TRACEPARENT } from "./trace-context.ts";
 
 /**
  * Arbor's spans, through the OpenTelemetry API only: the SDK, its exporter and its sampler are the
@@ -73,8 +74,6 @@ export function taskSpanId(taskUrn: string): string {
 }
 
 // ---- W3C trace context ----------------------------------------------------------------------------
-
-const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 export interface TraceRef {
   traceId: string;

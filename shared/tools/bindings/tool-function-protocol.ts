@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { TRACEPARENT } from "../../kernel/trace-context.ts";
 
 /**
  * What the engine and the tool function (functions/tool.ts) say to each other over a Lambda
@@ -57,10 +58,7 @@ const CallContextSchema = z.object({
   callback: GivenCallbackSchema.optional(),
   activity: ActivityInvocationSchema.optional(),
   /** The caller's W3C trace context (kernel/tracing.ts): the call's spans join the request's trace. */
-  traceparent: z
-    .string()
-    .regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/)
-    .optional(),
+  traceparent: z.string().regex(TRACEPARENT).optional(),
 });
 
 /** A call out on a remote agent (ToolResult.pending, ports/tools.ts PendingCall). */
