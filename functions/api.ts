@@ -95,6 +95,7 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
         publicUrl: config.publicUrl,
         log,
         unwritable: () => storageProblem(rt),
+        audit: rt.audit, // the console's timelines
         // Per key and per tenant, in this instance (API Gateway's stage throttling is in front).
         limiter: new RateLimiter(config.rateLimits ?? {}, deps.now),
         ...(config.a2aBlockingWaitMs !== undefined ? { a2aWaitMs: config.a2aBlockingWaitMs } : {}),

@@ -172,6 +172,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
       publicUrl: publicUrl ?? (() => server?.url ?? ""),
       limiter: new RateLimiter(config.rateLimits ?? {}),
       unwritable: () => rt.unwritable(), // what /healthz reports
+      audit: rt.audit, // the console's timelines
       ...(config.a2aBlockingWaitMs !== undefined ? { a2aWaitMs: config.a2aBlockingWaitMs } : {}),
       notify: notify.service,
       ...(chatSettings

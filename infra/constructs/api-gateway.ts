@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { Duration, type RemovalPolicy, Validations } from "aws-cdk-lib";
 import { AccessLogFormat } from "aws-cdk-lib/aws-apigateway";
 import {
@@ -37,7 +38,21 @@ export const API_ROUTES = [
   { path: "/a2a/{proxy+}", methods: [HttpMethod.POST] },
   { path: "/.well-known/agent-card.json", methods: [HttpMethod.GET] },
   { path: "/healthz", methods: [HttpMethod.GET] },
+  // The web console (shared/channels/console/): its pages, its two files, sign-in and sign-out.
+  { path: "/console", methods: [HttpMethod.GET] },
+  { path: "/console/{proxy+}", methods: [HttpMethod.GET, HttpMethod.POST] },
 ] as const;
+
+/**
+ * The console's script and style sheet, shipped in the API function's bundle beside its module
+ * (shared/channels/console/assets.ts looks for them there): name in the bundle -> file at synth.
+ */
+export const CONSOLE_ASSETS: Readonly<Record<string, string>> = Object.fromEntries(
+  ["console.js", "console.css"].map((name) => [
+    name,
+    fileURLToPath(new URL(`../../shared/channels/console/assets/${name}`, import.meta.url)),
+  ]),
+);
 
 /**
  * The chat channels' routes (shared/channels/chat/chat-routes.ts): Slack's events, slash commands and
@@ -115,7 +130,8 @@ export class ApiGateway extends Construct {
           id: "AwsSolutions-APIG4",
           reason:
             "Callers are authenticated by the app itself, with Arbor API keys (Authorization: Bearer, sha256 " +
-            "in the state table) checked per request; /healthz and the agent card are public by design.",
+            "in the state table) or a console session made from one, checked per request; /healthz, the agent " +
+            "card, the console's sign-in form and its two static files are public by design.",
         });
     for (const route of props.chat ? CHAT_ROUTES : [])
       for (const r of this.api.addRoutes({ path: route.path, methods: [...route.methods], integration }))
@@ -166,7 +182,7 @@ export class ArborApi extends Construct {
     } = props.environment;
     this.function = new EngineFunction(this, "Function", {
       entry: "functions/api.ts",
-      description: "Arbor API function: the HTTP API, A2A and the agent card behind API Gateway",
+      description: "Arbor API function: the HTTP API, A2A, the agent card and the console behind API Gateway",
       timeout: Duration.seconds(29),
       memorySize: 1024,
       environment: { ...environment, ARBOR_A2A_BLOCKING_WAIT_MS: String(API_A2A_BLOCKING_WAIT_MS) },
@@ -176,7 +192,7 @@ export class ArborApi extends Construct {
       // Invoked synchronously by API Gateway: the caller sees a failure; nothing to retry here.
       retryAttempts: 0,
       maxEventAge: Duration.minutes(1),
-      ...(props.bundledFiles ? { bundledFiles: props.bundledFiles } : {}),
+      bundledFiles: { ...CONSOLE_ASSETS, ...(props.bundledFiles ?? {}) },
     });
     this.gateway = new ApiGateway(this, "Gateway", {
       handler: this.function.function,

@@ -1,3 +1,4 @@
+import type { Usage } from "../domain/budgets.ts";
 import type { Actor } from "../domain/events.ts";
 import { type Assistant, type Descriptors, type InteractionResource, withMeta } from "../domain/resources.ts";
 import { isTerminal } from "../domain/task-state.ts";
@@ -25,6 +26,7 @@ import { type TeamToolGap, teamToolGaps } from "./tool-gaps.ts";
 import { runActivity } from "./turn/activity-step.ts";
 import { runTurn } from "./turn/direct.ts";
 import { type PushOutcome, receivePush } from "./turn/remote-calls.ts";
+import { usageOf } from "./usage.ts";
 
 export type { SubmitRequest, Submitted } from "./steps/submit.ts";
 
@@ -277,6 +279,16 @@ export class Engine {
     if (asker) await this.#check(asker, "resource.read", rootTaskId);
     const view = (await this.deps.tasks.view(rootTaskId)) ?? (await acceptedView(this.deps, rootTaskId));
     return { view, output: await outputOf(this.deps, rootTaskId) };
+  }
+
+  /**
+   * A task's state and its subtree's usage (tokens, cost), checked like `result`: one line of a
+   * list of requests, without the output or the tree. Undefined when there is no such task.
+   */
+  async summary(taskId: string, asker: Asker): Promise<{ view: TaskView; usage: Usage } | undefined> {
+    await this.#check(asker, "resource.read", taskId);
+    const view = (await this.deps.tasks.view(taskId)) ?? (await acceptedView(this.deps, taskId));
+    return view && { view, usage: await usageOf(this.deps, taskId) };
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { InteractionResource } from "../domain/resources.ts";
+import type { Budgets, InteractionResource } from "../domain/resources.ts";
 import type { TaskStatus } from "../domain/task-state.ts";
 import type { TaskView } from "../domain/task-view.ts";
 import { lastElement, parentUrn } from "../domain/urn.ts";
@@ -29,7 +29,20 @@ export interface TreeNode {
   parentTaskId: string | null;
   title: string;
   status: TaskStatus;
-  assistant: { urn: string; name: string; score: number } | null;
+  /** The assistant elected, its similarity score, and the one that came second (when there was one). */
+  assistant: {
+    urn: string;
+    name: string;
+    score: number;
+    runnerUp?: { urn: string; name: string; score: number };
+  } | null;
+  /** The corrective round that made the task (0: the plan itself). */
+  round: number;
+  /** The limits in force for the task's subtree (inherited from its parent's, never above them). */
+  budgets: Budgets;
+  /** ISO 8601: when the task was created, and when it last changed. */
+  createdAt: string;
+  updatedAt: string;
   /**
    * The task's and its subtree's: `costUsd` counts the calls of priced models only; while
    * `unpricedCalls` is above 0 the cost is unknown (a model without a price answered some calls).
@@ -75,8 +88,25 @@ async function nodeOf(
     title: view.title,
     status: view.status,
     assistant: election
-      ? { urn: election.assistant, name: lastElement(election.assistant).id, score: election.score }
+      ? {
+          urn: election.assistant,
+          name: lastElement(election.assistant).id,
+          score: election.score,
+          ...(election.runnerUp
+            ? {
+                runnerUp: {
+                  urn: election.runnerUp.assistant,
+                  name: lastElement(election.runnerUp.assistant).id,
+                  score: election.runnerUp.score,
+                },
+              }
+            : {}),
+        }
       : null,
+    round: task?.round ?? 0,
+    budgets: task?.budgets ?? {},
+    createdAt: view.createdAt,
+    updatedAt: view.updatedAt,
     usage: {
       inputTokens: usage.inputTokens,
       outputTokens: usage.outputTokens,

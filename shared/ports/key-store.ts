@@ -12,6 +12,9 @@ import { ArborError, ValidationError } from "../kernel/errors.ts";
  * (shared/adapters/shared/state-key-store.ts, the state table on AWS). `CachedKeyStore`
  * (shared/channels/http/key-cache.ts) puts a short cache in front of any of them.
  */
+/** A key's sha256 as stored: 64 lowercase hex digits. */
+export const SHA256_HEX = /^[0-9a-f]{64}$/;
+
 export const ApiKeySchema = z
   .object({
     /** The principal: `user_<name>` for a person, `agent_<name>` for a remote agent. */
@@ -20,7 +23,7 @@ export const ApiKeySchema = z
     tenant: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a tenant id: 1-64 of A-Z a-z 0-9 _ -"),
     roles: z.array(z.string().min(1).max(64)).max(50).default([]),
     /** The lowercase hex sha256 of the key. */
-    sha256: z.string().regex(/^[0-9a-f]{64}$/, "the lowercase hex sha256 of the key"),
+    sha256: z.string().regex(SHA256_HEX, "the lowercase hex sha256 of the key"),
   })
   .strict()
   .refine((k) => k.id.startsWith(k.kind === "human" ? "user_" : "agent_"), {
@@ -54,6 +57,12 @@ export interface KeyStore {
    * the channel refuses the request, it never lets it in.
    */
   authenticate(authorization: string | undefined | null): Promise<Authenticated | undefined>;
+  /**
+   * Who the key with this sha256 (lowercase hex) stands for, or undefined when no such key is kept
+   * (any more): what a console session checks on every request, so that revoking a key ends the
+   * sessions signed in with it. Throws like `authenticate`.
+   */
+  lookup(sha256: string): Promise<Authenticated | undefined>;
   /** The keys of `tenant` (every tenant's when absent), in a stable order. */
   list(tenant?: string): Promise<ApiKeyEntry[]>;
   /** Adds a key (checked as ApiKeySchema checks it); ConflictError when its hash is known already. */

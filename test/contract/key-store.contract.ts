@@ -51,6 +51,19 @@ export function keyStoreContract(name: string, setup: () => Promise<KeyStoreFixt
         expect(await store.authenticate(header)).toBeUndefined();
     });
 
+    it("looks a key up by its sha256, as a console session does: a revoked key is gone", async () => {
+      expect(await store.lookup(ada.entry.sha256)).toBeUndefined();
+      await store.add(ada.entry);
+      expect(await store.lookup(ada.entry.sha256)).toEqual({
+        actor: { id: "user_ada", kind: "human" },
+        caller: { tenant: "acme", roles: ["admin"] },
+      });
+      for (const sha of ["", "x", ada.entry.sha256.toUpperCase(), `${ada.entry.sha256}0`, bot.entry.sha256])
+        expect(await store.lookup(sha)).toBeUndefined();
+      await store.revoke("user_ada");
+      expect(await store.lookup(ada.entry.sha256)).toBeUndefined();
+    });
+
     it("lists keys by tenant (or all), never with the key itself", async () => {
       for (const k of [ada, bot, bea]) await store.add(k.entry);
       expect(sorted(await store.list("acme"))).toEqual(sorted([ada.entry, bot.entry]));

@@ -87,7 +87,15 @@ export class ApiKeys implements KeyStore {
         `Arbor's API keys file is not valid (${this.#unusable}), so no key is accepted until it is fixed: ask the operator`,
       );
     const sha = bearerKeyHash(authorization);
-    const entry = sha === undefined ? undefined : this.#byHash.get(sha);
+    return sha === undefined ? undefined : this.lookup(sha);
+  }
+
+  async lookup(sha256: string): Promise<Authenticated | undefined> {
+    if (this.#unusable !== undefined)
+      throw new UnavailableError(
+        `Arbor's API keys file is not valid (${this.#unusable}), so no key is accepted until it is fixed: ask the operator`,
+      );
+    const entry = this.#byHash.get(sha256);
     return entry ? authenticatedAs(entry) : undefined;
   }
 

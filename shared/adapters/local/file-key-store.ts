@@ -34,6 +34,10 @@ export class FileKeyStore implements KeyStore {
     return this.keys.authenticate(authorization);
   }
 
+  lookup(sha256: string): Promise<Authenticated | undefined> {
+    return this.keys.lookup(sha256);
+  }
+
   async list(tenant?: string): Promise<ApiKeyEntry[]> {
     const keys = readApiKeysFile(this.file)?.keys ?? [];
     return keys.filter((k) => tenant === undefined || k.tenant === tenant);

@@ -7,6 +7,7 @@ import {
   bearerKeyHash,
   type KeyStore,
   keysToRevoke,
+  SHA256_HEX,
 } from "../../ports/key-store.ts";
 import { collectPages, type StateRecord, type StateStore } from "../../ports/state-store.ts";
 
@@ -39,9 +40,13 @@ export class StateKeyStore implements KeyStore {
 
   async authenticate(authorization: string | undefined | null): Promise<Authenticated | undefined> {
     const sha = bearerKeyHash(authorization);
-    if (sha === undefined) return undefined;
-    const entry = entryOf(await this.#state.get<KeyData>(keyRecordKey(sha)));
-    return entry && entry.sha256 === sha ? authenticatedAs(entry) : undefined;
+    return sha === undefined ? undefined : this.lookup(sha);
+  }
+
+  async lookup(sha256: string): Promise<Authenticated | undefined> {
+    if (!SHA256_HEX.test(sha256)) return undefined;
+    const entry = entryOf(await this.#state.get<KeyData>(keyRecordKey(sha256)));
+    return entry && entry.sha256 === sha256 ? authenticatedAs(entry) : undefined;
   }
 
   async list(tenant?: string): Promise<ApiKeyEntry[]> {

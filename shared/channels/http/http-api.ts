@@ -13,7 +13,9 @@ import { componentLogger } from "../../kernel/logger.ts";
 import { questionOf } from "../../notify/chat/snapshot.ts";
 import type { NotifyService } from "../../notify/service.ts";
 import { callbackSubscriptionId } from "../../notify/subscriptions.ts";
-import type { KeyStore } from "../../ports/key-store.ts";
+import type { Authenticated, KeyStore } from "../../ports/key-store.ts";
+import { csrfRefusal, sessionToken } from "../console/session-cookie.ts";
+import type { ConsoleSessions } from "../console/sessions.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
 import { a2aCallbackRoutes } from "./http-a2a-callbacks.ts";
 import { createConversationRoutes } from "./http-conversation.ts";
@@ -40,8 +42,9 @@ import { sourceAddress } from "./source-address.ts";
 
 /**
  * Arbor's HTTP API (local mode: `arbor serve`). Every route under /v1 needs an API key
- * (`Authorization: Bearer <key>`); the key says who calls, of which tenant, with which roles, and
- * the request never chooses its own tenant. Each route parses its input (zod, strict), calls one
+ * (`Authorization: Bearer <key>`), or the console's session cookie, which stands for the key it
+ * was signed in with (and, for a change, the session's CSRF token: console/session-cookie.ts); the
+ * key says who calls, of which tenant, with which roles, and the request never chooses its own tenant. Each route parses its input (zod, strict), calls one
  * engine entry point with that caller (the engine checks tenant boundary and policy before it
  * reads or writes anything), and maps the result; errors map to statuses in one place (below).
  *
@@ -89,6 +92,11 @@ export interface HttpApiParts {
   events?: EventStreamOptions;
   /** Webhook deliveries (shared/notify/): `callbackUrl`, the callback secret and the deliveries' admin routes. */
   notify?: NotifyService;
+  /**
+   * The console's sessions (shared/channels/console/): a request with the session's cookie and no
+   * key is the session's principal, as if it had sent the key (changes need the CSRF token too).
+   */
+  sessions?: ConsoleSessions;
 }
 
 const MessageSchema = z
@@ -119,6 +127,7 @@ export function createHttpApi({
   unwritable,
   events,
   notify,
+  sessions,
 }: HttpApiParts): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
 
@@ -150,7 +159,17 @@ export function createHttpApi({
       c.header("Retry-After", String(flooding.retryAfterSeconds));
       return c.json(errorBody("THROTTLED", throttledMessage(flooding), { scope: flooding.scope }), 429);
     }
-    const who = await keys.authenticate(header);
+    // A console session (its cookie) when no key is sent; a change made with it needs its CSRF token.
+    let who: Authenticated | undefined;
+    if (header === undefined && sessions) {
+      const session = await sessions.check(sessionToken(c));
+      if (session) {
+        const refused = csrfRefusal(c, session);
+        if (refused) return c.json(errorBody("FORBIDDEN", refused), 403);
+        who = session.who;
+      }
+    }
+    who ??= await keys.authenticate(header);
     if (!who) {
       limiter?.unknownKey(source);
       c.header(

@@ -41,7 +41,12 @@ export const asker = (c: Context<ApiEnv>): Required<Asker> => {
  * the status nor the message tells a caller what another tenant has.
  */
 export function ownUrn(c: Context<ApiEnv>, what: string, urn: string): string {
-  if (!isWithin(urn, tenantUrn(c.get("who").caller.tenant))) throw new NotFoundError(what, urn);
+  return withinTenant(c.get("who"), what, urn);
+}
+
+/** `urn` when it lies in the tenant of `who`; else the NotFoundError `ownUrn` throws. */
+export function withinTenant(who: Authenticated, what: string, urn: string): string {
+  if (!isWithin(urn, tenantUrn(who.caller.tenant))) throw new NotFoundError(what, urn);
   return urn;
 }
 

@@ -3,7 +3,10 @@ import { serve } from "@hono/node-server";
 import { Hono, type MiddlewareHandler } from "hono";
 import { componentLogger } from "../../kernel/logger.ts";
 import { extractTraceHeaders, inSpan, SpanKind, tracingOn } from "../../kernel/tracing.ts";
+import type { AuditLog } from "../../ports/audit-log.ts";
 import { createA2aApp } from "../a2a/a2a-server.ts";
+import { createConsoleApp } from "../console/console-app.ts";
+import { ConsoleSessions } from "../console/sessions.ts";
 import { createHttpApi, type HttpApiParts } from "./http-api.ts";
 import { errorHandler, notFoundJson } from "./http-kit.ts";
 
@@ -12,7 +15,8 @@ import { errorHandler, notFoundJson } from "./http-kit.ts";
  *
  * Every channel is a sub-app built from the same parts (the engine, the API keys, a logger) and
  * mounted in `createServerApp`, each under its own paths: the HTTP API (/v1/..., /healthz) and the
- * A2A endpoint (/a2a, /.well-known/agent-card.json), the chat channels (/slack/..., /teams/...).
+ * A2A endpoint (/a2a, /.well-known/agent-card.json), the chat channels (/slack/..., /teams/...),
+ * the web console (/console/..., shared/channels/console/).
  *
  * Each sub-app authenticates its own routes (the HTTP API guards /v1/* only, so nothing it does
  * reaches another channel's paths) and keeps its own error mapping (Hono applies a sub-app's
@@ -28,15 +32,36 @@ export interface ServerAppParts extends HttpApiParts {
    * mounted before the HTTP API. Each verifies its own caller (a Slack signature, a Teams token).
    */
   chat?: Hono;
+  /** The tool calls' audit log (Runtime.audit): the console's task timelines show it. */
+  audit?: AuditLog;
 }
 
 export function createServerApp(parts: ServerAppParts): Hono {
-  const { publicUrl, a2aWaitMs, chat, ...api } = parts;
+  const { publicUrl, a2aWaitMs, chat, audit, ...api } = parts;
   const log = parts.log ?? componentLogger("http-server");
+  // The console's sessions, kept in the state store: the HTTP API takes their cookie too.
+  const sessions =
+    parts.sessions ??
+    new ConsoleSessions(parts.engine.deps.state, parts.keys, {
+      clock: parts.engine.deps.clock,
+      untilDurable: parts.engine.deps.untilDurable,
+    });
   const app = new Hono();
   app.use("*", serverSpans);
   if (chat) app.route("/", chat);
-  app.route("/", createHttpApi({ ...api, log }));
+  app.route(
+    "/",
+    createConsoleApp({
+      engine: parts.engine,
+      keys: parts.keys,
+      sessions,
+      log,
+      ...(parts.limiter ? { limiter: parts.limiter } : {}),
+      ...(parts.notify ? { notify: parts.notify } : {}),
+      ...(audit ? { audit } : {}),
+    }),
+  );
+  app.route("/", createHttpApi({ ...api, sessions, log }));
   // One limiter for both: a key's requests count the same on every channel.
   app.route(
     "/",

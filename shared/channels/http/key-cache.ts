@@ -34,10 +34,15 @@ export class CachedKeyStore implements KeyStore {
   authenticate(authorization: string | undefined | null): Promise<Authenticated | undefined> {
     const sha = bearerKeyHash(authorization);
     if (sha === undefined) return Promise.resolve(undefined); // no key: nothing to look up
+    return this.lookup(sha);
+  }
+
+  /** Kept as `authenticate` keeps it: a key and its hash share one entry. */
+  lookup(sha: string): Promise<Authenticated | undefined> {
     const now = this.#now();
     const kept = this.#byHash.get(sha);
     if (kept && kept.until > now) return kept.who;
-    const who = this.#inner.authenticate(authorization);
+    const who = this.#inner.lookup(sha);
     const entry = { until: now + this.#ttlMs, who };
     this.#byHash.delete(sha); // re-inserted last: the map stays ordered by age
     this.#byHash.set(sha, entry);

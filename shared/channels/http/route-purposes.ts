@@ -1,6 +1,6 @@
 /**
  * What each route of the one app (createServerApp in http-server.ts: the HTTP API, A2A, Slack and
- * Teams) is for, in a line. docs/http-api.md's table of routes is made from the app's own routes
+ * Teams, the console) is for, in a line. docs/http-api.md's table of routes is made from the app's own routes
  * and these lines (`npm run docs:tables`, scripts/doc-tables.ts); test/unit/house/routes-table.test.ts
  * fails when a route has no line here, when a line names a route the app no longer has, or when
  * the table in the doc is not what they make. A route added: a line here, then the command.
@@ -18,6 +18,22 @@ export const ROUTE_PURPOSES: Readonly<Record<string, string>> = {
     "Slack's buttons and modals: the answers to Arbor's questions (Slack's signature)",
   "POST /teams/messages":
     "the Teams bot's messaging endpoint: messages and Adaptive Card answers (a Bot Framework token)",
+  // The web console (shared/channels/console/): HTML pages for a signed-in person (docs/console.md).
+  "GET /console/assets/:name": "the console's script and style sheet (public)",
+  "GET /console/login": "the console's sign-in form: an API key, exchanged for a session",
+  "POST /console/login":
+    "signs in with an API key (a form post): a session cookie (HttpOnly, Secure, SameSite=Strict), then on to `next`",
+  "POST /console/logout": "ends the console session (with its CSRF token)",
+  "GET /console": "the console's requests (mine, or the tenant's for admins) by state, and a new request",
+  "GET /console/requests/:urn": "a request's tree, live, with its questions, cost and answer",
+  "GET /console/tasks/:urn":
+    "a task's timeline: events, model turns, tool calls, questions and who answered, deliveries",
+  "GET /console/questions": "the questions waiting for the signed-in person",
+  "GET /console/questions/:urn": "one question as it stands (answered: by whom and how)",
+  "GET /console/admin/team": "the team, and its team file edited, its change shown, then applied (admins)",
+  "GET /console/admin/keys": "the tenant's API keys: make one (shown once), revoke (admins)",
+  "GET /console/admin/deliveries": "dead webhook and chat deliveries, redriven one by one or all (admins)",
+  "GET /console/admin/policy": "the policy engine in force and its revision (admins)",
   // The HTTP API (http-api.ts and the routes it mounts): an API key under /v1, except the callbacks.
   "GET /healthz":
     "whether Arbor can write (200, or 503 with the reason) and the model's state; no key needed",

@@ -4,6 +4,7 @@ import { checkRequestText } from "../../domain/input-limits.ts";
 import { withMeta } from "../../domain/resources.ts";
 import { childUrn, lastElement, qualifiedType, tenantUrn, type Urn } from "../../domain/urn.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../kernel/errors.ts";
+import { type RequestEntry, requestIndexOps } from "../../store/request-index.ts";
 import { principalOf, type ResourceAccess } from "../../store/resource-access.ts";
 import { COMMANDS, type EngineDeps, type PlanCommand, planMarkerKey, send } from "../context.ts";
 import type { Teams } from "../team.ts";
@@ -155,7 +156,17 @@ export async function submit(
   }
   const messageUrn = await putMessage(d, conversationUrn, req);
   const command: PlanCommand = { messageUrn, mode: req.mode ?? "eager" };
-  if (await markForPlanning(d, command)) await send(d, COMMANDS.plan, command, messageUrn);
+  const listed: RequestEntry = {
+    tenant: req.tenant,
+    rootTaskId: rootTaskUrn(messageUrn),
+    conversationUrn,
+    messageUrn,
+    actor: req.actor.id,
+    at: d.clock().toISOString(),
+    text: req.text,
+    mode: command.mode,
+  };
+  if (await markForPlanning(d, command, listed)) await send(d, COMMANDS.plan, command, messageUrn);
   // The caller's answer (a 202, an A2A ACK) says the request is kept: on disk before it leaves.
   await d.untilDurable();
   return { conversationUrn, messageUrn, rootTaskId: rootTaskUrn(messageUrn) };
@@ -226,17 +237,19 @@ async function putMessage(d: EngineDeps, conversationUrn: Urn, req: SubmitReques
 
 /**
  * The plan marker (durable before the command is sent: if the command is lost, the watchdog sends
- * it again). True when the command is to be sent now (see the file's header).
+ * it again), and the request's lines in the request index, together. True when the command is to
+ * be sent now (see the file's header).
  */
-async function markForPlanning(d: EngineDeps, command: PlanCommand): Promise<boolean> {
+async function markForPlanning(d: EngineDeps, command: PlanCommand, listed: RequestEntry): Promise<boolean> {
   const key = planMarkerKey(command.messageUrn);
   try {
     await d.state.transact([
       {
         op: "put",
-        record: { key, kind: "plan", status: "requested", updatedAt: d.clock().toISOString(), data: command },
+        record: { key, kind: "plan", status: "requested", updatedAt: listed.at, data: command },
         expectedVersion: 0,
       },
+      ...requestIndexOps(listed),
     ]);
     return true;
   } catch (e) {

@@ -13,7 +13,9 @@ const read = (path: string) => readFileSync(join(ROOT, path), "utf8");
 const vars = (text: string) => new Set(text.match(/\bARBOR_[A-Z0-9_]+\b/g) ?? []);
 const DOCS = [
   "README.md",
-  ...readdirSync(join(ROOT, "docs")).map((f) => `docs/${f}`),
+  ...readdirSync(join(ROOT, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => `docs/${f}`),
   "functions/README.md",
   "infra/README.md",
   "policies/README.md",

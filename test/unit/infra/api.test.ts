@@ -56,6 +56,10 @@ describe("the HTTP API", () => {
       [
         "ANY /v1/{proxy+}",
         "GET /.well-known/agent-card.json",
+        // The console: its pages and files (GET), its sign-in and sign-out (POST).
+        "GET /console",
+        "GET /console/{proxy+}",
+        "POST /console/{proxy+}",
         "GET /healthz",
         "POST /a2a",
         // POST /a2a/ (a trailing slash): API Gateway takes no route path ending in /, else its own 404.
@@ -200,6 +204,11 @@ describe("the API function", () => {
       encoding: "utf8",
     });
     expect(out).toMatch(/^ConfigError: .*ARBOR_MODE=aws/);
+    // The console's two files ride beside the module, where the console looks for them.
+    for (const name of ["console.js", "console.css"])
+      expect(readFileSync(join(app.outdir, `asset.${key.replace(/\.zip$/, "")}`, name), "utf8")).toBe(
+        readFileSync(new URL(`../../../shared/channels/console/assets/${name}`, import.meta.url), "utf8"),
+      );
   });
 });
 

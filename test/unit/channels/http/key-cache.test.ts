@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { ApiKeys, newApiKey } from "../../../../shared/adapters/local/api-keys.ts";
 import { CachedKeyStore } from "../../../../shared/channels/http/key-cache.ts";
-import type { ApiKeyEntry, Authenticated, KeyStore } from "../../../../shared/ports/key-store.ts";
+import {
+  type ApiKeyEntry,
+  type Authenticated,
+  bearerKeyHash,
+  type KeyStore,
+} from "../../../../shared/ports/key-store.ts";
 
 /** A key store that counts its lookups and can be made to fail, over the in-memory keys. */
 class CountingStore implements KeyStore {
@@ -9,12 +14,16 @@ class CountingStore implements KeyStore {
   lookups = 0;
   failNext = false;
   async authenticate(authorization: string | undefined | null): Promise<Authenticated | undefined> {
+    const sha = bearerKeyHash(authorization);
+    return sha === undefined ? undefined : this.lookup(sha);
+  }
+  async lookup(sha256: string): Promise<Authenticated | undefined> {
     this.lookups++;
     if (this.failNext) {
       this.failNext = false;
       throw new Error("table unavailable");
     }
-    return this.inner.authenticate(authorization);
+    return this.inner.lookup(sha256);
   }
   list(tenant?: string) {
     return this.inner.list(tenant);
@@ -68,6 +77,16 @@ describe("the key cache", () => {
     expect(backing.lookups).toBe(1);
     advance(TTL);
     expect(await who(ada.key)).toBe("user_ada");
+  });
+
+  it("keeps a key and its hash as one entry: a session's lookup shares the key's", async () => {
+    const { backing, cache, who } = setup();
+    await backing.add(ada.entry);
+    expect(await who(ada.key)).toBe("user_ada");
+    expect((await cache.lookup(ada.entry.sha256))?.actor.id).toBe("user_ada");
+    expect(backing.lookups).toBe(1);
+    await cache.revoke("user_ada");
+    expect(await cache.lookup(ada.entry.sha256)).toBeUndefined();
   });
 
   it("looks nothing up for a request without a bearer key", async () => {
