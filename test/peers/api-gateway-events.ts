@@ -13,6 +13,10 @@ export interface ApiEventOptions {
   body?: unknown;
   headers?: Record<string, string>;
   base64?: boolean;
+  /** A form's fields, sent urlencoded (as a browser posts a form) instead of a JSON body. */
+  form?: Record<string, string>;
+  /** The request's cookies: API Gateway hands them over apart, in `cookies`, not as a header. */
+  cookies?: string[];
 }
 
 /** An HTTP API event (payload format 2.0) as API Gateway sends it to the integration. */
@@ -24,7 +28,12 @@ export function apiEvent(
   const [encodedPath = "", rawQueryString = ""] = path.split("?");
   // API Gateway's HTTP API decodes the path it hands over (rawPath and requestContext.http.path).
   const rawPath = decodeURIComponent(encodedPath);
-  const text = options.body === undefined ? null : JSON.stringify(options.body);
+  const text = options.form
+    ? new URLSearchParams(options.form).toString()
+    : options.body === undefined
+      ? null
+      : JSON.stringify(options.body);
+  const type = options.form ? "application/x-www-form-urlencoded" : "application/json";
   const headers: Record<string, string> = {
     accept: "*/*",
     host: new URL(PUBLIC_URL).host,
@@ -33,11 +42,15 @@ export function apiEvent(
     "x-forwarded-for": "198.51.100.7",
     "x-forwarded-port": "443",
     "x-forwarded-proto": "https",
-    ...(text === null ? {} : { "content-type": "application/json", "content-length": String(text.length) }),
+    ...(text === null ? {} : { "content-type": type, "content-length": String(text.length) }),
     ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
     ...options.headers,
   };
-  const routeKey = rawPath.startsWith("/v1/") ? "ANY /v1/{proxy+}" : `${method} ${rawPath}`;
+  const routeKey = rawPath.startsWith("/v1/")
+    ? "ANY /v1/{proxy+}"
+    : rawPath.startsWith("/console/")
+      ? `${method} /console/{proxy+}`
+      : `${method} ${rawPath}`;
   const now = new Date();
   return {
     version: "2.0",
@@ -45,10 +58,13 @@ export function apiEvent(
     rawPath,
     rawQueryString,
     headers,
+    ...(options.cookies ? { cookies: options.cookies } : {}),
     ...(rawQueryString
       ? { queryStringParameters: Object.fromEntries(new URLSearchParams(rawQueryString)) }
       : {}),
-    ...(routeKey.includes("{proxy+}") ? { pathParameters: { proxy: rawPath.slice("/v1/".length) } } : {}),
+    ...(routeKey.includes("{proxy+}")
+      ? { pathParameters: { proxy: rawPath.slice(rawPath.indexOf("/", 1) + 1) } }
+      : {}),
     requestContext: {
       accountId: "123456789012",
       apiId: "abc123",
