@@ -13,6 +13,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
 const LONGEST_FIRST = [
   "test/unit/house/doc-blocks.test.ts",
   "test/process/serve-crash.test.ts",
+  "test/process/console-browser.test.ts",
   "test/process/team-cli.test.ts",
   "test/process/remote-cli.test.ts",
   "test/process/keys-cli.test.ts",

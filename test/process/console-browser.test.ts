@@ -13,6 +13,8 @@ import { launchChromium, signIn } from "../support/browser.ts";
  * ARBOR_CONSOLE_SCREENSHOTS to a folder to keep pictures of the main pages (docs/images has them).
  */
 const LONG = 120_000;
+/** How long a check of the page waits for it to change (a live refresh, a reload) on a busy machine. */
+const WAIT = { timeout: 30_000 };
 const shots = process.env.ARBOR_CONSOLE_SCREENSHOTS;
 const HOSTILE = `<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>`;
 
@@ -75,7 +77,7 @@ describe("the console in a browser", () => {
       await page.goto(`${served.url}/console`);
       expect(new URL(page.url()).pathname).toBe("/console/login");
       await signIn(page, keys.ada);
-      await expect.poll(() => new URL(page.url()).pathname).toBe("/console");
+      await expect.poll(() => new URL(page.url()).pathname, WAIT).toBe("/console");
       await page.getByLabel("What should the team do?").fill(REQUEST);
       await page.getByRole("radio", { name: /Lazy/ }).check();
       await page.getByRole("button", { name: "Send" }).click();
@@ -96,8 +98,10 @@ describe("the console in a browser", () => {
       const risky = page.getByRole("heading", { name: "Allow send_email?" });
       await risky.waitFor({ timeout: LONG });
       const question = page.locator('article.question[data-purpose="confirm_risky_action"]');
-      await expect.poll(() => question.locator("figure").innerText()).toContain("team@example.com");
-      await expect.poll(() => page.locator("ul.tree").innerText()).toContain(`Plan a team dinner ${HOSTILE}`);
+      await expect.poll(() => question.locator("figure").innerText(), WAIT).toContain("team@example.com");
+      await expect
+        .poll(() => page.locator("ul.tree").innerText(), WAIT)
+        .toContain(`Plan a team dinner ${HOSTILE}`);
       await shoot(page, "console-approval");
 
       // A second browser, the same person: the questions page lists it too.
@@ -105,6 +109,8 @@ describe("the console in a browser", () => {
       const there = second.page.locator('article.question[data-purpose="confirm_risky_action"]');
       await there.waitFor();
       await question.getByRole("button", { name: "Allow" }).click();
+      // Taken: the first page's question is gone; the second still shows it, waiting.
+      await expect.poll(() => question.count(), WAIT).toBe(0);
       await second.page.getByRole("button", { name: "Deny" }).click();
       // The second answer loses, and says who answered first and how.
       await expect
@@ -121,7 +127,7 @@ describe("the console in a browser", () => {
       await expect.poll(() => facts(page).innerText(), { timeout: LONG }).toMatch(/State\s*done/);
       expect(await facts(page).innerText()).toMatch(/Cost\s*\$0/);
       const answer = page.locator("section[aria-labelledby=answer] .output");
-      await expect.poll(() => answer.innerText()).toContain("team@example.com");
+      await expect.poll(() => answer.innerText(), WAIT).toContain("team@example.com");
       expect(await page.locator("ul.tree").innerText()).toMatch(/event-planner\s+0\.\d\d/);
       await shoot(page, "console-tree");
 
@@ -137,7 +143,7 @@ describe("the console in a browser", () => {
 
       // The hostile name is text everywhere it went: nothing ran, no image was made.
       await page.goto(requestUrl);
-      await expect.poll(() => page.locator("main").innerText()).toContain(HOSTILE);
+      await expect.poll(() => page.locator("main").innerText(), WAIT).toContain(HOSTILE);
       expect(await page.evaluate("window.__pwned")).toBeUndefined();
       expect(await page.locator("main img").count()).toBe(0);
       expect(problems).toEqual([]);
@@ -201,12 +207,14 @@ describe("the console in a browser", () => {
       const { context, page } = await signedIn(keys.ada, "/console/admin/keys");
       await page.getByLabel(/^For/).fill("user_cy");
       await page.getByRole("button", { name: "Make the key" }).click();
-      await expect.poll(() => page.locator("output.new-key").innerText()).toMatch(/arbor_[A-Za-z0-9_-]{20,}/);
+      await expect
+        .poll(() => page.locator("output.new-key").innerText(), WAIT)
+        .toMatch(/arbor_[A-Za-z0-9_-]{20,}/);
       await page.reload();
       const row = page.getByRole("row", { name: /user_bob/ });
       page.once("dialog", (d) => void d.accept());
       await row.getByRole("button", { name: "Revoke" }).click();
-      await expect.poll(() => page.getByRole("row", { name: /user_bob/ }).count()).toBe(0);
+      await expect.poll(() => page.getByRole("row", { name: /user_bob/ }).count(), WAIT).toBe(0);
 
       await bob.page.goto(`${served.url}/console`);
       expect(new URL(bob.page.url()).pathname).toBe("/console/login");

@@ -21,6 +21,8 @@ const bob = newApiKey({ id: "user_bob", kind: "human", tenant: "acme", roles: []
 const bot = newApiKey({ id: "agent_bot", kind: "agent", tenant: "acme", roles: [] });
 const eve = newApiKey({ id: "user_eve", kind: "human", tenant: "evil", roles: ["admin"] });
 const HOSTILE = `<script>alert(1)</script><img src=x onerror="alert(2)">`;
+/** A plan's name that would close the page's data block, were the plan put in it as it is. */
+const PLAN_NAME = `</script><script>alert(3)</script>`;
 
 let h: Harness;
 let keys: ApiKeys;
@@ -29,7 +31,10 @@ let app: Hono;
 beforeAll(async () => {
   h = await Harness.create({
     script: (r) => {
-      if (isPlan(r)) return planOf({ name: "Answer", purpose: "Answer the question" });
+      if (isPlan(r))
+        return JSON.stringify(r.messages).includes("hostile plan")
+          ? planOf({ name: PLAN_NAME, purpose: HOSTILE, subtasks: [{ name: "Then", purpose: "</script>" }] })
+          : planOf({ name: "Answer", purpose: "Answer the question" });
       if (isEvaluation(r)) return pass();
       return { content: `The model says ${HOSTILE}` };
     },
@@ -253,6 +258,25 @@ describe("the pages", () => {
       expect(page, path).not.toContain("<script>alert(1)");
       expect(page, path).not.toContain("<img src=x");
     }
+  });
+
+  it("hold a plan to approve in a data block no text in it can close", async () => {
+    const { cookie, csrf } = await signIn(ada.key);
+    const sent = await call(
+      "/v1/messages",
+      json({ cookie, "x-arbor-csrf": csrf }, { text: "a hostile plan", mode: "lazy" }),
+    );
+    const { rootTaskId } = (await sent.json()) as { rootTaskId: string };
+    await h.idle();
+    const page = await (
+      await call(`/console/requests/${encodeURIComponent(rootTaskId)}`, { headers: { cookie } })
+    ).text();
+    const block = /<script type="application\/json" id="[^"]+">([\s\S]*?)<\/script>/.exec(page);
+    expect(block, "the plan's data block").not.toBeNull();
+    // The block is JSON, whole: the plan's own "</script>" is in it as \u003c/script>.
+    expect(JSON.parse(block?.[1] as string)).toMatchObject({ name: PLAN_NAME, purpose: HOSTILE });
+    expect(page).not.toContain("<script>alert(3)");
+    expect(page.match(/<script/g)).toHaveLength(2); // the page's own script, and the data block
   });
 
   it("answer another tenant's URNs, and any URN that is not one, with not found", async () => {

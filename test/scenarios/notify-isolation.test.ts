@@ -190,7 +190,13 @@ describe("webhook deliveries through the notify function's queue, one tenant aga
       expect(performance.now() - sent).toBeLessThan(1_000);
       // Beta holds no more than its host's lane, and no more consumers than that.
       expect(hang2.maxOpen).toBeLessThanOrEqual(DEFAULT_LANE_LIMITS.perHost);
-      expect(busyConsumers.now).toBeLessThanOrEqual(DEFAULT_LANE_LIMITS.perHost);
+      // Acme's consumer may still be returning from the delivery its receiver has just got: once it
+      // has, only beta's remain busy (its receivers never answer, so more would stay more).
+      await until(
+        "only beta's consumers busy",
+        () => busyConsumers.now <= DEFAULT_LANE_LIMITS.perHost,
+        5_000,
+      );
       // Beta's held-back deliveries wait in the queue, delayed, not in a consumer.
       expect(queue.messages.filter((m) => m.visibleAt > Date.now()).length).toBeGreaterThan(0);
     } finally {

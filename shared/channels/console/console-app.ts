@@ -8,7 +8,13 @@ import { formatIssues } from "../../domain/resources.ts";
 import type { Engine } from "../../engine/engine.ts";
 import { windowStart } from "../../engine/window/window-marks.ts";
 import { ERROR_EDGES } from "../../kernel/error-edges.ts";
-import { type ArborError, isArborError, NotFoundError, ValidationError } from "../../kernel/errors.ts";
+import {
+  type ArborError,
+  ForbiddenError,
+  isArborError,
+  NotFoundError,
+  ValidationError,
+} from "../../kernel/errors.ts";
 import { componentLogger } from "../../kernel/logger.ts";
 import { deliveryView } from "../../notify/deliveries.ts";
 import type { NotifyService } from "../../notify/service.ts";
@@ -246,7 +252,11 @@ export function createConsoleApp(parts: ConsoleParts): Hono<ConsoleEnv> {
     const who = c.get("who");
     const [list, team] = await Promise.all([
       requestRows(engine, who, q),
-      engine.team(who.caller.tenant, who).catch(() => undefined), // the team is the admins' to read
+      // The team is the admins' to read: a person who may not sees the form without it.
+      engine.team(who.caller.tenant, who).catch((e: unknown) => {
+        if (e instanceof ForbiddenError) return undefined;
+        throw e;
+      }),
     ]);
     return show(c, "Requests", "requests", requestsBody({ who, q, ...list, team, now: now() }));
   });

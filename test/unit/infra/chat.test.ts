@@ -87,9 +87,12 @@ describe("the chat routes", () => {
         [
           "ANY /v1/{proxy+}",
           "GET /.well-known/agent-card.json",
+          "GET /console",
+          "GET /console/{proxy+}",
           "GET /healthz",
           "POST /a2a",
           "POST /a2a/{proxy+}",
+          "POST /console/{proxy+}",
           "POST /slack/{proxy+}",
           "POST /teams/{proxy+}",
         ].sort(),

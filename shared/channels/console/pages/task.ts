@@ -33,6 +33,8 @@ export const OUTPUT_PAGE_CHARS = 20_000;
 export const EVENTS_PAGE = 100;
 /** How much of one message or result is shown before it folds away. */
 const SHOWN_CHARS = 2_000;
+/** How many of a transcript's messages one page shows: the prompt, then the newest. */
+export const SHOWN_MESSAGES = 200;
 
 export interface TaskPageData {
   view: TaskView;
@@ -60,12 +62,13 @@ export function taskBody(d: TaskPageData): Html {
       : undefined);
   const a = node.assistant;
   const left = budgetLeft(node.budgets, node.usage);
+  const own = ownUsage(node);
   return html`<p class="crumbs"><a href="${CONSOLE}">Requests</a> › <a href="${requestPath(d.rootTaskId)}">the request</a>${parent ? html` › <a href="${taskPagePath(parent)}">the parent task</a>` : ""} ›</p>
 <h1>${clip(view.title, 200)}</h1>
 <dl class="facts">
   <div><dt>State</dt><dd>${statusBadge(view.status)}</dd></div>
   <div><dt>Assistant</dt><dd>${a ? html`${a.name} (${a.score.toFixed(2)})${a.runnerUp ? html`<br><span class="muted">next: ${a.runnerUp.name} (${a.runnerUp.score.toFixed(2)})</span>` : ""}` : "none"}</dd></div>
-  <div><dt>Cost</dt><dd>${costOf(node.usage)}</dd></div>
+  <div><dt>Cost${node.childCount ? " (with its subtasks)" : ""}</dt><dd>${costOf(node.usage)}${own ? html`<br><span class="muted">its own: ${costOf(own)}, ${own.tokens.toLocaleString("en-US")} tokens</span>` : ""}</dd></div>
   <div><dt>Tokens</dt><dd>${node.usage.inputTokens.toLocaleString("en-US")} in, ${node.usage.outputTokens.toLocaleString("en-US")} out</dd></div>
   <div><dt>Ran</dt><dd>${ranFor(view, d.now)}</dd></div>
   ${node.round > 0 ? html`<div><dt>Round</dt><dd>corrective round ${node.round}</dd></div>` : ""}
@@ -79,6 +82,29 @@ ${conversation(d)}
 ${toolCallSection(d.toolCalls)}
 ${eventsSection(d)}
 ${d.deliveries.length ? deliveriesSection(d.deliveries) : ""}`;
+}
+
+/**
+ * What a parent task spent itself (its evaluations): its subtree's usage less its children's,
+ * when all its children are at hand; undefined for a leaf (its usage is its own) or a cut tree.
+ */
+export function ownUsage(
+  node: TreeNode,
+): { tokens: number; costUsd: number; unpricedCalls: number } | undefined {
+  if (node.childCount === 0 || node.children.length < node.childCount) return undefined;
+  const sum = (pick: (u: TreeNode["usage"]) => number) =>
+    pick(node.usage) - node.children.reduce((n, c) => n + pick(c.usage), 0);
+  return {
+    tokens: Math.max(
+      0,
+      sum((u) => u.tokens),
+    ),
+    costUsd: Math.max(0, Math.round(sum((u) => u.costUsd) * 1e9) / 1e9), // no float dust
+    unpricedCalls: Math.max(
+      0,
+      sum((u) => u.unpricedCalls),
+    ),
+  };
 }
 
 function outputSection(d: TaskPageData): Html | string {
@@ -108,9 +134,16 @@ function folded(text: string): Html {
 
 function conversation(d: TaskPageData): Html | string {
   if (d.messages.length === 0) return "";
+  // A long conversation: its prompt and its newest messages (the rest are in the event log and the API).
+  const shown =
+    d.messages.length > SHOWN_MESSAGES
+      ? [...d.messages.slice(0, 1), ...d.messages.slice(-(SHOWN_MESSAGES - 1))]
+      : d.messages;
+  const left = d.messages.length - shown.length;
   return html`<section aria-labelledby="turns"><h2 id="turns">The conversation with the model</h2>
 ${d.windowFrom > 1 ? html`<p class="muted">Turns before turn ${d.windowFrom} are no longer sent to the model (the conversation was truncated or cleared); they are kept here.</p>` : ""}
-<ol class="turns">${d.messages.map((m) => {
+${left > 0 ? html`<p class="muted">${left.toLocaleString("en-US")} messages after the prompt are not shown: this page shows the newest ${SHOWN_MESSAGES - 1}. Every message is a resource under the task (<code>arbor ls</code>, <code>GET /v1/resources/&lt;task&gt;/children</code>).</p>` : ""}
+<ol class="turns">${shown.map((m) => {
     const turn = turnOf(m);
     const outside = turn !== undefined && turn < d.windowFrom;
     const label =
