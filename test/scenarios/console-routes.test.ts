@@ -310,8 +310,13 @@ describe("the pages", () => {
     const { cookie } = await signIn(bob.key);
     for (const page of ["team", "keys", "deliveries", "policy"])
       expect((await call(`/console/admin/${page}`, { headers: { cookie } })).status, page).toBe(403);
-    const all = await (await call("/console?scope=all", { headers: { cookie } })).text();
-    expect(all).not.toContain("Plan the offsite"); // ada's, not bob's
+    // The tenant's list is an admin's: anyone else is refused it, before a row is read.
+    const all = await call("/console?scope=all", { headers: { cookie } });
+    expect(all.status).toBe(403);
+    expect(await all.text()).not.toContain("Plan the offsite"); // ada's, not bob's
+    const mine = await (await call("/console", { headers: { cookie } })).text();
+    expect(mine).toContain("Bob&#39;s own");
+    expect(mine).not.toContain("Plan the offsite");
     const admin = await signIn(ada.key);
     for (const page of ["team", "keys", "deliveries", "policy"])
       expect((await call(`/console/admin/${page}`, { headers: { cookie: admin.cookie } })).status, page).toBe(

@@ -25,7 +25,7 @@ import { type ApiEnv, type HttpApiLog, withinTenant } from "../http/http-kit.ts"
 import { type RateLimiter, throttledMessage } from "../http/rate-limit.ts";
 import { sourceAddress } from "../http/source-address.ts";
 import { assetResponse } from "./assets.ts";
-import { barePage, CONSOLE, type Html, html, notice, type PageFrame, page } from "./html.ts";
+import { barePage, CONSOLE, type Html, html, isAdmin, notice, type PageFrame, page } from "./html.ts";
 import { deliveriesBody, keysBody, policyBody, teamBody } from "./pages/admin.ts";
 import { questionForm } from "./pages/question.ts";
 import { questionsBody, waitingQuestions } from "./pages/questions.ts";
@@ -250,6 +250,10 @@ export function createConsoleApp(parts: ConsoleParts): Hono<ConsoleEnv> {
     const { cursor, ...rest } = query(c, RequestsQuerySchema);
     const q: RequestsQuery = { ...rest, ...(cursor ? { cursor } : {}) };
     const who = c.get("who");
+    // The tenant's list is read row by row as the policy lets each be read: only an admin's is worth
+    // reading (anyone else would be shown their own, after reading everybody's).
+    if (q.scope === "all" && !isAdmin(who))
+      throw new ForbiddenError('Only an admin sees the tenant\'s requests: yours are under "mine"');
     const [list, team] = await Promise.all([
       requestRows(engine, who, q),
       // The team is the admins' to read: a person who may not sees the form without it.

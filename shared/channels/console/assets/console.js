@@ -216,25 +216,13 @@
     timer = setTimeout(refreshLive, 250);
   }
 
-  const EVENTS = [
-    "TaskCreated",
-    "TaskStarted",
-    "TaskCompleted",
-    "TaskFailed",
-    "TaskCanceled",
-    "UserInteractionRequested",
-    "UserInteractionResponded",
-    "ToolCallRequested",
-    "ToolCallCompleted",
-    "ToolCallFailed",
-    "RESOURCE_PUT",
-  ];
-
   function follow() {
     const live = document.getElementById("live");
     if (!live?.dataset.events || live.dataset.ended === "true" || !window.EventSource) return;
     const source = new EventSource(live.dataset.events);
-    for (const type of EVENTS) source.addEventListener(type, soon);
+    // The stream names each event by its type: the page lists the types it sends.
+    for (const type of (live.dataset.eventTypes || "").split(" "))
+      if (type) source.addEventListener(type, soon);
     source.addEventListener("end", () => {
       source.close();
       refreshLive();

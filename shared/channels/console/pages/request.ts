@@ -1,3 +1,4 @@
+import { TASK_LIFECYCLE_TYPES } from "../../../domain/events.ts";
 import type { Budgets, InteractionResource } from "../../../domain/resources.ts";
 import { isTerminal } from "../../../domain/task-state.ts";
 import type { TaskView } from "../../../domain/task-view.ts";
@@ -41,7 +42,7 @@ export function requestBody(d: RequestPageData): Html {
   const ended = isTerminal(d.root.status);
   return html`<p class="crumbs"><a href="/console">Requests</a> ›</p>
 <h1>${clip(d.root.title, 200)}</h1>
-<section id="live" aria-live="polite" data-events="${apiPath("tasks", d.root.taskId)}/events" data-part="${requestPath(d.root.taskId)}?part=live"${ended ? html` data-ended="true"` : ""}>
+<section id="live" aria-live="polite" data-events="${apiPath("tasks", d.root.taskId)}/events" data-event-types="${TASK_LIFECYCLE_TYPES.join(" ")}" data-part="${requestPath(d.root.taskId)}?part=live"${ended ? html` data-ended="true"` : ""}>
 ${liveBody(d)}
 </section>`;
 }
