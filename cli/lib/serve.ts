@@ -200,6 +200,7 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
           ? `${note(`Traces: OTLP ${tracesProtocol()} to ${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT}`)}\n`
           : "") +
         `${note(`Try: curl -H "Authorization: Bearer <key>" -H "content-type: application/json" -d '{"text":"..."}' ${server.url}/v1/messages`)}\n` +
+        `${note(`Console: ${server.url}/console (sign in with a key)`)}\n` +
         (chatChannels.length > 0
           ? `${note(`Chat: ${chatChannels.join(" and ")} (${chatChannels.map((c) => `${server?.url}/${c.toLowerCase()}/...`).join(", ")}; see shared/channels/chat/CHAT-DEPLOY.md)`)}\n`
           : "") +

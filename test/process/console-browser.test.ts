@@ -218,6 +218,25 @@ describe("the console in a browser", () => {
 
       await bob.page.goto(`${served.url}/console`);
       expect(new URL(bob.page.url()).pathname).toBe("/console/login");
+
+      // The team file: its change shown before it is applied, then applied.
+      await page.goto(`${served.url}/console/admin/team`);
+      const file = page.getByLabel("Team file (JSON)");
+      const team = JSON.parse(await file.inputValue()) as { assistants: { id: string; purpose: string }[] };
+      const first = team.assistants[0] as { id: string; purpose: string };
+      first.purpose = `${first.purpose} (and the team's lunches)`;
+      await file.fill(JSON.stringify(team, null, 2));
+      await page.getByRole("button", { name: "Show the change" }).click();
+      const diff = page.locator("output.diff");
+      await expect.poll(() => diff.innerText(), WAIT).toMatch(/Not applied yet[\s\S]*Changes: .*\(purpose\)/);
+      page.once("dialog", (d) => void d.accept());
+      await page.getByRole("button", { name: "Apply" }).click();
+      await expect.poll(() => diff.innerText(), WAIT).toMatch(/^Applied\./);
+      await file.fill("{ not json");
+      await page.getByRole("button", { name: "Show the change" }).click();
+      await expect
+        .poll(() => page.locator("form .form-error").first().innerText(), WAIT)
+        .toMatch(/not valid JSON/);
       await bob.context.close();
       await context.close();
     },
