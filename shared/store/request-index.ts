@@ -20,9 +20,8 @@ export const REQUEST_KIND = "request";
 
 export interface RequestEntry {
   tenant: string;
+  /** The root task; its parent is the message, the message's the conversation. */
   rootTaskId: string;
-  conversationUrn: string;
-  messageUrn: string;
   /** Who sent it (the actor id the channel authenticated). */
   actor: string;
   /** ISO 8601, when it was accepted. */
@@ -32,8 +31,14 @@ export interface RequestEntry {
   mode: "eager" | "lazy";
 }
 
-/** How much of a request's text its line keeps. */
-export const REQUEST_TEXT_CHARS = 300;
+/**
+ * How much of a request's text its line keeps: what a list shows of it. A line is written twice
+ * on every request's way in, so it holds nothing that can be derived (the message's and the
+ * conversation's URNs are the root task's parents; the tenant is in them).
+ */
+export const REQUEST_TEXT_CHARS = 120;
+
+type StoredLine = Omit<RequestEntry, "tenant">;
 
 /** Milliseconds after which the newest-first order would wrap (the year 2286). */
 const LAST_MS = 9_999_999_999_999;
@@ -43,8 +48,9 @@ const actorList = (tenant: string, actor: string) => `requests#${tenant}#${actor
 
 /** The puts that list a request (expected version 0: a request is listed once). */
 export function requestIndexOps(entry: RequestEntry): WriteOp[] {
-  const order = `${String(LAST_MS - Date.parse(entry.at)).padStart(13, "0")}#${messageId(entry.messageUrn)}`;
-  const data = { ...entry, text: entry.text.slice(0, REQUEST_TEXT_CHARS) };
+  const order = `${String(LAST_MS - Date.parse(entry.at)).padStart(13, "0")}#${messageId(entry.rootTaskId)}`;
+  const { tenant: _, ...line } = entry;
+  const data: StoredLine = { ...line, text: entry.text.slice(0, REQUEST_TEXT_CHARS) };
   return [tenantList(entry.tenant), actorList(entry.tenant, entry.actor)].map((list) => ({
     op: "put" as const,
     record: {
@@ -67,14 +73,16 @@ export async function requestPage(
 ): Promise<Page<RequestEntry>> {
   const list =
     options.actor === undefined ? tenantList(options.tenant) : actorList(options.tenant, options.actor);
-  const page = await state.byParent<RequestEntry>(list, {
+  const page = await state.byParent<StoredLine>(list, {
     limit: options.limit,
     ...(options.cursor ? { cursor: options.cursor } : {}),
   });
   return {
-    items: page.items.map((r: StateRecord<RequestEntry>) => r.data),
+    items: page.items.map((r: StateRecord<StoredLine>) => ({ ...r.data, tenant: options.tenant })),
     ...(page.cursor ? { cursor: page.cursor } : {}),
   };
 }
 
-const messageId = (messageUrn: string) => messageUrn.slice(messageUrn.lastIndexOf(".") + 1);
+/** The message's id, from the root task's URN (`.../common.Message.<id>/plan.Task.<hash>`). */
+const messageId = (rootTaskId: string) =>
+  /common\.Message\.([^/]+)\/[^/]+$/.exec(rootTaskId)?.[1] ?? rootTaskId;

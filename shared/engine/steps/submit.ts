@@ -159,8 +159,6 @@ export async function submit(
   const listed: RequestEntry = {
     tenant: req.tenant,
     rootTaskId: rootTaskUrn(messageUrn),
-    conversationUrn,
-    messageUrn,
     actor: req.actor.id,
     at: d.clock().toISOString(),
     text: req.text,
