@@ -113,6 +113,8 @@ describe("signing in", () => {
     for (const next of [
       "//evil.example/x",
       "https://evil.example",
+      "/console/../v1/me",
+      "/console/./x",
       "/consolex",
       "/v1/me",
       "/console\\..\\v1",

@@ -30,7 +30,7 @@ export function signInPage(options: { next: string; problem?: string; plainHttp?
 
 /** A console path to go to after signing in: only this console's own pages (never another site). */
 export function safeNext(next: string | undefined): string {
-  if (!next?.startsWith(`${CONSOLE}`) || next.startsWith("//") || /[\\\s]/.test(next)) return CONSOLE;
+  if (!next?.startsWith(`${CONSOLE}`) || /[\\\s]|\/\.\.?(\/|$|\?)/.test(next)) return CONSOLE;
   const rest = next.slice(CONSOLE.length);
   return rest === "" || rest.startsWith("/") || rest.startsWith("?") ? next : CONSOLE;
 }
