@@ -183,9 +183,30 @@ describe("durable deliveries", () => {
       expect(listed.deliveries[0]).not.toHaveProperty("headers");
       expect(listed.deliveries[0]).toMatchObject({ status: "dead", url: receiver.url, rootTaskUrn: root });
 
+      // The console's page of dead deliveries lists both, each with its redrive (the HTTP API's route).
+      const signedIn = await fetch(`${server.url}/console/login`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ key: admin.key }).toString(),
+        redirect: "manual",
+      });
+      const cookie = (signedIn.headers.get("set-cookie") ?? "").split(";")[0] as string;
+      const page = await (
+        await fetch(`${server.url}/console/admin/deliveries`, { headers: { cookie } })
+      ).text();
+      for (const id of [one, two])
+        expect(page).toContain(`data-api="POST /v1/admin/deliveries/${id}/redrive"`);
+      const csrf = /name="arbor-csrf" content="([^"]+)"/.exec(page)?.[1] ?? "";
+
       receiver.answer = () => 200;
       expect((await get(acme.key, `/v1/admin/deliveries/${one}/redrive`, "POST")).status).toBe(403);
-      expect((await get(admin.key, `/v1/admin/deliveries/${one}/redrive`, "POST")).status).toBe(200);
+      // Redriven from the console: its script's call, with the session and its CSRF token.
+      const redriven = await fetch(`${server.url}/v1/admin/deliveries/${one}/redrive`, {
+        method: "POST",
+        headers: { cookie, "x-arbor-csrf": csrf, "content-type": "application/json" },
+        body: "{}",
+      });
+      expect(redriven.status).toBe(200);
       await until("the redriven delivery", () => receiver.deliveredIds().has(one));
       const rest = (await (
         await get(admin.key, "/v1/admin/deliveries/redrive", "POST", { all: true })
