@@ -47,6 +47,12 @@ export const OPTIONS = {
   dead: { type: "boolean", default: false },
   status: { type: "string" },
   namespace: { type: "string" },
+  repeat: { type: "string" },
+  concurrency: { type: "string" },
+  "fail-under": { type: "string" },
+  "fail-on-regression": { type: "boolean", default: false },
+  team: { type: "string" },
+  label: { type: "string" },
 } as const satisfies ParseArgsOptionsConfig;
 
 /** The parsed options, typed from OPTIONS. */

@@ -1,6 +1,7 @@
 import type { Command } from "../command.ts";
 import { demo } from "./demo.ts";
 import { dlq } from "./dlq.ts";
+import { evalCommand } from "./eval.ts";
 import { events } from "./events.ts";
 import { get } from "./get.ts";
 import { graph } from "./graph.ts";
@@ -22,6 +23,7 @@ import { tools } from "./tools.ts";
 export const COMMANDS: readonly Command[] = [
   run,
   serve,
+  evalCommand,
   keys,
   policy,
   dlq,

@@ -46,21 +46,7 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
   }
   // OTEL_EXPORTER_OTLP_ENDPOINT (and the SDK's other settings) turn traces on; none: nothing is loaded.
   const telemetry = await startTelemetry("arbor");
-  const rt = createLocalRuntime(config, { lockAs: "arbor run" });
-  const fallback = `${tenantUrn(config.tenant)}/common.Assistant.${FALLBACK_ID}`;
-  const engine = await createLocalEngine(rt, {
-    llm: setup.llm,
-    // The model server's embedding model, when one is configured (ARBOR_EMBEDDING_MODEL).
-    ...(setup.embedder ? { embedder: setup.embedder } : {}),
-    settings: {
-      fallbackAssistant: fallback,
-      ...configuredSettings(config),
-    },
-    toolsConfig: loadToolsConfig(config.toolsFile),
-    ...(config.teamFile ? { teamFile: config.teamFile } : {}),
-    ...(config.outbound ? { outbound: config.outbound } : {}),
-    ...(config.policy?.engine === "opa" ? { policy: await folderPolicy(config.policy.dir) } : {}),
-  });
+  const { rt, engine } = await openLocalEngine(config, setup, "arbor run");
   const stop = engine.start();
   const lines = createInterface({ input: process.stdin, terminal: false });
   const answers = lines[Symbol.asyncIterator]();
@@ -152,7 +138,41 @@ export async function runCommand(config: LocalConfig, options: RunOptions): Prom
   }
 }
 
-function chooseModel(
+/**
+ * The local runtime (holding the data folder's lock as `lockAs`) and an engine on it with the
+ * chosen model, as `arbor run` and `arbor eval run` open them: the configured tools, team file,
+ * outbound rules and policy.
+ */
+export async function openLocalEngine(
+  config: LocalConfig,
+  setup: { llm: Llm; embedder?: Embedder },
+  lockAs: string,
+) {
+  const rt = createLocalRuntime(config, { lockAs });
+  const fallback = `${tenantUrn(config.tenant)}/common.Assistant.${FALLBACK_ID}`;
+  try {
+    const engine = await createLocalEngine(rt, {
+      llm: setup.llm,
+      // The model server's embedding model, when one is configured (ARBOR_EMBEDDING_MODEL).
+      ...(setup.embedder ? { embedder: setup.embedder } : {}),
+      settings: {
+        fallbackAssistant: fallback,
+        ...configuredSettings(config),
+      },
+      toolsConfig: loadToolsConfig(config.toolsFile),
+      ...(config.teamFile ? { teamFile: config.teamFile } : {}),
+      ...(config.outbound ? { outbound: config.outbound } : {}),
+      ...(config.policy?.engine === "opa" ? { policy: await folderPolicy(config.policy.dir) } : {}),
+    });
+    return { rt, engine };
+  } catch (error) {
+    await rt.close();
+    throw error;
+  }
+}
+
+/** The model (and the example's team) for a run: the offline example's scripted model, or the configured one. */
+export function chooseModel(
   config: LocalConfig,
   options: RunOptions,
 ): { llm: Llm; embedder?: Embedder; assistants?: AssistantDefinition[]; text: string } | undefined {

@@ -5,6 +5,7 @@ import { arborCli } from "../support/arbor-process.ts";
 const COMMANDS = [
   "run",
   "serve",
+  "eval",
   "keys",
   "policy",
   "dlq",

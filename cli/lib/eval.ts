@@ -1,0 +1,179 @@
+import { readFile } from "node:fs/promises";
+import { basename } from "node:path";
+import { costText } from "../../shared/domain/budgets.ts";
+import { compareExperiments } from "../../shared/evals/compare.ts";
+import { parseDataset } from "../../shared/evals/dataset.ts";
+import {
+  type Experiment,
+  listExperiments,
+  loadExperiment,
+  runExperiment,
+  storeExperiment,
+} from "../../shared/evals/experiment.ts";
+import { ValidationError } from "../../shared/kernel/errors.ts";
+import { type LocalConfig, MODEL_HELP } from "../../shared/runtime/config.ts";
+import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
+import type { Write } from "../command.ts";
+import { heading, note, printable } from "./render.ts";
+import { chooseModel, openLocalEngine } from "./run.ts";
+
+/**
+ * `arbor eval`: experiments on the local runtime (shared/evals/ does the work): run a dataset and
+ * store the experiment, list the experiments, compare two. Exit codes make it a CI gate: 1 when
+ * `--fail-under` is not met or `--fail-on-regression` finds one, 2 for a call that cannot run.
+ */
+export interface EvalRunOptions {
+  file: string;
+  example?: string;
+  team?: string;
+  label?: string;
+  repeat?: number;
+  concurrency?: number;
+  failUnder?: number;
+}
+
+const pct = (score: number) => `${(score * 100).toFixed(1)} %`;
+const short = (id: string) => id.slice(-8);
+
+export async function evalRun(config: LocalConfig, options: EvalRunOptions, write: Write): Promise<number> {
+  const text = await readFile(options.file, "utf8").catch((e: NodeJS.ErrnoException) => {
+    throw new ValidationError(
+      `Cannot read the dataset ${options.file}: ${e.code === "ENOENT" ? "no such file" : e.message}`,
+    );
+  });
+  const cases = parseDataset(text, basename(options.file));
+  const team = options.team
+    ? await readFile(options.team, "utf8").then(
+        (t) => JSON.parse(t) as unknown,
+        (e: Error) => {
+          throw new ValidationError(`Cannot read the team file ${options.team}: ${e.message}`);
+        },
+      )
+    : undefined;
+  const setup = chooseModel(config, { text: "eval", example: options.example, lazy: false, yes: false });
+  if (!setup) {
+    process.stderr.write(`${MODEL_HELP}\n`);
+    return 2;
+  }
+  const { rt, engine } = await openLocalEngine(config, setup, "arbor eval");
+  const stop = engine.start();
+  try {
+    if (setup.assistants) await engine.registerAssistants(config.tenant, setup.assistants);
+    if (team !== undefined) await engine.applyTeam(config.tenant, team);
+    const runs = cases.length * (options.repeat ?? 1);
+    write(
+      `${heading("Experiment")}: ${cases.length} case${cases.length === 1 ? "" : "s"} of ${options.file}, ${runs} run${runs === 1 ? "" : "s"}, model ${setup.llm.id}`,
+    );
+    const experiment = await runExperiment(engine, cases, {
+      tenant: config.tenant,
+      dataset: basename(options.file),
+      model: setup.llm.id,
+      ...(options.label ? { label: options.label } : {}),
+      ...(options.repeat ? { repeat: options.repeat } : {}),
+      ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+      onRun: (run, done, total) =>
+        write(
+          `  [${done}/${total}] ${run.caseId}${run.repeat > 1 ? ` #${run.repeat}` : ""}: ${pct(run.score)} (${run.status}, ${run.wallMs} ms)${
+            run.score < 1
+              ? ` ${note(
+                  printable(
+                    run.scores
+                      .filter((s) => s.score < 1)
+                      .map((s) => `${s.scorer}: ${s.reason}`)
+                      .join("; "),
+                  ),
+                )}`
+              : ""
+          }`,
+        ),
+    });
+    await storeExperiment(engine.deps.state, experiment);
+    await rt.untilDurable();
+    summary(experiment, write);
+    if (options.failUnder !== undefined && experiment.score < options.failUnder) {
+      write(
+        `${heading("Failed")}: the score ${pct(experiment.score)} is under --fail-under ${pct(options.failUnder)}`,
+      );
+      return 1;
+    }
+    return 0;
+  } finally {
+    stop();
+    await engine.close();
+    await rt.close();
+  }
+}
+
+function summary(e: Experiment, write: Write): void {
+  write(
+    `${heading("Score")}: ${pct(e.score)}  ${note(`experiment ${e.id}, ${(e.durationMs / 1000).toFixed(1)} s, ${e.tokens.toLocaleString("en-US")} tokens, ${costText(e)}`)}`,
+  );
+  for (const [scorer, score] of Object.entries(e.scorers).sort())
+    write(`  ${scorer.padEnd(12)} ${pct(score)}`);
+}
+
+/** Reads the local data folder beside a running serve (no lock), as the other read commands do. */
+async function withState<T>(
+  config: LocalConfig,
+  read: (rt: ReturnType<typeof createLocalRuntime>) => Promise<T>,
+) {
+  const rt = createLocalRuntime(config);
+  try {
+    return await read(rt);
+  } finally {
+    await rt.close();
+  }
+}
+
+export async function evalList(config: LocalConfig, write: Write): Promise<number> {
+  const experiments = await withState(config, (rt) => listExperiments(rt.state, config.tenant));
+  if (experiments.length === 0) {
+    write("No experiments yet: arbor eval run <dataset>");
+    return 0;
+  }
+  for (const e of experiments)
+    write(
+      `${e.id}  ${e.startedAt.slice(0, 19).replace("T", " ")}  ${pct(e.score).padStart(7)}  ${e.cases} cases x${e.repeat}  ${e.dataset}  ${e.model}${e.label ? `  ${printable(e.label)}` : ""}`,
+    );
+  return 0;
+}
+
+export async function evalCompare(
+  config: LocalConfig,
+  a: string,
+  b: string,
+  options: { failOnRegression: boolean },
+  write: Write,
+): Promise<number> {
+  const [before, after] = await withState(config, (rt) =>
+    Promise.all([loadExperiment(rt.state, config.tenant, a), loadExperiment(rt.state, config.tenant, b)]),
+  );
+  for (const [id, e] of [
+    [a, before],
+    [b, after],
+  ] as const)
+    if (!e)
+      throw new ValidationError(
+        `No experiment ${id} here (or more than one ends so): arbor eval ls lists them`,
+      );
+  const c = compareExperiments(before as Experiment, after as Experiment);
+  write(
+    `${heading("Compared")}: ${short(c.a.id)} -> ${short(c.b.id)}   score ${pct(c.a.score)} -> ${pct(c.b.score)}`,
+  );
+  for (const s of c.scorers)
+    write(
+      `  ${s.scorer.padEnd(12)} ${s.before === undefined ? "-" : pct(s.before)} -> ${s.after === undefined ? "-" : pct(s.after)}`,
+    );
+  write(`${heading("Worse")}: ${c.regressions.length}`);
+  for (const r of c.regressions)
+    write(`  ${r.caseId} ${r.scorer}: ${pct(r.before)} -> ${pct(r.after)}  ${note(printable(r.reason))}`);
+  write(`${heading("Better")}: ${c.improvements.length}`);
+  for (const r of c.improvements) write(`  ${r.caseId} ${r.scorer}: ${pct(r.before)} -> ${pct(r.after)}`);
+  if (c.onlyIn.a.length || c.onlyIn.b.length)
+    write(
+      note(
+        `Only in ${short(c.a.id)}: ${c.onlyIn.a.join(", ") || "none"}; only in ${short(c.b.id)}: ${c.onlyIn.b.join(", ") || "none"}`,
+      ),
+    );
+  return options.failOnRegression && c.regressions.length > 0 ? 1 : 0;
+}

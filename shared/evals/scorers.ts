@@ -1,0 +1,166 @@
+import { Ajv } from "ajv";
+import type { TaskStatus } from "../domain/task-state.ts";
+import type { Expectations } from "./dataset.ts";
+
+/**
+ * The deterministic scorers: each looks at what a run did (RunFacts, gathered by experiment.ts
+ * from the engine's own records) against one kind of expectation of its case, and gives a score
+ * in [0, 1] (the share of its checks that hold) and a reason naming each check that did not.
+ * A case is scored by the scorers of the expectations it has, and always by `status`.
+ *
+ *   const scores = scoreRun(evalCase.expect, facts);   // [{scorer: "contains", score: 0.5, reason: "..."}, ...]
+ */
+export interface RunFacts {
+  status: TaskStatus | "timeout";
+  answer: string;
+  /** Every task of the tree: its title, its depth (1 at the root), the id of its assistant. */
+  tasks: { title: string; depth: number; assistant: string | undefined }[];
+  /** Every tool call a model asked for in the run, with its arguments. */
+  toolCalls: { name: string; arguments: Record<string, unknown> }[];
+  usage: { tokens: number; costUsd: number; unpricedCalls: number };
+  wallMs: number;
+  /** The questions of the run, by purpose (answered by the case). */
+  questions: { purpose: string; answer: string }[];
+}
+
+export interface Score {
+  scorer: string;
+  score: number;
+  reason: string;
+}
+
+const ajv = new Ajv({ allErrors: true, strict: false });
+
+/** The share of `checks` that hold, and the ones that did not, as the reason. */
+function of(scorer: string, checks: [ok: boolean, failure: string][]): Score {
+  const failed = checks.filter(([ok]) => !ok).map(([, why]) => why);
+  const score = checks.length === 0 ? 1 : (checks.length - failed.length) / checks.length;
+  return { scorer, score, reason: failed.length ? failed.join("; ") : "all held" };
+}
+
+const quote = (s: string) => JSON.stringify(s.length > 80 ? `${s.slice(0, 79)}…` : s);
+
+export function scoreRun(expect: Expectations, run: RunFacts): Score[] {
+  const scores: Score[] = [];
+  const wanted = expect.status ?? "done";
+  scores.push(of("status", [[run.status === wanted, `the request ended ${run.status}, not ${wanted}`]]));
+  const answer = run.answer.toLowerCase();
+  if (expect.contains)
+    scores.push(
+      of(
+        "contains",
+        expect.contains.map((s) => [answer.includes(s.toLowerCase()), `the answer lacks ${quote(s)}`]),
+      ),
+    );
+  if (expect.notContains)
+    scores.push(
+      of(
+        "notContains",
+        expect.notContains.map((s) => [!answer.includes(s.toLowerCase()), `the answer has ${quote(s)}`]),
+      ),
+    );
+  if (expect.matches)
+    scores.push(
+      of(
+        "matches",
+        expect.matches.map((p) => [new RegExp(p, "i").test(run.answer), `the answer does not match /${p}/i`]),
+      ),
+    );
+  if (expect.jsonSchema) scores.push(jsonScore(expect.jsonSchema, run.answer));
+  if (expect.tools) {
+    const names = new Set(run.toolCalls.map((c) => c.name));
+    const checks: [boolean, string][] = [
+      ...(expect.tools.called ?? []).map((t): [boolean, string] => [names.has(t), `${t} was not called`]),
+      ...(expect.tools.notCalled ?? []).map((t): [boolean, string] => [!names.has(t), `${t} was called`]),
+      ...Object.entries(expect.tools.arguments ?? {}).map(([tool, args]): [boolean, string] => [
+        run.toolCalls.some((c) => c.name === tool && argumentsMatch(c.arguments, args)),
+        `no call of ${tool} had ${JSON.stringify(args).slice(0, 200)}`,
+      ]),
+    ];
+    scores.push(of("tools", checks));
+  }
+  if (expect.tree) {
+    const count = run.tasks.length;
+    const depth = Math.max(0, ...run.tasks.map((t) => t.depth));
+    const { minTasks, maxTasks, maxDepth } = expect.tree;
+    const checks: [boolean, string][] = [];
+    if (minTasks !== undefined) checks.push([count >= minTasks, `${count} tasks, fewer than ${minTasks}`]);
+    if (maxTasks !== undefined) checks.push([count <= maxTasks, `${count} tasks, more than ${maxTasks}`]);
+    if (maxDepth !== undefined) checks.push([depth <= maxDepth, `depth ${depth}, deeper than ${maxDepth}`]);
+    scores.push(of("tree", checks));
+  }
+  if (expect.elected)
+    scores.push(
+      of(
+        "elected",
+        Object.entries(expect.elected).map(([title, assistant]) => {
+          const task = run.tasks.find((t) => t.title === title);
+          if (!task) return [false, `no task is named ${quote(title)}`];
+          return [
+            task.assistant === assistant,
+            `${quote(title)} went to ${task.assistant ?? "nobody"}, not ${assistant}`,
+          ];
+        }),
+      ),
+    );
+  if (expect.budget) {
+    const { maxTokens, maxCostUsd, maxWallMs } = expect.budget;
+    const checks: [boolean, string][] = [];
+    if (maxTokens !== undefined)
+      checks.push([run.usage.tokens <= maxTokens, `${run.usage.tokens} tokens, more than ${maxTokens}`]);
+    if (maxCostUsd !== undefined)
+      checks.push([
+        run.usage.unpricedCalls === 0 && run.usage.costUsd <= maxCostUsd,
+        run.usage.unpricedCalls > 0
+          ? `the cost is unknown (${run.usage.unpricedCalls} calls of a model without a price)`
+          : `$${run.usage.costUsd} spent, more than $${maxCostUsd}`,
+      ]);
+    if (maxWallMs !== undefined)
+      checks.push([run.wallMs <= maxWallMs, `${run.wallMs} ms, longer than ${maxWallMs} ms`]);
+    scores.push(of("budget", checks));
+  }
+  if (expect.approval) {
+    const asked = run.questions.filter(
+      (q) => q.purpose === "confirm_risky_action" || q.purpose === "approve_plan",
+    );
+    scores.push(
+      of("approval", [
+        expect.approval === "needed"
+          ? [asked.length > 0, "no approval was asked for"]
+          : [asked.length === 0, `${asked.length} approval(s) were asked for`],
+      ]),
+    );
+  }
+  return scores;
+}
+
+function jsonScore(schema: Record<string, unknown>, answer: string): Score {
+  let value: unknown;
+  try {
+    value = JSON.parse(answer);
+  } catch {
+    return { scorer: "jsonSchema", score: 0, reason: "the answer is not JSON" };
+  }
+  let validate: ReturnType<typeof ajv.compile>;
+  try {
+    validate = ajv.compile(schema);
+  } catch (e) {
+    return {
+      scorer: "jsonSchema",
+      score: 0,
+      reason: `the case's schema is not valid: ${(e as Error).message}`,
+    };
+  }
+  return validate(value)
+    ? { scorer: "jsonSchema", score: 1, reason: "all held" }
+    : { scorer: "jsonSchema", score: 0, reason: ajv.errorsText(validate.errors).slice(0, 500) };
+}
+
+/** Whether every field given in `expected` is in `actual`, equal as JSON. */
+function argumentsMatch(actual: Record<string, unknown>, expected: Record<string, unknown>): boolean {
+  return Object.entries(expected).every(([k, v]) => JSON.stringify(actual[k]) === JSON.stringify(v));
+}
+
+/** A run's mean over its scores (each scorer counts once). */
+export const meanScore = (scores: readonly Score[]): number =>
+  scores.length === 0 ? 0 : scores.reduce((n, s) => n + s.score, 0) / scores.length;

@@ -1,0 +1,99 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ASSISTANTS } from "../../examples/offsite/scenario.ts";
+import { arborCli, arborEnv } from "../support/arbor-process.ts";
+
+/**
+ * `arbor eval` as a CI job runs it: the example's dataset offline, stored and listed; the same
+ * dataset after a change to an assistant's description that sends a task to the wrong assistant,
+ * and the comparison that exits 1 with --fail-on-regression; a score under --fail-under exits 1.
+ */
+const DATASET = join(import.meta.dirname, "../../examples/offsite/eval.jsonl");
+let dir: string;
+let env: NodeJS.ProcessEnv;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "arbor-eval-"));
+  env = arborEnv(join(dir, "data"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const idOf = (stdout: string) => /experiment (\S+),/.exec(stdout)?.[1] as string;
+
+describe("arbor eval", () => {
+  it("runs the example's dataset offline, stores it, and a changed team's regression fails the gate", async () => {
+    const good = await arborCli(["eval", "run", DATASET, "--example", "offsite", "--fail-under", "1"], env);
+    expect(good.stderr).toBe("");
+    expect(good.code).toBe(0);
+    expect(good.stdout).toMatch(/Experiment: 4 cases of .*eval\.jsonl, 4 runs, model scripted/);
+    expect(good.stdout).toMatch(/Score: 100\.0 %/);
+    for (const id of ["offsite", "offsite-denied", "sum", "plain"])
+      expect(good.stdout).toContain(`] ${id}: 100.0 %`);
+    const before = idOf(good.stdout);
+
+    // Communications no longer reads as the one to invite people: the invitation goes elsewhere.
+    const team = {
+      assistants: ASSISTANTS.map((a) =>
+        a.id === "communications"
+          ? { ...a, purpose: "Keep the office plants watered", applicability: "Plants and office upkeep" }
+          : a,
+      ),
+    };
+    const teamFile = join(dir, "team.json");
+    await writeFile(teamFile, JSON.stringify(team));
+    const worse = await arborCli(
+      [
+        "eval",
+        "run",
+        DATASET,
+        "--example",
+        "offsite",
+        "--team",
+        teamFile,
+        "--label",
+        "plants",
+        "--fail-under",
+        "0.95",
+      ],
+      env,
+    );
+    expect(worse.code).toBe(1);
+    expect(worse.stdout).toMatch(/"Invite the team" went to \S+, not communications/);
+    expect(worse.stdout).toMatch(/Failed: the score .* is under --fail-under 95\.0 %/);
+    const after = idOf(worse.stdout);
+
+    const listed = await arborCli(["eval", "ls"], env);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toContain(before);
+    expect(listed.stdout).toMatch(new RegExp(`${after} .* plants`));
+
+    const compared = await arborCli(
+      ["eval", "compare", before, after.slice(-8), "--fail-on-regression"],
+      env,
+    );
+    expect(compared.code).toBe(1);
+    expect(compared.stdout).toMatch(/Worse: [1-9]/);
+    expect(compared.stdout).toMatch(/offsite elected: 100\.0 % -> 66\.7 %/);
+    expect((await arborCli(["eval", "compare", before, before], env)).code).toBe(0);
+    const unknown = await arborCli(["eval", "compare", before, "nosuch"], env);
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toMatch(/No experiment nosuch/);
+  }, 180_000);
+
+  it("says what is wrong with a dataset, and runs nothing", async () => {
+    const bad = join(dir, "bad.jsonl");
+    await writeFile(bad, '{"id":"a","request":"x","expect":{"contans":["y"]}}\n');
+    const res = await arborCli(["eval", "run", bad, "--example", "offsite"], env);
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toMatch(/bad\.jsonl, line 1, is not a valid case.*contans/);
+    const missing = await arborCli(["eval", "run", join(dir, "none.jsonl"), "--example", "offsite"], env);
+    expect(missing.stderr).toMatch(/Cannot read the dataset .*no such file/);
+    expect((await arborCli(["eval", "run", bad, "--repeat", "0"], env)).stderr).toMatch(
+      /--repeat takes a number/,
+    );
+  }, 120_000);
+});
