@@ -65,6 +65,11 @@ export const ExpectSchema = z
       .optional(),
     /** Whether a person's approval (a risky call, a plan) was asked for in the run. */
     approval: z.enum(["needed", "none"]).optional(),
+    /** A model judges the answer against these criteria (judge.ts), as a task's evaluation is written. */
+    judge: z
+      .object({ criteria: z.string().min(1).max(4000) })
+      .strict()
+      .optional(),
   })
   .strict();
 export type Expectations = z.infer<typeof ExpectSchema>;

@@ -5,8 +5,10 @@ import { isTerminal } from "../domain/task-state.ts";
 import type { Engine } from "../engine/engine.ts";
 import { MAX_TREE_TASKS, type TreeNode } from "../engine/task-tree.ts";
 import { ConflictError } from "../kernel/errors.ts";
+import type { Llm } from "../ports/llm.ts";
 import type { StateRecord, StateStore } from "../ports/state-store.ts";
 import type { CaseAnswers, EvalCase } from "./dataset.ts";
+import { judgeScore } from "./judge.ts";
 import { meanScore, type RunFacts, type Score, scoreRun } from "./scorers.ts";
 
 /**
@@ -71,6 +73,8 @@ export interface ExperimentOptions {
   timeoutMs?: number;
   /** Told of each run as it ends (progress). */
   onRun?: (run: RunResult, done: number, total: number) => void;
+  /** The model that judges the cases with `expect.judge` (default: the engine's own). */
+  judge?: Llm;
 }
 
 export async function runExperiment(
@@ -173,6 +177,14 @@ async function runCase(
   }
   const facts = await factsOf(engine, rootTaskId, asker, status, questions, Date.now() - began);
   const scores = scoreRun(c.expect, facts);
+  if (c.expect.judge)
+    scores.push(
+      await judgeScore(options.judge ?? engine.deps.llm, {
+        request: c.request,
+        answer: facts.answer,
+        criteria: c.expect.judge.criteria,
+      }),
+    );
   return {
     caseId: c.id,
     repeat,

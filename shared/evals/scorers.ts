@@ -27,6 +27,8 @@ export interface Score {
   scorer: string;
   score: number;
   reason: string;
+  /** A judge's score (judge.ts): the model that judged and what it was shown. */
+  judge?: { model: string; prompt: string };
 }
 
 const ajv = new Ajv({ allErrors: true, strict: false });
