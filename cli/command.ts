@@ -53,6 +53,7 @@ export const OPTIONS = {
   "fail-on-regression": { type: "boolean", default: false },
   team: { type: "string" },
   label: { type: "string" },
+  scorer: { type: "string", multiple: true },
 } as const satisfies ParseArgsOptionsConfig;
 
 /** The parsed options, typed from OPTIONS. */

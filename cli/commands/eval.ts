@@ -3,7 +3,7 @@ import { type Command, UsageError } from "../command.ts";
 export const evalCommand: Command = {
   name: "eval",
   usage: [
-    "eval run <dataset> [--example offsite] [--team <file>] [--repeat <n>] [--concurrency <n>] [--label <text>] [--fail-under <score>]",
+    "eval run <dataset> [--example offsite] [--team <file>] [--scorer <module>]... [--repeat <n>] [--concurrency <n>] [--label <text>] [--fail-under <score>]",
     "eval ls",
     "eval compare <experiment> <experiment> [--fail-on-regression]",
   ],
@@ -13,6 +13,10 @@ export const evalCommand: Command = {
   options: [
     ["--example offsite", "the offline scripted example and its team (no model needed)"],
     ["--team <file>", "apply this team file before the run (the change it makes is kept)"],
+    [
+      "--scorer <module>",
+      "a scorer of your own: a module whose default export scores a run (docs/evals.md); repeatable",
+    ],
     ["--repeat <n>", "run every case n times (default 1)"],
     ["--concurrency <n>", "at most n runs at once (default 4)"],
     ["--label <text>", "a name for the experiment in lists (a branch, a prompt's version)"],
@@ -49,6 +53,7 @@ export const evalCommand: Command = {
             ...(options.example ? { example: options.example } : {}),
             ...(options.team ? { team: options.team } : {}),
             ...(options.label ? { label: options.label } : {}),
+            ...(options.scorer?.length ? { scorers: options.scorer } : {}),
             ...(repeat !== undefined ? { repeat: Math.floor(repeat) } : {}),
             ...(concurrency !== undefined ? { concurrency: Math.floor(concurrency) } : {}),
             ...(failUnder !== undefined ? { failUnder } : {}),

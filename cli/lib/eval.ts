@@ -1,5 +1,6 @@
 import { readFile } from "node:fs/promises";
-import { basename } from "node:path";
+import { basename, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { costText } from "../../shared/domain/budgets.ts";
 import { compareExperiments } from "../../shared/evals/compare.ts";
 import { parseDataset } from "../../shared/evals/dataset.ts";
@@ -10,6 +11,7 @@ import {
   runExperiment,
   storeExperiment,
 } from "../../shared/evals/experiment.ts";
+import type { CustomScorer } from "../../shared/evals/scorers.ts";
 import { ValidationError } from "../../shared/kernel/errors.ts";
 import { type LocalConfig, MODEL_HELP } from "../../shared/runtime/config.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
@@ -30,6 +32,24 @@ export interface EvalRunOptions {
   repeat?: number;
   concurrency?: number;
   failUnder?: number;
+  /** Modules of the team's own scorers (their default export: scorers.ts ScorerFunction). */
+  scorers?: readonly string[];
+}
+
+/** The team's scorers, each from its module's default export, named after its file. */
+async function loadScorers(files: readonly string[]): Promise<CustomScorer[]> {
+  return Promise.all(
+    files.map(async (file) => {
+      const loaded = (await import(pathToFileURL(resolve(file)).href).catch((e: Error) => {
+        throw new ValidationError(`Cannot load the scorer ${file}: ${e.message}`);
+      })) as { default?: unknown };
+      if (typeof loaded.default !== "function")
+        throw new ValidationError(
+          `The scorer ${file} has no default export that is a function: export default ({ case, run }) => score`,
+        );
+      return { name: basename(file).replace(/\.[^.]+$/, ""), score: loaded.default as CustomScorer["score"] };
+    }),
+  );
 }
 
 const pct = (score: number) => `${(score * 100).toFixed(1)} %`;
@@ -42,6 +62,7 @@ export async function evalRun(config: LocalConfig, options: EvalRunOptions, writ
     );
   });
   const cases = parseDataset(text, basename(options.file));
+  const scorers = await loadScorers(options.scorers ?? []);
   const team = options.team
     ? await readFile(options.team, "utf8").then(
         (t) => JSON.parse(t) as unknown,
@@ -71,6 +92,7 @@ export async function evalRun(config: LocalConfig, options: EvalRunOptions, writ
       ...(options.label ? { label: options.label } : {}),
       ...(options.repeat ? { repeat: options.repeat } : {}),
       ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+      ...(scorers.length ? { scorers } : {}),
       onRun: (run, done, total) =>
         write(
           `  [${done}/${total}] ${run.caseId}${run.repeat > 1 ? ` #${run.repeat}` : ""}: ${pct(run.score)} (${run.status}, ${run.wallMs} ms)${

@@ -9,7 +9,7 @@ import type { Llm } from "../ports/llm.ts";
 import type { StateRecord, StateStore } from "../ports/state-store.ts";
 import type { CaseAnswers, EvalCase } from "./dataset.ts";
 import { judgeScore } from "./judge.ts";
-import { meanScore, type RunFacts, type Score, scoreRun } from "./scorers.ts";
+import { type CustomScorer, customScore, meanScore, type RunFacts, type Score, scoreRun } from "./scorers.ts";
 
 /**
  * An experiment: every case of a dataset run on an engine (`repeat` times each, at most
@@ -75,6 +75,8 @@ export interface ExperimentOptions {
   onRun?: (run: RunResult, done: number, total: number) => void;
   /** The model that judges the cases with `expect.judge` (default: the engine's own). */
   judge?: Llm;
+  /** Scorers the team wrote (scorers.ts CustomScorer): each scores every run. */
+  scorers?: readonly CustomScorer[];
 }
 
 export async function runExperiment(
@@ -177,6 +179,8 @@ async function runCase(
   }
   const facts = await factsOf(engine, rootTaskId, asker, status, questions, Date.now() - began);
   const scores = scoreRun(c.expect, facts);
+  for (const scorer of options.scorers ?? [])
+    scores.push(await customScore(scorer, { case: { id: c.id, request: c.request }, run: facts }));
   if (c.expect.judge)
     scores.push(
       await judgeScore(options.judge ?? engine.deps.llm, {

@@ -163,6 +163,60 @@ function argumentsMatch(actual: Record<string, unknown>, expected: Record<string
   return Object.entries(expected).every(([k, v]) => JSON.stringify(actual[k]) === JSON.stringify(v));
 }
 
+/**
+ * A scorer a team writes itself: a module whose default export is one function of the case and
+ * what its run did, giving a score in [0, 1] (a number, or `{score, reason}`), at once or as a
+ * promise. Its name is the module's file name. What it gives that is not such a score scores 0,
+ * saying why; what it throws too.
+ *
+ *   // scorers/polite.ts
+ *   export default ({ run }) => (/\bplease\b/i.test(run.answer) ? 1 : { score: 0, reason: "not polite" });
+ */
+export type ScorerFunction = (input: {
+  case: { id: string; request: string };
+  run: RunFacts;
+}) => number | { score: number; reason?: string } | Promise<number | { score: number; reason?: string }>;
+
+export interface CustomScorer {
+  name: string;
+  score: ScorerFunction;
+}
+
+export async function customScore(
+  scorer: CustomScorer,
+  input: Parameters<ScorerFunction>[0],
+): Promise<Score> {
+  let given: unknown;
+  try {
+    given = await scorer.score(input);
+  } catch (e) {
+    return {
+      scorer: scorer.name,
+      score: 0,
+      reason: `the scorer threw: ${(e as Error)?.message ?? String(e)}`.slice(0, 500),
+    };
+  }
+  const score = typeof given === "number" ? given : (given as { score?: unknown } | null)?.score;
+  const reason =
+    typeof given === "object" && given !== null ? (given as { reason?: unknown }).reason : undefined;
+  if (typeof score !== "number" || !Number.isFinite(score) || score < 0 || score > 1)
+    return {
+      scorer: scorer.name,
+      score: 0,
+      reason: `the scorer gave ${JSON.stringify(given)?.slice(0, 100)}, not a score from 0 to 1`,
+    };
+  return {
+    scorer: scorer.name,
+    score,
+    reason:
+      typeof reason === "string" && reason
+        ? reason.slice(0, 1000)
+        : score === 1
+          ? "all held"
+          : "(no reason given)",
+  };
+}
+
 /** A run's mean over its scores (each scorer counts once). */
 export const meanScore = (scores: readonly Score[]): number =>
   scores.length === 0 ? 0 : scores.reduce((n, s) => n + s.score, 0) / scores.length;

@@ -84,6 +84,29 @@ describe("arbor eval", () => {
     expect(unknown.stderr).toMatch(/No experiment nosuch/);
   }, 180_000);
 
+  it("scores with the team's own scorer modules, and says which module is not one", async () => {
+    const reach = join(dir, "reach.mjs");
+    await writeFile(
+      reach,
+      'export default ({ run }) => (/team@example\\.com|offline example/.test(run.answer) ? 1 : { score: 0, reason: "says nothing of the team" });\n',
+    );
+    const broken = join(dir, "broken.mjs");
+    await writeFile(broken, 'export default () => { throw new Error("out of order"); };\n');
+    const res = await arborCli(
+      ["eval", "run", DATASET, "--example", "offsite", "--scorer", reach, "--scorer", broken],
+      env,
+    );
+    expect(res.code).toBe(0);
+    expect(res.stdout).toMatch(/sum: .*reach: says nothing of the team/); // the sum's answer is a figure
+    expect(res.stdout).toMatch(/^ {2}reach +75\.0 %$/m);
+    expect(res.stdout).toMatch(/broken: the scorer threw: out of order/);
+    const notOne = join(dir, "none.mjs");
+    await writeFile(notOne, "export const x = 1;\n");
+    const refused = await arborCli(["eval", "run", DATASET, "--example", "offsite", "--scorer", notOne], env);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/none\.mjs has no default export that is a function/);
+  }, 120_000);
+
   it("says what is wrong with a dataset, and runs nothing", async () => {
     const bad = join(dir, "bad.jsonl");
     await writeFile(bad, '{"id":"a","request":"x","expect":{"contans":["y"]}}\n');

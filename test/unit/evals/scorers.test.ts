@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Expectations } from "../../../shared/evals/dataset.ts";
-import { meanScore, type RunFacts, scoreRun } from "../../../shared/evals/scorers.ts";
+import { customScore, meanScore, type RunFacts, scoreRun } from "../../../shared/evals/scorers.ts";
 
 /** Each deterministic scorer on a run that meets its expectation and on one that does not. */
 const RUN: RunFacts = {
@@ -91,5 +91,37 @@ describe("the scorers", () => {
     const half = only({ contains: ["team@example.com", "absent"] });
     expect(half[0]?.score).toBe(0.5);
     expect(meanScore(scoreRun({ contains: ["absent"] }, RUN))).toBe(0.5);
+  });
+});
+
+describe("a scorer of the team's own", () => {
+  const input = { case: { id: "c", request: "r" }, run: RUN };
+  it("gives its number or its score and reason; anything else, or a throw, scores 0 saying why", async () => {
+    expect(await customScore({ name: "n", score: () => 1 }, input)).toEqual({
+      scorer: "n",
+      score: 1,
+      reason: "all held",
+    });
+    expect(
+      await customScore({ name: "n", score: async () => ({ score: 0.5, reason: "half" }) }, input),
+    ).toEqual({
+      scorer: "n",
+      score: 0.5,
+      reason: "half",
+    });
+    for (const bad of [2, -1, Number.NaN, "1", null, { score: "1" }])
+      expect((await customScore({ name: "n", score: () => bad as never }, input)).reason).toMatch(
+        /not a score from 0 to 1/,
+      );
+    const thrown = await customScore(
+      {
+        name: "n",
+        score: () => {
+          throw new Error("boom");
+        },
+      },
+      input,
+    );
+    expect(thrown).toEqual({ scorer: "n", score: 0, reason: "the scorer threw: boom" });
   });
 });
