@@ -54,6 +54,8 @@ export const OPTIONS = {
   team: { type: "string" },
   label: { type: "string" },
   scorer: { type: "string", multiple: true },
+  record: { type: "string" },
+  replay: { type: "string" },
 } as const satisfies ParseArgsOptionsConfig;
 
 /** The parsed options, typed from OPTIONS. */

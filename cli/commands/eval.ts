@@ -3,7 +3,7 @@ import { type Command, UsageError } from "../command.ts";
 export const evalCommand: Command = {
   name: "eval",
   usage: [
-    "eval run <dataset> [--example offsite] [--team <file>] [--scorer <module>]... [--repeat <n>] [--concurrency <n>] [--label <text>] [--fail-under <score>]",
+    "eval run <dataset> [--example offsite] [--team <file>] [--scorer <module>]... [--record <file> | --replay <file>] [--repeat <n>] [--concurrency <n>] [--label <text>] [--fail-under <score>]",
     "eval ls",
     "eval compare <experiment> <experiment> [--fail-on-regression]",
   ],
@@ -16,6 +16,11 @@ export const evalCommand: Command = {
     [
       "--scorer <module>",
       "a scorer of your own: a module whose default export scores a run (docs/evals.md); repeatable",
+    ],
+    ["--record <file>", "keep every model response and tool result of the runs in this file (a recording)"],
+    [
+      "--replay <file>",
+      "answer the model and the tools from a recording: no model call, no tool effect; a call it has not fails the run and is listed",
     ],
     ["--repeat <n>", "run every case n times (default 1)"],
     ["--concurrency <n>", "at most n runs at once (default 4)"],
@@ -54,6 +59,8 @@ export const evalCommand: Command = {
             ...(options.team ? { team: options.team } : {}),
             ...(options.label ? { label: options.label } : {}),
             ...(options.scorer?.length ? { scorers: options.scorer } : {}),
+            ...(options.record ? { record: options.record } : {}),
+            ...(options.replay ? { replay: options.replay } : {}),
             ...(repeat !== undefined ? { repeat: Math.floor(repeat) } : {}),
             ...(concurrency !== undefined ? { concurrency: Math.floor(concurrency) } : {}),
             ...(failUnder !== undefined ? { failUnder } : {}),

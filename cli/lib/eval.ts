@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { basename, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { costText } from "../../shared/domain/budgets.ts";
@@ -11,6 +11,13 @@ import {
   runExperiment,
   storeExperiment,
 } from "../../shared/evals/experiment.ts";
+import {
+  parseRecording,
+  RecordingBook,
+  RecordingLlm,
+  Replay,
+  recordingTools,
+} from "../../shared/evals/recording.ts";
 import type { CustomScorer } from "../../shared/evals/scorers.ts";
 import { ValidationError } from "../../shared/kernel/errors.ts";
 import { type LocalConfig, MODEL_HELP } from "../../shared/runtime/config.ts";
@@ -34,6 +41,10 @@ export interface EvalRunOptions {
   failUnder?: number;
   /** Modules of the team's own scorers (their default export: scorers.ts ScorerFunction). */
   scorers?: readonly string[];
+  /** Keep the runs' model responses and tool results in this file. */
+  record?: string;
+  /** Answer the model and the tools from this recording. */
+  replay?: string;
 }
 
 /** The team's scorers, each from its module's default export, named after its file. */
@@ -71,12 +82,39 @@ export async function evalRun(config: LocalConfig, options: EvalRunOptions, writ
         },
       )
     : undefined;
-  const setup = chooseModel(config, { text: "eval", example: options.example, lazy: false, yes: false });
-  if (!setup) {
+  if (options.record && options.replay)
+    throw new ValidationError("--record and --replay go one at a time: record a recording, then replay it");
+  const replay = options.replay
+    ? new Replay(
+        parseRecording(
+          await readFile(options.replay, "utf8").catch((e: Error) => {
+            throw new ValidationError(`Cannot read the recording ${options.replay}: ${e.message}`);
+          }),
+          basename(options.replay),
+        ),
+      )
+    : undefined;
+  // A replay needs no model (it is the recording); the example still brings its team.
+  const chosen =
+    options.example || !replay
+      ? chooseModel(config, { text: "eval", example: options.example, lazy: false, yes: false })
+      : undefined;
+  if (!replay && !chosen) {
     process.stderr.write(`${MODEL_HELP}\n`);
     return 2;
   }
-  const { rt, engine } = await openLocalEngine(config, setup, "arbor eval");
+  const book = options.record && chosen ? new RecordingBook(chosen.llm.id) : undefined;
+  const setup = replay
+    ? { llm: replay.llm, ...(chosen?.assistants ? { assistants: chosen.assistants } : {}) }
+    : book && chosen
+      ? { ...chosen, llm: new RecordingLlm(chosen.llm, book) }
+      : (chosen as NonNullable<typeof chosen>);
+  const { rt, engine } = await openLocalEngine(
+    config,
+    setup,
+    "arbor eval",
+    replay ? (tools) => replay.tools(tools) : book ? (tools) => recordingTools(tools, book) : undefined,
+  );
   const stop = engine.start();
   try {
     if (setup.assistants) await engine.registerAssistants(config.tenant, setup.assistants);
@@ -112,6 +150,25 @@ export async function evalRun(config: LocalConfig, options: EvalRunOptions, writ
     await storeExperiment(engine.deps.state, experiment);
     await rt.untilDurable();
     summary(experiment, write);
+    if (book && options.record) {
+      await writeFile(options.record, `${JSON.stringify(book.recording, null, 1)}\n`);
+      const count = (o: Record<string, { responses?: unknown[]; results?: unknown[] }>) =>
+        Object.values(o).reduce((n, c) => n + (c.responses ?? c.results ?? []).length, 0);
+      write(
+        `${heading("Recorded")}: ${count(book.recording.model_calls)} model responses and ${count(book.recording.tool_calls)} tool results to ${options.record}`,
+      );
+    }
+    if (replay) {
+      write(
+        `${heading("Replayed")}: ${replay.modelAnswers} model calls answered from ${options.replay}, none made`,
+      );
+      if (replay.divergences.length > 0) {
+        write(`${heading("Diverged")}: ${replay.divergences.length} call(s) the recording has not`);
+        for (const d of replay.divergences)
+          write(`  a ${d.kind} at ${printable(d.where)}: ${note(printable(d.detail))}`);
+        return 1;
+      }
+    }
     if (options.failUnder !== undefined && experiment.score < options.failUnder) {
       write(
         `${heading("Failed")}: the score ${pct(experiment.score)} is under --fail-under ${pct(options.failUnder)}`,

@@ -11,6 +11,7 @@ import { pendingInteractions } from "../../shared/engine/interactions.ts";
 import { usageOf } from "../../shared/engine/usage.ts";
 import type { Embedder } from "../../shared/ports/embeddings.ts";
 import type { Llm } from "../../shared/ports/llm.ts";
+import type { ToolPort } from "../../shared/ports/tools.ts";
 import { type LocalConfig, MODEL_HELP } from "../../shared/runtime/config.ts";
 import { configuredSettings } from "../../shared/runtime/engine-wiring.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
@@ -147,6 +148,7 @@ export async function openLocalEngine(
   config: LocalConfig,
   setup: { llm: Llm; embedder?: Embedder },
   lockAs: string,
+  wrapTools?: (tools: ToolPort) => ToolPort,
 ) {
   const rt = createLocalRuntime(config, { lockAs });
   const fallback = `${tenantUrn(config.tenant)}/common.Assistant.${FALLBACK_ID}`;
@@ -163,6 +165,7 @@ export async function openLocalEngine(
       ...(config.teamFile ? { teamFile: config.teamFile } : {}),
       ...(config.outbound ? { outbound: config.outbound } : {}),
       ...(config.policy?.engine === "opa" ? { policy: await folderPolicy(config.policy.dir) } : {}),
+      ...(wrapTools ? { wrapTools } : {}),
     });
     return { rt, engine };
   } catch (error) {

@@ -3,6 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANTS } from "../../examples/offsite/scenario.ts";
+import { loadExperiment } from "../../shared/evals/experiment.ts";
+import { type LocalConfig, loadConfig } from "../../shared/runtime/config.ts";
+import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { arborCli, arborEnv } from "../support/arbor-process.ts";
 
 /**
@@ -106,6 +109,56 @@ describe("arbor eval", () => {
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/none\.mjs has no default export that is a function/);
   }, 120_000);
+
+  it("records a run, replays it with no model at all to the same answers, and reports a divergence", async () => {
+    const recording = join(dir, "offsite.recording.json");
+    const recorded = await arborCli(
+      ["eval", "run", DATASET, "--example", "offsite", "--record", recording],
+      env,
+    );
+    expect(recorded.code).toBe(0);
+    expect(recorded.stdout).toMatch(/Recorded: \d+ model responses and \d+ tool results to /);
+    // No --example and no model configured: every answer comes from the recording, or the run fails.
+    const replayed = await arborCli(["eval", "run", DATASET, "--replay", recording], env);
+    expect(replayed.stderr).toBe("");
+    expect(replayed.code).toBe(0);
+    expect(replayed.stdout).toMatch(/model replay:scripted/);
+    expect(replayed.stdout).toMatch(/Score: 100\.0 %/);
+    const calls = Number(
+      /Replayed: (\d+) model calls answered from .*, none made/.exec(replayed.stdout)?.[1],
+    );
+    expect(calls).toBeGreaterThan(20);
+    expect(replayed.stdout).not.toMatch(/Diverged/);
+    const answers = async (stdout: string) => {
+      const rt = createLocalRuntime(loadConfig(env) as LocalConfig);
+      try {
+        const e = await loadExperiment(rt.state, "local", idOf(stdout));
+        return Object.fromEntries((e?.runs ?? []).map((r) => [r.caseId, r.answer]));
+      } finally {
+        await rt.close();
+      }
+    };
+    expect(await answers(replayed.stdout)).toEqual(await answers(recorded.stdout));
+
+    // The team changed: the invitation goes to an assistant with other tools, a call never recorded.
+    const team = {
+      assistants: ASSISTANTS.map((a) =>
+        a.id === "communications"
+          ? { ...a, purpose: "Keep the office plants watered", applicability: "Plants" }
+          : a,
+      ),
+    };
+    const teamFile = join(dir, "plants.json");
+    await writeFile(teamFile, JSON.stringify(team));
+    const diverged = await arborCli(["eval", "run", DATASET, "--replay", recording, "--team", teamFile], env);
+    expect(diverged.code).toBe(1);
+    expect(diverged.stdout).toMatch(/Diverged: \d+ call\(s\) the recording has not/);
+    expect(diverged.stdout).toMatch(/a model call at task "Invite the team", turn 1/);
+    const bad = join(dir, "bad.recording.json");
+    await writeFile(bad, '{"version":2}');
+    const refused = await arborCli(["eval", "run", DATASET, "--replay", bad], env);
+    expect(refused.stderr).toMatch(/bad\.recording\.json is not a recording/);
+  }, 180_000);
 
   it("says what is wrong with a dataset, and runs nothing", async () => {
     const bad = join(dir, "bad.jsonl");

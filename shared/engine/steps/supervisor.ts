@@ -208,8 +208,13 @@ async function judge(
   round: number,
   meta: ReturnType<typeof withMeta>,
 ): Promise<Evaluation> {
+  // In a fixed order (by title), not the children's keys (which differ from request to request):
+  // the same work is judged from the same prompt, run after run (a replay finds it: shared/evals/).
+  const ordered = [...children].sort(
+    (a, b) => a.title.localeCompare(b.title) || a.taskId.localeCompare(b.taskId),
+  );
   const results = await Promise.all(
-    children.map(
+    ordered.map(
       async (c) =>
         `## ${c.title} [${c.status}]\n${(await outputOf(deps, c.taskId)) ?? c.failureReason ?? "(no output)"}`,
     ),

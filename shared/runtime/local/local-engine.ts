@@ -4,6 +4,7 @@ import { openLocalVectorIndex } from "../../adapters/vectors/open-local-index.ts
 import type { Engine } from "../../engine/engine.ts";
 import type { Embedder } from "../../ports/embeddings.ts";
 import type { Llm } from "../../ports/llm.ts";
+import type { ToolPort } from "../../ports/tools.ts";
 import { type EngineOptions, engineOn, openTools } from "../engine-wiring.ts";
 import type { LocalRuntime } from "./local.ts";
 
@@ -22,6 +23,8 @@ export interface LocalEngineOptions extends EngineOptions {
   embedder?: Embedder;
   /** Reads the vector index's records into memory now, a slice per event-loop turn (see above). */
   warmIndex?: boolean;
+  /** Puts something around the tools the engine calls (an experiment's recording or replay: shared/evals/). */
+  wrapTools?: (tools: ToolPort) => ToolPort;
 }
 
 export async function createLocalEngine(rt: LocalRuntime, options: LocalEngineOptions): Promise<Engine> {
@@ -31,7 +34,8 @@ export async function createLocalEngine(rt: LocalRuntime, options: LocalEngineOp
     embedder.id.replace(/[^A-Za-z0-9._-]/g, "_"),
     { embedderId: embedder.id, dimension: embedder.dimension },
   );
-  const tools = await openTools(rt, { embedder, index }, options);
+  const opened = await openTools(rt, { embedder, index }, options);
+  const tools = options.wrapTools ? options.wrapTools(opened) : opened;
   const engine = engineOn(
     rt,
     { llm: options.llm, embedder, index, tools },
