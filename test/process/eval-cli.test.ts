@@ -25,6 +25,23 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/**
+ * The example's team file with Communications no longer reading as the one to invite people (it
+ * waters the office plants): the invitation goes to another assistant, with other tools.
+ */
+async function plantsTeam(): Promise<string> {
+  const team = {
+    assistants: ASSISTANTS.map((a) =>
+      a.id === "communications"
+        ? { ...a, purpose: "Keep the office plants watered", applicability: "Plants and office upkeep" }
+        : a,
+    ),
+  };
+  const file = join(dir, "plants.json");
+  await writeFile(file, JSON.stringify(team));
+  return file;
+}
+
 const idOf = (stdout: string) => /experiment (\S+),/.exec(stdout)?.[1] as string;
 
 describe("arbor eval", () => {
@@ -39,15 +56,7 @@ describe("arbor eval", () => {
     const before = idOf(good.stdout);
 
     // Communications no longer reads as the one to invite people: the invitation goes elsewhere.
-    const team = {
-      assistants: ASSISTANTS.map((a) =>
-        a.id === "communications"
-          ? { ...a, purpose: "Keep the office plants watered", applicability: "Plants and office upkeep" }
-          : a,
-      ),
-    };
-    const teamFile = join(dir, "team.json");
-    await writeFile(teamFile, JSON.stringify(team));
+    const teamFile = await plantsTeam();
     const worse = await arborCli(
       [
         "eval",
@@ -141,15 +150,7 @@ describe("arbor eval", () => {
     expect(await answers(replayed.stdout)).toEqual(await answers(recorded.stdout));
 
     // The team changed: the invitation goes to an assistant with other tools, a call never recorded.
-    const team = {
-      assistants: ASSISTANTS.map((a) =>
-        a.id === "communications"
-          ? { ...a, purpose: "Keep the office plants watered", applicability: "Plants" }
-          : a,
-      ),
-    };
-    const teamFile = join(dir, "plants.json");
-    await writeFile(teamFile, JSON.stringify(team));
+    const teamFile = await plantsTeam();
     const diverged = await arborCli(["eval", "run", DATASET, "--replay", recording, "--team", teamFile], env);
     expect(diverged.code).toBe(1);
     expect(diverged.stdout).toMatch(/Diverged: \d+ call\(s\) the recording has not/);
