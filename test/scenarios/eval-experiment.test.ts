@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ScriptedLlm } from "../../shared/adapters/llm/scripted-llm.ts";
+import { ApiKeys, newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import { createServerApp } from "../../shared/channels/http/http-server.ts";
 import { compareExperiments } from "../../shared/evals/compare.ts";
 import { parseDataset } from "../../shared/evals/dataset.ts";
 import {
@@ -80,5 +82,45 @@ describe("an experiment", () => {
     const c = compareExperiments(loaded as never, second);
     expect(c.regressions).toEqual([]);
     expect(c.improvements).toEqual([]);
+
+    // Over the HTTP API and in the console, for the tenant's admins only.
+    const admin = newApiKey({ id: "user_ada", kind: "human", tenant: "acme", roles: ["admin"] });
+    const bob = newApiKey({ id: "user_bob", kind: "human", tenant: "acme", roles: [] });
+    const app = createServerApp({
+      engine: h.engine,
+      keys: new ApiKeys({ keys: [admin.entry, bob.entry] }),
+      publicUrl: "https://a.example",
+    });
+    const get = (key: string, path: string, cookie?: string) =>
+      app.fetch(
+        new Request(`https://a.example${path}`, {
+          headers: cookie ? { cookie } : { authorization: `Bearer ${key}` },
+        }),
+      );
+    const listed = (await (await get(admin.key, "/v1/evals/experiments")).json()) as {
+      experiments: { id: string }[];
+    };
+    expect(listed.experiments.map((e) => e.id)).toEqual([first.id, second.id]);
+    expect((await get(bob.key, "/v1/evals/experiments")).status).toBe(403);
+    const one = (await (await get(admin.key, `/v1/evals/experiments/${second.id}`)).json()) as {
+      experiment: { runs: unknown[] };
+    };
+    expect(one.experiment.runs).toHaveLength(4);
+    expect((await get(admin.key, "/v1/evals/experiments/01NOSUCHEXPERIMENT0000000")).status).toBe(404);
+    expect((await get(admin.key, "/v1/evals/experiments/..%2f..")).status).toBe(404);
+    const signedIn = await app.fetch(
+      new Request("https://a.example/console/login", {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ key: admin.key }).toString(),
+      }),
+    );
+    const cookie = (signedIn.headers.get("set-cookie") ?? "").split(";")[0] as string;
+    const page = await (await get("", "/console/admin/evals", cookie)).text();
+    expect(page).toContain(first.id);
+    const runs = await (await get("", `/console/admin/evals/${first.id}`, cookie)).text();
+    expect(runs).toContain("where");
+    expect(runs).toContain(`/console/requests/${encodeURIComponent(first.runs[0]?.rootTaskId as string)}`);
+    expect(runs).toContain("It names Lisbon"); // the judge's 0.9, with its reason
   });
 });

@@ -7,6 +7,7 @@ import type { InteractionResource, Message } from "../../domain/resources.ts";
 import { formatIssues } from "../../domain/resources.ts";
 import type { Engine } from "../../engine/engine.ts";
 import { windowStart } from "../../engine/window/window-marks.ts";
+import { listExperiments, loadExperiment } from "../../evals/experiment.ts";
 import { ERROR_EDGES } from "../../kernel/error-edges.ts";
 import {
   type ArborError,
@@ -21,12 +22,14 @@ import type { NotifyService } from "../../notify/service.ts";
 import type { AuditLog } from "../../ports/audit-log.ts";
 import { type Authenticated, bearerKeyHash, type KeyStore } from "../../ports/key-store.ts";
 import { keyView } from "../http/admin-keys.ts";
+import { experimentsUrn } from "../http/http-evals.ts";
 import { type ApiEnv, type HttpApiLog, withinTenant } from "../http/http-kit.ts";
 import { type RateLimiter, throttledMessage } from "../http/rate-limit.ts";
 import { sourceAddress } from "../http/source-address.ts";
 import { assetResponse } from "./assets.ts";
 import { barePage, CONSOLE, type Html, html, isAdmin, notice, type PageFrame, page } from "./html.ts";
 import { deliveriesBody, keysBody, policyBody, teamBody } from "./pages/admin.ts";
+import { experimentBody, experimentsBody } from "./pages/evals.ts";
 import { questionForm } from "./pages/question.ts";
 import { questionsBody, waitingQuestions } from "./pages/questions.ts";
 import { liveBody, type RequestPageData, requestBody } from "./pages/request.ts";
@@ -58,7 +61,7 @@ import type { ConsoleSession, ConsoleSessions } from "./sessions.ts";
  *   GET  /console/tasks/:urn         a task's timeline (?page= of its output, ?from= of its events)
  *   GET  /console/questions          questions waiting for the signed-in person
  *   GET  /console/questions/:urn     one question as it stands (answered: by whom), a part of a page
- *   GET  /console/admin/team|keys|deliveries|policy   the admins' pages
+ *   GET  /console/admin/team|keys|deliveries|policy|evals[/:id]   the admins' pages
  *
  * Every page sends a strict Content-Security-Policy (scripts and styles from this origin only, no
  * inline script, no framing), and is no-store. A page without a session redirects to the sign-in
@@ -356,6 +359,23 @@ export function createConsoleApp(parts: ConsoleParts): Hono<ConsoleEnv> {
       "deliveries",
       deliveriesBody(dead.items.map(deliveryView), "cursor" in dead && dead.cursor !== undefined),
     );
+  });
+
+  app.get(`${CONSOLE}/admin/evals`, async (c) => {
+    const { tenant } = c.get("who").caller;
+    await engine.authorize(c.get("who"), "resource.read", experimentsUrn(tenant));
+    return show(c, "Experiments", "evals", experimentsBody(await listExperiments(engine.deps.state, tenant)));
+  });
+
+  app.get(`${CONSOLE}/admin/evals/:id`, async (c) => {
+    const { tenant } = c.get("who").caller;
+    const id = c.req.param("id");
+    await engine.authorize(c.get("who"), "resource.read", experimentsUrn(tenant));
+    const experiment = /^[0-9A-Za-z]{4,40}$/.test(id)
+      ? await loadExperiment(engine.deps.state, tenant, id)
+      : undefined;
+    if (!experiment) throw new NotFoundError("Experiment", id);
+    return show(c, "Experiment", "evals", experimentBody(experiment));
   });
 
   app.get(`${CONSOLE}/admin/policy`, async (c) => {

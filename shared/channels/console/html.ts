@@ -28,7 +28,7 @@ export interface PageFrame {
   who: Authenticated;
   csrf: string;
   /** Which entry of the navigation is this page's. */
-  nav: "requests" | "questions" | "team" | "keys" | "deliveries" | "policy" | "";
+  nav: "requests" | "questions" | "team" | "keys" | "deliveries" | "evals" | "policy" | "";
   body: Html;
 }
 
@@ -38,6 +38,7 @@ const NAV: { id: PageFrame["nav"]; label: string; path: string; admin?: boolean 
   { id: "team", label: "Team", path: `${CONSOLE}/admin/team`, admin: true },
   { id: "keys", label: "Keys", path: `${CONSOLE}/admin/keys`, admin: true },
   { id: "deliveries", label: "Deliveries", path: `${CONSOLE}/admin/deliveries`, admin: true },
+  { id: "evals", label: "Experiments", path: `${CONSOLE}/admin/evals`, admin: true },
   { id: "policy", label: "Policy", path: `${CONSOLE}/admin/policy`, admin: true },
 ];
 

@@ -19,6 +19,7 @@ import type { ConsoleSessions } from "../console/sessions.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
 import { a2aCallbackRoutes } from "./http-a2a-callbacks.ts";
 import { createConversationRoutes } from "./http-conversation.ts";
+import { createEvalRoutes } from "./http-evals.ts";
 import type { EventStreamOptions } from "./http-events.ts";
 import { createGraphRoutes } from "./http-graph.ts";
 import {
@@ -68,6 +69,7 @@ import { sourceAddress } from "./source-address.ts";
  *   GET  /v1/admin/team                    the tenant's team (admins)               -> 200
  *   PUT  /v1/admin/team?dryRun=true        a team file: its diff, applied unless dry -> 200
  *   GET  /v1/graph?s=&p=&o=                the tenant's graph, one pattern (http-graph.ts) -> 200
+ *   GET  /v1/evals/experiments[/:id]       the tenant's experiments (http-evals.ts, admins) -> 200
  *   GET  /healthz                          no key needed: 200 (status ok, or degraded when the
  *                                          model cannot be used), or 503 when Arbor cannot write
  *   /v1/admin/keys                         a tenant's API keys, for its admins (admin-keys.ts)
@@ -303,6 +305,7 @@ export function createHttpApi({
   app.route("/", createTeamRoutes(engine));
   app.route("/", createToolRoutes(engine));
   app.route("/", createGraphRoutes(engine));
+  app.route("/", createEvalRoutes(engine));
   app.route("/", resourceEventRoutes(engine, limiter ? { ...events, slots: limiter } : events));
   app.route("/", createConversationRoutes(engine));
   app.route("/v1/admin/keys", adminKeyRoutes({ engine, keys }));

@@ -34,6 +34,8 @@ export const ROUTE_PURPOSES: Readonly<Record<string, string>> = {
   "GET /console/admin/keys": "the tenant's API keys: make one (shown once), revoke (admins)",
   "GET /console/admin/deliveries": "dead webhook and chat deliveries, redriven one by one or all (admins)",
   "GET /console/admin/policy": "the policy engine in force and its revision (admins)",
+  "GET /console/admin/evals": "the tenant's experiments and their scores (admins)",
+  "GET /console/admin/evals/:id": "one experiment's runs: each case's scores, reasons and request (admins)",
   // The HTTP API (http-api.ts and the routes it mounts): an API key under /v1, except the callbacks.
   "GET /healthz":
     "whether Arbor can write (200, or 503 with the reason) and the model's state; no key needed",
@@ -55,6 +57,10 @@ export const ROUTE_PURPOSES: Readonly<Record<string, string>> = {
   "PUT /v1/admin/team": "a team file applied, or with `dryRun=true` only its change shown (admins)",
   "GET /v1/tools": "the tenant's tools, of one namespace or all",
   "GET /v1/graph": "the tenant's graph: the triples matching one pattern (admins)",
+  "GET /v1/evals/experiments":
+    "the tenant's experiments (`arbor eval run`): their scores, oldest first (admins)",
+  "GET /v1/evals/experiments/:id":
+    "one experiment with its runs: each case's request, answer, scores (admins)",
   "GET /v1/resource-events":
     "resource writes at and below a URN prefix, live, as server-sent events (501 on AWS)",
   "POST /v1/tasks/:urn/conversation/truncate":

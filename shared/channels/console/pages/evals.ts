@@ -1,0 +1,59 @@
+import type { Experiment } from "../../../evals/experiment.ts";
+import { CONSOLE, clip, costOf, duration, type Html, html, requestPath, time } from "../html.ts";
+
+/**
+ * The tenant's experiments (`arbor eval run`, shared/evals/), for its admins: the list with each
+ * experiment's score, and one experiment's runs, each with its scores and reasons and a link to
+ * the request it sent (its tree and timeline, as any request's).
+ */
+const pct = (score: number) => `${(score * 100).toFixed(1)} %`;
+export const experimentPath = (id: string) => `${CONSOLE}/admin/evals/${encodeURIComponent(id)}`;
+
+export function experimentsBody(experiments: Omit<Experiment, "runs">[]): Html {
+  return html`<h1>Experiments</h1>
+<p class="muted">Datasets of cases run with <code>arbor eval run</code>, each run scored; <code>arbor eval compare</code> shows what got better or worse between two.</p>
+${
+  experiments.length === 0
+    ? html`<p class="empty">No experiments yet: <code>npx arbor eval run examples/offsite/eval.jsonl --example offsite</code> runs one.</p>`
+    : html`<div class="table-wrap"><table>
+<thead><tr><th scope="col">Experiment</th><th scope="col">Score</th><th scope="col">Dataset</th><th scope="col">Model</th><th scope="col">Runs</th><th scope="col">Cost</th><th scope="col">Took</th><th scope="col">Started</th></tr></thead>
+<tbody>${[...experiments]
+        .reverse()
+        .map(
+          (e) =>
+            html`<tr><td><a href="${experimentPath(e.id)}"><code>${e.id}</code></a>${e.label ? html` <span class="tag">${clip(e.label, 60)}</span>` : ""}</td><td>${pct(e.score)}</td><td>${e.dataset}</td><td>${e.model}</td><td>${e.cases} × ${e.repeat}</td><td>${costOf(e)}</td><td>${duration(e.durationMs)}</td><td>${time(e.startedAt)}</td></tr>`,
+        )}</tbody></table></div>`
+}`;
+}
+
+export function experimentBody(e: Experiment): Html {
+  return html`<p class="crumbs"><a href="${CONSOLE}/admin/evals">Experiments</a> ›</p>
+<h1>Experiment <code>${e.id}</code></h1>
+<dl class="facts">
+  <div><dt>Score</dt><dd>${pct(e.score)}</dd></div>
+  <div><dt>Dataset</dt><dd>${e.dataset}</dd></div>
+  <div><dt>Model</dt><dd>${e.model}</dd></div>
+  <div><dt>Cost</dt><dd>${costOf(e)}</dd></div>
+  <div><dt>Took</dt><dd>${duration(e.durationMs)}</dd></div>
+  ${e.label ? html`<div><dt>Label</dt><dd>${e.label}</dd></div>` : ""}
+</dl>
+<h2>Scorers</h2>
+<ul class="plain">${Object.entries(e.scorers)
+    .sort()
+    .map(([name, score]) => html`<li><strong>${name}</strong> ${pct(score)}</li>`)}</ul>
+<h2>Runs</h2>
+<div class="table-wrap"><table>
+<thead><tr><th scope="col">Case</th><th scope="col">Score</th><th scope="col">State</th><th scope="col">What fell short</th><th scope="col">Cost</th><th scope="col">Took</th></tr></thead>
+<tbody>${e.runs.map(
+    (r) =>
+      html`<tr class="${r.score < 1 ? "bad" : ""}"><td><a href="${requestPath(r.rootTaskId)}">${r.caseId}</a>${r.repeat > 1 ? html` <span class="muted">#${r.repeat}</span>` : ""}</td><td>${pct(r.score)}</td><td>${r.status}</td><td>${
+        r.scores.filter((s) => s.score < 1).length
+          ? html`<ul class="plain">${r.scores
+              .filter((s) => s.score < 1)
+              .map(
+                (s) => html`<li><strong>${s.scorer}</strong> ${pct(s.score)}: ${clip(s.reason, 300)}</li>`,
+              )}</ul>`
+          : html`<span class="muted">nothing</span>`
+      }</td><td>${costOf(r)}</td><td>${duration(r.wallMs)}</td></tr>`,
+  )}</tbody></table></div>`;
+}
