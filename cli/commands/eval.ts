@@ -32,9 +32,15 @@ export const evalCommand: Command = {
     "arbor eval run examples/offsite/eval.jsonl --example offsite --fail-under 0.9",
     "arbor eval compare 01KA... 01KB... --fail-on-regression",
   ],
-  notes: ["It works on the local data folder (one process at a time, as arbor run does)."],
+  notes: [
+    "It works on the local data folder (one process at a time, as arbor run does); with ARBOR_URL set it says so and does nothing.",
+  ],
 
   async local({ args, options, write }) {
+    if (process.env.ARBOR_URL)
+      throw new UsageError(
+        "arbor eval runs on the local data folder: unset ARBOR_URL for it. A remote Arbor's experiments are read with GET /v1/evals/experiments (admins), or in its console under Experiments",
+      );
     const { localConfig } = await import("../lib/local.ts");
     const config = await localConfig(evalCommand);
     const lib = await import("../lib/eval.ts");
