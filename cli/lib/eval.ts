@@ -18,13 +18,16 @@ import {
   Replay,
   recordingTools,
 } from "../../shared/evals/recording.ts";
-import type { CustomScorer } from "../../shared/evals/scorers.ts";
+import { type CustomScorer, percent as pct } from "../../shared/evals/scorers.ts";
 import { ValidationError } from "../../shared/kernel/errors.ts";
 import { type LocalConfig, MODEL_HELP } from "../../shared/runtime/config.ts";
-import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import type { Write } from "../command.ts";
+import { withRuntime } from "./local.ts";
 import { heading, note, printable } from "./render.ts";
 import { chooseModel, openLocalEngine } from "./run.ts";
+
+/** What withRuntime needs to know of the command (its name, for the configuration's errors). */
+const EVAL = { name: "eval" } as const;
 
 /**
  * `arbor eval`: experiments on the local runtime (shared/evals/ does the work): run a dataset and
@@ -63,7 +66,6 @@ async function loadScorers(files: readonly string[]): Promise<CustomScorer[]> {
   );
 }
 
-const pct = (score: number) => `${(score * 100).toFixed(1)} %`;
 const short = (id: string) => id.slice(-8);
 
 export async function evalRun(config: LocalConfig, options: EvalRunOptions, write: Write): Promise<number> {
@@ -191,21 +193,8 @@ function summary(e: Experiment, write: Write): void {
     write(`  ${scorer.padEnd(12)} ${pct(score)}`);
 }
 
-/** Reads the local data folder beside a running serve (no lock), as the other read commands do. */
-async function withState<T>(
-  config: LocalConfig,
-  read: (rt: ReturnType<typeof createLocalRuntime>) => Promise<T>,
-) {
-  const rt = createLocalRuntime(config);
-  try {
-    return await read(rt);
-  } finally {
-    await rt.close();
-  }
-}
-
 export async function evalList(config: LocalConfig, write: Write): Promise<number> {
-  const experiments = await withState(config, (rt) => listExperiments(rt.state, config.tenant));
+  const experiments = await withRuntime(EVAL, (rt) => listExperiments(rt.state, config.tenant));
   if (experiments.length === 0) {
     write("No experiments yet: arbor eval run <dataset>");
     return 0;
@@ -224,7 +213,8 @@ export async function evalCompare(
   options: { failOnRegression: boolean },
   write: Write,
 ): Promise<number> {
-  const [before, after] = await withState(config, (rt) =>
+  // Reads only: no lock, beside a running serve.
+  const [before, after] = await withRuntime(EVAL, (rt) =>
     Promise.all([loadExperiment(rt.state, config.tenant, a), loadExperiment(rt.state, config.tenant, b)]),
   );
   for (const [id, e] of [

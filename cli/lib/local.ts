@@ -21,11 +21,11 @@ export async function localConfig(command: Pick<Command, "name" | "remote">): Pr
  * Runs `fn` on the local runtime. A command that writes (`demo`) holds the data folder's lock as
  * `lockAs`; one that only reads takes none, so it works beside a running `arbor serve`.
  */
-export async function withRuntime(
+export async function withRuntime<T>(
   command: Pick<Command, "name" | "remote">,
-  fn: (rt: LocalRuntime) => Promise<unknown>,
+  fn: (rt: LocalRuntime) => Promise<T>,
   options: { bus?: NonNullable<LocalRuntimeOptions["bus"]>; lockAs?: string } = {},
-): Promise<unknown> {
+): Promise<T> {
   const config = await localConfig(command);
   const { createLocalRuntime } = await import("../../shared/runtime/local/local.ts");
   const rt = createLocalRuntime(config, options);

@@ -63,6 +63,8 @@ export interface TaskTree {
   root: TreeNode;
   taskCount: number;
   truncated: boolean;
+  /** The questions waiting anywhere below the root, whole (also those of tasks the bound left out). */
+  pending: readonly InteractionResource[];
 }
 
 /** What the walk reads: the task views, the Task resources, the usage records (the CLI's Runtime has them too). */
@@ -158,5 +160,5 @@ export async function taskTree(
       count++;
     }
   }
-  return { root: top, taskCount: count, truncated };
+  return { root: top, taskCount: count, truncated, pending };
 }

@@ -44,15 +44,33 @@ export interface Divergence {
   detail: string;
 }
 
+/** A recorded model response: what the Llm port returns (LlmResponse). */
+const ResponseSchema = z.object({
+  content: z.string().optional(),
+  toolCalls: z.array(
+    z.object({ id: z.string(), name: z.string(), arguments: z.record(z.string(), z.unknown()) }),
+  ),
+  stopReason: z.enum(["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filtered", "other"]),
+  usage: z.object({
+    inputTokens: z.number(),
+    outputTokens: z.number(),
+    cacheReadTokens: z.number().optional(),
+    cacheWriteTokens: z.number().optional(),
+  }),
+  model: z.string(),
+});
+/** A recorded tool result (ToolResult; a call handed to a remote agent is never recorded). */
+const ResultSchema = z.object({ content: z.string(), isError: z.boolean().optional() });
+
 const RecordingSchema = z.object({
   version: z.literal(1),
   model: z.string(),
   recordedAt: z.string(),
   model_calls: z.record(
     z.string(),
-    z.object({ where: z.string(), asked: z.string().optional(), responses: z.array(z.any()).min(1) }),
+    z.object({ where: z.string(), asked: z.string().optional(), responses: z.array(ResponseSchema).min(1) }),
   ),
-  tool_calls: z.record(z.string(), z.object({ tool: z.string(), results: z.array(z.any()).min(1) })),
+  tool_calls: z.record(z.string(), z.object({ tool: z.string(), results: z.array(ResultSchema).min(1) })),
 });
 
 export function parseRecording(text: string, name: string): Recording {
@@ -67,7 +85,7 @@ export function parseRecording(text: string, name: string): Recording {
     throw new ValidationError(`${name} is not a recording of arbor eval run --record`, [
       parsed.error.issues[0]?.message ?? "",
     ]);
-  return parsed.data as Recording;
+  return parsed.data as Recording; // checked above: only absent optional fields read as undefined
 }
 
 /** Text with what changes from run to run (URNs, ULIDs, times) written alike. */

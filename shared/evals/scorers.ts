@@ -217,6 +217,9 @@ export async function customScore(
   };
 }
 
+/** A score as people read it: `87.5 %`. */
+export const percent = (score: number): string => `${(score * 100).toFixed(1)} %`;
+
 /** A run's mean over its scores (each scorer counts once). */
 export const meanScore = (scores: readonly Score[]): number =>
   scores.length === 0 ? 0 : scores.reduce((n, s) => n + s.score, 0) / scores.length;

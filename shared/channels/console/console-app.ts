@@ -7,7 +7,6 @@ import type { InteractionResource, Message } from "../../domain/resources.ts";
 import { formatIssues } from "../../domain/resources.ts";
 import type { Engine } from "../../engine/engine.ts";
 import { windowStart } from "../../engine/window/window-marks.ts";
-import { listExperiments, loadExperiment } from "../../evals/experiment.ts";
 import { ERROR_EDGES } from "../../kernel/error-edges.ts";
 import {
   type ArborError,
@@ -18,12 +17,14 @@ import {
 } from "../../kernel/errors.ts";
 import { componentLogger } from "../../kernel/logger.ts";
 import { deliveryView } from "../../notify/deliveries.ts";
+import { rootTaskOf } from "../../notify/feed.ts";
 import type { NotifyService } from "../../notify/service.ts";
 import type { AuditLog } from "../../ports/audit-log.ts";
 import { type Authenticated, bearerKeyHash, type KeyStore } from "../../ports/key-store.ts";
-import { keyView } from "../http/admin-keys.ts";
-import { experimentsUrn } from "../http/http-evals.ts";
+import { keysUrn, keyView } from "../http/admin-keys.ts";
+import { readExperiment, readExperiments } from "../http/http-evals.ts";
 import { type ApiEnv, type HttpApiLog, withinTenant } from "../http/http-kit.ts";
+import { notifyUrn } from "../http/http-notify.ts";
 import { type RateLimiter, throttledMessage } from "../http/rate-limit.ts";
 import { sourceAddress } from "../http/source-address.ts";
 import { assetResponse } from "./assets.ts";
@@ -127,21 +128,12 @@ function query<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
   return parsed.data;
 }
 
-/** The request's root task: the URN up to its first task element (a request's tasks nest under it). */
-export function rootTaskOf(taskUrn: string): string {
-  const parts = taskUrn.split("/");
-  const first = parts.findIndex((p) => p.startsWith("plan.Task."));
-  return first < 0 ? taskUrn : parts.slice(0, first + 1).join("/");
-}
-
 /** A task's transcript in the order it was made: the prompt, the turns, the answer. */
 function transcriptOrder(messages: Message[]): Message[] {
   const rank = (m: Message) => (m.meta.name === "prompt" ? 0 : m.meta.name === "output" ? 2 : 1);
   return [...messages].sort((a, b) => rank(a) - rank(b) || a.meta.name.localeCompare(b.meta.name));
 }
 
-const keysUrn = (tenant: string) => `cld:common.Tenant.${tenant}/common.ApiKey.list`;
-const deliveriesUrn = (tenant: string) => `cld:common.Tenant.${tenant}/notify.Delivery.list`;
 const policyUrn = (tenant: string) => `cld:common.Tenant.${tenant}/common.Policy.current`;
 
 export function createConsoleApp(parts: ConsoleParts): Hono<ConsoleEnv> {
@@ -274,12 +266,10 @@ export function createConsoleApp(parts: ConsoleParts): Hono<ConsoleEnv> {
     const who = c.get("who");
     const tree = await engine.tree(urn, who);
     if (!tree) throw new NotFoundError("Request", urn);
-    const [{ view, output }, questions] = await Promise.all([
-      engine.result(urn, who),
-      engine.pendingInteractions(urn, who),
-    ]);
+    // The tree found the questions waiting below the request already: they are not looked for again.
+    const { view, output } = await engine.result(urn, who);
     if (!view) throw new NotFoundError("Request", urn);
-    const data: RequestPageData = { tree, root: view, output, questions: questions ?? [], now: now() };
+    const data: RequestPageData = { tree, root: view, output, questions: [...tree.pending], now: now() };
     if (part === "live") return c.html(liveBody(data));
     return show(c, view.title, "requests", requestBody(data));
   });
@@ -345,13 +335,13 @@ export function createConsoleApp(parts: ConsoleParts): Hono<ConsoleEnv> {
 
   app.get(`${CONSOLE}/admin/keys`, async (c) => {
     const { tenant } = c.get("who").caller;
-    await engine.authorize(c.get("who"), "resource.read", keysUrn(tenant));
+    await engine.authorize(c.get("who"), "resource.read", keysUrn(tenant, "list"));
     return show(c, "Keys", "keys", keysBody((await keys.list(tenant)).map(keyView), tenant));
   });
 
   app.get(`${CONSOLE}/admin/deliveries`, async (c) => {
     const { tenant } = c.get("who").caller;
-    await engine.authorize(c.get("who"), "resource.read", deliveriesUrn(tenant));
+    await engine.authorize(c.get("who"), "resource.read", notifyUrn(tenant, "Delivery", "list"));
     const dead = notify ? await notify.deliveries("dead", { tenant, limit: 100 }) : { items: [] };
     return show(
       c,
@@ -361,22 +351,18 @@ export function createConsoleApp(parts: ConsoleParts): Hono<ConsoleEnv> {
     );
   });
 
-  app.get(`${CONSOLE}/admin/evals`, async (c) => {
-    const { tenant } = c.get("who").caller;
-    await engine.authorize(c.get("who"), "resource.read", experimentsUrn(tenant));
-    return show(c, "Experiments", "evals", experimentsBody(await listExperiments(engine.deps.state, tenant)));
-  });
+  app.get(`${CONSOLE}/admin/evals`, async (c) =>
+    show(c, "Experiments", "evals", experimentsBody(await readExperiments(engine, c.get("who")))),
+  );
 
-  app.get(`${CONSOLE}/admin/evals/:id`, async (c) => {
-    const { tenant } = c.get("who").caller;
-    const id = c.req.param("id");
-    await engine.authorize(c.get("who"), "resource.read", experimentsUrn(tenant));
-    const experiment = /^[0-9A-Za-z]{4,40}$/.test(id)
-      ? await loadExperiment(engine.deps.state, tenant, id)
-      : undefined;
-    if (!experiment) throw new NotFoundError("Experiment", id);
-    return show(c, "Experiment", "evals", experimentBody(experiment));
-  });
+  app.get(`${CONSOLE}/admin/evals/:id`, async (c) =>
+    show(
+      c,
+      "Experiment",
+      "evals",
+      experimentBody(await readExperiment(engine, c.get("who"), c.req.param("id"))),
+    ),
+  );
 
   app.get(`${CONSOLE}/admin/policy`, async (c) => {
     await engine.authorize(c.get("who"), "resource.read", policyUrn(c.get("who").caller.tenant));

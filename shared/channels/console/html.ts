@@ -115,7 +115,8 @@ const STATUS_LABEL: Record<TaskStatus, string> = {
 export const statusBadge = (status: TaskStatus) =>
   html`<span class="badge s-${status}">${STATUS_LABEL[status]}</span>`;
 
-export const costOf = (usage: { costUsd: number; unpricedCalls: number }) => costText(usage);
+/** A cost as people read it (`$0.0042`, `cost unknown`): domain/budgets.ts's costText. */
+export const costOf = costText;
 
 export const tokensOf = (n: number) => `${n.toLocaleString("en-US")} tokens`;
 

@@ -41,7 +41,8 @@ const CreateKeySchema = z
   })
   .strict();
 
-const keysUrn = (tenant: string, what: string) => `cld:common.Tenant.${tenant}/common.ApiKey.${what}`;
+/** What the policy is asked about: a key by its fingerprint, or `list`, the tenant's keys. */
+export const keysUrn = (tenant: string, what: string) => `cld:common.Tenant.${tenant}/common.ApiKey.${what}`;
 
 /** A key as the admin routes show it: who it stands for and its fingerprint, never the key or its hash. */
 export const keyView = (k: ApiKeyEntry) => ({

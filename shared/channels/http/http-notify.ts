@@ -47,7 +47,7 @@ const SIGNATURE = {
   deprecated: `Arbor-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>"> (until ${ARBOR_SIGNATURE_UNTIL})`,
 };
 
-const notifyUrn = (tenant: string, type: string, id: string) =>
+export const notifyUrn = (tenant: string, type: string, id: string) =>
   `cld:common.Tenant.${tenant}/notify.${type}.${id}`;
 /** A key's callback secret as the policy sees it (an actor id may hold characters a URN does not). */
 const secretUrn = (tenant: string, actorId: string) =>

@@ -1,4 +1,5 @@
 import type { Experiment } from "../../../evals/experiment.ts";
+import { percent as pct } from "../../../evals/scorers.ts";
 import { CONSOLE, clip, costOf, duration, type Html, html, requestPath, time } from "../html.ts";
 
 /**
@@ -6,7 +7,6 @@ import { CONSOLE, clip, costOf, duration, type Html, html, requestPath, time } f
  * experiment's score, and one experiment's runs, each with its scores and reasons and a link to
  * the request it sent (its tree and timeline, as any request's).
  */
-const pct = (score: number) => `${(score * 100).toFixed(1)} %`;
 export const experimentPath = (id: string) => `${CONSOLE}/admin/evals/${encodeURIComponent(id)}`;
 
 export function experimentsBody(experiments: Omit<Experiment, "runs">[]): Html {

@@ -1,11 +1,11 @@
 import type { InteractionResource } from "../../../domain/resources.ts";
 import { isTerminal } from "../../../domain/task-state.ts";
 import type { Engine } from "../../../engine/engine.ts";
-import { ForbiddenError } from "../../../kernel/errors.ts";
 import type { Authenticated } from "../../../ports/key-store.ts";
 import { type RequestEntry, requestPage } from "../../../store/request-index.ts";
 import { clip, type Html, html, isAdmin, requestPath } from "../html.ts";
 import { questionForm } from "./question.ts";
+import { readableSummary } from "./requests.ts";
 
 /**
  * The questions waiting for the signed-in person: those of their own requests, and for an admin
@@ -27,15 +27,10 @@ export async function waitingQuestions(engine: Engine, who: Authenticated): Prom
   });
   const found = await Promise.all(
     page.items.map(async (request): Promise<Waiting | undefined> => {
-      try {
-        const summary = await engine.summary(request.rootTaskId, who);
-        if (!summary || isTerminal(summary.view.status)) return undefined;
-        const questions = await engine.pendingInteractions(request.rootTaskId, who);
-        return questions?.length ? { request, questions } : undefined;
-      } catch (e) {
-        if (e instanceof ForbiddenError) return undefined;
-        throw e;
-      }
+      const summary = await readableSummary(engine, who, request.rootTaskId);
+      if (!summary || isTerminal(summary.view.status)) return undefined;
+      const questions = await engine.pendingInteractions(request.rootTaskId, who);
+      return questions?.length ? { request, questions } : undefined;
     }),
   );
   return found.filter((w): w is Waiting => w !== undefined);

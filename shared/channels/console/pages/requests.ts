@@ -84,11 +84,16 @@ export async function requestRows(
 }
 
 async function rowOf(engine: Engine, who: Authenticated, entry: RequestEntry): Promise<Row | undefined> {
+  const summary = await readableSummary(engine, who, entry.rootTaskId);
+  return summary && { entry, ...summary };
+}
+
+/** A request's state and usage (Engine.summary), or undefined when there is none or the policy hides it from `who`. */
+export async function readableSummary(engine: Engine, who: Authenticated, rootTaskId: string) {
   try {
-    const summary = await engine.summary(entry.rootTaskId, who);
-    return summary && { entry, ...summary };
+    return await engine.summary(rootTaskId, who);
   } catch (e) {
-    if (e instanceof ForbiddenError) return undefined; // the policy hides it from this caller
+    if (e instanceof ForbiddenError) return undefined;
     throw e;
   }
 }
