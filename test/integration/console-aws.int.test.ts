@@ -144,4 +144,51 @@ describe("the console behind API Gateway (the API function)", () => {
     expect((await call(one, apiEvent("GET", "/console", { cookies: [cookie] }))).status).toBe(303);
     expect((await call(one, apiEvent("GET", "/v1/me", { cookies: [cookie] }))).status).toBe(401);
   });
+
+  it("shows a request at once on its page while a lagging index has not listed it yet", async () => {
+    const lagged = await startAwsWorld({
+      name: "arbor-console-lag",
+      bus: "arbor-console-lag",
+      lag: 50,
+      env: { ARBOR_TENANT: "acme", ARBOR_PUBLIC_URL: PUBLIC_URL },
+    });
+    const laggedRt = createAwsRuntime(lagged.config, lagged.clients);
+    await new StateKeyStore(laggedRt.state).add(ada.entry);
+    const handler = createApiHandler({
+      config: () => lagged.config,
+      clients: lagged.clients,
+      engine: { clients: lagged.engineClients },
+    });
+    try {
+      const { cookie, csrf } = await signIn(handler, ada.key);
+      const sent = await call(
+        handler,
+        apiEvent("POST", "/v1/messages", {
+          cookies: [cookie],
+          headers: { "x-arbor-csrf": csrf },
+          body: { text: "Plan the picnic" },
+        }),
+      );
+      expect(sent.status).toBe(202);
+      const { rootTaskId } = JSON.parse(sent.body) as { rootTaskId: string };
+      // The list reads the index (not there yet); the request's own page reads base records.
+      expect((await call(handler, apiEvent("GET", "/console", { cookies: [cookie] }))).body).not.toContain(
+        "Plan the picnic",
+      );
+      const page = await call(
+        handler,
+        apiEvent("GET", `/console/requests/${encodeURIComponent(rootTaskId)}`, { cookies: [cookie] }),
+      );
+      expect(page.status).toBe(200);
+      expect(page.body).toContain("waiting to start");
+      lagged.lagging?.settle();
+      expect((await call(handler, apiEvent("GET", "/console", { cookies: [cookie] }))).body).toContain(
+        "Plan the picnic",
+      );
+    } finally {
+      await handler.close();
+      await laggedRt.close();
+      await lagged.close();
+    }
+  });
 });
