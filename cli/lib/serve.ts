@@ -6,6 +6,7 @@ import type { TeamFile } from "../../shared/domain/team.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { FALLBACK_ID } from "../../shared/engine/default-team.ts";
 import { toolGapMessage } from "../../shared/engine/tool-gaps.ts";
+import { driveExperiments } from "../../shared/evals/driver.ts";
 import { ArborError, ConfigError } from "../../shared/kernel/errors.ts";
 import { componentLogger } from "../../shared/kernel/logger.ts";
 import { fileChatSettings } from "../../shared/notify/chat/settings.ts";
@@ -134,7 +135,13 @@ export async function serveCommand(config: LocalConfig, options: ServeOptions): 
     const gaps = await engine.toolGaps(tenants);
     for (const gap of gaps)
       if (gap.tenant) log.warn(toolGapMessage(gap), { team: gap.team, missing: gap.missing });
-    stopSteps = engine.start();
+    const stopEngine = engine.start();
+    // Experiments started over the API (shared/evals/driver.ts): moved on by their requests' events.
+    const stopExperiments = driveExperiments(engine);
+    stopSteps = () => {
+      stopExperiments();
+      stopEngine();
+    };
     // Webhooks (callbackUrl, A2A push): recorded deliveries left by a previous process go out now.
     // Slack and Teams threads: their deliveries are sent through the channels' surfaces (the Teams
     // one through the notify path's guarded fetch: the service URL came from an activity).

@@ -13,12 +13,18 @@ import { ValidationError } from "../kernel/errors.ts";
  *   {"id": "sum", "request": "What is 1200 EUR shared by 12 people?",
  *    "expect": {"contains": ["100 EUR each"], "tools": {"called": ["calculator"]}, "tree": {"maxTasks": 1}}}
  *
+ *   - id: follow-up
+ *     history: ["Plan a two-day team offsite in Lisbon for 12 people"]
+ *     request: Now make it three days
+ *
  *   - id: invite
  *     request: Plan a two-day team offsite in Lisbon for 12 people
  *     answers: {confirm_risky_action: deny}
  *     expect: {approval: needed, contains: ["not sent"]}
  */
 export const MAX_CASES = 1000;
+/** Earlier requests a case may run before its own (each one a whole run: see `history`). */
+export const MAX_HISTORY = 10;
 
 const Strings = z.array(z.string().min(1).max(2000)).max(50);
 
@@ -95,6 +101,12 @@ export const CaseSchema = z
   .object({
     id: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/, "1-100 of A-Z a-z 0-9 . _ -"),
     request: z.string().min(1).max(MAX_REQUEST_CHARS),
+    /**
+     * Earlier requests of the same conversation, run first, in order, each to its end (their
+     * questions answered as the case says): the request is the conversation's next message, with
+     * what they produced in reach. Only the request's run is scored.
+     */
+    history: z.array(z.string().min(1).max(MAX_REQUEST_CHARS)).max(MAX_HISTORY).optional(),
     mode: z.enum(["eager", "lazy"]).optional(),
     answers: AnswersSchema.optional(),
     expect: ExpectSchema.default({}),

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Actor } from "../domain/events.ts";
 import type { InteractionResource, Message } from "../domain/resources.ts";
-import { isTerminal } from "../domain/task-state.ts";
+import { isTerminal, type TaskStatus } from "../domain/task-state.ts";
 import type { Engine } from "../engine/engine.ts";
 import { MAX_TREE_TASKS, type TreeNode } from "../engine/task-tree.ts";
 import { ConflictError } from "../kernel/errors.ts";
@@ -60,6 +60,12 @@ export interface Experiment {
   unpricedCalls: number;
   tokens: number;
   runs: RunResult[];
+  /** An experiment the runtime drives (driver.ts) is `running` until its last run is scored. Absent: done. */
+  status?: "running" | "done";
+  /** Who started a driven experiment (an actor id). */
+  startedBy?: string;
+  /** Of a running experiment: how many runs are scored so far, of how many. */
+  progress?: { scored: number; runs: number };
 }
 
 export interface ExperimentOptions {
@@ -101,6 +107,29 @@ export async function runExperiment(
   await Promise.all(
     Array.from({ length: Math.max(1, Math.min(options.concurrency ?? 4, jobs.length)) }, worker),
   );
+  return {
+    ...summarize(runs, {
+      id: engine.deps.newId(),
+      tenant: options.tenant,
+      dataset: options.dataset,
+      model: options.model,
+      ...(options.label ? { label: options.label } : {}),
+      startedAt: started.toISOString(),
+      durationMs: engine.deps.clock().getTime() - started.getTime(),
+      cases: cases.length,
+      repeat,
+    }),
+    runs,
+  };
+}
+
+type Totals = "score" | "scorers" | "costUsd" | "unpricedCalls" | "tokens";
+
+/** An experiment's totals over its runs: the mean score, each scorer's mean, the cost and tokens. */
+export function summarize<T extends Omit<Experiment, "runs" | Totals>>(
+  runs: readonly RunResult[],
+  base: T,
+): T & Pick<Experiment, Totals> {
   const scorers: Record<string, number[]> = {};
   for (const run of runs)
     for (const s of run.scores) {
@@ -109,15 +138,7 @@ export async function runExperiment(
     }
   const sum = (pick: (r: RunResult) => number) => runs.reduce((n, r) => n + pick(r), 0);
   return {
-    id: engine.deps.newId(),
-    tenant: options.tenant,
-    dataset: options.dataset,
-    model: options.model,
-    ...(options.label ? { label: options.label } : {}),
-    startedAt: started.toISOString(),
-    durationMs: engine.deps.clock().getTime() - started.getTime(),
-    cases: cases.length,
-    repeat,
+    ...base,
     score: runs.length ? sum((r) => r.score) / runs.length : 0,
     scorers: Object.fromEntries(
       Object.entries(scorers).map(([name, s]) => [name, s.reduce((a, b) => a + b, 0) / s.length]),
@@ -125,7 +146,6 @@ export async function runExperiment(
     costUsd: sum((r) => r.costUsd),
     unpricedCalls: sum((r) => r.unpricedCalls),
     tokens: sum((r) => r.tokens),
-    runs,
   };
 }
 
@@ -135,49 +155,131 @@ async function runCase(
   repeat: number,
   options: ExperimentOptions,
 ): Promise<RunResult> {
-  const asker = { actor: EVAL_ACTOR, caller: { tenant: options.tenant, roles: [] } };
+  const asker: Asker = { actor: EVAL_ACTOR, caller: { tenant: options.tenant, roles: [] } };
   const began = Date.now();
-  const { rootTaskId } = await engine.submit({
-    tenant: options.tenant,
-    actor: EVAL_ACTOR,
-    text: c.request,
+  const deadline = began + (options.timeoutMs ?? 120_000);
+  // The history's requests first, each to its end, in one conversation; then the case's own.
+  let conversationUrn: string | undefined;
+  let run: Driven | undefined;
+  for (const text of [...(c.history ?? []), c.request]) {
+    run = await driveRequest(
+      engine,
+      asker,
+      c,
+      { text, ...(conversationUrn ? { conversationUrn } : {}) },
+      deadline,
+    );
+    conversationUrn = run.conversationUrn;
+    if (!isTerminal(run.status as TaskStatus)) break; // timed out: the rest is not run
+  }
+  const { rootTaskId, status, questions } = run as Driven;
+  return scoreCase(
+    engine,
+    asker,
+    c,
+    { rootTaskId, status, questions, wallMs: Date.now() - began, repeat },
+    options,
+  );
+}
+
+/** Who an experiment's requests are submitted and answered as, and the tenant and roles it has. */
+export interface Asker {
+  actor: Actor;
+  caller: { tenant: string; roles: string[] };
+}
+
+interface Driven {
+  conversationUrn: string;
+  rootTaskId: string;
+  status: RunFacts["status"];
+  questions: RunFacts["questions"];
+}
+
+/** Submits one request and waits for its end, answering its questions as the case says; canceled at `deadline`. */
+async function driveRequest(
+  engine: Engine,
+  asker: Asker,
+  c: EvalCase,
+  message: { text: string; conversationUrn?: string },
+  deadline: number,
+): Promise<Driven> {
+  const { rootTaskId, conversationUrn } = await engine.submit({
+    tenant: asker.caller.tenant,
+    actor: asker.actor,
+    roles: asker.caller.roles,
+    ...message,
     ...(c.mode ? { mode: c.mode } : {}),
   });
   const questions: RunFacts["questions"] = [];
   const answered = new Set<string>();
-  const deadline = began + (options.timeoutMs ?? 120_000);
-  let status: RunFacts["status"] = "open";
   let lookedAt = 0;
   for (;;) {
-    const view = (await engine.result(rootTaskId, asker)).view;
-    status = view?.status ?? "open";
-    if (isTerminal(status)) break;
+    const status = (await engine.result(rootTaskId, asker)).view?.status ?? "open";
+    if (isTerminal(status)) return { conversationUrn, rootTaskId, status, questions };
     if (Date.now() > deadline) {
-      await engine.cancel(rootTaskId, EVAL_ACTOR, "the experiment's time for the case ran out", asker.caller);
-      status = "timeout";
-      break;
+      await engine.cancel(
+        rootTaskId,
+        asker.actor,
+        "the experiment's time for the case ran out",
+        asker.caller,
+      );
+      return { conversationUrn, rootTaskId, status: "timeout", questions };
     }
     // A question may wait anywhere below the root (a leaf's risky call): looked for every 100 ms.
     if (Date.now() - lookedAt >= 100) {
       lookedAt = Date.now();
-      for (const q of (await engine.pendingInteractions(rootTaskId, asker)) ?? []) {
-        if (answered.has(q.meta.id)) continue;
-        answered.add(q.meta.id);
-        const response = answerFor(q, c.answers ?? {});
-        questions.push({
-          purpose: q.purpose,
-          answer: response.selectedOptionId ?? response.inputValue ?? "",
-        });
-        try {
-          await engine.respond(q.meta.id, response, EVAL_ACTOR, asker.caller);
-        } catch (e) {
-          if (!(e instanceof ConflictError)) throw e; // answered already: go on
-        }
-      }
+      questions.push(...(await answerQuestions(engine, asker, rootTaskId, c, answered)));
     }
     await sleep(15);
   }
-  const facts = await factsOf(engine, rootTaskId, asker, status, questions, Date.now() - began);
+}
+
+/**
+ * Answers the questions waiting in a run's tree as the case says (never a person), each once:
+ * `answered` keeps the ids answered so far; one answered elsewhere already (a conflict) is passed.
+ * Returns what was answered now.
+ */
+export async function answerQuestions(
+  engine: Engine,
+  asker: Asker,
+  rootTaskId: string,
+  c: EvalCase,
+  answered: Set<string> = new Set(),
+): Promise<RunFacts["questions"]> {
+  const out: RunFacts["questions"] = [];
+  for (const q of (await engine.pendingInteractions(rootTaskId, asker)) ?? []) {
+    if (answered.has(q.meta.id)) continue;
+    answered.add(q.meta.id);
+    const response = answerFor(q, c.answers ?? {});
+    out.push({
+      id: q.meta.id,
+      purpose: q.purpose,
+      answer: response.selectedOptionId ?? response.inputValue ?? "",
+    });
+    try {
+      await engine.respond(q.meta.id, response, asker.actor, asker.caller);
+    } catch (e) {
+      if (!(e instanceof ConflictError)) throw e; // answered already: go on
+    }
+  }
+  return out;
+}
+
+/** A finished run scored: the case's expectations, the team's scorers, and the judge when the case asks. */
+export async function scoreCase(
+  engine: Engine,
+  asker: Asker,
+  c: EvalCase,
+  run: {
+    rootTaskId: string;
+    status: RunFacts["status"];
+    questions: RunFacts["questions"];
+    wallMs: number;
+    repeat: number;
+  },
+  options: Pick<ExperimentOptions, "judge" | "scorers">,
+): Promise<RunResult> {
+  const facts = await factsOf(engine, run.rootTaskId, asker, run.status, run.questions, run.wallMs);
   const scores = scoreRun(c.expect, facts);
   for (const scorer of options.scorers ?? [])
     scores.push(await customScore(scorer, { case: { id: c.id, request: c.request }, run: facts }));
@@ -191,9 +293,9 @@ async function runCase(
     );
   return {
     caseId: c.id,
-    repeat,
-    rootTaskId,
-    status,
+    repeat: run.repeat,
+    rootTaskId: run.rootTaskId,
+    status: run.status,
     answer: facts.answer.slice(0, ANSWER_CHARS),
     scores,
     score: meanScore(scores),
@@ -226,7 +328,7 @@ export function answerFor(
 async function factsOf(
   engine: Engine,
   rootTaskId: string,
-  asker: { actor: Actor; caller: { tenant: string; roles: string[] } },
+  asker: Asker,
   status: RunFacts["status"],
   questions: RunFacts["questions"],
   wallMs: number,
@@ -256,10 +358,11 @@ async function factsOf(
   };
 }
 
-const EXPERIMENT_KIND = "eval-experiment";
-const RUN_KIND = "eval-run";
-const experimentKey = (id: string) => `${EXPERIMENT_KIND}#${id}`;
-const listOf = (tenant: string) => `eval-experiments#${tenant}`;
+export const EXPERIMENT_KIND = "eval-experiment";
+export const RUN_KIND = "eval-run";
+export const experimentKey = (id: string) => `${EXPERIMENT_KIND}#${id}`;
+export const experimentsOf = (tenant: string) => `eval-experiments#${tenant}`;
+export const runKey = (id: string, caseId: string, repeat: number) => `${RUN_KIND}#${id}#${caseId}#${repeat}`;
 
 /** Stores an experiment: its summary, then a record per run (written in transactions of 50). */
 export async function storeExperiment(state: StateStore, e: Experiment): Promise<void> {
@@ -268,7 +371,7 @@ export async function storeExperiment(state: StateStore, e: Experiment): Promise
   const ops = runs.map((r) => ({
     op: "put" as const,
     record: {
-      key: `${RUN_KIND}#${e.id}#${r.caseId}#${r.repeat}`,
+      key: runKey(e.id, r.caseId, r.repeat),
       kind: RUN_KIND,
       parent: experimentKey(e.id),
       updatedAt: at,
@@ -283,7 +386,7 @@ export async function storeExperiment(state: StateStore, e: Experiment): Promise
       record: {
         key: experimentKey(e.id),
         kind: EXPERIMENT_KIND,
-        parent: listOf(e.tenant),
+        parent: experimentsOf(e.tenant),
         updatedAt: at,
         data: summary,
       },
@@ -300,7 +403,7 @@ export async function listExperiments(
   const out: Omit<Experiment, "runs">[] = [];
   let cursor: string | undefined;
   do {
-    const page = await state.byParent<Omit<Experiment, "runs">>(listOf(tenant), {
+    const page = await state.byParent<Omit<Experiment, "runs">>(experimentsOf(tenant), {
       limit: 500,
       ...(cursor ? { cursor } : {}),
     });
@@ -323,15 +426,25 @@ export async function loadExperiment(
     summary = matching[0];
   }
   if (!summary || summary.tenant !== tenant) return undefined;
-  const runs: RunResult[] = [];
+  // A driven experiment's runs not scored yet (driver.ts) are counted, not listed.
+  const all: (RunResult & { state?: string })[] = [];
   let cursor: string | undefined;
   do {
-    const page = await state.byParent<RunResult>(experimentKey(summary.id), {
+    const page = await state.byParent<RunResult & { state?: string }>(experimentKey(summary.id), {
       limit: 500,
       ...(cursor ? { cursor } : {}),
     });
-    runs.push(...page.items.map((r: StateRecord<RunResult>) => r.data));
+    all.push(...page.items.map((r: StateRecord<RunResult & { state?: string }>) => r.data));
     cursor = page.cursor;
   } while (cursor);
-  return { ...summary, runs };
+  const runs = all
+    .filter((r) => r.state === undefined || r.state === "scored")
+    .map(({ state: _, ...r }) => r as RunResult);
+  if (summary.status !== "running") return { ...summary, runs };
+  return {
+    ...summary,
+    ...summarize(runs, summary),
+    progress: { scored: runs.length, runs: all.length },
+    runs,
+  };
 }

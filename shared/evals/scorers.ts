@@ -20,7 +20,7 @@ export interface RunFacts {
   usage: { tokens: number; costUsd: number; unpricedCalls: number };
   wallMs: number;
   /** The questions of the run, by purpose (answered by the case). */
-  questions: { purpose: string; answer: string }[];
+  questions: { purpose: string; answer: string /** The interaction's URN. */; id?: string }[];
 }
 
 export interface Score {
