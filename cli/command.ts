@@ -56,6 +56,10 @@ export const OPTIONS = {
   scorer: { type: "string", multiple: true },
   record: { type: "string" },
   replay: { type: "string" },
+  model: { type: "string" },
+  "judge-model": { type: "string" },
+  timeout: { type: "string" },
+  name: { type: "string" },
 } as const satisfies ParseArgsOptionsConfig;
 
 /** The parsed options, typed from OPTIONS. */

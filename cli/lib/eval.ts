@@ -2,8 +2,10 @@ import { readFile, writeFile } from "node:fs/promises";
 import { basename, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { costText } from "../../shared/domain/budgets.ts";
+import { endOfLife } from "../../shared/domain/model-catalogue.ts";
 import { compareExperiments } from "../../shared/evals/compare.ts";
 import { parseDataset } from "../../shared/evals/dataset.ts";
+import type { RunResult } from "../../shared/evals/experiment.ts";
 import {
   type Experiment,
   listExperiments,
@@ -20,7 +22,8 @@ import {
 } from "../../shared/evals/recording.ts";
 import { type CustomScorer, percent as pct } from "../../shared/evals/scorers.ts";
 import { ValidationError } from "../../shared/kernel/errors.ts";
-import { type LocalConfig, MODEL_HELP } from "../../shared/runtime/config.ts";
+import { type LocalConfig, MODEL_HELP, type ModelConfig } from "../../shared/runtime/config.ts";
+import { createModel } from "../../shared/runtime/models.ts";
 import type { Write } from "../command.ts";
 import { withRuntime } from "./local.ts";
 import { heading, note, printable } from "./render.ts";
@@ -48,6 +51,23 @@ export interface EvalRunOptions {
   record?: string;
   /** Answer the model and the tools from this recording. */
   replay?: string;
+  /** The model the cases run on: the configured provider's, another id. */
+  model?: string;
+  /** The model that judges (expect.judge): the configured provider's; default the one they run on. */
+  judgeModel?: string;
+  /** How long one run may take (default 120 s). */
+  timeoutMs?: number;
+}
+
+/** The configured provider with another model id, checked as ARBOR_MODEL is. */
+function modelWith(config: LocalConfig, id: string, option: string): ModelConfig {
+  if (!config.model)
+    throw new ValidationError(
+      `${option} picks a model of the configured provider, and none is configured: set ARBOR_MODEL_PROVIDER (docs/models.md)`,
+    );
+  const retired = endOfLife(id);
+  if (retired) throw new ValidationError(`${option} ${retired}`);
+  return { ...config.model, model: id };
 }
 
 /** The team's scorers, each from its module's default export, named after its file. */
@@ -96,6 +116,14 @@ export async function evalRun(config: LocalConfig, options: EvalRunOptions, writ
         ),
       )
     : undefined;
+  if (options.model && (options.example || options.replay))
+    throw new ValidationError(
+      `--model is the model the cases run on: ${options.example ? "the example runs on its script" : "a replay runs on its recording"}`,
+    );
+  if (options.model) config = { ...config, model: modelWith(config, options.model, "--model") };
+  const judge = options.judgeModel
+    ? createModel(modelWith(config, options.judgeModel, "--judge-model"))
+    : undefined;
   // A replay needs no model (it is the recording); the example still brings its team.
   const chosen =
     options.example || !replay
@@ -133,21 +161,9 @@ export async function evalRun(config: LocalConfig, options: EvalRunOptions, writ
       ...(options.repeat ? { repeat: options.repeat } : {}),
       ...(options.concurrency ? { concurrency: options.concurrency } : {}),
       ...(scorers.length ? { scorers } : {}),
-      onRun: (run, done, total) =>
-        write(
-          `  [${done}/${total}] ${run.caseId}${run.repeat > 1 ? ` #${run.repeat}` : ""}: ${pct(run.score)} (${run.status}, ${run.wallMs} ms)${
-            run.score < 1
-              ? ` ${note(
-                  printable(
-                    run.scores
-                      .filter((s) => s.score < 1)
-                      .map((s) => `${s.scorer}: ${s.reason}`)
-                      .join("; "),
-                  ),
-                )}`
-              : ""
-          }`,
-        ),
+      ...(judge ? { judge } : {}),
+      ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+      onRun: (run, done, total) => write(runLine(run, done, total)),
     });
     await storeExperiment(engine.deps.state, experiment);
     await rt.untilDurable();
@@ -171,13 +187,7 @@ export async function evalRun(config: LocalConfig, options: EvalRunOptions, writ
         return 1;
       }
     }
-    if (options.failUnder !== undefined && experiment.score < options.failUnder) {
-      write(
-        `${heading("Failed")}: the score ${pct(experiment.score)} is under --fail-under ${pct(options.failUnder)}`,
-      );
-      return 1;
-    }
-    return 0;
+    return failedUnder(experiment, options.failUnder, write) ? 1 : 0;
   } finally {
     stop();
     await engine.close();
@@ -185,7 +195,28 @@ export async function evalRun(config: LocalConfig, options: EvalRunOptions, writ
   }
 }
 
-function summary(e: Experiment, write: Write): void {
+/** One run as it ends: its score, and what fell short. */
+export function runLine(run: RunResult, done: number, total: number): string {
+  const short = run.scores
+    .filter((s) => s.score < 1)
+    .map((s) => `${s.scorer}: ${s.reason}`)
+    .join("; ");
+  return `  [${done}/${total}] ${run.caseId}${run.repeat > 1 ? ` #${run.repeat}` : ""}: ${pct(run.score)} (${run.status}, ${run.wallMs} ms)${run.score < 1 ? ` ${note(printable(short))}` : ""}`;
+}
+
+/** Whether the experiment's score is under `--fail-under` (said when so). */
+export function failedUnder(e: Experiment, failUnder: number | undefined, write: Write): boolean {
+  if (failUnder === undefined || e.score >= failUnder) return false;
+  write(`${heading("Failed")}: the score ${pct(e.score)} is under --fail-under ${pct(failUnder)}`);
+  return true;
+}
+
+/** An experiment in a list: when, its score, what it ran. */
+export function experimentLine(e: Omit<Experiment, "runs">): string {
+  return `${e.id}  ${e.startedAt.slice(0, 19).replace("T", " ")}  ${pct(e.score).padStart(7)}  ${e.cases} cases x${e.repeat}  ${printable(e.dataset)}  ${printable(e.model)}${e.label ? `  ${printable(e.label)}` : ""}${e.status === "running" ? `  ${note("running")}` : ""}`;
+}
+
+export function summary(e: Experiment, write: Write): void {
   write(
     `${heading("Score")}: ${pct(e.score)}  ${note(`experiment ${e.id}, ${(e.durationMs / 1000).toFixed(1)} s, ${e.tokens.toLocaleString("en-US")} tokens, ${costText(e)}`)}`,
   );
@@ -199,10 +230,7 @@ export async function evalList(config: LocalConfig, write: Write): Promise<numbe
     write("No experiments yet: arbor eval run <dataset>");
     return 0;
   }
-  for (const e of experiments)
-    write(
-      `${e.id}  ${e.startedAt.slice(0, 19).replace("T", " ")}  ${pct(e.score).padStart(7)}  ${e.cases} cases x${e.repeat}  ${e.dataset}  ${e.model}${e.label ? `  ${printable(e.label)}` : ""}`,
-    );
+  for (const e of experiments) write(experimentLine(e));
   return 0;
 }
 
@@ -225,7 +253,19 @@ export async function evalCompare(
       throw new ValidationError(
         `No experiment ${id} here (or more than one ends so): arbor eval ls lists them`,
       );
-  const c = compareExperiments(before as Experiment, after as Experiment);
+  return comparison(before as Experiment, after as Experiment, options, write);
+}
+
+/** Two experiments compared, per scorer and per case; 1 with --fail-on-regression when one got worse. */
+export function comparison(
+  before: Experiment,
+  after: Experiment,
+  options: { failOnRegression: boolean },
+  write: Write,
+): number {
+  if (before.status === "running" || after.status === "running")
+    write(note("One of them is still running: only its scored runs are compared."));
+  const c = compareExperiments(before, after);
   write(
     `${heading("Compared")}: ${short(c.a.id)} -> ${short(c.b.id)}   score ${pct(c.a.score)} -> ${pct(c.b.score)}`,
   );

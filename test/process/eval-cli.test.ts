@@ -172,13 +172,13 @@ describe("arbor eval", () => {
     expect((await arborCli(["eval", "run", bad, "--repeat", "0"], env)).stderr).toMatch(
       /--repeat takes a number/,
     );
-    // Pointed at a remote Arbor, it says it runs here, rather than quietly running on this folder.
+    // Pointed at a remote Arbor, it goes there (never quietly runs on this folder instead).
     const remote = await arborCli(["eval", "ls"], {
       ...env,
       ARBOR_URL: "http://127.0.0.1:9",
       ARBOR_KEY: "arbor_x",
     });
     expect(remote.code).not.toBe(0);
-    expect(remote.stderr).toMatch(/runs on the local data folder: unset ARBOR_URL/);
+    expect(remote.stderr).toMatch(/Cannot reach Arbor at http:\/\/127\.0\.0\.1:9/);
   }, 120_000);
 });

@@ -57,8 +57,14 @@ export const ROUTE_PURPOSES: Readonly<Record<string, string>> = {
   "PUT /v1/admin/team": "a team file applied, or with `dryRun=true` only its change shown (admins)",
   "GET /v1/tools": "the tenant's tools, of one namespace or all",
   "GET /v1/graph": "the tenant's graph: the triples matching one pattern (admins)",
+  "POST /v1/evals/experiments":
+    "runs a dataset (a kept one by name, or its text) on this runtime; its scores come as its runs end (admins)",
+  "GET /v1/evals/datasets": "the datasets the tenant keeps: name, cases, size, who uploaded (admins)",
+  "GET /v1/evals/datasets/:name": "one kept dataset, with its text (admins)",
+  "PUT /v1/evals/datasets/:name": "keeps a dataset under a name once it parses as one (admins)",
+  "DELETE /v1/evals/datasets/:name": "forgets a kept dataset; experiments that ran it keep its cases (admins)",
   "GET /v1/evals/experiments":
-    "the tenant's experiments (`arbor eval run`): their scores, oldest first (admins)",
+    "the tenant's experiments (`arbor eval run`, or started here): their scores, oldest first (admins)",
   "GET /v1/evals/experiments/:id":
     "one experiment with its runs: each case's request, answer, scores (admins)",
   "GET /v1/resource-events":
