@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
@@ -18,6 +18,7 @@ const WAIT = { timeout: 30_000 };
 const shots = process.env.ARBOR_CONSOLE_SCREENSHOTS;
 const HOSTILE = `<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>`;
 
+const DATASET = join(import.meta.dirname, "../../examples/offsite/eval.jsonl");
 let dir: string;
 let served: Served;
 let browser: Browser;
@@ -258,6 +259,42 @@ describe("the console in a browser", () => {
       await page.waitForURL(/\/console\/login$/);
       await page.goto(requestUrl);
       expect(new URL(page.url()).pathname).toBe("/console/login");
+      await context.close();
+    },
+    LONG,
+  );
+
+  it(
+    "keeps a dataset and runs it: the experiment's page follows it until every run is scored",
+    async () => {
+      const { context, page } = await signedIn(keys.ada, "/console/admin/evals");
+      await page.getByText("Keep a dataset").click();
+      await page.getByLabel("Name").fill("offsite");
+      await page.getByLabel(/^Cases/).fill(await readFile(DATASET, "utf8"));
+      await page.getByRole("button", { name: "Keep" }).click();
+      await expect.poll(() => page.getByRole("row", { name: /offsite/ }).count(), WAIT).toBe(1);
+      // A dataset that cannot run is refused in the form, saying why.
+      await page.getByText("Keep a dataset").click();
+      await page.getByLabel("Name").fill("broken");
+      await page.getByLabel(/^Cases/).fill('{"id":"a","request":"x","expect":{"contans":[]}}');
+      await page.getByRole("button", { name: "Keep" }).click();
+      await expect
+        .poll(() => page.locator("details .form-error").innerText(), WAIT)
+        .toMatch(/line 1, is not a valid case/);
+
+      await page.getByLabel("Label").fill("from the console");
+      await page.getByRole("button", { name: "Run" }).click();
+      await page.waitForURL(/\/console\/admin\/evals\/\w+$/, WAIT);
+      // The page reloads itself while it runs; once done, its runs are listed with their scores.
+      await expect
+        .poll(async () => (await page.locator("main").innerText()).includes("Running:"), {
+          timeout: 60_000,
+          interval: 500,
+        })
+        .toBe(false);
+      expect(await page.locator("tbody tr").count()).toBe(4);
+      expect(await page.locator("dl.facts").innerText()).toMatch(/Score\s+\d+\.\d %/);
+      await shoot(page, "console-experiment");
       await context.close();
     },
     LONG,

@@ -22,7 +22,7 @@ import type { NotifyService } from "../../notify/service.ts";
 import type { AuditLog } from "../../ports/audit-log.ts";
 import { type Authenticated, bearerKeyHash, type KeyStore } from "../../ports/key-store.ts";
 import { keysUrn, keyView } from "../http/admin-keys.ts";
-import { readExperiment, readExperiments } from "../http/http-evals.ts";
+import { readDatasets, readExperiment, readExperiments } from "../http/http-evals.ts";
 import { type ApiEnv, type HttpApiLog, withinTenant } from "../http/http-kit.ts";
 import { notifyUrn } from "../http/http-notify.ts";
 import { type RateLimiter, throttledMessage } from "../http/rate-limit.ts";
@@ -352,7 +352,12 @@ export function createConsoleApp(parts: ConsoleParts): Hono<ConsoleEnv> {
   });
 
   app.get(`${CONSOLE}/admin/evals`, async (c) =>
-    show(c, "Experiments", "evals", experimentsBody(await readExperiments(engine, c.get("who")))),
+    show(
+      c,
+      "Experiments",
+      "evals",
+      experimentsBody(await readExperiments(engine, c.get("who")), await readDatasets(engine, c.get("who"))),
+    ),
   );
 
   app.get(`${CONSOLE}/admin/evals/:id`, async (c) =>

@@ -49,6 +49,12 @@ export async function readExperiments(engine: Engine, who: Authenticated) {
   return listExperiments(engine.deps.state, who.caller.tenant);
 }
 
+/** The tenant's kept datasets (without their text), as `who` may read them. */
+export async function readDatasets(engine: Engine, who: Authenticated) {
+  await engine.authorize(who, "resource.read", experimentsUrn(who.caller.tenant));
+  return listDatasets(engine.deps.state, who.caller.tenant);
+}
+
 /** One experiment of the tenant with its runs, as `who` may read it; NotFoundError when there is none. */
 export async function readExperiment(engine: Engine, who: Authenticated, id: string): Promise<Experiment> {
   await engine.authorize(who, "resource.read", experimentsUrn(who.caller.tenant));
@@ -130,10 +136,7 @@ export function createEvalRoutes(engine: Engine): Hono<ApiEnv> {
     return c.json({ experiment }, 202);
   });
 
-  app.get("/v1/evals/datasets", async (c) => {
-    await may(c.get("who"), "resource.read");
-    return c.json({ datasets: await listDatasets(engine.deps.state, c.get("who").caller.tenant) });
-  });
+  app.get("/v1/evals/datasets", async (c) => c.json({ datasets: await readDatasets(engine, c.get("who")) }));
 
   app.get("/v1/evals/datasets/:name", async (c) => {
     await may(c.get("who"), "resource.read");

@@ -62,7 +62,8 @@ export const ROUTE_PURPOSES: Readonly<Record<string, string>> = {
   "GET /v1/evals/datasets": "the datasets the tenant keeps: name, cases, size, who uploaded (admins)",
   "GET /v1/evals/datasets/:name": "one kept dataset, with its text (admins)",
   "PUT /v1/evals/datasets/:name": "keeps a dataset under a name once it parses as one (admins)",
-  "DELETE /v1/evals/datasets/:name": "forgets a kept dataset; experiments that ran it keep its cases (admins)",
+  "DELETE /v1/evals/datasets/:name":
+    "forgets a kept dataset; experiments that ran it keep its cases (admins)",
   "GET /v1/evals/experiments":
     "the tenant's experiments (`arbor eval run`, or started here): their scores, oldest first (admins)",
   "GET /v1/evals/experiments/:id":

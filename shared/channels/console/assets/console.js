@@ -1,5 +1,6 @@
 // Arbor's console: the one script of its pages (served by shared/channels/console/assets.ts).
-// The pages are made on the server; this script adds three things:
+// The pages are made on the server; this script adds three things (and reloads a page of work
+// still going, `[data-reload-every]`):
 // 1. Changes: a `form.api` is sent to the HTTP API (`data-api="METHOD /v1/..."`) as JSON, with the
 //    session's CSRF token; an error is shown in the form, in its own words.
 // 2. Live requests: `#live[data-events]` follows the request's event stream (server-sent events)
@@ -22,6 +23,12 @@
   }
 
   // ---- changes through the HTTP API ----
+  /**
+   * A form's data-* attribute. Not form.dataset: a form's control named "dataset" (or "body")
+   * shadows the form's own properties of that name.
+   */
+  const data = (form, name) => form.getAttribute(`data-${name}`) ?? undefined;
+
   function showError(form, text) {
     const slot = form.querySelector(".form-error");
     if (!slot) {
@@ -42,18 +49,18 @@
 
   /** The JSON body a form sends: its fields (empty ones left out), a field's JSON, or fixed fields. */
   function bodyOf(form, submitter) {
-    if (form.dataset.fields) return JSON.parse(form.dataset.fields);
-    if (form.dataset.body) {
-      const field = form.elements.namedItem(form.dataset.body);
+    if (data(form, "fields")) return JSON.parse(data(form, "fields"));
+    if (data(form, "body")) {
+      const field = form.elements.namedItem(data(form, "body"));
       try {
         return JSON.parse(field.value);
       } catch (e) {
-        throw new Error(`The ${form.dataset.body} is not valid JSON: ${e.message}`);
+        throw new Error(`The ${data(form, "body")} is not valid JSON: ${e.message}`);
       }
     }
     const body = {};
-    const data = new FormData(form, submitter?.name ? submitter : undefined);
-    for (const [name, value] of data) {
+    const entries = new FormData(form, submitter?.name ? submitter : undefined);
+    for (const [name, value] of entries) {
       if (typeof value !== "string" || value.trim() === "") continue;
       const field = form.elements.namedItem(name);
       if (field?.dataset?.list) {
@@ -64,7 +71,7 @@
         if (items.length) body[name] = items;
       } else body[name] = value;
     }
-    const plan = form.dataset.plan && document.getElementById(form.dataset.plan);
+    const plan = data(form, "plan") && document.getElementById(data(form, "plan"));
     if (plan && body.selectedOptionId === "approve") {
       const edited = plan.arborPlan ? plan.arborPlan.current() : undefined;
       if (edited !== undefined && edited !== plan.arborPlan.original) body.inputValue = edited;
@@ -73,7 +80,13 @@
   }
 
   async function send(form, submitter, body) {
-    const [method, path] = form.dataset.api.split(" ");
+    const [method, template] = data(form, "api").split(" ");
+    // A `{field}` in the path is that field's value (taken out of the body).
+    const path = template.replace(/\{(\w+)\}/g, (_, field) => {
+      const value = String(body?.[field] ?? "");
+      if (body) delete body[field];
+      return encodeURIComponent(value);
+    });
     const extra = submitter?.dataset.query ? `?${submitter.dataset.query}` : "";
     const response = await fetch(path + extra, {
       method,
@@ -104,6 +117,7 @@
   const then = {
     reload: () => (document.getElementById("live") ? refreshLive() : location.reload()),
     request: (json) => location.assign(`/console/requests/${encodeURIComponent(json.rootTaskId)}`),
+    experiment: (json) => location.assign(`/console/admin/evals/${encodeURIComponent(json.experiment.id)}`),
     diff: (json, form) => {
       const out = form.querySelector("output.diff");
       const d = json.diff || {};
@@ -126,7 +140,7 @@
     if (!(form instanceof HTMLFormElement) || !form.classList.contains("api")) return;
     event.preventDefault();
     const submitter = event.submitter;
-    const question = submitter?.dataset.confirm || form.dataset.confirm;
+    const question = submitter?.dataset.confirm || data(form, "confirm");
     if (question && !window.confirm(question)) return;
     clearError(form);
     let body;
@@ -140,7 +154,7 @@
     for (const b of buttons) b.disabled = true;
     try {
       const json = await send(form, submitter, body);
-      if (json !== undefined) await then[form.dataset.then || "reload"](json, form);
+      if (json !== undefined) await then[data(form, "then") || "reload"](json, form);
     } catch (e) {
       showError(form, e.message);
       const article = form.closest("article.question");
@@ -360,4 +374,7 @@
 
   setUp(document);
   follow();
+  // A page of work still going (a running experiment) loads itself again every few seconds.
+  const every = Number(document.querySelector("[data-reload-every]")?.dataset.reloadEvery);
+  if (every > 0) setTimeout(() => location.reload(), every * 1000);
 })();
