@@ -2,19 +2,22 @@ import { z } from "zod";
 import { formatIssues } from "../shared/domain/resources.ts";
 import { withinStepTime } from "../shared/engine/claims.ts";
 import { ROUTES, type StepName } from "../shared/engine/routes.ts";
+import { EVAL_ROUTE, onEvalEvent } from "../shared/evals/driver.ts";
 import { ValidationError } from "../shared/kernel/errors.ts";
 import { componentLogger } from "../shared/kernel/logger.ts";
 import { EVENT_ID_DETAIL_KEY, lambdaMetrics } from "../shared/runtime/aws/lambda-parts.ts";
 import { coldStart, type FunctionDeps, type LambdaContext, traced } from "./cold-start.ts";
 
 /**
- * One engine step (a route of shared/engine/routes.ts) as a Lambda function. Each route's
+ * One engine step (a route of shared/engine/routes.ts, or the experiments' EVAL_ROUTE of
+ * shared/evals/driver.ts) as a Lambda function. Each route's
  * EventBridge rule invokes its own function with `{ subscription: <route name>, event: <the
  * event> }` (the rule's input transformer), and the function hands the event to the bus, which
  * runs only that route's handler. Every step is idempotent, so redeliveries are harmless; a
  * step that throws makes the invocation fail, and Lambda retries it, then dead-letters it.
  */
-const STEP_NAMES = ROUTES.map((r) => r.name) as [StepName, ...StepName[]];
+type Subscription = StepName | typeof EVAL_ROUTE.name;
+const STEP_NAMES: [Subscription, ...Subscription[]] = [EVAL_ROUTE.name, ...ROUTES.map((r) => r.name)];
 
 export const StepInputSchema = z.object({
   subscription: z.enum(STEP_NAMES),
@@ -39,6 +42,12 @@ export function createStepHandler(deps: FunctionDeps = {}): StepHandler {
   const metrics = deps.metrics ?? lambdaMetrics();
   const instance = coldStart({ ...deps, metrics }, ({ engine }) => {
     engine.start();
+    // Experiments (shared/evals/driver.ts): their own rule invokes this bundle with `eval`.
+    engine.deps.bus.subscribe({
+      name: EVAL_ROUTE.name,
+      pattern: EVAL_ROUTE.pattern,
+      handler: (event) => onEvalEvent(engine, event),
+    });
   });
   const handle = async (input: unknown, context?: LambdaContext): Promise<void> => {
     const parsed = StepInputSchema.safeParse(input);

@@ -1,3 +1,4 @@
+import { sweepExperiments } from "../shared/evals/driver.ts";
 import { componentLogger } from "../shared/kernel/logger.ts";
 import { lambdaMetrics } from "../shared/runtime/aws/lambda-parts.ts";
 import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.ts";
@@ -5,7 +6,8 @@ import { coldStart, type FunctionDeps, type LambdaContext } from "./cold-start.t
 /**
  * The engine's watchdog on a schedule: finds work that stopped moving (no event for
  * ARBOR_WATCHDOG_STALE_MS) and sends its command again. Every step is idempotent, so a re-sent
- * command either continues lost work or does nothing. The scheduled event itself carries
+ * command either continues lost work or does nothing. It sweeps the running experiments too
+ * (shared/evals/driver.ts). The scheduled event itself carries
  * nothing the watchdog needs.
  */
 export type WatchdogHandler = ((
@@ -26,7 +28,9 @@ export function createWatchdogHandler(deps: FunctionDeps = {}): WatchdogHandler 
     const { engine, config } = await instance.get();
     try {
       const result = await engine.watchdog(config.watchdogStaleMs);
-      run.info("watchdog run", { ...result, staleMs: config.watchdogStaleMs });
+      // Running experiments: runs past their deadline canceled, ends whose event was lost scored.
+      const experiments = await sweepExperiments(engine);
+      run.info("watchdog run", { ...result, experiments, staleMs: config.watchdogStaleMs });
       // Zero too: a steady series the re-drive alarm (infra/constructs/ops-alarms.ts) reads.
       metrics.add("WatchdogRedriven", result.redriven);
       return result;

@@ -1,6 +1,7 @@
 import type { Duration } from "aws-cdk-lib";
 import {
   type EventPattern as CdkEventPattern,
+  type CfnRule,
   type IEventBus,
   type IRule,
   Rule,
@@ -83,11 +84,14 @@ export class RouteRule extends Construct {
 
   constructor(scope: Construct, id: string, props: RouteRuleProps) {
     super(scope, id);
+    // A top-level `$or` (EventBridge takes it; CDK's EventPattern type has no field for it): the
+    // rule gets a placeholder, replaced below by the whole pattern as it is.
+    const alternatives = "$or" in props.pattern;
     this.rule = new Rule(this, "Rule", {
       eventBus: props.eventBus,
       ruleName: props.name,
       description: props.description,
-      eventPattern: toCdkEventPattern(props.pattern),
+      eventPattern: alternatives ? { source: ["arbor"] } : toCdkEventPattern(props.pattern),
       targets: [
         new LambdaFunction(props.target, {
           event: new StepTargetInput(props.name),
@@ -97,5 +101,6 @@ export class RouteRule extends Construct {
         }),
       ],
     });
+    if (alternatives) (this.rule.node.defaultChild as CfnRule).eventPattern = props.pattern;
   }
 }

@@ -20,6 +20,7 @@ import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js"
 import type { Construct } from "constructs";
 import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
+import { EVAL_ROUTE } from "../../shared/evals/driver.ts";
 import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/api-gateway.ts";
 import { ChatSecret, type ChatSecretRef } from "../constructs/chat-secret.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
@@ -98,6 +99,7 @@ export const ENGINE_OUTPUT_KEYS = {
   supervise: "SuperviseFunctionName",
   "index-output": "IndexOutputFunctionName",
   activity: "ActivityFunctionName",
+  eval: "EvalFunctionName",
   watchdog: "WatchdogFunctionName",
   notify: "NotifyFunctionName",
   notifyQueue: "NotifyDeliveryQueueUrl",
@@ -108,6 +110,7 @@ export const ENGINE_OUTPUT_KEYS = {
   agentCardUrl: "AgentCardUrl",
 } as const satisfies Record<
   | StepName
+  | "eval"
   | "watchdog"
   | "notify"
   | "notifyQueue"
@@ -161,6 +164,9 @@ export class EngineStack extends Stack {
   readonly storage: StorageResources;
   readonly steps: Record<StepName, EngineFunction>;
   readonly rules: Record<StepName, RouteRule>;
+  /** Experiments started over the API (shared/evals/driver.ts): moved on by their requests' events. */
+  readonly evalStep: EngineFunction;
+  readonly evalRule: RouteRule;
   readonly watchdog: EngineFunction;
   readonly watchdogSchedule: Rule;
   readonly vectors: VectorStore;
@@ -265,13 +271,43 @@ export class EngineStack extends Stack {
     this.steps = steps as Record<StepName, EngineFunction>;
     this.rules = rules as Record<StepName, RouteRule>;
 
+    // The experiments' driver: the engine-step bundle on its own rule, whose pattern takes only the
+    // events of experiments' requests (their conversations' URNs say so). It submits, answers and
+    // scores, and a case's judge calls the model; it runs no tool.
+    this.evalStep = new EngineFunction(this, "EvalStep", {
+      ...common,
+      ...MODEL_STEP,
+      entry: "functions/engine-step.ts",
+      description: `Arbor experiments: ${EVAL_ROUTE.description}`,
+      environment,
+      policies: [this.dataPolicy, this.modelPolicy],
+      retryAttempts: 2,
+      maxEventAge: Duration.hours(6),
+      deadLetterQueue,
+    });
+    this.evalRule = new RouteRule(this, "EvalRoute", {
+      eventBus: this.storage.eventBus,
+      name: EVAL_ROUTE.name,
+      description: EVAL_ROUTE.description,
+      pattern: EVAL_ROUTE.pattern,
+      target: this.evalStep.function,
+      retryAttempts: 8,
+      maxEventAge: Duration.hours(1),
+      deadLetterQueue,
+    });
+    new CfnOutput(this, ENGINE_OUTPUT_KEYS.eval, {
+      value: this.evalStep.function.functionName,
+      description: "Experiments' step function (the runtime-driven experiments)",
+    });
+
     // The watchdog may evaluate a stalled parent, i.e. call the model. It runs no tool: a leaf's
     // turns it only sends again (shared/engine/steps/lifecycle.ts `watchdog`), so no tool function.
     this.watchdog = new EngineFunction(this, "Watchdog", {
       ...common,
       ...MODEL_STEP,
       entry: "functions/watchdog.ts",
-      description: "Arbor engine watchdog: sends again the commands of work that stopped moving",
+      description:
+        "Arbor engine watchdog: sends again the commands of work that stopped moving, and sweeps running experiments",
       environment: { ...environment, ARBOR_WATCHDOG_STALE_MS: String(watchdogStale.toMilliseconds()) },
       policies: [this.dataPolicy, this.modelPolicy],
       // The next run, five minutes later, does the same work: no retries, nothing to dead-letter.
@@ -297,6 +333,7 @@ export class EngineStack extends Stack {
       deadLetterQueue,
       functions: [
         ...ROUTES.map((r) => ({ label: `${pascal(r.name)}Step`, fn: this.steps[r.name].function })),
+        { label: "EvalStep", fn: this.evalStep.function },
         { label: "Watchdog", fn: this.watchdog.function },
         { label: "ToolFunction", fn: this.tools.handler.function },
       ],

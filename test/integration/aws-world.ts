@@ -11,6 +11,7 @@ import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
 import { bedrockClientConfig } from "../../shared/adapters/llm/bedrock-llm.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
+import { EVAL_ROUTE } from "../../shared/evals/driver.ts";
 import { compilePattern } from "../../shared/kernel/event-pattern/index.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import { type AwsConfig, loadConfig } from "../../shared/runtime/config.ts";
@@ -176,7 +177,11 @@ export async function startAwsWorld(options: AwsWorldOptions): Promise<AwsWorld>
 export class EventBridgePlayer {
   /** Ids of the events delivered so far (add one to have `drain` leave it undelivered). */
   readonly delivered = new Set<string>();
-  readonly matchers = ROUTES.map((route) => ({ route, matches: compilePattern(route.pattern) }));
+  /** The engine's routes and the experiments' (each a rule of the engine stack). */
+  readonly matchers = [...ROUTES, EVAL_ROUTE].map((route) => ({
+    route,
+    matches: compilePattern(route.pattern),
+  }));
 
   private readonly peer: () => EventBridgePeer;
   private readonly bus: string;

@@ -20,6 +20,7 @@ import { ALL_GSIS } from "../../../shared/adapters/aws/dynamo-schema.ts";
 import { TitanEmbedder } from "../../../shared/adapters/embeddings/titan-embedder.ts";
 import { DIMENSION_TAG, EMBEDDER_TAG } from "../../../shared/adapters/vectors/s3-vectors-index.ts";
 import { ROUTES } from "../../../shared/engine/routes.ts";
+import { EVAL_ROUTE } from "../../../shared/evals/driver.ts";
 import { NOTIFY_WAKE_RULE } from "../../../shared/notify/wakeups.ts";
 import { AWS_EMBEDDING_DIMENSION } from "../../../shared/runtime/aws/aws-engine.ts";
 import { loadConfig } from "../../../shared/runtime/config.ts";
@@ -90,8 +91,10 @@ describe("routes", () => {
     );
     // And the notify wake rule (infra-notify.test.ts), which targets a queue, not a step.
     expect(patterned.map((r) => r.Properties.Name).sort()).toEqual(
-      [...ROUTES.map((r) => r.name), NOTIFY_WAKE_RULE].sort(),
+      [...ROUTES.map((r) => r.name), EVAL_ROUTE.name, NOTIFY_WAKE_RULE].sort(),
     );
+    // The experiments' rule: its whole pattern, a top-level $or, as the driver has it.
+    expect(ruleFor(EVAL_ROUTE.name).Properties.EventPattern).toEqual(EVAL_ROUTE.pattern);
     for (const route of ROUTES) {
       expect(ruleFor(route.name).Properties).toMatchObject({
         EventPattern: route.pattern,
@@ -158,8 +161,14 @@ describe("routes", () => {
     const engineOnes = Object.values(resources(prod.template, "AWS::Lambda::Permission")).filter(
       (p) => JSON.stringify(p.Properties.FunctionName) !== JSON.stringify(apiFn),
     );
-    // And one for the notify sweep's schedule (infra-notify.test.ts).
-    expect(engineOnes).toHaveLength(ROUTES.length + 2);
+    // And one for the notify sweep's schedule (infra-notify.test.ts), one for the experiments' rule.
+    expect(engineOnes).toHaveLength(ROUTES.length + 3);
+    prod.template.hasResourceProperties("AWS::Lambda::Permission", {
+      Action: "lambda:InvokeFunction",
+      Principal: "events.amazonaws.com",
+      FunctionName: { "Fn::GetAtt": [logicalId(prod.engine.evalStep.function), "Arn"] },
+      SourceArn: { "Fn::GetAtt": [logicalId(prod.engine.evalRule.rule), "Arn"] },
+    });
     for (const route of ROUTES) {
       prod.template.hasResourceProperties("AWS::Lambda::Permission", {
         Action: "lambda:InvokeFunction",
@@ -253,14 +262,17 @@ describe("functions", () => {
       prod.engine.notify.handler.logGroup,
     ].map(logicalId);
     const engineGroups = Object.keys(groups).filter((g) => !api.includes(g));
-    expect(engineGroups).toHaveLength(ROUTES.length + 2);
+    expect(engineGroups).toHaveLength(ROUTES.length + 3);
     for (const g of Object.values(groups))
       expect(g).toMatchObject({ DeletionPolicy: "Retain", Properties: { RetentionInDays: 30 } });
     for (const g of Object.values(resources(dev.template, "AWS::Logs::LogGroup")))
       expect(g.DeletionPolicy).toBe("Delete");
-    const used = [...stepFunctions().map(([, id]) => id), watchdogFn(), toolFn()].map(
-      (id) => (props(prod.template, id).LoggingConfig as { LogGroup: { Ref: string } }).LogGroup.Ref,
-    );
+    const used = [
+      ...stepFunctions().map(([, id]) => id),
+      logicalId(prod.engine.evalStep.function),
+      watchdogFn(),
+      toolFn(),
+    ].map((id) => (props(prod.template, id).LoggingConfig as { LogGroup: { Ref: string } }).LogGroup.Ref);
     expect(used.sort()).toEqual(engineGroups.sort());
   });
 

@@ -60,6 +60,7 @@ describe("operations of the engine stack", () => {
     const lambda = alarms(template).filter((a) => a.Namespace === "AWS/Lambda");
     const functions = [
       ...ROUTES.map((r) => engine.steps[r.name].function),
+      engine.evalStep.function,
       engine.watchdog.function,
       engine.tools.handler.function,
       engine.api.function.function,
