@@ -97,16 +97,23 @@ export const AnswersSchema = z
   .strict();
 export type CaseAnswers = z.infer<typeof AnswersSchema>;
 
+/** A request as the engine takes it: some text that is not only spaces, within its bound. */
+const RequestText = z
+  .string()
+  .min(1)
+  .max(MAX_REQUEST_CHARS)
+  .refine((t) => t.trim() !== "", "a request has text, not only spaces");
+
 export const CaseSchema = z
   .object({
     id: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/, "1-100 of A-Z a-z 0-9 . _ -"),
-    request: z.string().min(1).max(MAX_REQUEST_CHARS),
+    request: RequestText,
     /**
      * Earlier requests of the same conversation, run first, in order, each to its end (their
      * questions answered as the case says): the request is the conversation's next message, with
      * what they produced in reach. Only the request's run is scored.
      */
-    history: z.array(z.string().min(1).max(MAX_REQUEST_CHARS)).max(MAX_HISTORY).optional(),
+    history: z.array(RequestText).max(MAX_HISTORY).optional(),
     mode: z.enum(["eager", "lazy"]).optional(),
     answers: AnswersSchema.optional(),
     expect: ExpectSchema.default({}),

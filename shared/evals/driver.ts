@@ -1,8 +1,9 @@
 import { isTerminal, type TaskStatus } from "../domain/task-state.ts";
 import { COMMANDS, SOURCE } from "../engine/context.ts";
-import type { Engine } from "../engine/engine.ts";
+import type { Engine, Submitted } from "../engine/engine.ts";
 import { INTERACTION_REQUESTED } from "../engine/interactions.ts";
-import { ConflictError, NotFoundError } from "../kernel/errors.ts";
+import { ERROR_EDGES } from "../kernel/error-edges.ts";
+import { ArborError, ConflictError, NotFoundError } from "../kernel/errors.ts";
 import type { EventPattern } from "../kernel/event-pattern/index.ts";
 import { requestOf } from "../notify/wakeups.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
@@ -263,17 +264,13 @@ async function advance(engine: Engine, experimentId: string, key: string): Promi
     const now = d.clock();
     const late = open.deadline !== undefined && now.toISOString() > open.deadline;
     if (!isTerminal(status as TaskStatus)) {
-      if (late) {
-        await engine
-          .cancel(
-            open.rootTaskId,
-            plan.asker.actor,
-            "the experiment's time for the case ran out",
-            plan.asker.caller,
-          )
-          .catch((e) => {
-            if (!(e instanceof ConflictError)) throw e; // not planned yet: the next sweep cancels it
-          });
+      const stopped = (await d.state.get<Omit<Experiment, "runs">>(experimentKey(experimentId)))?.data
+        .stopped;
+      if (late || stopped) {
+        const why = late ? "the experiment's time for the case ran out" : "the experiment was stopped";
+        await engine.cancel(open.rootTaskId, plan.asker.actor, why, plan.asker.caller).catch((e) => {
+          if (!(e instanceof ConflictError)) throw e; // not planned yet: the next sweep cancels it
+        });
         break;
       }
       const asked = await answerQuestions(
@@ -330,9 +327,14 @@ async function advance(engine: Engine, experimentId: string, key: string): Promi
 async function pump(engine: Engine, experimentId: string): Promise<void> {
   const d = engine.deps;
   const plan = await planOf(engine, experimentId);
+  const summary = await d.state.get<Omit<Experiment, "runs">>(experimentKey(experimentId));
+  if (summary?.status !== "running") return;
   const runs = await runsOf(d.state, experimentId);
   let running = runs.filter((r) => r.data.state === "running").length;
-  const pending = runs.filter((r) => r.data.state === "pending").sort((a, b) => index(a) - index(b));
+  // A stopped experiment launches nothing more: it ends once what runs has ended.
+  const pending = summary.data.stopped
+    ? []
+    : runs.filter((r) => r.data.state === "pending").sort((a, b) => index(a) - index(b));
   for (const run of pending) {
     if (running >= plan.concurrency) break;
     const at = d.clock();
@@ -365,15 +367,38 @@ async function launch(
   const c = plan.cases.find((x) => x.id === open.caseId);
   if (!c) return;
   const text = [...(c.history ?? []), c.request][open.phase] as string;
-  const submitted = await engine.submit({
-    tenant: plan.asker.caller.tenant,
-    actor: plan.asker.actor,
-    roles: plan.asker.caller.roles,
-    text,
-    ...(c.mode ? { mode: c.mode } : {}),
-    conversationName: `${EVAL_CONVERSATION_PREFIX}${experimentId}-${open.index}`,
-    idempotencyKey: `eval:${experimentId}:${open.index}:${open.phase}`,
-  });
+  let submitted: Submitted;
+  try {
+    submitted = await engine.submit({
+      tenant: plan.asker.caller.tenant,
+      actor: plan.asker.actor,
+      roles: plan.asker.caller.roles,
+      text,
+      ...(c.mode ? { mode: c.mode } : {}),
+      conversationName: `${EVAL_CONVERSATION_PREFIX}${experimentId}-${open.index}`,
+      idempotencyKey: `eval:${experimentId}:${open.index}:${open.phase}`,
+    });
+  } catch (e) {
+    // Refused (the policy, a rule of the request): trying again gives the same answer. The run is
+    // scored as failed, saying why, and the experiment goes on; anything else is tried again.
+    if (!(e instanceof ArborError) || ERROR_EDGES[e.code].retryable) throw e;
+    const refused: RunResult = {
+      caseId: open.caseId,
+      repeat: open.repeat,
+      rootTaskId: "",
+      status: "failed",
+      answer: "",
+      scores: [{ scorer: "status", score: 0, reason: `the request was refused: ${e.message}` }],
+      score: 0,
+      tokens: 0,
+      costUsd: 0,
+      unpricedCalls: 0,
+      wallMs: 0,
+    };
+    if (await moveRun(d.state, run, { ...refused, state: "scored" }, d.clock().toISOString()))
+      await pump(engine, experimentId);
+    return;
+  }
   const at = d.clock().toISOString();
   // The owner first: an event of the request that comes before the run names it finds its run.
   await d.state
@@ -409,14 +434,14 @@ async function finish(engine: Engine, experimentId: string, runs: StateRecord<Ru
   const summary = {
     ...summarize(scored, record.data),
     durationMs: now.getTime() - Date.parse(record.data.startedAt),
-    status: "done" as const,
+    status: record.data.stopped ? ("stopped" as const) : ("done" as const),
   };
   const { version, ...rest } = record;
   try {
     await d.state.transact([
       {
         op: "put",
-        record: { ...rest, status: "done", updatedAt: now.toISOString(), data: summary },
+        record: { ...rest, status: summary.status, updatedAt: now.toISOString(), data: summary },
         expectedVersion: version,
       },
     ]);
@@ -445,4 +470,44 @@ export function driveExperiments(engine: Engine, options: { sweepEveryMs?: numbe
     off();
     clearInterval(timer);
   };
+}
+
+/**
+ * Stops a running experiment: no run is launched any more, the requests running are canceled (their
+ * runs scored as they end), and the experiment ends `stopped` with what was scored. Returns the
+ * summary, or undefined when the tenant has no such experiment.
+ */
+export async function stopExperiment(
+  engine: Engine,
+  id: string,
+  by: Asker,
+): Promise<Omit<Experiment, "runs"> | undefined> {
+  const d = engine.deps;
+  const tenant = by.caller.tenant;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const record = await d.state.get<Omit<Experiment, "runs">>(experimentKey(id));
+    if (record?.data.tenant !== tenant) return undefined;
+    if (record.status !== "running") return record.data; // ended already
+    if (!record.data.stopped) {
+      const { version, ...rest } = record;
+      const data = { ...record.data, stopped: { by: by.actor.id, at: d.clock().toISOString() } };
+      try {
+        await d.state.transact([{ op: "put", record: { ...rest, data }, expectedVersion: version }]);
+      } catch (e) {
+        if (e instanceof ConflictError) continue; // ended meanwhile: read it again
+        throw e;
+      }
+    }
+    for (const run of await runsOf(d.state, id))
+      if (run.data.state === "running" && run.data.rootTaskId)
+        await engine
+          .cancel(run.data.rootTaskId, by.actor, "the experiment was stopped", by.caller)
+          .catch((e) => {
+            if (!(e instanceof ConflictError)) throw e; // not planned yet: the sweep comes back to it
+          });
+    await d.untilDurable();
+    await pump(engine, id); // nothing running any more: it ends now
+    return (await d.state.get<Omit<Experiment, "runs">>(experimentKey(id)))?.data;
+  }
+  throw new ConflictError(`Experiment ${id} kept changing while it was being stopped: stop it again`);
 }

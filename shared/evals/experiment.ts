@@ -61,7 +61,9 @@ export interface Experiment {
   tokens: number;
   runs: RunResult[];
   /** An experiment the runtime drives (driver.ts) is `running` until its last run is scored. Absent: done. */
-  status?: "running" | "done";
+  status?: "running" | "done" | "stopped";
+  /** Who stopped a driven experiment, and when (it ends `stopped` once what ran has ended). */
+  stopped?: { by: string; at: string };
   /** Who started a driven experiment (an actor id). */
   startedBy?: string;
   /** Of a running experiment: how many runs are scored so far, of how many. */

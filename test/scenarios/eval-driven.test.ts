@@ -6,6 +6,7 @@ import type { Message } from "../../shared/domain/resources.ts";
 import { parseDataset } from "../../shared/evals/dataset.ts";
 import { driveExperiments, startExperiment, sweepExperiments } from "../../shared/evals/driver.ts";
 import { type Experiment, loadExperiment } from "../../shared/evals/experiment.ts";
+import { ForbiddenError } from "../../shared/kernel/errors.ts";
 import { Harness } from "./engine-harness.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
 
@@ -75,7 +76,7 @@ async function finished(id: string, key = ada.key): Promise<Experiment> {
   for (let i = 0; i < 600; i++) {
     const res = await call(key, "GET", `/v1/evals/experiments/${id}`);
     const { experiment } = (await res.json()) as { experiment: Experiment };
-    if (experiment.status === "done") return experiment;
+    if (experiment.status !== "running") return experiment;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`experiment ${id} did not finish`);
@@ -268,5 +269,70 @@ describe("an experiment started over the HTTP API", () => {
       reason: "the request ended timeout, not done",
     });
     expect((await loadExperiment(h.engine.deps.state, "acme", started.id))?.status).toBe("done");
+  });
+
+  it("stops: no more runs launched, the running one canceled, and it ends with what was scored", async () => {
+    hold();
+    const text = ["one", "two", "three"]
+      .map(
+        (id) =>
+          `{"id":"${id}","request":"hold: where is the offsite (${id})?","expect":{"contains":["Lisbon"]}}`,
+      )
+      .join("\n");
+    const started = await call(ada.key, "POST", "/v1/evals/experiments", { text, concurrency: 1 });
+    const { id } = ((await started.json()) as { experiment: Experiment }).experiment;
+    expect((await call(bob.key, "POST", `/v1/evals/experiments/${id}/stop`)).status).toBe(403);
+    expect((await call(eve.key, "POST", `/v1/evals/experiments/${id}/stop`)).status).toBe(404);
+    const stopped = await call(ada.key, "POST", `/v1/evals/experiments/${id}/stop`);
+    expect(stopped.status).toBe(200);
+    expect(((await stopped.json()) as { experiment: Experiment }).experiment.stopped).toMatchObject({
+      by: "user_ada",
+    });
+    release();
+    const done = await finished(id);
+    expect(done.status).toBe("stopped");
+    expect(done.runs.map((r) => [r.caseId, r.status])).toEqual([["one", "canceled"]]);
+    // Stopping it again says how it ended; an id that is no experiment is not found.
+    expect(
+      (
+        (await (await call(ada.key, "POST", `/v1/evals/experiments/${id}/stop`)).json()) as {
+          experiment: Experiment;
+        }
+      ).experiment.status,
+    ).toBe("stopped");
+    expect((await call(ada.key, "POST", "/v1/evals/experiments/nosuch000/stop")).status).toBe(404);
+  });
+
+  it("scores a request the engine refuses as failed, saying why, and goes on", async () => {
+    const asker = {
+      actor: { id: "user_ada", kind: "human" as const },
+      caller: { tenant: "acme", roles: ["admin"] },
+    };
+    // The engine refuses the first case's request (as a policy would); the rest run.
+    const engine = new Proxy(h.engine, {
+      get(target, property) {
+        if (property === "submit")
+          return (req: { text: string }) =>
+            req.text.includes("forbidden")
+              ? Promise.reject(new ForbiddenError("not allowed to send this"))
+              : target.submit(req as never);
+        const value = Reflect.get(target, property);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const cases = parseDataset(
+      [
+        '{"id":"refused","request":"forbidden: where?","expect":{"contains":["Lisbon"]}}',
+        '{"id":"fine","request":"Where is it?","expect":{"contains":["Lisbon"]}}',
+      ].join("\n"),
+      "r",
+    );
+    const started = await startExperiment(engine, asker, { dataset: "r", cases, model: "m", concurrency: 1 });
+    const done = await finished(started.id);
+    expect(done.status).toBe("done");
+    const refused = done.runs.find((r) => r.caseId === "refused");
+    expect(refused).toMatchObject({ status: "failed", score: 0, rootTaskId: "" });
+    expect(refused?.scores[0]?.reason).toBe("the request was refused: not allowed to send this");
+    expect(done.runs.find((r) => r.caseId === "fine")).toMatchObject({ status: "done", score: 1 });
   });
 });

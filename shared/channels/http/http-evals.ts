@@ -11,7 +11,7 @@ import {
   MAX_DATASET_BYTES,
   putDataset,
 } from "../../evals/datasets.ts";
-import { startExperiment } from "../../evals/driver.ts";
+import { startExperiment, stopExperiment } from "../../evals/driver.ts";
 import { type Experiment, listExperiments, loadExperiment } from "../../evals/experiment.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../kernel/errors.ts";
 import type { Authenticated } from "../../ports/key-store.ts";
@@ -27,6 +27,8 @@ import { type ApiEnv, readJson } from "./http-kit.ts";
  *   POST   /v1/evals/experiments        runs a dataset on this runtime (a stored one by
  *                                       name, or its text): {dataset | text, name, label,
  *                                       repeat, concurrency, timeoutSeconds}       -> 202 {experiment}
+ *   POST   /v1/evals/experiments/:id/stop   launches no more runs, cancels those running;
+ *                                       it ends `stopped` with what was scored    -> 200 {experiment}
  *   GET    /v1/evals/datasets           the tenant's datasets (name, cases, size)         -> 200
  *   GET    /v1/evals/datasets/:name     one, with its text                                -> 200
  *   PUT    /v1/evals/datasets/:name     {text}: kept once it parses as a dataset   -> 200 {dataset}
@@ -134,6 +136,20 @@ export function createEvalRoutes(engine: Engine): Hono<ApiEnv> {
     await may(c.get("who"), "resource.write"); // before the body is read
     const experiment = await startTenantExperiment(engine, c.get("who"), await readJson(c, StartBody));
     return c.json({ experiment }, 202);
+  });
+
+  app.post("/v1/evals/experiments/:id/stop", async (c) => {
+    const who = c.get("who");
+    await may(who, "resource.write");
+    const id = c.req.param("id");
+    const experiment = /^[0-9A-Za-z]{4,40}$/.test(id)
+      ? await stopExperiment(engine, id, {
+          actor: who.actor,
+          caller: { tenant: who.caller.tenant, roles: [...who.caller.roles] },
+        })
+      : undefined;
+    if (!experiment) throw new NotFoundError("Experiment", id);
+    return c.json({ experiment });
   });
 
   app.get("/v1/evals/datasets", async (c) => c.json({ datasets: await readDatasets(engine, c.get("who")) }));

@@ -59,6 +59,8 @@ export const ROUTE_PURPOSES: Readonly<Record<string, string>> = {
   "GET /v1/graph": "the tenant's graph: the triples matching one pattern (admins)",
   "POST /v1/evals/experiments":
     "runs a dataset (a kept one by name, or its text) on this runtime; its scores come as its runs end (admins)",
+  "POST /v1/evals/experiments/:id/stop":
+    "stops a running experiment: no more runs launched, those running canceled (admins)",
   "GET /v1/evals/datasets": "the datasets the tenant keeps: name, cases, size, who uploaded (admins)",
   "GET /v1/evals/datasets/:name": "one kept dataset, with its text (admins)",
   "PUT /v1/evals/datasets/:name": "keeps a dataset under a name once it parses as one (admins)",

@@ -21,6 +21,9 @@ describe("a dataset", () => {
       [`{"id":"a","request":"x"\n`, /line 1, is not JSON/],
       [`{"id":"a","request":"x","expect":{"matches":["("]}}`, /not a regular expression/],
       [`id: a`, /a list of cases/],
+      [`{"id":"a","request":"   "}`, /request: a request has text, not only spaces/],
+      [`{"id":"a","request":"x","history":["ok","  "]}`, /history\.1: a request has text/],
+      [`{"id":"a","request":"x","history":${JSON.stringify(Array(11).fill("h"))}}`, /history/],
       [``, /holds no cases/],
       [`{"id":"a b","request":"x"}`, /id: 1-100 of/],
     ];

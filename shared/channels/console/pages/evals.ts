@@ -69,8 +69,16 @@ export function experimentBody(e: Experiment): Html {
 <h1>Experiment <code>${e.id}</code></h1>
 ${
   running
-    ? html`<p class="notice" data-reload-every="3" role="status">Running: ${e.progress?.scored ?? e.runs.length} of ${e.progress?.runs ?? "?"} runs scored so far (this page refreshes itself).</p>`
-    : ""
+    ? html`<p class="notice" data-reload-every="3" role="status">Running: ${e.progress?.scored ?? e.runs.length} of ${e.progress?.runs ?? "?"} runs scored so far (this page refreshes itself).</p>
+${
+  e.stopped
+    ? html`<p class="muted">Stopped by ${e.stopped.by}: it ends once the requests still running are canceled.</p>`
+    : html`<form class="api inline" data-api="POST /v1/evals/experiments/${e.id}/stop" data-confirm="Stop this experiment? No more runs are launched and the running requests are canceled.">
+  <button type="submit">Stop</button><p class="form-error" role="alert" hidden></p></form>`
+}`
+    : e.status === "stopped"
+      ? html`<p class="notice" role="status">Stopped${e.stopped ? html` by ${e.stopped.by}` : ""}: only the runs scored before are counted.</p>`
+      : ""
 }
 <dl class="facts">
   <div><dt>Score</dt><dd>${pct(e.score)}${running ? html` <span class="muted">so far</span>` : ""}</dd></div>
