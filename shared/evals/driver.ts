@@ -71,6 +71,7 @@ export const EVAL_ROUTE: { name: "eval"; pattern: EventPattern; description: str
 
 interface Plan {
   cases: EvalCase[];
+  repeat: number;
   asker: Asker;
   concurrency: number;
   timeoutMs: number;
@@ -129,6 +130,7 @@ export async function startExperiment(
   };
   const plan: Plan = {
     cases: [...input.cases],
+    repeat,
     asker,
     concurrency: input.concurrency ?? 4,
     timeoutMs: input.timeoutMs ?? 120_000,
@@ -195,7 +197,7 @@ export async function sweepExperiments(engine: Engine): Promise<number> {
       ...(cursor ? { cursor } : {}),
     });
     for (const e of page.items) {
-      for (const run of await runsOf(engine.deps.state, e.data.id))
+      for (const run of await runsOf(engine.deps.state, e.data.id, await planOf(engine, e.data.id)))
         if (run.data.state === "running") await advance(engine, e.data.id, run.key);
       await pump(engine, e.data.id);
       swept++;
@@ -211,7 +213,13 @@ async function planOf(engine: Engine, id: string): Promise<Plan> {
   return plan.data;
 }
 
-async function runsOf(state: StateStore, id: string): Promise<StateRecord<RunData>[]> {
+/**
+ * The experiment's runs: as its index lists them, and any it does not list yet read by key (an
+ * index on DynamoDB may serve reads from before the runs were written: an experiment whose runs
+ * it does not show yet is not one with no runs). What the index shows may be a state behind;
+ * every move is a conditional write on the run's own record, so a stale one only loses the race.
+ */
+async function runsOf(state: StateStore, id: string, plan: Plan): Promise<StateRecord<RunData>[]> {
   const out: StateRecord<RunData>[] = [];
   let cursor: string | undefined;
   do {
@@ -222,6 +230,14 @@ async function runsOf(state: StateStore, id: string): Promise<StateRecord<RunDat
     out.push(...page.items);
     cursor = page.cursor;
   } while (cursor);
+  const listed = new Set(out.map((r) => r.key));
+  const missing = plan.cases.flatMap((c) =>
+    Array.from({ length: plan.repeat }, (_, r) => runKey(id, c.id, r + 1)).filter((k) => !listed.has(k)),
+  );
+  for (const key of missing) {
+    const run = await state.get<RunData>(key);
+    if (run) out.push(run);
+  }
   return out;
 }
 
@@ -329,7 +345,13 @@ async function pump(engine: Engine, experimentId: string): Promise<void> {
   const plan = await planOf(engine, experimentId);
   const summary = await d.state.get<Omit<Experiment, "runs">>(experimentKey(experimentId));
   if (summary?.status !== "running") return;
-  const runs = await runsOf(d.state, experimentId);
+  const runs = await runsOf(d.state, experimentId, plan);
+  // Near the end, what the index says is not scored yet is read from the runs' own records: a
+  // run just scored is seen so, and the experiment ends now rather than at the next sweep.
+  const open = runs.filter((r) => r.data.state !== "scored");
+  if (open.length <= FRESH_READS)
+    for (const [i, run] of runs.entries())
+      if (run.data.state !== "scored") runs[i] = (await d.state.get<RunData>(run.key)) ?? run;
   let running = runs.filter((r) => r.data.state === "running").length;
   // A stopped experiment launches nothing more: it ends once what runs has ended.
   const pending = summary.data.stopped
@@ -351,6 +373,9 @@ async function pump(engine: Engine, experimentId: string): Promise<void> {
   }
   if (pending.length === 0 && running === 0) await finish(engine, experimentId, runs);
 }
+
+/** At most this many runs not scored yet are read from their own records in one pump. */
+const FRESH_READS = 50;
 
 const index = (r: StateRecord<RunData>) => (r.data.state === "scored" ? 0 : r.data.index);
 
@@ -498,7 +523,7 @@ export async function stopExperiment(
         throw e;
       }
     }
-    for (const run of await runsOf(d.state, id))
+    for (const run of await runsOf(d.state, id, await planOf(engine, id)))
       if (run.data.state === "running" && run.data.rootTaskId)
         await engine
           .cancel(run.data.rootTaskId, by.actor, "the experiment was stopped", by.caller)

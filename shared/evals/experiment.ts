@@ -430,6 +430,7 @@ export async function loadExperiment(
   if (!summary || summary.tenant !== tenant) return undefined;
   // A driven experiment's runs not scored yet (driver.ts) are counted, not listed.
   const all: (RunResult & { state?: string })[] = [];
+  const keys: string[] = [];
   let cursor: string | undefined;
   do {
     const page = await state.byParent<RunResult & { state?: string }>(experimentKey(summary.id), {
@@ -437,8 +438,17 @@ export async function loadExperiment(
       ...(cursor ? { cursor } : {}),
     });
     all.push(...page.items.map((r: StateRecord<RunResult & { state?: string }>) => r.data));
+    keys.push(...page.items.map((r) => r.key));
     cursor = page.cursor;
   } while (cursor);
+  // An index (DynamoDB's) may list a run as it was before it was scored: the few such are read
+  // from their own records, so an experiment that is done shows every run.
+  const stale = all.flatMap((r, i) => (r.state !== undefined && r.state !== "scored" ? [i] : []));
+  if (stale.length <= 100)
+    for (const i of stale) {
+      const fresh = await state.get<RunResult & { state?: string }>(keys[i] as string);
+      if (fresh) all[i] = fresh.data;
+    }
   const runs = all
     .filter((r) => r.state === undefined || r.state === "scored")
     .map(({ state: _, ...r }) => r as RunResult);

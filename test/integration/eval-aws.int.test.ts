@@ -22,6 +22,8 @@ import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts"
  * the experiment's requests only; it answers their questions, scores each run (a judge through the
  * fake Bedrock with the real SDK client) and launches the next. Every event delivered again, newest
  * first, scores nothing twice and calls no model; the watchdog's sweep finds nothing left to do.
+ * The table's indexes lag behind its writes throughout: an experiment whose runs an index does not
+ * list yet is not one without runs, and one whose last run was just scored ends at once.
  */
 const TENANT = "acme";
 const BUS = "arbor-eval";
@@ -74,6 +76,8 @@ describe("an experiment on the AWS functions, offline", () => {
       name: "arbor-eval",
       bus: BUS,
       model,
+      // The table's indexes serve reads a few writes behind, as DynamoDB's GSIs may.
+      lag: 3,
       env: {
         ARBOR_STAGE: "eval",
         ARBOR_TOOL_FUNCTION: TOOL_FUNCTION,
