@@ -68,14 +68,7 @@ export const evalCommand: Command = {
       case "upload":
         return lib.evalUploadRemote(remote, args[1], options.name, write);
       case "compare":
-        if (!args[1] || !args[2]) throw new UsageError("Name two experiments: arbor eval compare <a> <b>");
-        return lib.evalCompareRemote(
-          remote,
-          args[1],
-          args[2],
-          { failOnRegression: options["fail-on-regression"] },
-          write,
-        );
+        return lib.evalCompareRemote(remote, ...compared(args, options), write);
       default:
         throw new UsageError();
     }
@@ -115,14 +108,7 @@ export const evalCommand: Command = {
           `arbor eval ${args[0]} speaks to a running Arbor (arbor serve here, or a deployed stack): set ARBOR_URL and ARBOR_KEY (an admin's key)`,
         );
       case "compare":
-        if (!args[1] || !args[2]) throw new UsageError("Name two experiments: arbor eval compare <a> <b>");
-        return lib.evalCompare(
-          config,
-          args[1],
-          args[2],
-          { failOnRegression: options["fail-on-regression"] },
-          write,
-        );
+        return lib.evalCompare(config, ...compared(args, options), write);
       default:
         throw new UsageError();
     }
@@ -147,4 +133,11 @@ function runNumbers(options: Options) {
     ...(concurrency !== undefined ? { concurrency: Math.floor(concurrency) } : {}),
     ...(failUnder !== undefined ? { failUnder } : {}),
   };
+}
+
+/** compare's two experiments and its gate, as both runtimes take them. */
+function compared(args: readonly string[], options: Options) {
+  const [, a, b] = args;
+  if (!a || !b) throw new UsageError("Name two experiments: arbor eval compare <a> <b>");
+  return [a, b, { failOnRegression: options["fail-on-regression"] }] as const;
 }

@@ -1,17 +1,10 @@
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "../../functions/api.ts";
-import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
-import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
 import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
-import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
-import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
-import type { AwsConfig } from "../../shared/runtime/config.ts";
-import { apiEvent } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import type { FakeBedrock } from "../peers/fake-bedrock.ts";
-import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
+import type { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
+import { type AwsFunctions, startAwsFunctions } from "./aws-functions.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**
@@ -42,37 +35,18 @@ const model = planningModel({
       : { content: `booked: ${(JSON.parse(toolResult) as { text: string }).text}` },
 });
 
-type Reply = {
-  status: number;
-  json: Record<string, unknown> & { error?: { code: string; message: string } };
-};
-
 describe("ask_person through the AWS handlers, offline", () => {
   let world: AwsWorld;
   let peer: EventBridgePeer;
   let bedrock: FakeBedrock;
   let toolPeer: LambdaInvokePeer;
-  let config: AwsConfig;
-  let rt: AwsRuntime;
-  let api: ApiHandler;
-  let tools: ToolHandler;
-  let steps: StepHandler[];
-
-  const call = async (event: APIGatewayProxyEventV2): Promise<Reply> => {
-    const res = await api(event, { awsRequestId: randomUUID() });
-    const body = res.isBase64Encoded ? Buffer.from(res.body, "base64").toString("utf8") : res.body;
-    return { status: res.statusCode, json: body ? JSON.parse(body) : {} };
-  };
-  const as = (key: string) => ({
-    get: (path: string) => call(apiEvent("GET", path, { key })),
-    post: (path: string, body: unknown) => call(apiEvent("POST", path, { key, body })),
-    put: (path: string, body: unknown) => call(apiEvent("PUT", path, { key, body })),
-  });
+  let fns: AwsFunctions;
+  const as = (key: string) => fns.as(key);
   const enc = (urn: string) => encodeURIComponent(urn);
   const { deliver, drain } = new EventBridgePlayer(
     () => peer,
     BUS,
-    () => steps,
+    () => fns.steps,
   );
 
   beforeAll(async () => {
@@ -86,35 +60,14 @@ describe("ask_person through the AWS handlers, offline", () => {
         ARBOR_PUBLIC_URL: "https://abc123.execute-api.us-east-1.amazonaws.com",
       },
     });
-    ({ peer, config } = world);
+    peer = world.peer;
     bedrock = world.bedrock as FakeBedrock;
-    const clients = world.clients;
-    const { s3 } = clients;
-    const { embeddings, s3vectors } = world.engineClients;
-    tools = createToolHandler({
-      config: () => config,
-      clients,
-      tools: { clients: { embeddings, s3vectors, s3 } },
-    });
-    toolPeer = await LambdaInvokePeer.start({ [TOOL_FUNCTION]: (event) => tools(event) });
-    const engineClients = { ...world.engineClients, lambda: toolPeer.client() };
-    api = createApiHandler({ config: () => config, clients, engine: { clients: engineClients } });
-    const stepDeps = {
-      config: () => config,
-      clients,
-      engine: { clients: engineClients, settings: { turnStepMs: 0 } },
-    };
-    steps = [createStepHandler(stepDeps), createStepHandler(stepDeps)];
-    rt = createAwsRuntime(config, { s3, dynamodb: world.dynamodb, eventbridge: clients.eventbridge });
-    await new StateKeyStore(rt.state).add(root.entry);
+    fns = await startAwsFunctions(world, TOOL_FUNCTION, [root.entry]);
+    toolPeer = fns.toolPeer;
   });
 
   afterAll(async () => {
-    for (const s of steps ?? []) await s.close();
-    await api?.close();
-    await tools?.close();
-    await toolPeer?.close();
-    await rt?.close();
+    await fns?.close();
     await world?.close();
   });
 

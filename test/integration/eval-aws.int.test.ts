@@ -1,19 +1,11 @@
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "../../functions/api.ts";
-import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
-import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
 import { createWatchdogHandler, type WatchdogHandler } from "../../functions/watchdog.ts";
 import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
-import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
 import type { Experiment } from "../../shared/evals/experiment.ts";
-import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
-import type { AwsConfig } from "../../shared/runtime/config.ts";
-import { apiEvent } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
-import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
+import { type AwsFunctions, startAwsFunctions } from "./aws-functions.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
 
 /**
@@ -51,24 +43,12 @@ const DATASET = [
 describe("an experiment on the AWS functions, offline", () => {
   let world: AwsWorld;
   let peer: EventBridgePeer;
-  let bedrock: FakeBedrock;
-  let toolPeer: LambdaInvokePeer;
-  let config: AwsConfig;
-  let rt: AwsRuntime;
-  let api: ApiHandler;
-  let tools: ToolHandler;
+  let fns: AwsFunctions;
   let watchdog: WatchdogHandler;
-  let steps: StepHandler[];
-
-  const call = async (event: APIGatewayProxyEventV2) => {
-    const res = await api(event, { awsRequestId: randomUUID() });
-    const body = res.isBase64Encoded ? Buffer.from(res.body, "base64").toString("utf8") : res.body;
-    return { status: res.statusCode, json: (body ? JSON.parse(body) : {}) as Record<string, unknown> };
-  };
   const { deliver, drain, routesOf } = new EventBridgePlayer(
     () => peer,
     BUS,
-    () => steps,
+    () => fns.steps,
   );
 
   beforeAll(async () => {
@@ -84,49 +64,20 @@ describe("an experiment on the AWS functions, offline", () => {
         ARBOR_PUBLIC_URL: "https://abc123.execute-api.us-east-1.amazonaws.com",
       },
     });
-    ({ peer, config } = world);
-    bedrock = world.bedrock as FakeBedrock;
-    const clients = world.clients;
-    const { embeddings, s3vectors } = world.engineClients;
-    tools = createToolHandler({
-      config: () => config,
-      clients,
-      tools: { clients: { embeddings, s3vectors, s3: clients.s3 } },
-    });
-    toolPeer = await LambdaInvokePeer.start({ [TOOL_FUNCTION]: (event) => tools(event) });
-    const engineClients = { ...world.engineClients, lambda: toolPeer.client() };
-    api = createApiHandler({ config: () => config, clients, engine: { clients: engineClients } });
-    const stepDeps = {
-      config: () => config,
-      clients,
-      engine: { clients: engineClients, settings: { turnStepMs: 0 } },
-    };
-    steps = [createStepHandler(stepDeps), createStepHandler(stepDeps)];
-    watchdog = createWatchdogHandler(stepDeps);
-    rt = createAwsRuntime(config, {
-      s3: clients.s3,
-      dynamodb: world.dynamodb,
-      eventbridge: clients.eventbridge,
-    });
-    await new StateKeyStore(rt.state).add(root.entry);
+    peer = world.peer;
+    fns = await startAwsFunctions(world, TOOL_FUNCTION, [root.entry]);
+    watchdog = createWatchdogHandler(fns.stepDeps);
   });
 
   afterAll(async () => {
-    for (const s of steps ?? []) await s.close();
     await watchdog?.close();
-    await api?.close();
-    await tools?.close();
-    await toolPeer?.close();
-    await rt?.close();
+    await fns?.close();
     await world?.close();
   });
 
   it("runs a kept dataset: every case answered, judged and scored once, however often its events come", async () => {
-    const admin = {
-      get: (path: string) => call(apiEvent("GET", path, { key: root.key })),
-      post: (path: string, body: unknown) => call(apiEvent("POST", path, { key: root.key, body })),
-      put: (path: string, body: unknown) => call(apiEvent("PUT", path, { key: root.key, body })),
-    };
+    const admin = fns.as(root.key);
+    const bedrock = world.bedrock as FakeBedrock;
     expect((await admin.put("/v1/admin/team", TEAM)).status).toBe(200);
     expect((await admin.put("/v1/evals/datasets/offsite", { text: DATASET })).status).toBe(200);
     const started = await admin.post("/v1/evals/experiments", { dataset: "offsite", concurrency: 2 });
