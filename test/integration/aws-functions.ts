@@ -1,8 +1,10 @@
 import { randomUUID } from "node:crypto";
+import type { InstrumentableClient } from "../../bench/aws-path-model.ts";
 import { type APIGatewayProxyEventV2, type ApiHandler, createApiHandler } from "../../functions/api.ts";
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
 import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
+import type { EngineSettings } from "../../shared/engine/context.ts";
 import type { ApiKeyEntry } from "../../shared/ports/key-store.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";
@@ -40,10 +42,19 @@ export interface AwsFunctions {
   close(): Promise<void>;
 }
 
+/** What a benchmark watches: every SDK client the functions get, and every tool function invocation. */
+export interface FunctionHooks {
+  client?(client: InstrumentableClient): void;
+  tool?(event: unknown, run: () => Promise<unknown>): Promise<unknown>;
+  /** The engine's settings over the deployed defaults (default: `turnStepMs: 0`, a step per turn). */
+  engineSettings?: Partial<EngineSettings>;
+}
+
 export async function startAwsFunctions(
   world: AwsWorld,
   toolFunction: string,
   keys: readonly ApiKeyEntry[],
+  hooks: FunctionHooks = {},
 ): Promise<AwsFunctions> {
   const config = () => world.config;
   const clients = world.clients;
@@ -53,10 +64,16 @@ export async function startAwsFunctions(
     clients,
     tools: { clients: { embeddings, s3vectors, s3: clients.s3 } },
   });
-  const toolPeer = await LambdaInvokePeer.start({ [toolFunction]: (event) => tools(event) });
+  const toolPeer = await LambdaInvokePeer.start({
+    [toolFunction]: (event) => (hooks.tool ? hooks.tool(event, () => tools(event)) : tools(event)),
+  });
   const engineClients = { ...world.engineClients, lambda: toolPeer.client() };
+  if (hooks.client)
+    for (const client of new Set<unknown>([...Object.values(clients), ...Object.values(engineClients)]))
+      if (client) hooks.client(client as InstrumentableClient);
   const api = createApiHandler({ config, clients, engine: { clients: engineClients } });
-  const stepDeps = { config, clients, engine: { clients: engineClients, settings: { turnStepMs: 0 } } };
+  const settings = hooks.engineSettings ?? { turnStepMs: 0 };
+  const stepDeps = { config, clients, engine: { clients: engineClients, settings } };
   const steps = [createStepHandler(stepDeps), createStepHandler(stepDeps)];
   const rt = createAwsRuntime(world.config, {
     s3: clients.s3,
