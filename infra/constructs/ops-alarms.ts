@@ -3,6 +3,7 @@ import {
   Alarm,
   ComparisonOperator,
   type IMetric,
+  MathExpression,
   Metric,
   TreatMissingData,
 } from "aws-cdk-lib/aws-cloudwatch";
@@ -26,7 +27,10 @@ import { ConfigError } from "../../shared/kernel/errors.ts";
  * - watchdog re-drives: the watchdog sent work again because it had stopped moving (the EMF metric
  *   `WatchdogRedriven` that functions/watchdog.ts writes), any in fifteen minutes;
  * - the notify function's delivery queue: its oldest message older than 20 minutes (`addQueueAge`;
- *   a retry or a busy lane delays a message by 15 minutes at most).
+ *   a retry or a busy lane delays a message by 15 minutes at most), and its wake queue: 5 minutes;
+ * - the HTTP API: 5xx answers, and its p99 latency (`addApi`);
+ * - the state table's throttled reads and writes (`addTable`), Bedrock's throttling of the model
+ *   (`addModel`).
  * Each alarm also tells the topic when it is OK again. Functions join with `addFunction` (or the
  * `functions` list): one line each.
  */
@@ -40,6 +44,16 @@ export const ALARMS = {
   watchdogRedrives: { period: Duration.minutes(15), threshold: 1 },
   /** The oldest webhook delivery waiting in its queue, in seconds (busy lanes and retries delay some by design). */
   oldestDelivery: { period: Duration.minutes(5), threshold: 20 * 60 },
+  /** The oldest wake-up waiting in the notify wake queue, in seconds: it should move within a minute. */
+  oldestWakeup: { period: Duration.minutes(5), threshold: 5 * 60 },
+  /** API Gateway's 5xx answers: a few in five minutes (one is a transient the client retries). */
+  api5xx: { period: Duration.minutes(5), threshold: 5 },
+  /** API Gateway's p99 latency, in ms (A2A's blocking sends wait up to 25 s by design: above that). */
+  apiLatencyP99: { period: Duration.minutes(15), threshold: 30_000 },
+  /** DynamoDB's throttled reads and writes on the state table: any (on-demand should absorb them). */
+  tableThrottles: { period: Duration.minutes(5), threshold: 1 },
+  /** Bedrock's throttled invocations of the model: the adapter retries with backoff; many are a quota to raise. */
+  modelThrottles: { period: Duration.minutes(5), threshold: 10 },
 } as const;
 
 export interface AlarmedFunction {
@@ -108,13 +122,71 @@ export class OpsAlarms extends Construct {
    * An alarm on the age of the oldest message of a queue that should keep moving (the notify
    * function's delivery queue): its consumers are stuck or too few.
    */
-  addQueueAge(label: string, queue: IQueue, description: string): void {
+  addQueueAge(
+    label: string,
+    queue: IQueue,
+    description: string,
+    bound: { period: Duration; threshold: number } = ALARMS.oldestDelivery,
+  ): void {
     this.#alarm(`${label}OldestMessage`, queue.metricApproximateAgeOfOldestMessage(), {
-      ...ALARMS.oldestDelivery,
+      ...bound,
       statistic: "Maximum",
       comparison: ComparisonOperator.GREATER_THAN_THRESHOLD,
       description,
     });
+  }
+
+  /** Alarms on API Gateway's 5xx answers and its p99 latency. */
+  addApi(label: string, stage: { metricServerError(): IMetric; metricLatency(): IMetric }): void {
+    this.#alarm(`${label}5xx`, stage.metricServerError(), {
+      ...ALARMS.api5xx,
+      statistic: "Sum",
+      comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      description: `Arbor ${this.#stage}'s HTTP API answered 5xx: the API function failed or timed out. Its log group says why.`,
+    });
+    this.#alarm(`${label}LatencyP99`, stage.metricLatency(), {
+      ...ALARMS.apiLatencyP99,
+      statistic: "p99",
+      comparison: ComparisonOperator.GREATER_THAN_THRESHOLD,
+      description: `Arbor ${this.#stage}'s HTTP API is slow at the 99th percentile (over ${ALARMS.apiLatencyP99.threshold / 1000} s): the API function waits on the state table, the tool function or its cold starts.`,
+    });
+  }
+
+  /** An alarm on the state table's throttled reads and writes. */
+  addTable(label: string, table: { metric(name: string): IMetric }): void {
+    const expression = new MathExpression({
+      expression: "reads + writes",
+      usingMetrics: {
+        reads: table.metric("ReadThrottleEvents"),
+        writes: table.metric("WriteThrottleEvents"),
+      },
+      period: ALARMS.tableThrottles.period,
+      label: `${label} throttled requests`,
+    });
+    this.#alarm(`${label}Throttles`, expression, {
+      ...ALARMS.tableThrottles,
+      statistic: "Sum",
+      comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      description: `Arbor ${this.#stage}'s state table throttled reads or writes: a hot key (one request's wide tree) or the account's table quota.`,
+    });
+  }
+
+  /** An alarm on Bedrock's throttling of the model. */
+  addModel(modelId: string): void {
+    this.#alarm(
+      "ModelThrottles",
+      new Metric({
+        namespace: "AWS/Bedrock",
+        metricName: "InvocationThrottles",
+        dimensionsMap: { ModelId: modelId },
+      }),
+      {
+        ...ALARMS.modelThrottles,
+        statistic: "Sum",
+        comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        description: `Bedrock throttled Arbor ${this.#stage}'s calls of ${modelId}: the steps retry with backoff, but this many means the account's quota for the model is too low.`,
+      },
+    );
   }
 
   /** Alarms on the function's errors and throttles. */
@@ -146,7 +218,10 @@ export class OpsAlarms extends Construct {
   ): void {
     const alarm = new Alarm(this, id, {
       alarmDescription: o.description,
-      metric: (metric as Metric).with({ period: o.period, statistic: o.statistic }),
+      metric:
+        metric instanceof MathExpression
+          ? metric
+          : (metric as Metric).with({ period: o.period, statistic: o.statistic }),
       threshold: o.threshold,
       comparisonOperator: o.comparison,
       evaluationPeriods: 1,
@@ -170,6 +245,30 @@ export function readAlarmEmail(scope: Construct): string | undefined {
       `Invalid CDK context ${ALARM_EMAIL_CONTEXT_KEY}=${JSON.stringify(value)}: give an email address (-c ${ALARM_EMAIL_CONTEXT_KEY}=ops@example.com), or leave the key out`,
     );
   return parsed.data;
+}
+
+/** `-c apiConcurrency=<n>` and `-c toolConcurrency=<n>`: the concurrency reserved for those functions. */
+export const CONCURRENCY_CONTEXT_KEYS = { api: "apiConcurrency", tools: "toolConcurrency" } as const;
+
+/**
+ * The concurrency reserved for the API and tool functions, each 1-1000 or unset (the default: a new
+ * account's whole Lambda concurrency can be 10, and reserving from it fails the deployment). Reserved,
+ * a wide request's hundred steps calling Bedrock cannot take the API's or the tools' share of the
+ * account, and neither can grow past it.
+ */
+export function readReservedConcurrency(scope: Construct): { api?: number; tools?: number } {
+  const out: { api?: number; tools?: number } = {};
+  for (const [which, key] of Object.entries(CONCURRENCY_CONTEXT_KEYS) as ["api" | "tools", string][]) {
+    const value: unknown = scope.node.tryGetContext(key);
+    if (value === undefined || value === "") continue;
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1 || n > 1000)
+      throw new ConfigError(
+        `Invalid CDK context ${key}=${JSON.stringify(value)}: give the concurrency to reserve, a whole number from 1 to 1000 (-c ${key}=20), or leave the key out`,
+      );
+    out[which] = n;
+  }
+  return out;
 }
 
 /** The CloudFormation output keys that say where the operations' pieces are. */

@@ -12,7 +12,7 @@ import { type ITable, Table } from "aws-cdk-lib/aws-dynamodb";
 import { EventBus, type IEventBus, Rule, Schedule } from "aws-cdk-lib/aws-events";
 import { LambdaFunction } from "aws-cdk-lib/aws-events-targets";
 import { ManagedPolicy, PolicyStatement } from "aws-cdk-lib/aws-iam";
-import { Function as LambdaFn } from "aws-cdk-lib/aws-lambda";
+import { type CfnFunction, Function as LambdaFn } from "aws-cdk-lib/aws-lambda";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Bucket, type IBucket } from "aws-cdk-lib/aws-s3";
 import { type IQueue, Queue } from "aws-cdk-lib/aws-sqs";
@@ -25,7 +25,13 @@ import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/
 import { ChatSecret, type ChatSecretRef } from "../constructs/chat-secret.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import { NotifyFunction } from "../constructs/notify-function.ts";
-import { addOpsOutputs, OpsAlarms, readAlarmEmail } from "../constructs/ops-alarms.ts";
+import {
+  ALARMS,
+  addOpsOutputs,
+  OpsAlarms,
+  readAlarmEmail,
+  readReservedConcurrency,
+} from "../constructs/ops-alarms.ts";
 import { RouteRule } from "../constructs/route-rule.ts";
 import {
   BUNDLED_TEAM_FILE,
@@ -376,6 +382,24 @@ export class EngineStack extends Stack {
         "fail, are throttled, or are all held by receivers that do not answer. The NotifyFunction's log " +
         "and alarms say which; GET /v1/admin/deliveries shows each tenant's.",
     );
+    this.ops.addQueueAge(
+      "NotifyWakeups",
+      this.notify.wakeQueue,
+      "The engine's events have waited over 5 minutes in the notify wake queue: the notify function " +
+        "fails or is throttled on them, so webhooks and chat threads fall behind. Its log and alarms say which.",
+      ALARMS.oldestWakeup,
+    );
+    this.ops.addApi("Api", this.api.gateway.stage);
+    this.ops.addTable("StateTable", this.storage.table);
+    this.ops.addModel(props.model.id);
+    // Reserved concurrency (-c apiConcurrency, -c toolConcurrency): the front door and the tools keep
+    // their share of the account whatever a wide request's steps take.
+    const reserved = readReservedConcurrency(this);
+    const reserve = (fn: { node: { defaultChild?: unknown } }, n: number | undefined) => {
+      if (n !== undefined) (fn.node.defaultChild as CfnFunction).reservedConcurrentExecutions = n;
+    };
+    reserve(this.api.function.function, reserved.api);
+    reserve(this.tools.handler.function, reserved.tools);
     // Slack and Teams: the API function takes their requests, the notify function posts the threads.
     this.chat = props.chat ? new ChatSecret(this, "ChatSecret", props.chat) : undefined;
     for (const fn of this.chat ? [this.api.function, this.notify.handler] : [])

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { App } from "aws-cdk-lib";
 import type { Template } from "aws-cdk-lib/assertions";
+import type { Queue } from "aws-cdk-lib/aws-sqs";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -171,15 +172,21 @@ describe("the wake and delivery queues", () => {
       });
   });
 
-  it("an alarm tells the topic when a delivery waits too long in its queue", () => {
+  it("an alarm tells the topic when a delivery, or a wake-up, waits too long in its queue", () => {
     const alarms = all("AWS::CloudWatch::Alarm")
       .map(([, a]) => a.Properties)
       .filter((a) => a.MetricName === "ApproximateAgeOfOldestMessage");
-    expect(alarms).toHaveLength(1);
-    const [alarm] = alarms as Record<string, unknown>[];
-    expect(alarm).toMatchObject({ Namespace: "AWS/SQS", Statistic: "Maximum", Threshold: 1200 });
-    expect(JSON.stringify(alarm?.Dimensions)).toContain(logicalId(engine.notify.deliveries));
-    expect(String(alarm?.AlarmDescription)).toMatch(/20 minutes/);
+    expect(alarms).toHaveLength(2);
+    const on = (queue: Queue) =>
+      (alarms as Record<string, unknown>[]).find((a) =>
+        JSON.stringify(a.Dimensions).includes(logicalId(queue)),
+      );
+    const deliveries = on(engine.notify.deliveries);
+    expect(deliveries).toMatchObject({ Namespace: "AWS/SQS", Statistic: "Maximum", Threshold: 1200 });
+    expect(String(deliveries?.AlarmDescription)).toMatch(/20 minutes/);
+    const wakeups = on(engine.notify.wakeQueue);
+    expect(wakeups).toMatchObject({ Namespace: "AWS/SQS", Statistic: "Maximum", Threshold: 300 });
+    expect(String(wakeups?.AlarmDescription)).toMatch(/5 minutes in the notify wake queue/);
   });
 
   it("the API function may queue deliveries (what it records), and knows where", () => {

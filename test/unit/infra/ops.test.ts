@@ -112,6 +112,42 @@ describe("operations of the engine stack", () => {
     for (const vars of envs) expect(vars.ARBOR_STAGE).toBe("prod");
   });
 
+  it("alarm on the HTTP API's 5xx and p99 latency, the table's throttles and the model's", () => {
+    const apiId = { Ref: engine.getLogicalId(engine.api.gateway.api.node.defaultChild as never) };
+    const api = alarms(template).filter((a) => a.Namespace === "AWS/ApiGateway");
+    expect(api.map((a) => [a.MetricName, a.Statistic ?? a.ExtendedStatistic, a.Threshold]).sort()).toEqual([
+      ["5xx", "Sum", ALARMS.api5xx.threshold],
+      ["Latency", "p99", ALARMS.apiLatencyP99.threshold],
+    ]);
+    for (const a of api) expect(a.Dimensions).toContainEqual({ Name: "ApiId", Value: apiId });
+    const table = alarms(template).find((a) =>
+      JSON.stringify(a.Metrics ?? "").includes("ReadThrottleEvents"),
+    );
+    expect(JSON.stringify(table?.Metrics)).toContain("WriteThrottleEvents");
+    expect(table).toMatchObject({ Threshold: 1, AlarmActions: [topicRef()] });
+    const model = alarms(template).filter((a) => a.Namespace === "AWS/Bedrock");
+    expect(model).toEqual([
+      expect.objectContaining({
+        MetricName: "InvocationThrottles",
+        Dimensions: [{ Name: "ModelId", Value: expect.any(String) }],
+        Threshold: ALARMS.modelThrottles.threshold,
+      }),
+    ]);
+  });
+
+  it("reserve concurrency for the API and tool functions when asked, and refuse a bad number", () => {
+    const reserved = (t: Template, fn: { node: { defaultChild?: unknown } }) =>
+      (t.toJSON().Resources[engine.getLogicalId(fn.node.defaultChild as never)] as CfnRes).Properties
+        .ReservedConcurrentExecutions;
+    expect(reserved(template, engine.api.function.function)).toBeUndefined();
+    const asked = synthesized({ stage: "dev", apiConcurrency: "20", toolConcurrency: 50 });
+    expect(reserved(asked.template, asked.engine.api.function.function)).toBe(20);
+    expect(reserved(asked.template, asked.engine.tools.handler.function)).toBe(50);
+    expect(() => synthesized({ stage: "dev", apiConcurrency: "lots" })).toThrow(
+      /Invalid CDK context apiConcurrency="lots": give the concurrency to reserve/,
+    );
+  });
+
   it("send the alarms to one topic that takes only TLS, with an email subscription when asked", () => {
     template.resourceCountIs("AWS::SNS::Topic", 1);
     template.resourceCountIs("AWS::SNS::Subscription", 0);
