@@ -179,6 +179,28 @@ export class AwsCallLog {
     return cost;
   }
 
+  /**
+   * The round trips of the first invocation named `name`, each as the operations in it (`Service Op
+   * xN`): where a step's time goes, for `npm run bench:aws` with ARBOR_BENCH_AWS_DETAIL=<step>.
+   */
+  roundTripsOf(name: string): string[] {
+    const inv = this.invocations.find((i) => i.name === name);
+    if (!inv) return [];
+    const calls = this.calls
+      .filter((c) => c.invocation === inv.id && !MODEL_OPS.has(c.op))
+      .sort((a, b) => a.start - b.start);
+    const out: Map<string, number>[] = [];
+    let waveEnd = Number.NEGATIVE_INFINITY;
+    for (const call of calls) {
+      if (call.start >= waveEnd || out.length === 0) out.push(new Map());
+      const wave = out[out.length - 1] as Map<string, number>;
+      const key = `${call.service} ${call.op.replace(/Command$/, "")}`;
+      wave.set(key, (wave.get(key) ?? 0) + 1);
+      waveEnd = call.start >= waveEnd ? call.end : Math.max(waveEnd, call.end);
+    }
+    return out.map((w) => [...w].map(([k, n]) => (n > 1 ? `${k} x${n}` : k)).join(" + "));
+  }
+
   /** One invocation's round trips and modelled time, up to and with `last` (or all of them). */
   #cost(invocation: number, last?: AwsCall): { roundTrips: number; modelledMs: number } {
     const calls = this.calls
