@@ -335,11 +335,23 @@ async function factsOf(
   questions: RunFacts["questions"],
   wallMs: number,
 ): Promise<RunFacts> {
-  const [{ output }, tree, messages] = await Promise.all([
+  const [{ output }, tree, messages, interactions] = await Promise.all([
     engine.result(rootTaskId, asker),
     engine.tree(rootTaskId, asker, MAX_TREE_TASKS),
     engine.deps.resources.descendants(rootTaskId, "common.Message") as Promise<Message[]>,
+    engine.deps.resources.descendants(rootTaskId, "uip.Interaction") as Promise<InteractionResource[]>,
   ]);
+  // The questions the request asked, as it keeps them (not as whoever answered them remembers:
+  // a process that answered one and died before noting it would forget it was asked).
+  const known = new Map(questions.map((q) => [q.id, q]));
+  const asked: RunFacts["questions"] = interactions.map(
+    (i) =>
+      known.get(i.meta.id) ?? {
+        id: i.meta.id,
+        purpose: i.purpose,
+        answer: i.response?.selectedOptionId ?? i.response?.inputValue ?? "",
+      },
+  );
   const tasks: RunFacts["tasks"] = [];
   const walk = (n: TreeNode, depth: number) => {
     tasks.push({ title: n.title, depth, assistant: n.assistant?.name });
@@ -356,7 +368,7 @@ async function factsOf(
     ),
     usage: { tokens: usage.tokens, costUsd: usage.costUsd, unpricedCalls: usage.unpricedCalls },
     wallMs,
-    questions,
+    questions: asked,
   };
 }
 

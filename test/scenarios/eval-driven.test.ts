@@ -335,4 +335,37 @@ describe("an experiment started over the HTTP API", () => {
     expect(refused?.scores[0]?.reason).toBe("the request was refused: not allowed to send this");
     expect(done.runs.find((r) => r.caseId === "fine")).toMatchObject({ status: "done", score: 1 });
   });
+
+  it("counts a question answered by a process that died before noting it", async () => {
+    const asker = {
+      actor: { id: "user_ada", kind: "human" as const },
+      caller: { tenant: "acme", roles: ["admin"] },
+    };
+    // No driver hears the request's events after its start.
+    stopDriving();
+    const cases = parseDataset(
+      '{"id":"approved","request":"Where is the offsite, in short?","mode":"lazy","expect":{"approval":"needed"}}',
+      "q",
+    );
+    const started = await startExperiment(h.engine, asker, { dataset: "q", cases, model: "m" });
+    await h.idle();
+    // As a process that answered the plan's question and died before the run noted it: the run's
+    // record knows of no question, while the request asked one and was answered.
+    const [run] = (
+      await h.engine.deps.state.byParent<{ state: string; questions: unknown[]; rootTaskId: string }>(
+        `eval-experiment#${started.id}`,
+      )
+    ).items;
+    expect(run?.data.state).toBe("running");
+    expect(run?.data.questions).toHaveLength(1);
+    const { version, ...record } = run as NonNullable<typeof run>;
+    await h.engine.deps.state.transact([
+      { op: "put", record: { ...record, data: { ...record.data, questions: [] } }, expectedVersion: version },
+    ]);
+    expect((await h.engine.result(run?.data.rootTaskId as string, asker)).view?.status).toBe("done");
+    // The next process's sweep scores it: the request itself says a question was asked and answered.
+    stopDriving = driveExperiments(h.engine, { sweepEveryMs: 100 });
+    const done = await finished(started.id);
+    expect(done.runs[0]?.scores.find((x) => x.scorer === "approval")).toMatchObject({ score: 1 });
+  });
 });
