@@ -93,7 +93,7 @@ export interface PathCost {
   /** The modelled warm time of the path, without the model (ms). */
   modelledMs: number;
   /** Each invocation on the path, first to last: where its round trips go. */
-  legs: { name: string; roundTrips: number; modelledMs: number }[];
+  legs: { invocation: number; name: string; roundTrips: number; modelledMs: number }[];
 }
 
 export class AwsCallLog {
@@ -168,7 +168,11 @@ export class AwsCallLog {
       const upTo = this.#cost(call.invocation, call);
       cost.roundTrips += upTo.roundTrips;
       cost.modelledMs += upTo.modelledMs;
-      cost.legs.unshift({ name: this.invocations[call.invocation]?.name ?? "?", ...upTo });
+      cost.legs.unshift({
+        invocation: call.invocation,
+        name: this.invocations[call.invocation]?.name ?? "?",
+        ...upTo,
+      });
       const trigger: string | undefined = this.invocations[call.invocation]?.trigger;
       if (!trigger) break;
       call = this.calls.find((c): boolean => c.published.some((e) => e.id === trigger));
@@ -180,11 +184,11 @@ export class AwsCallLog {
   }
 
   /**
-   * The round trips of the first invocation named `name`, each as the operations in it (`Service Op
-   * xN`): where a step's time goes, for `npm run bench:aws` with ARBOR_BENCH_AWS_DETAIL=<step>.
+   * The round trips of an invocation, each as the operations in it (`Service Op xN`): where a step
+   * on the path spends its time (`npm run bench:aws` with ARBOR_BENCH_AWS_DETAIL=1).
    */
-  roundTripsOf(name: string): string[] {
-    const inv = this.invocations.find((i) => i.name === name);
+  roundTripsOf(invocation: number): string[] {
+    const inv = this.invocations[invocation];
     if (!inv) return [];
     const calls = this.calls
       .filter((c) => c.invocation === inv.id && !MODEL_OPS.has(c.op))

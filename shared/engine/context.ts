@@ -166,6 +166,24 @@ export async function send(
 }
 
 /**
+ * Starts tasks: a ready command each, published together, in the order given. On AWS that is one
+ * PutEvents per ten tasks instead of one per task (a parent of ten children made ten round trips in
+ * a row). The same ids as `send` gives them, so a retried step sends the same commands.
+ */
+export async function sendReady(deps: EngineDeps, taskIds: readonly string[]): Promise<void> {
+  if (taskIds.length === 0) return;
+  deps.faults?.hit("before-publish", COMMANDS.ready);
+  await deps.bus.publish(
+    taskIds.map((taskId) => ({
+      id: eventIdFor(COMMANDS.ready, taskId),
+      source: SOURCE,
+      detailType: COMMANDS.ready,
+      detail: { taskId },
+    })),
+  );
+}
+
+/**
  * Announces a task's output (its parent's supervisor is woken by this), once the task's end is
  * recorded: the one RESOURCE_PUT the resource store leaves to the engine (resource-events.ts).
  */

@@ -190,14 +190,14 @@ describe("the AWS path of a request, counted", () => {
         .slice(0, 3)
         .map(([op, n]) => `${op} ${n}`)
         .join(", ");
-      const detail = process.env.ARBOR_BENCH_AWS_DETAIL;
-      if (detail)
-        process.stdout.write(
-          `${request}, the round trips of ${detail}:\n${log
-            .roundTripsOf(detail)
-            .map((w, i) => `  ${i + 1}. ${w}`)
-            .join("\n")}\n`,
-        );
+      if (process.env.ARBOR_BENCH_AWS_DETAIL)
+        for (const leg of cost.legs)
+          process.stdout.write(
+            `${request}, ${leg.name} on the path:\n${log
+              .roundTripsOf(leg.invocation)
+              .map((w, i) => `  ${i + 1}. ${w}`)
+              .join("\n")}\n`,
+          );
       rows.push({ request, calls, deliveries: log.deliveries(), path: cost, top });
       if (rows.length > 1) {
         const [small, big] = [rows[rows.length - 2] as Row, rows[rows.length - 1] as Row];

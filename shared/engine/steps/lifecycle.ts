@@ -12,6 +12,7 @@ import {
   type ResumeCommand,
   recordTask,
   send,
+  sendReady,
   type TaskCommand,
 } from "../context.ts";
 import { requestInteraction } from "../interactions.ts";
@@ -58,8 +59,10 @@ export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<voi
 async function proceed(deps: EngineDeps, taskId: string, fresh?: FreshLeaf): Promise<void> {
   const children = await childrenOf(deps, taskId);
   if (children.length > 0) {
-    for (const child of schedule(children.filter((c) => c.status === "open")))
-      await send(deps, COMMANDS.ready, { taskId: child.taskId }, child.taskId);
+    await sendReady(
+      deps,
+      schedule(children.filter((c) => c.status === "open")).map((c) => c.taskId),
+    );
     return;
   }
   await runTurn(deps, { taskId }, fresh);
@@ -181,8 +184,10 @@ export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ red
     const children = await childrenOf(deps, t.taskId);
     if (children.length > 0) {
       await supervise(deps, t.taskId);
-      for (const c of children.filter((c) => c.status === "open"))
-        await send(deps, COMMANDS.ready, { taskId: c.taskId }, c.taskId);
+      await sendReady(
+        deps,
+        children.filter((c) => c.status === "open").map((c) => c.taskId),
+      );
       continue;
     }
     // An answer whose resume was lost (an approved plan, an assignment) is resumed; a leaf takes its next turn.

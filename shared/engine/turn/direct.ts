@@ -311,18 +311,29 @@ async function budgetProblem(
   task: TaskResource,
   turn: number,
 ): Promise<string | undefined> {
-  const own = await usageOf(deps, task.meta.id);
+  // Every level's reads at once (on DynamoDB each is a round trip: a leaf two levels down made six
+  // in a row before each model call); then the checks in their order, the task's own first.
+  const chain = ancestors(task.meta.id)
+    .reverse()
+    .filter((ancestor) => lastElement(ancestor).type === "Task");
+  const [own, levels, rootView] = await Promise.all([
+    usageOf(deps, task.meta.id),
+    Promise.all(
+      chain.map((ancestor) =>
+        Promise.all([deps.resources.getAs("plan.Task", ancestor), usageOf(deps, ancestor)]),
+      ),
+    ),
+    deps.tasks.view(rootTaskOf(task.meta.id)),
+  ]);
   const hit = exceeded(task.budgets, { ...own, turns: Math.max(own.turns, turn - 1) }, true);
   if (hit) return `budget ${hit.budget} exhausted (${round(hit.used)} of ${hit.limit})`;
-  for (const ancestor of ancestors(task.meta.id).reverse()) {
-    if (lastElement(ancestor).type !== "Task") continue;
-    const a = await deps.resources.getAs("plan.Task", ancestor);
+  for (const [a, usage] of levels) {
     if (!a) continue;
-    const over = exceeded(a.budgets, await usageOf(deps, ancestor), false);
+    const over = exceeded(a.budgets, usage, false);
     if (over)
       return `budget ${over.budget} of "${a.meta.name}" exhausted (${round(over.used)} of ${over.limit})`;
   }
-  const root = (await deps.tasks.view(rootTaskOf(task.meta.id))) ?? (await deps.tasks.view(task.meta.id));
+  const root = rootView ?? (await deps.tasks.view(task.meta.id));
   const wall = task.budgets.maxWallMs;
   if (root && wall !== undefined && deps.clock().getTime() - Date.parse(root.createdAt) > wall) {
     return `budget maxWallMs exhausted (${wall} ms since the request)`;
