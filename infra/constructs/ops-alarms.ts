@@ -50,7 +50,7 @@ export const ALARMS = {
   api5xx: { period: Duration.minutes(5), threshold: 5 },
   /** API Gateway's p99 latency, in ms (A2A's blocking sends wait up to 25 s by design: above that). */
   apiLatencyP99: { period: Duration.minutes(15), threshold: 30_000 },
-  /** DynamoDB's throttled reads and writes on the state table: any (on-demand should absorb them). */
+  /** DynamoDB's throttled reads and writes on the state table: one is enough (on-demand should absorb them). */
   tableThrottles: { period: Duration.minutes(5), threshold: 1 },
   /** Bedrock's throttled invocations of the model: the adapter retries with backoff; many are a quota to raise. */
   modelThrottles: { period: Duration.minutes(5), threshold: 10 },

@@ -1,5 +1,5 @@
 import { ValidationError } from "../kernel/errors.ts";
-import type { StateStore } from "../ports/state-store.ts";
+import { collectPages, type StateStore } from "../ports/state-store.ts";
 import { type EvalCase, parseDataset } from "./dataset.ts";
 
 /**
@@ -80,20 +80,10 @@ export async function getDataset(
 
 /** The tenant's datasets (without their text), by name. */
 export async function listDatasets(state: StateStore, tenant: string): Promise<DatasetInfo[]> {
-  const out: DatasetInfo[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await state.byParent<StoredDataset>(listOf(tenant), {
-      limit: 200,
-      ...(cursor ? { cursor } : {}),
-    });
-    for (const { data } of page.items) {
-      const { text: _, ...info } = data;
-      out.push(info);
-    }
-    cursor = page.cursor;
-  } while (cursor);
-  return out;
+  const records = await collectPages((cursor) =>
+    state.byParent<StoredDataset>(listOf(tenant), { limit: 200, ...(cursor ? { cursor } : {}) }),
+  );
+  return records.map(({ data: { text: _, ...info } }) => info);
 }
 
 /** Deletes a dataset; false when there was none. Experiments that ran it keep their copy of its cases. */

@@ -16,6 +16,7 @@ import {
   type Experiment,
   experimentKey,
   experimentsOf,
+  listRuns,
   RUN_KIND,
   type RunResult,
   runKey,
@@ -197,9 +198,10 @@ export async function sweepExperiments(engine: Engine): Promise<number> {
       ...(cursor ? { cursor } : {}),
     });
     for (const e of page.items) {
-      for (const run of await runsOf(engine.deps.state, e.data.id, await planOf(engine, e.data.id)))
-        if (run.data.state === "running") await advance(engine, e.data.id, run.key);
-      await pump(engine, e.data.id);
+      const plan = await planOf(engine, e.data.id);
+      for (const run of await runsOf(engine.deps.state, e.data.id, plan))
+        if (run.data.state === "running") await advance(engine, e.data.id, run.key, plan);
+      await pump(engine, e.data.id, plan);
       swept++;
     }
     cursor = page.cursor;
@@ -220,38 +222,34 @@ async function planOf(engine: Engine, id: string): Promise<Plan> {
  * every move is a conditional write on the run's own record, so a stale one only loses the race.
  */
 async function runsOf(state: StateStore, id: string, plan: Plan): Promise<StateRecord<RunData>[]> {
-  const out: StateRecord<RunData>[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await state.byParent<RunData>(experimentKey(id), {
-      limit: 500,
-      ...(cursor ? { cursor } : {}),
-    });
-    out.push(...page.items);
-    cursor = page.cursor;
-  } while (cursor);
+  const out = await listRuns<RunData>(state, id, FRESH_READS);
   const listed = new Set(out.map((r) => r.key));
   const missing = plan.cases.flatMap((c) =>
     Array.from({ length: plan.repeat }, (_, r) => runKey(id, c.id, r + 1)).filter((k) => !listed.has(k)),
   );
-  for (const key of missing) {
-    const run = await state.get<RunData>(key);
-    if (run) out.push(run);
-  }
+  for (const run of await Promise.all(missing.map((key) => state.get<RunData>(key)))) if (run) out.push(run);
   return out;
 }
 
-/** Writes a run's next data over the version read; false when another advance moved it first. */
-async function moveRun(
+/**
+ * Writes a record's next data (and status) over the version read; false when another writer moved
+ * it first (a run advanced, an experiment finished or stopped meanwhile).
+ */
+async function putOver<T>(
   state: StateStore,
-  run: StateRecord<RunData>,
-  data: RunData,
+  current: StateRecord<T>,
+  data: T,
   at: string,
+  status?: string,
 ): Promise<boolean> {
-  const { version, ...record } = run;
+  const { version, ...record } = current;
   try {
     await state.transact([
-      { op: "put", record: { ...record, updatedAt: at, data }, expectedVersion: version },
+      {
+        op: "put",
+        record: { ...record, ...(status ? { status } : {}), updatedAt: at, data },
+        expectedVersion: version,
+      },
     ]);
     return true;
   } catch (e) {
@@ -261,9 +259,9 @@ async function moveRun(
 }
 
 /** One run moves on as its request stands: questions answered, the next request sent, or scored. */
-async function advance(engine: Engine, experimentId: string, key: string): Promise<void> {
+async function advance(engine: Engine, experimentId: string, key: string, known?: Plan): Promise<void> {
   const d = engine.deps;
-  const plan = await planOf(engine, experimentId);
+  const plan = known ?? (await planOf(engine, experimentId));
   for (let attempt = 0; attempt < 5; attempt++) {
     const run = await d.state.get<RunData>(key);
     if (!run || run.data.state === "scored") break;
@@ -298,7 +296,7 @@ async function advance(engine: Engine, experimentId: string, key: string): Promi
       );
       if (
         asked.length === 0 ||
-        (await moveRun(
+        (await putOver(
           d.state,
           run,
           { ...open, questions: [...open.questions, ...asked] },
@@ -313,7 +311,7 @@ async function advance(engine: Engine, experimentId: string, key: string): Promi
       // The history's next request, in the same conversation.
       const next = { ...open, phase: open.phase + 1 };
       delete next.rootTaskId;
-      if (!(await moveRun(d.state, run, next, now.toISOString()))) continue;
+      if (!(await putOver(d.state, run, next, now.toISOString()))) continue;
       const moved = await d.state.get<RunData>(key);
       if (moved) await launch(engine, experimentId, plan, moved);
       break;
@@ -331,27 +329,21 @@ async function advance(engine: Engine, experimentId: string, key: string): Promi
       },
       {},
     );
-    if (await moveRun(d.state, run, { ...result, state: "scored" }, now.toISOString())) {
+    if (await putOver(d.state, run, { ...result, state: "scored" }, now.toISOString())) {
       await d.untilDurable();
-      await pump(engine, experimentId);
+      await pump(engine, experimentId, plan);
       return;
     }
   }
 }
 
 /** Launches pending runs while fewer than `concurrency` run; the last one scored ends the experiment. */
-async function pump(engine: Engine, experimentId: string): Promise<void> {
+async function pump(engine: Engine, experimentId: string, known?: Plan): Promise<void> {
   const d = engine.deps;
-  const plan = await planOf(engine, experimentId);
+  const plan = known ?? (await planOf(engine, experimentId));
   const summary = await d.state.get<Omit<Experiment, "runs">>(experimentKey(experimentId));
   if (summary?.status !== "running") return;
   const runs = await runsOf(d.state, experimentId, plan);
-  // Near the end, what the index says is not scored yet is read from the runs' own records: a
-  // run just scored is seen so, and the experiment ends now rather than at the next sweep.
-  const open = runs.filter((r) => r.data.state !== "scored");
-  if (open.length <= FRESH_READS)
-    for (const [i, run] of runs.entries())
-      if (run.data.state !== "scored") runs[i] = (await d.state.get<RunData>(run.key)) ?? run;
   let running = runs.filter((r) => r.data.state === "running").length;
   // A stopped experiment launches nothing more: it ends once what runs has ended.
   const pending = summary.data.stopped
@@ -366,15 +358,18 @@ async function pump(engine: Engine, experimentId: string): Promise<void> {
       startedAt: at.toISOString(),
       deadline: new Date(at.getTime() + plan.timeoutMs).toISOString(),
     };
-    if (!(await moveRun(d.state, run, claimed, at.toISOString()))) continue; // another launched it
+    if (!(await putOver(d.state, run, claimed, at.toISOString()))) continue; // another launched it
     running++;
     const mine = await d.state.get<RunData>(run.key);
     if (mine) await launch(engine, experimentId, plan, mine);
   }
-  if (pending.length === 0 && running === 0) await finish(engine, experimentId, runs);
+  if (pending.length === 0 && running === 0) await finish(engine, summary, runs);
 }
 
-/** At most this many runs not scored yet are read from their own records in one pump. */
+/**
+ * Near the end, what the index says is not scored yet (at most this many runs) is read from the
+ * runs' own records: a run just scored is seen so, and the experiment ends now, not at the next sweep.
+ */
 const FRESH_READS = 50;
 
 const index = (r: StateRecord<RunData>) => (r.data.state === "scored" ? 0 : r.data.index);
@@ -420,8 +415,8 @@ async function launch(
       unpricedCalls: 0,
       wallMs: 0,
     };
-    if (await moveRun(d.state, run, { ...refused, state: "scored" }, d.clock().toISOString()))
-      await pump(engine, experimentId);
+    if (await putOver<RunData>(d.state, run, { ...refused, state: "scored" }, d.clock().toISOString()))
+      await pump(engine, experimentId, plan);
     return;
   }
   const at = d.clock().toISOString();
@@ -442,18 +437,20 @@ async function launch(
     .catch((e) => {
       if (!(e instanceof ConflictError)) throw e; // written by the launch before this one
     });
-  if (await moveRun(d.state, run, { ...open, rootTaskId: submitted.rootTaskId }, at)) {
+  if (await putOver(d.state, run, { ...open, rootTaskId: submitted.rootTaskId }, at)) {
     await d.untilDurable();
     // It may have ended (or asked) before it was recorded: look at it now.
-    await advance(engine, experimentId, run.key);
+    await advance(engine, experimentId, run.key, plan);
   }
 }
 
 /** Every run scored: the summary gets its totals and is `done` (once: a conditional write). */
-async function finish(engine: Engine, experimentId: string, runs: StateRecord<RunData>[]): Promise<void> {
+async function finish(
+  engine: Engine,
+  record: StateRecord<Omit<Experiment, "runs">>,
+  runs: StateRecord<RunData>[],
+): Promise<void> {
   const d = engine.deps;
-  const record = await d.state.get<Omit<Experiment, "runs">>(experimentKey(experimentId));
-  if (record?.status !== "running") return;
   const scored = runs.flatMap((r) => (r.data.state === "scored" ? [r.data as RunResult] : []));
   const now = d.clock();
   const summary = {
@@ -461,19 +458,8 @@ async function finish(engine: Engine, experimentId: string, runs: StateRecord<Ru
     durationMs: now.getTime() - Date.parse(record.data.startedAt),
     status: record.data.stopped ? ("stopped" as const) : ("done" as const),
   };
-  const { version, ...rest } = record;
-  try {
-    await d.state.transact([
-      {
-        op: "put",
-        record: { ...rest, status: summary.status, updatedAt: now.toISOString(), data: summary },
-        expectedVersion: version,
-      },
-    ]);
-    await d.untilDurable();
-  } catch (e) {
-    if (!(e instanceof ConflictError)) throw e; // finished by another
-  }
+  // A conditional write: finished once, whoever else saw the last run scored.
+  if (await putOver(d.state, record, summary, now.toISOString(), summary.status)) await d.untilDurable();
 }
 
 /**
@@ -513,17 +499,14 @@ export async function stopExperiment(
     const record = await d.state.get<Omit<Experiment, "runs">>(experimentKey(id));
     if (record?.data.tenant !== tenant) return undefined;
     if (record.status !== "running") return record.data; // ended already
-    if (!record.data.stopped) {
-      const { version, ...rest } = record;
-      const data = { ...record.data, stopped: { by: by.actor.id, at: d.clock().toISOString() } };
-      try {
-        await d.state.transact([{ op: "put", record: { ...rest, data }, expectedVersion: version }]);
-      } catch (e) {
-        if (e instanceof ConflictError) continue; // ended meanwhile: read it again
-        throw e;
-      }
-    }
-    for (const run of await runsOf(d.state, id, await planOf(engine, id)))
+    const at = d.clock().toISOString();
+    if (
+      !record.data.stopped &&
+      !(await putOver(d.state, record, { ...record.data, stopped: { by: by.actor.id, at } }, at))
+    )
+      continue; // ended meanwhile: read it again
+    const plan = await planOf(engine, id);
+    for (const run of await runsOf(d.state, id, plan))
       if (run.data.state === "running" && run.data.rootTaskId)
         await engine
           .cancel(run.data.rootTaskId, by.actor, "the experiment was stopped", by.caller)
@@ -531,7 +514,7 @@ export async function stopExperiment(
             if (!(e instanceof ConflictError)) throw e; // not planned yet: the sweep comes back to it
           });
     await d.untilDurable();
-    await pump(engine, id); // nothing running any more: it ends now
+    await pump(engine, id, plan); // nothing running any more: it ends now
     return (await d.state.get<Omit<Experiment, "runs">>(experimentKey(id)))?.data;
   }
   throw new ConflictError(`Experiment ${id} kept changing while it was being stopped: stop it again`);

@@ -6,7 +6,7 @@ import type { Engine } from "../engine/engine.ts";
 import { MAX_TREE_TASKS, type TreeNode } from "../engine/task-tree.ts";
 import { ConflictError } from "../kernel/errors.ts";
 import type { Llm } from "../ports/llm.ts";
-import type { StateRecord, StateStore } from "../ports/state-store.ts";
+import { collectPages, type StateRecord, type StateStore } from "../ports/state-store.ts";
 import type { CaseAnswers, EvalCase } from "./dataset.ts";
 import { judgeScore } from "./judge.ts";
 import { type CustomScorer, customScore, meanScore, type RunFacts, type Score, scoreRun } from "./scorers.ts";
@@ -414,17 +414,33 @@ export async function listExperiments(
   state: StateStore,
   tenant: string,
 ): Promise<Omit<Experiment, "runs">[]> {
-  const out: Omit<Experiment, "runs">[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await state.byParent<Omit<Experiment, "runs">>(experimentsOf(tenant), {
+  const records = await collectPages((cursor) =>
+    state.byParent<Omit<Experiment, "runs">>(experimentsOf(tenant), {
       limit: 500,
       ...(cursor ? { cursor } : {}),
-    });
-    out.push(...page.items.map((r) => r.data));
-    cursor = page.cursor;
-  } while (cursor);
-  return out;
+    }),
+  );
+  return records.map((r) => r.data);
+}
+
+/**
+ * An experiment's run records. An index (DynamoDB's) may list a run as it was before it was
+ * scored: when at most `fresh` are listed so, they are read from their own records (at once).
+ */
+export async function listRuns<T extends { state?: string }>(
+  state: StateStore,
+  experimentId: string,
+  fresh: number,
+): Promise<StateRecord<T>[]> {
+  const runs = await collectPages((cursor) =>
+    state.byParent<T>(experimentKey(experimentId), { limit: 500, ...(cursor ? { cursor } : {}) }),
+  );
+  const stale = runs.flatMap((r, i) => (r.data.state !== undefined && r.data.state !== "scored" ? [i] : []));
+  if (stale.length > 0 && stale.length <= fresh) {
+    const reread = await Promise.all(stale.map((i) => state.get<T>((runs[i] as StateRecord<T>).key)));
+    for (const [n, i] of stale.entries()) runs[i] = reread[n] ?? (runs[i] as StateRecord<T>);
+  }
+  return runs;
 }
 
 /** One experiment with its runs, or undefined; `id` may be the id's last characters (as `ls` shows them). */
@@ -441,26 +457,7 @@ export async function loadExperiment(
   }
   if (!summary || summary.tenant !== tenant) return undefined;
   // A driven experiment's runs not scored yet (driver.ts) are counted, not listed.
-  const all: (RunResult & { state?: string })[] = [];
-  const keys: string[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await state.byParent<RunResult & { state?: string }>(experimentKey(summary.id), {
-      limit: 500,
-      ...(cursor ? { cursor } : {}),
-    });
-    all.push(...page.items.map((r: StateRecord<RunResult & { state?: string }>) => r.data));
-    keys.push(...page.items.map((r) => r.key));
-    cursor = page.cursor;
-  } while (cursor);
-  // An index (DynamoDB's) may list a run as it was before it was scored: the few such are read
-  // from their own records, so an experiment that is done shows every run.
-  const stale = all.flatMap((r, i) => (r.state !== undefined && r.state !== "scored" ? [i] : []));
-  if (stale.length <= 100)
-    for (const i of stale) {
-      const fresh = await state.get<RunResult & { state?: string }>(keys[i] as string);
-      if (fresh) all[i] = fresh.data;
-    }
+  const all = (await listRuns<RunResult & { state?: string }>(state, summary.id, 100)).map((r) => r.data);
   const runs = all
     .filter((r) => r.state === undefined || r.state === "scored")
     .map(({ state: _, ...r }) => r as RunResult);

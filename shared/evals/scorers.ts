@@ -1,5 +1,6 @@
-import { Ajv } from "ajv";
 import type { TaskStatus } from "../domain/task-state.ts";
+import { ValidationError } from "../kernel/errors.ts";
+import { jsonSchemaChecker } from "../tools/service/json-schema.ts";
 import type { Expectations } from "./dataset.ts";
 
 /**
@@ -30,8 +31,6 @@ export interface Score {
   /** A judge's score (judge.ts): the model that judged and what it was shown. */
   judge?: { model: string; prompt: string };
 }
-
-const ajv = new Ajv({ allErrors: true, strict: false });
 
 /** The share of `checks` that hold, and the ones that did not, as the reason. */
 function of(scorer: string, checks: [ok: boolean, failure: string][]): Score {
@@ -143,19 +142,18 @@ function jsonScore(schema: Record<string, unknown>, answer: string): Score {
   } catch {
     return { scorer: "jsonSchema", score: 0, reason: "the answer is not JSON" };
   }
-  let validate: ReturnType<typeof ajv.compile>;
+  // The tools' checker (one JSON Schema engine for the project), on the answer as arguments.
+  let check: ReturnType<typeof jsonSchemaChecker>;
   try {
-    validate = ajv.compile(schema);
+    check = jsonSchemaChecker(schema, "expect.jsonSchema");
   } catch (e) {
-    return {
-      scorer: "jsonSchema",
-      score: 0,
-      reason: `the case's schema is not valid: ${(e as Error).message}`,
-    };
+    const issues = e instanceof ValidationError ? e.issues.join("; ") : (e as Error).message;
+    return { scorer: "jsonSchema", score: 0, reason: `the case's schema is not valid: ${issues}` };
   }
-  return validate(value)
+  const problems = check(value as Record<string, unknown>);
+  return problems.length === 0
     ? { scorer: "jsonSchema", score: 1, reason: "all held" }
-    : { scorer: "jsonSchema", score: 0, reason: ajv.errorsText(validate.errors).slice(0, 500) };
+    : { scorer: "jsonSchema", score: 0, reason: problems.join("; ").slice(0, 500) };
 }
 
 /** Whether every field given in `expected` is in `actual`, equal as JSON. */

@@ -165,7 +165,7 @@ describe("an experiment started over the HTTP API", () => {
         .map((m) => m.content)
         .sort(),
     ).toEqual(["Now make it three days", "Plan the offsite in Lisbon"]);
-    // Every request is the starter's, as any request of theirs.
+    // Every request is the starter's, like the other requests they send.
     const view = await h.engine.result(followUp?.rootTaskId as string, {
       actor: { id: "user_ada", kind: "human" },
       caller: { tenant: "acme", roles: ["admin"] },

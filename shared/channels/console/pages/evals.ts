@@ -6,7 +6,7 @@ import { CONSOLE, clip, costOf, duration, type Html, html, requestPath, time } f
 /**
  * The tenant's experiments (`arbor eval run`, shared/evals/), for its admins: the list with each
  * experiment's score, and one experiment's runs, each with its scores and reasons and a link to
- * the request it sent (its tree and timeline, as any request's).
+ * the request it sent (its tree and timeline, like every request's).
  */
 export const experimentPath = (id: string) => `${CONSOLE}/admin/evals/${encodeURIComponent(id)}`;
 
