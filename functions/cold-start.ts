@@ -88,7 +88,9 @@ export function coldStart(
   const init = async (): Promise<Warm> => {
     const config = awsConfigOf(deps, "Arbor's Lambda functions");
     const { metrics } = deps;
-    const plain = createAwsRuntime(config, deps.clients);
+    // The command queues' client: the one given for the notify queue, unless the clients name one.
+    const clients = deps.sqs && !deps.clients?.sqs ? { ...deps.clients, sqs: deps.sqs } : deps.clients;
+    const plain = createAwsRuntime(config, clients);
     // Tool calls are counted where their audit records are written; the model's calls in the engine's model.
     const rt = metrics ? withMeteredAudit(plain, metrics) : plain;
     try {

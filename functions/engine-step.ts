@@ -10,9 +10,10 @@ import { coldStart, type FunctionDeps, type LambdaContext, traced } from "./cold
 
 /**
  * One engine step (a route of shared/engine/routes.ts, or the experiments' EVAL_ROUTE of
- * shared/evals/driver.ts) as a Lambda function. Each route's
- * EventBridge rule invokes its own function with `{ subscription: <route name>, event: <the
- * event> }` (the rule's input transformer), and the function hands the event to the bus, which
+ * shared/evals/driver.ts) as a Lambda function, given `{ subscription: <route name>, event: <the
+ * event> }`: by its EventBridge rule (the rule's input transformer) for the steps that start on
+ * RESOURCE_PUT and for experiments, or in the messages of its SQS queue for the steps started by
+ * a command (QUEUED_STEPS; sqs-command-queues.ts). The function hands the event to the bus, which
  * runs only that route's handler. Every step is idempotent, so redeliveries are harmless; a
  * step that throws makes the invocation fail, and Lambda retries it, then dead-letters it.
  */
@@ -32,7 +33,19 @@ export const StepInputSchema = z.object({
 
 export type StepInput = z.infer<typeof StepInputSchema>;
 
-export type StepHandler = ((input: unknown, context?: LambdaContext) => Promise<void>) & {
+/** A batch from a step's command queue (the event source mapping's): each body is a StepInput. */
+const SqsBatchSchema = z.object({
+  Records: z
+    .array(z.looseObject({ messageId: z.string().min(1), body: z.string() }))
+    .min(1, "an SQS batch has at least one record"),
+});
+
+/** What an SQS batch is answered with: the messages that failed come back, the others are done. */
+export interface BatchResult {
+  batchItemFailures: { itemIdentifier: string }[];
+}
+
+export type StepHandler = ((input: unknown, context?: LambdaContext) => Promise<BatchResult | undefined>) & {
   close(): Promise<void>;
 };
 
@@ -49,16 +62,54 @@ export function createStepHandler(deps: FunctionDeps = {}): StepHandler {
       handler: (event) => onEvalEvent(engine, event),
     });
   });
-  const handle = async (input: unknown, context?: LambdaContext): Promise<void> => {
+  /**
+   * A batch from a command queue: each message one step, all at once; a message whose step throws
+   * is reported, so only it comes back (after the queue's visibility timeout), and after the
+   * queue's maxReceiveCount it goes to the dead-letter queue. A body that is no step input is
+   * logged and dropped: sending it again would not help.
+   */
+  const handleBatch = async (records: { messageId: string; body: string }[], context?: LambdaContext) => {
+    const failed: { itemIdentifier: string }[] = [];
+    await Promise.all(
+      records.map(async (record) => {
+        let body: unknown;
+        try {
+          body = JSON.parse(record.body);
+        } catch {
+          body = undefined;
+        }
+        const parsed = StepInputSchema.safeParse(body);
+        if (!parsed.success) {
+          log.error("a command queue's message is no step input; dropped", {
+            messageId: record.messageId,
+            problems: body === undefined ? ["not JSON"] : formatIssues(parsed.error),
+          });
+          return;
+        }
+        try {
+          await handleStep(parsed.data, context);
+        } catch {
+          failed.push({ itemIdentifier: record.messageId });
+        }
+      }),
+    );
+    return { batchItemFailures: failed };
+  };
+  const handle = async (input: unknown, context?: LambdaContext): Promise<BatchResult | undefined> => {
+    const batch = SqsBatchSchema.safeParse(input);
+    if (batch.success) return handleBatch(batch.data.Records, context);
     const parsed = StepInputSchema.safeParse(input);
     if (!parsed.success) {
       throw new ValidationError(
         "Invalid engine step input: expected { subscription: <route name>, event: <EventBridge event> }, " +
-          "as the engine stack's rules send it",
+          "as the engine stack's rules send it, or an SQS batch of them from a command queue",
         formatIssues(parsed.error),
       );
     }
-    const { subscription, event } = parsed.data;
+    await handleStep(parsed.data, context);
+    return undefined;
+  };
+  const handleStep = async ({ subscription, event }: StepInput, context?: LambdaContext): Promise<void> => {
     const step = log.createChild();
     step.appendPersistentKeys({
       subscription,

@@ -46,6 +46,11 @@ export const ALARMS = {
   oldestDelivery: { period: Duration.minutes(5), threshold: 20 * 60 },
   /** The oldest wake-up waiting in the notify wake queue, in seconds: it should move within a minute. */
   oldestWakeup: { period: Duration.minutes(5), threshold: 5 * 60 },
+  /**
+   * The oldest command waiting in a step's queue, in seconds: a step starts within a second, so five
+   * minutes means the step fails on it, is throttled, or is held at its maximum concurrency.
+   */
+  oldestCommand: { period: Duration.minutes(5), threshold: 5 * 60 },
   /** API Gateway's 5xx answers: a few in five minutes (one is a transient the client retries). */
   api5xx: { period: Duration.minutes(5), threshold: 5 },
   /** API Gateway's p99 latency, in ms (A2A's blocking sends wait up to 25 s by design: above that). */

@@ -19,10 +19,11 @@ import { type IQueue, Queue } from "aws-cdk-lib/aws-sqs";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import type { Construct } from "constructs";
 import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
-import { ROUTES, type StepName } from "../../shared/engine/routes.ts";
+import { QUEUED_STEPS, type QueuedStep, ROUTES, type StepName } from "../../shared/engine/routes.ts";
 import { EVAL_ROUTE } from "../../shared/evals/driver.ts";
 import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/api-gateway.ts";
 import { ChatSecret, type ChatSecretRef } from "../constructs/chat-secret.ts";
+import { CommandQueue, readStepConcurrency } from "../constructs/command-queue.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import { NotifyFunction } from "../constructs/notify-function.ts";
 import {
@@ -169,7 +170,10 @@ export class EngineStack extends Stack {
   readonly tracesPolicy?: ManagedPolicy;
   readonly storage: StorageResources;
   readonly steps: Record<StepName, EngineFunction>;
-  readonly rules: Record<StepName, RouteRule>;
+  /** The rules of the steps that start on RESOURCE_PUT (supervise, index-output). */
+  readonly rules: Partial<Record<StepName, RouteRule>>;
+  /** The queues of the steps started by a command (QUEUED_STEPS): the command is sent there, not on the bus. */
+  readonly commandQueues: Record<QueuedStep, CommandQueue>;
   /** Experiments started over the API (shared/evals/driver.ts): moved on by their requests' events. */
   readonly evalStep: EngineFunction;
   readonly evalRule: RouteRule;
@@ -177,6 +181,8 @@ export class EngineStack extends Stack {
   readonly watchdogSchedule: Rule;
   readonly vectors: VectorStore;
   readonly dataPolicy: ManagedPolicy;
+  /** Send any command to its step's queue: the steps, the experiments' step and the watchdog. */
+  readonly commandsPolicy: ManagedPolicy;
   readonly modelPolicy: ManagedPolicy;
   /** Runs every tool call; the only function with the tools' grants, registry and connections. */
   readonly tools: ToolFunction;
@@ -203,7 +209,35 @@ export class EngineStack extends Stack {
       stage: props.stage,
       removalPolicy: props.removalPolicy,
     });
+    // The commands' queues first: every function that sends a command names them all.
+    const sizeOf = (name: StepName) => {
+      const route = ROUTES.find((r) => r.name === name);
+      return route?.callsModel ? MODEL_STEP : route?.runsTools ? TOOL_STEP : PLAIN_STEP;
+    };
+    this.commandQueues = Object.fromEntries(
+      QUEUED_STEPS.map((step) => [
+        step,
+        new CommandQueue(this, `${pascal(step)}Commands`, {
+          consumerTimeout: sizeOf(step).timeout,
+          deadLetterQueue,
+          removalPolicy: props.removalPolicy,
+        }),
+      ]),
+    ) as Record<QueuedStep, CommandQueue>;
+    const stepConcurrency = readStepConcurrency(this);
     this.dataPolicy = this.#dataPolicy(this.storage);
+    // The engine's functions may send any command (a step's work leads to any other step's); the
+    // API function and the tool function get the ones they send (below).
+    this.commandsPolicy = new ManagedPolicy(this, "EngineCommands", {
+      description: "Arbor engine functions: send the steps' commands to their queues",
+      statements: [
+        new PolicyStatement({
+          sid: "Commands",
+          actions: ["sqs:SendMessage"],
+          resources: QUEUED_STEPS.map((step) => this.commandQueues[step].queue.queueArn),
+        }),
+      ],
+    });
     this.modelPolicy = this.#modelPolicy(props.model);
     if (props.tools) assertDeployable(props.tools);
     const environment = {
@@ -221,6 +255,9 @@ export class EngineStack extends Stack {
       ...(props.model.contextTokens ? { ARBOR_CONTEXT_TOKENS: String(props.model.contextTokens) } : {}),
       POWERTOOLS_LOG_LEVEL: "INFO",
       ARBOR_STAGE: props.stage,
+      ARBOR_COMMAND_QUEUES: this.toJsonString(
+        Object.fromEntries(QUEUED_STEPS.map((step) => [step, this.commandQueues[step].queue.queueUrl])),
+      ),
       ...tracesEnvironment(props.traces),
     };
     const common = { logRetention, removalPolicy: props.removalPolicy };
@@ -239,7 +276,7 @@ export class EngineStack extends Stack {
       const id = pascal(route.name);
       const fn = new EngineFunction(this, `${id}Step`, {
         ...common,
-        ...(route.callsModel ? MODEL_STEP : route.runsTools ? TOOL_STEP : PLAIN_STEP),
+        ...sizeOf(route.name),
         entry: "functions/engine-step.ts",
         description: `Arbor engine step "${route.name}": ${route.description}`,
         // A tool runs only on the model's tool call, in a leaf's inner loop (ready, turn): only
@@ -249,6 +286,7 @@ export class EngineStack extends Stack {
           : environment,
         policies: [
           this.dataPolicy,
+          this.commandsPolicy,
           ...(route.callsModel ? [this.modelPolicy] : []),
           ...(route.runsTools ? [this.tools.invokePolicy] : []),
         ],
@@ -259,6 +297,15 @@ export class EngineStack extends Stack {
         deadLetterQueue,
       });
       steps[route.name] = fn;
+      const queued = QUEUED_STEPS.find((q) => q === route.name);
+      if (queued) {
+        this.commandQueues[queued].consumeWith(fn.function, stepConcurrency);
+        new CfnOutput(this, ENGINE_OUTPUT_KEYS[route.name], {
+          value: fn.function.functionName,
+          description: `Engine step function "${route.name}" (its commands' queue)`,
+        });
+        continue;
+      }
       rules[route.name] = new RouteRule(this, `${id}Route`, {
         eventBus: this.storage.eventBus,
         name: route.name,
@@ -275,7 +322,7 @@ export class EngineStack extends Stack {
       });
     }
     this.steps = steps as Record<StepName, EngineFunction>;
-    this.rules = rules as Record<StepName, RouteRule>;
+    this.rules = rules;
 
     // The experiments' driver: the engine-step bundle on its own rule, whose pattern takes only the
     // events of experiments' requests (their conversations' URNs say so). It submits, answers and
@@ -286,7 +333,7 @@ export class EngineStack extends Stack {
       entry: "functions/engine-step.ts",
       description: `Arbor experiments: ${EVAL_ROUTE.description}`,
       environment,
-      policies: [this.dataPolicy, this.modelPolicy],
+      policies: [this.dataPolicy, this.commandsPolicy, this.modelPolicy],
       retryAttempts: 2,
       maxEventAge: Duration.hours(6),
       deadLetterQueue,
@@ -315,7 +362,7 @@ export class EngineStack extends Stack {
       description:
         "Arbor engine watchdog: sends again the commands of work that stopped moving, and sweeps running experiments",
       environment: { ...environment, ARBOR_WATCHDOG_STALE_MS: String(watchdogStale.toMilliseconds()) },
-      policies: [this.dataPolicy, this.modelPolicy],
+      policies: [this.dataPolicy, this.commandsPolicy, this.modelPolicy],
       // The next run, five minutes later, does the same work: no retries, nothing to dead-letter.
       retryAttempts: 0,
       maxEventAge: Duration.minutes(5),
@@ -392,6 +439,15 @@ export class EngineStack extends Stack {
     this.ops.addApi("Api", this.api.gateway.stage);
     this.ops.addTable("StateTable", this.storage.table);
     this.ops.addModel(props.model.id);
+    for (const step of QUEUED_STEPS)
+      this.ops.addQueueAge(
+        `${pascal(step)}Commands`,
+        this.commandQueues[step].queue,
+        `Commands have waited over 5 minutes in the "${step}" step's queue: the ${pascal(step)}Step function ` +
+          "fails on them, is throttled, or runs at its maximum concurrency (-c stepConcurrency) on a wide request. " +
+          "Its log and alarms say which.",
+        ALARMS.oldestCommand,
+      );
     // Reserved concurrency (-c apiConcurrency, -c toolConcurrency): the front door and the tools keep
     // their share of the account whatever a wide request's steps take.
     const reserved = readReservedConcurrency(this);
@@ -406,6 +462,11 @@ export class EngineStack extends Stack {
       this.chat?.grantRead(fn.function, fn.role);
     // The API function queues what it records (a subscription's first notification, a redrive).
     this.notify.grantQueue(this.api.function.role);
+    // It plans what it takes (a message, an A2A send) and resumes what a person answered; the tool
+    // function settles a remote agent's pushed result with the leaf's next turn.
+    for (const step of ["plan", "resume"] as const)
+      this.commandQueues[step].queue.grantSendMessages(this.api.function.role);
+    this.commandQueues.turn.queue.grantSendMessages(this.tools.handler.role);
     this.api.function.function.addEnvironment("ARBOR_NOTIFY_QUEUE_URL", this.notify.deliveries.queueUrl);
     // The steps that run tools make the callback an A2A agent that pushes is given (the tool
     // function has no public URL: the API's endpoint there would close a cycle, API -> API function

@@ -8,6 +8,15 @@ import { COMMANDS, SOURCE } from "./context.ts";
  */
 export type StepName = "plan" | "ready" | "turn" | "resume" | "supervise" | "index-output" | "activity";
 
+/**
+ * The steps started by a command with exactly one consumer (the step): on AWS each has its own SQS
+ * queue, which the command is sent to (about 16 ms to the function instead of an EventBridge
+ * rule's 150: bench/aws-path-model.ts). The others start on RESOURCE_PUT, which stays on the bus
+ * (its consumers are many: the parent's supervisor, the index, the notify path, operators' rules).
+ */
+export const QUEUED_STEPS = ["plan", "ready", "turn", "resume", "activity"] as const;
+export type QueuedStep = (typeof QUEUED_STEPS)[number];
+
 export interface Route {
   name: StepName;
   pattern: EventPattern;

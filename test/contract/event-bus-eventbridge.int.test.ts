@@ -16,15 +16,19 @@ import {
   PutTargetsCommand,
   RemoveTargetsCommand,
 } from "@aws-sdk/client-eventbridge";
+import { SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { StepInputSchema } from "../../functions/engine-step.ts";
 import {
   EVENT_ID_DETAIL_KEY,
   EventBridgeEventBus,
   type EventBridgeEventBusOptions,
 } from "../../shared/adapters/aws/eventbridge-event-bus.ts";
+import { COMMAND_MESSAGE_KIND, SqsCommandQueues } from "../../shared/adapters/aws/sqs-command-queues.ts";
 import { UnavailableError, ValidationError } from "../../shared/kernel/errors.ts";
 import type { BusEnvelope, BusEventInput } from "../../shared/ports/event-bus.ts";
 import { EventBridgePeer } from "../peers/eventbridge-peer.ts";
+import { SqsPeer } from "../peers/sqs-peer.ts";
 import { type BusFixture, eventBusContract } from "./event-bus.contract.ts";
 
 const ACCOUNT = "123456789012";
@@ -553,5 +557,123 @@ describe("EventBridge peer answers like EventBridge", () => {
       await c.send(new DeleteRuleCommand({ Name: name, EventBusName: bus }));
     expect(peer.ruleNames(bus)).toEqual([]);
     c.destroy();
+  });
+});
+
+describe("EventBridgeEventBus with command queues (SQS, the real client against the SQS peer)", () => {
+  const READY = "TASK_READY";
+  const TURN = "TURN_REQUESTED";
+  let sqsPeer: SqsPeer;
+  beforeAll(async () => {
+    sqsPeer = await SqsPeer.start();
+  });
+  afterAll(async () => {
+    await sqsPeer.close();
+  });
+
+  const setup = () => {
+    const readyUrl = sqsPeer.createQueue(uniqueBusName("ready"));
+    const turnUrl = sqsPeer.createQueue(uniqueBusName("turn"));
+    const busName = uniqueBusName("commands");
+    const sleeps: number[] = [];
+    const queues = new SqsCommandQueues({
+      client: sqsPeer.client(REGION),
+      queues: {
+        [READY]: { subscription: "ready", queueUrl: readyUrl },
+        [TURN]: { subscription: "turn", queueUrl: turnUrl },
+      },
+      account: ACCOUNT,
+      region: REGION,
+      sleep: async (ms) => {
+        sleeps.push(ms);
+      },
+    });
+    const bus = new EventBridgeEventBus({
+      client: sdkClient(),
+      eventBusName: busName,
+      account: ACCOUNT,
+      region: REGION,
+      commands: { queues, alsoOnBus: (e) => e.detail.turn === 1 },
+    });
+    return { bus, busName, readyUrl, turnUrl, sleeps };
+  };
+  const command = (detailType: string, n: number, detail: Record<string, unknown> = {}): BusEventInput => ({
+    id: `${detailType}-${n}`,
+    source: "arbor.engine",
+    detailType,
+    detail: { taskId: `cld:common.Tenant.acme/plan.Task.t${n}`, ...detail },
+  });
+
+  it("sends each command to its step's queue as the step's input, ten to a batch, and the rest on the bus", async () => {
+    const { bus, busName, readyUrl, turnUrl } = setup();
+    const readies = Array.from({ length: 12 }, (_, n) => command(READY, n));
+    await bus.publish([...readies, command(TURN, 1, { turn: 2 }), command("RESOURCE_PUT", 1)]);
+    // Nothing of the commands on the bus: only the resource event.
+    expect(peer.eventsOn(busName).map((e) => e["detail-type"])).toEqual(["RESOURCE_PUT"]);
+    const ready = sqsPeer.messages(readyUrl);
+    expect(ready).toHaveLength(12);
+    expect(ready.every((m) => m.attributes["arbor-message"]?.StringValue === COMMAND_MESSAGE_KIND)).toBe(
+      true,
+    );
+    const input = JSON.parse(ready[0]?.body ?? "{}") as { subscription: string; event: BusEnvelope };
+    // What the step function takes, as a rule's input transformer would have made it.
+    expect(StepInputSchema.parse(input).subscription).toBe("ready");
+    expect(input.event).toMatchObject({
+      version: "0",
+      "detail-type": READY,
+      source: "arbor.engine",
+      account: ACCOUNT,
+      region: REGION,
+      detail: { taskId: "cld:common.Tenant.acme/plan.Task.t0", [EVENT_ID_DETAIL_KEY]: `${READY}-0` },
+    });
+    // Two batches (ten and two): SendMessageBatch's limit.
+    expect(sqsPeer.calls.filter((c) => c === "SendMessageBatch").length).toBeGreaterThanOrEqual(3);
+    expect(sqsPeer.messages(turnUrl)).toHaveLength(1);
+
+    // The step's bus hands it over as it would a rule's delivery: the publisher's id, the detail as published.
+    const seen: BusEnvelope[] = [];
+    bus.subscribe({
+      name: "ready",
+      pattern: { "detail-type": [READY] },
+      handler: async (e) => {
+        seen.push(e);
+      },
+    });
+    await bus.dispatch(input.event, { subscription: "ready" });
+    expect(seen.map((e) => [e.id, e.detail])).toEqual([
+      [`${READY}-0`, { taskId: "cld:common.Tenant.acme/plan.Task.t0" }],
+    ]);
+    await bus.close();
+  });
+
+  it("puts a command a rule of the bus also takes (alsoOnBus) on both", async () => {
+    const { bus, busName, turnUrl } = setup();
+    await bus.publish([command(TURN, 7, { turn: 1 })]);
+    expect(sqsPeer.messages(turnUrl)).toHaveLength(1);
+    expect(peer.eventsOn(busName).map((e) => [e["detail-type"], e.detail[EVENT_ID_DETAIL_KEY]])).toEqual([
+      [TURN, `${TURN}-7`],
+    ]);
+    await bus.close();
+  });
+
+  it("fails the publish, naming the queue, when SQS does not answer", async () => {
+    const queues = new SqsCommandQueues({
+      client: new SQSClient({
+        region: REGION,
+        endpoint: "http://127.0.0.1:9",
+        credentials: { accessKeyId: "test", secretAccessKey: "test" },
+        maxAttempts: 1,
+      }),
+      queues: { [READY]: { subscription: "ready", queueUrl: "http://127.0.0.1:9/000000000000/ready" } },
+      region: REGION,
+    });
+    const bus = new EventBridgeEventBus({
+      client: sdkClient(),
+      eventBusName: uniqueBusName("down"),
+      region: REGION,
+      commands: { queues, alsoOnBus: () => false },
+    });
+    await expect(bus.publish([command(READY, 1)])).rejects.toThrow(/SQS SendMessageBatch to .*ready failed/);
+    await bus.close();
   });
 });

@@ -55,8 +55,8 @@ describe("activities through the step and tool functions", () => {
   let toolHandler: ToolHandler;
   let toolPeer: LambdaInvokePeer;
   let submitted: Submitted;
-  const { drain, deliver } = new EventBridgePlayer(
-    () => world.peer,
+  const { drain, deliver, events } = new EventBridgePlayer(
+    () => world,
     BUS,
     () => handlers,
   );
@@ -155,8 +155,8 @@ describe("activities through the step and tool functions", () => {
     expect(note?.arguments).toEqual({ message: "forecast checked" });
     expect(note?.context.activity?.call._instance).toBe("n1");
 
-    // The fire-and-forget call: its command went over the bus to the activity route, and it ran once.
-    const commands = world.peer.eventsOn(BUS).filter((e) => e["detail-type"] === COMMANDS.activity);
+    // The fire-and-forget call: its command went to the activity step's queue, and it ran once.
+    const commands = events().filter((e) => e["detail-type"] === COMMANDS.activity);
     expect(commands).toHaveLength(1);
     const record = await rt.state.get(activityKey(taskId, "turn-0001-tool-1"));
     expect(record?.status).toBe("done");

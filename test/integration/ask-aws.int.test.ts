@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
-import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import type { FakeBedrock } from "../peers/fake-bedrock.ts";
 import type { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
@@ -37,14 +36,13 @@ const model = planningModel({
 
 describe("ask_person through the AWS handlers, offline", () => {
   let world: AwsWorld;
-  let peer: EventBridgePeer;
   let bedrock: FakeBedrock;
   let toolPeer: LambdaInvokePeer;
   let fns: AwsFunctions;
   const as = (key: string) => fns.as(key);
   const enc = (urn: string) => encodeURIComponent(urn);
-  const { deliver, drain } = new EventBridgePlayer(
-    () => peer,
+  const { deliver, drain, events } = new EventBridgePlayer(
+    () => world,
     BUS,
     () => fns.steps,
   );
@@ -60,7 +58,6 @@ describe("ask_person through the AWS handlers, offline", () => {
         ARBOR_PUBLIC_URL: "https://abc123.execute-api.us-east-1.amazonaws.com",
       },
     });
-    peer = world.peer;
     bedrock = world.bedrock as FakeBedrock;
     fns = await startAwsFunctions(world, TOOL_FUNCTION, [root.entry]);
     toolPeer = fns.toolPeer;
@@ -109,7 +106,7 @@ describe("ask_person through the AWS handlers, offline", () => {
 
     // Every event again, newest first: no new question, no model call, the same result.
     const modelCalls = bedrock.calls.length;
-    await deliver([...peer.eventsOn(BUS)].reverse());
+    await deliver([...events()].reverse());
     await drain();
     expect(bedrock.calls.length).toBe(modelCalls);
     expect((await ada.get(`/v1/tasks/${enc(rootTask)}`)).json).toMatchObject({

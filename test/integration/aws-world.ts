@@ -4,13 +4,14 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "@aws-sdk/client-s3vectors";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
 import type { StepHandler } from "../../functions/engine-step.ts";
 import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
 import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
 import { bedrockClientConfig } from "../../shared/adapters/llm/bedrock-llm.ts";
-import { ROUTES } from "../../shared/engine/routes.ts";
+import { QUEUED_STEPS, type QueuedStep, ROUTES } from "../../shared/engine/routes.ts";
 import { EVAL_ROUTE } from "../../shared/evals/driver.ts";
 import { compilePattern } from "../../shared/kernel/event-pattern/index.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
@@ -20,6 +21,8 @@ import { type BedrockScript, FakeBedrock } from "../peers/fake-bedrock.ts";
 import { FakeBedrockEmbeddings } from "../peers/fake-bedrock-embeddings.ts";
 import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
 import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
+import { SqsPeer } from "../peers/sqs-peer.ts";
+import type { SqsRecord } from "../peers/sqs-poll.ts";
 
 /**
  * The world the AWS integration tests run in, as the storage and engine stacks leave it before any
@@ -53,13 +56,16 @@ export interface AwsWorldOptions {
 export interface AwsWorld {
   config: AwsConfig;
   peer: EventBridgePeer;
+  /** The SQS peer of the engine's command queues (ARBOR_COMMAND_QUEUES): a queue per queued step. */
+  sqs: SqsPeer;
+  commandQueues: Record<QueuedStep, string>;
   bedrock: FakeBedrock | undefined;
   titan: FakeBedrockEmbeddings;
   s3vectors: FakeS3Vectors;
   /** The table as DynamoDB Local serves it (no lag), for the operator's side and for checks. */
   dynamodb: DynamoDBClient;
   /** What the functions get: `dynamodb` is the lagging view when `lag` is set. */
-  clients: { s3: S3Client; dynamodb: DynamoDBClient; eventbridge: EventBridgeClient };
+  clients: { s3: S3Client; dynamodb: DynamoDBClient; eventbridge: EventBridgeClient; sqs: SQSClient };
   engineClients: {
     bedrock?: BedrockRuntimeClient;
     embeddings: BedrockRuntimeClient;
@@ -75,6 +81,10 @@ export interface AwsWorld {
 export async function startAwsWorld(options: AwsWorldOptions): Promise<AwsWorld> {
   const suffix = randomBytes(4).toString("hex");
   const { peer, endpoint: busEndpoint } = await startEventBridgePeer();
+  const sqsPeer = await SqsPeer.start();
+  const commandQueues = Object.fromEntries(
+    QUEUED_STEPS.map((step) => [step, sqsPeer.createQueue(`${options.name}-${step}-${suffix}`)]),
+  ) as Record<QueuedStep, string>;
   const bedrock = options.model === undefined ? undefined : new FakeBedrock(options.model);
   const titan = new FakeBedrockEmbeddings();
   const s3vectors = new FakeS3Vectors();
@@ -92,6 +102,7 @@ export async function startAwsWorld(options: AwsWorldOptions): Promise<AwsWorld>
     ARBOR_EVENT_BUS_NAME: options.bus,
     ARBOR_VECTOR_BUCKET: `${options.name}-vectors-${suffix}`,
     ARBOR_VECTOR_INDEX: "resources-titan-v2-1024",
+    ARBOR_COMMAND_QUEUES: JSON.stringify(commandQueues),
     ...(bedrock ? { ARBOR_MODEL_PROVIDER: "bedrock", ARBOR_MODEL: MODEL } : {}),
     ...(options.policies === "empty-bucket"
       ? { ARBOR_POLICIES_BUCKET: policiesBucket }
@@ -111,6 +122,7 @@ export async function startAwsWorld(options: AwsWorldOptions): Promise<AwsWorld>
   });
   const dynamodb = new DynamoDBClient({ region: REGION, endpoint: inject("dynamoEndpoint"), credentials });
   const eventbridge = new EventBridgeClient({ region: REGION, endpoint: busEndpoint, credentials });
+  const sqs = sqsPeer.client(REGION);
   // One lagging view of the table for every function instance, as one GSI serves them all.
   const lagging = options.lag === undefined ? undefined : laggingIndex(dynamodb, { lag: options.lag });
   const engineClients: AwsWorld["engineClients"] = {
@@ -154,84 +166,135 @@ export async function startAwsWorld(options: AwsWorldOptions): Promise<AwsWorld>
   return {
     config,
     peer,
+    sqs: sqsPeer,
+    commandQueues,
     bedrock,
     titan,
     s3vectors,
     dynamodb,
-    clients: { s3, dynamodb: lagging?.client ?? dynamodb, eventbridge },
+    clients: { s3, dynamodb: lagging?.client ?? dynamodb, eventbridge, sqs },
     engineClients,
     lagging,
     async close() {
-      for (const c of [s3, dynamodb, eventbridge, ...Object.values(engineClients)]) c.destroy();
-      await Promise.all([peer.stop(), bedrock?.stop(), titan.stop(), s3vectors.stop()]);
+      for (const c of [s3, dynamodb, eventbridge, sqs, ...Object.values(engineClients)]) c.destroy();
+      await Promise.all([peer.stop(), sqsPeer.close(), bedrock?.stop(), titan.stop(), s3vectors.stop()]);
     },
   };
 }
 
 /**
- * Plays EventBridge for the step functions: takes what the peer accepted on the bus, matches every
- * event against every route's pattern, renders the rule's input template and invokes a step handler
- * with it. The peer and the handlers are asked for when events are delivered, so the player can be
- * made before `beforeAll` starts them; its members are arrow functions, so they can be destructured.
+ * Plays EventBridge and the command queues' event source mappings for the step functions: takes
+ * what the peer accepted on the bus and what the command queues hold, matches every bus event
+ * against the routes that have a rule (the others' commands go to their queues, and their copies
+ * on the bus, for the notify path, start no step), renders the rule's input template or the SQS
+ * batch, and invokes a step handler with it. A batch whose message failed throws, as a rule's
+ * failed invocation does. The world and the handlers are asked for when events are delivered, so
+ * the player can be made before `beforeAll` starts them; its members are arrow functions, so they
+ * can be destructured.
  */
 export class EventBridgePlayer {
   /** Ids of the events delivered so far (add one to have `drain` leave it undelivered). */
   readonly delivered = new Set<string>();
-  /** The engine's routes and the experiments' (each a rule of the engine stack). */
-  readonly matchers = [...ROUTES, EVAL_ROUTE].map((route) => ({
+  /** The routes that start on a rule of the bus (RESOURCE_PUT's) and the experiments'. */
+  readonly matchers = [...ROUTES.filter((r) => !isQueued(r.name)), EVAL_ROUTE].map((route) => ({
     route,
     matches: compilePattern(route.pattern),
   }));
+  /** The commands taken from the queues: their events' ids, to the step and message. */
+  readonly #queued = new Map<string, { subscription: string; record: SqsRecord }>();
 
-  private readonly peer: () => EventBridgePeer;
+  private readonly world: () => Pick<AwsWorld, "peer" | "sqs" | "commandQueues">;
   private readonly bus: string;
   private readonly handlers: () => readonly StepHandler[];
   /** "waves" (default): each wave's invocations all at once, spread over the handlers; "one by one": in order. */
   private readonly delivery: "waves" | "one by one";
 
   constructor(
-    peer: () => EventBridgePeer,
+    world: () => Pick<AwsWorld, "peer" | "sqs" | "commandQueues">,
     bus: string,
     handlers: () => readonly StepHandler[],
     delivery: "waves" | "one by one" = "waves",
   ) {
-    this.peer = peer;
+    this.world = world;
     this.bus = bus;
     this.handlers = handlers;
     this.delivery = delivery;
   }
 
-  /** The step function's input for one route, rendered from the rule's own input template. */
+  /**
+   * Every event published so far, each once: the bus's, but for its copies of queued commands,
+   * and the commands the queues hold.
+   */
+  readonly events = (): BusEnvelope[] => {
+    const { peer, sqs, commandQueues } = this.world();
+    const queuedTypes = new Set(
+      ROUTES.filter((r) => isQueued(r.name)).flatMap((r) => r.pattern["detail-type"] as string[]),
+    );
+    const onBus = peer
+      .eventsOn(this.bus)
+      .filter((e) => !(queuedTypes.has(e["detail-type"]) && e.source === "arbor.engine"));
+    const queued = Object.values(commandQueues).flatMap((url) =>
+      sqs.messages(url).map((m) => {
+        const { subscription, event } = JSON.parse(m.body) as { subscription: string; event: BusEnvelope };
+        if (!this.#queued.has(event.id))
+          this.#queued.set(event.id, {
+            subscription,
+            record: {
+              messageId: m.messageId,
+              receiptHandle: m.receiptHandle ?? m.messageId,
+              body: m.body,
+              attributes: { ApproximateReceiveCount: "1", SentTimestamp: String(m.sentAt) },
+              messageAttributes: {},
+              eventSource: "aws:sqs",
+              eventSourceARN: sqs.arnOf(url),
+              awsRegion: "us-east-1",
+            },
+          });
+        return event;
+      }),
+    );
+    return [...(onBus as BusEnvelope[]), ...queued];
+  };
+
+  /** The step function's input for one route: the rule's input template, or the queue's batch of one. */
   readonly stepInput = (subscription: string, event: BusEnvelope): unknown => {
+    const queued = this.#queued.get(event.id);
+    if (queued && queued.subscription === subscription) return { Records: [queued.record] };
     const { inputTemplate } = new StepTargetInput(subscription).bind(undefined as never);
     return JSON.parse(String(inputTemplate).replace("<aws.events.event.json>", () => JSON.stringify(event)));
   };
 
-  /** Names of the routes whose pattern matches `event`. */
-  readonly routesOf = (event: BusEnvelope): string[] =>
-    this.matchers.filter((m) => m.matches(event)).map((m) => m.route.name);
+  /** Names of the routes `event` starts: its queue's step, or the rules whose pattern matches it. */
+  readonly routesOf = (event: BusEnvelope): string[] => {
+    const queued = this.#queued.get(event.id);
+    if (queued) return [queued.subscription];
+    return this.matchers.filter((m) => m.matches(event)).map((m) => m.route.name);
+  };
 
-  /** Delivers `events` to every matching route; returns how many invocations that made. */
+  /** Delivers `events` to every route they start; returns how many invocations that made. */
   readonly deliver = async (events: readonly BusEnvelope[]): Promise<number> => {
     const inputs = events.flatMap((event) =>
       this.routesOf(event).map((route) => this.stepInput(route, event)),
     );
     const handlers = this.handlers();
-    if (this.delivery === "one by one") for (const input of inputs) await handlers[0]?.(input);
-    else await Promise.all(inputs.map((input, i) => handlers[i % handlers.length]?.(input)));
+    const invoke = async (handler: StepHandler | undefined, input: unknown) => {
+      const result = await handler?.(input);
+      const failed = result && "batchItemFailures" in result ? result.batchItemFailures : [];
+      if (failed.length > 0) throw new Error(`the step failed on message ${failed[0]?.itemIdentifier}`);
+    };
+    if (this.delivery === "one by one") for (const input of inputs) await invoke(handlers[0], input);
+    else await Promise.all(inputs.map((input, i) => invoke(handlers[i % handlers.length], input)));
     return inputs.length;
   };
 
   /**
-   * Plays EventBridge until the bus is quiet: every accepted event is delivered once, wave by wave;
-   * events `held` says are left undelivered. Returns how many invocations that made.
+   * Plays the bus and the queues until both are quiet: every event is delivered once, wave by
+   * wave; events `held` says are left undelivered. Returns how many invocations that made.
    */
   readonly drain = async (held: (e: BusEnvelope) => boolean = () => false): Promise<number> => {
     let invocations = 0;
     for (let wave = 0; wave < 100; wave++) {
-      const fresh = this.peer()
-        .eventsOn(this.bus)
-        .filter((e) => !this.delivered.has(e.id) && !held(e));
+      const fresh = this.events().filter((e) => !this.delivered.has(e.id) && !held(e));
       if (fresh.length === 0) return invocations;
       for (const e of fresh) this.delivered.add(e.id);
       invocations += await this.deliver(fresh);
@@ -239,3 +302,5 @@ export class EventBridgePlayer {
     throw new Error("the bus did not settle within 100 waves");
   };
 }
+
+const isQueued = (step: string): boolean => (QUEUED_STEPS as readonly string[]).includes(step);

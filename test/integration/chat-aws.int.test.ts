@@ -103,7 +103,7 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
   const sentToWake = new Set<string>();
   const wakeMatches = compilePattern(NOTIFY_WAKE_PATTERN);
   const { drain } = new EventBridgePlayer(
-    () => peer,
+    () => world,
     BUS,
     () => steps,
   );

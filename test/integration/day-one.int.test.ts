@@ -116,7 +116,7 @@ describe("day 1 of a deployed stack, through the API function, on lagging indexe
 
   /** Plays EventBridge: each wave of events delivered at once, spread over the two step instances. */
   const { deliver, drain } = new EventBridgePlayer(
-    () => peer,
+    () => world,
     BUS,
     () => steps,
   );

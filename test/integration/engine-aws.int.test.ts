@@ -13,7 +13,6 @@ import type { InvocationMetrics, MetricName } from "../../shared/ports/metrics.t
 import { type AwsClients, type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import { type AwsEngineClients, createAwsEngine, policyFor } from "../../shared/runtime/aws/aws-engine.ts";
 import { type AwsConfig, loadConfig, MODEL_HELP } from "../../shared/runtime/config.ts";
-import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import type { FakeBedrock } from "../peers/fake-bedrock.ts";
 import type { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
@@ -79,7 +78,6 @@ const answer = planningModel({
 
 describe("the engine step handler on AWS adapters, driven as EventBridge drives it", () => {
   let world: AwsWorld;
-  let peer: EventBridgePeer;
   let bedrock: FakeBedrock;
   let s3vectors: FakeS3Vectors;
   let config: AwsConfig;
@@ -98,13 +96,13 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
   /** What the tool function counted: the tool calls end there, where their audit is written. */
   const toolMetrics = recordingMetrics();
   /** Plays EventBridge: each wave of events delivered at once, spread over the two handler instances. */
-  const { stepInput, deliver, drain, delivered, matchers } = new EventBridgePlayer(
-    () => peer,
+  const { stepInput, deliver, drain, delivered, events, routesOf } = new EventBridgePlayer(
+    () => world,
     BUS,
     () => handlers,
   );
   /** The events some engine rule routes (the rest are resource notices for operators' rules). */
-  const routed = (events: readonly BusEnvelope[]) => events.filter((e) => matchers.some((m) => m.matches(e)));
+  const routed = (published: readonly BusEnvelope[]) => published.filter((e) => routesOf(e).length > 0);
   const isResourceNotice = (e: BusEnvelope) =>
     e.source === "arbor" && (e["detail-type"] === "RESOURCE_PUT" || e["detail-type"] === "RESOURCE_DELETE");
 
@@ -119,7 +117,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       policies: "empty-bucket",
       env: { ARBOR_STAGE: "test" },
     });
-    ({ peer, config, clients } = world);
+    ({ config, clients } = world);
     bedrock = world.bedrock as FakeBedrock;
     s3vectors = world.s3vectors;
     engineClients = {
@@ -225,9 +223,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
     expect(toolOps.filter((o) => o.op === "ListTools").length).toBeLessThanOrEqual(handlers.length);
     expect(toolPeer.invocations.every((i) => i.invocationType === "RequestResponse")).toBe(true);
     // Every route ran through the handler at least once.
-    const routesRun = new Set(
-      peer.eventsOn(BUS).flatMap((e) => matchers.filter((m) => m.matches(e)).map((m) => m.route.name)),
-    );
+    const routesRun = new Set(events().flatMap(routesOf));
     // (No answer to resume, no fire-and-forget activity: activities-aws.int.test.ts runs that route.)
     expect([...routesRun].sort()).toEqual(
       ROUTES.map((r) => r.name)
@@ -250,7 +246,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
     expect(total("InputTokens")).toBeGreaterThan(0);
     // Every published event is one some rule routes, and each was delivered; the others are the
     // resource notices that only operators' rules subscribe to (resource-events.ts).
-    const unrouted = peer.eventsOn(BUS).filter((e) => !matchers.some((m) => m.matches(e)));
+    const unrouted = events().filter((e) => routesOf(e).length === 0);
     expect(unrouted.filter((e) => !isResourceNotice(e))).toEqual([]);
     expect(new Set(unrouted.map((e) => e.detail.resourceType))).toEqual(
       new Set([
@@ -262,7 +258,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
         "plan.Task",
       ]),
     );
-    expect(invocations).toBeGreaterThanOrEqual(routed(peer.eventsOn(BUS)).length);
+    expect(invocations).toBeGreaterThanOrEqual(routed(events()).length);
     // S3 Vectors holds the three assistants and the three outputs (index-output).
     const put = s3vectors.calls.filter((c) => c.operation === "PutVectors" && c.status === 200);
     expect(put.reduce((n, c) => n + (c.vectors ?? 0), 0)).toBe(3 + 3);
@@ -272,17 +268,17 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
     expect(submitted).toBeDefined();
     const before = await snapshot();
     const modelCalls = bedrock.calls.length;
-    const published = new Set(peer.eventsOn(BUS).map(arborId));
-    const firstRound = peer.eventsOn(BUS).length;
+    const published = new Set(events().map(arborId));
+    const firstRound = events().length;
 
     // Redeliver everything, then whatever the redelivery publishes, until quiet again.
-    expect(await deliver(peer.eventsOn(BUS))).toBeGreaterThanOrEqual(routed(peer.eventsOn(BUS)).length);
+    expect(await deliver(events())).toBeGreaterThanOrEqual(routed(events()).length);
     await drain();
 
     expect(await snapshot()).toEqual(before);
     expect(bedrock.calls.length).toBe(modelCalls);
     // Whatever a duplicate re-sent carries an id already published: consumers drop it as a duplicate.
-    const republished = peer.eventsOn(BUS).slice(firstRound).map(arborId);
+    const republished = events().slice(firstRound).map(arborId);
     expect(republished.filter((id) => !published.has(id))).toEqual([]);
   });
 
@@ -293,7 +289,7 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
       actor: { id: "user_alice", kind: "human" },
     });
     // The plan command never reaches its rule: EventBridge accepted it, nobody runs it.
-    for (const e of peer.eventsOn(BUS)) delivered.add(e.id);
+    for (const e of events()) delivered.add(e.id);
     expect(await drain()).toBe(0);
     // Accepted, not planned: the root task is not in the log, and its view says it waits to be planned.
     expect(await engine.deps.tasks.view(second.rootTaskId)).toBeUndefined();
@@ -319,15 +315,28 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
   it("refuses input that is not what the rules send, naming what is wrong", async () => {
     const handler = handlers[0] as StepHandler;
     await expect(handler({ subscription: "plan" })).rejects.toThrow(/Invalid engine step input.*event/);
-    await expect(handler({ subscription: "deploy", event: peer.eventsOn(BUS)[0] })).rejects.toThrow(
-      /subscription/,
-    );
+    await expect(handler({ subscription: "deploy", event: events()[0] })).rejects.toThrow(/subscription/);
     // A delivered event without the envelope fields EventBridge always sets.
-    const [first] = peer.eventsOn(BUS);
+    const [first] = events();
     const { account: _drop, ...partial } = first as BusEnvelope;
     await expect(handler({ subscription: "plan", event: partial })).rejects.toThrow(
       /Invalid EventBridge event.*account/,
     );
+    // From a command queue: a body that is no step input is dropped (sending it again would not
+    // help); one whose step throws is reported, so only it comes back; the others are done.
+    const record = (messageId: string, body: string) => ({ messageId, body, receiptHandle: messageId });
+    const queued = events().find((e) => routesOf(e)[0] === "plan") as BusEnvelope;
+    expect(
+      await handler({
+        Records: [
+          record("m1", "not json"),
+          record("m2", JSON.stringify({ subscription: "deploy", event: queued })),
+          record("m3", JSON.stringify({ subscription: "plan", event: partial })),
+          record("m4", JSON.stringify({ subscription: "plan", event: queued })),
+        ],
+      }),
+    ).toEqual({ batchItemFailures: [{ itemIdentifier: "m3" }] });
+    await expect(handler({ Records: [] })).rejects.toThrow(/Invalid engine step input/);
   });
 
   it("refuses to start without its vector index or a model, saying what to set", async () => {
@@ -339,10 +348,8 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
     await expect(createAwsEngine(rt, withoutModel, { clients: engineClients })).rejects.toThrow(MODEL_HELP);
     // A function configured for local mode stops before it touches anything.
     const local = createStepHandler({ config: () => loadConfig({}) });
-    await expect(local(stepInput("plan", peer.eventsOn(BUS)[0] as BusEnvelope))).rejects.toThrow(ConfigError);
-    await expect(local(stepInput("plan", peer.eventsOn(BUS)[0] as BusEnvelope))).rejects.toThrow(
-      /ARBOR_MODE=aws/,
-    );
+    await expect(local(stepInput("plan", events()[0] as BusEnvelope))).rejects.toThrow(ConfigError);
+    await expect(local(stepInput("plan", events()[0] as BusEnvelope))).rejects.toThrow(/ARBOR_MODE=aws/);
     await local.close();
   });
 });

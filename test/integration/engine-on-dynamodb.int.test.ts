@@ -11,7 +11,6 @@ import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import { createAwsEngine } from "../../shared/runtime/aws/aws-engine.ts";
 import type { AwsConfig } from "../../shared/runtime/config.ts";
-import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import type { LaggingIndex } from "../peers/lagging-dynamo.ts";
 import { CrashAt } from "../scenarios/engine-harness.ts";
@@ -74,7 +73,6 @@ function answer(request: ConverseWireRequest) {
 
 describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
   let world: AwsWorld;
-  let peer: EventBridgePeer;
   let bedrock: FakeBedrock;
   let config: AwsConfig;
   let lagging: LaggingIndex;
@@ -88,8 +86,8 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
    * Plays EventBridge: each wave of events delivered at once, spread over the handler instances;
    * `drain(held)` leaves the events `held` says undelivered.
    */
-  const { stepInput, deliver, drain, delivered } = new EventBridgePlayer(
-    () => peer,
+  const { stepInput, deliver, drain, delivered, events } = new EventBridgePlayer(
+    () => world,
     BUS,
     () => handlers,
   );
@@ -97,7 +95,7 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
   beforeAll(async () => {
     // One lagging view of the table for every function instance, as one GSI serves them all.
     world = await startAwsWorld({ name: "arbor-lag", bus: BUS, model: answer, lag: LAG });
-    ({ peer, config, dynamodb, clients, engineClients } = world);
+    ({ config, dynamodb, clients, engineClients } = world);
     bedrock = world.bedrock as FakeBedrock;
     lagging = world.lagging as LaggingIndex;
     rt = createAwsRuntime(config, clients);
@@ -199,7 +197,7 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
       ].map(async (root) => [root, await tree(root)] as const),
     );
     const calls = bedrock.calls.length;
-    await deliver([...peer.eventsOn(BUS)].reverse());
+    await deliver([...events()].reverse());
     await drain();
     for (const [root, before] of requests) expect(await tree(root)).toEqual(before);
     expect(bedrock.calls.length).toBe(calls);
@@ -215,7 +213,7 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
           ? e["detail-type"] === "TASK_READY"
           : e["detail-type"] === "TURN_REQUESTED" && e.detail.turn === 2);
       await drain(killed);
-      const event = peer.eventsOn(BUS).find(killed) as BusEnvelope;
+      const event = events().find(killed) as BusEnvelope;
       expect(event).toBeDefined();
       delivered.add(event.id);
 
@@ -233,7 +231,12 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
         });
       const run = async (handler: StepHandler, remainingMs: number) => {
         try {
-          await handler(stepInput(step, event), { getRemainingTimeInMillis: () => remainingMs });
+          // The step's message, as its queue's event source hands it over: a failed one is reported.
+          const result = await handler(stepInput(step, event), {
+            getRemainingTimeInMillis: () => remainingMs,
+          });
+          if (result && result.batchItemFailures.length > 0)
+            throw new Error("simulated crash: the message failed");
         } finally {
           await handler.close();
         }

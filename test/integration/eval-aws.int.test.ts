@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createWatchdogHandler, type WatchdogHandler } from "../../functions/watchdog.ts";
 import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import type { Experiment } from "../../shared/evals/experiment.ts";
-import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { type AwsFunctions, startAwsFunctions } from "./aws-functions.ts";
@@ -42,11 +41,10 @@ const DATASET = [
 
 describe("an experiment on the AWS functions, offline", () => {
   let world: AwsWorld;
-  let peer: EventBridgePeer;
   let fns: AwsFunctions;
   let watchdog: WatchdogHandler;
-  const { deliver, drain, routesOf } = new EventBridgePlayer(
-    () => peer,
+  const { deliver, drain, routesOf, events } = new EventBridgePlayer(
+    () => world,
     BUS,
     () => fns.steps,
   );
@@ -64,7 +62,6 @@ describe("an experiment on the AWS functions, offline", () => {
         ARBOR_PUBLIC_URL: "https://abc123.execute-api.us-east-1.amazonaws.com",
       },
     });
-    peer = world.peer;
     fns = await startAwsFunctions(world, TOOL_FUNCTION, [root.entry]);
     watchdog = createWatchdogHandler(fns.stepDeps);
   });
@@ -103,19 +100,17 @@ describe("an experiment on the AWS functions, offline", () => {
     // Only the experiment's requests reach its rule: a request of someone else's does not.
     const other = await admin.post("/v1/messages", { text: "Where is the offsite?" });
     await drain();
-    const theirs = peer
-      .eventsOn(BUS)
-      .filter((e) =>
-        String(e.detail.urn ?? e.detail.taskId ?? "").includes(
-          String(other.json.rootTaskId).split("/common.Message.")[0] as string,
-        ),
-      );
+    const theirs = events().filter((e) =>
+      String(e.detail.urn ?? e.detail.taskId ?? "").includes(
+        String(other.json.rootTaskId).split("/common.Message.")[0] as string,
+      ),
+    );
     expect(theirs.length).toBeGreaterThan(0);
     expect(theirs.filter((e) => routesOf(e).includes("eval"))).toEqual([]);
 
     // Everything again, newest first, then the watchdog's sweep: nothing scored twice, no model call.
     const calls = bedrock.calls.length;
-    await deliver([...peer.eventsOn(BUS)].reverse());
+    await deliver([...events()].reverse());
     await drain();
     await watchdog({});
     expect(bedrock.calls.length).toBe(calls);

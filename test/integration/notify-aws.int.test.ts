@@ -91,7 +91,7 @@ describe("webhook deliveries on AWS: the notify function between the engine's ev
   const wakeMatches = compilePattern(NOTIFY_WAKE_PATTERN);
 
   const { drain } = new EventBridgePlayer(
-    () => peer,
+    () => world,
     BUS,
     () => steps,
   );

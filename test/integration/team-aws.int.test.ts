@@ -64,7 +64,7 @@ describe("teams on the AWS adapters", () => {
 
   /** Plays EventBridge until the bus is quiet. */
   const { drain } = new EventBridgePlayer(
-    () => world.peer,
+    () => world,
     BUS,
     () => [handler],
     "one by one",

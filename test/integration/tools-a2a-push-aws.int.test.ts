@@ -17,7 +17,6 @@ import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.
 import type { AwsConfig } from "../../shared/runtime/config.ts";
 import { type A2aAgentPeer, startA2aAgent } from "../peers/a2a-agent.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";
-import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { guardedFetch } from "../scenarios/tool-world.ts";
@@ -73,7 +72,6 @@ const model = planningModel({
 
 describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API function resumes the leaf", () => {
   let world: AwsWorld;
-  let peer: EventBridgePeer;
   let agent: A2aAgentPeer;
   let plain: A2aAgentPeer;
   let toolPeer: LambdaInvokePeer;
@@ -90,8 +88,8 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
   let skew = 0;
   const clock = () => new Date(Date.now() + skew);
 
-  const { drain } = new EventBridgePlayer(
-    () => peer,
+  const { drain, events } = new EventBridgePlayer(
+    () => world,
     BUS,
     () => steps,
   );
@@ -171,7 +169,7 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
         ARBOR_WATCHDOG_STALE_MS: String(STALE_MS),
       },
     });
-    ({ peer, config } = world);
+    ({ config } = world);
     const clients = world.clients;
     const { embeddings, s3vectors, s3 } = world.engineClients;
     // The agent is on loopback: the tool function's outbound guard lets loopback through (tests only).
@@ -246,11 +244,9 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
     // The watchdog leaves a leaf that waits on a remote call before its deadline, however stale
     // (it drives the stale root again, which has a child still running: nothing comes of it).
     const turnsOfLeaf = () =>
-      peer
-        .eventsOn(BUS)
-        .filter(
-          (e) => e["detail-type"] === COMMANDS.turn && (e.detail as { taskId?: string }).taskId === leafId,
-        ).length;
+      events().filter(
+        (e) => e["detail-type"] === COMMANDS.turn && (e.detail as { taskId?: string }).taskId === leafId,
+      ).length;
     const turns = turnsOfLeaf();
     skew += STALE_MS + 1_000;
     await watchdog();
@@ -348,9 +344,9 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
 
     // Past the call's deadline and the watchdog's staleness: re-driven, and settled with one GetTask.
     skew += CALL_TIMEOUT_MS + STALE_MS + 1_000;
-    const turns = peer.eventsOn(BUS).filter((e) => e["detail-type"] === COMMANDS.turn).length;
+    const turns = events().filter((e) => e["detail-type"] === COMMANDS.turn).length;
     expect((await watchdog()).redriven).toBeGreaterThan(0);
-    expect(peer.eventsOn(BUS).filter((e) => e["detail-type"] === COMMANDS.turn).length).toBe(turns + 1);
+    expect(events().filter((e) => e["detail-type"] === COMMANDS.turn).length).toBe(turns + 1);
     await drain();
     expect(gets()).toBe(before + 1);
     expect(await audit(leafId)).toEqual(["venue_desk:requested", "venue_desk:completed"]);

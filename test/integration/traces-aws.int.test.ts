@@ -59,8 +59,8 @@ describe("one trace across the AWS functions", () => {
   let handlers: StepHandler[];
   let toolHandler: ToolHandler;
   let toolPeer: LambdaInvokePeer;
-  const { drain } = new EventBridgePlayer(
-    () => world.peer,
+  const { drain, events } = new EventBridgePlayer(
+    () => world,
     BUS,
     () => handlers,
   );
@@ -135,9 +135,7 @@ describe("one trace across the AWS functions", () => {
 
     // What crossed the wire carried the trace: every event on the bus, every tool invocation.
     // (The team's events came before the request, outside its trace.)
-    const ofRequest = world.peer
-      .eventsOn(BUS)
-      .filter((e) => JSON.stringify(e.detail).includes(submitted.conversationUrn));
+    const ofRequest = events().filter((e) => JSON.stringify(e.detail).includes(submitted.conversationUrn));
     expect(ofRequest.length).toBeGreaterThan(5);
     for (const e of ofRequest)
       expect(

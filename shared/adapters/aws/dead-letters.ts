@@ -22,8 +22,8 @@ import { ConfigError, UnavailableError } from "../../kernel/errors.ts";
  * - an event EventBridge could not hand to a step's function at all: the body is the event, the
  *   attributes `RULE_ARN`, `TARGET_ARN`, `ERROR_CODE`, `ERROR_MESSAGE` (and the retry condition);
  *   the payload is rebuilt as the rule's input transformer builds it (route-rule.ts).
- * - a message SQS moved here from one of the notify function's queues (its redrive policy, after the
- *   function failed it maxReceiveCount times): the system attribute `DeadLetterQueueSourceArn`
+ * - a message SQS moved here from one of the notify function's queues or a step's command queue (its
+ *   redrive policy, after the function failed it maxReceiveCount times): the system attribute `DeadLetterQueueSourceArn`
  *   names the queue; the body (a delivery id, or a wake-up event) goes back to that queue as it is.
  * Either of the first two goes back to its function as an asynchronous invocation (`InvocationType: Event`). Every
  * step is idempotent (it re-reads state and writes conditionally), so sending one again that did

@@ -19,11 +19,13 @@ import {
   wireDetail,
 } from "../shared/bus-envelope.ts";
 import { type CompiledSubscription, SubscriptionRegistry } from "../shared/subscriptions.ts";
+import type { SqsCommandQueues } from "./sqs-command-queues.ts";
 
 /**
  * The EventBus port on Amazon EventBridge.
  *
- * - `publish` sends `PutEvents` in batches (at most 10 entries and 256 KiB per request). Entries that
+ * - `publish` sends the engine's single-consumer commands to their steps' SQS queues when
+ *   `commands` is given (sqs-command-queues.ts), and everything else `PutEvents` in batches (at most 10 entries and 256 KiB per request). Entries that
  *   EventBridge reports as failed (`ErrorCode` in the result, e.g. ThrottlingException) are sent again
  *   with exponential backoff; after `maxAttempts` the publish throws UnavailableError naming them.
  *   Errors of the SDK itself (network, HTTP 5xx, throttling after the SDK's own retries) become
@@ -64,6 +66,12 @@ export interface EventBridgeEventBusOptions {
   retryDelayMs?: (attempt: number) => number;
   /** Injectable for tests. */
   sleep?: (ms: number) => Promise<void>;
+  /**
+   * The commands that go to their step's queue instead of the bus (sqs-command-queues.ts); a
+   * command `alsoOnBus` takes goes to both (a rule on the bus consumes it too: the notify path's
+   * wake-ups). None: every event goes on the bus.
+   */
+  commands?: { queues: SqsCommandQueues; alsoOnBus: (e: BusEventInput) => boolean };
 }
 
 export interface DispatchOptions {
@@ -116,6 +124,7 @@ export class EventBridgeEventBus implements EventBus {
   readonly #maxAttempts: number;
   readonly #retryDelayMs: (attempt: number) => number;
   readonly #sleep: (ms: number) => Promise<void>;
+  readonly #commands: EventBridgeEventBusOptions["commands"];
   readonly #subs = new SubscriptionRegistry();
   readonly #inflight = new Set<Promise<unknown>>();
   readonly #log = componentLogger("eventbridge-event-bus");
@@ -139,15 +148,24 @@ export class EventBridgeEventBus implements EventBus {
     this.#maxAttempts = maxAttempts;
     this.#retryDelayMs = options.retryDelayMs ?? defaultRetryDelayMs;
     this.#sleep = options.sleep ?? sleepFor;
+    this.#commands = options.commands;
   }
 
   async publish(published: readonly BusEventInput[]): Promise<void> {
     this.#assertOpen();
     const events = published.map(traced);
     for (const e of events) assertPublishable(e);
+    const commands = this.#commands;
+    const queued = commands ? events.filter((e) => commands.queues.queues(e.detailType)) : [];
+    const onBus =
+      commands && queued.length > 0
+        ? events.filter((e) => !commands.queues.queues(e.detailType) || commands.alsoOnBus(e))
+        : events;
     // Build every entry first: nothing is sent when any event is invalid.
-    const entries = events.map((e) => this.#toEntry(e));
-    await this.#track(this.#sendAll(entries));
+    const entries = onBus.map((e) => this.#toEntry(e));
+    await this.#track(
+      Promise.all([this.#sendAll(entries), queued.length > 0 ? commands?.queues.send(queued) : undefined]),
+    );
   }
 
   subscribe(subscription: Subscription): () => void {

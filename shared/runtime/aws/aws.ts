@@ -1,10 +1,15 @@
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { S3Client } from "@aws-sdk/client-s3";
+import { SQSClient } from "@aws-sdk/client-sqs";
 import { DynamoStateStore } from "../../adapters/aws/dynamo-state-store.ts";
 import { EventBridgeEventBus } from "../../adapters/aws/eventbridge-event-bus.ts";
 import { S3ObjectStore } from "../../adapters/aws/s3-object-store.ts";
+import { SqsCommandQueues } from "../../adapters/aws/sqs-command-queues.ts";
 import { EventLogAudit } from "../../adapters/shared/event-log-audit.ts";
+import { QUEUED_STEPS, ROUTES } from "../../engine/routes.ts";
+import { compilePattern } from "../../kernel/event-pattern/index.ts";
+import { NOTIFY_WAKE_PATTERN } from "../../notify/wakeups.ts";
 import { resourceAnnouncer } from "../../store/resource-events.ts";
 import { ResourceStore } from "../../store/resource-store.ts";
 import { TaskLog } from "../../store/task-log.ts";
@@ -23,6 +28,8 @@ export interface AwsClients {
   s3?: S3Client;
   dynamodb?: DynamoDBClient;
   eventbridge?: EventBridgeClient;
+  /** For the command queues (ARBOR_COMMAND_QUEUES). */
+  sqs?: SQSClient;
 }
 
 export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): AwsRuntime {
@@ -39,10 +46,12 @@ export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): A
     keyPrefix: config.resourcesPrefix,
   });
   const state = new DynamoStateStore({ client: dynamodb, tableName: config.tableName });
+  const sqs = config.commandQueues ? (clients.sqs ?? new SQSClient(at(config.endpoints.sqs))) : undefined;
   const bus = new EventBridgeEventBus({
     client: eventbridge,
     eventBusName: config.eventBusName,
     region: config.region,
+    ...(sqs && config.commandQueues ? { commands: commandQueues(config, sqs) } : {}),
   });
   return {
     mode: "aws",
@@ -61,6 +70,39 @@ export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): A
       if (!clients.s3) s3.destroy();
       if (!clients.dynamodb) dynamodb.destroy();
       if (!clients.eventbridge) eventbridge.destroy();
+      if (!clients.sqs) sqs?.destroy();
     },
+  };
+}
+
+/**
+ * The engine's commands that go to their steps' queues: each queued step's command (its route's
+ * one detail-type) to the queue ARBOR_COMMAND_QUEUES names. The notify path's wake rule takes some
+ * commands too (a task started, a request planned: shared/notify/wakeups.ts): those go on the bus
+ * as well.
+ */
+function commandQueues(config: AwsConfig, client: SQSClient) {
+  const queues: Record<string, { subscription: string; queueUrl: string }> = {};
+  for (const step of QUEUED_STEPS) {
+    const queueUrl = config.commandQueues?.[step];
+    const detailType = ROUTES.find((r) => r.name === step)?.pattern["detail-type"];
+    if (queueUrl && Array.isArray(detailType) && typeof detailType[0] === "string")
+      queues[detailType[0]] = { subscription: step, queueUrl };
+  }
+  const wakes = compilePattern(NOTIFY_WAKE_PATTERN);
+  return {
+    queues: new SqsCommandQueues({ client, queues, region: config.region }),
+    alsoOnBus: (e: { source: string; detailType: string; detail: Record<string, unknown> }) =>
+      wakes({
+        version: "0",
+        id: "",
+        source: e.source,
+        "detail-type": e.detailType,
+        account: "",
+        time: "",
+        region: config.region,
+        resources: [],
+        detail: e.detail,
+      }),
   };
 }

@@ -1,5 +1,6 @@
 import type { RateLimits } from "../../channels/http/rate-limit.ts";
 import type { PriceOverrides } from "../../domain/model-catalogue.ts";
+import type { QueuedStep } from "../../engine/routes.ts";
 import { ConfigError } from "../../kernel/errors.ts";
 import type { OutboundSettings } from "../../outbound/policy.ts";
 import { type Env, type ModelConfig, type NotifyConfig, sharedSettings, webhookReach } from "./env.ts";
@@ -41,6 +42,8 @@ export interface AwsConfig {
   outbound?: OutboundSettings;
   /** Webhook deliveries (ARBOR_NOTIFY_*); absent: https only. */
   notify?: NotifyConfig;
+  /** The engine's command queues by step (ARBOR_COMMAND_QUEUES); absent: every command goes on the bus. */
+  commandQueues?: Partial<Record<QueuedStep, string>>;
   /** The tool function that runs every tool call (ARBOR_TOOL_FUNCTION); absent: tools run in process. */
   toolFunction?: string;
   /** Where callers reach the API function (ARBOR_PUBLIC_URL, the stack sets the API's endpoint). */
@@ -144,6 +147,7 @@ export function awsConfig(
       ...webhookReach(e),
       ...(e.ARBOR_NOTIFY_QUEUE_URL ? { queueUrl: e.ARBOR_NOTIFY_QUEUE_URL } : {}),
     },
+    ...(e.ARBOR_COMMAND_QUEUES ? { commandQueues: e.ARBOR_COMMAND_QUEUES } : {}),
     ...(e.ARBOR_TOOL_FUNCTION ? { toolFunction: e.ARBOR_TOOL_FUNCTION } : {}),
     ...(e.ARBOR_CHAT_SECRET_ARN
       ? { chat: { secretId: e.ARBOR_CHAT_SECRET_ARN, ttlMs: e.ARBOR_CHAT_SETTINGS_TTL_MS } }

@@ -2,6 +2,7 @@ import { resolve } from "node:path";
 import { z } from "zod";
 import type { RateLimit, RateLimits } from "../../channels/http/rate-limit.ts";
 import { DEFAULT_BEDROCK_MODEL, endOfLife, type PriceOverrides } from "../../domain/model-catalogue.ts";
+import { QUEUED_STEPS, type QueuedStep } from "../../engine/routes.ts";
 import { ConfigError } from "../../kernel/errors.ts";
 import {
   allowEntryProblem,
@@ -190,6 +191,44 @@ export const EnvSchema = z.object({
   ARBOR_WEBHOOK_PORTS: list(portEntryProblem).optional(),
   /** AWS: the notify function's delivery queue (SQS), where recorded deliveries are queued (the stack sets it). */
   ARBOR_NOTIFY_QUEUE_URL: z.url().optional(),
+  /**
+   * AWS: the engine's command queues by step, as JSON (the stack sets it): {"plan": "<queue URL>",
+   * "ready": ..., "turn": ..., "resume": ..., "activity": ...}. A command with a queue is sent to
+   * it (SQS) instead of the event bus (shared/adapters/aws/sqs-command-queues.ts); unset: every
+   * command goes on the bus and a rule per step delivers it.
+   */
+  ARBOR_COMMAND_QUEUES: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined || text.trim() === "") return undefined;
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        ctx.addIssue({
+          code: "custom",
+          message:
+            'not JSON; e.g. {"plan": "https://sqs.eu-west-1.amazonaws.com/123456789012/arbor-dev-plan"}',
+        });
+        return z.NEVER;
+      }
+      const unknown = Object.keys(parsed ?? {}).filter(
+        (k) => !(QUEUED_STEPS as readonly string[]).includes(k),
+      );
+      if (unknown.length > 0) {
+        ctx.addIssue({
+          code: "custom",
+          message: `${unknown.join(", ")}: no step started by a command (${QUEUED_STEPS.join(", ")})`,
+        });
+        return z.NEVER;
+      }
+      const queues = z.partialRecord(z.enum(QUEUED_STEPS), z.url()).safeParse(parsed);
+      if (queues.success) return queues.data as Partial<Record<QueuedStep, string>>;
+      for (const issue of queues.error.issues)
+        ctx.addIssue({ code: "custom", message: `${issue.path.join(".") || "(top)"}: ${issue.message}` });
+      return z.NEVER;
+    }),
   /**
    * A leaf's context window in tokens (its model request and the answer together; see
    * shared/engine/window/window.ts): at least the model's smallest window you use, e.g. 32000; an

@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { ENGINE_OUTPUT_KEYS } from "../../../infra/stacks/engine-stack.ts";
 import { COMMANDS, SOURCE } from "../../../shared/engine/context.ts";
+import { ROUTES } from "../../../shared/engine/routes.ts";
 import { type Synthesized, synthesized } from "../../fixtures/synth.ts";
 import { logicalId } from "../../support/cdk.ts";
 
@@ -18,22 +19,25 @@ type Res = { Type: string; Properties: Record<string, unknown> };
 const resources = () => prod.template.toJSON().Resources as Record<string, Res>;
 
 describe("the activity step", () => {
-  it("has a rule on the Arbor bus for ACTIVITY_REQUESTED, targeting its own function", () => {
+  it("has its own command queue for ACTIVITY_REQUESTED, consumed by its own function, and no rule", () => {
     const rules = Object.values(resources()).filter(
       (r) => r.Type === "AWS::Events::Rule" && r.Properties.Name === "activity",
     );
-    expect(rules).toHaveLength(1);
-    const rule = rules[0] as Res;
-    expect(rule.Properties.EventPattern).toEqual({
+    expect(rules).toHaveLength(0);
+    const queue = logicalId(prod.engine.commandQueues.activity.queue);
+    const mappings = Object.values(resources()).filter(
+      (r) =>
+        r.Type === "AWS::Lambda::EventSourceMapping" &&
+        JSON.stringify(r.Properties.EventSourceArn).includes(queue),
+    );
+    expect(mappings.map((m) => m.Properties.FunctionName)).toEqual([
+      { Ref: logicalId(prod.engine.steps.activity.function) },
+    ]);
+    // The command goes there: the runtime maps its detail-type to the activity step's queue.
+    expect(ROUTES.find((r) => r.name === "activity")?.pattern).toEqual({
       source: [SOURCE],
       "detail-type": [COMMANDS.activity],
     });
-    const [target] = rule.Properties.Targets as {
-      Arn: unknown;
-      InputTransformer: { InputTemplate: string };
-    }[];
-    expect(target?.Arn).toEqual({ "Fn::GetAtt": [logicalId(prod.engine.steps.activity.function), "Arn"] });
-    expect(target?.InputTransformer.InputTemplate).toContain('"subscription":"activity"');
   });
 
   it("may call the tool function, and no model; its name is an output", () => {
@@ -46,6 +50,7 @@ describe("the activity step", () => {
     const role = resources()[logicalId(prod.engine.steps.activity.role)] as Res;
     expect(role.Properties.ManagedPolicyArns).toEqual([
       { Ref: logicalId(prod.engine.dataPolicy) },
+      { Ref: logicalId(prod.engine.commandsPolicy) },
       { Ref: logicalId(prod.engine.tools.invokePolicy) },
     ]);
     const outputs = prod.template.toJSON().Outputs as Record<string, { Value: unknown }>;

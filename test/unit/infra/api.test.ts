@@ -14,7 +14,7 @@ import { createApp, readApiThrottle, SettingsError } from "../../../infra/app.ts
 import { API_A2A_BLOCKING_WAIT_MS, DEFAULT_API_THROTTLE } from "../../../infra/constructs/api-gateway.ts";
 import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../../infra/stacks/engine-stack.ts";
 import { loadConfig } from "../../../shared/runtime/config.ts";
-import { logicalId } from "../../support/cdk.ts";
+import { deployedEnvironment, logicalId } from "../../support/cdk.ts";
 
 /**
  * The front door as `cdk synth` makes it: API Gateway's HTTP API with the app's routes, a
@@ -145,9 +145,7 @@ describe("the API function", () => {
     expect(API_A2A_BLOCKING_WAIT_MS).toBeLessThan(29_000);
     for (const unwanted of ["ARBOR_MODEL_PROVIDER", "ARBOR_MODEL", "ARBOR_TOOLS_FILE"])
       expect(vars()).not.toHaveProperty(unwanted);
-    const env = Object.fromEntries(
-      Object.entries(vars()).map(([k, v]) => [k, typeof v === "string" ? v : "value-from-cloudformation"]),
-    );
+    const env = deployedEnvironment(vars());
     const config = loadConfig({
       ...env,
       ARBOR_PUBLIC_URL: "https://abc123.execute-api.eu-west-1.amazonaws.com",

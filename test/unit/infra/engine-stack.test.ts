@@ -5,12 +5,14 @@ import { pathToFileURL } from "node:url";
 import { BedrockRuntimeClient } from "@aws-sdk/client-bedrock-runtime";
 import { App, Stack } from "aws-cdk-lib";
 import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
+import type { Rule } from "aws-cdk-lib/aws-events";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { StepInputSchema } from "../../../functions/engine-step.ts";
 import { DEFAULT_MODEL, readModel, SettingsError } from "../../../infra/app.ts";
+import { DEFAULT_STEP_CONCURRENCY, MAX_RECEIVES } from "../../../infra/constructs/command-queue.ts";
 import { OPS_OUTPUT_KEYS } from "../../../infra/constructs/ops-alarms.ts";
 import { toCdkEventPattern } from "../../../infra/constructs/route-rule.ts";
 import { VECTOR_INDEX } from "../../../infra/constructs/vector-store.ts";
@@ -19,13 +21,13 @@ import { STORAGE_OUTPUT_KEYS } from "../../../infra/stacks/storage-stack.ts";
 import { ALL_GSIS } from "../../../shared/adapters/aws/dynamo-schema.ts";
 import { TitanEmbedder } from "../../../shared/adapters/embeddings/titan-embedder.ts";
 import { DIMENSION_TAG, EMBEDDER_TAG } from "../../../shared/adapters/vectors/s3-vectors-index.ts";
-import { ROUTES } from "../../../shared/engine/routes.ts";
+import { QUEUED_STEPS, ROUTES } from "../../../shared/engine/routes.ts";
 import { EVAL_ROUTE } from "../../../shared/evals/driver.ts";
 import { NOTIFY_WAKE_RULE } from "../../../shared/notify/wakeups.ts";
 import { AWS_EMBEDDING_DIMENSION } from "../../../shared/runtime/aws/aws-engine.ts";
 import { loadConfig } from "../../../shared/runtime/config.ts";
 import { type Synthesized, synthesized } from "../../fixtures/synth.ts";
-import { list, logicalId } from "../../support/cdk.ts";
+import { deployedEnvironment, list, logicalId } from "../../support/cdk.ts";
 
 // The same feature flags `cdk synth` gets from cdk.json, so the tests see the same templates.
 const root = new URL("../../../", import.meta.url);
@@ -85,17 +87,19 @@ describe("routes", () => {
   const targetOf = (name: string) =>
     (ruleFor(name).Properties.Targets as Record<string, unknown>[])[0] as Record<string, unknown>;
 
-  it("has exactly one rule per route, on the Arbor bus, with the route's pattern unchanged", () => {
+  const ruled = ROUTES.filter((r) => !(QUEUED_STEPS as readonly string[]).includes(r.name));
+
+  it("has exactly one rule per route that starts on RESOURCE_PUT, on the Arbor bus, with the route's pattern unchanged", () => {
     const patterned = Object.values(resources(prod.template, "AWS::Events::Rule")).filter(
       (r) => r.Properties.EventPattern !== undefined,
     );
     // And the notify wake rule (infra-notify.test.ts), which targets a queue, not a step.
     expect(patterned.map((r) => r.Properties.Name).sort()).toEqual(
-      [...ROUTES.map((r) => r.name), EVAL_ROUTE.name, NOTIFY_WAKE_RULE].sort(),
+      [...ruled.map((r) => r.name), EVAL_ROUTE.name, NOTIFY_WAKE_RULE].sort(),
     );
     // The experiments' rule: its whole pattern, a top-level $or, as the driver has it.
     expect(ruleFor(EVAL_ROUTE.name).Properties.EventPattern).toEqual(EVAL_ROUTE.pattern);
-    for (const route of ROUTES) {
+    for (const route of ruled) {
       expect(ruleFor(route.name).Properties).toMatchObject({
         EventPattern: route.pattern,
         EventBusName: storageOutput(prod, STORAGE_OUTPUT_KEYS.eventBusName),
@@ -117,7 +121,7 @@ describe("routes", () => {
       resources: ["cld:common.Tenant.acme"],
       detail: { taskId: "cld:common.Tenant.acme/plan.Task.t1", "arbor-event-id": "evt-1" },
     };
-    for (const route of ROUTES) {
+    for (const route of ruled) {
       const target = targetOf(route.name);
       expect(target.Arn).toEqual({
         "Fn::GetAtt": [logicalId(prod.engine.steps[route.name].function), "Arn"],
@@ -134,7 +138,7 @@ describe("routes", () => {
 
   it("retries deliveries and dead-letters them to the storage stack's queue", () => {
     const dlq = storageOutput(prod, STORAGE_OUTPUT_KEYS.deadLetterQueueArn);
-    for (const route of ROUTES) {
+    for (const route of ruled) {
       expect(targetOf(route.name)).toMatchObject({
         DeadLetterConfig: { Arn: dlq },
         RetryPolicy: { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 3600 },
@@ -162,21 +166,64 @@ describe("routes", () => {
       (p) => JSON.stringify(p.Properties.FunctionName) !== JSON.stringify(apiFn),
     );
     // And one for the notify sweep's schedule (infra-notify.test.ts), one for the experiments' rule.
-    expect(engineOnes).toHaveLength(ROUTES.length + 3);
+    expect(engineOnes).toHaveLength(ruled.length + 3);
     prod.template.hasResourceProperties("AWS::Lambda::Permission", {
       Action: "lambda:InvokeFunction",
       Principal: "events.amazonaws.com",
       FunctionName: { "Fn::GetAtt": [logicalId(prod.engine.evalStep.function), "Arn"] },
       SourceArn: { "Fn::GetAtt": [logicalId(prod.engine.evalRule.rule), "Arn"] },
     });
-    for (const route of ROUTES) {
+    for (const route of ruled) {
       prod.template.hasResourceProperties("AWS::Lambda::Permission", {
         Action: "lambda:InvokeFunction",
         Principal: "events.amazonaws.com",
         FunctionName: { "Fn::GetAtt": [logicalId(prod.engine.steps[route.name].function), "Arn"] },
-        SourceArn: { "Fn::GetAtt": [logicalId(prod.engine.rules[route.name].rule), "Arn"] },
+        SourceArn: { "Fn::GetAtt": [logicalId(prod.engine.rules[route.name]?.rule as Rule), "Arn"] },
       });
     }
+  });
+
+  it("gives each step started by a command its own queue, which it consumes one message at a time, bounded", () => {
+    const dlq = storageOutput(prod, STORAGE_OUTPUT_KEYS.deadLetterQueueArn);
+    const mappings = Object.values(resources(prod.template, "AWS::Lambda::EventSourceMapping"));
+    for (const step of QUEUED_STEPS) {
+      const queue = prod.engine.commandQueues[step].queue;
+      const fn = prod.engine.steps[step].function;
+      expect(props(prod.template, logicalId(queue))).toMatchObject({
+        SqsManagedSseEnabled: true,
+        // The step's timeout and half a minute: a running step's message is never handed out again.
+        VisibilityTimeout: (fn.timeout?.toSeconds() ?? 0) + 30,
+        RedrivePolicy: { deadLetterTargetArn: dlq, maxReceiveCount: MAX_RECEIVES },
+      });
+      const mapping = mappings.filter(
+        (m) =>
+          JSON.stringify(m.Properties.EventSourceArn) ===
+          JSON.stringify({ "Fn::GetAtt": [logicalId(queue), "Arn"] }),
+      );
+      expect(mapping).toHaveLength(1);
+      expect(mapping[0]?.Properties).toMatchObject({
+        FunctionName: { Ref: logicalId(fn) },
+        BatchSize: 1,
+        FunctionResponseTypes: ["ReportBatchItemFailures"],
+        ScalingConfig: { MaximumConcurrency: DEFAULT_STEP_CONCURRENCY },
+      });
+    }
+    // Every function's environment names the queues (whoever sends a command sends it there).
+    const env = props(prod.template, logicalId(prod.engine.steps.plan.function)).Environment as {
+      Variables: Record<string, unknown>;
+    };
+    const queues = JSON.stringify(env.Variables.ARBOR_COMMAND_QUEUES);
+    for (const step of QUEUED_STEPS)
+      expect(queues).toContain(logicalId(prod.engine.commandQueues[step].queue));
+  });
+
+  it("takes the steps' maximum concurrency from -c stepConcurrency, and refuses what SQS would not", () => {
+    const narrow = synthesized({ stage: "prod", stepConcurrency: "4" });
+    for (const m of Object.values(resources(narrow.template, "AWS::Lambda::EventSourceMapping")).filter((m) =>
+      JSON.stringify(m.Properties.EventSourceArn).includes("Commands"),
+    ))
+      expect(m.Properties.ScalingConfig).toEqual({ MaximumConcurrency: 4 });
+    expect(() => synthesized({ stage: "prod", stepConcurrency: "1" })).toThrow(/stepConcurrency.*2 to 1000/);
   });
 
   it("keeps patterns CDK cannot express as they are, or refuses them", () => {
@@ -230,16 +277,9 @@ describe("functions", () => {
       });
       // Lambda sets AWS_REGION itself; CloudFormation fills in the references (the ready and turn
       // steps' ARBOR_PUBLIC_URL: the API's endpoint).
-      const env = Object.fromEntries(
-        Object.entries(vars).map(([k, v]) => [
-          k,
-          typeof v === "string"
-            ? v
-            : k === "ARBOR_PUBLIC_URL"
-              ? "https://abc123.execute-api.eu-west-1.amazonaws.com"
-              : "value-from-cloudformation",
-        ]),
-      );
+      const env = deployedEnvironment(vars, {
+        ARBOR_PUBLIC_URL: "https://abc123.execute-api.eu-west-1.amazonaws.com",
+      });
       const config = loadConfig({ ...env, AWS_REGION: "eu-west-1" });
       expect(config).toMatchObject({
         mode: "aws",
@@ -376,16 +416,19 @@ describe("permissions", () => {
     const modelPolicy = { Ref: logicalId(prod.engine.modelPolicy) };
     const dataPolicy = { Ref: logicalId(prod.engine.dataPolicy) };
     const invokeTools = { Ref: logicalId(prod.engine.tools.invokePolicy) };
+    const commands = { Ref: logicalId(prod.engine.commandsPolicy) };
     for (const route of ROUTES) {
       const role = logicalId(prod.engine.steps[route.name].role);
       expect(props(prod.template, role).ManagedPolicyArns).toEqual([
         dataPolicy,
+        commands,
         ...(route.callsModel ? [modelPolicy] : []),
         ...(route.runsTools ? [invokeTools] : []),
       ]);
     }
     expect(props(prod.template, logicalId(prod.engine.watchdog.role)).ManagedPolicyArns).toEqual([
       dataPolicy,
+      commands,
       modelPolicy,
     ]);
     // The tool function calls no model.

@@ -14,7 +14,7 @@ import { ROUTES } from "../../../shared/engine/routes.ts";
 import { TOOL_CALL_MAX_MS, TOOL_FUNCTION_TIMEOUT_MS } from "../../../shared/ports/tool-function.ts";
 import { loadConfig } from "../../../shared/runtime/config.ts";
 import { synthesized } from "../../fixtures/synth.ts";
-import { list, logicalId } from "../../support/cdk.ts";
+import { deployedEnvironment, list, logicalId } from "../../support/cdk.ts";
 
 /**
  * The tool function in the engine stack: the only function holding the tools' grants and
@@ -99,9 +99,7 @@ describe("the tool function", () => {
     const vars = fnProps(plain, plain.engine.tools.handler.function).Environment.Variables;
     expect(vars).not.toHaveProperty("ARBOR_MODEL");
     expect(vars).not.toHaveProperty("ARBOR_TOOL_FUNCTION");
-    const env = Object.fromEntries(
-      Object.entries(vars).map(([k, v]) => [k, typeof v === "string" ? v : "value-from-cloudformation"]),
-    );
+    const env = deployedEnvironment(vars);
     const config = loadConfig({ ...env, AWS_REGION: "eu-west-1" });
     expect(config).toMatchObject({ mode: "aws", policy: { engine: "opa" } });
     expect(config).not.toHaveProperty("toolFunction");
@@ -115,9 +113,7 @@ describe("the tool function", () => {
       const runsTools = ROUTES.find((r) => r.name === name)?.runsTools === true;
       expect([name, vars.ARBOR_TOOL_FUNCTION]).toEqual([name, runsTools ? ref : undefined]);
       if (!runsTools) continue;
-      const env = Object.fromEntries(
-        Object.entries(vars).map(([k, v]) => [k, typeof v === "string" ? v : (CFN_VALUES[k] ?? "from-cfn")]),
-      );
+      const env = deployedEnvironment(vars, CFN_VALUES, "from-cfn");
       expect(loadConfig({ ...env, AWS_REGION: "eu-west-1" })).toMatchObject({
         toolFunction: "arbor-prod-engine-Tools",
         publicUrl: CFN_VALUES.ARBOR_PUBLIC_URL,

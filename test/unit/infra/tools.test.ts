@@ -168,17 +168,19 @@ describe("a deployed tool registry", () => {
 
   it("gives it to the tool function only; the steps that run tools (a leaf's inner loop: ready, turn; a fire-and-forget activity) may call that function, nothing else", () => {
     const ref = (c: IConstruct) => ({ Ref: logicalId(c) });
-    const { dataPolicy, modelPolicy, toolPolicy, tools } = withTools.engine;
+    const { dataPolicy, commandsPolicy, modelPolicy, toolPolicy, tools } = withTools.engine;
     expect(ROUTES.filter((r) => r.runsTools).map((r) => r.name)).toEqual(["ready", "turn", "activity"]);
     for (const route of ROUTES) {
       expect(props(withTools, withTools.engine.steps[route.name].role).ManagedPolicyArns).toEqual([
         ref(dataPolicy),
+        ref(commandsPolicy),
         ...(route.callsModel ? [ref(modelPolicy)] : []),
         ...(route.runsTools ? [ref(tools.invokePolicy)] : []),
       ]);
     }
     expect(props(withTools, withTools.engine.watchdog.role).ManagedPolicyArns).toEqual([
       ref(dataPolicy),
+      ref(commandsPolicy),
       ref(modelPolicy),
     ]);
     expect(props(withTools, tools.handler.role).ManagedPolicyArns).toEqual([

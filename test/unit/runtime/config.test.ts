@@ -144,6 +144,23 @@ describe("config", () => {
       );
   });
 
+  it("reads the command queues by step (unset: commands go on the bus), and refuses what it cannot use", () => {
+    expect(loadConfig(aws)).not.toHaveProperty("commandQueues");
+    const queues = { plan: "https://sqs.eu-west-1.amazonaws.com/123456789012/plan" };
+    expect(loadConfig({ ...aws, ARBOR_COMMAND_QUEUES: JSON.stringify(queues) })).toMatchObject({
+      commandQueues: queues,
+    });
+    expect(() => loadConfig({ ...aws, ARBOR_COMMAND_QUEUES: "plan=x" })).toThrow(
+      /ARBOR_COMMAND_QUEUES: not JSON; e\.g\. \{"plan"/,
+    );
+    expect(() => loadConfig({ ...aws, ARBOR_COMMAND_QUEUES: '{"supervise": "https://sqs.x/1/q"}' })).toThrow(
+      /ARBOR_COMMAND_QUEUES: supervise/,
+    );
+    expect(() => loadConfig({ ...aws, ARBOR_COMMAND_QUEUES: '{"plan": "not a url"}' })).toThrow(
+      /ARBOR_COMMAND_QUEUES: plan/,
+    );
+  });
+
   it("wants the vector bucket and index together, and says which one is missing", () => {
     expect(() => loadConfig({ ...aws, ARBOR_VECTOR_BUCKET: "arbor-prod-vectors" })).toThrow(ConfigError);
     expect(() => loadConfig({ ...aws, ARBOR_VECTOR_BUCKET: "arbor-prod-vectors" })).toThrow(

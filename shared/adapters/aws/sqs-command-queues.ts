@@ -1,0 +1,135 @@
+import { randomUUID } from "node:crypto";
+import {
+  type BatchResultErrorEntry,
+  SendMessageBatchCommand,
+  type SendMessageBatchRequestEntry,
+  type SQSClient,
+} from "@aws-sdk/client-sqs";
+import { UnavailableError } from "../../kernel/errors.ts";
+import type { BusEnvelope, BusEventInput } from "../../ports/event-bus.ts";
+import { wireDetail } from "../shared/bus-envelope.ts";
+
+/**
+ * The engine's commands on Amazon SQS: a command that has exactly one consumer (a step: plan,
+ * ready, turn, resume, activity) goes to that step's own queue instead of crossing an EventBridge
+ * rule, whose delivery takes about ten times as long (bench/aws-path-model.ts, LATENCIES). Each
+ * message is what the step function takes, as a rule's input transformer would have made it:
+ *
+ *   {"subscription": "<route>", "event": <the event as EventBridge would deliver it>}
+ *
+ * with the publisher's id and trace context in the detail (bus-envelope.ts), so the step's
+ * `dispatch` reads it exactly as it reads a rule's delivery. Sent in batches of ten per queue
+ * (SendMessageBatch), the batches at once; entries SQS refuses are sent again with backoff, then
+ * the publish fails naming them (the step that published fails, and its own retry publishes again
+ * under the same ids). The message attribute `arbor-message: engine.command` stays with a message
+ * the queue's redrive policy moves to the dead-letter queue, so `arbor dlq redrive` knows it.
+ */
+export const COMMAND_MESSAGE_KIND = "engine.command";
+const MESSAGE_KIND_ATTRIBUTE = "arbor-message";
+
+export interface CommandQueue {
+  /** The step (route) that consumes it: the message's `subscription`. */
+  subscription: string;
+  queueUrl: string;
+}
+
+export interface SqsCommandQueuesOptions {
+  client: SQSClient;
+  /** By detail-type: the queue of each command. */
+  queues: Readonly<Record<string, CommandQueue>>;
+  /** What the envelopes say (as EventBridge's would). */
+  account?: string;
+  region: string;
+  /** Attempts for entries SQS refuses (default 4). */
+  maxAttempts?: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export class SqsCommandQueues {
+  readonly #o: SqsCommandQueuesOptions;
+
+  constructor(options: SqsCommandQueuesOptions) {
+    this.#o = options;
+  }
+
+  /** Whether events of this detail-type go to a queue. */
+  queues(detailType: string): boolean {
+    return Object.hasOwn(this.#o.queues, detailType);
+  }
+
+  /** The step input a command's message carries (what a rule's input transformer makes of it). */
+  message(e: BusEventInput): { subscription: string; event: BusEnvelope } {
+    const queue = this.#o.queues[e.detailType];
+    if (!queue) throw new Error(`no command queue for ${e.detailType}`);
+    return {
+      subscription: queue.subscription,
+      event: {
+        version: "0",
+        id: randomUUID(),
+        "detail-type": e.detailType,
+        source: e.source,
+        account: this.#o.account ?? "",
+        time: (e.time ? new Date(e.time) : new Date()).toISOString().replace(/\.\d{3}Z$/, "Z"),
+        region: this.#o.region,
+        resources: [...(e.resources ?? [])],
+        detail: wireDetail(e),
+      },
+    };
+  }
+
+  /** Sends each event to its command's queue (events checked by the caller: assertPublishable). */
+  async send(events: readonly BusEventInput[]): Promise<void> {
+    const byQueue = new Map<string, SendMessageBatchRequestEntry[]>();
+    for (const e of events) {
+      const url = this.#o.queues[e.detailType]?.queueUrl as string;
+      const entries = byQueue.get(url) ?? [];
+      entries.push({
+        Id: `m${entries.length}`,
+        MessageBody: JSON.stringify(this.message(e)),
+        MessageAttributes: {
+          [MESSAGE_KIND_ATTRIBUTE]: { DataType: "String", StringValue: COMMAND_MESSAGE_KIND },
+        },
+      });
+      byQueue.set(url, entries);
+    }
+    const batches: [string, SendMessageBatchRequestEntry[]][] = [];
+    for (const [url, entries] of byQueue)
+      for (let i = 0; i < entries.length; i += 10)
+        batches.push([url, entries.slice(i, i + 10).map((e, n) => ({ ...e, Id: `m${n}` }))]);
+    await Promise.all(batches.map(([url, entries]) => this.#sendBatch(url, entries)));
+  }
+
+  async #sendBatch(queueUrl: string, batch: SendMessageBatchRequestEntry[]): Promise<void> {
+    const maxAttempts = this.#o.maxAttempts ?? 4;
+    let entries = batch;
+    for (let attempt = 1; ; attempt++) {
+      let failed: BatchResultErrorEntry[];
+      try {
+        const out = await this.#o.client.send(
+          new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: entries }),
+        );
+        failed = out.Failed ?? [];
+      } catch (error) {
+        const name = error instanceof Error ? error.name : "UnknownError";
+        throw new UnavailableError(
+          `SQS SendMessageBatch to ${queueUrl} failed (${name}): ${error instanceof Error ? error.message : String(error)}`,
+          { cause: error, details: { queueUrl } },
+        );
+      }
+      if (failed.length === 0) return;
+      const ids = new Set(failed.map((f) => f.Id));
+      if (attempt >= maxAttempts) {
+        const first = failed[0];
+        throw new UnavailableError(
+          `SQS did not take ${failed.length} command(s) on ${queueUrl} after ${attempt} attempts` +
+            `${first ? ` (${first.Code}: ${first.Message})` : ""}`,
+          { details: { queueUrl, failed } },
+        );
+      }
+      await (this.#o.sleep ?? sleepFor)(Math.min(2000, 50 * 2 ** attempt));
+      entries = entries.filter((e) => ids.has(e.Id));
+    }
+  }
+}
