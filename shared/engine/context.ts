@@ -97,6 +97,14 @@ export interface EngineDeps {
   faults?: FaultInjector;
   /** Runtime.soleWorker: claims held by anyone else were left by a process that is gone (claims.ts). */
   soleWorker?: string;
+  /**
+   * Set while the engine runs its steps (Engine.start): a task's end, once announced, has its
+   * parent counted, and judged when it was the last child, in the step that ended it
+   * (outcome.ts), instead of a step of its own started by the RESOURCE_PUT's delivery. That
+   * delivery still comes and finds the work done; it is what judges the parent when this step
+   * died first. Unset (a process that runs no steps, such as the API function): the delivery does.
+   */
+  judgeParent?: (outputUrn: string) => Promise<void>;
 }
 
 export type FaultPoint = "after-llm" | "after-write" | "before-publish" | "after-record";

@@ -15,7 +15,7 @@ import type { ModelStatus } from "./model-health.ts";
 import { ROUTES, type Route, type StepName } from "./routes.ts";
 import { StepQueue } from "./step-queue.ts";
 import { indexAssistants } from "./steps/election.ts";
-import { cancelTask, resume, startTask, watchdog } from "./steps/lifecycle.ts";
+import { cancelTask, resume, startTask, startTasks, watchdog } from "./steps/lifecycle.ts";
 import { indexOutput, outputOf } from "./steps/outcome.ts";
 import { acceptedView, checkEditedPlan, plan } from "./steps/planner.ts";
 import { type SubmitRequest, type Submitted, submit } from "./steps/submit.ts";
@@ -89,7 +89,12 @@ export class Engine {
           [ATTR.conversationId]: conversationOf(cmd.messageUrn),
           "arbor.plan.mode": cmd.mode,
         };
-        return inSpan("invoke_agent planner", { attributes }, () => plan(d, cmd));
+        // The plan step starts the request's root itself, a parent here and its parents below it
+        // too, down to the first leaves, whose commands it sends (lifecycle.ts startTasks).
+        return inSpan("invoke_agent planner", { attributes }, async () => {
+          const start = await plan(d, cmd);
+          if (start) await startTasks(d, [start]);
+        });
       },
       ready: (e) => startTask(d, e.detail as unknown as TaskCommand),
       turn: (e) => runTurn(d, e.detail as unknown as TaskCommand),
@@ -111,6 +116,8 @@ export class Engine {
         throw error;
       }
     };
+    // A task's end judges its parent in the step that ended it (outcome.ts).
+    d.judgeParent = (urn) => onResourcePut(d, { urn, name: "output" });
     const offs = ROUTES.map((route) =>
       d.bus.subscribe({
         name: route.name,
@@ -121,6 +128,7 @@ export class Engine {
     );
     return () => {
       for (const off of offs) off();
+      delete d.judgeParent;
     };
   }
 

@@ -28,7 +28,10 @@ export const TEAM: AssistantDefinition[] = [
 ];
 export const EMAIL = { to: "team@example.com", subject: "Offsite", body: "See you in Lisbon" };
 
-/** Emails (a risky call) when asked to, answers "slowly" after `slowMs`, else answers at once. */
+/**
+ * Emails (a risky call, decided after a moment: a stream opened with the request sees it asked,
+ * as with any real model) when asked to, answers "slowly" after `slowMs`, else answers at once.
+ */
 export const a2aScript =
   (slowMs: number): ScriptFunction =>
   (r) => {
@@ -42,7 +45,7 @@ export const a2aScript =
     if (taskName(r) === "Email the team")
       return told
         ? { content: `Emailed the team: ${told.content}` }
-        : { toolCalls: [{ name: "send_email", arguments: EMAIL }] };
+        : { toolCalls: [{ name: "send_email", arguments: EMAIL }], delayMs: 100 };
     return { content: ANSWER };
   };
 

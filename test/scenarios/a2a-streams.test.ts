@@ -72,7 +72,9 @@ describe("SendStreamingMessage and SubscribeToTask (1.0, the SDK's client)", () 
   it("sendMessageStream: the Task, working, then the artifact and completed, and the stream ends", async () => {
     const c = await a2aClient(ada.key, served.url);
     const seen: StreamResponse[] = [];
-    for await (const r of c.sendMessageStream(streamParams("What is the cost per person?"))) seen.push(r);
+    // Answered after a moment (as a model does): the stream sees the task before it ends.
+    for await (const r of c.sendMessageStream(streamParams("What is the cost per person, slowly?")))
+      seen.push(r);
     expect(seen[0]?.payload?.$case).toBe("task");
     const task = seen[0]?.payload?.value as Task;
     expect([TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING]).toContain(task.status?.state);

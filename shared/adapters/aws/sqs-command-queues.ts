@@ -5,7 +5,7 @@ import {
   type SendMessageBatchRequestEntry,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import { UnavailableError } from "../../kernel/errors.ts";
+import { UnavailableError, ValidationError } from "../../kernel/errors.ts";
 import type { BusEnvelope, BusEventInput } from "../../ports/event-bus.ts";
 import { wireDetail } from "../shared/bus-envelope.ts";
 
@@ -62,7 +62,8 @@ export class SqsCommandQueues {
   /** The step input a command's message carries (what a rule's input transformer makes of it). */
   message(e: BusEventInput): { subscription: string; event: BusEnvelope } {
     const queue = this.#o.queues[e.detailType];
-    if (!queue) throw new Error(`no command queue for ${e.detailType}`);
+    if (!queue)
+      throw new ValidationError(`No command queue for ${e.detailType}: it is not one of the queued commands`);
     return {
       subscription: queue.subscription,
       event: {

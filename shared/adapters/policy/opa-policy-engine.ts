@@ -3,8 +3,6 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import type { S3Client } from "@aws-sdk/client-s3";
-import { loadPolicy } from "@open-policy-agent/opa-wasm";
-import { Parser } from "tar";
 import { ConfigError } from "../../kernel/errors.ts";
 import type { PolicyDecision, PolicyEngine, PolicyInput } from "../../ports/policy.ts";
 import { type Answer, Decisions, type ParsedPolicyInput } from "./decisions.ts";
@@ -20,7 +18,7 @@ import { publishCommand, readBundle } from "./policy-bundle-s3.ts";
 export const DEFAULT_ENTRYPOINT = "arbor/authz/allow";
 const BUNDLE = "bundle.tar.gz";
 
-type LoadedPolicy = Awaited<ReturnType<typeof loadPolicy>>;
+type LoadedPolicy = Awaited<ReturnType<typeof import("@open-policy-agent/opa-wasm").loadPolicy>>;
 
 export class OpaPolicyEngine implements PolicyEngine {
   readonly engine = "opa" as const;
@@ -56,6 +54,8 @@ export class OpaPolicyEngine implements PolicyEngine {
     const wasm = isWasm(bundle) ? bundle : await policyWasmOf(bundle, source);
     let policy: LoadedPolicy;
     try {
+      // Loaded with the first bundle: a function that decides nothing never loads them.
+      const { loadPolicy } = await import("@open-policy-agent/opa-wasm");
       policy = await loadPolicy(
         wasm.buffer.slice(wasm.byteOffset, wasm.byteOffset + wasm.byteLength) as ArrayBuffer,
       );
@@ -127,6 +127,7 @@ async function policyWasmOf(bundle: Uint8Array, source: string): Promise<Uint8Ar
   } catch (cause) {
     throw new ConfigError(`${source} is neither a gzipped bundle nor a wasm module`, { cause });
   }
+  const { Parser } = await import("tar");
   const found = await new Promise<Uint8Array | undefined>((resolve, reject) => {
     let wasm: Uint8Array | undefined;
     const parser = new Parser({

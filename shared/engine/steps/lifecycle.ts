@@ -55,17 +55,39 @@ export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<voi
   await proceed(deps, cmd.taskId, started.duplicate ? undefined : { view: started.view, task });
 }
 
-/** After TaskStarted (or an answer): children start, or the leaf's inner loop runs, in this step. */
+/**
+ * After TaskStarted (or an answer): children start (startTasks: a child that is itself a parent
+ * right here, so a request's first leaves get their commands from this step, not from a chain of
+ * steps one level each), or the leaf's inner loop runs, in this step.
+ */
 async function proceed(deps: EngineDeps, taskId: string, fresh?: FreshLeaf): Promise<void> {
   const children = await childrenOf(deps, taskId);
   if (children.length > 0) {
-    await sendReady(
+    await startTasks(
       deps,
       schedule(children.filter((c) => c.status === "open")).map((c) => c.taskId),
     );
     return;
   }
   await runTurn(deps, { taskId }, fresh);
+}
+
+/**
+ * Starts tasks from this step: a parent here (its start recorded, its children started the same
+ * way), a leaf by its ready command (it runs in a step of its own, with the tools' grants on AWS),
+ * all at once. The plan step starts a request's root so.
+ */
+export async function startTasks(deps: EngineDeps, taskIds: readonly string[]): Promise<void> {
+  const parent = await Promise.all(
+    taskIds.map(async (id) => ((await deps.tasks.childCounts(id))?.created ?? 0) > 0),
+  );
+  await Promise.all([
+    sendReady(
+      deps,
+      taskIds.filter((_, i) => !parent[i]),
+    ),
+    ...taskIds.filter((_, i) => parent[i]).map((taskId) => startTask(deps, { taskId })),
+  ]);
 }
 
 async function askForAssistant(deps: EngineDeps, taskId: string): Promise<void> {

@@ -1,12 +1,13 @@
 import { withMeta } from "../../domain/resources.ts";
 import type { Urn } from "../../domain/urn.ts";
 import type { PutResult } from "../../store/resource-store.ts";
-import { agentActor, announcePut, ENGINE, type EngineDeps, recordTask } from "../context.ts";
+import { agentActor, announcePut, ENGINE, type EngineDeps, recordTask, SimulatedCrash } from "../context.ts";
 
 /**
  * How a task ends. Every ending writes the task's `output` Message under its URN, records the
  * terminal event, then announces the output: that RESOURCE_PUT is what wakes the parent's
- * supervisor, whatever the outcome. Each part is idempotent, so a crash anywhere is repaired by
+ * supervisor, whatever the outcome; while the engine runs its steps, the step that ended the task
+ * counts and judges the parent itself first (EngineDeps.judgeParent), and the delivery finds it done. Each part is idempotent, so a crash anywhere is repaired by
  * running the same ending again.
  */
 export const outputMeta = (taskId: string) =>
@@ -42,6 +43,29 @@ export async function completed(
     agentActor(assistant),
   );
   await announcePut(deps, urn, "common.Message", "output", contentHash);
+  await judgeParentHere(deps, urn);
+}
+
+/**
+ * The parent of the task whose output `urn` is, counted (and judged, when it was the last child)
+ * in this step (EngineDeps.judgeParent). A failure here fails nothing of the task that ended: its
+ * output's delivery to the supervise step judges the parent instead. A simulated crash is the
+ * process dying, and runs out.
+ */
+async function judgeParentHere(deps: EngineDeps, urn: string): Promise<void> {
+  if (!deps.judgeParent) return;
+  try {
+    await deps.judgeParent(urn);
+  } catch (error) {
+    if (error instanceof SimulatedCrash) throw error;
+    deps.log.warn(
+      "the parent could not be judged in the step that ended its child; its supervise step will",
+      {
+        output: urn,
+        error: error instanceof Error ? error : String(error),
+      },
+    );
+  }
 }
 
 /**
@@ -56,6 +80,7 @@ export async function announceOutput(deps: EngineDeps, taskId: string, content: 
     isError: true,
   });
   await announcePut(deps, urn, "common.Message", "output", contentHash);
+  await judgeParentHere(deps, urn);
 }
 
 export async function failTask(deps: EngineDeps, taskId: string, reason: string): Promise<void> {
@@ -69,6 +94,7 @@ export async function failTask(deps: EngineDeps, taskId: string, reason: string)
   if (view?.status !== "failed")
     await recordTask(deps, "TaskFailed", { taskId: taskId as Urn, reason: reason.slice(0, 8000) }, ENGINE);
   await announcePut(deps, urn, "common.Message", "output", contentHash);
+  await judgeParentHere(deps, urn);
 }
 
 /**

@@ -17,13 +17,11 @@ import type { LlmMessage, LlmResponse, LlmToolSpec } from "../../ports/llm.ts";
 import { ownerOf } from "../../store/resource-access.ts";
 import { RECORD_MANY_LIMIT } from "../../store/task-log.ts";
 import {
-  COMMANDS,
   ENGINE,
   type EngineDeps,
   type PlanCommand,
   planMarkerKey,
   recordTask,
-  send,
   taskEvent,
 } from "../context.ts";
 import { requestInteraction } from "../interactions.ts";
@@ -59,13 +57,17 @@ export const rootTaskUrn = (messageUrn: string): Urn =>
 const planTurnMeta = (messageUrn: string) =>
   withMeta({ type: "common.Message", name: "plan", parent: messageUrn });
 
-export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<void> {
+/**
+ * Plans a request: its task tree stored (or its failure, or, lazy, the approval asked for).
+ * Returns the root task to start now, eager and planned (the caller starts it: Engine's plan
+ * step), else undefined. A plan command delivered again returns the root while it is still open.
+ */
+export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Urn | undefined> {
   const rootId = rootTaskUrn(cmd.messageUrn);
   const marker = await deps.state.get(planMarkerKey(cmd.messageUrn));
   if (marker?.status === "done") {
-    if (cmd.mode === "eager" && (await deps.tasks.view(rootId))?.status === "open")
-      await send(deps, COMMANDS.ready, { taskId: rootId }, rootId);
-    return;
+    if (cmd.mode === "eager" && (await deps.tasks.view(rootId))?.status === "open") return rootId;
+    return undefined;
   }
   const request = await deps.resources.getAs("common.Message", cmd.messageUrn);
   if (!request)
@@ -139,7 +141,7 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<void> {
         if (!(e instanceof ConflictError)) throw e;
       });
   }
-  if (outcome.ok && cmd.mode === "eager") await send(deps, COMMANDS.ready, { taskId: rootId }, rootId);
+  return outcome.ok && cmd.mode === "eager" ? rootId : undefined;
 }
 
 type PlanOutcome =

@@ -84,11 +84,10 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
   const children = await childrenOf(deps, parentId);
   if (children.length === 0 || !children.every((c) => isTerminal(c.status))) return;
 
-  const parent = (await deps.resources.getAs("plan.Task", parentId)) as TaskResource;
-  const childTasks = (await deps.resources.getMany(children.map((c) => c.taskId))) as (
-    | TaskResource
-    | undefined
-  )[];
+  const [parent, childTasks] = (await Promise.all([
+    deps.resources.getAs("plan.Task", parentId),
+    deps.resources.getMany(children.map((c) => c.taskId)),
+  ])) as [TaskResource, (TaskResource | undefined)[]];
   const round = Math.max(0, ...childTasks.map((t) => t?.round ?? 0));
   // A person was asked how this round goes on: their answer is applied once (ask-strategy.ts).
   const evaluationOf = (r: number) => evaluate(deps, parent, children, r); // stored for an earlier round

@@ -383,14 +383,18 @@ const EPHEMERAL_ELIDED = "[an intermediate result, shown once: elided]";
 async function buildPrompt(deps: EngineDeps, task: TaskResource, assistant: Assistant): Promise<string> {
   const parts = [`# Task: ${task.meta.name}`, toDescription(task.meta)];
   const context: string[] = [];
-  for (const a of await deps.resources.ancestorsOf(task.meta.id)) {
+  // The ancestors and the similar results at once: each is a few reads in a row on AWS.
+  const [ancestorResources, similar] = await Promise.all([
+    deps.resources.ancestorsOf(task.meta.id),
+    similarResults(deps, task),
+  ]);
+  for (const a of ancestorResources) {
     if (a.meta.type === "common.Message" && "content" in a && a.content)
       context.push(`- The request: ${a.content}`);
     if (a.meta.type === "plan.Task")
       context.push(`- Part of: ${a.meta.name}${a.meta.purpose ? `, ${a.meta.purpose}` : ""}`);
   }
   if (context.length) parts.push("# Context", ...context);
-  const similar = await similarResults(deps, task);
   if (similar.length) parts.push("# Related results", ...similar);
   const text = parts.filter(Boolean).join("\n");
   return fitTokens(text, promptBudget(deps, assistant), await counterFor(deps, assistant));

@@ -59,13 +59,11 @@ describe("the default policy on Cedar (policies/decisions.json)", () => {
     expect(evaluated).toBe(MAX_REMEMBERED + 12);
   });
 
-  it("refuses policies that do not parse, saying where", () => {
-    expect(
-      () => new CedarPolicyEngine("permit (principal, action, resource", "policies/broken.cedar"),
-    ).toThrow(ConfigError);
-    expect(
-      () => new CedarPolicyEngine("permit (principal, action, resource", "policies/broken.cedar"),
-    ).toThrow(/policies\/broken\.cedar do not parse/);
+  it("refuses policies that do not parse, saying where: on check(), and at every decision", async () => {
+    const broken = new CedarPolicyEngine("permit (principal, action, resource", "policies/broken.cedar");
+    await expect(broken.check()).rejects.toThrow(ConfigError);
+    await expect(broken.check()).rejects.toThrow(/policies\/broken\.cedar do not parse/);
+    await expect(broken.decide(first)).rejects.toThrow(/policies\/broken\.cedar do not parse/);
   });
 
   it("denies what no policy allows, and an input it cannot read", async () => {

@@ -1,0 +1,108 @@
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { build } from "esbuild";
+import { BUNDLING, PROJECT_ROOT } from "../infra/constructs/engine-function.ts";
+
+/**
+ * `npm run bench:bundles`: each Lambda function's bundle as `cdk synth` builds it (esbuild with the
+ * engine functions' BUNDLING options: ESM, minified, the AWS SDK inside, the tokenizers outside),
+ * its size, what is biggest in it, and how long importing it takes over bare Node: the part of a
+ * cold start that is the code's (Lambda adds its own before). Each import runs in a fresh process,
+ * `--runs` times (default 7), and the median is printed, wall and CPU.
+ *
+ *   npm run bench:bundles -- --runs 11
+ */
+const FUNCTIONS = ["api", "engine-step", "tool", "notify", "watchdog"] as const;
+
+const runs = (() => {
+  const i = process.argv.indexOf("--runs");
+  const n = i >= 0 ? Number(process.argv[i + 1]) : 7;
+  if (!Number.isInteger(n) || n < 1) throw new Error("--runs takes a whole number of runs, e.g. --runs 7");
+  return n;
+})();
+
+/** Imports `file` in a fresh Node and answers the import's wall and CPU milliseconds. */
+function importTime(file: string | undefined): { wallMs: number; cpuMs: number } {
+  const script = `
+    const t = performance.now(); const c = process.cpuUsage();
+    ${file ? `await import(${JSON.stringify(file)});` : ""}
+    const u = process.cpuUsage(c);
+    process.stdout.write(JSON.stringify({ wallMs: performance.now() - t, cpuMs: (u.user + u.system) / 1000 }));
+    process.exit(0);`;
+  const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
+    // What the function's environment has at import (the handlers read the rest at the first call).
+    env: { PATH: process.env.PATH ?? "", AWS_REGION: "us-east-1", NODE_OPTIONS: "" },
+    encoding: "utf8",
+  });
+  return JSON.parse(out) as { wallMs: number; cpuMs: number };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
+const dir = mkdtempSync(join(tmpdir(), "arbor-bundles-"));
+try {
+  const rows: string[] = [];
+  for (const name of FUNCTIONS) {
+    const outdir = join(dir, name);
+    const result = await build({
+      entryPoints: [join(PROJECT_ROOT, "functions", `${name}.ts`)],
+      outfile: join(outdir, "index.mjs"),
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: BUNDLING.target ?? "node24",
+      mainFields: [...(BUNDLING.mainFields ?? [])],
+      external: [...(BUNDLING.externalModules ?? [])],
+      minify: BUNDLING.minify ?? false,
+      keepNames: BUNDLING.keepNames ?? false,
+      banner: { js: BUNDLING.banner ?? "" },
+      metafile: true,
+      logLevel: "error",
+    });
+    // What afterBundling copies beside the bundle that a module may read at import.
+    copyFileSync(
+      join(PROJECT_ROOT, "node_modules/@cedar-policy/cedar-wasm/nodejs/cedar_wasm_bg.wasm"),
+      join(outdir, "cedar_wasm_bg.wasm"),
+    );
+    const file = join(outdir, "index.mjs");
+    const byPackage = new Map<string, number>();
+    for (const output of Object.values(result.metafile.outputs))
+      for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) {
+        const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(input)?.[1] ?? input.split("/")[0] ?? input;
+        byPackage.set(pkg, (byPackage.get(pkg) ?? 0) + bytesInOutput);
+      }
+    const biggest = [...byPackage]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 5)
+      .map(([p, n]) => `${p} ${Math.round(n / 1024)} KB`)
+      .join(", ");
+    const bare: number[] = [];
+    const walls: number[] = [];
+    const cpus: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      bare.push(importTime(undefined).wallMs);
+      const t = importTime(file);
+      walls.push(t.wallMs);
+      cpus.push(t.cpuMs);
+    }
+    const mb = (statSync(file).size / 1024 / 1024).toFixed(2);
+    rows.push(
+      `| ${name} | ${mb} MB | ${Math.round(median(walls) - median(bare))} ms | ${Math.round(median(cpus))} ms | ${biggest} |`,
+    );
+    process.stderr.write(`  ${name}: built and imported ${runs} times\n`);
+  }
+  process.stdout.write(
+    [
+      "",
+      `Function bundles (esbuild as cdk synth runs it; import: median of ${runs} fresh processes, over bare Node)`,
+      "| function | bundle | import, wall | import, CPU | biggest parts |",
+      "|---|---|---|---|---|",
+      ...rows,
+      "",
+    ].join("\n"),
+  );
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
