@@ -25,6 +25,7 @@ import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/
 import { ChatSecret, type ChatSecretRef } from "../constructs/chat-secret.ts";
 import { CommandQueue, readStepConcurrency } from "../constructs/command-queue.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
+import { type Grant, type GrantArns, statementOf, TOOL_FUNCTION_GRANTS } from "../constructs/grants.ts";
 import { NotifyFunction } from "../constructs/notify-function.ts";
 import {
   ALARMS,
@@ -181,6 +182,8 @@ export class EngineStack extends Stack {
   readonly watchdogSchedule: Rule;
   readonly vectors: VectorStore;
   readonly dataPolicy: ManagedPolicy;
+  /** The tool function's own, narrower data policy (TOOL_FUNCTION_GRANTS): no delete but a retired tool's. */
+  readonly toolDataPolicy: ManagedPolicy;
   /** Send any command to its step's queue: the steps, the experiments' step and the watchdog. */
   readonly commandsPolicy: ManagedPolicy;
   readonly modelPolicy: ManagedPolicy;
@@ -262,10 +265,15 @@ export class EngineStack extends Stack {
     };
     const common = { logRetention, removalPolicy: props.removalPolicy };
     const { ARBOR_MODEL: _model, ARBOR_MODEL_PROVIDER: _provider, ...toolEnvironment } = environment;
+    this.toolDataPolicy = this.#grantsPolicy(
+      "ToolDataAccess",
+      "Arbor tool function: reads, and the writes of its own records only (infra/constructs/grants.ts)",
+      TOOL_FUNCTION_GRANTS,
+    );
     this.tools = new ToolFunction(this, "Tools", {
       ...common,
       environment: toolEnvironment,
-      dataPolicy: this.dataPolicy,
+      dataPolicy: this.toolDataPolicy,
       ...(props.tools ? { registry: props.tools } : {}),
     });
     this.toolPolicy = this.tools.toolPolicy;
@@ -540,6 +548,47 @@ export class EngineStack extends Stack {
         queueUrl: output("deadLetterQueueUrl"),
       }),
     };
+  }
+
+  /** The stack's ARNs of what grants name (infra/constructs/grants.ts). */
+  #grantArns(storage: StorageResources): GrantArns {
+    const tableArn = storage.table.tableArn;
+    return {
+      resourcesBucket: storage.resourcesBucket.bucketArn,
+      policiesBucket: storage.policiesBucket.bucketArn,
+      table: tableArn,
+      indexes: ALL_GSIS.map((g) => `${tableArn}/index/${g.name}`),
+      bus: storage.eventBus.eventBusArn,
+      embeddingModel: foundationModelArn(this, EMBEDDING_MODEL_ID),
+      vectorIndex: this.vectors.indexArn,
+    };
+  }
+
+  /** A managed policy of `grants`, with cdk-nag's object wildcards acknowledged, each with its reason. */
+  #grantsPolicy(id: string, description: string, grants: readonly Grant[]): ManagedPolicy {
+    const arns = this.#grantArns(this.storage);
+    const policy = new ManagedPolicy(this, id, {
+      description,
+      statements: grants.map((g) => {
+        const s = statementOf(g, arns);
+        return new PolicyStatement({
+          sid: s.sid,
+          actions: s.actions,
+          resources: s.resources,
+          ...(s.conditions ? { conditions: s.conditions } : {}),
+        });
+      }),
+    });
+    for (const g of grants)
+      if ("objects" in g.on)
+        for (const resource of statementOf(g, arns).resources)
+          Validations.of(policy).acknowledge({
+            id: nagFinding("AwsSolutions-IAM5", `Resource::${flattenCfnReference(this.resolve(resource))}`),
+            reason:
+              `Objects of the resources bucket whose keys match ${resource.split("/").slice(1).join("/")}: each ` +
+              `resource is an object named by its URN, created at run time, so no fixed list of keys exists (${g.why}).`,
+          });
+    return policy;
   }
 
   /** What every engine function does with the data: exactly the calls the AWS adapters make. */

@@ -9,7 +9,8 @@ import type { ApiKeyEntry } from "../../shared/ports/key-store.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
-import type { AwsWorld } from "./aws-world.ts";
+import type { IamGuard } from "../support/iam-guard.ts";
+import { type AwsWorld, toolFunctionGuard } from "./aws-world.ts";
 
 /**
  * The functions the engine stack deploys, in this process, on an AwsWorld: the tool function (behind
@@ -33,6 +34,8 @@ export interface AwsFunctions {
   /** What a handler of the engine's is made with (a watchdog's too). */
   stepDeps: Parameters<typeof createStepHandler>[0];
   rt: AwsRuntime;
+  /** The tool function's grants, enforced on its calls: what it was refused, which grants it used. */
+  toolGuard: IamGuard;
   call(event: APIGatewayProxyEventV2): Promise<Reply>;
   as(key: string): {
     get(path: string): Promise<Reply>;
@@ -64,8 +67,12 @@ export async function startAwsFunctions(
     clients,
     tools: { clients: { embeddings, s3vectors, s3: clients.s3 } },
   });
+  // The tool function's calls are held to its grants (the stack's ToolDataAccess policy).
+  const guard = toolFunctionGuard(world);
+  for (const client of [...Object.values(clients), embeddings, s3vectors]) guard.instrument(client);
+  const guarded = (event: unknown) => guard.within(() => tools(event));
   const toolPeer = await LambdaInvokePeer.start({
-    [toolFunction]: (event) => (hooks.tool ? hooks.tool(event, () => tools(event)) : tools(event)),
+    [toolFunction]: (event) => (hooks.tool ? hooks.tool(event, () => guarded(event)) : guarded(event)),
   });
   const engineClients = { ...world.engineClients, lambda: toolPeer.client() };
   if (hooks.client)
@@ -93,6 +100,7 @@ export async function startAwsFunctions(
     steps,
     stepDeps,
     rt,
+    toolGuard: guard,
     call,
     as: (key) => ({
       get: (path) => call(apiEvent("GET", path, { key })),

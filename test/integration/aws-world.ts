@@ -7,6 +7,7 @@ import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
 import type { StepHandler } from "../../functions/engine-step.ts";
+import { TOOL_FUNCTION_GRANTS } from "../../infra/constructs/grants.ts";
 import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
 import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
@@ -23,6 +24,7 @@ import { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
 import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
 import type { SqsRecord } from "../peers/sqs-poll.ts";
+import { IamGuard, worldArns } from "../support/iam-guard.ts";
 
 /**
  * The world the AWS integration tests run in, as the storage and engine stacks leave it before any
@@ -301,6 +303,34 @@ export class EventBridgePlayer {
     }
     throw new Error("the bus did not settle within 100 waves");
   };
+}
+
+/**
+ * The tool function's grants (TOOL_FUNCTION_GRANTS) around its calls in this world, and its own
+ * extra rights: the turn command's queue (a settled remote call goes on).
+ */
+export function toolFunctionGuard(
+  world: Pick<AwsWorld, "config" | "commandQueues"> & Partial<Pick<AwsWorld, "clients" | "engineClients">>,
+): IamGuard {
+  const { config } = world;
+  const guard = new IamGuard(
+    TOOL_FUNCTION_GRANTS,
+    worldArns({
+      resourcesBucket: config.resourcesBucket,
+      ...(config.policy.engine === "opa" ? { policiesBucket: config.policy.bucket } : {}),
+      table: config.tableName,
+      bus: config.eventBusName,
+    }),
+    [world.commandQueues.turn],
+  );
+  for (const client of [...Object.values(world.clients ?? {}), ...Object.values(world.engineClients ?? {})])
+    if (client) guard.instrument(client);
+  return guard;
+}
+
+/** A tool function handler held to its grants: each call runs within `guard`. */
+export function guarded<T extends (event: unknown) => Promise<unknown>>(guard: IamGuard, handler: T): T {
+  return Object.assign((event: unknown) => guard.within(() => handler(event)), handler) as T;
 }
 
 const isQueued = (step: string): boolean => (QUEUED_STEPS as readonly string[]).includes(step);

@@ -5,7 +5,8 @@ import type {
   ExecuteToolResponse,
   ListToolsResponse,
 } from "../../shared/tools/bindings/tool-function-protocol.ts";
-import { type AwsWorld, startAwsWorld } from "./aws-world.ts";
+import type { IamGuard } from "../support/iam-guard.ts";
+import { type AwsWorld, guarded, startAwsWorld, toolFunctionGuard } from "./aws-world.ts";
 
 /**
  * The graph tools on AWS as deployed: the tool function (functions/tool.ts) with the DynamoDB
@@ -16,6 +17,7 @@ import { type AwsWorld, startAwsWorld } from "./aws-world.ts";
 let world: AwsWorld;
 let first: ToolHandler;
 let second: ToolHandler;
+let guard: IamGuard;
 const GRAPH_TOOLS = ["graph_add", "graph_query", "graph_remove"];
 const ACME_TASK = `${tenantUrn("acme")}/common.Conversation.c1/common.Message.m1/plan.Task.t1`;
 const BETA_TASK = `${tenantUrn("beta")}/common.Conversation.c2/common.Message.m2/plan.Task.t2`;
@@ -35,21 +37,27 @@ beforeAll(async () => {
     policies: "empty-bucket",
     lag: 3,
   });
+  guard = toolFunctionGuard(world);
   const make = () =>
-    createToolHandler({
-      config: () => world.config,
-      clients: world.clients,
-      tools: {
-        clients: {
-          embeddings: world.engineClients.embeddings,
-          s3vectors: world.engineClients.s3vectors,
-          s3: world.engineClients.s3,
+    guarded(
+      guard,
+      createToolHandler({
+        config: () => world.config,
+        clients: world.clients,
+        tools: {
+          clients: {
+            embeddings: world.engineClients.embeddings,
+            s3vectors: world.engineClients.s3vectors,
+            s3: world.engineClients.s3,
+          },
         },
-      },
-    });
+      }),
+    );
   [first, second] = [make(), make()];
 }, 120_000);
 afterAll(async () => {
+  // The tool function kept to its grants on every path here (infra/constructs/grants.ts).
+  expect(guard?.denied).toEqual([]);
   await first?.close();
   await second?.close();
   await world?.close();

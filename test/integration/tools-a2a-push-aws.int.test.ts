@@ -20,7 +20,8 @@ import { apiEvent } from "../peers/api-gateway-events.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { guardedFetch } from "../scenarios/tool-world.ts";
-import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
+import type { IamGuard } from "../support/iam-guard.ts";
+import { type AwsWorld, EventBridgePlayer, guarded, startAwsWorld, toolFunctionGuard } from "./aws-world.ts";
 
 /**
  * Arbor as an A2A client of an agent that offers push, on AWS, offline: the turn step (through
@@ -81,6 +82,7 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
   let rt: AwsRuntime;
   let api: ApiHandler;
   let tools: ToolHandler;
+  let guard: IamGuard;
   let watchdog: WatchdogHandler;
   let steps: StepHandler[];
   let dir: string;
@@ -173,11 +175,15 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
     const clients = world.clients;
     const { embeddings, s3vectors, s3 } = world.engineClients;
     // The agent is on loopback: the tool function's outbound guard lets loopback through (tests only).
-    tools = createToolHandler({
-      config: () => config,
-      clients,
-      tools: { clients: { embeddings, s3vectors, s3 }, fetch: guardedFetch, clock },
-    });
+    guard = toolFunctionGuard(world);
+    tools = guarded(
+      guard,
+      createToolHandler({
+        config: () => config,
+        clients,
+        tools: { clients: { embeddings, s3vectors, s3 }, fetch: guardedFetch, clock },
+      }),
+    );
     toolPeer = await LambdaInvokePeer.start({ [TOOL_FUNCTION]: (event) => tools(event) });
     const engineClients = { ...world.engineClients, lambda: toolPeer.client() };
     api = createApiHandler({ config: () => config, clients, engine: { clients: engineClients, clock } });
@@ -201,6 +207,8 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
   }, 120_000);
 
   afterAll(async () => {
+    // The tool function kept to its grants on every path here (infra/constructs/grants.ts).
+    expect(guard?.denied).toEqual([]);
     for (const s of steps ?? []) await s.close();
     await watchdog?.close();
     await api?.close();

@@ -16,7 +16,8 @@ import { toolResource, toolUrn } from "../../shared/tools/service/tool-registry.
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
-import { type AwsWorld, startAwsWorld } from "./aws-world.ts";
+import type { IamGuard } from "../support/iam-guard.ts";
+import { type AwsWorld, guarded, startAwsWorld, toolFunctionGuard } from "./aws-world.ts";
 
 /**
  * Tools as resources on AWS, offline: the tool function (functions/tool.ts, behind the Lambda
@@ -65,6 +66,7 @@ describe("ListTools on AWS: the API function's route and the tool function's Lis
   let dir: string;
   let toolsFile: string;
   let tools: ToolHandler;
+  let guard: IamGuard;
   let peer: LambdaInvokePeer;
   let api: ApiHandler;
 
@@ -97,12 +99,16 @@ describe("ListTools on AWS: the API function's route and the tool function's Lis
     });
     config = world.config;
     const { embeddings, s3vectors, s3 } = world.engineClients;
-    // One handler per "instance": a deploy replaces it (below), the peer stays.
-    tools = createToolHandler({
-      config: () => config,
-      clients: world.clients,
-      tools: { clients: { embeddings, s3vectors, s3 } },
-    });
+    // One handler per "instance": a deploy replaces it (below), the peer stays. Held to its grants.
+    guard = toolFunctionGuard(world);
+    tools = guarded(
+      guard,
+      createToolHandler({
+        config: () => config,
+        clients: world.clients,
+        tools: { clients: { embeddings, s3vectors, s3 } },
+      }),
+    );
     peer = await LambdaInvokePeer.start({ [FUNCTION]: (event) => tools(event) });
     api = createApiHandler({
       config: () => config,
@@ -114,6 +120,8 @@ describe("ListTools on AWS: the API function's route and the tool function's Lis
   }, 120_000);
 
   afterAll(async () => {
+    // The tool function kept to its grants on every path here (infra/constructs/grants.ts).
+    expect(guard?.denied).toEqual([]);
     await api?.close();
     await tools?.close();
     await peer?.close();
@@ -192,17 +200,20 @@ describe("ListTools on AWS: the API function's route and the tool function's Lis
   it("a tool function deployed with another configuration: added, changed and removed tools show in the next listing", async () => {
     writeFileSync(toolsFile, JSON.stringify(SECOND));
     const old = tools;
-    tools = createToolHandler({
-      config: () => config,
-      clients: world.clients,
-      tools: {
-        clients: {
-          embeddings: world.engineClients.embeddings,
-          s3vectors: world.engineClients.s3vectors,
-          s3: world.engineClients.s3,
+    tools = guarded(
+      guard,
+      createToolHandler({
+        config: () => config,
+        clients: world.clients,
+        tools: {
+          clients: {
+            embeddings: world.engineClients.embeddings,
+            s3vectors: world.engineClients.s3vectors,
+            s3: world.engineClients.s3,
+          },
         },
-      },
-    });
+      }),
+    );
     await old.close();
     const listed = await get("/v1/tools", member.key);
     expect(names(listed.body)).toEqual(["calculator", "sha256", "weather", "word_count"]);

@@ -344,7 +344,13 @@ describe("functions", () => {
 
 describe("permissions", () => {
   const bySid = (t: Template, sid: string) => {
-    const found = statements(t).filter((s) => s.Sid === sid);
+    // The engine's shared data policy's (the tool function's own is checked below).
+    const found = statements(t).filter(
+      (s) =>
+        s.Sid === sid &&
+        !s.policy.startsWith("ToolDataAccess") &&
+        !s.policy.startsWith("ToolsToolDataAccess"),
+    );
     expect(found).toHaveLength(1);
     const [s] = found as Statement[];
     return { actions: list(s?.Action ?? []).sort(), resources: list(s?.Resource).map(flat) };
@@ -366,8 +372,10 @@ describe("permissions", () => {
           );
         else if (r.includes("*"))
           expect([s.Sid, r]).toEqual([
-            expect.stringMatching(/^(Resources|NotifyAnswers)$/),
-            expect.stringMatching(/:s3:::.*\/\*$/),
+            expect.stringMatching(/^(Resources|NotifyAnswers|ResourceReads|ToolResults|ToolResources)$/),
+            expect.stringMatching(
+              /:s3:::[^/]*\/(\*|cld:\*\/plan\.Task\.\*\/common\.Message\.\*|cld:common\.Tenant\.\*\/common\.Tool\.\*)$/,
+            ),
           ]);
       }
     }
@@ -431,9 +439,9 @@ describe("permissions", () => {
       commands,
       modelPolicy,
     ]);
-    // The tool function calls no model.
+    // The tool function calls no model, and has its own narrower data policy.
     expect(props(prod.template, logicalId(prod.engine.tools.handler.role)).ManagedPolicyArns).toEqual([
-      dataPolicy,
+      { Ref: logicalId(prod.engine.toolDataPolicy) },
     ]);
   });
 

@@ -14,6 +14,7 @@ interface Statement {
   Sid?: string;
   Action: string | string[];
   Resource: unknown;
+  Condition?: unknown;
 }
 const list = <T>(v: T | T[]): T[] => (Array.isArray(v) ? v : [v]);
 
@@ -38,18 +39,16 @@ describe("the tool function can keep the graph", () => {
           (resources[Ref]?.Properties.PolicyDocument as { Statement: Statement[] } | undefined)?.Statement ??
           [],
       );
-      const state = grants.find((g) => g.Sid === "State");
-      expect(state).toBeDefined();
-      expect(list(state?.Action ?? [])).toEqual(
-        expect.arrayContaining([
-          "dynamodb:GetItem",
-          "dynamodb:Query",
-          "dynamodb:PutItem",
-          "dynamodb:DeleteItem",
-          "dynamodb:ConditionCheckItem",
-        ]),
+      // The tool function's reads, and its writes of the graph's records (among its own: grants.ts).
+      const reads = grants.find((g) => g.Sid === (name === "tool function" ? "StateReads" : "State"));
+      const writes = grants.find((g) => g.Sid === (name === "tool function" ? "OwnRecords" : "State"));
+      expect(list(reads?.Action ?? [])).toEqual(
+        expect.arrayContaining(["dynamodb:GetItem", "dynamodb:Query"]),
       );
-      const granted = JSON.stringify(state?.Resource);
-      expect(granted).toContain(`/index/${GSI.byParent.name}`);
+      expect(list(writes?.Action ?? [])).toEqual(
+        expect.arrayContaining(["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"]),
+      );
+      if (name === "tool function") expect(JSON.stringify(writes?.Condition)).toContain('"R#graph#*"');
+      expect(JSON.stringify(reads?.Resource)).toContain(`/index/${GSI.byParent.name}`);
     });
 });

@@ -9,6 +9,7 @@ import { AwsSolutionsChecks } from "cdk-nag";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../../infra/app.ts";
+import { ITEM_WRITES, TOOL_FUNCTION_GRANTS } from "../../../infra/constructs/grants.ts";
 import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../../infra/stacks/engine-stack.ts";
 import { ROUTES } from "../../../shared/engine/routes.ts";
 import { TOOL_CALL_MAX_MS, TOOL_FUNCTION_TIMEOUT_MS } from "../../../shared/ports/tool-function.ts";
@@ -93,6 +94,39 @@ describe("the tool function", () => {
       const permissions = Object.values(resources(s)).filter((r) => r.Type === "AWS::Lambda::Permission");
       expect(JSON.stringify(permissions)).not.toContain(logicalId(fn));
     }
+  });
+
+  it("holds only its own grants: reads, writes of its own records, no delete but a retired tool's", () => {
+    const roleProps = (
+      plain.template.toJSON().Resources as Record<string, { Properties: Record<string, unknown> }>
+    )[logicalId(plain.engine.tools.handler.role)]?.Properties as { ManagedPolicyArns: { Ref: string }[] };
+    expect(roleProps.ManagedPolicyArns).toEqual([{ Ref: logicalId(plain.engine.toolDataPolicy) }]);
+    const doc = (
+      plain.template.toJSON().Resources as Record<string, { Properties: Record<string, unknown> }>
+    )[logicalId(plain.engine.toolDataPolicy)]?.Properties.PolicyDocument as {
+      Statement: { Sid: string; Action: string | string[]; Resource: unknown; Condition?: unknown }[];
+    };
+    // Exactly the grants of infra/constructs/grants.ts, in their order.
+    expect(doc.Statement.map((s) => s.Sid)).toEqual(TOOL_FUNCTION_GRANTS.map((g) => g.sid));
+    const actions = (sid: string) => list(doc.Statement.find((s) => s.Sid === sid)?.Action ?? []);
+    // No delete of an object but a Tool resource's; item writes only on its own records' keys.
+    for (const s of doc.Statement) {
+      const resources = JSON.stringify(s.Resource);
+      if (list(s.Action).includes("s3:DeleteObject"))
+        expect(resources).toContain("/cld:common.Tenant.*/common.Tool.*");
+      if (list(s.Action).includes("s3:PutObject")) expect(resources).not.toMatch(/\/\*"/);
+      if (list(s.Action).some((a) => ITEM_WRITES.includes(a as (typeof ITEM_WRITES)[number])))
+        expect(s.Condition).toEqual({
+          "ForAllValues:StringLike": {
+            "dynamodb:LeadingKeys": expect.arrayContaining(["S#audit#*", "R#toolregistry#*"]),
+          },
+        });
+    }
+    expect(actions("OwnRecords").sort()).toEqual([...ITEM_WRITES].sort());
+    // What it may not: the model, a task's records, the engine's commands (but the turn it settles).
+    const all = doc.Statement.flatMap((s) => list(s.Action));
+    expect(all).not.toContain("bedrock:InvokeModelWithResponseStream");
+    expect(JSON.stringify(doc.Statement)).not.toContain('"R#*"');
   });
 
   it("has the settings of aws mode but not the model's, and no tool function of its own", () => {

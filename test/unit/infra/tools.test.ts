@@ -184,7 +184,7 @@ describe("a deployed tool registry", () => {
       ref(modelPolicy),
     ]);
     expect(props(withTools, tools.handler.role).ManagedPolicyArns).toEqual([
-      ref(dataPolicy),
+      ref(withTools.engine.toolDataPolicy),
       ref(toolPolicy as IConstruct),
     ]);
   });

@@ -1,0 +1,202 @@
+/**
+ * A function's rights as data: which actions on which of the stack's resources, and for DynamoDB
+ * writes which items (their partition keys, `dynamodb:LeadingKeys`). The stack turns them into
+ * IAM statements with the real ARNs (`grantStatements`); the offline tests put the same grants
+ * around a function's SDK clients (test/support/iam-guard.ts), so a call the function makes on a
+ * tested path and its grants cannot drift apart: a call outside them fails there as AWS would
+ * fail it.
+ *
+ * Object keys and item keys are patterns with `*` (any characters, `/` included), as IAM reads
+ * them. The resources bucket names objects by URN (`cld:common.Tenant.<t>/.../<Type>.<id>.json`),
+ * the state table's items are `R#<record key>`, `S#<stream>` (events) and `I#<event id>`
+ * (guards): shared/adapters/aws/dynamo-schema.ts.
+ *
+ * Tenants: one function serves every tenant, and IAM knows nothing of the tenant of the request
+ * an invocation works for, so no grant here names one: scoping a role to a tenant would take an
+ * STS AssumeRole per tenant and invocation (with session tags), a round trip and a credential
+ * cache per tenant on every step. The tenant is enforced by the code (ResourceAccess and the
+ * policy engine); what IAM bounds is the kind of thing a function may touch.
+ */
+export type GrantTarget =
+  /** The resources bucket itself (ListBucket). */
+  | { bucket: "resources" }
+  /** Objects of the resources bucket whose key matches one of `keys`. */
+  | { objects: readonly string[] }
+  /** The policies bucket itself, or its bundle and checksum. */
+  | { policies: "bucket" | "bundle" }
+  /** The state table and its indexes (reads), or the table's items whose partition key matches `leadingKeys`. */
+  | { table: "read" }
+  | { items: readonly string[] }
+  | { bus: true }
+  | { embeddingModel: true }
+  | { vectorIndex: true };
+
+export interface Grant {
+  readonly sid: string;
+  readonly actions: readonly string[];
+  readonly on: GrantTarget;
+  /** Why the function needs it: the reviewer's line. */
+  readonly why: string;
+}
+
+/** The item writes DynamoDB authorizes per item (TransactWriteItems included). */
+export const ITEM_WRITES = [
+  "dynamodb:PutItem",
+  "dynamodb:UpdateItem",
+  "dynamodb:DeleteItem",
+  "dynamodb:ConditionCheckItem",
+] as const;
+
+/**
+ * The tool function: it holds the tools' secrets, talks to MCP servers and remote agents and reads
+ * what they return, so it gets reads and only the writes of its own records: tool results stored
+ * under their task, the tenant's Tool resources (its registry), the audit log, the registry's,
+ * graph's and remote calls' records, and no delete but a retired tool's.
+ */
+export const TOOL_FUNCTION_GRANTS: readonly Grant[] = [
+  {
+    sid: "ResourceReads",
+    actions: ["s3:GetObject"],
+    on: { objects: ["*"] },
+    why: "a tool reads the calling tenant's resources (the tool service checks the tenant)",
+  },
+  {
+    sid: "ResourceListing",
+    actions: ["s3:ListBucket"],
+    on: { bucket: "resources" },
+    why: "prefix listings; a missing object is then a 404, not a 403",
+  },
+  {
+    sid: "ToolResults",
+    actions: ["s3:PutObject"],
+    on: { objects: ["cld:*/plan.Task.*/common.Message.*"] },
+    why: "a result too long to pass inline is stored under its task",
+  },
+  {
+    sid: "ToolResources",
+    actions: ["s3:PutObject", "s3:DeleteObject"],
+    on: { objects: ["cld:common.Tenant.*/common.Tool.*"] },
+    why: "a tenant's registered tools (tool-registry.ts): written, and removed when retired",
+  },
+  {
+    sid: "PolicyListing",
+    actions: ["s3:ListBucket"],
+    on: { policies: "bucket" },
+    why: "a missing bundle must be NoSuchKey (the default policy decides), not a 403",
+  },
+  {
+    sid: "PolicyBundle",
+    actions: ["s3:GetObject"],
+    on: { policies: "bundle" },
+    why: "every tool call is decided by the published OPA bundle",
+  },
+  {
+    sid: "StateReads",
+    actions: ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],
+    on: { table: "read" },
+    why: "calls' histories, the registry, graph and remote calls' records",
+  },
+  {
+    sid: "OwnRecords",
+    actions: ITEM_WRITES,
+    on: {
+      items: ["S#audit#*", "I#*", "R#toolregistry#*", "R#graph#*", "R#remote-call#*", "R#remote-call-of#*"],
+    },
+    why: "the audit log (and its guards), the registry's, the graph's and remote calls' records",
+  },
+  {
+    sid: "Events",
+    actions: ["events:PutEvents"],
+    on: { bus: true },
+    why: "the RESOURCE_PUT notices of what it writes",
+  },
+  {
+    sid: "Embeddings",
+    actions: ["bedrock:InvokeModel"],
+    on: { embeddingModel: true },
+    why: "the search built-ins embed their query",
+  },
+  {
+    sid: "VectorIndex",
+    actions: [
+      "s3vectors:GetIndex",
+      "s3vectors:ListTagsForResource",
+      "s3vectors:PutVectors",
+      "s3vectors:QueryVectors",
+      "s3vectors:GetVectors",
+    ],
+    on: { vectorIndex: true },
+    why: "the search built-ins, and the tenant's tools indexed for discovery",
+  },
+];
+
+/** The ARNs a grant's target stands for, in a stack or in a test world. */
+export interface GrantArns {
+  resourcesBucket: string;
+  policiesBucket: string;
+  table: string;
+  indexes: readonly string[];
+  bus: string;
+  embeddingModel: string;
+  vectorIndex: string;
+}
+
+/** A grant as an IAM statement's parts: resources and, for item writes, the LeadingKeys condition. */
+export function statementOf(
+  grant: Grant,
+  arns: GrantArns,
+): { sid: string; actions: string[]; resources: string[]; conditions?: Record<string, unknown> } {
+  const on = grant.on;
+  const base = { sid: grant.sid, actions: [...grant.actions] };
+  if ("bucket" in on) return { ...base, resources: [arns.resourcesBucket] };
+  if ("objects" in on) return { ...base, resources: on.objects.map((k) => `${arns.resourcesBucket}/${k}`) };
+  if ("policies" in on)
+    return {
+      ...base,
+      resources:
+        on.policies === "bucket"
+          ? [arns.policiesBucket]
+          : [`${arns.policiesBucket}/bundle.tar.gz`, `${arns.policiesBucket}/bundle.tar.gz.sha256`],
+    };
+  if ("table" in on) return { ...base, resources: [arns.table, ...arns.indexes] };
+  if ("items" in on)
+    return {
+      ...base,
+      resources: [arns.table],
+      conditions: { "ForAllValues:StringLike": { "dynamodb:LeadingKeys": [...on.items] } },
+    };
+  if ("bus" in on) return { ...base, resources: [arns.bus] };
+  if ("embeddingModel" in on) return { ...base, resources: [arns.embeddingModel] };
+  return { ...base, resources: [arns.vectorIndex] };
+}
+
+/** IAM's `*` (any run of characters) and `?` (one) in a resource or a condition's value. */
+export function iamLike(pattern: string, value: string): boolean {
+  const re = new RegExp(
+    `^${pattern
+      .split("")
+      .map((c) => (c === "*" ? ".*" : c === "?" ? "." : c.replace(/[.+^${}()|[\]\\]/g, "\\$&")))
+      .join("")}$`,
+    "s",
+  );
+  return re.test(value);
+}
+
+/** Whether `grants` allow `action` on `resource` (with the item's partition key for item writes). */
+export function allows(
+  grants: readonly Grant[],
+  arns: GrantArns,
+  action: string,
+  resource: string,
+  leadingKey?: string,
+): Grant | undefined {
+  return grants.find((g) => {
+    const s = statementOf(g, arns);
+    if (!s.actions.some((a) => iamLike(a, action))) return false;
+    if (!s.resources.some((r) => iamLike(r, resource))) return false;
+    const keys = (s.conditions?.["ForAllValues:StringLike"] as Record<string, string[]> | undefined)?.[
+      "dynamodb:LeadingKeys"
+    ];
+    return !keys || (leadingKey !== undefined && keys.some((k) => iamLike(k, leadingKey)));
+  });
+}
