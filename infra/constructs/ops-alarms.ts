@@ -23,7 +23,11 @@ import { ConfigError } from "../../shared/kernel/errors.ts";
  * The operations of a deployed engine: CloudWatch alarms on what needs a person, all sent to one
  * SNS topic (optionally with an email subscription, `-c alarmEmail=<address>`):
  * - dead letters: the storage stack's dead-letter queue holds anything (`arbor dlq redrive`);
- * - every function's errors and throttles (any in five minutes);
+ * - the engine's steps failing on and on (`StepFailed`, the EMF metric every step writes, summed
+ *   over the routes): a step that fails is retried, so one failure is no news; ten in 15 minutes
+ *   are. Work that gave up is the dead-letter queue's alarm;
+ * - the functions callers wait on (`addCallee`: the API and the tool function): their errors (a
+ *   few in five minutes) and throttles (any: a caller got a refusal);
  * - watchdog re-drives: the watchdog sent work again because it had stopped moving (the EMF metric
  *   `WatchdogRedriven` that functions/watchdog.ts writes), any in fifteen minutes;
  * - the notify function's delivery queue: its oldest message older than 20 minutes (`addQueueAge`;
@@ -31,16 +35,21 @@ import { ConfigError } from "../../shared/kernel/errors.ts";
  * - the HTTP API: 5xx answers, and its p99 latency (`addApi`);
  * - the state table's throttled reads and writes (`addTable`), Bedrock's throttling of the model
  *   (`addModel`).
- * Each alarm also tells the topic when it is OK again. Functions join with `addFunction` (or the
- * `functions` list): one line each.
+ * Each alarm also tells the topic when it is OK again.
  */
 export const ALARM_EMAIL_CONTEXT_KEY = "alarmEmail";
 
 /** Alarm periods and thresholds; the tests and infra/README.md read them from here. */
 export const ALARMS = {
   deadLetters: { period: Duration.minutes(5), threshold: 0 },
-  errors: { period: Duration.minutes(5), threshold: 1 },
+  /** The steps' failures, summed over the routes: each is retried, so a few are transients. */
+  stepFailures: { period: Duration.minutes(15), threshold: 10 },
+  /** A function a caller waits on (API, tool function) failing: a few in five minutes. */
+  calleeErrors: { period: Duration.minutes(5), threshold: 5 },
+  /** ...or refused for its concurrency: any is a caller refused. */
   throttles: { period: Duration.minutes(5), threshold: 1 },
+  /** The watchdog failing two of its three runs in 15 minutes: nothing re-drives stalled work meanwhile. */
+  watchdogErrors: { period: Duration.minutes(15), threshold: 2 },
   watchdogRedrives: { period: Duration.minutes(15), threshold: 1 },
   /** The oldest webhook delivery waiting in its queue, in seconds (busy lanes and retries delay some by design). */
   oldestDelivery: { period: Duration.minutes(5), threshold: 20 * 60 },
@@ -70,7 +79,10 @@ export interface AlarmedFunction {
 export interface OpsAlarmsProps {
   readonly stage: string;
   readonly deadLetterQueue: IQueue;
-  readonly functions?: readonly AlarmedFunction[];
+  /** Functions callers wait on (alarms on their errors and throttles: `addCallee`). */
+  readonly callees?: readonly AlarmedFunction[];
+  /** The watchdog (an alarm on its own failures: `addWatchdog`). */
+  readonly watchdog?: IFunction;
   /** Subscribed to the alarm topic (it must confirm the subscription from the email AWS sends). */
   readonly alarmEmail?: string;
 }
@@ -120,7 +132,27 @@ export class OpsAlarms extends Construct {
           "Its log says which tasks; the steps' errors and the dead-letter queue usually say why.",
       },
     );
-    for (const f of props.functions ?? []) this.addFunction(f);
+    // Every step writes StepFailed under its stage and route (functions/engine-step.ts): summed
+    // over the routes with a Metrics Insights query, one alarm for all the steps.
+    this.#alarm(
+      "StepFailures",
+      new MathExpression({
+        expression: `SELECT SUM(StepFailed) FROM SCHEMA("${METRICS_NAMESPACE}", route, service, stage) WHERE service = '${METRICS_SERVICE}' AND stage = '${props.stage}'`,
+        period: ALARMS.stepFailures.period,
+        label: "Arbor steps failed",
+      }),
+      {
+        ...ALARMS.stepFailures,
+        statistic: "Sum",
+        comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        description:
+          `Arbor ${props.stage}'s engine steps failed ${ALARMS.stepFailures.threshold} times or more in 15 minutes. ` +
+          "Each failed step is retried, so this is a fault that lasts: the steps' logs (their route, event id " +
+          "and URN) say which and why; what gave up is in the dead-letter queue (its own alarm).",
+      },
+    );
+    for (const f of props.callees ?? []) this.addCallee(f);
+    if (props.watchdog) this.addWatchdog(props.watchdog);
   }
 
   /**
@@ -194,19 +226,34 @@ export class OpsAlarms extends Construct {
     );
   }
 
-  /** Alarms on the function's errors and throttles. */
-  addFunction({ label, fn }: AlarmedFunction): void {
-    this.#alarm(`${label}Errors`, fn.metricErrors(), {
-      ...ALARMS.errors,
+  /** An alarm on the watchdog's own failures: the next run does the same work, but two failing in a row is a fault. */
+  addWatchdog(fn: IFunction): void {
+    this.#alarm("WatchdogErrors", fn.metricErrors(), {
+      ...ALARMS.watchdogErrors,
       statistic: "Sum",
       comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      description: `Arbor ${this.#stage} ${label} failed invocations. Its log group has the error with the route, event id and URN.`,
+      description: `Arbor ${this.#stage}'s watchdog failed twice or more in 15 minutes: stalled work is not re-driven and running experiments are not swept. Its log group says why.`,
+    });
+  }
+
+  /**
+   * Alarms on the errors and throttles of a function a caller waits on (the API function behind API
+   * Gateway, the tool function behind a step): there, a failure or a refusal reaches someone.
+   * The steps and the notify function are retried by their queues: their alarms are StepFailures,
+   * the queues' ages and the dead-letter queue.
+   */
+  addCallee({ label, fn }: AlarmedFunction): void {
+    this.#alarm(`${label}Errors`, fn.metricErrors(), {
+      ...ALARMS.calleeErrors,
+      statistic: "Sum",
+      comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      description: `Arbor ${this.#stage} ${label} failed ${ALARMS.calleeErrors.threshold} invocations or more in five minutes, each one a caller's failure. Its log group has the errors.`,
     });
     this.#alarm(`${label}Throttles`, fn.metricThrottles(), {
       ...ALARMS.throttles,
       statistic: "Sum",
       comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      description: `Arbor ${this.#stage} ${label} was throttled: the account's Lambda concurrency is used up.`,
+      description: `Arbor ${this.#stage} ${label} was throttled: its reserved concurrency (-c apiConcurrency, -c toolConcurrency) or the account's is used up, and a caller was refused.`,
     });
   }
 

@@ -191,7 +191,7 @@ export class EngineStack extends Stack {
   readonly tools: ToolFunction;
   /** Invoke on the functions of the registry's `lambda` tools (the tool function's); none without such tools. */
   readonly toolPolicy: ManagedPolicy | undefined;
-  /** Alarms and their topic (infra/constructs/ops-alarms.ts); more functions join with `ops.addFunction`. */
+  /** Alarms and their topic (infra/constructs/ops-alarms.ts). */
   readonly ops: OpsAlarms;
   /** The front door: the API function behind API Gateway's HTTP API. */
   readonly api: ArborApi;
@@ -392,12 +392,8 @@ export class EngineStack extends Stack {
     this.ops = new OpsAlarms(this, "Ops", {
       stage: props.stage,
       deadLetterQueue,
-      functions: [
-        ...ROUTES.map((r) => ({ label: `${pascal(r.name)}Step`, fn: this.steps[r.name].function })),
-        { label: "EvalStep", fn: this.evalStep.function },
-        { label: "Watchdog", fn: this.watchdog.function },
-        { label: "ToolFunction", fn: this.tools.handler.function },
-      ],
+      callees: [{ label: "ToolFunction", fn: this.tools.handler.function }],
+      watchdog: this.watchdog.function,
       ...(alarmEmail ? { alarmEmail } : {}),
     });
     addOpsOutputs(this, { ops: this.ops, deadLetterQueue, policiesBucket: this.storage.policiesBucket });
@@ -420,7 +416,7 @@ export class EngineStack extends Stack {
       throttle: props.apiThrottle ?? DEFAULT_API_THROTTLE,
       ...(props.chat ? { chat: true } : {}),
     });
-    this.ops.addFunction({ label: "ApiFunction", fn: this.api.function.function });
+    this.ops.addCallee({ label: "ApiFunction", fn: this.api.function.function });
     this.notify = new NotifyFunction(this, "Notify", {
       ...common,
       environment,
@@ -429,7 +425,6 @@ export class EngineStack extends Stack {
       resourcesBucket: this.storage.resourcesBucket,
       deadLetterQueue,
     });
-    this.ops.addFunction({ label: "NotifyFunction", fn: this.notify.handler.function });
     this.ops.addQueueAge(
       "NotifyDeliveries",
       this.notify.deliveries,

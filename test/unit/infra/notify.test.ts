@@ -118,10 +118,12 @@ describe("the notify function", () => {
     expect(out).toMatch(/^ConfigError: .*ARBOR_MODE=aws/);
   });
 
-  it("is alarmed on like every function", () => {
+  it("is alarmed on through its queues (their oldest message, the dead-letter queue), not on each retried failure", () => {
     const names = all("AWS::CloudWatch::Alarm").map(([id]) => id);
-    expect(names.some((n) => n.includes("NotifyFunctionErrors"))).toBe(true);
-    expect(names.some((n) => n.includes("NotifyFunctionThrottles"))).toBe(true);
+    expect(names.some((n) => n.includes("NotifyFunctionErrors"))).toBe(false);
+    expect(names.some((n) => n.includes("NotifyDeliveriesOldestMessage"))).toBe(true);
+    expect(names.some((n) => n.includes("NotifyWakeupsOldestMessage"))).toBe(true);
+    expect(names.some((n) => n.includes("DeadLetters"))).toBe(true);
   });
 
   it("says where it and its queue are", () => {

@@ -56,36 +56,50 @@ describe("operations of the engine stack", () => {
     expect(flat(dlq[0]?.Dimensions)).toContain(STORAGE_OUTPUT_KEYS.deadLetterQueueArn);
   });
 
-  it("alarm on every function's errors and throttles, any in five minutes", () => {
+  it("alarm on the errors and throttles of the functions a caller waits on (API, tool function), not on every retried step's", () => {
     const lambda = alarms(template).filter((a) => a.Namespace === "AWS/Lambda");
-    const functions = [
-      ...ROUTES.map((r) => engine.steps[r.name].function),
-      engine.evalStep.function,
-      engine.watchdog.function,
-      engine.tools.handler.function,
-      engine.api.function.function,
-      engine.notify.handler.function,
-    ];
-    expect(lambda).toHaveLength(functions.length * 2);
-    for (const fn of functions) {
-      const ref = { Ref: engine.getLogicalId(fn.node.defaultChild as never) };
-      for (const metric of ["Errors", "Throttles"]) {
-        const found = lambda.filter(
-          (a) =>
-            a.MetricName === metric &&
-            JSON.stringify(a.Dimensions) === JSON.stringify([{ Name: "FunctionName", Value: ref }]),
-        );
-        expect(found, `${metric} of ${fn.node.path}`).toHaveLength(1);
-        expect(found[0]).toMatchObject({
-          Statistic: "Sum",
-          Period: 300,
-          Threshold: 1,
-          ComparisonOperator: "GreaterThanOrEqualToThreshold",
-          TreatMissingData: "notBreaching",
-          AlarmActions: [topicRef()],
-        });
-      }
+    const ref = (fn: { node: { defaultChild?: unknown } }) => ({
+      Ref: engine.getLogicalId(fn.node.defaultChild as never),
+    });
+    const on = (fn: { node: { defaultChild?: unknown } }, metric: string) =>
+      lambda.filter(
+        (a) =>
+          a.MetricName === metric &&
+          JSON.stringify(a.Dimensions) === JSON.stringify([{ Name: "FunctionName", Value: ref(fn) }]),
+      );
+    for (const fn of [engine.tools.handler.function, engine.api.function.function]) {
+      expect(on(fn, "Errors")).toEqual([
+        expect.objectContaining({ Statistic: "Sum", Period: 300, Threshold: ALARMS.calleeErrors.threshold }),
+      ]);
+      expect(on(fn, "Throttles")).toEqual([
+        expect.objectContaining({ Statistic: "Sum", Period: 300, Threshold: 1, AlarmActions: [topicRef()] }),
+      ]);
     }
+    // The watchdog: two failed runs of three.
+    expect(on(engine.watchdog.function, "Errors")).toEqual([
+      expect.objectContaining({ Period: 900, Threshold: 2 }),
+    ]);
+    // And no alarm of a step's own: 5 in all, where there were two per function (24).
+    for (const route of ROUTES) expect(on(engine.steps[route.name].function, "Errors")).toEqual([]);
+    expect(on(engine.notify.handler.function, "Errors")).toEqual([]);
+    expect(lambda).toHaveLength(5);
+  });
+
+  it("alarm on the steps' failures summed over their routes: ten in 15 minutes (each is retried)", () => {
+    const found = Object.values(template.findResources("AWS::CloudWatch::Alarm"))
+      .map((r) => r.Properties as Record<string, unknown>)
+      .filter((a) => JSON.stringify(a.Metrics ?? "").includes("StepFailed"));
+    expect(found).toHaveLength(1);
+    expect(found[0]).toMatchObject({
+      Threshold: ALARMS.stepFailures.threshold,
+      ComparisonOperator: "GreaterThanOrEqualToThreshold",
+      TreatMissingData: "notBreaching",
+    });
+    const [query] = found[0]?.Metrics as { Expression: string; Period: number }[];
+    expect(query?.Expression).toBe(
+      "SELECT SUM(StepFailed) FROM SCHEMA(\"Arbor\", route, service, stage) WHERE service = 'arbor' AND stage = 'prod'",
+    );
+    expect(query?.Period).toBe(900);
   });
 
   it("alarm on watchdog re-drives, the EMF metric the watchdog writes under its stage", () => {
