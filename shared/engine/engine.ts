@@ -172,7 +172,8 @@ export class Engine {
    * Teams whose assistants list tools this engine's registry does not have (tool-gaps.ts): the
    * default team, and the stored teams of `tenants`. Read by the engine's own process at start.
    */
-  toolGaps(tenants: readonly string[] = []): Promise<TeamToolGap[]> {
+  async toolGaps(tenants: readonly string[] = []): Promise<TeamToolGap[]> {
+    await this.deps.tools.ready?.();
     return teamToolGaps(this.deps, tenants);
   }
 
@@ -190,6 +191,7 @@ export class Engine {
   ): Promise<TeamDiff> {
     const { asker } = options;
     if (asker) await this.#check(asker, "resource.write", teamUrn(tenant));
+    await this.deps.tools.ready?.(); // the list the team is checked against
     const team = parseTeam(
       raw,
       this.deps.tools.list().map((t) => t.name),

@@ -233,6 +233,12 @@ export interface ToolPort {
    * what is no longer configured, nothing when they already are. Idempotent, safe to race.
    */
   register?(tenant: string): Promise<ToolRegistration>;
+  /**
+   * Resolves once `list`, `describe` and `check` answer from the tools' list: a port that reads it
+   * in the background (the API function's, so that its cold start waits on no other function) is
+   * awaited so before its list decides anything (a team checked against it). Absent: always ready.
+   */
+  ready?(): Promise<void>;
   /** Lets go of connections (MCP servers). */
   close?(): Promise<void>;
 }

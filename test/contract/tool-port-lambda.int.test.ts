@@ -227,6 +227,27 @@ describe("ToolFunctionPort: when the tool function cannot answer", () => {
     await next.close();
   });
 
+  it("opened in the background (the API function's): answers at once, lists the tools once ListTools answers, and asks again for a first list that failed", async () => {
+    let current: ToolHandler | undefined;
+    const x = await start(() => ({ [FUNCTION]: (event) => (current as ToolHandler)(event) }));
+    // The function is down when the port opens: the port is there at once, with no tools.
+    current = (() => Promise.reject(new Error("down"))) as unknown as ToolHandler;
+    const p = ToolFunctionPort.openInBackground({
+      toolFunction: lambdaToolFunction({ client: x.peer.client(), ownsClient: true, functionName: FUNCTION }),
+      audit: x.world.rt.audit,
+      clock: () => new Date("2026-06-01T09:00:00.000Z"),
+    });
+    port = p;
+    expect(p.list()).toEqual([]);
+    // Whoever needs the list waits for it; the first answer failed, so it is asked for again.
+    await new Promise((r) => setTimeout(r, 50));
+    current = x.handler;
+    await p.ready();
+    expect(p.list().map((d) => d.name)).toContain("echo");
+    const lists = x.peer.invocations.filter((i) => (i.payload as { op: string }).op === "ListTools");
+    expect(lists.length).toBeGreaterThanOrEqual(2);
+  });
+
   it("a function error (the state table down in the function) is a failed call that did not start, on record", async () => {
     const x = await start((handler) => ({
       [FUNCTION]: (event) => {

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AwsCallLog, LATENCIES, type PathCost, type PublishedEvent } from "../../bench/aws-path-model.ts";
+import { createApiHandler } from "../../functions/api.ts";
 import type { StepHandler } from "../../functions/engine-step.ts";
 import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { requestOf } from "../../shared/notify/wakeups.ts";
+import { apiEvent } from "../peers/api-gateway-events.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { type AwsFunctions, startAwsFunctions } from "./aws-functions.ts";
 import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
@@ -23,6 +25,8 @@ const TENANT = "acme";
 const BUS = "arbor-aws-path";
 const TOOL_FUNCTION = "arbor-aws-path-tools";
 const root = newApiKey({ id: "user_root", kind: "human", tenant: TENANT, roles: ["admin"] });
+/** A tenant's first request, on an API function that just started: its cold path. */
+const newcomer = newApiKey({ id: "user_new", kind: "human", tenant: "newco", roles: [] });
 const WORKER = { purpose: "Calculate costs and count words of the project's texts", tools: ["calculator"] };
 const TEAM = { assistants: [{ name: "Worker", id: "worker", ...WORKER }] };
 const WITH_111 = process.env.ARBOR_BENCH_AWS === "1";
@@ -87,6 +91,7 @@ describe("the AWS path of a request, counted", () => {
     () => steps,
   );
   const rows: Row[] = [];
+  let coldRow = "";
 
   beforeAll(async () => {
     world = await startAwsWorld({
@@ -99,7 +104,7 @@ describe("the AWS path of a request, counted", () => {
         ARBOR_PUBLIC_URL: "https://abc123.execute-api.us-east-1.amazonaws.com",
       },
     });
-    fns = await startAwsFunctions(world, TOOL_FUNCTION, [root.entry], {
+    fns = await startAwsFunctions(world, TOOL_FUNCTION, [root.entry, newcomer.entry], {
       client: (c) => log.instrument(c),
       tool: (event, run) =>
         log.within(
@@ -154,8 +159,43 @@ describe("the AWS path of a request, counted", () => {
           `${r.request}, the path: ${r.path.legs.map((l) => `${l.name} ${l.roundTrips} (${Math.round(l.modelledMs)} ms)`).join(" -> ")}`,
       ),
     ];
-    process.stdout.write(`${lines.join("\n")}\n`);
+    process.stdout.write(`${lines.join("\n")}\n${coldRow ? `${coldRow}\n` : ""}`);
   });
+
+  it("takes a new tenant's first request on a cold API function without waiting on the tool function", async () => {
+    current = "1 task";
+    const cold = createApiHandler({
+      config: () => world.config,
+      clients: world.clients,
+      engine: { clients: { ...world.engineClients, lambda: fns.toolPeer.client() } },
+    });
+    try {
+      log.clear();
+      const started = performance.now();
+      const res = await log.within({ kind: "api", name: "POST /v1/messages (cold, new tenant)" }, () =>
+        cold(apiEvent("POST", "/v1/messages", { key: newcomer.key, body: { text: "Hello" } }), {
+          awsRequestId: "cold-1",
+        }),
+      );
+      const wallMs = performance.now() - started;
+      expect(res.statusCode).toBe(202);
+      const planned = (e: PublishedEvent) => e.detailType === "PLAN_REQUESTED";
+      const path = log.criticalPath(planned) as PathCost;
+      // Neither ListTools nor RegisterTools in its path: the tool function is asked beside it.
+      const invokesBefore = log.calls.filter(
+        (c) =>
+          c.service === "Lambda" && c.start < (log.calls.find((x) => x.published.some(planned))?.start ?? 0),
+      );
+      const awaited = invokesBefore.filter(
+        (c) => c.end <= (log.calls.find((x) => x.published.some(planned))?.start ?? 0),
+      );
+      expect(awaited.map((c) => c.payload)).toEqual([]);
+      coldRow = `API function, cold, a new tenant's first request (its default team given): ${path.roundTrips} round trips, modelled ${Math.round(path.modelledMs)} ms, ${Math.round(wallMs)} ms here; tool function Invokes waited for: ${awaited.length}`;
+    } finally {
+      await cold.close();
+    }
+    await drain();
+  }, 300_000);
 
   for (const request of Object.keys(PLANS))
     it(`counts the calls, hops and round trips of a ${request} request`, async () => {

@@ -6,7 +6,7 @@ import type { AwsConfig } from "../config.ts";
 import { engineOn } from "../engine-wiring.ts";
 import type { AwsRuntime } from "./aws.ts";
 import { openAwsEmbeddings } from "./aws-embeddings.ts";
-import { type AwsEngineOptions, openToolFunction, policyFor } from "./aws-engine.ts";
+import { type AwsEngineOptions, openToolFunctionInBackground, policyFor } from "./aws-engine.ts";
 
 /**
  * The engine as the API function builds it: the entry points a channel calls (submit, result,
@@ -26,11 +26,14 @@ export async function createAwsApiEngine(
   const policy = options.policy ?? (await policyFor(config, clients.s3));
   // The tools' names (a team file names the tools its assistants may use, and is checked against
   // them) come from the tool function's ListTools: this function holds no registry and no secret.
+  // Asked in the background: the cold start waits on the tool function only when a deployed team
+  // file is to be checked against them now.
   const tools =
     options.tools ??
     (config.toolFunction
-      ? listingOnly(await openToolFunction(rt, config, config.toolFunction, clients.lambda, options))
+      ? listingOnly(openToolFunctionInBackground(rt, config, config.toolFunction, clients.lambda, options))
       : NO_TOOLS);
+  if (config.teamFile) await tools.ready?.();
   return engineOn(
     rt,
     { llm: options.llm ?? NO_MODEL, embedder, index, tools },
@@ -72,12 +75,25 @@ export function listingOnly(port: ToolPort): ToolPort {
     history: (taskId, callId) => port.history(taskId, callId),
     // ListTools of a tenant, and its registration, are the tool function's (it holds the configuration).
     ...(port.listTools ? { listTools: port.listTools.bind(port) } : {}),
-    ...(port.register ? { register: port.register.bind(port) } : {}),
+    // A tenant's registration runs beside its first request, not in its path: the tool function
+    // registers the tenant again at its first ListTools anyway (engine/team.ts).
+    ...(port.register
+      ? {
+          register: (tenant: string) => {
+            port.register?.(tenant).catch(() => {});
+            return Promise.resolve(REGISTERING);
+          },
+        }
+      : {}),
+    ...(port.ready ? { ready: port.ready.bind(port) } : {}),
     // A remote agent's push (POST /v1/a2a-callbacks/:id) is settled in the tool function.
     ...(port.settle ? { settle: port.settle.bind(port) } : {}),
     close: () => port.close?.() ?? Promise.resolve(),
   };
 }
+
+/** What `register` answers while the registration goes on beside the request. */
+const REGISTERING = { written: [], deleted: [], registryHash: "", urns: [] };
 
 /** The tools of a function that runs none: it lists none and refuses every call (as a result). */
 export const NO_TOOLS: ToolPort = {

@@ -91,7 +91,17 @@ export function openToolFunction(
   client: LambdaClient | undefined,
   options: AwsEngineOptions,
 ): Promise<ToolPort> {
-  return ToolFunctionPort.open({
+  return ToolFunctionPort.open(toolFunctionPortOptions(rt, config, functionName, client, options));
+}
+
+function toolFunctionPortOptions(
+  rt: AwsRuntime,
+  config: AwsConfig,
+  functionName: string,
+  client: LambdaClient | undefined,
+  options: AwsEngineOptions,
+): Parameters<typeof ToolFunctionPort.open>[0] {
+  return {
     toolFunction: lambdaToolFunction({
       // One attempt: only a throttled Invoke, which did not run the function, is tried again.
       client:
@@ -107,7 +117,20 @@ export function openToolFunction(
     clock: options.clock ?? (() => new Date()),
     // The turn step's public URL: an A2A agent that pushes is given a callback under it.
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
-  });
+  };
+}
+
+/** The same port, asking for the tools in the background (ToolFunctionPort.openInBackground). */
+export function openToolFunctionInBackground(
+  rt: AwsRuntime,
+  config: AwsConfig,
+  functionName: string,
+  client: LambdaClient | undefined,
+  options: AwsEngineOptions,
+): ToolPort {
+  return ToolFunctionPort.openInBackground(
+    toolFunctionPortOptions(rt, config, functionName, client, options),
+  );
 }
 
 function modelFor(config: AwsConfig, bedrock: BedrockRuntimeClient | undefined): Llm {

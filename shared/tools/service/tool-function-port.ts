@@ -124,6 +124,33 @@ export class ToolFunctionPort implements ToolPort {
     return new ToolFunctionPort(options, await configuredTools(options));
   }
 
+  /**
+   * A port that asks for the tools in the background: it answers at once, with no tools until
+   * ListTools answers; `ready()` waits for that answer (and asks again when it failed). The API
+   * function's: its cold start waits on no other function, and its list decides only an admin's
+   * team (awaited then).
+   */
+  static openInBackground(options: ToolFunctionPortOptions): ToolFunctionPort {
+    const port = new ToolFunctionPort(options, []);
+    port.#first = port.#readFirst();
+    port.#first.catch(() => {});
+    return port;
+  }
+
+  #first: Promise<void> | undefined;
+
+  async #readFirst(): Promise<void> {
+    this.#tools = entries(await configuredTools(this.#options));
+    this.#listedAt = this.#options.clock().getTime();
+  }
+
+  ready(): Promise<void> {
+    if (!this.#first) return Promise.resolve();
+    // A first listing that failed is asked for again by whoever needs it.
+    this.#first = this.#first.catch(() => this.#readFirst());
+    return this.#first;
+  }
+
   list(): ToolDescriptor[] {
     this.#keepFresh();
     return [...this.#tools.values()].map((t) => t.descriptor);
