@@ -59,6 +59,8 @@ export interface Invocation {
   name: string;
   /** The arbor-event-id of the event that started it (a step). */
   trigger?: string;
+  /** How it was started: from its command queue (SQS) or by a rule (EventBridge; the default). */
+  via?: "sqs" | "eventbridge";
   /** A tool invocation's event, as JSON (matched to the Invoke call that carried it). */
   payload?: string;
 }
@@ -184,9 +186,13 @@ export class AwsCallLog {
         name: this.invocations[call.invocation]?.name ?? "?",
         ...upTo,
       });
-      const trigger: string | undefined = this.invocations[call.invocation]?.trigger;
+      const invocation = this.invocations[call.invocation];
+      const trigger: string | undefined = invocation?.trigger;
       if (!trigger) break;
-      call = this.calls.find((c): boolean => c.published.some((e) => e.id === trigger));
+      // A command the notify path also takes goes to its queue and on the bus: the step was
+      // started by the one it came by.
+      const by = invocation?.via === "sqs" ? "SQS" : "EventBridge";
+      call = this.calls.find((c): boolean => c.service === by && c.published.some((e) => e.id === trigger));
       if (!call) break;
       // A command sent to its step's queue, or an event a rule delivers.
       if (call.service === "SQS") cost.queueHops++;

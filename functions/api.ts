@@ -128,8 +128,16 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
       try {
         return await (lambda as NonNullable<typeof lambda>)(withEncodedUrn(event));
       } finally {
-        // A frozen instance sends nothing: what the request recorded is queued before it returns.
+        // A frozen instance sends nothing: what the request recorded is queued, and the notices of
+        // what it wrote published, before it returns (a notice that failed is logged: the bus is
+        // not the record, and the request's writes are done).
         await notify?.queued?.settled();
+        const { rt } = await instance.get();
+        await rt.resources.settled().catch((error: unknown) =>
+          log.warn("resource notices of a request could not be published", {
+            error: error instanceof Error ? error : String(error),
+          }),
+        );
       }
     });
   };

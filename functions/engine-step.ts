@@ -124,7 +124,8 @@ export function createStepHandler(deps: FunctionDeps = {}): StepHandler {
     try {
       const { rt, config } = await instance.get();
       stage = config.stage ?? stage;
-      const dispatch = () => rt.bus.dispatch(event, { subscription });
+      // The step's resource notices published before it ends (a frozen instance sends nothing).
+      const dispatch = () => rt.bus.dispatch(event, { subscription }).then(() => rt.resources.settled());
       // Claims taken in this step end soon after the invocation's timeout (shared/engine/claims.ts),
       // so Lambda's retry of a step that timed out takes its work over.
       const remaining = context?.getRemainingTimeInMillis?.bind(context);

@@ -74,7 +74,10 @@ export function createToolHandler(deps: ToolFunctionDeps = {}): ToolHandler {
   };
   const handle = async (input: unknown, lambda?: ToolLambdaContext) => {
     try {
-      return await traced(() => execute(input, lambda));
+      const result = await traced(() => execute(input, lambda));
+      // What it wrote announced before it returns (a frozen instance sends nothing).
+      await instance.settled();
+      return result;
     } finally {
       // The calls' ends, counted where their audit records are written (ToolCalls, ToolCallsFailed).
       metrics.flush({ stage: stage(), route: "tool" });
@@ -181,11 +184,13 @@ async function settle(
 
 interface Instance {
   get(): Promise<ToolPort>;
+  /** The resource notices of the writes so far published (the runtime's deferred announcer). */
+  settled(): Promise<void>;
   close(): Promise<void>;
 }
 
 function given(service: ToolPort): Instance {
-  return { get: () => Promise.resolve(service), close: async () => {} };
+  return { get: () => Promise.resolve(service), settled: () => Promise.resolve(), close: async () => {} };
 }
 
 /** The runtime and the tool service, built on an instance's first invocation and kept. */
@@ -205,7 +210,11 @@ function coldStart(deps: ToolFunctionDeps, metrics: InvocationMetrics): Instance
     await warm.service.close?.();
     await warm.rt.close();
   });
-  return { get: async () => (await started.get()).service, close: () => started.close() };
+  return {
+    get: async () => (await started.get()).service,
+    settled: async () => (await started.get()).rt.resources.settled(),
+    close: () => started.close(),
+  };
 }
 
 /** The Lambda entry point; configured by the environment the engine stack sets. */

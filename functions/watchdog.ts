@@ -33,6 +33,7 @@ export function createWatchdogHandler(deps: FunctionDeps = {}): WatchdogHandler 
       run.info("watchdog run", { ...result, experiments, staleMs: config.watchdogStaleMs });
       // Zero too: a steady series the re-drive alarm (infra/constructs/ops-alarms.ts) reads.
       metrics.add("WatchdogRedriven", result.redriven);
+      await engine.deps.resources.settled();
       return result;
     } finally {
       metrics.flush({ stage: config.stage ?? "unknown" });

@@ -105,12 +105,18 @@ export function announcesPut(
   return setting === "all" && meta.name !== "output";
 }
 
-/** The announcer the composition roots give the store: none when the setting is `off`. */
+/**
+ * The announcer the composition roots give the store: none when the setting is `off`. `deferred`
+ * (the AWS runtime's): a write does not wait for its notice, which goes out with the notices of
+ * the writes after it; the function waits for them all (`settled`) before its invocation ends,
+ * so a publish that fails still fails the step, which is retried and sends them again.
+ */
 export function resourceAnnouncer(
   bus: EventBus,
   setting: ResourceEventsSetting = "default",
+  options: { deferred?: boolean } = {},
 ): ResourceAnnouncer | undefined {
-  return setting === "off" ? undefined : new BusAnnouncer(bus, setting);
+  return setting === "off" ? undefined : new BusAnnouncer(bus, setting, options);
 }
 
 /** Where the store sends its notices (the composition roots give it one over the bus). */
@@ -118,6 +124,8 @@ export interface ResourceAnnouncer {
   /** Whether a put of a resource with this meta is announced (asked before the hash is taken). */
   announces(meta: WrittenMeta): boolean;
   announce(type: ResourceEventType, notice: ResourceNotice): Promise<void>;
+  /** Resolves once every notice announced so far is published; throws the first that failed since the last call. */
+  settled(): Promise<void>;
 }
 
 /**
@@ -131,10 +139,26 @@ export class BusAnnouncer implements ResourceAnnouncer {
   readonly #setting: Exclude<ResourceEventsSetting, "off">;
   #waiting: { event: BusEventInput; done: (error?: unknown) => void }[] = [];
   #publishing = false;
+  readonly #deferred: boolean;
+  /** Deferred notices not yet published, and the first failure since `settled` last looked. */
+  readonly #pending = new Set<Promise<void>>();
+  #failed: unknown;
 
-  constructor(bus: EventBus, setting: Exclude<ResourceEventsSetting, "off"> = "default") {
+  constructor(
+    bus: EventBus,
+    setting: Exclude<ResourceEventsSetting, "off"> = "default",
+    options: { deferred?: boolean } = {},
+  ) {
     this.#bus = bus;
     this.#setting = setting;
+    this.#deferred = options.deferred ?? false;
+  }
+
+  async settled(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+    const failed = this.#failed;
+    this.#failed = undefined;
+    if (failed !== undefined) throw failed;
   }
 
   announces(meta: WrittenMeta): boolean {
@@ -143,10 +167,17 @@ export class BusAnnouncer implements ResourceAnnouncer {
 
   announce(type: ResourceEventType, notice: ResourceNotice): Promise<void> {
     const event = resourceEvent(type, notice);
-    return new Promise<void>((resolve, reject) => {
+    const published = new Promise<void>((resolve, reject) => {
       this.#waiting.push({ event, done: (error) => (error === undefined ? resolve() : reject(error)) });
       if (!this.#publishing) void this.#drain();
     });
+    if (!this.#deferred) return published;
+    const tracked = published.catch((error: unknown) => {
+      this.#failed ??= error;
+    });
+    this.#pending.add(tracked);
+    void tracked.finally(() => this.#pending.delete(tracked));
+    return Promise.resolve();
   }
 
   async #drain(): Promise<void> {

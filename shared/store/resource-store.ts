@@ -75,6 +75,14 @@ export class ResourceStore {
     return written;
   }
 
+  /**
+   * Resolves once the notices of the writes so far are published (a deferred announcer's: the AWS
+   * runtime's); throws the first that failed. A function awaits it before its invocation ends.
+   */
+  settled(): Promise<void> {
+    return this.#announcer?.settled() ?? Promise.resolve();
+  }
+
   async get(urn: string): Promise<AnyResource | undefined> {
     const [doc] = await this.getMany([urn]);
     return doc;

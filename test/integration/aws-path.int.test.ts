@@ -126,7 +126,10 @@ describe("the AWS path of a request, counted", () => {
             event: { id: string; detail: Record<string, unknown> };
           };
           const trigger = String(event.detail["arbor-event-id"] ?? event.id);
-          return log.within({ kind: "step", name: subscription, trigger }, () => handler(input));
+          return log.within(
+            { kind: "step", name: subscription, trigger, via: records ? "sqs" : "eventbridge" },
+            () => handler(input),
+          );
         },
         { close: handler.close },
       ),

@@ -53,6 +53,10 @@ export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): A
     region: config.region,
     ...(sqs && config.commandQueues ? { commands: commandQueues(config, sqs) } : {}),
   });
+  // A write does not wait for its notice; each function waits for them all before it returns.
+  const resources = new ResourceStore(objects, {
+    announcer: resourceAnnouncer(bus, config.resourceEvents, { deferred: true }),
+  });
   return {
     mode: "aws",
     tenant: config.tenant,
@@ -60,12 +64,14 @@ export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): A
     state,
     bus,
     // Every writer announces its writes the same way (resource-events.ts).
-    resources: new ResourceStore(objects, { announcer: resourceAnnouncer(bus, config.resourceEvents) }),
+    resources,
     tasks: new TaskLog(state),
     audit: new EventLogAudit(state), // audit#<task> streams in the state table
     // S3 and DynamoDB acknowledge a write once it is stored durably: nothing to wait for.
     untilDurable: () => Promise.resolve(),
     async close() {
+      // Notices still going out are sent (a command-line tool on AWS writes, then closes).
+      await resources.settled().catch(() => undefined);
       await bus.close();
       if (!clients.s3) s3.destroy();
       if (!clients.dynamodb) dynamodb.destroy();

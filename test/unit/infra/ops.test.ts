@@ -95,7 +95,7 @@ describe("operations of the engine stack", () => {
       ComparisonOperator: "GreaterThanOrEqualToThreshold",
       TreatMissingData: "notBreaching",
     });
-    const [query] = found[0]?.Metrics as { Expression: string; Period: number }[];
+    const [query] = (found[0]?.Metrics ?? []) as { Expression: string; Period: number }[];
     expect(query?.Expression).toBe(
       "SELECT SUM(StepFailed) FROM SCHEMA(\"Arbor\", route, service, stage) WHERE service = 'arbor' AND stage = 'prod'",
     );

@@ -38,9 +38,12 @@ class RecordingBus implements EventBus {
   readonly published: BusEventInput[] = [];
   calls = 0;
   fail: Error | undefined;
+  /** While set, a publish waits for it. */
+  gate: Promise<void> | undefined;
   async publish(events: readonly BusEventInput[]): Promise<void> {
     this.calls++;
     await new Promise((r) => setImmediate(r)); // a round trip, as PutEvents takes
+    await this.gate;
     if (this.fail) throw this.fail;
     this.published.push(...events);
   }
@@ -207,6 +210,33 @@ describe("publishing", () => {
     expect(bus.published.map((e) => e.id)).toEqual([
       eventIdFor("RESOURCE_PUT", conversation.id, contentHash),
     ]);
+  });
+
+  it("deferred (on AWS): a write does not wait for its notice; settled() waits for them all and throws a failed one, once", async () => {
+    const bus = new RecordingBus();
+    const rs = new ResourceStore(objects, {
+      announcer: resourceAnnouncer(bus, "default", { deferred: true }),
+    });
+    let release: () => void = () => {};
+    bus.gate = new Promise<void>((r) => {
+      release = r;
+    });
+    // The put resolves while its publish still waits.
+    await rs.put({ meta: conversation, startedBy: "user_ada" });
+    expect(bus.published).toEqual([]);
+    const settled = rs.settled();
+    release();
+    await settled;
+    expect(bus.published.map((e) => e.detail.urn)).toEqual([conversation.id]);
+    // A publish that fails is the next settled()'s error, and only its.
+    bus.gate = undefined;
+    bus.fail = new UnavailableError("EventBridge is down");
+    await rs.put({
+      meta: withMeta({ type: "common.Conversation", name: "c2", parent: tenantUrn("acme") }),
+      startedBy: "x",
+    });
+    await expect(rs.settled()).rejects.toBeInstanceOf(UnavailableError);
+    await expect(rs.settled()).resolves.toBeUndefined();
   });
 
   it("writes made together are announced in a few publish calls, not one each", async () => {
