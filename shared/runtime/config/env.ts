@@ -62,6 +62,34 @@ const rateLimit = (fallback: string) =>
     });
 
 /** An absolute http(s) base URL (parsePublicUrl), without a trailing slash. */
+/**
+ * A setting given as JSON text: parsed, then checked by `check` (which adds its issues to `ctx`);
+ * unset or blank is undefined; text that is not JSON is refused with `example`.
+ */
+function jsonSetting<T>(example: string, check: (parsed: unknown, ctx: z.RefinementCtx) => T) {
+  return z
+    .string()
+    .optional()
+    .transform((text, ctx): T | undefined => {
+      if (text === undefined || text.trim() === "") return undefined;
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        ctx.addIssue({ code: "custom", message: `not JSON; e.g. ${example}` });
+        return z.NEVER;
+      }
+      return check(parsed, ctx);
+    });
+}
+
+/** A schema's issues as the setting's, each with its path. */
+function issuesOf(error: z.ZodError, ctx: z.RefinementCtx): never {
+  for (const issue of error.issues)
+    ctx.addIssue({ code: "custom", message: `${issue.path.join(".") || "(top)"}: ${issue.message}` });
+  return z.NEVER;
+}
+
 export const publicUrl = z.string().transform((v, ctx) => {
   try {
     return parsePublicUrl(v);
@@ -197,22 +225,9 @@ export const EnvSchema = z.object({
    * it (SQS) instead of the event bus (shared/adapters/aws/sqs-command-queues.ts); unset: every
    * command goes on the bus and a rule per step delivers it.
    */
-  ARBOR_COMMAND_QUEUES: z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      if (text === undefined || text.trim() === "") return undefined;
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        ctx.addIssue({
-          code: "custom",
-          message:
-            'not JSON; e.g. {"plan": "https://sqs.eu-west-1.amazonaws.com/123456789012/arbor-dev-plan"}',
-        });
-        return z.NEVER;
-      }
+  ARBOR_COMMAND_QUEUES: jsonSetting(
+    '{"plan": "https://sqs.eu-west-1.amazonaws.com/123456789012/arbor-dev-plan"}',
+    (parsed, ctx) => {
       const unknown = Object.keys(parsed ?? {}).filter(
         (k) => !(QUEUED_STEPS as readonly string[]).includes(k),
       );
@@ -225,10 +240,9 @@ export const EnvSchema = z.object({
       }
       const queues = z.partialRecord(z.enum(QUEUED_STEPS), z.url()).safeParse(parsed);
       if (queues.success) return queues.data as Partial<Record<QueuedStep, string>>;
-      for (const issue of queues.error.issues)
-        ctx.addIssue({ code: "custom", message: `${issue.path.join(".") || "(top)"}: ${issue.message}` });
-      return z.NEVER;
-    }),
+      return issuesOf(queues.error, ctx);
+    },
+  ),
   /**
    * A leaf's context window in tokens (its model request and the answer together; see
    * shared/engine/window/window.ts): at least the model's smallest window you use, e.g. 32000; an
@@ -258,25 +272,12 @@ export const EnvSchema = z.object({
    * Prices per million tokens by model id, over the catalogue's (shared/domain/model-catalogue.ts),
    * as JSON: {"llama3.1": {"input": 0, "output": 0}}. A model in neither has an unknown cost.
    */
-  ARBOR_MODEL_PRICES: z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      if (text === undefined || text.trim() === "") return undefined;
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        ctx.addIssue({ code: "custom", message: 'not JSON; e.g. {"llama3.1": {"input": 0, "output": 0}}' });
-        return z.NEVER;
-      }
-      const prices = PriceOverridesSchema.safeParse(parsed);
-      // JSON has no undefined: an optional price absent is absent, as PriceOverrides has it.
-      if (prices.success) return prices.data as PriceOverrides;
-      for (const issue of prices.error.issues)
-        ctx.addIssue({ code: "custom", message: `${issue.path.join(".") || "(top)"}: ${issue.message}` });
-      return z.NEVER;
-    }),
+  ARBOR_MODEL_PRICES: jsonSetting('{"llama3.1": {"input": 0, "output": 0}}', (parsed, ctx) => {
+    const prices = PriceOverridesSchema.safeParse(parsed);
+    // JSON has no undefined: an optional price absent is absent, as PriceOverrides has it.
+    if (prices.success) return prices.data as PriceOverrides;
+    return issuesOf(prices.error, ctx);
+  }),
   ARBOR_OPENAI_BASE_URL: z.url().optional(),
   /**
    * Locally, with ARBOR_MODEL_PROVIDER=openai: the model server's embedding model, which election
