@@ -100,7 +100,9 @@ function show(letter: DeadLetter, n: number, write: (line: string) => void): voi
       : letter.origin === "eventbridge"
         ? `an event EventBridge could not deliver (rule ${letter.ruleArn ?? "?"})`
         : letter.origin === "sqs"
-          ? `a message the notify function failed every time, moved from ${letter.sourceQueueArn ?? "?"}`
+          ? letter.payload
+            ? `a command its step failed every time, moved from its queue ${letter.sourceQueueArn ?? "?"}`
+            : `a message the notify function failed every time, moved from ${letter.sourceQueueArn ?? "?"}`
           : "a message of unknown origin";
   write(
     `${heading(`#${n}`)} ${letter.messageId} ${note(`${letter.sentAt ?? ""} received ${letter.receiveCount ?? "?"}x`)}`,

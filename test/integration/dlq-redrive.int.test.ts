@@ -1,7 +1,8 @@
 import { EventBridgeClient, PutRuleCommand, PutTargetsCommand } from "@aws-sdk/client-eventbridge";
-import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { ReceiveMessageCommand, SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { dlqCommand } from "../../cli/lib/dlq.ts";
+import { SqsCommandQueues } from "../../shared/adapters/aws/sqs-command-queues.ts";
 import { ROUTES } from "../../shared/engine/routes.ts";
 import { loadOperatorSettings } from "../../shared/runtime/config.ts";
 import { EventBridgePeer } from "../peers/eventbridge-peer.ts";
@@ -176,6 +177,43 @@ describe("arbor dlq redrive", () => {
       [fnArn("arbor-turn"), "Event", { subscription: "turn", event: turnEvent }],
     ]);
     expect(sqsPeer.messages(queueUrl).map((m) => m.body)).toEqual(["not from Arbor"]);
+  });
+
+  it("sends a command its step failed every time back to the step's queue, as it was", async () => {
+    const queueUrl = sqsPeer.createQueue("arbor-dlq-commands");
+    const readyQueue = sqsPeer.createQueue("arbor-ready-commands");
+    sqsPeer.redrive(readyQueue, queueUrl, 3);
+    // The command as the engine sends it (the real adapter), failed by its step three times.
+    const commands = new SqsCommandQueues({
+      client: sqs,
+      queues: { TASK_READY: { subscription: "ready", queueUrl: readyQueue } },
+      account: ACCOUNT,
+      region: "us-east-1",
+    });
+    await commands.send([
+      { id: "cmd-ready-t3", source: "arbor.engine", detailType: "TASK_READY", detail: { taskId: "t3" } },
+    ]);
+    const sent = sqsPeer.messages(readyQueue)[0]?.body;
+    for (let i = 0; i < 4; i++)
+      await sqs.send(new ReceiveMessageCommand({ QueueUrl: readyQueue, VisibilityTimeout: 0 }));
+    expect(sqsPeer.messages(readyQueue)).toEqual([]);
+    expect(sqsPeer.messages(queueUrl)).toHaveLength(1);
+
+    const dry = await arborCli(["dlq", "redrive", "--dry-run"], env(queueUrl));
+    expect(dry.code).toBe(0);
+    expect(dry.stdout).toContain("from: a command its step failed every time, moved from its queue");
+    expect(dry.stdout).toContain("route: ready");
+    expect(dry.stdout).toContain("event: TASK_READY");
+
+    const run = await arborCli(["dlq", "redrive"], env(queueUrl));
+    expect(run.stderr).not.toContain("arbor:");
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain("sent back to queue arbor-ready-commands");
+    // Back in its queue as it was: the step takes the same input, with the same event id.
+    const back = sqsPeer.messages(readyQueue);
+    expect(back.map((m) => m.body)).toEqual([sent]);
+    expect(back[0]?.attributes["arbor-message"]?.StringValue).toBe("engine.command");
+    expect(sqsPeer.messages(queueUrl)).toEqual([]);
   });
 
   it("leaves a message whose resend fails in the queue, and stops at --max", async () => {

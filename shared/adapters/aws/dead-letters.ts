@@ -11,6 +11,19 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import { ConfigError, UnavailableError } from "../../kernel/errors.ts";
+import { COMMAND_MESSAGE_KIND } from "./sqs-command-queues.ts";
+
+/** A command message's body: `{ subscription, event }`, or undefined when it is not one. */
+function stepInputOf(body: string): { subscription: string; event: Record<string, unknown> } | undefined {
+  try {
+    const parsed = JSON.parse(body) as { subscription?: unknown; event?: unknown };
+    return typeof parsed.subscription === "string" && typeof parsed.event === "object" && parsed.event
+      ? { subscription: parsed.subscription, event: parsed.event as Record<string, unknown> }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The storage stack's dead-letter queue, read for a redrive. Two kinds of message land there
@@ -23,7 +36,8 @@ import { ConfigError, UnavailableError } from "../../kernel/errors.ts";
  *   attributes `RULE_ARN`, `TARGET_ARN`, `ERROR_CODE`, `ERROR_MESSAGE` (and the retry condition);
  *   the payload is rebuilt as the rule's input transformer builds it (route-rule.ts).
  * - a message SQS moved here from one of the notify function's queues or a step's command queue (its
- *   redrive policy, after the function failed it maxReceiveCount times): the system attribute `DeadLetterQueueSourceArn`
+ *   redrive policy, after the function failed it maxReceiveCount times; a command carries the
+ *   attribute `arbor-message: engine.command` and the step's input as its body): the system attribute `DeadLetterQueueSourceArn`
  *   names the queue; the body (a delivery id, or a wake-up event) goes back to that queue as it is.
  * Either of the first two goes back to its function as an asynchronous invocation (`InvocationType: Event`). Every
  * step is idempotent (it re-reads state and writes conditionally), so sending one again that did
@@ -85,13 +99,16 @@ export function readDeadLetter(message: Message, routes: ReadonlySet<string>): D
   };
   if (system.DeadLetterQueueSourceArn) {
     const kind = attrs["arbor-message"];
+    // A step's command (sqs-command-queues.ts): its body is the step's input, shown by its route.
+    const command = kind === COMMAND_MESSAGE_KIND ? stepInputOf(base.body) : undefined;
     return {
       ...base,
       origin: "sqs",
       errors: {},
       sourceQueueArn: system.DeadLetterQueueSourceArn,
       attributes: message.MessageAttributes ?? {},
-      route: kind ?? system.DeadLetterQueueSourceArn.split(":").pop() ?? "?",
+      route: command?.subscription ?? kind ?? system.DeadLetterQueueSourceArn.split(":").pop() ?? "?",
+      ...(command ? { payload: command } : {}),
     };
   }
   let body: unknown;
