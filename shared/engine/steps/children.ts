@@ -17,8 +17,13 @@ import type { EngineDeps } from "../context.ts";
 export async function childrenOf(
   deps: Pick<EngineDeps, "tasks" | "resources">,
   taskId: string,
+  /** The parent's child counts, when the caller just read them (consistently). */
+  givenCounts?: Awaited<ReturnType<EngineDeps["tasks"]["childCounts"]>>,
 ): Promise<TaskView[]> {
-  const [counts, listed] = await Promise.all([deps.tasks.childCounts(taskId), deps.tasks.children(taskId)]);
+  const [counts, listed] = await Promise.all([
+    givenCounts ?? deps.tasks.childCounts(taskId),
+    deps.tasks.children(taskId),
+  ]);
   const confirmed = await Promise.all(
     listed.map(async (c) => (isTerminal(c.status) ? c : await deps.tasks.view(c.taskId))),
   );

@@ -61,7 +61,11 @@ export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<voi
  * steps one level each), or the leaf's inner loop runs, in this step.
  */
 async function proceed(deps: EngineDeps, taskId: string, fresh?: FreshLeaf): Promise<void> {
-  const children = await childrenOf(deps, taskId);
+  // A task just started has its children's count (each TaskCreated adds to it in its
+  // transaction): none is a leaf, without listing its children (a listing of the object store).
+  const counts = fresh ? await deps.tasks.childCounts(taskId) : undefined;
+  if (fresh && !counts?.created) return runTurn(deps, { taskId }, fresh);
+  const children = await childrenOf(deps, taskId, counts);
   if (children.length > 0) {
     await startTasks(
       deps,

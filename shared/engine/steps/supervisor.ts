@@ -79,9 +79,10 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
   const view = await deps.tasks.view(parentId);
   if (view?.status !== "in_progress") return;
   // Most completions find siblings still running: the counts say so without listing them all.
-  if (!(await deps.tasks.childrenMayAllHaveEnded(parentId))) return;
+  const counts = await deps.tasks.childCounts(parentId);
+  if (counts && (counts.ended ?? 0) < (counts.created ?? 0)) return;
   // Decided on the children's own records, not on the index, which may not show the last ends yet.
-  const children = await childrenOf(deps, parentId);
+  const children = await childrenOf(deps, parentId, counts);
   if (children.length === 0 || !children.every((c) => isTerminal(c.status))) return;
 
   const [parent, childTasks] = (await Promise.all([
@@ -89,8 +90,12 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
     deps.resources.getMany(children.map((c) => c.taskId)),
   ])) as [TaskResource, (TaskResource | undefined)[]];
   const round = Math.max(0, ...childTasks.map((t) => t?.round ?? 0));
+  // What this round's judgment reads (a stored evaluation, the children's outputs), read now, beside
+  // the question of how the round goes on: three reads of the object store at once, not in a row.
+  const reads = roundReads(deps, parent, children, round);
+  reads.catch(() => {}); // awaited when judged; a round that is not judged here leaves it
   // A person was asked how this round goes on: their answer is applied once (ask-strategy.ts).
-  const evaluationOf = (r: number) => evaluate(deps, parent, children, r); // stored for an earlier round
+  const evaluationOf = (r: number) => evaluate(deps, parent, children, r, r === round ? reads : undefined); // stored for an earlier round
   if (await chosenStrategy(deps, parent, round, evaluationOf, () => combined(deps, children))) return;
   if (await unfinishedCorrection(deps, parent, round, evaluationOf)) return;
   const claimKey = `eval#${parentId}#${round}`;
@@ -166,15 +171,43 @@ async function unfinishedCorrection(
   return remade; // else (a person chose how it went on) this round is judged now
 }
 
+interface RoundReads {
+  /** The round's evaluation, stored by an earlier judgment of it (a crash after the model's answer). */
+  stored: Awaited<ReturnType<typeof storedEvaluation>>;
+  /** Each child's output, by task. */
+  outputs: Map<string, string | undefined>;
+}
+
+const evaluationMeta = (parent: TaskResource, round: number) =>
+  withMeta({ type: "common.Message", name: `evaluation-${round}`, parent: parent.meta.id });
+
+const storedEvaluation = (deps: EngineDeps, parent: TaskResource, round: number) =>
+  deps.resources.getAs("common.Message", evaluationMeta(parent, round).id);
+
+async function roundReads(
+  deps: EngineDeps,
+  parent: TaskResource,
+  children: TaskView[],
+  round: number,
+): Promise<RoundReads> {
+  const [stored, outputs] = await Promise.all([
+    storedEvaluation(deps, parent, round),
+    Promise.all(children.map(async (c) => [c.taskId, await outputOf(deps, c.taskId)] as const)),
+  ]);
+  return { stored, outputs: new Map(outputs) };
+}
+
 /** The stored evaluation of this round, or a new one from the model (stored before it is acted on). */
 async function evaluate(
   deps: EngineDeps,
   parent: TaskResource,
   children: TaskView[],
   round: number,
+  prefetched?: Promise<RoundReads>,
 ): Promise<Evaluation> {
-  const meta = withMeta({ type: "common.Message", name: `evaluation-${round}`, parent: parent.meta.id });
-  const stored = await deps.resources.getAs("common.Message", meta.id);
+  const meta = evaluationMeta(parent, round);
+  const read = prefetched ? await prefetched : undefined;
+  const stored = read ? read.stored : await storedEvaluation(deps, parent, round);
   const storedArgs = stored?.toolCalls?.[0]?.arguments;
   if (storedArgs) return EvaluationSchema.parse(storedArgs);
 
@@ -191,7 +224,7 @@ async function evaluate(
         },
       },
       async (span) => {
-        const evaluation = await judge(deps, parent, children, round, meta);
+        const evaluation = await judge(deps, parent, children, round, meta, read?.outputs);
         span.set("arbor.evaluation.passed", evaluation.passed);
         return evaluation;
       },
@@ -206,6 +239,7 @@ async function judge(
   children: TaskView[],
   round: number,
   meta: ReturnType<typeof withMeta>,
+  outputs?: Map<string, string | undefined>,
 ): Promise<Evaluation> {
   // In a fixed order (by title), not the children's keys (which differ from request to request):
   // the same work is judged from the same prompt, run after run (a replay finds it: shared/evals/).
@@ -215,7 +249,7 @@ async function judge(
   const results = await Promise.all(
     ordered.map(
       async (c) =>
-        `## ${c.title} [${c.status}]\n${(await outputOf(deps, c.taskId)) ?? c.failureReason ?? "(no output)"}`,
+        `## ${c.title} [${c.status}]\n${(outputs?.has(c.taskId) ? outputs.get(c.taskId) : await outputOf(deps, c.taskId)) ?? c.failureReason ?? "(no output)"}`,
     ),
   );
   const prompt = [

@@ -87,6 +87,9 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshL
   if (view?.status !== "in_progress") return; // finished, canceled, or waiting for a person
   const task = fresh?.task ?? ((await deps.resources.getAs("plan.Task", taskId)) as TaskResource);
   const assistantUrn = task.election?.assistant ?? view.assistant;
+  // A fresh leaf's prompt context (its ancestors, similar results) read beside its assistant.
+  const context = fresh ? promptContext(deps, task) : undefined;
+  context?.catch(() => {}); // awaited below; a step that ends first must not leave it unhandled
   const assistant = assistantUrn ? await deps.resources.getAs("common.Assistant", assistantUrn) : undefined;
   if (!assistant)
     return failTask(
@@ -104,7 +107,7 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshL
     const prompt = {
       meta: msgMeta(taskId, "prompt"),
       role: "user" as const,
-      content: await buildPrompt(deps, task, assistant),
+      content: await fitPrompt(deps, await (context ?? promptContext(deps, task)), assistant),
     };
     await deps.resources.put(prompt);
     transcript.prompt = prompt;
@@ -377,10 +380,10 @@ function toWindowTurns(t: Transcript): WindowTurn[] {
 const EPHEMERAL_ELIDED = "[an intermediate result, shown once: elided]";
 
 /**
- * The task, what it belongs to (ancestors by URN) and the most similar earlier results, within a
- * quarter of the request's token budget (window-context.ts).
+ * The task, what it belongs to (ancestors by URN) and the most similar earlier results (fitted to
+ * the assistant's budget by `fitPrompt`).
  */
-async function buildPrompt(deps: EngineDeps, task: TaskResource, assistant: Assistant): Promise<string> {
+async function promptContext(deps: EngineDeps, task: TaskResource): Promise<string> {
   const parts = [`# Task: ${task.meta.name}`, toDescription(task.meta)];
   const context: string[] = [];
   // The ancestors and the similar results at once: each is a few reads in a row on AWS.
@@ -396,7 +399,11 @@ async function buildPrompt(deps: EngineDeps, task: TaskResource, assistant: Assi
   }
   if (context.length) parts.push("# Context", ...context);
   if (similar.length) parts.push("# Related results", ...similar);
-  const text = parts.filter(Boolean).join("\n");
+  return parts.filter(Boolean).join("\n");
+}
+
+/** The prompt within a quarter of the request's token budget (window-context.ts). */
+async function fitPrompt(deps: EngineDeps, text: string, assistant: Assistant): Promise<string> {
   return fitTokens(text, promptBudget(deps, assistant), await counterFor(deps, assistant));
 }
 
