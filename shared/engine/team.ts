@@ -135,6 +135,8 @@ const MAX_STAFFED = 10_000;
 export class Teams {
   /** Tenants seen with assistants: a request of theirs needs no look-up. */
   readonly #staffed = new Set<string>();
+  /** Tenants whose resource is known stored: a request of theirs reads it no more. */
+  readonly #stored = new Set<string>();
   readonly deps: TeamDeps & Pick<EngineDeps, "settings" | "log" | "tools">;
 
   constructor(deps: TeamDeps & Pick<EngineDeps, "settings" | "log" | "tools">) {
@@ -189,6 +191,16 @@ export class Teams {
         error: (error as Error).message,
       });
     }
+  }
+
+  /** Whether this process saw the tenant's resource stored (a tenant is never removed). */
+  stored(tenant: string): boolean {
+    return this.#stored.has(tenant);
+  }
+
+  storedNow(tenant: string): void {
+    if (this.#stored.size >= MAX_STAFFED) this.#stored.clear();
+    this.#stored.add(tenant);
   }
 
   /** The tenant has a team now (applied, or registered). */

@@ -64,12 +64,16 @@ const planTurnMeta = (messageUrn: string) =>
  */
 export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Urn | undefined> {
   const rootId = rootTaskUrn(cmd.messageUrn);
-  const marker = await deps.state.get(planMarkerKey(cmd.messageUrn));
+  // The marker, the request and a plan turn stored by an earlier try of this step, read at once.
+  const [marker, request, storedTurn] = await Promise.all([
+    deps.state.get(planMarkerKey(cmd.messageUrn)),
+    deps.resources.getAs("common.Message", cmd.messageUrn),
+    deps.resources.getAs("common.Message", planTurnMeta(cmd.messageUrn).id),
+  ]);
   if (marker?.status === "done") {
     if (cmd.mode === "eager" && (await deps.tasks.view(rootId))?.status === "open") return rootId;
     return undefined;
   }
-  const request = await deps.resources.getAs("common.Message", cmd.messageUrn);
   if (!request)
     throw new ArborError(
       "NOT_FOUND",
@@ -78,7 +82,7 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Urn | un
     );
 
   // Everything below is idempotent: a re-driven plan reuses the stored plan turn and rewrites the same keys.
-  const outcome = await plannedTree(deps, request);
+  const outcome = await plannedTree(deps, request, storedTurn);
   const budgets = inheritBudgets(deps.settings.defaultBudgets, outcome.ok ? outcome.spec.budgets : undefined);
   if (!outcome.ok) {
     // The request fails visibly, as a root task that says why (nothing of the plan is stored: sent
@@ -149,9 +153,12 @@ type PlanOutcome =
   | { ok: false; errors: string[]; model?: LastingModelFailure };
 
 /** The stored plan turn, or a new one from the model (asked again once when invalid). */
-async function plannedTree(deps: EngineDeps, request: Message): Promise<PlanOutcome> {
+async function plannedTree(
+  deps: EngineDeps,
+  request: Message,
+  stored: Message | undefined,
+): Promise<PlanOutcome> {
   const meta = planTurnMeta(request.meta.id);
-  const stored = await deps.resources.getAs("common.Message", meta.id);
   if (stored) {
     const args = stored.toolCalls?.[0]?.arguments;
     return args

@@ -140,8 +140,12 @@ export async function submit(
   }
   // Somebody is there to take the request's tasks (a tenant's first request: its default team).
   await teams.ensure(req.tenant);
-  if (!(await d.resources.get(tenant)))
-    await d.resources.put({ meta: withMeta({ type: "common.Tenant", name: req.tenant, id: req.tenant }) });
+  // The tenant's resource, written by its first request (a read per request until this process knows it).
+  if (!teams.stored(req.tenant)) {
+    if (!(await d.resources.get(tenant)))
+      await d.resources.put({ meta: withMeta({ type: "common.Tenant", name: req.tenant, id: req.tenant }) });
+    teams.storedNow(req.tenant);
+  }
   let conversationUrn = to.urn;
   if (!conversationUrn) {
     const id = d.newId();
