@@ -30,7 +30,13 @@ import { supervise } from "./supervisor.ts";
  * (direct mode). A task nobody fits waits for a person to assign it.
  */
 export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<void> {
-  const view = await deps.tasks.view(cmd.taskId);
+  // The task's view, its parent's and the task itself, read at once (a root's parent is its message: no view).
+  const parentId = parentUrn(cmd.taskId);
+  const [view, parentView, task] = await Promise.all([
+    deps.tasks.view(cmd.taskId),
+    parentId ? deps.tasks.view(parentId) : undefined,
+    deps.resources.getAs("plan.Task", cmd.taskId),
+  ]);
   // A leaf's start delivered again (Lambda's retry of a start that timed out in its first turn, a
   // duplicate) goes on from its transcript; the turn's claim keeps a turn still running from running
   // twice. A parent's children were started by its first start (or get re-driven by the watchdog).
@@ -40,8 +46,10 @@ export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<voi
     return runTurn(deps, { taskId: cmd.taskId });
   }
   if (view?.status !== "open") return;
-  if (view.parentTaskId && (await deps.tasks.view(view.parentTaskId))?.status !== "in_progress") return;
-  const task = await deps.resources.getAs("plan.Task", cmd.taskId);
+  if (view.parentTaskId) {
+    const parent = view.parentTaskId === parentId ? parentView : await deps.tasks.view(view.parentTaskId);
+    if (parent?.status !== "in_progress") return;
+  }
   if (!task) return;
   const assistant = task.election?.assistant;
   const started = await recordTask(

@@ -42,8 +42,18 @@ export async function completed(
     { taskId: taskId as Urn, output: urn, summary: content.slice(0, 500) },
     agentActor(assistant),
   );
-  await announcePut(deps, urn, "common.Message", "output", contentHash);
-  await judgeParentHere(deps, urn);
+  await announcedAndJudged(deps, urn, contentHash);
+}
+
+/**
+ * The task's end announced (for the notify path, the index, operators and the supervise step), and
+ * its parent judged here, at once: the judgment reads the end's record, not its notice.
+ */
+async function announcedAndJudged(deps: EngineDeps, urn: string, contentHash: string): Promise<void> {
+  await Promise.all([
+    announcePut(deps, urn, "common.Message", "output", contentHash),
+    judgeParentHere(deps, urn),
+  ]);
 }
 
 /**
@@ -79,8 +89,7 @@ export async function announceOutput(deps: EngineDeps, taskId: string, content: 
     content,
     isError: true,
   });
-  await announcePut(deps, urn, "common.Message", "output", contentHash);
-  await judgeParentHere(deps, urn);
+  await announcedAndJudged(deps, urn, contentHash);
 }
 
 export async function failTask(deps: EngineDeps, taskId: string, reason: string): Promise<void> {
@@ -93,8 +102,7 @@ export async function failTask(deps: EngineDeps, taskId: string, reason: string)
   const view = await deps.tasks.view(taskId);
   if (view?.status !== "failed")
     await recordTask(deps, "TaskFailed", { taskId: taskId as Urn, reason: reason.slice(0, 8000) }, ENGINE);
-  await announcePut(deps, urn, "common.Message", "output", contentHash);
-  await judgeParentHere(deps, urn);
+  await announcedAndJudged(deps, urn, contentHash);
 }
 
 /**
