@@ -58,8 +58,11 @@ describe("scripts/doc-blocks.ts stopped from outside, or with its port taken", (
         ].join("\n"),
       );
       const run = start(doc);
-      for (let i = 0; i < 200 && !existsSync(pidFile); i++) await sleep(50);
-      const background = Number(readFileSync(pidFile, "utf8"));
+      // The shell makes the file, then writes the pid into it: wait for the pid, not the file.
+      const pid = () => (existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").trim()) : 0);
+      for (let i = 0; i < 400 && !(pid() > 0); i++) await sleep(50);
+      const background = pid();
+      expect(background, run.output()).toBeGreaterThan(0);
       expect(running(background)).toBe(true);
       await sleep(300); // the second block is running
       run.child.kill(signal);
