@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { ScanCommand } from "@aws-sdk/client-dynamodb";
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -333,7 +334,10 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
       // Nothing else was awaited: no step has run (the model was not called) when the ack came.
       expect(world.bedrock?.calls.length ?? 0).toBe(modelCalls);
 
-      // Slack retries the event (X-Slack-Retry-Num): the same request, nothing new.
+      // The tenant's first request registers its tools beside it (not in its path): once that has
+      // landed, Slack retries the event (X-Slack-Retry-Num): the same request, nothing new.
+      for (let i = 0; i < 200 && !(await rt.state.get(`toolregistry#${TENANT}`)); i++) await sleep(25);
+      expect(await rt.state.get(`toolregistry#${TENANT}`)).toBeDefined();
       const items = await tableItems();
       const retried = await slackPost("/slack/events", mention("Ev_AWS_1", "<@UBOT> invite the team"), {
         "x-slack-retry-num": "1",
