@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiHandler, createApiHandler } from "../../functions/api.ts";
 import { createToolHandler, type ToolHandler } from "../../functions/tool.ts";
@@ -231,11 +232,14 @@ describe("ListTools on AWS: the API function's route and the tool function's Lis
       awsRequestId: randomUUID(),
     });
     expect(res.statusCode).toBe(202);
+    // The registration runs beside the request (not in its path): it lands a moment later.
+    const tools = () => rt.resources.childUrns(tenantUrn("delta"), "common.Tool");
+    for (let i = 0; i < 200 && (await tools()).length < 4; i++) await sleep(25);
     expect(invoked("RegisterTools").map((i) => i.payload)).toContainEqual({
       op: "RegisterTools",
       tenant: "delta",
     });
-    expect((await rt.resources.childUrns(tenantUrn("delta"), "common.Tool")).sort()).toEqual(
+    expect((await tools()).sort()).toEqual(
       ["calculator", "sha256", "weather", "word_count"].map((n) => toolUrn("delta", n)).sort(),
     );
   });
