@@ -81,11 +81,6 @@ export interface AwsCall {
   published: PublishedEvent[];
   /** A Lambda Invoke's payload, as JSON. */
   payload?: string | undefined;
-  /**
-   * What the call touched, as IAM names it: `<bucket>/<key>` (S3 objects), the partition keys of
-   * DynamoDB items (`pk` values), the queue URL, the bus, the function, the model id.
-   */
-  targets: string[];
 }
 
 /** A client of the AWS SDK v3, as far as the log needs it. */
@@ -132,7 +127,6 @@ export class AwsCallLog {
               start,
               end: performance.now(),
               published: publishedBy(args.input),
-              targets: targetsOf(args.input),
               ...(context.commandName === "InvokeCommand" ? { payload: payloadOf(args.input) } : {}),
             });
           }
@@ -306,37 +300,4 @@ function payloadOf(input: Record<string, unknown>): string | undefined {
   } catch {
     return text;
   }
-}
-
-/** What a call's input names (see AwsCall.targets). */
-function targetsOf(input: Record<string, unknown>): string[] {
-  const out: string[] = [];
-  const str = (v: unknown) => (typeof v === "string" ? v : undefined);
-  const pk = (key: unknown) => {
-    const v = (key as { pk?: { S?: string } } | undefined)?.pk?.S;
-    if (v) out.push(v);
-  };
-  if (str(input.Bucket)) out.push(`${input.Bucket}/${str(input.Key) ?? str(input.Prefix) ?? ""}`);
-  if (input.Key && typeof input.Key === "object") pk(input.Key);
-  if (input.Item && typeof input.Item === "object") pk(input.Item);
-  if (str(input.IndexName)) out.push(`index/${input.IndexName}`);
-  for (const t of (input.TransactItems as Record<string, { Key?: unknown; Item?: unknown }>[] | undefined) ??
-    [])
-    for (const op of Object.values(t)) {
-      pk(op.Key);
-      pk(op.Item);
-    }
-  for (const r of Object.values((input.RequestItems as Record<string, { Keys?: unknown[] }>) ?? {}))
-    for (const k of r.Keys ?? []) pk(k);
-  if (str(input.KeyConditionExpression)) {
-    const values = (input.ExpressionAttributeValues as Record<string, { S?: string }>) ?? {};
-    for (const v of Object.values(values)) if (v.S) out.push(`query:${v.S}`);
-  }
-  if (str(input.QueueUrl)) out.push(String(input.QueueUrl));
-  if (str(input.FunctionName)) out.push(String(input.FunctionName));
-  if (str(input.modelId)) out.push(String(input.modelId));
-  if (Array.isArray(input.Entries))
-    for (const e of input.Entries as { EventBusName?: string }[])
-      if (e.EventBusName) out.push(e.EventBusName);
-  return out;
 }

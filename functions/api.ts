@@ -122,7 +122,7 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
   );
   // Each request is in API Gateway's access log; the app logs what fails (with hono's request id).
   const handler = async (event: APIGatewayProxyEventV2, _context?: LambdaContext) => {
-    await instance.get();
+    const { rt } = await instance.get();
     // The server span (http-server.ts) is sent with the response: a frozen instance sends nothing.
     return traced(async () => {
       try {
@@ -132,7 +132,6 @@ export function createApiHandler(deps: ApiDeps = {}): ApiHandler {
         // what it wrote published, before it returns (a notice that failed is logged: the bus is
         // not the record, and the request's writes are done).
         await notify?.queued?.settled();
-        const { rt } = await instance.get();
         await rt.resources.settled().catch((error: unknown) =>
           log.warn("resource notices of a request could not be published", {
             error: error instanceof Error ? error : String(error),

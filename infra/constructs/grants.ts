@@ -47,6 +47,29 @@ export const ITEM_WRITES = [
   "dynamodb:ConditionCheckItem",
 ] as const;
 
+/** Titan embeddings: every function that embeds (election, the index, the search built-ins). */
+export const EMBEDDINGS_GRANT: Grant = {
+  sid: "Embeddings",
+  actions: ["bedrock:InvokeModel"],
+  on: { embeddingModel: true },
+  why: "embedding a text: a task to elect its assistant, an output to index, a search's query",
+};
+
+/** The S3 Vectors index: opening it checks its dimension and the embedder named in its tags. */
+export const VECTOR_INDEX_GRANT: Grant = {
+  sid: "VectorIndex",
+  // QueryVectors returning metadata also needs GetVectors.
+  actions: [
+    "s3vectors:GetIndex",
+    "s3vectors:ListTagsForResource",
+    "s3vectors:PutVectors",
+    "s3vectors:QueryVectors",
+    "s3vectors:GetVectors",
+  ],
+  on: { vectorIndex: true },
+  why: "the assistants and outputs indexed and searched, and the search built-ins",
+};
+
 /**
  * The tool function: it holds the tools' secrets, talks to MCP servers and remote agents and reads
  * what they return, so it gets reads and only the writes of its own records: tool results stored
@@ -110,24 +133,8 @@ export const TOOL_FUNCTION_GRANTS: readonly Grant[] = [
     on: { bus: true },
     why: "the RESOURCE_PUT notices of what it writes",
   },
-  {
-    sid: "Embeddings",
-    actions: ["bedrock:InvokeModel"],
-    on: { embeddingModel: true },
-    why: "the search built-ins embed their query",
-  },
-  {
-    sid: "VectorIndex",
-    actions: [
-      "s3vectors:GetIndex",
-      "s3vectors:ListTagsForResource",
-      "s3vectors:PutVectors",
-      "s3vectors:QueryVectors",
-      "s3vectors:GetVectors",
-    ],
-    on: { vectorIndex: true },
-    why: "the search built-ins, and the tenant's tools indexed for discovery",
-  },
+  EMBEDDINGS_GRANT,
+  VECTOR_INDEX_GRANT,
 ];
 
 /** The ARNs a grant's target stands for, in a stack or in a test world. */

@@ -46,7 +46,7 @@ export const ALARMS = {
   stepFailures: { period: Duration.minutes(15), threshold: 10 },
   /** A function a caller waits on (API, tool function) failing: a few in five minutes. */
   calleeErrors: { period: Duration.minutes(5), threshold: 5 },
-  /** ...or refused for its concurrency: any is a caller refused. */
+  /** ...or refused for its concurrency: each refusal is a caller refused. */
   throttles: { period: Duration.minutes(5), threshold: 1 },
   /** The watchdog failing two of its three runs in 15 minutes: nothing re-drives stalled work meanwhile. */
   watchdogErrors: { period: Duration.minutes(15), threshold: 2 },

@@ -25,7 +25,14 @@ import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/
 import { ChatSecret, type ChatSecretRef } from "../constructs/chat-secret.ts";
 import { CommandQueue, readStepConcurrency } from "../constructs/command-queue.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
-import { type Grant, type GrantArns, statementOf, TOOL_FUNCTION_GRANTS } from "../constructs/grants.ts";
+import {
+  EMBEDDINGS_GRANT,
+  type Grant,
+  type GrantArns,
+  statementOf,
+  TOOL_FUNCTION_GRANTS,
+  VECTOR_INDEX_GRANT,
+} from "../constructs/grants.ts";
 import { NotifyFunction } from "../constructs/notify-function.ts";
 import {
   ALARMS,
@@ -564,15 +571,7 @@ export class EngineStack extends Stack {
     const arns = this.#grantArns(this.storage);
     const policy = new ManagedPolicy(this, id, {
       description,
-      statements: grants.map((g) => {
-        const s = statementOf(g, arns);
-        return new PolicyStatement({
-          sid: s.sid,
-          actions: s.actions,
-          resources: s.resources,
-          ...(s.conditions ? { conditions: s.conditions } : {}),
-        });
-      }),
+      statements: grants.map((g) => statement(g, arns)),
     });
     for (const g of grants)
       if ("objects" in g.on)
@@ -633,24 +632,8 @@ export class EngineStack extends Stack {
           actions: ["events:PutEvents"],
           resources: [storage.eventBus.eventBusArn],
         }),
-        new PolicyStatement({
-          sid: "Embeddings",
-          actions: ["bedrock:InvokeModel"],
-          resources: [foundationModelArn(this, EMBEDDING_MODEL_ID)],
-        }),
-        new PolicyStatement({
-          sid: "VectorIndex",
-          actions: [
-            // Opening the index checks its dimension and the embedder named in its tags.
-            "s3vectors:GetIndex",
-            "s3vectors:ListTagsForResource",
-            "s3vectors:PutVectors",
-            // QueryVectors returning metadata also needs GetVectors.
-            "s3vectors:QueryVectors",
-            "s3vectors:GetVectors",
-          ],
-          resources: [this.vectors.indexArn],
-        }),
+        // The same grants as the tool function's (infra/constructs/grants.ts).
+        ...[EMBEDDINGS_GRANT, VECTOR_INDEX_GRANT].map((g) => statement(g, this.#grantArns(storage))),
       ],
     });
     Validations.of(policy).acknowledge({
@@ -709,6 +692,17 @@ function foundationModelArn(stack: Stack, modelId: string): string {
     account: "",
     resource: "foundation-model",
     resourceName: modelId,
+  });
+}
+
+/** A grant (infra/constructs/grants.ts) as the stack's IAM statement. */
+function statement(grant: Grant, arns: GrantArns): PolicyStatement {
+  const s = statementOf(grant, arns);
+  return new PolicyStatement({
+    sid: s.sid,
+    actions: s.actions,
+    resources: s.resources,
+    ...(s.conditions ? { conditions: s.conditions } : {}),
   });
 }
 

@@ -124,6 +124,12 @@ export const teamUrn = (tenant: string): Urn => `${tenantUrn(tenant)}/${ASSISTAN
 /** Tenants known to have a team, remembered per process at most this many (then looked up again). */
 const MAX_STAFFED = 10_000;
 
+/** Adds a tenant to one of Teams' sets, which start afresh past MAX_STAFFED (a look-up is only saved). */
+function rememberIn(set: Set<string>, tenant: string): void {
+  if (set.size >= MAX_STAFFED) set.clear();
+  set.add(tenant);
+}
+
 /**
  * The one place a tenant without a team gets one (Engine.submit calls `ensure` before a request
  * is written): for a tenant with no assistants, the deployment's default team
@@ -199,13 +205,11 @@ export class Teams {
   }
 
   storedNow(tenant: string): void {
-    if (this.#stored.size >= MAX_STAFFED) this.#stored.clear();
-    this.#stored.add(tenant);
+    rememberIn(this.#stored, tenant);
   }
 
   /** The tenant has a team now (applied, or registered). */
   remember(tenant: string): void {
-    if (this.#staffed.size >= MAX_STAFFED) this.#staffed.clear();
-    this.#staffed.add(tenant);
+    rememberIn(this.#staffed, tenant);
   }
 }

@@ -67,6 +67,11 @@ export interface RecordResult {
   duplicate: boolean;
 }
 
+/** childrenMayAllHaveEnded of counts already read (TaskLog.childCounts). */
+export function mayAllHaveEnded(counts: Partial<ChildCounts> | undefined): boolean {
+  return !counts || (counts.ended ?? 0) >= (counts.created ?? 0);
+}
+
 export class TaskLog {
   readonly #state: StateStore;
   readonly #maxAttempts: number;
@@ -192,8 +197,7 @@ export class TaskLog {
    * fewer `created` than `ended`), and gets true.
    */
   async childrenMayAllHaveEnded(taskId: string): Promise<boolean> {
-    const counts = await this.childCounts(taskId);
-    return !counts || (counts.ended ?? 0) >= (counts.created ?? 0);
+    return mayAllHaveEnded(await this.childCounts(taskId));
   }
 
   /** The task's child counts (a consistent read), undefined when it has none (no child yet, or an older task). */

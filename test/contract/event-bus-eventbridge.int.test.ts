@@ -582,6 +582,7 @@ describe("EventBridgeEventBus with command queues (SQS, the real client against 
         [READY]: { subscription: "ready", queueUrl: readyUrl },
         [TURN]: { subscription: "turn", queueUrl: turnUrl },
       },
+      alsoOnBus: { detail: { turn: [1] } },
       account: ACCOUNT,
       region: REGION,
       sleep: async (ms) => {
@@ -593,7 +594,7 @@ describe("EventBridgeEventBus with command queues (SQS, the real client against 
       eventBusName: busName,
       account: ACCOUNT,
       region: REGION,
-      commands: { queues, alsoOnBus: (e) => e.detail.turn === 1 },
+      commands: queues,
     });
     return { bus, busName, readyUrl, turnUrl, sleeps };
   };
@@ -671,7 +672,7 @@ describe("EventBridgeEventBus with command queues (SQS, the real client against 
       client: sdkClient(),
       eventBusName: uniqueBusName("down"),
       region: REGION,
-      commands: { queues, alsoOnBus: () => false },
+      commands: queues,
     });
     await expect(bus.publish([command(READY, 1)])).rejects.toThrow(/SQS SendMessageBatch to .*ready failed/);
     await bus.close();

@@ -243,21 +243,6 @@ describe("the AWS path of a request, counted", () => {
               .join("\n")}\n`,
           );
       rows.push({ request, calls, deliveries: log.deliveries(), path: cost, top });
-      if (process.env.ARBOR_BENCH_AWS_GRANTS) {
-        const byFunction = new Map<string, Set<string>>();
-        for (const c of log.calls) {
-          const inv = log.invocations[c.invocation];
-          const fn = inv?.kind === "tool" ? "tool function" : (inv?.name ?? "?");
-          const set = byFunction.get(fn) ?? new Set<string>();
-          const shape = (t: string) =>
-            t.replace(/[0-9A-Z]{26}/g, "<ulid>").replace(/\.[0-9a-f]{16}/g, ".<hash>");
-          for (const t of c.targets.length ? c.targets : [""])
-            set.add(`${c.service} ${c.op.replace(/Command$/, "")} ${shape(t)}`);
-          byFunction.set(fn, set);
-        }
-        for (const [fn, set] of byFunction)
-          process.stdout.write(`${fn}:\n  ${[...set].sort().join("\n  ")}\n`);
-      }
       if (rows.length > 1) {
         const [small, big] = [rows[rows.length - 2] as Row, rows[rows.length - 1] as Row];
         expect(big.calls).toBeGreaterThan(small.calls);

@@ -67,11 +67,10 @@ export interface EventBridgeEventBusOptions {
   /** Injectable for tests. */
   sleep?: (ms: number) => Promise<void>;
   /**
-   * The commands that go to their step's queue instead of the bus (sqs-command-queues.ts); a
-   * command `alsoOnBus` takes goes to both (a rule on the bus consumes it too: the notify path's
-   * wake-ups). None: every event goes on the bus.
+   * The commands that go to their step's queue instead of the bus (sqs-command-queues.ts; those its
+   * `alsoOnBus` takes go to both). None: every event goes on the bus.
    */
-  commands?: { queues: SqsCommandQueues; alsoOnBus: (e: BusEventInput) => boolean };
+  commands?: SqsCommandQueues;
 }
 
 export interface DispatchOptions {
@@ -156,15 +155,15 @@ export class EventBridgeEventBus implements EventBus {
     const events = published.map(traced);
     for (const e of events) assertPublishable(e);
     const commands = this.#commands;
-    const queued = commands ? events.filter((e) => commands.queues.queues(e.detailType)) : [];
+    const queued = commands ? events.filter((e) => commands.queues(e.detailType)) : [];
     const onBus =
       commands && queued.length > 0
-        ? events.filter((e) => !commands.queues.queues(e.detailType) || commands.alsoOnBus(e))
+        ? events.filter((e) => !commands.queues(e.detailType) || commands.alsoOnBus(e))
         : events;
     // Build every entry first: nothing is sent when any event is invalid.
     const entries = onBus.map((e) => this.#toEntry(e));
     await this.#track(
-      Promise.all([this.#sendAll(entries), queued.length > 0 ? commands?.queues.send(queued) : undefined]),
+      Promise.all([this.#sendAll(entries), queued.length > 0 ? commands?.send(queued) : undefined]),
     );
   }
 

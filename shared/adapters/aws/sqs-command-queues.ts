@@ -6,8 +6,9 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import { UnavailableError, ValidationError } from "../../kernel/errors.ts";
+import { compilePattern, type EventPattern } from "../../kernel/event-pattern/index.ts";
 import type { BusEnvelope, BusEventInput } from "../../ports/event-bus.ts";
-import { wireDetail } from "../shared/bus-envelope.ts";
+import { toEnvelope, wireDetail } from "../shared/bus-envelope.ts";
 
 /**
  * The engine's commands on Amazon SQS: a command that has exactly one consumer (a step: plan,
@@ -37,6 +38,11 @@ export interface SqsCommandQueuesOptions {
   client: SQSClient;
   /** By detail-type: the queue of each command. */
   queues: Readonly<Record<string, CommandQueue>>;
+  /**
+   * The commands a rule of the bus takes too (the notify path's wake-ups): they go to their queue
+   * and on the bus. None: a queued command goes to its queue only.
+   */
+  alsoOnBus?: EventPattern;
   /** What the envelopes say (as EventBridge's would). */
   account?: string;
   region: string;
@@ -49,9 +55,11 @@ const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resol
 
 export class SqsCommandQueues {
   readonly #o: SqsCommandQueuesOptions;
+  readonly #alsoOnBus: ((event: unknown) => boolean) | undefined;
 
   constructor(options: SqsCommandQueuesOptions) {
     this.#o = options;
+    this.#alsoOnBus = options.alsoOnBus ? compilePattern(options.alsoOnBus) : undefined;
   }
 
   /** Whether events of this detail-type go to a queue. */
@@ -59,25 +67,25 @@ export class SqsCommandQueues {
     return Object.hasOwn(this.#o.queues, detailType);
   }
 
+  /** Whether a queued command goes on the bus as well (`alsoOnBus`). */
+  alsoOnBus(e: BusEventInput): boolean {
+    return this.#alsoOnBus?.(this.#envelope(e)) ?? false;
+  }
+
+  /** The event as EventBridge would deliver it: the publisher's id and trace context in the detail. */
+  #envelope(e: BusEventInput): BusEnvelope {
+    const where = { account: this.#o.account ?? "", region: this.#o.region, now: new Date() };
+    const { traceparent: _inDetail, ...envelope } = toEnvelope({ ...e, detail: wireDetail(e) }, where);
+    return envelope;
+  }
+
   /** The step input a command's message carries (what a rule's input transformer makes of it). */
   message(e: BusEventInput): { subscription: string; event: BusEnvelope } {
     const queue = this.#o.queues[e.detailType];
     if (!queue)
       throw new ValidationError(`No command queue for ${e.detailType}: it is not one of the queued commands`);
-    return {
-      subscription: queue.subscription,
-      event: {
-        version: "0",
-        id: randomUUID(),
-        "detail-type": e.detailType,
-        source: e.source,
-        account: this.#o.account ?? "",
-        time: (e.time ? new Date(e.time) : new Date()).toISOString().replace(/\.\d{3}Z$/, "Z"),
-        region: this.#o.region,
-        resources: [...(e.resources ?? [])],
-        detail: wireDetail(e),
-      },
-    };
+    // EventBridge gives each event an id of its own; the publisher's travels in the detail.
+    return { subscription: queue.subscription, event: { ...this.#envelope(e), id: randomUUID() } };
   }
 
   /** Sends each event to its command's queue (events checked by the caller: assertPublishable). */

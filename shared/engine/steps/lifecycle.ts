@@ -29,19 +29,26 @@ import { supervise } from "./supervisor.ts";
  * Starting a task: a parent starts its children (supervisory mode), a leaf starts its inner loop
  * (direct mode). A task nobody fits waits for a person to assign it.
  */
-export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<void> {
-  // The task's view, its parent's and the task itself, read at once (a root's parent is its message: no view).
+export async function startTask(
+  deps: EngineDeps,
+  cmd: TaskCommand,
+  /** Its child counts, when the caller just read them (startTasks). */
+  known?: { counts: ChildCountsRead },
+): Promise<void> {
+  // The task's view, its parent's, the task itself and its child counts, read at once (a root's
+  // parent is its message: no view).
   const parentId = parentUrn(cmd.taskId);
-  const [view, parentView, task] = await Promise.all([
+  const [view, parentView, task, counts] = await Promise.all([
     deps.tasks.view(cmd.taskId),
     parentId ? deps.tasks.view(parentId) : undefined,
     deps.resources.getAs("plan.Task", cmd.taskId),
+    known ? known.counts : deps.tasks.childCounts(cmd.taskId),
   ]);
   // A leaf's start delivered again (Lambda's retry of a start that timed out in its first turn, a
   // duplicate) goes on from its transcript; the turn's claim keeps a turn still running from running
   // twice. A parent's children were started by its first start (or get re-driven by the watchdog).
   if (view?.status === "in_progress") {
-    if ((await deps.tasks.childCounts(cmd.taskId))?.created) return;
+    if (counts?.created) return;
     if ((await deps.resources.childUrns(cmd.taskId, "plan.Task")).length > 0) return;
     return runTurn(deps, { taskId: cmd.taskId });
   }
@@ -60,18 +67,24 @@ export async function startTask(deps: EngineDeps, cmd: TaskCommand): Promise<voi
   );
   if (!assistant) return askForAssistant(deps, cmd.taskId);
   // Started just now (not a repeat): a leaf has no transcript yet.
-  await proceed(deps, cmd.taskId, started.duplicate ? undefined : { view: started.view, task });
+  await proceed(deps, cmd.taskId, started.duplicate ? undefined : { view: started.view, task }, counts);
 }
+
+type ChildCountsRead = Awaited<ReturnType<EngineDeps["tasks"]["childCounts"]>>;
 
 /**
  * After TaskStarted (or an answer): children start (startTasks: a child that is itself a parent
  * right here, so a request's first leaves get their commands from this step, not from a chain of
  * steps one level each), or the leaf's inner loop runs, in this step.
  */
-async function proceed(deps: EngineDeps, taskId: string, fresh?: FreshLeaf): Promise<void> {
+async function proceed(
+  deps: EngineDeps,
+  taskId: string,
+  fresh?: FreshLeaf,
+  counts?: ChildCountsRead,
+): Promise<void> {
   // A task just started has its children's count (each TaskCreated adds to it in its
   // transaction): none is a leaf, without listing its children (a listing of the object store).
-  const counts = fresh ? await deps.tasks.childCounts(taskId) : undefined;
   if (fresh && !counts?.created) return runTurn(deps, { taskId }, fresh);
   const children = await childrenOf(deps, taskId, counts);
   if (children.length > 0) {
@@ -90,15 +103,16 @@ async function proceed(deps: EngineDeps, taskId: string, fresh?: FreshLeaf): Pro
  * all at once. The plan step starts a request's root so.
  */
 export async function startTasks(deps: EngineDeps, taskIds: readonly string[]): Promise<void> {
-  const parent = await Promise.all(
-    taskIds.map(async (id) => ((await deps.tasks.childCounts(id))?.created ?? 0) > 0),
-  );
+  const counts = await Promise.all(taskIds.map((id) => deps.tasks.childCounts(id)));
+  const isParent = (i: number) => (counts[i]?.created ?? 0) > 0;
   await Promise.all([
     sendReady(
       deps,
-      taskIds.filter((_, i) => !parent[i]),
+      taskIds.filter((_, i) => !isParent(i)),
     ),
-    ...taskIds.filter((_, i) => parent[i]).map((taskId) => startTask(deps, { taskId })),
+    ...taskIds.flatMap((taskId, i) =>
+      isParent(i) ? [startTask(deps, { taskId }, { counts: counts[i] })] : [],
+    ),
   ]);
 }
 

@@ -13,6 +13,7 @@ import type { TaskView } from "../../domain/task-view.ts";
 import { lastElement, parentUrn } from "../../domain/urn.ts";
 import { ATTR, inSpan, tracingOn, withinTask } from "../../kernel/tracing.ts";
 import type { LlmToolSpec } from "../../ports/llm.ts";
+import { mayAllHaveEnded } from "../../store/task-log.ts";
 import { claim, finishClaim } from "../claims.ts";
 import { COMMANDS, type EngineDeps, send } from "../context.ts";
 import { callModel, LastingModelFailure, modelFailureReason } from "../model-calls.ts";
@@ -80,7 +81,7 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
   if (view?.status !== "in_progress") return;
   // Most completions find siblings still running: the counts say so without listing them all.
   const counts = await deps.tasks.childCounts(parentId);
-  if (counts && (counts.ended ?? 0) < (counts.created ?? 0)) return;
+  if (!mayAllHaveEnded(counts)) return;
   // Decided on the children's own records, not on the index, which may not show the last ends yet.
   const children = await childrenOf(deps, parentId, counts);
   if (children.length === 0 || !children.every((c) => isTerminal(c.status))) return;

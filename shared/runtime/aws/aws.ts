@@ -8,7 +8,6 @@ import { S3ObjectStore } from "../../adapters/aws/s3-object-store.ts";
 import { SqsCommandQueues } from "../../adapters/aws/sqs-command-queues.ts";
 import { EventLogAudit } from "../../adapters/shared/event-log-audit.ts";
 import { QUEUED_STEPS, ROUTES } from "../../engine/routes.ts";
-import { compilePattern } from "../../kernel/event-pattern/index.ts";
 import { NOTIFY_WAKE_PATTERN } from "../../notify/wakeups.ts";
 import { resourceAnnouncer } from "../../store/resource-events.ts";
 import { ResourceStore } from "../../store/resource-store.ts";
@@ -95,20 +94,5 @@ function commandQueues(config: AwsConfig, client: SQSClient) {
     if (queueUrl && Array.isArray(detailType) && typeof detailType[0] === "string")
       queues[detailType[0]] = { subscription: step, queueUrl };
   }
-  const wakes = compilePattern(NOTIFY_WAKE_PATTERN);
-  return {
-    queues: new SqsCommandQueues({ client, queues, region: config.region }),
-    alsoOnBus: (e: { source: string; detailType: string; detail: Record<string, unknown> }) =>
-      wakes({
-        version: "0",
-        id: "",
-        source: e.source,
-        "detail-type": e.detailType,
-        account: "",
-        time: "",
-        region: config.region,
-        resources: [],
-        detail: e.detail,
-      }),
-  };
+  return new SqsCommandQueues({ client, queues, alsoOnBus: NOTIFY_WAKE_PATTERN, region: config.region });
 }
