@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../shared/domain/resources.ts";
 import { withinStepTime } from "../shared/engine/claims.ts";
 import { ROUTES, type StepName } from "../shared/engine/routes.ts";

@@ -1,5 +1,5 @@
 import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../shared/domain/resources.ts";
 import { ConfigError, ValidationError } from "../shared/kernel/errors.ts";
 import { componentLogger } from "../shared/kernel/logger.ts";

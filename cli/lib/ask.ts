@@ -1,4 +1,4 @@
-import type { z } from "zod";
+import type * as z from "zod";
 import { answerRegexProblem } from "../../shared/domain/ask-question.ts";
 import type { InteractionResource, InteractionResponseSchema } from "../../shared/domain/resources.ts";
 import { heading, note, printable } from "./render.ts";

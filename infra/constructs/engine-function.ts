@@ -1,117 +1,43 @@
-import { dirname, isAbsolute, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import type { Duration, RemovalPolicy } from "aws-cdk-lib";
+import { join } from "node:path";
+import { AssetHashType, DockerImage, type Duration, type RemovalPolicy } from "aws-cdk-lib";
 import { type IManagedPolicy, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
-import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
-import { type BundlingOptions, NodejsFunction, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
+import { Architecture, Code, Function as LambdaFunction, Runtime } from "aws-cdk-lib/aws-lambda";
 import { LogGroup, type RetentionDays } from "aws-cdk-lib/aws-logs";
 import type { IQueue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
-import { ConfigError } from "../../shared/kernel/errors.ts";
+import { buildFunctionBundle, checkBundledFiles, PROJECT_ROOT } from "./function-bundle.ts";
 
 /**
  * Node.js 24 (LTS), the Node the code is developed and tested on (package.json: engines >=24;
  * .ci/run brings it), and Lambda's latest Node.js runtime (cdk-nag's AwsSolutions-L1 passes).
- * Move it together with `engines`, .ci/run and BUNDLING's esbuild target.
+ * Move it together with `engines`, .ci/run and the bundles' esbuild target (function-bundle.ts).
  */
 export const FUNCTION_RUNTIME = Runtime.NODEJS_24_X;
 
-/** The repository root: entries, package-lock.json and tsconfig.json are found from here. */
-export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
-
-/** Packages kept out of the bundle and shipped as files (the context window's tokenizers). */
-export const TOKENIZER_PACKAGES = ["gpt-tokenizer", "@anthropic-ai/tokenizer"] as const;
-
 /**
- * One shell command copying what the tokenizers load into `<outputDir>/node_modules`: gpt-tokenizer's
- * ESM build, @anthropic-ai/tokenizer's CommonJS build and the tiktoken (lite, with its wasm) it
- * requires; without source maps and type declarations (7.5 MB).
+ * Every function's code: its own bundle, built locally by the installed esbuild (never in Docker) with
+ * code splitting (function-bundle.ts). The asset is hashed by its output, so functions built from one
+ * entry with the same files share one asset, and a bundled file's content is part of the function's
+ * code: another content, another deployment.
  */
-export function tokenizerCopy(inputDir: string, outputDir: string): string {
-  const from = `${inputDir}/node_modules`;
-  const to = `${outputDir}/node_modules`;
-  return [
-    `mkdir -p "${to}/gpt-tokenizer" "${to}/@anthropic-ai/tokenizer/dist" "${to}/tiktoken"`,
-    `cp "${from}/gpt-tokenizer/package.json" "${to}/gpt-tokenizer/"`,
-    `cp -r "${from}/gpt-tokenizer/esm" "${to}/gpt-tokenizer/"`,
-    `cp "${from}/@anthropic-ai/tokenizer/package.json" "${to}/@anthropic-ai/tokenizer/"`,
-    `cp -r "${from}/@anthropic-ai/tokenizer/dist/cjs" "${to}/@anthropic-ai/tokenizer/dist/"`,
-    `cp "${from}/tiktoken/package.json" "${to}/tiktoken/"`,
-    `cp -r "${from}/tiktoken/lite" "${to}/tiktoken/"`,
-    `find "${to}" \\( -name '*.map' -o -name '*.d.ts' \\) -delete`,
-  ].join(" && ");
-}
-
-/**
- * One bundle per entry file, built locally by the installed esbuild (never in Docker). Every
- * function using an entry gets the same bundling options, so CDK bundles that entry once per
- * synthesis and the functions share the asset.
- *
- * The AWS SDK is bundled: the engine needs clients (S3 Vectors among them) at the versions it was
- * tested with, not whatever the Lambda runtime happens to ship. ESM output; the banner gives the
- * CommonJS modules inside the bundle the `require`, `__filename` and `__dirname` that ESM lacks.
- */
-export const BUNDLING: BundlingOptions = {
-  forceDockerBundling: false,
-  format: OutputFormat.ESM,
-  target: "node24",
-  mainFields: ["module", "main"],
-  bundleAwsSDK: true,
-  // The tokenizers of the context window (shared/engine/window/tokens.ts) stay out of the bundle, as files
-  // beside it (below): inlined, their tables (4 MB) cost every cold start seconds of parsing, even
-  // in a function that never counts a token; apart, only a turn that counts loads them.
-  externalModules: [...TOKENIZER_PACKAGES],
-  minify: true,
-  // Error classes name themselves after their constructor: keep the names readable in logs.
-  keepNames: true,
-  sourceMap: true,
-  sourcesContent: false,
-  banner:
-    "import { createRequire as __arborRequire } from 'node:module'; const require = __arborRequire(import.meta.url);" +
-    " import { fileURLToPath as __arborPath } from 'node:url'; const __filename = __arborPath(import.meta.url);" +
-    " const __dirname = __arborPath(new URL('.', import.meta.url));",
-  // The Cedar policy engine reads its wasm next to the module that loads it (`__dirname`). The
-  // tokenizers go to node_modules beside the bundle: the files their dynamic imports reach.
-  commandHooks: {
-    beforeBundling: () => [],
-    beforeInstall: () => [],
-    afterBundling: (inputDir: string, outputDir: string) => [
-      `cp "${inputDir}/node_modules/@cedar-policy/cedar-wasm/nodejs/cedar_wasm_bg.wasm" "${outputDir}/"`,
-      tokenizerCopy(inputDir, outputDir),
-    ],
-  },
-};
-
-/**
- * BUNDLING plus files copied into the bundle's root (name in the bundle -> absolute path at synth),
- * after the Cedar wasm. NodejsFunction hashes the bundle's output (AssetHashType.OUTPUT), so a
- * file's content is part of the function's asset: another content, another code deployment.
- */
-export function bundlingWith(files: Readonly<Record<string, string>>): BundlingOptions {
-  const entries = Object.entries(files);
-  for (const [name, source] of entries) {
-    if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith("."))
-      throw new ConfigError(
-        `Bundled file name ${JSON.stringify(name)}: give a plain file name, e.g. tools.json`,
-      );
-    // The copy is a shell command: keep the path out of the shell's reach.
-    if (/["$`\\]/.test(source) || !isAbsolute(source))
-      throw new ConfigError(
-        `Bundled file ${name}: ${source} must be an absolute path without " $ \` or \\ (move the file or the CDK output directory)`,
-      );
-  }
-  const hooks = BUNDLING.commandHooks;
-  return {
-    ...BUNDLING,
-    commandHooks: {
-      beforeBundling: (inputDir, outputDir) => hooks?.beforeBundling(inputDir, outputDir) ?? [],
-      beforeInstall: (inputDir, outputDir) => hooks?.beforeInstall(inputDir, outputDir) ?? [],
-      afterBundling: (inputDir, outputDir) => [
-        ...(hooks?.afterBundling(inputDir, outputDir) ?? []),
-        ...entries.map(([name, source]) => `cp "${source}" "${outputDir}/${name}"`),
-      ],
+function functionCode(entry: string, files: Readonly<Record<string, string>>): Code {
+  checkBundledFiles(files);
+  return Code.fromAsset(PROJECT_ROOT, {
+    assetHashType: AssetHashType.OUTPUT,
+    bundling: {
+      // Required by the type, never pulled: the local build below always answers.
+      image: DockerImage.fromRegistry("public.ecr.aws/docker/library/node:24-slim"),
+      // Part of the staging's cache key (the build itself is a function, which the key does not see):
+      // without it two entries would share the first one's bundle.
+      command: ["arbor-function-bundle", entry, ...Object.entries(files).flat()],
+      local: {
+        tryBundle(outputDir: string) {
+          buildFunctionBundle(join(PROJECT_ROOT, entry), outputDir, files);
+          return true;
+        },
+      },
     },
-  };
+  });
 }
 
 export interface EngineFunctionProps {
@@ -140,7 +66,7 @@ export interface EngineFunctionProps {
  * its own log group) and its own log group with a retention.
  */
 export class EngineFunction extends Construct {
-  readonly function: NodejsFunction;
+  readonly function: LambdaFunction;
   readonly role: Role;
   readonly logGroup: LogGroup;
 
@@ -156,11 +82,9 @@ export class EngineFunction extends Construct {
       managedPolicies: [...props.policies],
     });
     this.logGroup.grantWrite(this.role);
-    this.function = new NodejsFunction(this, "Function", {
-      entry: join(PROJECT_ROOT, props.entry),
-      handler: "handler",
-      projectRoot: PROJECT_ROOT,
-      depsLockFilePath: join(PROJECT_ROOT, "package-lock.json"),
+    this.function = new LambdaFunction(this, "Function", {
+      code: functionCode(props.entry, props.bundledFiles ?? {}),
+      handler: "index.handler",
       runtime: FUNCTION_RUNTIME,
       architecture: Architecture.ARM_64,
       description: props.description,
@@ -172,7 +96,6 @@ export class EngineFunction extends Construct {
       retryAttempts: props.retryAttempts,
       maxEventAge: props.maxEventAge,
       ...(props.deadLetterQueue ? { deadLetterQueue: props.deadLetterQueue } : {}),
-      bundling: props.bundledFiles ? bundlingWith(props.bundledFiles) : BUNDLING,
     });
   }
 }

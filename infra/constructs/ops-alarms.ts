@@ -14,7 +14,7 @@ import { Topic } from "aws-cdk-lib/aws-sns";
 import { EmailSubscription } from "aws-cdk-lib/aws-sns-subscriptions";
 import type { IQueue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
-import { z } from "zod";
+import * as z from "zod";
 import { METRICS_NAMESPACE, METRICS_SERVICE } from "../../shared/adapters/aws/emf-metrics.ts";
 import { BUNDLE_FILE } from "../../shared/adapters/policy/policy-bundle-s3.ts";
 import { ConfigError } from "../../shared/kernel/errors.ts";

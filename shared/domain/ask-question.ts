@@ -1,5 +1,5 @@
 import { createContext, runInContext } from "node:vm";
-import { z } from "zod";
+import * as z from "zod";
 
 /**
  * A question an assistant asks a person (the `ask_person` tool), and the rules every answer's

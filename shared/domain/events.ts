@@ -1,5 +1,5 @@
 import { hash } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 import { ValidationError } from "../kernel/errors.ts";
 import { TRACEPARENT } from "../kernel/trace-context.ts";
 import { deepFreeze } from "./immutable.ts";

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { ValidationError } from "../kernel/errors.ts";
 import { endOfLife } from "./model-catalogue.ts";
 import { type Assistant, DescriptorsSchema, formatIssues, ToolCallSchema, withMeta } from "./resources.ts";

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { answerRegexProblem, regexProblem } from "../domain/ask-question.ts";
 import type { Actor } from "../domain/events.ts";
 import {

@@ -1,5 +1,5 @@
 import { parse as parseYaml } from "yaml";
-import { z } from "zod";
+import * as z from "zod";
 import { MAX_REQUEST_CHARS } from "../domain/input-limits.ts";
 import { formatIssues } from "../domain/resources.ts";
 import { ValidationError } from "../kernel/errors.ts";

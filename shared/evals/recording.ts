@@ -1,5 +1,5 @@
 import { hash } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 import { ArborError, ValidationError } from "../kernel/errors.ts";
 import type { Llm, LlmRequest, LlmResponse, LlmStreamEvent } from "../ports/llm.ts";
 import type { ToolContext, ToolPort, ToolResult } from "../ports/tools.ts";

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { isUrn, tenantOf } from "../domain/urn.ts";
 import { ValidationError } from "../kernel/errors.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
@@ -7,16 +7,11 @@ import type { Principal } from "../store/resource-access.ts";
 import type { BuiltinFunction } from "../tools/service/builtin-function.ts";
 import { authorizeGraph } from "./graph-access.ts";
 import { GRAPH_LIMITS, type GraphStore, type Triple, type TriplePattern } from "./graph-store.ts";
-import {
-  GENID_PREFIX,
-  MAX_IRI_CHARS,
-  MAX_LITERAL_CHARS,
-  type ObjectTerm,
-  PREFIXES,
-  parseTerm,
-  type TermScope,
-  termOutput,
-} from "./terms.ts";
+import type { ObjectTerm, TermScope } from "./terms.ts";
+import { GENID_PREFIX, MAX_IRI_CHARS, MAX_LITERAL_CHARS, PREFIXES } from "./vocabulary.ts";
+
+/** The term parser and its RDF library, loaded by the first graph call (most steps make none). */
+const terms = () => import("./terms.ts");
 
 /**
  * The graph tools (built-ins): graph_add, graph_query, graph_remove. The tenant is the task's
@@ -62,11 +57,12 @@ function callOf(context: ToolContext): { tenant: string; principal: Principal } 
   };
 }
 
-function parseTriples(
+async function parseTriples(
   raw: readonly z.output<typeof triple>[],
   scope: TermScope,
   field: string,
-): TriplePattern[] {
+): Promise<TriplePattern[]> {
+  const { parseTerm } = await terms();
   return raw.map((t, i) => ({
     subject: parseTerm(t.subject, `${field}[${i}].subject`, scope, false),
     predicate: parseTerm(t.predicate, `${field}[${i}].predicate`, scope, false),
@@ -99,7 +95,7 @@ export function graphAdd(deps: GraphToolDeps): BuiltinFunction {
     run: async (args: z.output<typeof schema>, context: ToolContext) => {
       const { tenant, principal } = callOf(context);
       const blankScope = context.idempotencyKey ?? `${context.taskId}\u0000${context.callId}`;
-      const triples = parseTriples(args.triples, { tenant, blankScope }, "triples") as Triple[];
+      const triples = (await parseTriples(args.triples, { tenant, blankScope }, "triples")) as Triple[];
       await authorizeGraph(deps.policy, principal, "graph.write", tenant);
       const result = await deps.graph.add(tenant, triples);
       const blanks = blankNodes(args.triples, triples);
@@ -124,9 +120,10 @@ export function graphQuery(deps: GraphToolDeps): BuiltinFunction {
     pure: true,
     run: async (args: z.output<typeof schema>, context: ToolContext) => {
       const { tenant, principal } = callOf(context);
-      const patterns = parseTriples(args.patterns, { tenant, variables: true }, "patterns");
+      const patterns = await parseTriples(args.patterns, { tenant, variables: true }, "patterns");
       await authorizeGraph(deps.policy, principal, "graph.read", tenant);
       const { bindings, more } = await deps.graph.query(tenant, patterns, { limit: args.limit });
+      const { termOutput } = await terms();
       const results = bindings.map((b) =>
         Object.fromEntries([...b].map(([name, term]) => [name, termOutput(term as ObjectTerm)])),
       );
@@ -145,7 +142,7 @@ export function graphRemove(deps: GraphToolDeps): BuiltinFunction {
     pure: true, // only Arbor's own graph changes; the same call again removes what still matches
     run: async (args: z.output<typeof schema>, context: ToolContext) => {
       const { tenant, principal } = callOf(context);
-      const patterns = parseTriples(args.patterns, { tenant, variables: true }, "patterns");
+      const patterns = await parseTriples(args.patterns, { tenant, variables: true }, "patterns");
       await authorizeGraph(deps.policy, principal, "graph.write", tenant);
       const result = await deps.graph.remove(tenant, patterns);
       return (

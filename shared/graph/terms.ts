@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { DataFactory, type Literal, type NamedNode, type Variable } from "n3";
 import { parseUrn, tenantOf } from "../domain/urn.ts";
 import { ValidationError } from "../kernel/errors.ts";
+import { GENID_PREFIX, MAX_IRI_CHARS, MAX_LITERAL_CHARS, PREFIXES } from "./vocabulary.ts";
 
 /**
  * The terms of the graph tool, as a model writes them in JSON, and back:
@@ -15,22 +16,7 @@ import { ValidationError } from "../kernel/errors.ts";
  *   variable   `?name` (queries and removals only).
  * Bounds: an IRI MAX_IRI_CHARS, a literal MAX_LITERAL_CHARS; text must be well-formed Unicode.
  */
-export const MAX_IRI_CHARS = 2_000;
-export const MAX_LITERAL_CHARS = 8_000;
-export const GENID_PREFIX = "urn:arbor:genid:";
-
-/** Prefixed names a model may use (expanded on input, and used to shorten IRIs in results). */
-export const PREFIXES: Readonly<Record<string, string>> = {
-  rdf: "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
-  rdfs: "http://www.w3.org/2000/01/rdf-schema#",
-  xsd: "http://www.w3.org/2001/XMLSchema#",
-  owl: "http://www.w3.org/2002/07/owl#",
-  schema: "https://schema.org/",
-  foaf: "http://xmlns.com/foaf/0.1/",
-  dcterms: "http://purl.org/dc/terms/",
-  skos: "http://www.w3.org/2004/02/skos/core#",
-  prov: "http://www.w3.org/ns/prov#",
-};
+export { GENID_PREFIX, MAX_IRI_CHARS, MAX_LITERAL_CHARS, PREFIXES } from "./vocabulary.ts";
 
 const XSD = PREFIXES.xsd as string;
 const RDF_LANG_STRING = `${PREFIXES.rdf}langString`;

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import type { ArborLogger } from "../kernel/logger.ts";
 import {
   type DeliveryQueue,

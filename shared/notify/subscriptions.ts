@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../domain/resources.ts";
 import { ConflictError, ValidationError } from "../kernel/errors.ts";
 import type { StateRecord, StateStore } from "../ports/state-store.ts";

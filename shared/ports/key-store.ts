@@ -1,5 +1,5 @@
 import { hash, randomBytes } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 import type { Actor } from "../domain/events.ts";
 import type { Caller } from "../domain/principal.ts";
 import { ArborError, ValidationError } from "../kernel/errors.ts";

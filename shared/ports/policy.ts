@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 
 /**
  * The policy port: who may do what to which resource. Engines (Cedar locally, OPA on AWS) answer

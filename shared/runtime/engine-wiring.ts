@@ -7,7 +7,7 @@ import type { EngineSettings, FaultInjector } from "../engine/context.ts";
 import { Engine } from "../engine/engine.ts";
 import { ModelHealth } from "../engine/model-health.ts";
 import { defaultTeamToolGap, toolGapMessage } from "../engine/tool-gaps.ts";
-import { graphStoreOf } from "../graph/state-graph-store.ts";
+import { graphStoreOf } from "../graph/graph-of.ts";
 import { componentLogger } from "../kernel/logger.ts";
 import { createGuardedFetch } from "../outbound/guard.ts";
 import { type OutboundSettings, outboundPolicy } from "../outbound/policy.ts";

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { z } from "zod";
+import * as z from "zod";
 import { ValidationError } from "../../shared/kernel/errors.ts";
 import type { AuditLog } from "../../shared/ports/audit-log.ts";
 import type { ToolBinding, ToolContext, ToolPort } from "../../shared/ports/tools.ts";

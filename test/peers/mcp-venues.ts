@@ -1,5 +1,5 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { z } from "zod";
+import * as z from "zod";
 
 /**
  * A small MCP server for the tests, written with the SDK: venue lookups. Run over stdio as its own

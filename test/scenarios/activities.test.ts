@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { z } from "zod";
+import * as z from "zod";
 import type { ScriptedTurn, ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
 import type { Message } from "../../shared/domain/resources.ts";
 import { COMMANDS, SOURCE } from "../../shared/engine/context.ts";

@@ -4,7 +4,7 @@ import {
   type PutEventsRequestEntry,
   type PutEventsResponse,
 } from "@aws-sdk/client-eventbridge";
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../../domain/resources.ts";
 import { type ArborError, UnavailableError, ValidationError } from "../../kernel/errors.ts";
 import { componentLogger } from "../../kernel/logger.ts";

@@ -1,5 +1,5 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, unwatchFile, watchFile } from "node:fs";
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../../domain/resources.ts";
 import { ConfigError, ConflictError, UnavailableError } from "../../kernel/errors.ts";
 import type { ArborLogger } from "../../kernel/logger.ts";

@@ -1,6 +1,6 @@
 import { appendFile, mkdir, readFile, rename, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { ConfigError, UnavailableError } from "../../kernel/errors.ts";
 import type {
   EmbeddingSpace,

@@ -2,7 +2,7 @@ import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { compress } from "hono/compress";
 import { requestId } from "hono/request-id";
-import { z } from "zod";
+import * as z from "zod";
 import type { InteractionResource, Message } from "../../domain/resources.ts";
 import { formatIssues } from "../../domain/resources.ts";
 import type { Engine } from "../../engine/engine.ts";

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
-import { z } from "zod";
+import * as z from "zod";
 import { MAX_REQUEST_CHARS } from "../../domain/input-limits.ts";
 import { formatIssues, type InteractionResource, InteractionResponseSchema } from "../../domain/resources.ts";
 import { isTerminal } from "../../domain/task-state.ts";

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import type { Engine } from "../../engine/engine.ts";
 import { markWindow, type WindowMark } from "../../engine/window/window-marks.ts";
 import { NotFoundError } from "../../kernel/errors.ts";

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import type { Engine } from "../../engine/engine.ts";
 import { MAX_CASES } from "../../evals/dataset.ts";
 import {

@@ -1,11 +1,10 @@
 import { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../../domain/resources.ts";
 import type { Engine } from "../../engine/engine.ts";
 import { authorizeGraph } from "../../graph/graph-access.ts";
+import { graphStoreOf } from "../../graph/graph-of.ts";
 import { GRAPH_LIMITS } from "../../graph/graph-store.ts";
-import { matchTriples } from "../../graph/match.ts";
-import { graphStoreOf } from "../../graph/state-graph-store.ts";
 import { ValidationError } from "../../kernel/errors.ts";
 import { principalOf } from "../../store/resource-access.ts";
 import type { ApiEnv } from "./http-kit.ts";
@@ -46,7 +45,10 @@ export function createGraphRoutes(engine: Engine): Hono<ApiEnv> {
     await authorizeGraph(engine.deps.policy, principalOf(actor, caller, tenant), "graph.read", tenant);
     return c.json({
       tenant,
-      ...(await matchTriples(graphStoreOf(engine.deps.state), tenant, q.data, q.data.limit)),
+      // The term parser and its RDF library load with the first graph read (graph-of.ts).
+      ...(await (
+        await import("../../graph/match.ts")
+      ).matchTriples(graphStoreOf(engine.deps.state), tenant, q.data, q.data.limit)),
     });
   });
 

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import type { z } from "zod";
+import type * as z from "zod";
 import { MAX_JSON_DEPTH, nestsDeeperThan } from "../../domain/input-limits.ts";
 import { formatIssues } from "../../domain/resources.ts";
 import { isWithin, tenantUrn } from "../../domain/urn.ts";

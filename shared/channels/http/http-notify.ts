@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { type Context, Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../../domain/resources.ts";
 import type { Engine } from "../../engine/engine.ts";
 import { NotFoundError, ValidationError } from "../../kernel/errors.ts";

@@ -1,5 +1,5 @@
 import { type Context, Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../../domain/resources.ts";
 import { tenantUrn } from "../../domain/urn.ts";
 import type { Engine } from "../../engine/engine.ts";

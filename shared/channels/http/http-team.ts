@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../../domain/resources.ts";
 import { teamEntryOf } from "../../domain/team.ts";
 import type { Engine } from "../../engine/engine.ts";

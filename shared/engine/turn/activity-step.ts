@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { expiresAfter, RETENTION_MS } from "../../domain/retention.ts";
 import { ConflictError } from "../../kernel/errors.ts";
 import type { ActivityCall, ToolResult } from "../../ports/tools.ts";

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { DEFAULT_BUDGETS } from "../../domain/budgets.ts";
 import {
   type InteractionResource,

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import type { InteractionResource } from "../../domain/resources.ts";
 import type { TaskStatus } from "../../domain/task-state.ts";
 import { ArborError, type ErrorCode } from "../../kernel/errors.ts";

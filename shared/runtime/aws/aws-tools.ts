@@ -1,5 +1,5 @@
 import type { LambdaClient } from "@aws-sdk/client-lambda";
-import { graphStoreOf } from "../../graph/state-graph-store.ts";
+import { graphStoreOf } from "../../graph/graph-of.ts";
 import { createGuardedFetch } from "../../outbound/guard.ts";
 import { outboundPolicy } from "../../outbound/policy.ts";
 import type { Embedder } from "../../ports/embeddings.ts";

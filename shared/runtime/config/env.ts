@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import type { RateLimit, RateLimits } from "../../channels/http/rate-limit.ts";
 import { DEFAULT_BEDROCK_MODEL, endOfLife, type PriceOverrides } from "../../domain/model-catalogue.ts";
 import { QUEUED_STEPS, type QueuedStep } from "../../engine/routes.ts";

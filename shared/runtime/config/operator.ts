@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { ConfigError } from "../../kernel/errors.ts";
 import { EnvSchema, name, publicUrl } from "./env.ts";
 

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../../domain/resources.ts";
 import { TooLargeError, ValidationError } from "../../kernel/errors.ts";
 import { componentLogger } from "../../kernel/logger.ts";

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 import { AskQuestionSchema } from "../../domain/ask-question.ts";
 import { formatIssues, type Message } from "../../domain/resources.ts";
 import { wholeCharacters } from "../../domain/text.ts";

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { z } from "zod";
+import * as z from "zod";
 import { formatIssues } from "../../domain/resources.ts";
 import { ConfigError, ValidationError } from "../../kernel/errors.ts";
 import { BUILTIN_NAMES } from "./builtins.ts";

@@ -8,16 +8,23 @@ import type { ToolBinding, ToolDescriptor } from "../../ports/tools.ts";
  * tool come as JSON Schema, not zod). A schema that does not compile fails when the tool is
  * configured, not when the model first calls it.
  */
-const ajv = new Ajv({ allErrors: true, strict: false, coerceTypes: false, useDefaults: false });
-addFormats.default(ajv);
+let ajv: Ajv | undefined;
+/** Made at the first schema (a few ms of every cold start otherwise, in functions that check none). */
+function compiler(): Ajv {
+  if (!ajv) {
+    ajv = new Ajv({ allErrors: true, strict: false, coerceTypes: false, useDefaults: false });
+    addFormats.default(ajv);
+  }
+  return ajv;
+}
 
 export function jsonSchemaChecker(
   schema: Record<string, unknown>,
   where: string,
 ): (args: Record<string, unknown>) => string[] {
-  let validate: ReturnType<typeof ajv.compile>;
+  let validate: ReturnType<Ajv["compile"]>;
   try {
-    validate = ajv.compile(schema);
+    validate = compiler().compile(schema);
   } catch (cause) {
     throw new ValidationError(`${where}: the parameters are not a valid JSON Schema`, [
       (cause as Error).message,

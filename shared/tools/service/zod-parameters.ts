@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { deepFreeze } from "../../domain/immutable.ts";
 
 /** Converted schemas: the built-ins' schemas are module constants, converted once per process. */

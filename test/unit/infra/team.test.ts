@@ -6,7 +6,7 @@ import { Template } from "aws-cdk-lib/assertions";
 import type { IConstruct } from "constructs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, readTeam, readToolRegistry, SettingsError } from "../../../infra/app.ts";
-import { PROJECT_ROOT } from "../../../infra/constructs/engine-function.ts";
+import { PROJECT_ROOT } from "../../../infra/constructs/function-bundle.ts";
 import { DEPLOYED_TEAM_FILE } from "../../../infra/constructs/team-file.ts";
 import type { EngineStack } from "../../../infra/stacks/engine-stack.ts";
 import { ROUTES } from "../../../shared/engine/routes.ts";

@@ -1,6 +1,6 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { App, RemovalPolicy } from "aws-cdk-lib";
 import type { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
@@ -8,7 +8,11 @@ import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js"
 import type { IConstruct } from "constructs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, DEFAULT_MODEL, readToolRegistry, SettingsError } from "../../../infra/app.ts";
-import { BUNDLING, bundlingWith, PROJECT_ROOT } from "../../../infra/constructs/engine-function.ts";
+import {
+  buildFunctionBundle,
+  checkBundledFiles,
+  PROJECT_ROOT,
+} from "../../../infra/constructs/function-bundle.ts";
 import { DEPLOYED_TOOLS_FILE } from "../../../infra/constructs/tool-registry.ts";
 import { EngineStack } from "../../../infra/stacks/engine-stack.ts";
 import { StorageStack } from "../../../infra/stacks/storage-stack.ts";
@@ -96,7 +100,7 @@ describe("a deployed tool registry", () => {
     const bundle = bundleOf(withTools, fn);
     // Read by the function's own loader: what runs on Lambda is the registry as validated at synth.
     expect(loadToolsConfig(join(bundle, "tools.json"))).toEqual(expected);
-    // The hook adds to BUNDLING's: the Cedar wasm is still there.
+    // Beside the files every bundle has: the Cedar wasm is still there.
     expect(existsSync(join(bundle, "cedar_wasm_bg.wasm"))).toBe(true);
     expect(DEPLOYED_TOOLS_FILE).toBe("/var/task/tools.json");
     // The functions that call the model have neither the file nor the variable.
@@ -318,24 +322,46 @@ describe("-c tools=<file>", () => {
   });
 });
 
-describe("bundling with files", () => {
-  it("copies each file into the bundle's root after BUNDLING's own hook, which stays as it was", () => {
-    const hooks = bundlingWith({ "tools.json": "/srv/cdk.out/tools.abc.json" }).commandHooks;
-    const base = BUNDLING.commandHooks?.afterBundling("/in", "/out") ?? [];
-    expect(base).toHaveLength(2);
-    expect(base[0]).toContain("cedar_wasm_bg.wasm");
-    expect(base[1]).toContain(
-      'cp -r "/in/node_modules/gpt-tokenizer/esm" "/out/node_modules/gpt-tokenizer/"',
-    );
-    expect(hooks?.afterBundling("/in", "/out")).toEqual([
-      ...base,
-      'cp "/srv/cdk.out/tools.abc.json" "/out/tools.json"',
-    ]);
+describe("a function's bundle", () => {
+  it("is the handler, its chunks, the Cedar wasm, the tokenizers and the files given, each in its place", () => {
+    const dir = mkdtempSync(join(tmpdir(), "arbor-bundle-"));
+    try {
+      const registry = join(dir, "tools.abc.json");
+      writeFileSync(registry, '{"tools":{}}\n');
+      const out = join(dir, "out");
+      const meta = buildFunctionBundle(join(PROJECT_ROOT, "functions/tool.ts"), out, {
+        "tools.json": registry,
+      });
+      expect(readFileSync(join(out, "tools.json"), "utf8")).toBe('{"tools":{}}\n');
+      for (const file of [
+        "index.mjs",
+        "index.mjs.map",
+        "cedar_wasm_bg.wasm",
+        "node_modules/gpt-tokenizer/package.json",
+        "node_modules/tiktoken/lite/tiktoken_bg.wasm",
+      ])
+        expect([file, existsSync(join(out, file))]).toEqual([file, true]);
+      // Chunks beside the handler (their __dirname is the bundle's root, where the wasm is), and
+      // what is loaded with import() (the MCP client) among them, not in the handler's own file.
+      const outputs = Object.keys(meta.outputs).filter((f) => f.endsWith(".mjs"));
+      expect(outputs.length).toBeGreaterThan(2);
+      for (const f of outputs) expect([f, dirname(resolve(PROJECT_ROOT, f))]).toEqual([f, out]);
+      const handler = Object.entries(meta.outputs).find(([, o]) =>
+        o.entryPoint?.endsWith("functions/tool.ts"),
+      );
+      expect(
+        Object.keys(handler?.[1].inputs ?? {}).some((i) => i.includes("@modelcontextprotocol/sdk")),
+      ).toBe(false);
+      // The tokenizers ship without their source maps and type declarations.
+      expect(existsSync(join(out, "node_modules/gpt-tokenizer/esm/BytePairEncodingCore.d.ts"))).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
-  it("refuses a name that is not a plain file name, or a path the shell would read", () => {
-    expect(() => bundlingWith({ "../tools.json": "/a.json" })).toThrow(/plain file name/);
-    expect(() => bundlingWith({ "tools.json": "relative.json" })).toThrow(/absolute path/);
-    expect(() => bundlingWith({ "tools.json": '/a"; rm -rf "/b.json' })).toThrow(/absolute path without/);
+  it("refuses a name that is not a plain file name, or a source that is not an absolute path", () => {
+    expect(() => checkBundledFiles({ "../tools.json": "/a.json" })).toThrow(/plain file name/);
+    expect(() => checkBundledFiles({ ".env": "/a.json" })).toThrow(/plain file name/);
+    expect(() => checkBundledFiles({ "tools.json": "relative.json" })).toThrow(/absolute path/);
   });
 });

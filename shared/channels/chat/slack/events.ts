@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { personOf, slackConversationName, slackSubmitKey } from "./identity.ts";
 import { FOREIGN_TEXT, HELP_TEXT, type Inbound, refusalText, startWork, tell, throttled } from "./inbound.ts";
 import { threadHead } from "./thread-heads.ts";

@@ -1,5 +1,5 @@
 import { type Context, Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { type ArborLogger, componentLogger } from "../../../kernel/logger.ts";
 import type { SlackSettings } from "../../../notify/chat/types.ts";
 import { errorBody, errorHandler } from "../../http/http-kit.ts";

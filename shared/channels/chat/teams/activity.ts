@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 
 /**
  * The part of a Bot Framework activity Arbor reads (the rest is passed over). How to drive it:

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
+import * as z from "zod";
 import { TaskStateSchema } from "../../../../shared/domain/resources.ts";
 import { prepareCall } from "../../../../shared/engine/turn/activities.ts";
 import type { ToolContext, ToolDescriptor } from "../../../../shared/ports/tools.ts";
