@@ -1,3 +1,5 @@
+import type { StepName } from "../../shared/engine/routes.ts";
+
 /**
  * A function's rights as data: which actions on which of the stack's resources, and for DynamoDB
  * writes which items (their partition keys, `dynamodb:LeadingKeys`). The stack turns them into
@@ -70,6 +72,22 @@ export const VECTOR_INDEX_GRANT: Grant = {
   why: "the assistants and outputs indexed and searched, and the search built-ins",
 };
 
+/** Prefix listings of the resources bucket; a missing object is then a 404 (NoSuchKey), not a 403. */
+const RESOURCE_LISTING: Grant = {
+  sid: "ResourceListing",
+  actions: ["s3:ListBucket"],
+  on: { bucket: "resources" },
+  why: "prefix listings; a missing object is then a 404, not a 403",
+};
+
+/** The state table's items and its indexes, read. */
+const STATE_READS: Grant = {
+  sid: "StateReads",
+  actions: ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],
+  on: { table: "read" },
+  why: "tasks' views, events, claims and counters",
+};
+
 /**
  * The tool function: it holds the tools' secrets, talks to MCP servers and remote agents and reads
  * what they return, so it gets reads and only the writes of its own records: tool results stored
@@ -83,12 +101,7 @@ export const TOOL_FUNCTION_GRANTS: readonly Grant[] = [
     on: { objects: ["*"] },
     why: "a tool reads the calling tenant's resources (the tool service checks the tenant)",
   },
-  {
-    sid: "ResourceListing",
-    actions: ["s3:ListBucket"],
-    on: { bucket: "resources" },
-    why: "prefix listings; a missing object is then a 404, not a 403",
-  },
+  RESOURCE_LISTING,
   {
     sid: "ToolResults",
     actions: ["s3:PutObject"],
@@ -113,12 +126,7 @@ export const TOOL_FUNCTION_GRANTS: readonly Grant[] = [
     on: { policies: "bundle" },
     why: "every tool call is decided by the published OPA bundle",
   },
-  {
-    sid: "StateReads",
-    actions: ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],
-    on: { table: "read" },
-    why: "calls' histories, the registry, graph and remote calls' records",
-  },
+  { ...STATE_READS, why: "calls' histories, the registry, graph and remote calls' records" },
   {
     sid: "OwnRecords",
     actions: ITEM_WRITES,
@@ -206,4 +214,165 @@ export function allows(
     ];
     return !keys || (leadingKey !== undefined && keys.some((k) => iamLike(k, leadingKey)));
   });
+}
+
+/**
+ * The engine steps, a function per route (shared/engine/routes.ts), each with the rights its route
+ * uses and no more: what the offline tests drive through every route (test/integration/aws-world.ts
+ * holds each route's calls to these grants) and what the code of the route can reach.
+ *
+ * Every step reads: any object and item (a task reads its ancestors, its conversation, its
+ * assistant). No step deletes an object or an item. Object writes stay inside the request trees
+ * (`cld:<tenant>/common.Conversation.<c>/common.Message.<m>/...`: tasks, their messages, questions
+ * and state), so a step misled by a hostile tool result cannot rewrite a tenant's team, assistants,
+ * tools, keys or conversations. Item writes name their families (dynamo-schema.ts): a task's events
+ * (`S#cld:`), their guards (`I#`), views (`R#cld:`), child counts and usage; and each route its own.
+ */
+const STEP_READS: readonly Grant[] = [
+  {
+    sid: "ResourceReads",
+    actions: ["s3:GetObject"],
+    on: { objects: ["*"] },
+    why: "a task reads its ancestors, its conversation, its assistant and its transcript",
+  },
+  RESOURCE_LISTING,
+  STATE_READS,
+];
+
+/** Item writes without delete: no step removes an item (claims and guards expire by their TTL). */
+const STEP_ITEM_WRITES = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"] as const;
+
+const REQUEST_TREE = "cld:common.Tenant.*/common.Conversation.*/common.Message.*/*";
+
+/** The objects of a request's tree: its tasks, their messages, questions and state. */
+const REQUEST_TREE_WRITES: Grant = {
+  sid: "RequestTreeWrites",
+  actions: ["s3:PutObject"],
+  on: { objects: [REQUEST_TREE] },
+  why: "the tasks of a request, their transcripts, questions and state",
+};
+
+/** A task's records: its events and their guards, its view, its parent's child counts, its usage. */
+const TASK_RECORDS = ["S#cld:*", "I#*", "R#cld:*", "R#children#*", "R#usage#*"] as const;
+
+const taskWrites = (sid: string, own: readonly string[], why: string): Grant => ({
+  sid,
+  actions: STEP_ITEM_WRITES,
+  on: { items: [...TASK_RECORDS, ...own] },
+  why,
+});
+
+const EVENTS: Grant = {
+  sid: "Events",
+  actions: ["events:PutEvents"],
+  on: { bus: true },
+  why: "the engine's events and the RESOURCE_PUT notices of what it writes",
+};
+
+/** Opening the vector index (its dimension, the embedder in its tags) and querying it. */
+const VECTOR_QUERY: Grant = {
+  sid: "VectorQuery",
+  actions: [
+    "s3vectors:GetIndex",
+    "s3vectors:ListTagsForResource",
+    "s3vectors:QueryVectors",
+    "s3vectors:GetVectors",
+  ],
+  on: { vectorIndex: true },
+  why: "a task elects its assistant, a leaf finds similar results",
+};
+
+/** Tasks are created (a plan, corrective subtasks) and started: elected, counted, announced. */
+const TASK_MAKING: readonly Grant[] = [REQUEST_TREE_WRITES, EVENTS, EMBEDDINGS_GRANT, VECTOR_QUERY];
+
+/** What a leaf's turn writes beside a task's records: its turn claims, its activities, calls handed to remote agents, the audit of tools run in the step, and its parent's evaluation. */
+const LEAF_RECORDS = [
+  "R#turn#*",
+  "R#eval#*",
+  "R#activity#*",
+  "R#remote-call#*",
+  "R#remote-call-of#*",
+  "S#audit#*",
+] as const;
+
+export const STEP_GRANTS: Readonly<Record<StepName, readonly Grant[]>> = {
+  plan: [
+    ...STEP_READS,
+    ...TASK_MAKING,
+    taskWrites("TaskRecords", ["R#plan#*"], "the plan's tasks, and the request's plan marker"),
+  ],
+  ready: [
+    ...STEP_READS,
+    ...TASK_MAKING,
+    taskWrites("TaskRecords", LEAF_RECORDS, "a leaf's turns; the parent judged when its last child ends"),
+  ],
+  turn: [
+    ...STEP_READS,
+    ...TASK_MAKING,
+    taskWrites("TaskRecords", LEAF_RECORDS, "a leaf's turns; the parent judged when its last child ends"),
+  ],
+  resume: [
+    ...STEP_READS,
+    ...TASK_MAKING,
+    taskWrites("TaskRecords", ["R#eval#*"], "a task resumed or canceled, its parent judged"),
+  ],
+  supervise: [
+    ...STEP_READS,
+    ...TASK_MAKING,
+    taskWrites("TaskRecords", ["R#eval#*"], "a parent judged, and its corrective subtasks"),
+  ],
+  "index-output": [
+    ...STEP_READS,
+    EMBEDDINGS_GRANT,
+    {
+      sid: "VectorWrites",
+      actions: ["s3vectors:GetIndex", "s3vectors:ListTagsForResource", "s3vectors:PutVectors"],
+      on: { vectorIndex: true },
+      why: "an output is indexed, for later tasks to find",
+    },
+  ],
+  activity: [
+    ...STEP_READS,
+    {
+      sid: "ActivityRecords",
+      actions: STEP_ITEM_WRITES,
+      on: { items: ["R#activity#*"] },
+      why: "an activity's attempts and its outcome",
+    },
+  ],
+};
+
+/** Steps that send no command (EngineCommands): indexing an output, running an activity (fire and forget). */
+export const SENDS_NO_COMMAND: ReadonlySet<string> = new Set<StepName>(["index-output", "activity"]);
+
+/**
+ * The experiments' driver (functions/engine-step.ts on its own rule): it submits a case's requests to
+ * their own conversations as the API would, answers their questions and keeps the experiment's records.
+ */
+export const EVAL_STEP_GRANTS: readonly Grant[] = [
+  ...STEP_READS,
+  {
+    sid: "ConversationWrites",
+    actions: ["s3:PutObject"],
+    on: { objects: ["cld:common.Tenant.*/common.Conversation.*"] },
+    why: "a case's conversation, its requests and the answers to their questions",
+  },
+  EVENTS,
+  EMBEDDINGS_GRANT,
+  {
+    sid: "ExperimentRecords",
+    actions: STEP_ITEM_WRITES,
+    on: {
+      items: [...TASK_RECORDS, "R#plan#*", "R#request#*", "R#conversation#*", "R#answer#*", "R#eval-*"],
+    },
+    why: "a case's requests (as the API records them) and the experiment's plan, runs and summary",
+  },
+];
+
+/** The grants of a step function (a route's, or the experiments' driver: "eval"). */
+export function stepGrants(route: string): readonly Grant[] {
+  if (route === "eval") return EVAL_STEP_GRANTS;
+  const grants = STEP_GRANTS[route as StepName];
+  if (!grants) throw new Error(`No grants for the step ${route}`);
+  return grants;
 }

@@ -27,8 +27,11 @@ import { CommandQueue, readStepConcurrency } from "../constructs/command-queue.t
 import { EngineFunction } from "../constructs/engine-function.ts";
 import {
   EMBEDDINGS_GRANT,
+  EVAL_STEP_GRANTS,
   type Grant,
   type GrantArns,
+  SENDS_NO_COMMAND,
+  STEP_GRANTS,
   statementOf,
   TOOL_FUNCTION_GRANTS,
   VECTOR_INDEX_GRANT,
@@ -188,7 +191,12 @@ export class EngineStack extends Stack {
   readonly watchdog: EngineFunction;
   readonly watchdogSchedule: Rule;
   readonly vectors: VectorStore;
+  /** The API's and the watchdog's data rights. */
   readonly dataPolicy: ManagedPolicy;
+  /** Each step function's own data rights (STEP_GRANTS). */
+  readonly stepDataPolicies: Record<StepName, ManagedPolicy>;
+  /** The experiments' driver's (EVAL_STEP_GRANTS). */
+  readonly evalDataPolicy: ManagedPolicy;
   /** The tool function's own, narrower data policy (TOOL_FUNCTION_GRANTS): no delete but a retired tool's. */
   readonly toolDataPolicy: ManagedPolicy;
   /** Send any command to its step's queue: the steps, the experiments' step and the watchdog. */
@@ -286,9 +294,16 @@ export class EngineStack extends Stack {
     this.toolPolicy = this.tools.toolPolicy;
 
     const steps: Partial<Record<StepName, EngineFunction>> = {};
+    const stepData: Partial<Record<StepName, ManagedPolicy>> = {};
     const rules: Partial<Record<StepName, RouteRule>> = {};
     for (const route of ROUTES) {
       const id = pascal(route.name);
+      const data = this.#grantsPolicy(
+        `${id}StepData`,
+        `Arbor engine step "${route.name}": the reads and writes of its route (infra/constructs/grants.ts)`,
+        STEP_GRANTS[route.name],
+      );
+      stepData[route.name] = data;
       const fn = new EngineFunction(this, `${id}Step`, {
         ...common,
         ...sizeOf(route.name),
@@ -300,8 +315,10 @@ export class EngineStack extends Stack {
           ? { ...environment, ARBOR_TOOL_FUNCTION: this.tools.handler.function.functionName }
           : environment,
         policies: [
-          this.dataPolicy,
-          this.commandsPolicy,
+          // Its own data rights (infra/constructs/grants.ts: STEP_GRANTS), not the API's and watchdog's.
+          data,
+          // Indexing an output and running an activity start nothing.
+          ...(SENDS_NO_COMMAND.has(route.name) ? [] : [this.commandsPolicy]),
           ...(route.callsModel ? [this.modelPolicy] : []),
           ...(route.runsTools ? [this.tools.invokePolicy] : []),
         ],
@@ -337,18 +354,24 @@ export class EngineStack extends Stack {
       });
     }
     this.steps = steps as Record<StepName, EngineFunction>;
+    this.stepDataPolicies = stepData as Record<StepName, ManagedPolicy>;
     this.rules = rules;
 
     // The experiments' driver: the engine-step bundle on its own rule, whose pattern takes only the
     // events of experiments' requests (their conversations' URNs say so). It submits, answers and
     // scores, and a case's judge calls the model; it runs no tool.
+    this.evalDataPolicy = this.#grantsPolicy(
+      "EvalStepData",
+      "Arbor experiments: a case's requests and the experiment's records (infra/constructs/grants.ts)",
+      EVAL_STEP_GRANTS,
+    );
     this.evalStep = new EngineFunction(this, "EvalStep", {
       ...common,
       ...MODEL_STEP,
       entry: "functions/engine-step.ts",
       description: `Arbor experiments: ${EVAL_ROUTE.description}`,
       environment,
-      policies: [this.dataPolicy, this.commandsPolicy, this.modelPolicy],
+      policies: [this.evalDataPolicy, this.commandsPolicy, this.modelPolicy],
       retryAttempts: 2,
       maxEventAge: Duration.hours(6),
       deadLetterQueue,
@@ -585,12 +608,12 @@ export class EngineStack extends Stack {
     return policy;
   }
 
-  /** What every engine function does with the data: exactly the calls the AWS adapters make. */
+  /** What the API and the watchdog do with the data: exactly the calls the AWS adapters make. */
   #dataPolicy(storage: StorageResources): ManagedPolicy {
     const bucketArn = storage.resourcesBucket.bucketArn;
     const tableArn = storage.table.tableArn;
     const policy = new ManagedPolicy(this, "EngineDataAccess", {
-      description: "Arbor engine functions: resources, state, events, embeddings and the vector index",
+      description: "Arbor API and watchdog: resources, state, events, embeddings and the vector index",
       statements: [
         new PolicyStatement({
           sid: "Resources",

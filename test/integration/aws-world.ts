@@ -7,7 +7,7 @@ import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
 import type { StepHandler } from "../../functions/engine-step.ts";
-import { TOOL_FUNCTION_GRANTS } from "../../infra/constructs/grants.ts";
+import { SENDS_NO_COMMAND, stepGrants, TOOL_FUNCTION_GRANTS } from "../../infra/constructs/grants.ts";
 import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
 import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
@@ -273,14 +273,48 @@ export class EventBridgePlayer {
     return this.matchers.filter((m) => m.matches(event)).map((m) => m.route.name);
   };
 
+  readonly #guards = new Map<string, IamGuard>();
+  /** The guard of a route's function, on the world's clients (none for a world without them). */
+  #guardOf(route: string): IamGuard | undefined {
+    const world = this.world() as Partial<AwsWorld>;
+    if (!world.config || !world.clients) return undefined;
+    let guard = this.#guards.get(route);
+    if (!guard) {
+      guard = new IamGuard(
+        stepGrants(route),
+        worldArns({
+          resourcesBucket: world.config.resourcesBucket,
+          ...(world.config.policy.engine === "opa" ? { policiesBucket: world.config.policy.bucket } : {}),
+          table: world.config.tableName,
+          bus: world.config.eventBusName,
+        }),
+        // Its commands' queues (EngineCommands), for a step that sends any.
+        SENDS_NO_COMMAND.has(route) ? [] : Object.values(world.commandQueues ?? {}),
+        route,
+      );
+      for (const client of [...Object.values(world.clients), ...Object.values(world.engineClients ?? {})])
+        if (client) guard.instrument(client);
+      this.#guards.set(route, guard);
+    }
+    return guard;
+  }
+
   /** Delivers `events` to every route they start; returns how many invocations that made. */
   readonly deliver = async (events: readonly BusEnvelope[]): Promise<number> => {
     const inputs = events.flatMap((event) =>
-      this.routesOf(event).map((route) => this.stepInput(route, event)),
+      this.routesOf(event).map((route) => ({ route, input: this.stepInput(route, event) })),
     );
     const handlers = this.handlers();
-    const invoke = async (handler: StepHandler | undefined, input: unknown) => {
-      const result = await handler?.(input);
+    const invoke = async (handler: StepHandler | undefined, { route, input }: (typeof inputs)[number]) => {
+      // Each route's function holds only its own grants (infra/constructs/grants.ts): its calls are checked.
+      const guard = this.#guardOf(route);
+      const run = async () => handler?.(input);
+      const result = await (guard ? guard.within(run) : run());
+      // A refusal a step swallowed (logged, retried later) is still a right the stack does not give.
+      if (guard && guard.denied.length > 0)
+        throw new Error(
+          `the ${route} step was refused what its grants do not allow: ${guard.denied.join("; ")}`,
+        );
       const failed = result && "batchItemFailures" in result ? result.batchItemFailures : [];
       if (failed.length > 0) throw new Error(`the step failed on message ${failed[0]?.itemIdentifier}`);
     };

@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
+import { appendFileSync } from "node:fs";
 import { allows, type Grant, type GrantArns } from "../../infra/constructs/grants.ts";
 
 /**
@@ -89,10 +90,17 @@ export class IamGuard {
   /** Resources outside the grants' reach the function is given on its own (its queues, its tools' functions). */
   readonly #also: readonly string[];
 
-  constructor(grants: readonly Grant[], arns: GrantArns, also: readonly string[] = []) {
+  static #count = 0;
+  readonly #id = ++IamGuard.#count;
+  /** Discovery (ARBOR_IAM_RECORD=<file>): every call is allowed and appended to the file as JSON, labelled. */
+  readonly #record: { file: string; label: string } | undefined;
+
+  constructor(grants: readonly Grant[], arns: GrantArns, also: readonly string[] = [], label = "function") {
     this.#grants = grants;
     this.#arns = arns;
     this.#also = also;
+    const file = process.env.ARBOR_IAM_RECORD;
+    this.#record = file ? { file, label } : undefined;
   }
 
   instrument(client: Client): void {
@@ -112,6 +120,10 @@ export class IamGuard {
               args.input,
               this.#arns,
             )) {
+              if (this.#record) {
+                appendFileSync(this.#record.file, `${JSON.stringify({ fn: this.#record.label, ...need })}\n`);
+                continue;
+              }
               if (this.#also.includes(need.resource)) continue;
               const grant = allows(this.#grants, this.#arns, need.action, need.resource, need.leadingKey);
               if (grant) {
@@ -128,7 +140,8 @@ export class IamGuard {
           }
           return next(args);
         },
-      { step: "initialize", name: "arborIamGuard" },
+      // One per guard: a client may carry several functions' guards (the harness shares clients).
+      { step: "initialize", name: `arborIamGuard-${this.#id}` },
     );
   }
 

@@ -46,11 +46,10 @@ describe("the activity step", () => {
     expect(vars.ARBOR_TOOL_FUNCTION).toEqual({ Ref: logicalId(prod.engine.tools.handler.function) });
     // It waits on the tool function (up to 4 minutes): 5 minutes, as the steps that run tools.
     expect(fn.Properties).toMatchObject({ Timeout: 300, MemorySize: 512 });
-    // The data and the right to invoke the tool function; no model policy.
+    // Its own data rights and the right to invoke the tool function; no model, no command to send.
     const role = resources()[logicalId(prod.engine.steps.activity.role)] as Res;
     expect(role.Properties.ManagedPolicyArns).toEqual([
-      { Ref: logicalId(prod.engine.dataPolicy) },
-      { Ref: logicalId(prod.engine.commandsPolicy) },
+      { Ref: logicalId(prod.engine.stepDataPolicies.activity) },
       { Ref: logicalId(prod.engine.tools.invokePolicy) },
     ]);
     const outputs = prod.template.toJSON().Outputs as Record<string, { Value: unknown }>;

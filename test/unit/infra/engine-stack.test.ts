@@ -13,6 +13,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { StepInputSchema } from "../../../functions/engine-step.ts";
 import { DEFAULT_MODEL, readModel, SettingsError } from "../../../infra/app.ts";
 import { DEFAULT_STEP_CONCURRENCY, MAX_RECEIVES } from "../../../infra/constructs/command-queue.ts";
+import { SENDS_NO_COMMAND, STEP_GRANTS } from "../../../infra/constructs/grants.ts";
 import { OPS_OUTPUT_KEYS } from "../../../infra/constructs/ops-alarms.ts";
 import { toCdkEventPattern } from "../../../infra/constructs/route-rule.ts";
 import { VECTOR_INDEX } from "../../../infra/constructs/vector-store.ts";
@@ -343,14 +344,9 @@ describe("functions", () => {
 });
 
 describe("permissions", () => {
-  const bySid = (t: Template, sid: string) => {
-    // The engine's shared data policy's (the tool function's own is checked below).
-    const found = statements(t).filter(
-      (s) =>
-        s.Sid === sid &&
-        !s.policy.startsWith("ToolDataAccess") &&
-        !s.policy.startsWith("ToolsToolDataAccess"),
-    );
+  const bySid = (t: Template, sid: string, policy = "EngineDataAccess") => {
+    // The API's and watchdog's data policy's (the steps' and the tool function's own are checked below).
+    const found = statements(t).filter((s) => s.Sid === sid && s.policy.startsWith(policy));
     expect(found).toHaveLength(1);
     const [s] = found as Statement[];
     return { actions: list(s?.Action ?? []).sort(), resources: list(s?.Resource).map(flat) };
@@ -372,9 +368,11 @@ describe("permissions", () => {
           );
         else if (r.includes("*"))
           expect([s.Sid, r]).toEqual([
-            expect.stringMatching(/^(Resources|NotifyAnswers|ResourceReads|ToolResults|ToolResources)$/),
             expect.stringMatching(
-              /:s3:::[^/]*\/(\*|cld:\*\/plan\.Task\.\*\/common\.Message\.\*|cld:common\.Tenant\.\*\/common\.Tool\.\*)$/,
+              /^(Resources|NotifyAnswers|ResourceReads|ToolResults|ToolResources|RequestTreeWrites|ConversationWrites)$/,
+            ),
+            expect.stringMatching(
+              /:s3:::[^/]*\/(\*|cld:\*\/plan\.Task\.\*\/common\.Message\.\*|cld:common\.Tenant\.\*\/common\.Tool\.\*|cld:common\.Tenant\.\*\/common\.Conversation\.\*(\/common\.Message\.\*\/\*)?)$/,
             ),
           ]);
       }
@@ -404,7 +402,7 @@ describe("permissions", () => {
   it("scope Bedrock to the configured model and Titan, and S3 Vectors to the one index", () => {
     const model = (id: string) => `arn:<AWS::Partition>:bedrock:<AWS::Region>::foundation-model/${id}`;
     // The default model is an inference profile: the profile, and its one model in the profile's regions.
-    expect(bySid(prod.template, "Model")).toEqual({
+    expect(bySid(prod.template, "Model", "ModelAccess")).toEqual({
       actions: ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
       resources: [
         `arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:inference-profile/${DEFAULT_MODEL}`,
@@ -420,6 +418,20 @@ describe("permissions", () => {
     ]);
   });
 
+  it("give each step its route's grants as its own data policy, and no step the API's", () => {
+    for (const route of ROUTES) {
+      const policy = logicalId(prod.engine.stepDataPolicies[route.name]);
+      const sids = statements(prod.template)
+        .filter((s) => s.policy === policy)
+        .map((s) => s.Sid);
+      expect([route.name, sids]).toEqual([route.name, STEP_GRANTS[route.name].map((g) => g.sid)]);
+    }
+    const writes = statements(prod.template).filter(
+      (s) => s.policy.includes("StepData") && list(s.Action).some((a) => a.includes("Delete")),
+    );
+    expect(writes).toEqual([]);
+  });
+
   it("give model access only to the steps that call the model, and the watchdog; the tool function only to ready and turn", () => {
     const modelPolicy = { Ref: logicalId(prod.engine.modelPolicy) };
     const dataPolicy = { Ref: logicalId(prod.engine.dataPolicy) };
@@ -428,8 +440,8 @@ describe("permissions", () => {
     for (const route of ROUTES) {
       const role = logicalId(prod.engine.steps[route.name].role);
       expect(props(prod.template, role).ManagedPolicyArns).toEqual([
-        dataPolicy,
-        commands,
+        { Ref: logicalId(prod.engine.stepDataPolicies[route.name]) },
+        ...(SENDS_NO_COMMAND.has(route.name) ? [] : [commands]),
         ...(route.callsModel ? [modelPolicy] : []),
         ...(route.runsTools ? [invokeTools] : []),
       ]);

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { allows, iamLike, TOOL_FUNCTION_GRANTS } from "../../../infra/constructs/grants.ts";
+import {
+  allows,
+  EVAL_STEP_GRANTS,
+  type Grant,
+  iamLike,
+  STEP_GRANTS,
+  TOOL_FUNCTION_GRANTS,
+} from "../../../infra/constructs/grants.ts";
+import { ROUTES } from "../../../shared/engine/routes.ts";
 import { authorizationsOf, worldArns } from "../../support/iam-guard.ts";
 
 /**
@@ -8,10 +16,12 @@ import { authorizationsOf, worldArns } from "../../support/iam-guard.ts";
  * may and may not do.
  */
 const arns = worldArns({ resourcesBucket: "res", policiesBucket: "pol", table: "state", bus: "arbor" });
-const may = (service: string, command: string, input: Record<string, unknown>) =>
-  authorizationsOf(service, command, input, arns).every(
-    (n) => allows(TOOL_FUNCTION_GRANTS, arns, n.action, n.resource, n.leadingKey) !== undefined,
-  );
+const mayWith =
+  (grants: readonly Grant[]) => (service: string, command: string, input: Record<string, unknown>) =>
+    authorizationsOf(service, command, input, arns).every(
+      (n) => allows(grants, arns, n.action, n.resource, n.leadingKey) !== undefined,
+    );
+const may = mayWith(TOOL_FUNCTION_GRANTS);
 const TASK = "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m1/plan.Task.t1";
 
 describe("IAM's wildcards", () => {
@@ -75,5 +85,67 @@ describe("the tool function's grants", () => {
     ).toBe(false);
     expect(may("DynamoDB", "GetItemCommand", { Key: { pk: { S: `R#${TASK}` } } })).toBe(true);
     expect(may("DynamoDB", "QueryCommand", { IndexName: "byParent" })).toBe(true);
+  });
+});
+
+describe("the engine steps' grants", () => {
+  const put = (pk: string) => ({ TransactItems: [{ Put: { Item: { pk: { S: pk } } } }] });
+  const object = (Key: string) => ({ Bucket: "res", Key });
+
+  it("give every route its own, and no step a delete", () => {
+    expect(Object.keys(STEP_GRANTS).sort()).toEqual(ROUTES.map((r) => r.name).sort());
+    for (const [route, grants] of [...Object.entries(STEP_GRANTS), ["eval", EVAL_STEP_GRANTS] as const])
+      for (const g of grants)
+        expect([route, g.sid, g.actions.filter((a) => /Delete/.test(a))]).toEqual([route, g.sid, []]);
+  });
+
+  it("read anything, and write objects only inside a request's tree", () => {
+    for (const route of ["plan", "ready", "turn", "resume", "supervise"] as const) {
+      const may = mayWith(STEP_GRANTS[route]);
+      expect([
+        route,
+        may("S3", "GetObjectCommand", object("cld:common.Tenant.acme/common.Assistant.a.json")),
+      ]).toEqual([route, true]);
+      expect([route, may("S3", "PutObjectCommand", object(`${TASK}.json`))]).toEqual([route, true]);
+      expect([route, may("S3", "PutObjectCommand", object(`${TASK}/common.Message.r1.json`))]).toEqual([
+        route,
+        true,
+      ]);
+      // A tenant's team, assistants, tools, the tenant itself and its conversations are not a step's to write.
+      for (const key of [
+        "cld:common.Tenant.acme.json",
+        "cld:common.Tenant.acme/common.Assistant.a.json",
+        "cld:common.Tenant.acme/common.Tool.calc.json",
+        "cld:common.Tenant.acme/common.Conversation.c1.json",
+        "cld:common.Tenant.acme/common.Conversation.c1/common.Message.m1.json",
+      ])
+        expect([route, key, may("S3", "PutObjectCommand", object(key))]).toEqual([route, key, false]);
+      // Its task records, none of the API's (keys, sessions) or the tool function's (registry, graph).
+      expect([route, may("DynamoDB", "TransactWriteItemsCommand", put(`S#${TASK}`))]).toEqual([route, true]);
+      for (const pk of [
+        "R#apikey#00",
+        "R#session#s1",
+        "R#toolregistry#acme",
+        "R#graph#acme#ab",
+        "R#request#acme#k",
+      ])
+        expect([route, pk, may("DynamoDB", "TransactWriteItemsCommand", put(pk))]).toEqual([
+          route,
+          pk,
+          false,
+        ]);
+    }
+  });
+
+  it("let index-output and activity write nothing of the engine's: a vector, an activity's record", () => {
+    const index = mayWith(STEP_GRANTS["index-output"]);
+    expect(index("S3Vectors", "PutVectorsCommand", {})).toBe(true);
+    expect(index("S3", "PutObjectCommand", object(`${TASK}/common.Message.r1.json`))).toBe(false);
+    expect(index("DynamoDB", "TransactWriteItemsCommand", put(`S#${TASK}`))).toBe(false);
+    expect(index("EventBridge", "PutEventsCommand", {})).toBe(false);
+    const activity = mayWith(STEP_GRANTS.activity);
+    expect(activity("DynamoDB", "TransactWriteItemsCommand", put(`R#activity#${TASK}#0`))).toBe(true);
+    expect(activity("DynamoDB", "TransactWriteItemsCommand", put(`R#${TASK}`))).toBe(false);
+    expect(activity("S3", "PutObjectCommand", object(`${TASK}.json`))).toBe(false);
   });
 });

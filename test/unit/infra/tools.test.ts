@@ -13,6 +13,7 @@ import {
   checkBundledFiles,
   PROJECT_ROOT,
 } from "../../../infra/constructs/function-bundle.ts";
+import { SENDS_NO_COMMAND } from "../../../infra/constructs/grants.ts";
 import { DEPLOYED_TOOLS_FILE } from "../../../infra/constructs/tool-registry.ts";
 import { EngineStack } from "../../../infra/stacks/engine-stack.ts";
 import { StorageStack } from "../../../infra/stacks/storage-stack.ts";
@@ -172,12 +173,12 @@ describe("a deployed tool registry", () => {
 
   it("gives it to the tool function only; the steps that run tools (a leaf's inner loop: ready, turn; a fire-and-forget activity) may call that function, nothing else", () => {
     const ref = (c: IConstruct) => ({ Ref: logicalId(c) });
-    const { dataPolicy, commandsPolicy, modelPolicy, toolPolicy, tools } = withTools.engine;
+    const { dataPolicy, commandsPolicy, modelPolicy, toolPolicy, tools, stepDataPolicies } = withTools.engine;
     expect(ROUTES.filter((r) => r.runsTools).map((r) => r.name)).toEqual(["ready", "turn", "activity"]);
     for (const route of ROUTES) {
       expect(props(withTools, withTools.engine.steps[route.name].role).ManagedPolicyArns).toEqual([
-        ref(dataPolicy),
-        ref(commandsPolicy),
+        ref(stepDataPolicies[route.name]),
+        ...(SENDS_NO_COMMAND.has(route.name) ? [] : [ref(commandsPolicy)]),
         ...(route.callsModel ? [ref(modelPolicy)] : []),
         ...(route.runsTools ? [ref(tools.invokePolicy)] : []),
       ]);
