@@ -1,4 +1,5 @@
 import type { StepName } from "../../shared/engine/routes.ts";
+import { ConfigError } from "../../shared/kernel/errors.ts";
 
 /**
  * A function's rights as data: which actions on which of the stack's resources, and for DynamoDB
@@ -80,6 +81,22 @@ const RESOURCE_LISTING: Grant = {
   why: "prefix listings; a missing object is then a 404, not a 403",
 };
 
+/** The policies bucket listed: a missing bundle must be NoSuchKey (the default policy decides), not a 403. */
+const POLICY_LISTING: Grant = {
+  sid: "PolicyListing",
+  actions: ["s3:ListBucket"],
+  on: { policies: "bucket" },
+  why: "a missing bundle must be NoSuchKey (the default policy decides), not a 403",
+};
+
+/** The published OPA bundle and its checksum. */
+const POLICY_BUNDLE: Grant = {
+  sid: "PolicyBundle",
+  actions: ["s3:GetObject"],
+  on: { policies: "bundle" },
+  why: "every tool call is decided by the published OPA bundle",
+};
+
 /** The state table's items and its indexes, read. */
 const STATE_READS: Grant = {
   sid: "StateReads",
@@ -114,18 +131,8 @@ export const TOOL_FUNCTION_GRANTS: readonly Grant[] = [
     on: { objects: ["cld:common.Tenant.*/common.Tool.*"] },
     why: "a tenant's registered tools (tool-registry.ts): written, and removed when retired",
   },
-  {
-    sid: "PolicyListing",
-    actions: ["s3:ListBucket"],
-    on: { policies: "bucket" },
-    why: "a missing bundle must be NoSuchKey (the default policy decides), not a 403",
-  },
-  {
-    sid: "PolicyBundle",
-    actions: ["s3:GetObject"],
-    on: { policies: "bundle" },
-    why: "every tool call is decided by the published OPA bundle",
-  },
+  POLICY_LISTING,
+  POLICY_BUNDLE,
   { ...STATE_READS, why: "calls' histories, the registry, graph and remote calls' records" },
   {
     sid: "OwnRecords",
@@ -228,6 +235,17 @@ export function allows(
  * tools, keys or conversations. Item writes name their families (dynamo-schema.ts): a task's events
  * (`S#cld:`), their guards (`I#`), views (`R#cld:`), child counts and usage; and each route its own.
  */
+/**
+ * Every engine opens the vector index as it starts (shared/runtime/aws/aws-embeddings.ts): its
+ * dimension and the embedder named in its tags are checked before anything is embedded.
+ */
+const VECTOR_OPEN: Grant = {
+  sid: "VectorIndexOpen",
+  actions: ["s3vectors:GetIndex", "s3vectors:ListTagsForResource"],
+  on: { vectorIndex: true },
+  why: "the index's dimension and embedder, checked at the function's start",
+};
+
 const STEP_READS: readonly Grant[] = [
   {
     sid: "ResourceReads",
@@ -237,6 +255,7 @@ const STEP_READS: readonly Grant[] = [
   },
   RESOURCE_LISTING,
   STATE_READS,
+  VECTOR_OPEN,
 ];
 
 /** Item writes without delete: no step removes an item (claims and guards expire by their TTL). */
@@ -269,15 +288,10 @@ const EVENTS: Grant = {
   why: "the engine's events and the RESOURCE_PUT notices of what it writes",
 };
 
-/** Opening the vector index (its dimension, the embedder in its tags) and querying it. */
+/** Querying the vector index (QueryVectors returning metadata also needs GetVectors). */
 const VECTOR_QUERY: Grant = {
   sid: "VectorQuery",
-  actions: [
-    "s3vectors:GetIndex",
-    "s3vectors:ListTagsForResource",
-    "s3vectors:QueryVectors",
-    "s3vectors:GetVectors",
-  ],
+  actions: ["s3vectors:QueryVectors", "s3vectors:GetVectors"],
   on: { vectorIndex: true },
   why: "a task elects its assistant, a leaf finds similar results",
 };
@@ -326,7 +340,7 @@ export const STEP_GRANTS: Readonly<Record<StepName, readonly Grant[]>> = {
     EMBEDDINGS_GRANT,
     {
       sid: "VectorWrites",
-      actions: ["s3vectors:GetIndex", "s3vectors:ListTagsForResource", "s3vectors:PutVectors"],
+      actions: ["s3vectors:PutVectors"],
       on: { vectorIndex: true },
       why: "an output is indexed, for later tasks to find",
     },
@@ -373,6 +387,63 @@ export const EVAL_STEP_GRANTS: readonly Grant[] = [
 export function stepGrants(route: string): readonly Grant[] {
   if (route === "eval") return EVAL_STEP_GRANTS;
   const grants = STEP_GRANTS[route as StepName];
-  if (!grants) throw new Error(`No grants for the step ${route}`);
+  if (!grants)
+    throw new ConfigError(
+      `No grants for the step ${route}: add its route to STEP_GRANTS (infra/constructs/grants.ts)`,
+    );
   return grants;
 }
+
+/**
+ * The watchdog: it re-sends what a lost command left undone (reads, then the command again), and
+ * sweeps the running experiments as the experiments' driver does (the same code: advancing runs,
+ * launching the next), so it holds the driver's rights.
+ */
+export const WATCHDOG_GRANTS: readonly Grant[] = EVAL_STEP_GRANTS;
+
+/**
+ * The API function, the front door: it writes what people and admins send (the tenant and its team's
+ * assistants, conversations and their messages, answers to questions, keys, console sessions,
+ * subscriptions, datasets and experiments), indexes a team's assistants, and reads the policy bundle
+ * that decides. No delete of an object; the items it deletes are a signed-out session, a revoked key
+ * and a deleted dataset.
+ */
+export const API_GRANTS: readonly Grant[] = [
+  {
+    sid: "ResourceReads",
+    actions: ["s3:GetObject"],
+    on: { objects: ["*"] },
+    why: "what a caller reads, and the health check's probe",
+  },
+  RESOURCE_LISTING,
+  {
+    sid: "TenantWrites",
+    actions: ["s3:PutObject"],
+    on: { objects: ["cld:common.Tenant.*"] },
+    why: "a tenant, its team's assistants, its conversations and messages, answers to questions",
+  },
+  POLICY_LISTING,
+  { ...POLICY_BUNDLE, why: "a request, a read and an answer are decided by the published OPA bundle" },
+  STATE_READS,
+  {
+    sid: "Records",
+    actions: ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"],
+    on: { items: ["R#*", "S#*", "I#*"] },
+    why: "requests, conversations, keys, sessions, subscriptions, deliveries, feeds and experiments",
+  },
+  {
+    sid: "RecordDeletes",
+    actions: ["dynamodb:DeleteItem"],
+    on: { items: ["R#console-session#*", "R#apikey#*", "R#eval-dataset#*"] },
+    why: "a signed-out console session, a revoked key, a deleted dataset",
+  },
+  EVENTS,
+  EMBEDDINGS_GRANT,
+  VECTOR_OPEN,
+  {
+    sid: "TeamIndex",
+    actions: ["s3vectors:PutVectors", "s3vectors:DeleteVectors"],
+    on: { vectorIndex: true },
+    why: "a team's assistants indexed for election, and those it drops taken out",
+  },
+];

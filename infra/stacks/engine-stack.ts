@@ -26,7 +26,7 @@ import { ChatSecret, type ChatSecretRef } from "../constructs/chat-secret.ts";
 import { CommandQueue, readStepConcurrency } from "../constructs/command-queue.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import {
-  EMBEDDINGS_GRANT,
+  API_GRANTS,
   EVAL_STEP_GRANTS,
   type Grant,
   type GrantArns,
@@ -34,7 +34,7 @@ import {
   STEP_GRANTS,
   statementOf,
   TOOL_FUNCTION_GRANTS,
-  VECTOR_INDEX_GRANT,
+  WATCHDOG_GRANTS,
 } from "../constructs/grants.ts";
 import { NotifyFunction } from "../constructs/notify-function.ts";
 import {
@@ -191,8 +191,10 @@ export class EngineStack extends Stack {
   readonly watchdog: EngineFunction;
   readonly watchdogSchedule: Rule;
   readonly vectors: VectorStore;
-  /** The API's and the watchdog's data rights. */
-  readonly dataPolicy: ManagedPolicy;
+  /** The API function's data rights (API_GRANTS). */
+  readonly apiDataPolicy: ManagedPolicy;
+  /** The watchdog's (WATCHDOG_GRANTS). */
+  readonly watchdogDataPolicy: ManagedPolicy;
   /** Each step function's own data rights (STEP_GRANTS). */
   readonly stepDataPolicies: Record<StepName, ManagedPolicy>;
   /** The experiments' driver's (EVAL_STEP_GRANTS). */
@@ -243,7 +245,7 @@ export class EngineStack extends Stack {
       ]),
     ) as Record<QueuedStep, CommandQueue>;
     const stepConcurrency = readStepConcurrency(this);
-    this.dataPolicy = this.#dataPolicy(this.storage);
+
     // The engine's functions may send any command (a step's work leads to any other step's); the
     // API function and the tool function get the ones they send (below).
     this.commandsPolicy = new ManagedPolicy(this, "EngineCommands", {
@@ -393,6 +395,11 @@ export class EngineStack extends Stack {
 
     // The watchdog may evaluate a stalled parent, i.e. call the model. It runs no tool: a leaf's
     // turns it only sends again (shared/engine/steps/lifecycle.ts `watchdog`), so no tool function.
+    this.watchdogDataPolicy = this.#grantsPolicy(
+      "WatchdogData",
+      "Arbor engine watchdog: reads, and the experiments' records it sweeps (infra/constructs/grants.ts)",
+      WATCHDOG_GRANTS,
+    );
     this.watchdog = new EngineFunction(this, "Watchdog", {
       ...common,
       ...MODEL_STEP,
@@ -400,7 +407,7 @@ export class EngineStack extends Stack {
       description:
         "Arbor engine watchdog: sends again the commands of work that stopped moving, and sweeps running experiments",
       environment: { ...environment, ARBOR_WATCHDOG_STALE_MS: String(watchdogStale.toMilliseconds()) },
-      policies: [this.dataPolicy, this.commandsPolicy, this.modelPolicy],
+      policies: [this.watchdogDataPolicy, this.commandsPolicy, this.modelPolicy],
       // The next run, five minutes later, does the same work: no retries, nothing to dead-letter.
       retryAttempts: 0,
       maxEventAge: Duration.minutes(5),
@@ -431,9 +438,14 @@ export class EngineStack extends Stack {
       value: this.vectors.bucketName,
       description: "S3 Vectors bucket of the engine's embeddings",
     });
-    // The API function writes what the entry points write (the data policy), and calls no model
-    // and no tool. It lists the tools (from the tool function: it holds no registry and no secret),
-    // to check team files against them, and gives a tenant's first request the default team.
+    // The API function writes what the entry points write (API_GRANTS), and calls no model and no
+    // tool. It lists the tools (from the tool function: it holds no registry and no secret), to
+    // check team files against them, and gives a tenant's first request the default team.
+    this.apiDataPolicy = this.#grantsPolicy(
+      "ApiData",
+      "Arbor API function: what the entry points read and write (infra/constructs/grants.ts)",
+      API_GRANTS,
+    );
     this.api = new ArborApi(this, "Api", {
       ...common,
       environment: {
@@ -442,7 +454,7 @@ export class EngineStack extends Stack {
         ...(props.team ? { ARBOR_TEAM_FILE: DEPLOYED_TEAM_FILE } : {}),
       },
       ...(props.team ? { bundledFiles: { [BUNDLED_TEAM_FILE]: stageTeamFile(this, props.team.team) } } : {}),
-      policies: [this.dataPolicy, this.tools.invokePolicy],
+      policies: [this.apiDataPolicy, this.tools.invokePolicy],
       throttle: props.apiThrottle ?? DEFAULT_API_THROTTLE,
       ...(props.chat ? { chat: true } : {}),
     });
@@ -495,9 +507,10 @@ export class EngineStack extends Stack {
       this.chat?.grantRead(fn.function, fn.role);
     // The API function queues what it records (a subscription's first notification, a redrive).
     this.notify.grantQueue(this.api.function.role);
-    // It plans what it takes (a message, an A2A send) and resumes what a person answered; the tool
-    // function settles a remote agent's pushed result with the leaf's next turn.
-    for (const step of ["plan", "resume"] as const)
+    // It plans what it takes (a message, an A2A send), resumes what a person answered, and goes on
+    // with a leaf's turn when a remote agent pushes its answer (POST /v1/a2a-callbacks/:id); the tool
+    // function settles a remote call whose answer came with the call's own response the same way.
+    for (const step of ["plan", "resume", "turn"] as const)
       this.commandQueues[step].queue.grantSendMessages(this.api.function.role);
     this.commandQueues.turn.queue.grantSendMessages(this.tools.handler.role);
     this.api.function.function.addEnvironment("ARBOR_NOTIFY_QUEUE_URL", this.notify.deliveries.queueUrl);
@@ -605,66 +618,6 @@ export class EngineStack extends Stack {
               `Objects of the resources bucket whose keys match ${resource.split("/").slice(1).join("/")}: each ` +
               `resource is an object named by its URN, created at run time, so no fixed list of keys exists (${g.why}).`,
           });
-    return policy;
-  }
-
-  /** What the API and the watchdog do with the data: exactly the calls the AWS adapters make. */
-  #dataPolicy(storage: StorageResources): ManagedPolicy {
-    const bucketArn = storage.resourcesBucket.bucketArn;
-    const tableArn = storage.table.tableArn;
-    const policy = new ManagedPolicy(this, "EngineDataAccess", {
-      description: "Arbor API and watchdog: resources, state, events, embeddings and the vector index",
-      statements: [
-        new PolicyStatement({
-          sid: "Resources",
-          actions: ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-          resources: [`${bucketArn}/*`],
-        }),
-        // Prefix listings; it also makes a missing object a 404 (NoSuchKey) instead of a 403.
-        new PolicyStatement({ sid: "ResourceListing", actions: ["s3:ListBucket"], resources: [bucketArn] }),
-        // A missing bundle must be NoSuchKey (the default policy decides), not a 403 (an error).
-        new PolicyStatement({
-          sid: "PolicyListing",
-          actions: ["s3:ListBucket"],
-          resources: [storage.policiesBucket.bucketArn],
-        }),
-        new PolicyStatement({
-          sid: "PolicyBundle",
-          actions: ["s3:GetObject"],
-          resources: [
-            `${storage.policiesBucket.bucketArn}/bundle.tar.gz`,
-            `${storage.policiesBucket.bucketArn}/bundle.tar.gz.sha256`,
-          ],
-        }),
-        new PolicyStatement({
-          sid: "State",
-          actions: [
-            "dynamodb:GetItem",
-            "dynamodb:BatchGetItem",
-            "dynamodb:Query",
-            // TransactWriteItems is authorized per item: puts, updates, deletes and condition checks.
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:DeleteItem",
-            "dynamodb:ConditionCheckItem",
-          ],
-          resources: [tableArn, ...ALL_GSIS.map((g) => `${tableArn}/index/${g.name}`)],
-        }),
-        new PolicyStatement({
-          sid: "Events",
-          actions: ["events:PutEvents"],
-          resources: [storage.eventBus.eventBusArn],
-        }),
-        // The same grants as the tool function's (infra/constructs/grants.ts).
-        ...[EMBEDDINGS_GRANT, VECTOR_INDEX_GRANT].map((g) => statement(g, this.#grantArns(storage))),
-      ],
-    });
-    Validations.of(policy).acknowledge({
-      id: nagFinding("AwsSolutions-IAM5", `Resource::${flattenCfnReference(this.resolve(`${bucketArn}/*`))}`),
-      reason:
-        "Objects of the resources bucket only: each resource is an object named by its URN, created at run " +
-        "time, so no fixed list of keys exists. The actions are get, put and delete of objects.",
-    });
     return policy;
   }
 

@@ -11,7 +11,7 @@ import { feedStreamOf } from "../../shared/notify/feed.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import { taskCompleted, taskCreated, taskStarted } from "../fixtures/event-builders.ts";
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
-import { type AwsWorld, startAwsWorld } from "./aws-world.ts";
+import { type AwsWorld, apiGuard, guarded, startAwsWorld } from "./aws-world.ts";
 
 /**
  * The event stream of the HTTP API through the API function, as API Gateway's HTTP API invokes it
@@ -82,12 +82,15 @@ describe("the API function's event streams (bounded: API Gateway buffers a respo
     const keys = new StateKeyStore(rt.state);
     for (const k of [admin, other]) await keys.add(k.entry);
     await rt.resources.put({ meta: conversation, startedBy: admin.entry.id });
-    handler = createApiHandler({
-      config: () => world.config,
-      clients: world.clients,
-      engine: { clients: world.engineClients },
-      eventStreams: { maxWaitMs: 400, recheckMs: 50 },
-    });
+    handler = guarded(
+      apiGuard(world),
+      createApiHandler({
+        config: () => world.config,
+        clients: world.clients,
+        engine: { clients: world.engineClients },
+        eventStreams: { maxWaitMs: 400, recheckMs: 50 },
+      }),
+    );
   });
   afterAll(async () => {
     await handler?.close();

@@ -12,7 +12,7 @@ import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import type { EventBridgePeer } from "../peers/eventbridge-peer.ts";
 import type { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
 import { arborCli, keyIn } from "../support/arbor-process.ts";
-import { type AwsWorld, startAwsWorld } from "./aws-world.ts";
+import { type AwsWorld, apiGuard, guarded, startAwsWorld } from "./aws-world.ts";
 
 /**
  * The API function (functions/api.ts) as API Gateway's HTTP API invokes it: payload format 2.0
@@ -69,13 +69,16 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
     const table = new StateKeyStore(rt.state);
     for (const k of [admin, partner]) await table.add(k.entry);
 
-    handler = createApiHandler({
-      config: () => config,
-      clients,
-      engine: { clients: engineClients },
-      now: () => now,
-      keyCacheTtlMs: TTL,
-    });
+    handler = guarded(
+      apiGuard(world),
+      createApiHandler({
+        config: () => config,
+        clients,
+        engine: { clients: engineClients },
+        now: () => now,
+        keyCacheTtlMs: TTL,
+      }),
+    );
   });
 
   afterAll(async () => {
@@ -271,11 +274,14 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
   });
 
   it("opens no tool and needs no model: a tool registry it cannot even read changes nothing", async () => {
-    const toolless = createApiHandler({
-      config: () => ({ ...config, toolsFile: `/nonexistent-${suffix}/tools.json` }),
-      clients,
-      engine: { clients: engineClients },
-    });
+    const toolless = guarded(
+      apiGuard(world),
+      createApiHandler({
+        config: () => ({ ...config, toolsFile: `/nonexistent-${suffix}/tools.json` }),
+        clients,
+        engine: { clients: engineClients },
+      }),
+    );
     try {
       const res = await toolless(
         apiEvent("POST", "/v1/messages", { key: admin.key, body: { text: "Hi", mode: "lazy" } }),
@@ -340,12 +346,15 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
   });
 
   it("keeps the per-key limits behind API Gateway's throttling: 429 with Retry-After past them", async () => {
-    const limited = createApiHandler({
-      config: () => ({ ...config, rateLimits: { perKey: { perSecond: 1, burst: 2 } } }),
-      clients,
-      engine: { clients: engineClients },
-      now: () => now,
-    });
+    const limited = guarded(
+      apiGuard(world),
+      createApiHandler({
+        config: () => ({ ...config, rateLimits: { perKey: { perSecond: 1, burst: 2 } } }),
+        clients,
+        engine: { clients: engineClients },
+        now: () => now,
+      }),
+    );
     try {
       const get = () => limited(apiEvent("GET", "/v1/admin/keys", { key: admin.key }));
       expect((await get()).statusCode).toBe(200);
@@ -359,11 +368,14 @@ describe("the API function behind API Gateway (payload format 2.0)", () => {
   });
 
   it("says 503 on /healthz when the table does not answer", async () => {
-    const broken = createApiHandler({
-      config: () => ({ ...config, tableName: `arbor-missing-${suffix}` }),
-      clients,
-      engine: { clients: engineClients },
-    });
+    const broken = guarded(
+      apiGuard(world),
+      createApiHandler({
+        config: () => ({ ...config, tableName: `arbor-missing-${suffix}` }),
+        clients,
+        engine: { clients: engineClients },
+      }),
+    );
     try {
       const res = await broken(apiEvent("GET", "/healthz"));
       expect(res.statusCode).toBe(503);

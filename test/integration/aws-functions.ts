@@ -10,7 +10,7 @@ import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.
 import { apiEvent } from "../peers/api-gateway-events.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import type { IamGuard } from "../support/iam-guard.ts";
-import { type AwsWorld, toolFunctionGuard } from "./aws-world.ts";
+import { type AwsWorld, apiGuard, guarded, toolFunctionGuard } from "./aws-world.ts";
 
 /**
  * The functions the engine stack deploys, in this process, on an AwsWorld: the tool function (behind
@@ -70,15 +70,19 @@ export async function startAwsFunctions(
   // The tool function's calls are held to its grants (the stack's ToolDataAccess policy).
   const guard = toolFunctionGuard(world);
   for (const client of [...Object.values(clients), embeddings, s3vectors]) guard.instrument(client);
-  const guarded = (event: unknown) => guard.within(() => tools(event));
+  const guardedTool = (event: unknown) => guard.within(() => tools(event));
   const toolPeer = await LambdaInvokePeer.start({
-    [toolFunction]: (event) => (hooks.tool ? hooks.tool(event, () => guarded(event)) : guarded(event)),
+    [toolFunction]: (event) =>
+      hooks.tool ? hooks.tool(event, () => guardedTool(event)) : guardedTool(event),
   });
   const engineClients = { ...world.engineClients, lambda: toolPeer.client() };
   if (hooks.client)
     for (const client of new Set<unknown>([...Object.values(clients), ...Object.values(engineClients)]))
       if (client) hooks.client(client as InstrumentableClient);
-  const api = createApiHandler({ config, clients, engine: { clients: engineClients } });
+  const api = guarded(
+    apiGuard(world),
+    createApiHandler({ config, clients, engine: { clients: engineClients } }),
+  );
   const settings = hooks.engineSettings ?? { turnStepMs: 0 };
   const stepDeps = { config, clients, engine: { clients: engineClients, settings } };
   const steps = [createStepHandler(stepDeps), createStepHandler(stepDeps)];

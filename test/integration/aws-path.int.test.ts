@@ -7,7 +7,7 @@ import { requestOf } from "../../shared/notify/wakeups.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { type AwsFunctions, startAwsFunctions } from "./aws-functions.ts";
-import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
+import { type AwsWorld, apiGuard, EventBridgePlayer, guarded, startAwsWorld } from "./aws-world.ts";
 
 /**
  * The AWS path of a request, counted: the 1-task and 7-task (3 levels) requests through the
@@ -167,11 +167,14 @@ describe("the AWS path of a request, counted", () => {
 
   it("takes a new tenant's first request on a cold API function without waiting on the tool function", async () => {
     current = "1 task";
-    const cold = createApiHandler({
-      config: () => world.config,
-      clients: world.clients,
-      engine: { clients: { ...world.engineClients, lambda: fns.toolPeer.client() } },
-    });
+    const cold = guarded(
+      apiGuard(world),
+      createApiHandler({
+        config: () => world.config,
+        clients: world.clients,
+        engine: { clients: { ...world.engineClients, lambda: fns.toolPeer.client() } },
+      }),
+    );
     try {
       log.clear();
       const started = performance.now();

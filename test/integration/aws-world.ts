@@ -7,7 +7,14 @@ import { CreateIndexCommand, CreateVectorBucketCommand, S3VectorsClient } from "
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
 import type { StepHandler } from "../../functions/engine-step.ts";
-import { SENDS_NO_COMMAND, stepGrants, TOOL_FUNCTION_GRANTS } from "../../infra/constructs/grants.ts";
+import {
+  API_GRANTS,
+  type Grant,
+  SENDS_NO_COMMAND,
+  stepGrants,
+  TOOL_FUNCTION_GRANTS,
+  WATCHDOG_GRANTS,
+} from "../../infra/constructs/grants.ts";
 import { StepTargetInput } from "../../infra/constructs/route-rule.ts";
 import { VECTOR_INDEX } from "../../infra/constructs/vector-store.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
@@ -207,14 +214,15 @@ export class EventBridgePlayer {
 
   private readonly world: () => Pick<AwsWorld, "peer" | "sqs" | "commandQueues">;
   private readonly bus: string;
-  private readonly handlers: () => readonly StepHandler[];
+  /** The step handlers, taking the wave's invocations in turn; or one per route (each its own cold start). */
+  private readonly handlers: (() => readonly StepHandler[]) | { byRoute: (route: string) => StepHandler };
   /** "waves" (default): each wave's invocations all at once, spread over the handlers; "one by one": in order. */
   private readonly delivery: "waves" | "one by one";
 
   constructor(
     world: () => Pick<AwsWorld, "peer" | "sqs" | "commandQueues">,
     bus: string,
-    handlers: () => readonly StepHandler[],
+    handlers: (() => readonly StepHandler[]) | { byRoute: (route: string) => StepHandler },
     delivery: "waves" | "one by one" = "waves",
   ) {
     this.world = world;
@@ -275,25 +283,18 @@ export class EventBridgePlayer {
 
   readonly #guards = new Map<string, IamGuard>();
   /** The guard of a route's function, on the world's clients (none for a world without them). */
-  #guardOf(route: string): IamGuard | undefined {
+  guardOf(route: string): IamGuard | undefined {
     const world = this.world() as Partial<AwsWorld>;
     if (!world.config || !world.clients) return undefined;
     let guard = this.#guards.get(route);
     if (!guard) {
-      guard = new IamGuard(
+      guard = functionGuard(
+        world as GuardedWorld,
         stepGrants(route),
-        worldArns({
-          resourcesBucket: world.config.resourcesBucket,
-          ...(world.config.policy.engine === "opa" ? { policiesBucket: world.config.policy.bucket } : {}),
-          table: world.config.tableName,
-          bus: world.config.eventBusName,
-        }),
+        route,
         // Its commands' queues (EngineCommands), for a step that sends any.
         SENDS_NO_COMMAND.has(route) ? [] : Object.values(world.commandQueues ?? {}),
-        route,
       );
-      for (const client of [...Object.values(world.clients), ...Object.values(world.engineClients ?? {})])
-        if (client) guard.instrument(client);
       this.#guards.set(route, guard);
     }
     return guard;
@@ -304,10 +305,12 @@ export class EventBridgePlayer {
     const inputs = events.flatMap((event) =>
       this.routesOf(event).map((route) => ({ route, input: this.stepInput(route, event) })),
     );
-    const handlers = this.handlers();
-    const invoke = async (handler: StepHandler | undefined, { route, input }: (typeof inputs)[number]) => {
+    const given = this.handlers;
+    const handlers = typeof given === "function" ? given() : [];
+    const invoke = async (shared: StepHandler | undefined, { route, input }: (typeof inputs)[number]) => {
+      const handler = typeof given === "function" ? shared : given.byRoute(route);
       // Each route's function holds only its own grants (infra/constructs/grants.ts): its calls are checked.
-      const guard = this.#guardOf(route);
+      const guard = this.guardOf(route);
       const run = async () => handler?.(input);
       const result = await (guard ? guard.within(run) : run());
       // A refusal a step swallowed (logged, retried later) is still a right the stack does not give.
@@ -339,32 +342,71 @@ export class EventBridgePlayer {
   };
 }
 
+type GuardedWorld = Pick<AwsWorld, "config" | "commandQueues"> &
+  Partial<Pick<AwsWorld, "clients" | "engineClients">>;
+
+/** The ARNs of this world's resources, as the grants name them. */
+function arnsOf({ config }: Pick<AwsWorld, "config">) {
+  return worldArns({
+    resourcesBucket: config.resourcesBucket,
+    ...(config.policy.engine === "opa" ? { policiesBucket: config.policy.bucket } : {}),
+    table: config.tableName,
+    bus: config.eventBusName,
+  });
+}
+
 /**
- * The tool function's grants (TOOL_FUNCTION_GRANTS) around its calls in this world, and its own
- * extra rights: the turn command's queue (a settled remote call goes on).
+ * A function's grants around its calls in this world (on every client the world gives out), and
+ * the resources it is given on its own (its queues): its calls within `guarded` are checked.
  */
-export function toolFunctionGuard(
-  world: Pick<AwsWorld, "config" | "commandQueues"> & Partial<Pick<AwsWorld, "clients" | "engineClients">>,
+export function functionGuard(
+  world: GuardedWorld,
+  grants: readonly Grant[],
+  label: string,
+  also: readonly string[] = [],
 ): IamGuard {
-  const { config } = world;
-  const guard = new IamGuard(
-    TOOL_FUNCTION_GRANTS,
-    worldArns({
-      resourcesBucket: config.resourcesBucket,
-      ...(config.policy.engine === "opa" ? { policiesBucket: config.policy.bucket } : {}),
-      table: config.tableName,
-      bus: config.eventBusName,
-    }),
-    [world.commandQueues.turn],
-  );
+  const guard = new IamGuard(grants, arnsOf(world), also, label);
   for (const client of [...Object.values(world.clients ?? {}), ...Object.values(world.engineClients ?? {})])
     if (client) guard.instrument(client);
   return guard;
 }
 
-/** A tool function handler held to its grants: each call runs within `guard`. */
-export function guarded<T extends (event: unknown) => Promise<unknown>>(guard: IamGuard, handler: T): T {
-  return Object.assign((event: unknown) => guard.within(() => handler(event)), handler) as T;
+/**
+ * The tool function's grants (TOOL_FUNCTION_GRANTS), and its own extra rights: the turn command's
+ * queue (a settled remote call goes on).
+ */
+export function toolFunctionGuard(world: GuardedWorld): IamGuard {
+  return functionGuard(world, TOOL_FUNCTION_GRANTS, "tool", [world.commandQueues.turn]);
+}
+
+/**
+ * The API function's grants (API_GRANTS), and the queues it sends to: a request's plan, a resume, a
+ * leaf's turn after a remote agent's push, a delivery.
+ */
+export function apiGuard(world: GuardedWorld): IamGuard {
+  const { commandQueues, config } = world;
+  return functionGuard(world, API_GRANTS, "api", [
+    commandQueues.plan,
+    commandQueues.resume,
+    commandQueues.turn,
+    ...(config.notify?.queueUrl ? [config.notify.queueUrl] : []),
+  ]);
+}
+
+/** The watchdog's grants (WATCHDOG_GRANTS), and every command's queue (it sends any lost one again). */
+export function watchdogGuard(world: GuardedWorld): IamGuard {
+  return functionGuard(world, WATCHDOG_GRANTS, "watchdog", Object.values(world.commandQueues));
+}
+
+/** A function's handler held to its grants: each call runs within `guard`, and fails on a refusal it swallowed. */
+export function guarded<T extends (...args: never[]) => Promise<unknown>>(guard: IamGuard, handler: T): T {
+  const run = async (...args: Parameters<T>) => {
+    const result = await guard.within(() => handler(...args));
+    if (guard.denied.length > 0)
+      throw new Error(`the function was refused what its grants do not allow: ${guard.denied.join("; ")}`);
+    return result;
+  };
+  return Object.assign(run, handler) as unknown as T;
 }
 
 const isQueued = (step: string): boolean => (QUEUED_STEPS as readonly string[]).includes(step);

@@ -34,7 +34,7 @@ import { planningModel } from "../peers/planning-model.ts";
 import { SecretsManagerPeer } from "../peers/secrets-manager-peer.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
 import { pollQueue } from "../peers/sqs-poll.ts";
-import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
+import { type AwsWorld, apiGuard, EventBridgePlayer, guarded, startAwsWorld } from "./aws-world.ts";
 
 /**
  * Slack and Teams through the AWS handlers, offline: the API function (API Gateway v2 events) takes
@@ -263,13 +263,16 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
     });
     toolPeer = await LambdaInvokePeer.start({ [TOOL_FUNCTION]: (event) => tools(event) });
     const engineClients = { ...world.engineClients, lambda: toolPeer.client() };
-    api = createApiHandler({
-      config: () => config,
-      clients,
-      sqs,
-      secretsManager,
-      engine: { clients: engineClients },
-    });
+    api = guarded(
+      apiGuard(world),
+      createApiHandler({
+        config: () => config,
+        clients,
+        sqs,
+        secretsManager,
+        engine: { clients: engineClients },
+      }),
+    );
     const stepDeps = {
       config: () => config,
       clients,

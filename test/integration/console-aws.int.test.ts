@@ -5,7 +5,7 @@ import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { StateKeyStore } from "../../shared/adapters/shared/state-key-store.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
-import { type AwsWorld, startAwsWorld } from "./aws-world.ts";
+import { type AwsWorld, apiGuard, guarded, startAwsWorld } from "./aws-world.ts";
 
 /**
  * The console through the API function, as API Gateway's HTTP API invokes it (payload format 2.0:
@@ -24,11 +24,14 @@ describe("the console behind API Gateway (the API function)", () => {
   let two: ApiHandler;
 
   const instance = (): ApiHandler =>
-    createApiHandler({
-      config: () => world.config,
-      clients: world.clients,
-      engine: { clients: world.engineClients },
-    });
+    guarded(
+      apiGuard(world),
+      createApiHandler({
+        config: () => world.config,
+        clients: world.clients,
+        engine: { clients: world.engineClients },
+      }),
+    );
 
   const call = async (handler: ApiHandler, event: APIGatewayProxyEventV2) => {
     const res = await handler(event, { awsRequestId: randomUUID() });
@@ -154,11 +157,14 @@ describe("the console behind API Gateway (the API function)", () => {
     });
     const laggedRt = createAwsRuntime(lagged.config, lagged.clients);
     await new StateKeyStore(laggedRt.state).add(ada.entry);
-    const handler = createApiHandler({
-      config: () => lagged.config,
-      clients: lagged.clients,
-      engine: { clients: lagged.engineClients },
-    });
+    const handler = guarded(
+      apiGuard(lagged),
+      createApiHandler({
+        config: () => lagged.config,
+        clients: lagged.clients,
+        engine: { clients: lagged.engineClients },
+      }),
+    );
     try {
       const { cookie, csrf } = await signIn(handler, ada.key);
       const sent = await call(

@@ -13,7 +13,7 @@ import type { FakeBedrock } from "../peers/fake-bedrock.ts";
 import type { LaggingIndex } from "../peers/lagging-dynamo.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
-import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
+import { type AwsWorld, apiGuard, EventBridgePlayer, guarded, startAwsWorld } from "./aws-world.ts";
 
 /**
  * Day 1 of a deployed stack, offline: everything a platform engineer and the first person do,
@@ -151,7 +151,10 @@ describe("day 1 of a deployed stack, through the API function, on lagging indexe
     });
     toolPeer = await LambdaInvokePeer.start({ [TOOL_FUNCTION]: (event) => tools(event) });
     const engineClients = { ...world.engineClients, lambda: toolPeer.client() };
-    api = createApiHandler({ config: () => config, clients, engine: { clients: engineClients } });
+    api = guarded(
+      apiGuard(world),
+      createApiHandler({ config: () => config, clients, engine: { clients: engineClients } }),
+    );
     const stepDeps = {
       config: () => config,
       clients,

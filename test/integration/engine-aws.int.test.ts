@@ -17,7 +17,14 @@ import type { FakeBedrock } from "../peers/fake-bedrock.ts";
 import type { FakeS3Vectors } from "../peers/fake-s3vectors.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
-import { type AwsWorld, EventBridgePlayer, MODEL, startAwsWorld } from "./aws-world.ts";
+import {
+  type AwsWorld,
+  EventBridgePlayer,
+  guarded,
+  MODEL,
+  startAwsWorld,
+  watchdogGuard,
+} from "./aws-world.ts";
 
 /**
  * The deployed shape of the engine, end to end, on the AWS adapters and the local peers: the
@@ -297,11 +304,14 @@ describe("the engine step handler on AWS adapters, driven as EventBridge drives 
 
     // Ten minutes on, the scheduled watchdog finds the request still waiting to be planned.
     const later = () => new Date(Date.now() + config.watchdogStaleMs + 60_000);
-    const watchdog = createWatchdogHandler({
-      config: () => config,
-      clients,
-      engine: { clients: engineClients, clock: later },
-    });
+    const watchdog = guarded(
+      watchdogGuard(world),
+      createWatchdogHandler({
+        config: () => config,
+        clients,
+        engine: { clients: engineClients, clock: later },
+      }),
+    );
     try {
       expect(await watchdog({ "detail-type": "Scheduled Event" })).toEqual({ redriven: 1 });
     } finally {

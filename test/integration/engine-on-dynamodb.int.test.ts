@@ -14,7 +14,7 @@ import type { AwsConfig } from "../../shared/runtime/config.ts";
 import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import type { LaggingIndex } from "../peers/lagging-dynamo.ts";
 import { CrashAt } from "../scenarios/engine-harness.ts";
-import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
+import { type AwsWorld, EventBridgePlayer, guarded, startAwsWorld, watchdogGuard } from "./aws-world.ts";
 
 /**
  * Correct on DynamoDB. The engine on DynamoDB whose indexes lag (test/peers/lagging-dynamo.ts: every byParent and
@@ -166,11 +166,14 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
     expect((await rt.tasks.stale("in_progress", later.toISOString())).map((t) => t.title)).toContain(
       "Three parts",
     );
-    const watchdog = createWatchdogHandler({
-      config: () => config,
-      clients,
-      engine: { clients: engineClients, clock: () => later },
-    });
+    const watchdog = guarded(
+      watchdogGuard(world),
+      createWatchdogHandler({
+        config: () => config,
+        clients,
+        engine: { clients: engineClients, clock: () => later },
+      }),
+    );
     try {
       expect(await watchdog({ "detail-type": "Scheduled Event" })).toEqual({ redriven: 0 });
     } finally {

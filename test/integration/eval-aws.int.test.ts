@@ -5,7 +5,7 @@ import type { Experiment } from "../../shared/evals/experiment.ts";
 import type { ConverseWireRequest, FakeBedrock } from "../peers/fake-bedrock.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { type AwsFunctions, startAwsFunctions } from "./aws-functions.ts";
-import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
+import { type AwsWorld, EventBridgePlayer, guarded, startAwsWorld, watchdogGuard } from "./aws-world.ts";
 
 /**
  * An experiment started through the API function and driven by the functions the engine stack
@@ -63,7 +63,7 @@ describe("an experiment on the AWS functions, offline", () => {
       },
     });
     fns = await startAwsFunctions(world, TOOL_FUNCTION, [root.entry]);
-    watchdog = createWatchdogHandler(fns.stepDeps);
+    watchdog = guarded(watchdogGuard(world), createWatchdogHandler(fns.stepDeps));
   });
 
   afterAll(async () => {

@@ -23,7 +23,7 @@ import { planningModel } from "../peers/planning-model.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
 import { pollQueue } from "../peers/sqs-poll.ts";
 import { type Receiver, startReceiver } from "../scenarios/notify-fixture.ts";
-import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
+import { type AwsWorld, apiGuard, EventBridgePlayer, guarded, startAwsWorld } from "./aws-world.ts";
 
 /**
  * Webhook deliveries on AWS, offline: the API function takes the request and records the
@@ -193,12 +193,15 @@ describe("webhook deliveries on AWS: the notify function between the engine's ev
     const clients = world.clients;
     // The API function and the notify function on one clock, which the test moves on (`wait`).
     const clock = () => new Date(Date.now() + skew);
-    api = createApiHandler({
-      config: () => config,
-      clients,
-      sqs,
-      engine: { clients: world.engineClients, clock },
-    });
+    api = guarded(
+      apiGuard(world),
+      createApiHandler({
+        config: () => config,
+        clients,
+        sqs,
+        engine: { clients: world.engineClients, clock },
+      }),
+    );
     const stepDeps = {
       config: () => config,
       clients,

@@ -8,7 +8,7 @@ import { UnavailableError } from "../../shared/kernel/errors.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import { createAwsEngine } from "../../shared/runtime/aws/aws-engine.ts";
 import type { ConverseWireRequest } from "../peers/fake-bedrock.ts";
-import { type AwsWorld, EventBridgePlayer, startAwsWorld } from "./aws-world.ts";
+import { type AwsWorld, apiGuard, EventBridgePlayer, guarded, startAwsWorld } from "./aws-world.ts";
 
 /**
  * Teams on the AWS adapters (S3 in s3rver, DynamoDB Local, S3 Vectors and Titan fakes, the fake
@@ -78,7 +78,10 @@ describe("teams on the AWS adapters", () => {
 
   it("gives a tenant's first request the deployment's default team, and elects from it", async () => {
     expect(await assistantsOf("fresh")).toEqual([]);
-    const submitted = await engine.submit({ tenant: "fresh", text: "Where is my order 42?", actor: ALICE });
+    // As the API function takes a tenant's first request, held to its grants.
+    const submitted = await guarded(apiGuard(world), () =>
+      engine.submit({ tenant: "fresh", text: "Where is my order 42?", actor: ALICE }),
+    )();
     // Registered before the request was accepted: in S3, and in S3 Vectors.
     expect((await assistantsOf("fresh")).map((a) => a.meta.hash).sort()).toEqual([
       "analyst",
@@ -115,7 +118,8 @@ describe("teams on the AWS adapters", () => {
         },
       ],
     };
-    const diff = await engine.applyTeam("fresh", team);
+    // As the API function applies a team (PUT /v1/admin/team), held to its grants.
+    const diff = await guarded(apiGuard(world), () => engine.applyTeam("fresh", team))();
     expect(diff.removed.map((e) => e.name)).toEqual(["Support agent"]);
     expect(diff.unchanged.map((e) => e.name).sort()).toEqual(["Analyst", "Generalist"]);
     expect(world.s3vectors.calls.some((c) => c.operation === "DeleteVectors" && c.status === 200)).toBe(true);

@@ -21,7 +21,15 @@ import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { guardedFetch } from "../scenarios/tool-world.ts";
 import type { IamGuard } from "../support/iam-guard.ts";
-import { type AwsWorld, EventBridgePlayer, guarded, startAwsWorld, toolFunctionGuard } from "./aws-world.ts";
+import {
+  type AwsWorld,
+  apiGuard,
+  EventBridgePlayer,
+  guarded,
+  startAwsWorld,
+  toolFunctionGuard,
+  watchdogGuard,
+} from "./aws-world.ts";
 
 /**
  * Arbor as an A2A client of an agent that offers push, on AWS, offline: the turn step (through
@@ -186,7 +194,10 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
     );
     toolPeer = await LambdaInvokePeer.start({ [TOOL_FUNCTION]: (event) => tools(event) });
     const engineClients = { ...world.engineClients, lambda: toolPeer.client() };
-    api = createApiHandler({ config: () => config, clients, engine: { clients: engineClients, clock } });
+    api = guarded(
+      apiGuard(world),
+      createApiHandler({ config: () => config, clients, engine: { clients: engineClients, clock } }),
+    );
     const stepDeps = {
       config: () => config,
       clients,
@@ -195,11 +206,14 @@ describe("an A2A agent that pushes, on AWS: the turn ends, the push at the API f
     steps = [createStepHandler(stepDeps), createStepHandler(stepDeps)];
     // As deployed, the watchdog has neither the tool function nor the registry (it runs no tool).
     const { toolFunction: _fn, toolsFile: _file, ...watchdogConfig } = config;
-    watchdog = createWatchdogHandler({
-      config: () => watchdogConfig,
-      clients,
-      engine: { clients: world.engineClients, clock },
-    });
+    watchdog = guarded(
+      watchdogGuard(world),
+      createWatchdogHandler({
+        config: () => watchdogConfig,
+        clients,
+        engine: { clients: world.engineClients, clock },
+      }),
+    );
 
     rt = createAwsRuntime(config, clients);
     await new StateKeyStore(rt.state).add(admin.entry);

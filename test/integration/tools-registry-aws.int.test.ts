@@ -18,7 +18,7 @@ import { apiEvent, PUBLIC_URL } from "../peers/api-gateway-events.ts";
 import { LambdaInvokePeer } from "../peers/lambda-invoke.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import type { IamGuard } from "../support/iam-guard.ts";
-import { type AwsWorld, guarded, startAwsWorld, toolFunctionGuard } from "./aws-world.ts";
+import { type AwsWorld, apiGuard, guarded, startAwsWorld, toolFunctionGuard } from "./aws-world.ts";
 
 /**
  * Tools as resources on AWS, offline: the tool function (functions/tool.ts, behind the Lambda
@@ -111,11 +111,14 @@ describe("ListTools on AWS: the API function's route and the tool function's Lis
       }),
     );
     peer = await LambdaInvokePeer.start({ [FUNCTION]: (event) => tools(event) });
-    api = createApiHandler({
-      config: () => config,
-      clients: world.clients,
-      engine: { clients: { ...world.engineClients, lambda: peer.client() } },
-    });
+    api = guarded(
+      apiGuard(world),
+      createApiHandler({
+        config: () => config,
+        clients: world.clients,
+        engine: { clients: { ...world.engineClients, lambda: peer.client() } },
+      }),
+    );
     rt = createAwsRuntime(config, world.clients);
     for (const k of [member, other, fresh]) await new StateKeyStore(rt.state).add(k.entry);
   }, 120_000);

@@ -160,7 +160,7 @@ describe("the API function", () => {
   it("has its own role with the data policy and the tool function's invoke only: nothing for the model, no tool's grant", () => {
     const role = props(logicalId(engine.api.function.role));
     expect(role.ManagedPolicyArns).toEqual([
-      { Ref: logicalId(engine.dataPolicy) },
+      { Ref: logicalId(engine.apiDataPolicy) },
       { Ref: logicalId(engine.tools.invokePolicy) },
     ]);
     // It names the tool function (to list the tools), and no registry of its own.
@@ -180,8 +180,8 @@ describe("the API function", () => {
     expect(actions.filter((a) => a.startsWith("sqs:")).sort()).toEqual(
       ["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"].sort(),
     );
-    // The data policy's only Bedrock grant is Titan embeddings (team registration indexes assistants).
-    const data = JSON.stringify(props(logicalId(engine.dataPolicy)));
+    // Its data policy's only Bedrock grant is Titan embeddings (team registration indexes assistants).
+    const data = JSON.stringify(props(logicalId(engine.apiDataPolicy)));
     expect(data).not.toContain("InvokeModelWithResponseStream");
     expect(data).not.toContain("lambda:InvokeFunction");
     expect(data.match(/foundation-model\/[^"]+/g)).toEqual(["foundation-model/amazon.titan-embed-text-v2:0"]);

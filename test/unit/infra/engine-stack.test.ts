@@ -344,8 +344,8 @@ describe("functions", () => {
 });
 
 describe("permissions", () => {
-  const bySid = (t: Template, sid: string, policy = "EngineDataAccess") => {
-    // The API's and watchdog's data policy's (the steps' and the tool function's own are checked below).
+  const bySid = (t: Template, sid: string, policy = "ApiData") => {
+    // The API function's data policy's (the steps' and the tool function's own are checked below).
     const found = statements(t).filter((s) => s.Sid === sid && s.policy.startsWith(policy));
     expect(found).toHaveLength(1);
     const [s] = found as Statement[];
@@ -369,10 +369,10 @@ describe("permissions", () => {
         else if (r.includes("*"))
           expect([s.Sid, r]).toEqual([
             expect.stringMatching(
-              /^(Resources|NotifyAnswers|ResourceReads|ToolResults|ToolResources|RequestTreeWrites|ConversationWrites)$/,
+              /^(Resources|NotifyAnswers|ResourceReads|ToolResults|ToolResources|RequestTreeWrites|ConversationWrites|TenantWrites)$/,
             ),
             expect.stringMatching(
-              /:s3:::[^/]*\/(\*|cld:\*\/plan\.Task\.\*\/common\.Message\.\*|cld:common\.Tenant\.\*\/common\.Tool\.\*|cld:common\.Tenant\.\*\/common\.Conversation\.\*(\/common\.Message\.\*\/\*)?)$/,
+              /:s3:::[^/]*\/(\*|cld:\*\/plan\.Task\.\*\/common\.Message\.\*|cld:common\.Tenant\.\*\/common\.Tool\.\*|cld:common\.Tenant\.\*(\/common\.Conversation\.\*(\/common\.Message\.\*\/\*)?)?)$/,
             ),
           ]);
       }
@@ -382,15 +382,19 @@ describe("permissions", () => {
   it("scope data access to the storage stack's bucket, table (and its indexes by name) and bus", () => {
     const bucket = `arn:<AWS::Partition>:s3:::${flat(storageOutput(prod, STORAGE_OUTPUT_KEYS.resourcesBucketName))}`;
     const table = `arn:<AWS::Partition>:dynamodb:<AWS::Region>:<AWS::AccountId>:table/${flat(storageOutput(prod, STORAGE_OUTPUT_KEYS.tableName))}`;
-    expect(bySid(prod.template, "Resources")).toEqual({
-      actions: ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+    expect(bySid(prod.template, "ResourceReads")).toEqual({
+      actions: ["s3:GetObject"],
       resources: [`${bucket}/*`],
+    });
+    expect(bySid(prod.template, "TenantWrites")).toEqual({
+      actions: ["s3:PutObject"],
+      resources: [`${bucket}/cld:common.Tenant.*`],
     });
     expect(bySid(prod.template, "ResourceListing")).toEqual({
       actions: ["s3:ListBucket"],
       resources: [bucket],
     });
-    expect(bySid(prod.template, "State").resources.sort()).toEqual(
+    expect(bySid(prod.template, "StateReads").resources.sort()).toEqual(
       [table, ...ALL_GSIS.map((g) => `${table}/index/${g.name}`)].sort(),
     );
     expect(bySid(prod.template, "Events")).toEqual({
@@ -413,9 +417,10 @@ describe("permissions", () => {
       actions: ["bedrock:InvokeModel"],
       resources: [model("amazon.titan-embed-text-v2:0")],
     });
-    expect(bySid(prod.template, "VectorIndex").resources).toEqual([
-      flat(prod.engine.resolve(prod.engine.vectors.indexArn)),
-    ]);
+    for (const sid of ["VectorIndexOpen", "TeamIndex"])
+      expect(bySid(prod.template, sid).resources).toEqual([
+        flat(prod.engine.resolve(prod.engine.vectors.indexArn)),
+      ]);
   });
 
   it("give each step its route's grants as its own data policy, and no step the API's", () => {
@@ -434,7 +439,7 @@ describe("permissions", () => {
 
   it("give model access only to the steps that call the model, and the watchdog; the tool function only to ready and turn", () => {
     const modelPolicy = { Ref: logicalId(prod.engine.modelPolicy) };
-    const dataPolicy = { Ref: logicalId(prod.engine.dataPolicy) };
+    const dataPolicy = { Ref: logicalId(prod.engine.watchdogDataPolicy) };
     const invokeTools = { Ref: logicalId(prod.engine.tools.invokePolicy) };
     const commands = { Ref: logicalId(prod.engine.commandsPolicy) };
     for (const route of ROUTES) {

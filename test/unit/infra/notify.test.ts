@@ -199,12 +199,13 @@ describe("the wake and delivery queues", () => {
     const sends = statementsOf(engine.api.function.role).filter((s) =>
       [s.Action].flat().includes("sqs:SendMessage"),
     );
-    // And the plan and resume commands (engine-stack.test.ts).
+    // And the plan, resume and turn commands (a remote agent's push goes on with the leaf's turn).
     expect(sends.flatMap((s) => [s.Resource].flat().map(flat)).sort()).toEqual(
       [
         arnOf(engine.notify.deliveries),
         arnOf(engine.commandQueues.plan.queue),
         arnOf(engine.commandQueues.resume.queue),
+        arnOf(engine.commandQueues.turn.queue),
       ].sort(),
     );
   });

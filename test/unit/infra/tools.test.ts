@@ -173,7 +173,8 @@ describe("a deployed tool registry", () => {
 
   it("gives it to the tool function only; the steps that run tools (a leaf's inner loop: ready, turn; a fire-and-forget activity) may call that function, nothing else", () => {
     const ref = (c: IConstruct) => ({ Ref: logicalId(c) });
-    const { dataPolicy, commandsPolicy, modelPolicy, toolPolicy, tools, stepDataPolicies } = withTools.engine;
+    const { watchdogDataPolicy, commandsPolicy, modelPolicy, toolPolicy, tools, stepDataPolicies } =
+      withTools.engine;
     expect(ROUTES.filter((r) => r.runsTools).map((r) => r.name)).toEqual(["ready", "turn", "activity"]);
     for (const route of ROUTES) {
       expect(props(withTools, withTools.engine.steps[route.name].role).ManagedPolicyArns).toEqual([
@@ -184,7 +185,7 @@ describe("a deployed tool registry", () => {
       ]);
     }
     expect(props(withTools, withTools.engine.watchdog.role).ManagedPolicyArns).toEqual([
-      ref(dataPolicy),
+      ref(watchdogDataPolicy),
       ref(commandsPolicy),
       ref(modelPolicy),
     ]);
