@@ -96,7 +96,7 @@ export function createGuardedFetch(policy: OutboundPolicy, options: GuardOptions
   // undici is loaded on the first call: most runs call nothing out, and its weight stays out of them.
   let client: Promise<{ fetch: typeof UndiciFetch; dispatcher: Dispatcher }> | undefined;
   const connect = () => {
-    client ??= import("undici").then((undici) => ({
+    client ??= import("./undici.ts").then((undici) => ({
       fetch: undici.fetch,
       dispatcher: new undici.Agent({
         connect: { lookup: guardedLookup(policy, options.resolve ?? systemResolver) },

@@ -1,14 +1,14 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 
-type CedarModule = typeof import("@cedar-policy/cedar-wasm/nodejs");
+type CedarModule = typeof import("./cedar-wasm.ts");
 let cedarModule: Promise<CedarModule> | undefined;
 /**
  * Cedar's wasm (4 MB, compiled when its module loads), loaded at the first decision: a process
  * that decides nothing with Cedar (a function on OPA, the notify function) never pays for it.
  */
 const loadCedar = (): Promise<CedarModule> => {
-  cedarModule ??= import("@cedar-policy/cedar-wasm/nodejs");
+  cedarModule ??= import("./cedar-wasm.ts");
   return cedarModule;
 };
 

@@ -109,6 +109,7 @@ function toolFunctionPortOptions(
         new LambdaClient({
           region: LAMBDA_FUNCTION.exec(functionName)?.groups?.region ?? config.region,
           maxAttempts: 1,
+          ...(config.endpoints.lambda ? { endpoint: config.endpoints.lambda } : {}),
         }),
       ownsClient: !client,
       functionName,

@@ -31,6 +31,8 @@ export interface AwsConfig {
     bedrock?: string;
     sqs?: string;
     secretsmanager?: string;
+    /** Where the tool function is invoked (ARBOR_LAMBDA_ENDPOINT: a local peer, a VPC endpoint). */
+    lambda?: string;
   };
   /** The tool registry's JSON file (ARBOR_TOOLS_FILE, bundled with the functions); absent: the built-ins. */
   toolsFile?: string;
@@ -115,6 +117,7 @@ export function awsConfig(
   if (e.ARBOR_BEDROCK_ENDPOINT) endpoints.bedrock = e.ARBOR_BEDROCK_ENDPOINT;
   if (e.ARBOR_SQS_ENDPOINT) endpoints.sqs = e.ARBOR_SQS_ENDPOINT;
   if (e.ARBOR_SECRETSMANAGER_ENDPOINT) endpoints.secretsmanager = e.ARBOR_SECRETSMANAGER_ENDPOINT;
+  if (e.ARBOR_LAMBDA_ENDPOINT) endpoints.lambda = e.ARBOR_LAMBDA_ENDPOINT;
   if (e.ARBOR_CHAT_SETTINGS_FILE)
     throw new ConfigError(
       "ARBOR_CHAT_SETTINGS_FILE is for `arbor serve`; on AWS the chat settings are a Secrets Manager " +

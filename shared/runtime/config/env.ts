@@ -300,6 +300,7 @@ export const EnvSchema = z.object({
   ARBOR_S3VECTORS_ENDPOINT: z.url().optional(),
   ARBOR_SQS_ENDPOINT: z.url().optional(),
   ARBOR_SECRETSMANAGER_ENDPOINT: z.url().optional(),
+  ARBOR_LAMBDA_ENDPOINT: z.url().optional(),
   /**
    * The chat channels' settings (Slack, Teams: shared/notify/chat/settings.ts). Locally a JSON file only
    * its owner may read (default <dataDir>/chat.json, when present); on AWS a Secrets Manager secret

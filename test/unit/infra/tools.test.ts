@@ -354,6 +354,17 @@ describe("a function's bundle", () => {
       expect(
         Object.keys(handler?.[1].inputs ?? {}).some((i) => i.includes("@modelcontextprotocol/sdk")),
       ).toBe(false);
+      // What import() loads by name has its names: a CommonJS package lazily imported straight from
+      // its chunk would export a default only (its functions undefined at the first call), so such
+      // packages go through an ESM module of named exports (shared/outbound/undici.ts, cedar-wasm.ts).
+      const lazy = new Set(
+        Object.values(meta.outputs).flatMap((o) =>
+          o.imports.filter((i) => i.kind === "dynamic-import" && !i.external).map((i) => i.path),
+        ),
+      );
+      expect(lazy.size).toBeGreaterThan(3);
+      for (const chunk of lazy)
+        expect([chunk, meta.outputs[chunk]?.exports]).not.toEqual([chunk, ["default"]]);
       // The tokenizers ship without their source maps and type declarations.
       expect(existsSync(join(out, "node_modules/gpt-tokenizer/esm/BytePairEncodingCore.d.ts"))).toBe(false);
     } finally {
