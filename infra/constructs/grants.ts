@@ -447,3 +447,25 @@ export const API_GRANTS: readonly Grant[] = [
     why: "a team's assistants indexed for election, and those it drops taken out",
   },
 ];
+
+/**
+ * The notify function: it reads tasks and answers, and writes only the notify path's records
+ * (subscriptions, deliveries, their lanes and secrets) and the chat threads it posts to; no event,
+ * no model, no vector, no delete. Its chat secret's read is its own policy (ChatSecretAccess).
+ */
+export const NOTIFY_GRANTS: readonly Grant[] = [
+  {
+    sid: "NotifyAnswers",
+    actions: ["s3:GetObject"],
+    on: { objects: ["*"] },
+    why: "a notification carries the request's answer",
+  },
+  RESOURCE_LISTING,
+  { ...STATE_READS, why: "requests, their tasks, subscriptions and deliveries" },
+  {
+    sid: "NotifyRecords",
+    actions: ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"],
+    on: { items: ["R#notify-*", "R#chat-thread#*"] },
+    why: "subscriptions, deliveries, their lanes and signing secrets, and the chat threads it posts to",
+  },
+];

@@ -1,15 +1,11 @@
-import { Duration, type RemovalPolicy, Stack, Validations } from "aws-cdk-lib";
-import type { ITable } from "aws-cdk-lib/aws-dynamodb";
+import { Duration, type RemovalPolicy } from "aws-cdk-lib";
 import { type CfnRule, type IEventBus, Rule, RuleTargetInput, Schedule } from "aws-cdk-lib/aws-events";
 import { LambdaFunction, SqsQueue } from "aws-cdk-lib/aws-events-targets";
-import { type IGrantable, ManagedPolicy, PolicyStatement } from "aws-cdk-lib/aws-iam";
+import type { IGrantable, IManagedPolicy } from "aws-cdk-lib/aws-iam";
 import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import type { RetentionDays } from "aws-cdk-lib/aws-logs";
-import type { IBucket } from "aws-cdk-lib/aws-s3";
 import { type IQueue, Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
-import { flattenCfnReference } from "cdk-nag/lib/utils/flatten-cfn-reference.js";
 import { Construct } from "constructs";
-import { ALL_GSIS } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { NOTIFY_WAKE_PATTERN, NOTIFY_WAKE_RULE } from "../../shared/notify/wakeups.ts";
 import { EngineFunction } from "./engine-function.ts";
 
@@ -29,9 +25,10 @@ import { EngineFunction } from "./engine-function.ts";
  * refuses is not such a failure: the delivery's record keeps its own retries for an hour, then is
  * dead, visible and redriven through the admin routes (GET /v1/admin/deliveries?status=dead).
  *
- * Grants, least privilege: the state table (read and conditional writes: subscriptions and
- * deliveries), the resources bucket read-only (the answers the pushes carry), the two queues. No
- * model, no embeddings, no vector index, no tool, no policy bundle, no event publishing.
+ * Grants, least privilege (NOTIFY_GRANTS, infra/constructs/grants.ts): the state table (reads, and
+ * conditional writes of the notify path's own records: subscriptions, deliveries, chat threads), the
+ * resources bucket read-only (the answers the pushes carry), the two queues. No model, no
+ * embeddings, no vector index, no tool, no policy bundle, no event publishing, no delete.
  */
 export const NOTIFY_FUNCTION = { timeout: Duration.minutes(1), memorySize: 512 } as const;
 /** Times the function may fail one message before SQS moves it to the dead-letter queue. */
@@ -50,8 +47,8 @@ export interface NotifyFunctionProps {
   /** The engine functions' environment (the model's and the tools' settings are left out). */
   readonly environment: Record<string, string>;
   readonly eventBus: IEventBus;
-  readonly table: ITable;
-  readonly resourcesBucket: IBucket;
+  /** Its data rights (NOTIFY_GRANTS in grants.ts, made into a policy by the stack). */
+  readonly dataPolicy: IManagedPolicy;
   readonly deadLetterQueue: IQueue;
   readonly logRetention: RetentionDays;
   readonly removalPolicy: RemovalPolicy;
@@ -63,7 +60,7 @@ export class NotifyFunction extends Construct {
   readonly deliveries: Queue;
   readonly wakeRule: Rule;
   readonly sweepSchedule: Rule;
-  readonly policy: ManagedPolicy;
+  readonly policy: IManagedPolicy;
 
   constructor(scope: Construct, id: string, props: NotifyFunctionProps) {
     super(scope, id);
@@ -78,7 +75,7 @@ export class NotifyFunction extends Construct {
       });
     this.wakeQueue = queue("WakeQueue");
     this.deliveries = queue("DeliveryQueue");
-    this.policy = this.#policy(props);
+    this.policy = props.dataPolicy;
 
     const {
       ARBOR_MODEL_PROVIDER: _p,
@@ -148,47 +145,5 @@ export class NotifyFunction extends Construct {
   /** What another function needs to queue deliveries (the API function: a subscription's first, a redrive). */
   grantQueue(grantee: IGrantable): void {
     this.deliveries.grantSendMessages(grantee);
-  }
-
-  #policy(props: NotifyFunctionProps): ManagedPolicy {
-    const bucketArn = props.resourcesBucket.bucketArn;
-    const tableArn = props.table.tableArn;
-    const policy = new ManagedPolicy(this, "NotifyDataAccess", {
-      description: "Arbor notify function: reads tasks and answers, records subscriptions and deliveries",
-      statements: [
-        new PolicyStatement({
-          sid: "NotifyAnswers",
-          actions: ["s3:GetObject"],
-          resources: [`${bucketArn}/*`],
-        }),
-        // A missing object is then a 404 (NoSuchKey), not a 403.
-        new PolicyStatement({
-          sid: "NotifyAnswerListing",
-          actions: ["s3:ListBucket"],
-          resources: [bucketArn],
-        }),
-        new PolicyStatement({
-          sid: "NotifyState",
-          actions: [
-            "dynamodb:GetItem",
-            "dynamodb:BatchGetItem",
-            "dynamodb:Query",
-            // TransactWriteItems is authorized per item.
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:ConditionCheckItem",
-          ],
-          resources: [tableArn, ...ALL_GSIS.map((g) => `${tableArn}/index/${g.name}`)],
-        }),
-      ],
-    });
-    const objects = flattenCfnReference(Stack.of(this).resolve(`${bucketArn}/*`));
-    Validations.of(policy).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::${objects}]`,
-      reason:
-        "Read-only, objects of the resources bucket: a notification carries the request's answer, an object " +
-        "named by its URN, created at run time, so no fixed list of keys exists.",
-    });
-    return policy;
   }
 }

@@ -30,6 +30,7 @@ import {
   EVAL_STEP_GRANTS,
   type Grant,
   type GrantArns,
+  NOTIFY_GRANTS,
   SENDS_NO_COMMAND,
   STEP_GRANTS,
   statementOf,
@@ -463,8 +464,11 @@ export class EngineStack extends Stack {
       ...common,
       environment,
       eventBus: this.storage.eventBus,
-      table: this.storage.table,
-      resourcesBucket: this.storage.resourcesBucket,
+      dataPolicy: this.#grantsPolicy(
+        "NotifyData",
+        "Arbor notify function: reads tasks and answers, records subscriptions and deliveries (infra/constructs/grants.ts)",
+        NOTIFY_GRANTS,
+      ),
       deadLetterQueue,
     });
     this.ops.addQueueAge(

@@ -10,6 +10,7 @@ import type { StepHandler } from "../../functions/engine-step.ts";
 import {
   API_GRANTS,
   type Grant,
+  NOTIFY_GRANTS,
   SENDS_NO_COMMAND,
   stepGrants,
   TOOL_FUNCTION_GRANTS,
@@ -396,6 +397,24 @@ export function apiGuard(world: GuardedWorld): IamGuard {
 /** The watchdog's grants (WATCHDOG_GRANTS), and every command's queue (it sends any lost one again). */
 export function watchdogGuard(world: GuardedWorld): IamGuard {
   return functionGuard(world, WATCHDOG_GRANTS, "watchdog", Object.values(world.commandQueues));
+}
+
+/**
+ * The notify function's grants (NOTIFY_GRANTS), on the clients it is given besides the world's
+ * (its own SQS client), and its queues: the wake-ups and deliveries it takes and sends again.
+ */
+export function notifyGuard(
+  world: GuardedWorld,
+  queues: readonly string[],
+  clients: readonly {
+    middlewareStack: { add(m: unknown, o: { step: "initialize"; name: string }): void };
+  }[] = [],
+): IamGuard {
+  // Its chat secret is read with its own policy (ChatSecretAccess), apart from its data's.
+  const secret = world.config.chat?.secretId;
+  const guard = functionGuard(world, NOTIFY_GRANTS, "notify", [...queues, ...(secret ? [secret] : [])]);
+  for (const client of clients) guard.instrument(client);
+  return guard;
 }
 
 /** A function's handler held to its grants: each call runs within `guard`, and fails on a refusal it swallowed. */

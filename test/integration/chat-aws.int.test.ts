@@ -34,7 +34,14 @@ import { planningModel } from "../peers/planning-model.ts";
 import { SecretsManagerPeer } from "../peers/secrets-manager-peer.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
 import { pollQueue } from "../peers/sqs-poll.ts";
-import { type AwsWorld, apiGuard, EventBridgePlayer, guarded, startAwsWorld } from "./aws-world.ts";
+import {
+  type AwsWorld,
+  apiGuard,
+  EventBridgePlayer,
+  guarded,
+  notifyGuard,
+  startAwsWorld,
+} from "./aws-world.ts";
 
 /**
  * Slack and Teams through the AWS handlers, offline: the API function (API Gateway v2 events) takes
@@ -279,13 +286,16 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
       engine: { clients: engineClients, settings: { turnStepMs: 0 } },
     };
     steps = [createStepHandler(stepDeps), createStepHandler(stepDeps)];
-    notify = createNotifyHandler({
-      config: () => config,
-      clients,
-      sqs,
-      secretsManager,
-      notify: { random: () => 0.5 },
-    });
+    notify = guarded(
+      notifyGuard(world, [wakeUrl, deliveryUrl], [sqs, secretsManager]),
+      createNotifyHandler({
+        config: () => config,
+        clients,
+        sqs,
+        secretsManager,
+        notify: { random: () => 0.5 },
+      }),
+    );
     rt = createAwsRuntime(config, clients);
     await new StateKeyStore(rt.state).add(admin.entry);
     const team = apiEvent("PUT", "/v1/admin/team", { key: admin.key, body: TEAM });

@@ -23,7 +23,14 @@ import { planningModel } from "../peers/planning-model.ts";
 import { SqsPeer } from "../peers/sqs-peer.ts";
 import { pollQueue } from "../peers/sqs-poll.ts";
 import { type Receiver, startReceiver } from "../scenarios/notify-fixture.ts";
-import { type AwsWorld, apiGuard, EventBridgePlayer, guarded, startAwsWorld } from "./aws-world.ts";
+import {
+  type AwsWorld,
+  apiGuard,
+  EventBridgePlayer,
+  guarded,
+  notifyGuard,
+  startAwsWorld,
+} from "./aws-world.ts";
 
 /**
  * Webhook deliveries on AWS, offline: the API function takes the request and records the
@@ -208,13 +215,16 @@ describe("webhook deliveries on AWS: the notify function between the engine's ev
       engine: { clients: world.engineClients, settings: { turnStepMs: 0 } },
     };
     steps = [createStepHandler(stepDeps), createStepHandler(stepDeps)];
-    notify = createNotifyHandler({
-      config: () => config,
-      clients,
-      sqs,
-      engine: { clock },
-      notify: { random: () => 0.5 },
-    });
+    notify = guarded(
+      notifyGuard(world, [wakeUrl, deliveryUrl], [sqs]),
+      createNotifyHandler({
+        config: () => config,
+        clients,
+        sqs,
+        engine: { clock },
+        notify: { random: () => 0.5 },
+      }),
+    );
     receiver = await startReceiver();
     rt = createAwsRuntime(config, clients);
     const keys = new StateKeyStore(rt.state);

@@ -71,6 +71,8 @@ export function authorizationsOf(
       return [{ action: "bedrock:InvokeModel", resource: arns.embeddingModel }];
     case "S3Vectors":
       return [{ action: `s3vectors:${op}`, resource: arns.vectorIndex }];
+    case "SecretsManager":
+      return [{ action: `secretsmanager:${op}`, resource: str(input.SecretId) }];
     case "Lambda":
       return [{ action: "lambda:InvokeFunction", resource: str(input.FunctionName) }];
     default:

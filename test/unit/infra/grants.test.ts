@@ -4,6 +4,7 @@ import {
   EVAL_STEP_GRANTS,
   type Grant,
   iamLike,
+  NOTIFY_GRANTS,
   STEP_GRANTS,
   TOOL_FUNCTION_GRANTS,
 } from "../../../infra/constructs/grants.ts";
@@ -147,5 +148,34 @@ describe("the engine steps' grants", () => {
     expect(activity("DynamoDB", "TransactWriteItemsCommand", put(`R#activity#${TASK}#0`))).toBe(true);
     expect(activity("DynamoDB", "TransactWriteItemsCommand", put(`R#${TASK}`))).toBe(false);
     expect(activity("S3", "PutObjectCommand", object(`${TASK}.json`))).toBe(false);
+  });
+});
+
+describe("the notify function's grants", () => {
+  const may = mayWith(NOTIFY_GRANTS);
+  const put = (pk: string) => ({ TransactItems: [{ Put: { Item: { pk: { S: pk } } } }] });
+
+  it("read answers and write only the notify path's records, deleting nothing", () => {
+    expect(may("S3", "GetObjectCommand", { Bucket: "res", Key: `${TASK}/common.Message.r1.json` })).toBe(
+      true,
+    );
+    expect(may("S3", "PutObjectCommand", { Bucket: "res", Key: `${TASK}/common.Message.r1.json` })).toBe(
+      false,
+    );
+    for (const pk of [
+      "R#notify-sub#acme#s1",
+      "R#notify-delivery#d1",
+      "R#notify-lane#acme",
+      "R#chat-thread#t1",
+    ])
+      expect([pk, may("DynamoDB", "TransactWriteItemsCommand", put(pk))]).toEqual([pk, true]);
+    for (const pk of [`R#${TASK}`, `S#${TASK}`, "R#apikey#00", "I#evt_1"])
+      expect([pk, may("DynamoDB", "TransactWriteItemsCommand", put(pk))]).toEqual([pk, false]);
+    expect(
+      may("DynamoDB", "TransactWriteItemsCommand", {
+        TransactItems: [{ Delete: { Key: { pk: { S: "R#notify-sub#acme#s1" } } } }],
+      }),
+    ).toBe(false);
+    expect(may("EventBridge", "PutEventsCommand", {})).toBe(false);
   });
 });
