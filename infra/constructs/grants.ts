@@ -97,6 +97,14 @@ const POLICY_BUNDLE: Grant = {
   why: "every tool call is decided by the published OPA bundle",
 };
 
+/** Any object of the resources bucket, read (the code checks the tenant). */
+const resourceReads = (why: string): Grant => ({
+  sid: "ResourceReads",
+  actions: ["s3:GetObject"],
+  on: { objects: ["*"] },
+  why,
+});
+
 /** The state table's items and its indexes, read. */
 const STATE_READS: Grant = {
   sid: "StateReads",
@@ -112,12 +120,7 @@ const STATE_READS: Grant = {
  * graph's and remote calls' records, and no delete but a retired tool's.
  */
 export const TOOL_FUNCTION_GRANTS: readonly Grant[] = [
-  {
-    sid: "ResourceReads",
-    actions: ["s3:GetObject"],
-    on: { objects: ["*"] },
-    why: "a tool reads the calling tenant's resources (the tool service checks the tenant)",
-  },
+  resourceReads("a tool reads the calling tenant's resources (the tool service checks the tenant)"),
   RESOURCE_LISTING,
   {
     sid: "ToolResults",
@@ -247,19 +250,18 @@ const VECTOR_OPEN: Grant = {
 };
 
 const STEP_READS: readonly Grant[] = [
-  {
-    sid: "ResourceReads",
-    actions: ["s3:GetObject"],
-    on: { objects: ["*"] },
-    why: "a task reads its ancestors, its conversation, its assistant and its transcript",
-  },
+  resourceReads("a task reads its ancestors, its conversation, its assistant and its transcript"),
   RESOURCE_LISTING,
   STATE_READS,
   VECTOR_OPEN,
 ];
 
-/** Item writes without delete: no step removes an item (claims and guards expire by their TTL). */
-const STEP_ITEM_WRITES = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"] as const;
+/** Item writes without delete: no step removes an item (claims and guards expire by their TTL), nor the notify function. */
+const ITEM_WRITES_NO_DELETE = [
+  "dynamodb:PutItem",
+  "dynamodb:UpdateItem",
+  "dynamodb:ConditionCheckItem",
+] as const;
 
 const REQUEST_TREE = "cld:common.Tenant.*/common.Conversation.*/common.Message.*/*";
 
@@ -276,7 +278,7 @@ const TASK_RECORDS = ["S#cld:*", "I#*", "R#cld:*", "R#children#*", "R#usage#*"] 
 
 const taskWrites = (sid: string, own: readonly string[], why: string): Grant => ({
   sid,
-  actions: STEP_ITEM_WRITES,
+  actions: ITEM_WRITES_NO_DELETE,
   on: { items: [...TASK_RECORDS, ...own] },
   why,
 });
@@ -349,7 +351,7 @@ export const STEP_GRANTS: Readonly<Record<StepName, readonly Grant[]>> = {
     ...STEP_READS,
     {
       sid: "ActivityRecords",
-      actions: STEP_ITEM_WRITES,
+      actions: ITEM_WRITES_NO_DELETE,
       on: { items: ["R#activity#*"] },
       why: "an activity's attempts and its outcome",
     },
@@ -375,7 +377,7 @@ export const EVAL_STEP_GRANTS: readonly Grant[] = [
   EMBEDDINGS_GRANT,
   {
     sid: "ExperimentRecords",
-    actions: STEP_ITEM_WRITES,
+    actions: ITEM_WRITES_NO_DELETE,
     on: {
       items: [...TASK_RECORDS, "R#plan#*", "R#request#*", "R#conversation#*", "R#answer#*", "R#eval-*"],
     },
@@ -409,12 +411,7 @@ export const WATCHDOG_GRANTS: readonly Grant[] = EVAL_STEP_GRANTS;
  * and a deleted dataset.
  */
 export const API_GRANTS: readonly Grant[] = [
-  {
-    sid: "ResourceReads",
-    actions: ["s3:GetObject"],
-    on: { objects: ["*"] },
-    why: "what a caller reads, and the health check's probe",
-  },
+  resourceReads("what a caller reads, and the health check's probe"),
   RESOURCE_LISTING,
   {
     sid: "TenantWrites",
@@ -427,7 +424,7 @@ export const API_GRANTS: readonly Grant[] = [
   STATE_READS,
   {
     sid: "Records",
-    actions: ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"],
+    actions: ITEM_WRITES_NO_DELETE,
     on: { items: ["R#*", "S#*", "I#*"] },
     why: "requests, conversations, keys, sessions, subscriptions, deliveries, feeds and experiments",
   },
@@ -464,7 +461,7 @@ export const NOTIFY_GRANTS: readonly Grant[] = [
   { ...STATE_READS, why: "requests, their tasks, subscriptions and deliveries" },
   {
     sid: "NotifyRecords",
-    actions: ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"],
+    actions: ITEM_WRITES_NO_DELETE,
     on: { items: ["R#notify-*", "R#chat-thread#*"] },
     why: "subscriptions, deliveries, their lanes and signing secrets, and the chat threads it posts to",
   },
