@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -365,8 +366,25 @@ describe("a function's bundle", () => {
       expect(lazy.size).toBeGreaterThan(3);
       for (const chunk of lazy)
         expect([chunk, meta.outputs[chunk]?.exports]).not.toEqual([chunk, ["default"]]);
-      // The tokenizers ship without their source maps and type declarations.
+      // The tokenizers ship without their source maps and type declarations, and load from the
+      // bundle as its chunks import them (shared/engine/window/tokens.ts): each counts a text.
       expect(existsSync(join(out, "node_modules/gpt-tokenizer/esm/BytePairEncodingCore.d.ts"))).toBe(false);
+      writeFileSync(
+        join(out, "count.mjs"),
+        [
+          'const { countTokens } = await import("gpt-tokenizer/encoding/o200k_base");',
+          'const { getTokenizer } = await import("@anthropic-ai/tokenizer");',
+          'const claude = getTokenizer().encode("Plan the offsite", [], []).length;',
+          'process.stdout.write(JSON.stringify([countTokens("Plan the offsite"), claude]));',
+        ].join("\n"),
+      );
+      const counted = execFileSync(process.execPath, [join(out, "count.mjs")], {
+        cwd: tmpdir(),
+        env: { PATH: process.env.PATH ?? "" },
+        encoding: "utf8",
+      });
+      expect(JSON.parse(counted)).toEqual([expect.any(Number), expect.any(Number)]);
+      expect((JSON.parse(counted) as number[]).every((n) => n >= 3 && n <= 5)).toBe(true);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
