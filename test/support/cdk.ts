@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { type CfnResource, Stack } from "aws-cdk-lib";
 import type { IConstruct } from "constructs";
 import { QUEUED_STEPS } from "../../shared/engine/routes.ts";
@@ -34,4 +36,23 @@ export function deployedEnvironment(
             : fallback)),
     ]),
   );
+}
+
+/**
+ * The chunks of a function's bundle (infra/constructs/function-bundle.ts) that `import()` loads and
+ * that export a default only: a CommonJS package imported lazily by name, whose functions would be
+ * undefined at the first call. None should be.
+ */
+export function lazyChunksWithoutNames(bundle: string): string[] {
+  const sources = readdirSync(bundle)
+    .filter((f) => f.endsWith(".mjs"))
+    .map((f) => [f, readFileSync(join(bundle, f), "utf8")] as const);
+  const lazy = new Set(
+    sources.flatMap(([, text]) =>
+      [...text.matchAll(/import\("\.\/(chunk-[A-Z0-9]+\.mjs)"\)/g)].map((m) => m[1]),
+    ),
+  );
+  return sources
+    .filter(([f, text]) => lazy.has(f) && /export default [^;]*;/.test(text) && !/export\s*\{/.test(text))
+    .map(([f]) => f);
 }

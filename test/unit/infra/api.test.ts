@@ -14,7 +14,7 @@ import { createApp, readApiThrottle, SettingsError } from "../../../infra/app.ts
 import { API_A2A_BLOCKING_WAIT_MS, DEFAULT_API_THROTTLE } from "../../../infra/constructs/api-gateway.ts";
 import { ENGINE_OUTPUT_KEYS, type EngineStack } from "../../../infra/stacks/engine-stack.ts";
 import { loadConfig } from "../../../shared/runtime/config.ts";
-import { deployedEnvironment, logicalId } from "../../support/cdk.ts";
+import { deployedEnvironment, lazyChunksWithoutNames, logicalId } from "../../support/cdk.ts";
 
 /**
  * The front door as `cdk synth` makes it: API Gateway's HTTP API with the app's routes, a
@@ -191,6 +191,8 @@ describe("the API function", () => {
     const key = (fn().Code as { S3Key: string }).S3Key;
     const stepKey = (props(logicalId(engine.steps.plan.function)).Code as { S3Key: string }).S3Key;
     expect(key).not.toBe(stepKey);
+    // What it loads with import() has its names (function-bundle.ts splits it into chunks).
+    expect(lazyChunksWithoutNames(join(app.outdir, `asset.${key.replace(/\.zip$/, "")}`))).toEqual([]);
     const bundle = pathToFileURL(join(app.outdir, `asset.${key.replace(/\.zip$/, "")}`, "index.mjs")).href;
     const script = `
       const { handler } = await import(${JSON.stringify(bundle)});

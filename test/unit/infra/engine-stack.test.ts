@@ -28,7 +28,7 @@ import { NOTIFY_WAKE_RULE } from "../../../shared/notify/wakeups.ts";
 import { AWS_EMBEDDING_DIMENSION } from "../../../shared/runtime/aws/aws-engine.ts";
 import { loadConfig } from "../../../shared/runtime/config.ts";
 import { type Synthesized, synthesized } from "../../fixtures/synth.ts";
-import { deployedEnvironment, list, logicalId } from "../../support/cdk.ts";
+import { deployedEnvironment, lazyChunksWithoutNames, list, logicalId } from "../../support/cdk.ts";
 
 // The same feature flags `cdk synth` gets from cdk.json, so the tests see the same templates.
 const root = new URL("../../../", import.meta.url);
@@ -484,6 +484,7 @@ describe("permissions", () => {
         "node_modules",
       ]);
       expect(files.filter((f) => f.endsWith(".mjs")).length).toBeGreaterThan(10);
+      expect(lazyChunksWithoutNames(bundle)).toEqual([]);
     }
     const invokes = statements(prod.template).filter((s) =>
       list(s.Action).some((a) => a.startsWith("lambda:")),

@@ -20,7 +20,7 @@ import { INTERACTION_REQUESTED } from "../../../shared/engine/interactions.ts";
 import { compilePattern } from "../../../shared/kernel/event-pattern/index.ts";
 import { NOTIFY_WAKE_PATTERN, NOTIFY_WAKE_RULE } from "../../../shared/notify/wakeups.ts";
 import { synthesized } from "../../fixtures/synth.ts";
-import { logicalId } from "../../support/cdk.ts";
+import { lazyChunksWithoutNames, logicalId } from "../../support/cdk.ts";
 
 /**
  * The notify path as `cdk synth` makes it (cdk-nag included: a finding neither fixed nor
@@ -106,6 +106,8 @@ describe("the notify function", () => {
 
   it("is its own bundle, which loads on its own and says what to set before touching AWS", () => {
     const key = (props(engine.notify.handler.function).Code as { S3Key: string }).S3Key;
+    // What it loads with import() has its names (function-bundle.ts splits it into chunks).
+    expect(lazyChunksWithoutNames(join(app.outdir, `asset.${key.replace(/\.zip$/, "")}`))).toEqual([]);
     const bundle = pathToFileURL(join(app.outdir, `asset.${key.replace(/\.zip$/, "")}`, "index.mjs")).href;
     const script = `
       const { handler } = await import(${JSON.stringify(bundle)});
