@@ -51,7 +51,7 @@ export const ITEM_WRITES = [
 ] as const;
 
 /** Titan embeddings: every function that embeds (election, the index, the search built-ins). */
-export const EMBEDDINGS_GRANT: Grant = {
+const EMBEDDINGS_GRANT: Grant = {
   sid: "Embeddings",
   actions: ["bedrock:InvokeModel"],
   on: { embeddingModel: true },
@@ -59,7 +59,7 @@ export const EMBEDDINGS_GRANT: Grant = {
 };
 
 /** The S3 Vectors index: opening it checks its dimension and the embedder named in its tags. */
-export const VECTOR_INDEX_GRANT: Grant = {
+const VECTOR_INDEX_GRANT: Grant = {
   sid: "VectorIndex",
   // QueryVectors returning metadata also needs GetVectors.
   actions: [
@@ -227,18 +227,6 @@ export function allows(
 }
 
 /**
- * The engine steps, a function per route (shared/engine/routes.ts), each with the rights its route
- * uses and no more: what the offline tests drive through every route (test/integration/aws-world.ts
- * holds each route's calls to these grants) and what the code of the route can reach.
- *
- * Every step reads: any object and item (a task reads its ancestors, its conversation, its
- * assistant). No step deletes an object or an item. Object writes stay inside the request trees
- * (`cld:<tenant>/common.Conversation.<c>/common.Message.<m>/...`: tasks, their messages, questions
- * and state), so a step misled by a hostile tool result cannot rewrite a tenant's team, assistants,
- * tools, keys or conversations. Item writes name their families (dynamo-schema.ts): a task's events
- * (`S#cld:`), their guards (`I#`), views (`R#cld:`), child counts and usage; and each route its own.
- */
-/**
  * Every engine opens the vector index as it starts (shared/runtime/aws/aws-embeddings.ts): its
  * dimension and the embedder named in its tags are checked before anything is embedded.
  */
@@ -311,22 +299,33 @@ const LEAF_RECORDS = [
   "S#audit#*",
 ] as const;
 
+/** A leaf's inner loop (its first turn in the ready step, the next ones in the turn step). */
+const LEAF_STEP: readonly Grant[] = [
+  ...STEP_READS,
+  ...TASK_MAKING,
+  taskWrites("TaskRecords", LEAF_RECORDS, "a leaf's turns; the parent judged when its last child ends"),
+];
+
+/**
+ * The engine steps, a function per route (shared/engine/routes.ts), each with the rights its route
+ * uses and no more: what the offline tests drive through every route (test/integration/aws-world.ts
+ * holds each route's calls to these grants) and what the code of the route can reach.
+ *
+ * Every step reads every object and item (a task reads its ancestors, its conversation, its
+ * assistant). No step deletes an object or an item. Object writes stay inside the request trees
+ * (`cld:<tenant>/common.Conversation.<c>/common.Message.<m>/...`: tasks, their messages, questions
+ * and state), so a step misled by a hostile tool result cannot rewrite a tenant's team, assistants,
+ * tools, keys or conversations. Item writes name their families (dynamo-schema.ts): a task's events
+ * (`S#cld:`), their guards (`I#`), views (`R#cld:`), child counts and usage; and each route its own.
+ */
 export const STEP_GRANTS: Readonly<Record<StepName, readonly Grant[]>> = {
   plan: [
     ...STEP_READS,
     ...TASK_MAKING,
     taskWrites("TaskRecords", ["R#plan#*"], "the plan's tasks, and the request's plan marker"),
   ],
-  ready: [
-    ...STEP_READS,
-    ...TASK_MAKING,
-    taskWrites("TaskRecords", LEAF_RECORDS, "a leaf's turns; the parent judged when its last child ends"),
-  ],
-  turn: [
-    ...STEP_READS,
-    ...TASK_MAKING,
-    taskWrites("TaskRecords", LEAF_RECORDS, "a leaf's turns; the parent judged when its last child ends"),
-  ],
+  ready: LEAF_STEP,
+  turn: LEAF_STEP,
   resume: [
     ...STEP_READS,
     ...TASK_MAKING,

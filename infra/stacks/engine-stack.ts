@@ -35,7 +35,6 @@ import {
   STEP_GRANTS,
   statementOf,
   TOOL_FUNCTION_GRANTS,
-  WATCHDOG_GRANTS,
 } from "../constructs/grants.ts";
 import { NotifyFunction } from "../constructs/notify-function.ts";
 import {
@@ -194,7 +193,7 @@ export class EngineStack extends Stack {
   readonly vectors: VectorStore;
   /** The API function's data rights (API_GRANTS). */
   readonly apiDataPolicy: ManagedPolicy;
-  /** The watchdog's (WATCHDOG_GRANTS). */
+  /** The watchdog's (WATCHDOG_GRANTS, the experiments' driver's: the same policy as evalDataPolicy). */
   readonly watchdogDataPolicy: ManagedPolicy;
   /** Each step function's own data rights (STEP_GRANTS). */
   readonly stepDataPolicies: Record<StepName, ManagedPolicy>;
@@ -246,7 +245,6 @@ export class EngineStack extends Stack {
       ]),
     ) as Record<QueuedStep, CommandQueue>;
     const stepConcurrency = readStepConcurrency(this);
-
     // The engine's functions may send any command (a step's work leads to any other step's); the
     // API function and the tool function get the ones they send (below).
     this.commandsPolicy = new ManagedPolicy(this, "EngineCommands", {
@@ -365,7 +363,7 @@ export class EngineStack extends Stack {
     // scores, and a case's judge calls the model; it runs no tool.
     this.evalDataPolicy = this.#grantsPolicy(
       "EvalStepData",
-      "Arbor experiments: a case's requests and the experiment's records (infra/constructs/grants.ts)",
+      "Arbor experiments and the watchdog's sweep of them: a case's requests and the experiment's records (infra/constructs/grants.ts)",
       EVAL_STEP_GRANTS,
     );
     this.evalStep = new EngineFunction(this, "EvalStep", {
@@ -396,11 +394,8 @@ export class EngineStack extends Stack {
 
     // The watchdog may evaluate a stalled parent, i.e. call the model. It runs no tool: a leaf's
     // turns it only sends again (shared/engine/steps/lifecycle.ts `watchdog`), so no tool function.
-    this.watchdogDataPolicy = this.#grantsPolicy(
-      "WatchdogData",
-      "Arbor engine watchdog: reads, and the experiments' records it sweeps (infra/constructs/grants.ts)",
-      WATCHDOG_GRANTS,
-    );
+    // Its grants are the experiments' driver's (WATCHDOG_GRANTS): one policy serves both.
+    this.watchdogDataPolicy = this.evalDataPolicy;
     this.watchdog = new EngineFunction(this, "Watchdog", {
       ...common,
       ...MODEL_STEP,
