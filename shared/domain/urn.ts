@@ -176,6 +176,14 @@ export function rootUrn(urn: string): Urn {
 /** The storage key of a resource. */
 export const objectKey = (urn: string): string => `${urn}.json`;
 
+/** The request a task URN belongs to: the URN up to its first plan.Task element (the root task). */
+export function rootTaskOf(taskUrn: string): Urn | undefined {
+  const at = taskUrn.indexOf("/plan.Task.");
+  if (at < 0) return undefined;
+  const end = taskUrn.indexOf("/", at + 1);
+  return (end < 0 ? taskUrn : taskUrn.slice(0, end)) as Urn;
+}
+
 /** The URN for an object key, or undefined when the key is not a resource document. */
 export function urnFromKey(key: string): Urn | undefined {
   if (!key.endsWith(".json")) return undefined;

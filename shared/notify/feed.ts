@@ -1,5 +1,5 @@
 import { type DomainEvent, eventIdFor, isTaskEvent, type StoredEvent } from "../domain/events.ts";
-import { formatUrn, isWithin, parentUrn, parseUrn } from "../domain/urn.ts";
+import { isWithin, parentUrn, rootTaskOf as rootOf } from "../domain/urn.ts";
 import type { EngineDeps } from "../engine/context.ts";
 import { childrenOf } from "../engine/steps/children.ts";
 import { ConflictError } from "../kernel/errors.ts";
@@ -104,11 +104,7 @@ const TERMINAL_TYPES = new Set<DomainEvent["type"]>(["TaskCompleted", "TaskFaile
 export const isTerminalEvent = (e: Pick<DomainEvent, "type">): boolean => TERMINAL_TYPES.has(e.type);
 
 /** The request's root task of any task URN: the URN up to its first task element. */
-export function rootTaskOf(taskUrn: string): string {
-  const elements = parseUrn(taskUrn);
-  const first = elements.findIndex((e) => e.pkg === "plan" && e.type === "Task");
-  return first < 0 ? taskUrn : formatUrn(elements.slice(0, first + 1));
-}
+export const rootTaskOf = (taskUrn: string): string => rootOf(taskUrn) ?? taskUrn;
 
 /**
  * The stable order of a feed: by time, then task URN, then the task stream's seq. Clocks tick in

@@ -7,7 +7,7 @@ import {
   withMeta,
 } from "../../domain/resources.ts";
 import type { TaskView } from "../../domain/task-view.ts";
-import { ancestors, descendantPrefix, lastElement, rootUrn } from "../../domain/urn.ts";
+import { ancestors, descendantPrefix, lastElement, rootTaskOf, rootUrn } from "../../domain/urn.ts";
 import type { LlmResponse } from "../../ports/llm.ts";
 import type { ActivityInvocation, ToolDescriptor, ToolResult } from "../../ports/tools.ts";
 import type { PutResult } from "../../store/resource-store.ts";
@@ -326,7 +326,7 @@ async function budgetProblem(
         Promise.all([deps.resources.getAs("plan.Task", ancestor), usageOf(deps, ancestor)]),
       ),
     ),
-    deps.tasks.view(rootTaskOf(task.meta.id)),
+    deps.tasks.view(rootTaskOf(task.meta.id) ?? task.meta.id),
   ]);
   const hit = exceeded(task.budgets, { ...own, turns: Math.max(own.turns, turn - 1) }, true);
   if (hit) return `budget ${hit.budget} exhausted (${round(hit.used)} of ${hit.limit})`;
@@ -345,12 +345,6 @@ async function budgetProblem(
 }
 
 const round = (n: number) => Math.round(n * 1000) / 1000;
-
-/** The request's root task: the first Task element of the URN. */
-function rootTaskOf(taskId: string): string {
-  const all = [...ancestors(taskId), taskId];
-  return all.find((u) => u.split("/").pop()?.startsWith("plan.Task.")) ?? taskId;
-}
 
 const systemPrompt = (a: Assistant) =>
   `You are ${a.meta.name}.\n${toDescription(a.meta)}\n\nWork on the task you are given. Use your tools when they help. ` +

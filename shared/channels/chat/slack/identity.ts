@@ -68,9 +68,5 @@ export function slackThread(
   };
 }
 
-/** The request a task URN belongs to: its first plan.Task element (the root task). */
-export function rootTaskOf(taskUrn: string): string | undefined {
-  const parts = taskUrn.split("/");
-  const first = parts.findIndex((p) => p.startsWith("plan.Task."));
-  return first < 0 ? undefined : parts.slice(0, first + 1).join("/");
-}
+/** The request a task URN belongs to (its root task). */
+export { rootTaskOf } from "../../../domain/urn.ts";
