@@ -75,3 +75,31 @@ export function readStepConcurrency(scope: Construct): number {
     );
   return n;
 }
+
+/** The CDK context key of how many leaves of one request run at once (ARBOR_LEAVES_AT_ONCE). */
+export const LEAVES_AT_ONCE_CONTEXT_KEY = "leavesAtOnce";
+
+/**
+ * Half the steps' concurrency, by default: two wide requests run side by side at full width, and
+ * one cannot take every instance of the ready step (and the model's quota) from the others.
+ */
+export const defaultLeavesAtOnce = (stepConcurrency: number): number =>
+  Math.max(1, Math.floor(stepConcurrency / 2));
+
+/**
+ * `-c leavesAtOnce=<n>`: leaves of one request running at once (ARBOR_LEAVES_AT_ONCE,
+ * shared/engine/leaf-slots.ts), 0 for no bound, at most the steps' concurrency (more could never
+ * run); absent: defaultLeavesAtOnce.
+ */
+export function readLeavesAtOnce(scope: Construct, stepConcurrency: number): number {
+  const value: unknown = scope.node.tryGetContext(LEAVES_AT_ONCE_CONTEXT_KEY);
+  if (value === undefined || value === "") return defaultLeavesAtOnce(stepConcurrency);
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > stepConcurrency)
+    throw new ConfigError(
+      `Invalid CDK context ${LEAVES_AT_ONCE_CONTEXT_KEY}=${JSON.stringify(value)}: give how many leaves of one request ` +
+        `may run at once, a whole number from 1 to the steps' concurrency (${stepConcurrency}), 0 for no bound ` +
+        `(-c ${LEAVES_AT_ONCE_CONTEXT_KEY}=20), or leave the key out (half the steps' concurrency)`,
+    );
+  return n;
+}

@@ -261,8 +261,11 @@ const REQUEST_TREE_WRITES: Grant = {
   why: "the tasks of a request, their transcripts, questions and state",
 };
 
-/** A task's records: its events and their guards, its view, its parent's child counts, its usage. */
-const TASK_RECORDS = ["S#cld:*", "I#*", "R#cld:*", "R#children#*", "R#usage#*"] as const;
+/**
+ * A task's records: its events and their guards, its view, its parent's child counts, its usage,
+ * and its request's leaf slots (a leaf's start takes one, its end frees it: engine/leaf-slots.ts).
+ */
+const TASK_RECORDS = ["S#cld:*", "I#*", "R#cld:*", "R#children#*", "R#usage#*", "R#leaves#*"] as const;
 
 const taskWrites = (sid: string, own: readonly string[], why: string): Grant => ({
   sid,

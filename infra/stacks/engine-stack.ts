@@ -23,7 +23,7 @@ import { QUEUED_STEPS, type QueuedStep, ROUTES, type StepName } from "../../shar
 import { EVAL_ROUTE } from "../../shared/evals/driver.ts";
 import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/api-gateway.ts";
 import { ChatSecret, type ChatSecretRef } from "../constructs/chat-secret.ts";
-import { CommandQueue, readStepConcurrency } from "../constructs/command-queue.ts";
+import { CommandQueue, readLeavesAtOnce, readStepConcurrency } from "../constructs/command-queue.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import {
   API_GRANTS,
@@ -245,6 +245,7 @@ export class EngineStack extends Stack {
       ]),
     ) as Record<QueuedStep, CommandQueue>;
     const stepConcurrency = readStepConcurrency(this);
+    const leavesAtOnce = readLeavesAtOnce(this, stepConcurrency);
     // The engine's functions may send any command (a step's work leads to any other step's); the
     // API function and the tool function get the ones they send (below).
     this.commandsPolicy = new ManagedPolicy(this, "EngineCommands", {
@@ -272,6 +273,7 @@ export class EngineStack extends Stack {
       ARBOR_MODEL_PROVIDER: props.model.provider,
       ARBOR_MODEL: props.model.id,
       ...(props.model.contextTokens ? { ARBOR_CONTEXT_TOKENS: String(props.model.contextTokens) } : {}),
+      ARBOR_LEAVES_AT_ONCE: String(leavesAtOnce),
       POWERTOOLS_LOG_LEVEL: "INFO",
       ARBOR_STAGE: props.stage,
       ARBOR_COMMAND_QUEUES: this.toJsonString(

@@ -1,6 +1,7 @@
 /**
  * What Arbor lets its stores forget, and when. Only what guards against repeats, once no repeat
- * can come any more: never the event log (the record of what happened: audits, replays, the
+ * can come any more, and what holds nothing any more (a request's leaf slots when no leaf holds or
+ * waits for one: a record read as absent says the same): never the event log (the record of what happened: audits, replays, the
  * views rebuilt from it) nor live state (task views, usage, child counts, a request still to be
  * planned, A2A tasks, keys).
  *
@@ -23,6 +24,8 @@ export const RETENTION_MS = {
    * repeat is not recorded again without it); a dead one is kept until it is redriven.
    */
   deliveredNotification: 30 * DAY_MS,
+  /** A request's leaf slots (engine/leaf-slots.ts), from when no leaf holds one and none waits for one. */
+  idleLeafSlots: 30 * DAY_MS,
 } as const;
 
 /** `from` plus `ms`, as the ISO 8601 time a record's `expiresAt` takes. */

@@ -53,6 +53,11 @@ export interface EngineSettings {
   /** Task starts and turns running at once in one process; the rest wait in priority order. */
   maxConcurrentSteps: number;
   /**
+   * Leaves of one request running at once (ARBOR_LEAVES_AT_ONCE); the others wait for a slot, in
+   * the order they were started (engine/leaf-slots.ts). 0: no bound.
+   */
+  leavesAtOnce: number;
+  /**
    * How long the model may go on failing (unreachable, throttling) before the task whose step
    * calls it fails with the reason (ARBOR_MODEL_RETRY_MS); until then the step tries again
    * (engine/model-calls.ts).

@@ -5,6 +5,7 @@ import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import type { PriceOverrides } from "../domain/model-catalogue.ts";
 import type { EngineSettings, FaultInjector } from "../engine/context.ts";
 import { Engine } from "../engine/engine.ts";
+import { DEFAULT_LEAVES_AT_ONCE } from "../engine/leaf-slots.ts";
 import { ModelHealth } from "../engine/model-health.ts";
 import { defaultTeamToolGap, toolGapMessage } from "../engine/tool-gaps.ts";
 import { graphStoreOf } from "../graph/graph-of.ts";
@@ -32,6 +33,7 @@ export const DEFAULT_SETTINGS: EngineSettings = {
   contextTokens: 32_000,
   answerTokens: 4_096,
   maxConcurrentSteps: 256,
+  leavesAtOnce: DEFAULT_LEAVES_AT_ONCE,
   turnStepMs: 60_000,
   modelRetryMs: 30_000,
 };
@@ -41,14 +43,16 @@ export interface ConfiguredSettings {
   contextTokens?: number;
   modelRetryMs?: number;
   modelPrices?: PriceOverrides;
+  leavesAtOnce?: number;
 }
 
-/** ARBOR_CONTEXT_TOKENS, ARBOR_MODEL_RETRY_MS and ARBOR_MODEL_PRICES as engine settings. */
+/** ARBOR_CONTEXT_TOKENS, ARBOR_MODEL_RETRY_MS, ARBOR_MODEL_PRICES and ARBOR_LEAVES_AT_ONCE as engine settings. */
 export function configuredSettings(config: ConfiguredSettings): Partial<EngineSettings> {
   return {
     ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
     ...(config.modelRetryMs !== undefined ? { modelRetryMs: config.modelRetryMs } : {}),
     ...(config.modelPrices ? { modelPrices: config.modelPrices } : {}),
+    ...(config.leavesAtOnce !== undefined ? { leavesAtOnce: config.leavesAtOnce } : {}),
   };
 }
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AwsCallLog, LATENCIES, type PathCost, type PublishedEvent } from "../../bench/aws-path-model.ts";
 import { createApiHandler } from "../../functions/api.ts";
 import type { StepHandler } from "../../functions/engine-step.ts";
+import { DEFAULT_STEP_CONCURRENCY, defaultLeavesAtOnce } from "../../infra/constructs/command-queue.ts";
 import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { requestOf } from "../../shared/notify/wakeups.ts";
 import { apiEvent } from "../peers/api-gateway-events.ts";
@@ -30,6 +31,14 @@ const newcomer = newApiKey({ id: "user_new", kind: "human", tenant: "newco", rol
 const WORKER = { purpose: "Calculate costs and count words of the project's texts", tools: ["calculator"] };
 const TEAM = { assistants: [{ name: "Worker", id: "worker", ...WORKER }] };
 const WITH_111 = process.env.ARBOR_BENCH_AWS === "1";
+/**
+ * Leaves of one request at once (engine/leaf-slots.ts): the engine stack's default, or
+ * ARBOR_BENCH_LEAVES_AT_ONCE (0: no bound). With the default, the 111-task request's 100 leaves run
+ * in waves, each wave on the path.
+ */
+const LEAVES_AT_ONCE = Number(
+  process.env.ARBOR_BENCH_LEAVES_AT_ONCE ?? defaultLeavesAtOnce(DEFAULT_STEP_CONCURRENCY),
+);
 
 /**
  * A plan of 1 + children x (1 + leaves) tasks on three levels (one leaf when there are no
@@ -113,7 +122,7 @@ describe("the AWS path of a request, counted", () => {
         ),
       // As deployed (a leaf's turns go on in one step while it has time), but every task is
       // elected: the fake embeddings' likeness of a task's name to the purpose would ask a person.
-      engineSettings: { electionThreshold: -1 },
+      engineSettings: { electionThreshold: -1, leavesAtOnce: LEAVES_AT_ONCE },
     });
     // Each step invocation is one invocation of the log, started by the event it was given.
     steps = fns.steps.map((handler) =>
@@ -147,7 +156,9 @@ describe("the AWS path of a request, counted", () => {
     if (rows.length === 0) return;
     const lines = [
       "",
-      `AWS path, warm, without the model (latencies: ${Object.entries(LATENCIES)
+      `AWS path, warm, without the model, ${LEAVES_AT_ONCE ? `${LEAVES_AT_ONCE} leaves of a request at once` : "every leaf of a request at once"} (latencies: ${Object.entries(
+        LATENCIES,
+      )
         .map(([k, v]) => `${k} ${v} ms`)
         .join(", ")})`,
       "| request | AWS calls | deliveries | EventBridge + SQS hops on the path | round trips on the path | modelled time on the path | most calls |",

@@ -263,7 +263,7 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
     });
   }
 
-  it("lets expire only what guards against repeats (guards, claims, done plan markers), and that after 30 days", async () => {
+  it("lets expire only what guards against repeats (guards, claims, done plan markers) or holds nothing (idle leaf slots), and that after 30 days", async () => {
     const items: Record<string, AttributeValue>[] = [];
     let start: Record<string, AttributeValue> | undefined;
     do {
@@ -281,7 +281,7 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
     };
     const expiring = new Set(items.filter((i) => i[TTL_ATTRIBUTE]).map(kindOf));
     const kept = new Set(items.filter((i) => !i[TTL_ATTRIBUTE]).map(kindOf));
-    expect([...expiring].sort()).toEqual(["claim", "guard", "plan:done"]);
+    expect([...expiring].sort()).toEqual(["claim", "guard", "leaf-slots", "plan:done"]);
     // The event log, the task views, usage, child counts: never.
     for (const k of ["event", "task:done", "usage", "task-children"]) expect(kept).toContain(k);
     for (const k of expiring) expect(kept).not.toContain(k);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStepHandler, type StepHandler } from "../../functions/engine-step.ts";
 import { createWatchdogHandler } from "../../functions/watchdog.ts";
 import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
+import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { type AwsFunctions, startAwsFunctions } from "./aws-functions.ts";
 import { type AwsWorld, EventBridgePlayer, guarded, startAwsWorld, watchdogGuard } from "./aws-world.ts";
@@ -61,6 +62,8 @@ describe("each function started cold, on its own grants", () => {
       env: {
         ARBOR_TOOL_FUNCTION: TOOL_FUNCTION,
         ARBOR_PUBLIC_URL: "https://abc123.execute-api.us-east-1.amazonaws.com",
+        // Three of the four leaves at once: one waits for a slot, and a leaf's end starts it.
+        ARBOR_LEAVES_AT_ONCE: "3",
       },
     });
     fns = await startAwsFunctions(world, TOOL_FUNCTION, [root.entry], {
@@ -82,6 +85,8 @@ describe("each function started cold, on its own grants", () => {
     await player.drain();
     const rootTask = String((sent.json as { rootTaskId?: string }).rootTaskId);
     expect((await fns.rt.tasks.view(rootTask))?.status).toBe("done");
+    // The request's leaf slots were taken and all given back (engine/leaf-slots.ts).
+    expect((await fns.rt.state.get(leafSlotsKey(rootTask)))?.data).toEqual({ running: [], parked: [] });
 
     // The routes the request reached, each on its own cold instance.
     const ran = [...cold.keys()].sort();

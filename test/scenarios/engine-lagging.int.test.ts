@@ -4,10 +4,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vi
 import { ASSISTANTS, script as offsite, REQUEST } from "../../examples/offsite/scenario.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
 import type { TaskSpec } from "../../shared/domain/resources.ts";
+import { taskDepth } from "../../shared/domain/urn.ts";
 import type { FaultPoint } from "../../shared/engine/context.ts";
+import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
 import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
 import { CrashAt, Harness, type HarnessOptions, PERSON } from "./engine-harness.ts";
-import { fanOut, GENERALIST } from "./scenarios.ts";
+import { fanOut, GENERALIST, watchLeaves } from "./scenarios.ts";
 
 /**
  * The engine's invariant and crash paths (engine-invariants.test.ts, engine-crash.test.ts) with
@@ -70,6 +72,23 @@ describe("engine invariants on DynamoDB with lagging indexes", () => {
         1,
       );
     expect(lagging.stats.stale).toBeGreaterThan(0);
+  });
+
+  it("ten leaves, three slots of the request, every event delivered twice: three at most run, all end", async () => {
+    h = await onLaggingDynamo({
+      script: fanOut(10, 10).script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 3 },
+      bus: { deliveries: 2 },
+    });
+    const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+    const { rootTaskId } = await h.submit("survey ten parts");
+    await h.idle();
+    const tree = await treeOf(h, rootTaskId);
+    expect(tree.size).toBe(11);
+    expect([...tree.values()].every((v) => v.status === "done")).toBe(true);
+    expect(leaves.most).toBe(3);
+    expect((await h.rt.state.get(leafSlotsKey(rootTaskId)))?.data).toEqual({ running: [], parked: [] });
   });
 
   it("a lazy plan, edited and approved, runs its parts and then the root's evaluation", async () => {

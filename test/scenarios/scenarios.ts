@@ -1,7 +1,9 @@
 import type { ScriptedTurn, ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import type { TaskEvent } from "../../shared/domain/events.ts";
 import type { TaskSpec } from "../../shared/domain/resources.ts";
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
 import type { LlmRequest } from "../../shared/ports/llm.ts";
+import type { Harness } from "./engine-harness.ts";
 
 /** Small scripted scenarios for the engine's invariant tests. */
 export const GENERALIST: AssistantDefinition[] = [
@@ -78,4 +80,23 @@ export function countEmails(engine: Engine): { sent: number } {
     return execute(name, args, context);
   };
   return counter;
+}
+
+const TERMINAL = new Set(["TaskCompleted", "TaskFailed", "TaskCanceled"]);
+
+/** Counts, as the task log records them, the leaves in progress at once (the most seen). */
+export function watchLeaves(hh: Harness, isLeaf: (taskId: string) => boolean): { most: number; now: number } {
+  const seen = { most: 0, now: 0 };
+  const log = hh.rt.tasks;
+  const record = log.record.bind(log);
+  log.record = async (event: TaskEvent) => {
+    const result = await record(event);
+    if (!result.duplicate && isLeaf(event.payload.taskId)) {
+      if (event.type === "TaskStarted") seen.now++;
+      else if (TERMINAL.has(event.type)) seen.now--;
+      seen.most = Math.max(seen.most, seen.now);
+    }
+    return result;
+  };
+  return seen;
 }

@@ -16,6 +16,7 @@ import {
   type TaskCommand,
 } from "../context.ts";
 import { requestInteraction } from "../interactions.ts";
+import { admitLeaves, releaseLeaves, repairLeafSlots, sendReadyAsAllowed } from "../leaf-slots.ts";
 import { redriveActivities } from "../turn/activity-step.ts";
 import { type FreshLeaf, runTurn } from "../turn/direct.ts";
 import { waitsOnRemote } from "../turn/remote-calls.ts";
@@ -106,10 +107,11 @@ export async function startTasks(deps: EngineDeps, taskIds: readonly string[]): 
   const counts = await Promise.all(taskIds.map((id) => deps.tasks.childCounts(id)));
   const isParent = (i: number) => (counts[i]?.created ?? 0) > 0;
   await Promise.all([
-    sendReady(
+    // A leaf starts as its request's slots allow (leaf-slots.ts).
+    admitLeaves(
       deps,
       taskIds.filter((_, i) => !isParent(i)),
-    ),
+    ).then((leaves) => sendReady(deps, leaves)),
     ...taskIds.flatMap((taskId, i) =>
       isParent(i) ? [startTask(deps, { taskId }, { counts: counts[i] })] : [],
     ),
@@ -195,6 +197,11 @@ export async function cancelTask(
     if (!isTerminal(t.status))
       await recordTask(deps, "TaskCanceled", { taskId: t.taskId as Urn, reason }, actor, "cancel");
   }
+  // Its leaves' slots go to the request's other leaves (their ends are announced by no one).
+  await releaseLeaves(
+    deps,
+    subtree.map((t) => t.taskId),
+  );
   const top = await deps.tasks.view(taskId);
   if (!top) return;
   // A task that ended otherwise keeps its output; a canceled one gets (again, after a crash) its notice.
@@ -232,7 +239,7 @@ export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ red
     const children = await childrenOf(deps, t.taskId);
     if (children.length > 0) {
       await supervise(deps, t.taskId);
-      await sendReady(
+      await sendReadyAsAllowed(
         deps,
         children.filter((c) => c.status === "open").map((c) => c.taskId),
       );
@@ -254,9 +261,14 @@ export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ red
   for (const listed of await deps.tasks.stale("open", before, 1000)) {
     const t = await deps.tasks.view(listed.taskId);
     if (!t || !stillStale(t, "open")) continue;
+    // A leaf still waiting for a slot of its request is not stalled.
+    const isParent = ((await deps.tasks.childCounts(t.taskId))?.created ?? 0) > 0;
+    if (!isParent && (await admitLeaves(deps, [t.taskId])).length === 0) continue;
     redriven++;
     await send(deps, COMMANDS.ready, { taskId: t.taskId }, t.taskId, `watchdog:${before}`);
   }
+  // Slots held by leaves that ended without freeing them (their step died).
+  redriven += await repairLeafSlots(deps, before);
   // Fire-and-forget activities still to run (activity-step.ts): they may outlive their task.
   redriven += await redriveActivities(deps, before);
   if (redriven > 0) deps.log.info("watchdog re-drove stalled work", { redriven });

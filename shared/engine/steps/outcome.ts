@@ -1,7 +1,8 @@
 import { withMeta } from "../../domain/resources.ts";
-import type { Urn } from "../../domain/urn.ts";
+import { parentUrn, type Urn } from "../../domain/urn.ts";
 import type { PutResult } from "../../store/resource-store.ts";
 import { agentActor, announcePut, ENGINE, type EngineDeps, recordTask, SimulatedCrash } from "../context.ts";
+import { releaseLeaves } from "../leaf-slots.ts";
 
 /**
  * How a task ends. Every ending writes the task's `output` Message under its URN, records the
@@ -50,9 +51,12 @@ export async function completed(
  * its parent judged here, at once: the judgment reads the end's record, not its notice.
  */
 async function announcedAndJudged(deps: EngineDeps, urn: string, contentHash: string): Promise<void> {
+  const taskId = parentUrn(urn);
   await Promise.all([
     announcePut(deps, urn, "common.Message", "output", contentHash),
     judgeParentHere(deps, urn),
+    // A leaf's slot goes to the next leaf of its request waiting for one (leaf-slots.ts).
+    taskId ? releaseLeaves(deps, [taskId]) : undefined,
   ]);
 }
 

@@ -15,7 +15,8 @@ import { ATTR, inSpan, tracingOn, withinTask } from "../../kernel/tracing.ts";
 import type { LlmToolSpec } from "../../ports/llm.ts";
 import { mayAllHaveEnded } from "../../store/task-log.ts";
 import { claim, finishClaim } from "../claims.ts";
-import { COMMANDS, type EngineDeps, send } from "../context.ts";
+import type { EngineDeps } from "../context.ts";
+import { sendReadyAsAllowed } from "../leaf-slots.ts";
 import { callModel, LastingModelFailure, modelFailureReason } from "../model-calls.ts";
 import {
   askStrategy,
@@ -143,10 +144,10 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
 }
 
 async function correct(deps: EngineDeps, parent: TaskResource, round: number, specs: TaskSpec[]) {
-  for (const spec of specs) {
-    const id = await materialise(deps, spec, parent.meta.id, parent.budgets, { withChildren: true, round });
-    await send(deps, COMMANDS.ready, { taskId: id }, id);
-  }
+  const ids: string[] = [];
+  for (const spec of specs)
+    ids.push(await materialise(deps, spec, parent.meta.id, parent.budgets, { withChildren: true, round }));
+  await sendReadyAsAllowed(deps, ids);
 }
 
 /**

@@ -8,8 +8,9 @@ import {
 } from "../../domain/resources.ts";
 import { taskDepth } from "../../domain/urn.ts";
 import { claim, finishClaim } from "../claims.ts";
-import { COMMANDS, type EngineDeps, send } from "../context.ts";
+import type { EngineDeps } from "../context.ts";
 import { announceStored, interactionMeta, requestInteraction } from "../interactions.ts";
+import { sendReadyAsAllowed } from "../leaf-slots.ts";
 import { completeTask, failTask } from "../steps/outcome.ts";
 import { checkPlan, materialise } from "../steps/planner.ts";
 
@@ -226,11 +227,10 @@ async function apply(
       parent.meta.id,
       `${evaluation.reason} (round ${round} failed${round > 0 ? `, after ${round} corrective round(s)` : ""}; ${who} chose to stop here)`,
     );
-  for (const spec of way.corrective_subtasks) {
-    const id = await materialise(deps, spec, parent.meta.id, parent.budgets, {
-      withChildren: true,
-      round: round + 1,
-    });
-    await send(deps, COMMANDS.ready, { taskId: id }, id);
-  }
+  const ids: string[] = [];
+  for (const spec of way.corrective_subtasks)
+    ids.push(
+      await materialise(deps, spec, parent.meta.id, parent.budgets, { withChildren: true, round: round + 1 }),
+    );
+  await sendReadyAsAllowed(deps, ids);
 }

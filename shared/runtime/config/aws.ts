@@ -58,6 +58,8 @@ export interface AwsConfig {
   modelRetryMs?: number;
   /** The operator's prices by model id (ARBOR_MODEL_PRICES), over the catalogue's. */
   modelPrices?: PriceOverrides;
+  /** Leaves of one request running at once (ARBOR_LEAVES_AT_ONCE, 0: no bound); absent: the engine's default. */
+  leavesAtOnce?: number;
   /** Requests per key and per tenant, counted per API function instance (ARBOR_RATE_LIMIT_PER_*). */
   rateLimits?: RateLimits;
   /** The chat settings' secret (ARBOR_CHAT_SECRET_ARN); absent: no chat channels on this stack. */

@@ -269,6 +269,16 @@ export const EnvSchema = z.object({
     .optional(),
   ARBOR_MODEL: z.string().min(1).optional(),
   /**
+   * Leaves of one request running at once; the others wait for a slot (shared/engine/leaf-slots.ts).
+   * 0: no bound.
+   */
+  ARBOR_LEAVES_AT_ONCE: z.coerce
+    .number()
+    .int("a whole number of leaves")
+    .min(0, "0 (no bound) or more")
+    .max(10_000, "at most 10000, e.g. 20")
+    .optional(),
+  /**
    * Prices per million tokens by model id, over the catalogue's (shared/domain/model-catalogue.ts),
    * as JSON: {"llama3.1": {"input": 0, "output": 0}}. A model in neither has an unknown cost.
    */
@@ -474,5 +484,6 @@ export function sharedSettings(e: Env, model: ModelConfig | undefined) {
     ...(e.ARBOR_CONTEXT_TOKENS !== undefined ? { contextTokens: e.ARBOR_CONTEXT_TOKENS } : {}),
     ...(e.ARBOR_MODEL_RETRY_MS !== undefined ? { modelRetryMs: e.ARBOR_MODEL_RETRY_MS } : {}),
     ...(e.ARBOR_MODEL_PRICES ? { modelPrices: e.ARBOR_MODEL_PRICES } : {}),
+    ...(e.ARBOR_LEAVES_AT_ONCE !== undefined ? { leavesAtOnce: e.ARBOR_LEAVES_AT_ONCE } : {}),
   };
 }

@@ -44,6 +44,8 @@ export interface LocalConfig {
   modelRetryMs?: number;
   /** The operator's prices by model id (ARBOR_MODEL_PRICES), over the catalogue's. */
   modelPrices?: PriceOverrides;
+  /** Leaves of one request running at once (ARBOR_LEAVES_AT_ONCE, 0: no bound); absent: the engine's default. */
+  leavesAtOnce?: number;
   /**
    * The chat settings file (ARBOR_CHAT_SETTINGS_FILE, else <dataDir>/chat.json); `required` when it
    * was named (its absence is then an error, not "no chat channels"). loadConfig always sets it.

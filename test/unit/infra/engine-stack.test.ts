@@ -227,6 +227,23 @@ describe("routes", () => {
     expect(() => synthesized({ stage: "prod", stepConcurrency: "1" })).toThrow(/stepConcurrency.*2 to 1000/);
   });
 
+  it("bounds the leaves of one request that run at once: half the steps' concurrency, or -c leavesAtOnce up to it", () => {
+    const leavesOf = (s: ReturnType<typeof synthesized>) =>
+      (
+        props(s.template, logicalId(s.engine.steps.ready.function)).Environment as {
+          Variables: Record<string, unknown>;
+        }
+      ).Variables.ARBOR_LEAVES_AT_ONCE;
+    expect(leavesOf(prod)).toBe(String(DEFAULT_STEP_CONCURRENCY / 2));
+    expect(leavesOf(synthesized({ stage: "prod", stepConcurrency: "8" }))).toBe("4");
+    expect(leavesOf(synthesized({ stage: "prod", leavesAtOnce: "0" }))).toBe("0"); // no bound
+    expect(leavesOf(synthesized({ stage: "prod", leavesAtOnce: "10" }))).toBe("10");
+    expect(() => synthesized({ stage: "prod", leavesAtOnce: "51" })).toThrow(
+      /leavesAtOnce.*1 to the steps' concurrency \(50\)/,
+    );
+    expect(() => synthesized({ stage: "prod", leavesAtOnce: "many" })).toThrow(/leavesAtOnce/);
+  });
+
   it("keeps patterns CDK cannot express as they are, or refuses them", () => {
     const pattern = {
       source: ["arbor"],

@@ -1,0 +1,195 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
+import type { TaskSpec } from "../../shared/domain/resources.ts";
+import { taskDepth } from "../../shared/domain/urn.ts";
+import {
+  admitLeaves,
+  LEAF_SLOTS_KIND,
+  LEAVES_WAITING,
+  leafSlotsKey,
+  MAX_PARKED,
+} from "../../shared/engine/leaf-slots.ts";
+import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
+import {
+  fanOut,
+  GENERALIST,
+  isEvaluation,
+  isPlan,
+  pass,
+  planOf,
+  taskName,
+  watchLeaves,
+} from "./scenarios.ts";
+
+/**
+ * At most `leavesAtOnce` leaves of one request run at once (shared/engine/leaf-slots.ts): the
+ * others wait for a slot and start as running leaves end, however the steps are delivered, and
+ * after a step dies between a leaf's end and the slot's release.
+ */
+let h: Harness;
+afterEach(() => h?.close());
+
+/** A root of `parents` parents of `leaves` leaves each; leaves answer after `delayMs`. */
+function nested(parents: number, leaves: number, delayMs: number): ScriptFunction {
+  const spec: TaskSpec = {
+    name: "Survey",
+    purpose: "Collect every part of every area",
+    subtasks: Array.from({ length: parents }, (_, p) => ({
+      name: `area ${p + 1}`,
+      purpose: `Collect the parts of area ${p + 1}`,
+      subtasks: Array.from({ length: leaves }, (_, l) => ({
+        name: `area ${p + 1} part ${l + 1}`,
+        purpose: `Report part ${l + 1} of area ${p + 1}`,
+      })),
+    })),
+  };
+  return (r) => {
+    if (isPlan(r)) return planOf(spec);
+    if (isEvaluation(r)) return pass();
+    return { content: `result of ${taskName(r)}`, delayMs };
+  };
+}
+
+const leafCalls = (hh: Harness) =>
+  hh.llm.calls.filter((c) => !c.tools?.some((t) => ["create_plan", "report_evaluation"].includes(t.name)));
+
+describe("a request's leaves run at most leavesAtOnce at once", () => {
+  it("ten leaves, three slots, every command delivered twice: three at most run, each leaf runs once, all end", async () => {
+    const { script } = fanOut(10, 15);
+    h = await Harness.create({
+      script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 3 },
+      bus: { deliveries: 2 },
+    });
+    const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+    const { rootTaskId } = await h.submit("survey ten parts");
+    await h.idle();
+    const tree = await h.tree(rootTaskId);
+    expect(tree.size).toBe(11);
+    expect([...tree.values()].every((v) => v.status === "done")).toBe(true);
+    expect(leaves.most).toBe(3);
+    expect(leafCalls(h)).toHaveLength(10);
+    const slots = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    expect(slots?.data).toEqual({ running: [], parked: [] });
+    expect(slots?.status).toBeUndefined(); // nothing waits: the watchdog does not list it
+    expect(slots?.expiresAt).toBeDefined();
+  });
+
+  it("parents hold no slot: two areas of five leaves with two slots end without a deadlock", async () => {
+    h = await Harness.create({
+      script: nested(2, 5, 10),
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2 },
+    });
+    const leaves = watchLeaves(h, (id) => taskDepth(id) === 3);
+    const { rootTaskId } = await h.submit("survey two areas");
+    await h.idle();
+    const tree = await h.tree(rootTaskId);
+    expect(tree.size).toBe(13);
+    expect([...tree.values()].every((v) => v.status === "done")).toBe(true);
+    expect(leaves.most).toBe(2);
+    expect(leafCalls(h)).toHaveLength(10);
+  });
+
+  it("no bound (0): every leaf starts at once and no slots are kept", async () => {
+    const { script } = fanOut(6, 15);
+    h = await Harness.create({ script, assistants: GENERALIST, settings: { leavesAtOnce: 0 } });
+    const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+    const { rootTaskId } = await h.submit("survey six parts");
+    await h.idle();
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+    expect(leaves.most).toBe(6);
+    expect(await h.rt.state.get(leafSlotsKey(rootTaskId))).toBeUndefined();
+  });
+
+  it("a step that dies after a leaf's end, before its slot is freed: the watchdog frees it and the rest run", async () => {
+    const { script } = fanOut(5, 5);
+    const crash = new CrashAt("after-record", "TaskCompleted");
+    h = await Harness.create({
+      script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2 },
+      bus: { maxAttempts: 1 },
+    });
+    await h.restart();
+    await h.open(crash);
+    const { rootTaskId } = await h.submit("survey five parts");
+    await h.idle();
+    expect(crash.fired).toBe(true);
+    const stuck = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    expect(stuck?.status).toBe(LEAVES_WAITING);
+    expect(stuck?.data.parked.length).toBeGreaterThan(0);
+
+    await h.restart(); // a new process, no faults
+    await h.runToEnd(rootTaskId);
+    const tree = await h.tree(rootTaskId);
+    expect([...tree.values()].every((v) => v.status === "done")).toBe(true);
+    expect(leafCalls(h).length).toBeLessThanOrEqual(5); // this process's calls: none ran twice here
+    const slots = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    expect(slots?.data).toEqual({ running: [], parked: [] });
+    const waiting = await h.rt.state.byStatus(LEAF_SLOTS_KIND, LEAVES_WAITING, {});
+    expect(waiting.items).toHaveLength(0);
+  });
+
+  it("a request canceled while leaves wait for slots: none of them starts, and the slots are left idle", async () => {
+    const { script } = fanOut(8, 1500); // the running leaves take a while: the others wait
+    h = await Harness.create({ script, assistants: GENERALIST, settings: { leavesAtOnce: 2 } });
+    const { rootTaskId } = await h.submit("survey eight parts");
+    // Until the first two leaves are running (their model calls out) and six wait.
+    for (let i = 0; i < 200 && leafCalls(h).length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    const waiting = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    expect(waiting?.data.running).toHaveLength(2);
+    expect(waiting?.data.parked).toHaveLength(6);
+
+    await h.engine.cancel(rootTaskId, PERSON, "not needed");
+    await h.idle();
+    const tree = await h.tree(rootTaskId);
+    expect([...tree.values()].every((v) => v.status === "canceled")).toBe(true);
+    expect(leafCalls(h)).toHaveLength(2); // the waiting leaves never ran
+    const slots = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    expect(slots?.data).toEqual({ running: [], parked: [] });
+  });
+
+  it("a step that dies after taking slots, before sending the leaves' commands: the watchdog sends them", async () => {
+    const { script } = fanOut(4, 5);
+    const crash = new CrashAt("before-publish", "TASK_READY");
+    h = await Harness.create({
+      script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2 },
+      bus: { maxAttempts: 1 },
+    });
+    await h.restart();
+    await h.open(crash);
+    const { rootTaskId } = await h.submit("survey four parts");
+    await h.idle();
+    expect(crash.fired).toBe(true);
+    const held = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    expect(held?.data.running).toHaveLength(2);
+    expect(leafCalls(h)).toHaveLength(0);
+
+    await h.restart();
+    await h.runToEnd(rootTaskId);
+    expect([...(await h.tree(rootTaskId)).values()].every((v) => v.status === "done")).toBe(true);
+    expect(leafCalls(h)).toHaveLength(4);
+  });
+
+  it("at most MAX_PARKED leaves wait in the record; one past it stays open for the watchdog to offer again", async () => {
+    h = await Harness.create({
+      script: fanOut(1).script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2 },
+    });
+    const root = "cld:common.Tenant.acme/common.Conversation.c/common.Message.m/plan.Task.root";
+    const ids = Array.from({ length: MAX_PARKED + 5 }, (_, i) => `${root}/plan.Task.leaf${i}`);
+    const admitted = await admitLeaves(h.engine.deps, ids);
+    expect(admitted).toEqual(ids.slice(0, 2));
+    const slots = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(root));
+    expect(slots?.data.parked).toHaveLength(MAX_PARKED);
+    expect(JSON.stringify(slots?.data).length).toBeLessThan(100_000); // well under a DynamoDB item
+    // Offered again (a stale open leaf), the same leaves change nothing.
+    expect(await admitLeaves(h.engine.deps, ids.slice(0, 3))).toEqual(ids.slice(0, 2));
+    expect((await h.rt.state.get(leafSlotsKey(root)))?.version).toBe(slots?.version);
+  });
+});
