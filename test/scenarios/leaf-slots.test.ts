@@ -192,4 +192,52 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
     expect(await admitLeaves(h.engine.deps, ids.slice(0, 3))).toEqual(ids.slice(0, 2));
     expect((await h.rt.state.get(leafSlotsKey(root)))?.version).toBe(slots?.version);
   });
+
+  it("another process changing the slots between a read and a write: the write conflicts, is tried again, and both changes hold", async () => {
+    h = await Harness.create({
+      script: fanOut(1).script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2 },
+    });
+    const root = "cld:common.Tenant.acme/common.Conversation.c/common.Message.m/plan.Task.root";
+    const leaf = (n: number) => `${root}/plan.Task.leaf${n}`;
+    const state = h.rt.state;
+    // The other process: it took a slot for leaf 0 right after this one read the record (once).
+    let raced = false;
+    const racing = new Proxy(state, {
+      get(target, property) {
+        if (property === "get")
+          return async (key: string) => {
+            const read = await target.get(key);
+            if (!raced && key === leafSlotsKey(root)) {
+              raced = true;
+              await target.transact([
+                {
+                  op: "put",
+                  record: {
+                    key,
+                    kind: LEAF_SLOTS_KIND,
+                    updatedAt: new Date(0).toISOString(),
+                    data: { running: ["/plan.Task.leaf0"], parked: [] },
+                  },
+                  expectedVersion: read?.version ?? 0,
+                },
+              ]);
+            }
+            return read;
+          };
+        const value = Reflect.get(target, property);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const deps = { ...h.engine.deps, state: racing };
+    // This process starts leaves 1, 2 and 3: one slot is left after the other's leaf 0.
+    expect(await admitLeaves(deps, [leaf(1), leaf(2), leaf(3)])).toEqual([leaf(1)]);
+    expect(raced).toBe(true);
+    const slots = await state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(root));
+    expect(slots?.data).toEqual({
+      running: ["/plan.Task.leaf0", "/plan.Task.leaf1"],
+      parked: ["/plan.Task.leaf2", "/plan.Task.leaf3"],
+    });
+  });
 });
