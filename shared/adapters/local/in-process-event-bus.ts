@@ -55,17 +55,21 @@ export class InProcessEventBus implements EventBus {
   async publish(published: readonly BusEventInput[]): Promise<void> {
     if (this.#closed) throw new UnavailableError("The in-process event bus is closed");
     const events = published.map(traced);
-    for (const e of events) assertPublishable(e);
+    const details = events.map(assertPublishable);
     const now = this.#opts.clock();
-    for (const e of events) {
-      const envelope = toEnvelope(e, { account: this.#opts.account, region: this.#opts.region, now });
-      // As over the wire: what handlers get is a copy, taken at publish time, and frozen, so one
-      // handler cannot change what another receives (they all share it).
-      let received: BusEnvelope | undefined;
-      for (const sub of this.#subs.matching(envelope)) {
-        received ??= deepFreeze(JSON.parse(JSON.stringify(envelope)) as BusEnvelope);
-        for (let i = 0; i < this.#opts.deliveries; i++) this.#track(this.#deliver(sub, received));
-      }
+    for (const [i, e] of events.entries()) {
+      // As over the wire: what handlers get is a copy, taken at publish time (toEnvelope's), and
+      // frozen, so one handler cannot change what another receives (they all share it).
+      const envelope = toEnvelope(
+        e,
+        { account: this.#opts.account, region: this.#opts.region, now },
+        details[i],
+      );
+      const subs = this.#subs.matching(envelope);
+      if (subs.length === 0) continue;
+      const received = deepFreeze(envelope);
+      for (const sub of subs)
+        for (let n = 0; n < this.#opts.deliveries; n++) this.#track(this.#deliver(sub, received));
     }
   }
 

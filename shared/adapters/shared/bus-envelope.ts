@@ -39,8 +39,14 @@ export function entrySize(e: BusEventInput): number {
   return size;
 }
 
-export function assertPublishable(e: BusEventInput): void {
+/**
+ * Checks an event against the rules every adapter shares (and EventBridge's size limit, counted
+ * on the detail as sent); returns its detail as JSON, which the caller may use instead of
+ * serializing it again.
+ */
+export function assertPublishable(e: BusEventInput): string {
   const problems: string[] = [];
+  let json = "";
   if (!e.id) problems.push("id is required");
   if (!e.source) problems.push("source is required");
   if (!e.detailType) problems.push("detailType is required");
@@ -50,7 +56,7 @@ export function assertPublishable(e: BusEventInput): void {
     for (const key of [EVENT_ID_DETAIL_KEY, TRACE_DETAIL_KEY])
       if (Object.hasOwn(e.detail, key)) problems.push(`detail.${key} is reserved by the bus`);
     try {
-      JSON.stringify(e.detail);
+      json = JSON.stringify(e.detail);
     } catch (cause) {
       problems.push(`detail must be plain JSON (${(cause as Error).message})`);
     }
@@ -58,22 +64,37 @@ export function assertPublishable(e: BusEventInput): void {
   if (e.time !== undefined && Number.isNaN(Date.parse(e.time)))
     problems.push(`time ${JSON.stringify(e.time)} is not an ISO 8601 date`);
   if (problems.length) throw new ValidationError(`Invalid bus event ${e.id ?? ""}`.trim(), problems);
-  const size = entrySize({ ...e, detail: wireDetail(e) });
+  // The wire detail's JSON is the detail's with the reserved keys after its own (wireDetail).
+  let size = 14 + Buffer.byteLength(e.source) + Buffer.byteLength(e.detailType) + Buffer.byteLength(json);
+  size += Buffer.byteLength(`${json === "{}" ? "" : ","}"${EVENT_ID_DETAIL_KEY}":${JSON.stringify(e.id)}`);
+  if (e.traceparent) size += Buffer.byteLength(`,"${TRACE_DETAIL_KEY}":${JSON.stringify(e.traceparent)}`);
+  for (const r of e.resources ?? []) size += Buffer.byteLength(r);
   if (size > MAX_EVENT_BYTES) {
     throw new TooLargeError(
       `Bus event ${e.id} is ${size} bytes, over the ${MAX_EVENT_BYTES}-byte limit: store the payload as a resource and send its URN`,
       { id: e.id, size },
     );
   }
+  return json;
 }
 
-/** ISO 8601 to the second, as EventBridge stamps `time`. */
-const toSeconds = (d: Date): string => d.toISOString().replace(/\.\d{3}Z$/, "Z");
+/** ISO 8601 to the second, as EventBridge stamps `time` (the last one kept: a burst shares its second). */
+let stamped = { second: Number.NaN, iso: "" };
+function toSeconds(d: Date): string {
+  const second = Math.floor(d.getTime() / 1000);
+  if (second !== stamped.second) stamped = { second, iso: `${d.toISOString().slice(0, 19)}Z` };
+  return stamped.iso;
+}
 
-/** The envelope a handler receives: detail as plain JSON, time to the second. */
+/**
+ * The envelope a handler receives: detail as plain JSON, time to the second. A copy of what the
+ * event holds (its detail parsed from `detailJson` when given: assertPublishable's), so the
+ * envelope may be frozen and shared.
+ */
 export function toEnvelope(
   e: BusEventInput,
   where: { account: string; region: string; now: Date },
+  detailJson = JSON.stringify(e.detail),
 ): BusEnvelope {
   return {
     version: "0",
@@ -83,8 +104,8 @@ export function toEnvelope(
     account: where.account,
     time: toSeconds(e.time === undefined ? where.now : new Date(e.time)),
     region: where.region,
-    resources: e.resources ?? [],
-    detail: JSON.parse(JSON.stringify(e.detail)) as Record<string, unknown>,
+    resources: [...(e.resources ?? [])],
+    detail: JSON.parse(detailJson) as Record<string, unknown>,
     ...(e.traceparent ? { traceparent: e.traceparent } : {}),
   };
 }
