@@ -90,3 +90,31 @@ export async function listAllKeys(
   for await (const page of listAll(store, prefix, options)) keys.push(...page.keys);
   return keys;
 }
+
+/** An extension as findByExtension takes it: letters and digits, without the dot. */
+const EXTENSION = /^[A-Za-z0-9]{1,16}$/;
+
+/**
+ * Keys under `prefix`, at any depth, that end in `.<extension>` (exactly: `json` is not `JSON`),
+ * in key order, at most `limit` (default 1000). No store lists by suffix (S3 cannot): this reads
+ * the prefix's listing page by page and keeps the matches, the same way on every adapter.
+ */
+export async function findByExtension(
+  store: ObjectStore,
+  prefix: string,
+  extension: string,
+  options: { limit?: number } = {},
+): Promise<string[]> {
+  if (!EXTENSION.test(extension))
+    throw new ValidationError(`Invalid extension ${JSON.stringify(extension)}`, [
+      "1 to 16 letters or digits, without the dot: json, pdf, md",
+    ]);
+  const limit = options.limit ?? 1000;
+  const suffix = `.${extension}`;
+  const found: string[] = [];
+  for await (const page of listAll(store, prefix)) {
+    for (const key of page.keys) if (key.endsWith(suffix)) found.push(key);
+    if (found.length >= limit) break;
+  }
+  return found.slice(0, limit);
+}

@@ -2,7 +2,12 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { withMeta } from "../../shared/domain/resources.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import { ValidationError } from "../../shared/kernel/errors.ts";
-import { compareKeys, listAllKeys, type ObjectStore } from "../../shared/ports/object-store.ts";
+import {
+  compareKeys,
+  findByExtension,
+  listAllKeys,
+  type ObjectStore,
+} from "../../shared/ports/object-store.ts";
 import { ResourceStore } from "../../shared/store/resource-store.ts";
 
 /**
@@ -116,6 +121,43 @@ export function objectStoreContract(name: string, setup: () => Promise<ObjectSto
         if (Array.isArray(listed)) for (const k of listed) expect(k.startsWith("p/")).toBe(true);
         else expect([cursor, listed]).toEqual([cursor, expect.any(ValidationError)]);
       }
+    });
+
+    it("finds the keys of one extension below a prefix, at any depth, in key order", async () => {
+      await putAll(store, [
+        "docs/guide.md",
+        "docs/a/notes.md",
+        "docs/a/notes.md.bak",
+        "docs/a/scan.pdf",
+        "docs/README.MD",
+        "docs/.md",
+        "docsx/other.md",
+        "elsewhere/x.md",
+      ]);
+      expect(await findByExtension(store, "docs/", "md")).toEqual([
+        "docs/.md",
+        "docs/a/notes.md",
+        "docs/guide.md",
+      ]);
+      expect(await findByExtension(store, "docs/", "pdf")).toEqual(["docs/a/scan.pdf"]);
+      expect(await findByExtension(store, "docs/", "md", { limit: 2 })).toEqual([
+        "docs/.md",
+        "docs/a/notes.md",
+      ]);
+      expect(await findByExtension(store, "nothing/", "md")).toEqual([]);
+      for (const bad of ["", ".md", "m/d", "md*", "x".repeat(17)])
+        await expect(findByExtension(store, "docs/", bad)).rejects.toBeInstanceOf(ValidationError);
+    });
+
+    it("finds by extension across pages of the listing", async () => {
+      const keys = Array.from(
+        { length: 1203 },
+        (_, i) => `many/${String(i).padStart(4, "0")}.${i % 3 ? "json" : "pdf"}`,
+      );
+      await putAll(store, keys);
+      const pdfs = await findByExtension(store, "many/", "pdf", { limit: 5000 });
+      expect(pdfs).toEqual(keys.filter((k) => k.endsWith(".pdf")));
+      expect(pdfs).toHaveLength(401);
     });
 
     it("a prefix may end inside a segment", async () => {
