@@ -74,8 +74,33 @@ export interface QueryOptions {
   cursor?: string;
 }
 
+/** An event with its place in the global log (StateStore.readAll). */
+export type LoggedEvent = StoredEvent & {
+  /**
+   * Where it is in the log of every stream: opaque, and ordered as the log is (a later event's
+   * position sorts after an earlier one's, as strings). Give it back to readAll as `from`.
+   */
+  position: string;
+};
+
+export interface EventLogPage {
+  /** In log order: each after `from`, none twice. */
+  events: LoggedEvent[];
+  /** The position to read on from (the last event's, or `from` itself when none came). */
+  next?: string;
+}
+
 export interface StateStore {
   get<T = unknown>(key: string): Promise<StateRecord<T> | undefined>;
+  /**
+   * The global event log: every event of every stream, each once, in one order that never changes
+   * and that keeps each stream's own, from after `from` (a position a page gave; absent: the
+   * start), at most `limit` (default 100, at most 1000). An event is in it once it is committed;
+   * an adapter whose order is settled only after a while (DynamoDB: a time-ordered index) gives an
+   * event once it is settled, and never one that sorts before what it already gave. A position no
+   * page gave is a ValidationError.
+   */
+  readAll(options?: { from?: string; limit?: number }): Promise<EventLogPage>;
   /**
    * All-or-nothing. Throws ConflictError (naming the op that lost) when an expected version does
    * not hold; TooLargeError past the backend's transaction limits (100 items on DynamoDB).
@@ -104,6 +129,10 @@ export interface StateStore {
   ): Promise<Page<StateRecord<T>>>;
   close(): Promise<void>;
 }
+
+/** A page size of readAll: 100 unless asked, within 1 to 1000. */
+export const logPageSize = (limit: number | undefined): number =>
+  Math.max(1, Math.min(Math.floor(limit ?? 100), 1000));
 
 /** Reads every event of every stream (each stream in seq order). */
 export async function* readAllEvents(store: StateStore, pageSize = 500): AsyncGenerator<StoredEvent> {

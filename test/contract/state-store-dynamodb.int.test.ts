@@ -5,9 +5,10 @@ import { TTL_ATTRIBUTE } from "../../shared/adapters/aws/dynamo-schema.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
 import { EventLogAudit } from "../../shared/adapters/shared/event-log-audit.ts";
 import { RETENTION_MS } from "../../shared/domain/retention.ts";
-import { taskCreated, taskUrn } from "../fixtures/event-builders.ts";
+import { taskCreated, taskStarted, taskUrn } from "../fixtures/event-builders.ts";
 import { laggingIndex } from "../peers/lagging-dynamo.ts";
 import { auditLogContract } from "./audit-log.contract.ts";
+import { projectionsContract } from "./projections.contract.ts";
 import { stateStoreContract } from "./state-store.contract.ts";
 
 // The real DynamoDB client against DynamoDB Local (started by test/peers/global-setup.ts).
@@ -20,7 +21,8 @@ const client = new DynamoDBClient({
 stateStoreContract("DynamoDB (DynamoDB Local)", async () => {
   const tableName = `arbor-test-${randomBytes(6).toString("hex")}`;
   await DynamoStateStore.ensureTable(client, tableName);
-  const store = new DynamoStateStore({ client, tableName });
+  // The log's settling time off: the contract reads what it just wrote (settling: below).
+  const store = new DynamoStateStore({ client, tableName, logSettleMs: 0 });
   return {
     store,
     cleanup: async () => {
@@ -36,7 +38,7 @@ stateStoreContract("DynamoDB (DynamoDB Local, indexes lagging 3 writes)", async 
   await DynamoStateStore.ensureTable(client, tableName);
   const lagging = laggingIndex(client, { lag: 3 });
   return {
-    store: new DynamoStateStore({ client: lagging.client, tableName }),
+    store: new DynamoStateStore({ client: lagging.client, tableName, logSettleMs: 0 }),
     settleIndexes: () => lagging.settle(),
     cleanup: async () => {
       await client.send(new DeleteTableCommand({ TableName: tableName }));
@@ -201,6 +203,76 @@ describe("DynamoDB's TTL attribute", () => {
     } finally {
       await client.send(new DeleteTableCommand({ TableName: tableName }));
     }
+  });
+});
+
+projectionsContract("DynamoDB (DynamoDB Local, indexes lagging 3 writes)", async () => {
+  const tableName = `arbor-test-${randomBytes(6).toString("hex")}`;
+  await DynamoStateStore.ensureTable(client, tableName);
+  const lagging = laggingIndex(client, { lag: 3 });
+  return {
+    store: new DynamoStateStore({ client: lagging.client, tableName, logSettleMs: 0 }),
+    settleIndexes: () => lagging.settle(),
+    cleanup: async () => {
+      await client.send(new DeleteTableCommand({ TableName: tableName }));
+    },
+  };
+});
+
+describe("the global log on DynamoDB: time-ordered, read behind a settling time", () => {
+  const withTable = async (run: (tableName: string) => Promise<void>) => {
+    const tableName = `arbor-test-${randomBytes(6).toString("hex")}`;
+    await DynamoStateStore.ensureTable(client, tableName);
+    try {
+      await run(tableName);
+    } finally {
+      await client.send(new DeleteTableCommand({ TableName: tableName }));
+    }
+  };
+
+  it("gives an event once it is older than the settling time, never before", async () => {
+    await withTable(async (tableName) => {
+      let now = Date.parse("2026-11-29T12:00:00.000Z");
+      const store = new DynamoStateStore({
+        client,
+        tableName,
+        clock: () => new Date(now),
+        logSettleMs: 5_000,
+      });
+      const t = taskUrn("settle");
+      await store.append(t, [taskCreated(t)], 0);
+      expect(await store.readAll()).toEqual({ events: [] });
+      now += 5_000;
+      expect((await store.readAll()).events.map((e) => e.type)).toEqual(["TaskCreated"]);
+    });
+  });
+
+  it("reads on from month to month, each month's shards merged in order", async () => {
+    await withTable(async (tableName) => {
+      let now = Date.parse("2026-11-30T23:59:59.990Z");
+      const store = new DynamoStateStore({ client, tableName, clock: () => new Date(now), logSettleMs: 0 });
+      const streams = Array.from({ length: 12 }, (_, i) => taskUrn(`month-${i}`));
+      for (const [i, t] of streams.entries()) {
+        await store.append(t, [taskCreated(t), taskStarted(t)], 0);
+        now += 1; // the last ones in December
+      }
+      now = Date.parse("2027-02-01T00:00:00.000Z");
+      const all = await store.readAll({ limit: 1000 });
+      expect(all.events.map((e) => `${e.streamId}#${e.seq}`)).toEqual(
+        streams.flatMap((t) => [`${t}#1`, `${t}#2`]),
+      );
+      expect(new Set(all.events.map((e) => e.recordedAt.slice(0, 7)))).toEqual(
+        new Set(["2026-11", "2026-12"]),
+      );
+      // From November's last event, December's come, in order, page by page.
+      const novemberLast = all.events.filter((e) => e.recordedAt.startsWith("2026-11")).at(-1)
+        ?.position as string;
+      const page = await store.readAll({ from: novemberLast, limit: 3 });
+      expect(page.events.map((e) => e.recordedAt.slice(0, 7))).toEqual(["2026-12", "2026-12", "2026-12"]);
+      expect(page.events[0]?.position).toBe(
+        all.events.find((e) => e.recordedAt.startsWith("2026-12"))?.position,
+      );
+    });
   });
 });
 

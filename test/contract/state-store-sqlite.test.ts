@@ -8,7 +8,8 @@ import type { Urn } from "../../shared/domain/urn.ts";
 import { ConflictError } from "../../shared/kernel/errors.ts";
 import type { WriteOp } from "../../shared/ports/state-store.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
-import { taskCreated, taskUrn } from "../fixtures/event-builders.ts";
+import { taskCreated, taskStarted, taskUrn } from "../fixtures/event-builders.ts";
+import { projectionsContract } from "./projections.contract.ts";
 import { stateStoreContract } from "./state-store.contract.ts";
 
 stateStoreContract("SQLite file (libsql)", async () => {
@@ -26,6 +27,41 @@ stateStoreContract("SQLite file (libsql)", async () => {
 stateStoreContract("SQLite in memory (libsql)", async () => {
   const store = new SqliteStateStore({ path: ":memory:" });
   return { store, cleanup: () => store.close() };
+});
+
+projectionsContract("SQLite file (libsql)", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "arbor-state-"));
+  const store = new SqliteStateStore({ path: join(dir, "state.db") });
+  return {
+    store,
+    cleanup: async () => {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+describe("the global log on SQLite", () => {
+  it("is the order the events were committed in, across streams", async () => {
+    const store = new SqliteStateStore({ path: ":memory:" });
+    try {
+      const [a, b] = [taskUrn("commit-a"), taskUrn("commit-b")];
+      await store.append(a, [taskCreated(a)], 0);
+      await store.append(b, [taskCreated(b)], 0);
+      await store.append(a, [taskStarted(a)], 1);
+      await store.append(b, [taskStarted(b)], 1);
+      const { events } = await store.readAll();
+      expect(events.map((e) => `${e.streamId}#${e.seq}`)).toEqual([`${a}#1`, `${b}#1`, `${a}#2`, `${b}#2`]);
+      expect(events.map((e) => e.position)).toEqual([
+        "0000000000000001",
+        "0000000000000002",
+        "0000000000000003",
+        "0000000000000004",
+      ]);
+    } finally {
+      await store.close();
+    }
+  });
 });
 
 describe("SQLite group commit", () => {

@@ -1,6 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ConflictError, TooLargeError, ValidationError } from "../../shared/kernel/errors.ts";
-import { collectPages, readAllEvents, type StateStore } from "../../shared/ports/state-store.ts";
+import {
+  collectPages,
+  type LoggedEvent,
+  readAllEvents,
+  type StateStore,
+} from "../../shared/ports/state-store.ts";
 import {
   many,
   resourcePut,
@@ -279,6 +284,70 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
           ValidationError,
         );
         await expect(store.transact([add("bad", { n: Number.NaN })])).rejects.toBeInstanceOf(ValidationError);
+      });
+    });
+
+    describe("the global log (readAll)", () => {
+      /** Every page from `from` on, as the log gives them (indexes settled first). */
+      const readOn = async (from?: string, limit = 3): Promise<{ events: LoggedEvent[]; next?: string }> => {
+        settle();
+        const events: LoggedEvent[] = [];
+        let next = from;
+        for (;;) {
+          const page = await store.readAll({ ...(next === undefined ? {} : { from: next }), limit });
+          expect(page.events.length).toBeLessThanOrEqual(limit);
+          events.push(...page.events);
+          if (page.events.length === 0)
+            return { events, ...(page.next === undefined ? {} : { next: page.next }) };
+          expect(page.next).toBe(page.events.at(-1)?.position);
+          next = page.next;
+        }
+      };
+
+      it("gives every event of every stream once, page by page, each stream in its own order", async () => {
+        const [a, b, c] = [taskUrn("log-a"), taskUrn("log-b"), taskUrn("log-c")];
+        await store.append(a, [taskCreated(a), taskStarted(a), taskCompleted(a)], 0);
+        await store.append(b, [taskCreated(b)], 0);
+        await store.append(a, [resourcePut(a)], 3);
+        await store.transact([
+          { op: "append", streamId: b, events: [taskStarted(b)], expectedVersion: 1 },
+          { op: "append", streamId: c, events: many(4, () => resourcePut(c)), expectedVersion: 0 },
+        ]);
+        const { events, next } = await readOn();
+        expect(events).toHaveLength(10);
+        expect(new Set(events.map((e) => e.id)).size).toBe(10);
+        const positions = events.map((e) => e.position);
+        expect([...positions].sort()).toEqual(positions); // they sort as the log is ordered
+        expect(new Set(positions).size).toBe(10);
+        for (const s of [a, b, c]) {
+          const own = events.filter((e) => e.streamId === s);
+          expect(own.map((e) => e.seq)).toEqual((await store.readStream(s)).map((e) => e.seq));
+        }
+        expect(next).toBe(positions.at(-1));
+        // Each one as its stream holds it.
+        expect(events.find((e) => e.streamId === a && e.seq === 3)).toMatchObject({ type: "TaskCompleted" });
+      });
+
+      it("goes on from a position: later events come after every position it gave, none again", async () => {
+        const t = taskUrn("log-on");
+        await store.append(t, [taskCreated(t), taskStarted(t)], 0);
+        const first = await readOn();
+        expect(first.events).toHaveLength(2);
+        const later = [resourcePut(t), resourcePut(t)];
+        await store.append(t, later, 2);
+        const more = await readOn(first.next);
+        expect(more.events.map((e) => e.id)).toEqual(later.map((e) => e.id));
+        expect((more.events[0]?.position ?? "") > (first.next ?? "")).toBe(true);
+        // Nothing new: an empty page that keeps the position.
+        settle();
+        expect(await store.readAll({ from: more.next as string })).toEqual({ events: [], next: more.next });
+        expect(await store.readAll({ limit: 1 })).toMatchObject({ events: [first.events[0]] });
+      });
+
+      it("refuses a position no page gave, as bad input", async () => {
+        for (const from of ["garbage", "", "9".repeat(300)])
+          await expect(store.readAll({ from })).rejects.toBeInstanceOf(ValidationError);
+        expect((await store.readAll()).events).toEqual([]);
       });
     });
 

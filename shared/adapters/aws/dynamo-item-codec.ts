@@ -3,7 +3,15 @@ import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
 import type { AddOp, StateRecord } from "../../ports/state-store.ts";
 import { storedEvent } from "../shared/state-store-helpers.ts";
-import { STATUS_SHARDS, STREAM_SHARDS, statusPartition, TTL_ATTRIBUTE } from "./dynamo-schema.ts";
+import {
+  LOG_SHARDS,
+  logPartition,
+  logSortKey,
+  STATUS_SHARDS,
+  STREAM_SHARDS,
+  statusPartition,
+  TTL_ATTRIBUTE,
+} from "./dynamo-schema.ts";
 
 /**
  * The state table's items and what they mean (the layout is in dynamo-schema.ts): a record, a
@@ -112,6 +120,10 @@ export function eventItem(e: StoredEvent): Item {
   };
   if (seq === 1)
     Object.assign(item, { gsi3pk: { S: `STREAM#${shardOf(streamId)}` }, gsi3sk: { S: streamId } });
+  Object.assign(item, {
+    gsi4pk: { S: logPartition(recordedAt.slice(0, 7), shardOf(e.id, LOG_SHARDS)) },
+    gsi4sk: { S: logSortKey(recordedAt, seq, e.id) },
+  });
   return item;
 }
 

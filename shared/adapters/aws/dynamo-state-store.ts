@@ -14,15 +14,18 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
 import { RETENTION_MS } from "../../domain/retention.ts";
-import { ConflictError, UnavailableError } from "../../kernel/errors.ts";
-import type {
-  ExpectedVersion,
-  Page,
-  QueryOptions,
-  StateRecord,
-  StateStore,
-  TransactResult,
-  WriteOp,
+import { ConflictError, UnavailableError, ValidationError } from "../../kernel/errors.ts";
+import {
+  type EventLogPage,
+  type ExpectedVersion,
+  type LoggedEvent,
+  logPageSize,
+  type Page,
+  type QueryOptions,
+  type StateRecord,
+  type StateStore,
+  type TransactResult,
+  type WriteOp,
 } from "../../ports/state-store.ts";
 import {
   classifyDuplicates,
@@ -52,6 +55,10 @@ import {
 import {
   ALL_GSIS,
   GSI,
+  LOG_EPOCH,
+  LOG_SETTLE_MS,
+  LOG_SHARDS,
+  logPartition,
   STATUS_SHARDS,
   STREAM_SHARDS,
   statusPartition,
@@ -72,6 +79,8 @@ export interface DynamoStateStoreOptions {
   /** Attempts when DynamoDB reports a transaction conflict or `"any"` loses a race (default 10). */
   maxAttempts?: number;
   sleep?: (ms: number) => Promise<void>;
+  /** How old an event must be before readAll gives it (default LOG_SETTLE_MS, dynamo-schema.ts). */
+  logSettleMs?: number;
 }
 
 export class DynamoStateStore implements StateStore {
@@ -80,6 +89,7 @@ export class DynamoStateStore implements StateStore {
   readonly #clock: () => Date;
   readonly #maxAttempts: number;
   readonly #sleep: (ms: number) => Promise<void>;
+  readonly #logSettleMs: number;
 
   constructor(options: DynamoStateStoreOptions) {
     this.#db = options.client;
@@ -87,6 +97,7 @@ export class DynamoStateStore implements StateStore {
     this.#clock = options.clock ?? (() => new Date());
     this.#maxAttempts = options.maxAttempts ?? 10;
     this.#sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
+    this.#logSettleMs = options.logSettleMs ?? LOG_SETTLE_MS;
   }
 
   /** Creates the table when it does not exist (DynamoDB Local, tests). On AWS, the CDK stack owns it. */
@@ -301,6 +312,56 @@ export class DynamoStateStore implements StateStore {
     return events.filter((e): e is StoredEvent => e !== undefined);
   }
 
+  /**
+   * The log index (dynamo-schema.ts), month by month from `from`'s (or LOG_EPOCH), each month's
+   * shards read at once and merged, up to the settling horizon: what is younger than
+   * `logSettleMs` waits for a later read.
+   */
+  async readAll(options: { from?: string; limit?: number } = {}): Promise<EventLogPage> {
+    const limit = logPageSize(options.limit);
+    const { from } = options;
+    if (from !== undefined && !LOG_POSITION.test(from))
+      throw new ValidationError(`Invalid log position ${JSON.stringify(from.slice(0, 100))}`, [
+        "give a position a page of the log gave (its events' `position`, or its `next`)",
+      ]);
+    const horizon = new Date(this.#clock().getTime() - this.#logSettleMs).toISOString();
+    const upTo = `${horizon}#\uffff`;
+    const last = horizon.slice(0, 7);
+    const events: LoggedEvent[] = [];
+    for (let month = from?.slice(0, 7) ?? LOG_EPOCH; month <= last; month = nextMonth(month)) {
+      const after = from !== undefined && from.slice(0, 7) === month ? from : undefined;
+      const want = limit - events.length;
+      const shards = await Promise.all(
+        Array.from({ length: LOG_SHARDS }, (_, shard) =>
+          this.#queryUpTo(
+            {
+              IndexName: GSI.log.name,
+              KeyConditionExpression:
+                after === undefined
+                  ? "gsi4pk = :pk AND gsi4sk <= :to"
+                  : "gsi4pk = :pk AND gsi4sk BETWEEN :from AND :to",
+              ExpressionAttributeValues: {
+                ":pk": { S: logPartition(month, shard) },
+                ":to": { S: upTo },
+                // Just after `from`: nothing sorts between a string and itself followed by U+0000.
+                ...(after === undefined ? {} : { ":from": { S: `${after}\u0000` } }),
+              },
+            },
+            want,
+          ),
+        ),
+      );
+      const merged = shards
+        .flat()
+        .map((item) => ({ ...toStoredEvent(item), position: String(item.gsi4sk?.S) }))
+        .sort((a, b) => (a.position < b.position ? -1 : a.position > b.position ? 1 : 0));
+      events.push(...merged.slice(0, want));
+      if (events.length >= limit) break;
+    }
+    const next = events.at(-1)?.position ?? from;
+    return next === undefined ? { events } : { events, next };
+  }
+
   async readStream(
     streamId: string,
     options: { fromSeq?: number; limit?: number } = {},
@@ -495,3 +556,12 @@ const isAnyAppend = (op: WriteOp | undefined): boolean => op?.op === "append" &&
 
 /** Byte order, as DynamoDB orders string sort keys (Arbor's keys are ASCII). */
 const compareKeys = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** A log position (logSortKey): when the event was recorded (ISO 8601, ms), its seq, its id. */
+const LOG_POSITION = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z#\d{12}#.{1,200}$/;
+
+/** "2026-12" after "2026-11", "2027-01" after "2026-12". */
+function nextMonth(month: string): string {
+  const [year, m] = month.split("-").map(Number) as [number, number];
+  return m === 12 ? `${year + 1}-01` : `${year}-${String(m + 1).padStart(2, "0")}`;
+}

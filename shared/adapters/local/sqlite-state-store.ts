@@ -2,16 +2,18 @@ import { trimOldest } from "../../domain/bounded-map.ts";
 import type { DomainEvent, StoredEvent } from "../../domain/events.ts";
 import { deepFreeze } from "../../domain/immutable.ts";
 import { ValidationError } from "../../kernel/errors.ts";
-import type {
-  AddOp,
-  ExpectedVersion,
-  Page,
-  QueryOptions,
-  RecordInput,
-  StateRecord,
-  StateStore,
-  TransactResult,
-  WriteOp,
+import {
+  type AddOp,
+  type EventLogPage,
+  type ExpectedVersion,
+  logPageSize,
+  type Page,
+  type QueryOptions,
+  type RecordInput,
+  type StateRecord,
+  type StateStore,
+  type TransactResult,
+  type WriteOp,
 } from "../../ports/state-store.ts";
 import {
   addAmounts,
@@ -358,6 +360,20 @@ export class SqliteStateStore implements StateStore {
     return rows.map(toStoredEvent);
   }
 
+  /**
+   * The log in the order the events were committed: each event's row id (events are only ever
+   * appended, and one connection writes at a time, so ids are committed in order).
+   */
+  async readAll(options: { from?: string; limit?: number } = {}): Promise<EventLogPage> {
+    const after = options.from === undefined ? 0 : positionOf(options.from);
+    const rows = this.#db
+      .sql("SELECT * FROM events WHERE gid > ? ORDER BY gid LIMIT ?")
+      .all(after, logPageSize(options.limit)) as Row[];
+    const events = rows.map((row) => ({ ...toStoredEvent(row), position: logPosition(Number(row.gid)) }));
+    const next = events.at(-1)?.position ?? options.from;
+    return next === undefined ? { events } : { events, next };
+  }
+
   async readStream(
     streamId: string,
     options: { fromSeq?: number; limit?: number } = {},
@@ -493,4 +509,15 @@ function toStoredEvent(row: Row): StoredEvent {
     Number(row.seq),
     String(row.recorded_at),
   );
+}
+
+/** A row id as a log position: fixed width, so that positions sort as their ids do. */
+const logPosition = (gid: number): string => String(gid).padStart(16, "0");
+
+function positionOf(position: string): number {
+  if (!/^\d{16}$/.test(position))
+    throw new ValidationError(`Invalid log position ${JSON.stringify(position.slice(0, 100))}`, [
+      "give a position a page of the log gave (its events' `position`, or its `next`)",
+    ]);
+  return Number(position);
 }
