@@ -60,6 +60,7 @@ export const OPTIONS = {
   "judge-model": { type: "string" },
   timeout: { type: "string" },
   name: { type: "string" },
+  from: { type: "string" },
 } as const satisfies ParseArgsOptionsConfig;
 
 /** The parsed options, typed from OPTIONS. */

@@ -52,6 +52,24 @@ describe("arbor CLI", () => {
         .filter(Boolean)
         .map((l) => l.trim().split(/\s+/)[2]),
     ).toEqual(["TaskCreated", "TaskStarted", "TaskCompleted"]);
+    // The global log: every stream's events in commit order, a page at a time.
+    const all = await arbor("events", "--all", "--max", "1000");
+    const lines = all.stdout.split("\n").filter(Boolean);
+    expect(lines.filter((l) => / TaskCompleted /.test(l))).toHaveLength(7);
+    const positions = lines.map((l) => l.split(" ")[0] as string);
+    expect([...positions].sort()).toEqual(positions);
+    const firstTwo = await arbor("events", "--all", "--max", "2");
+    expect(firstTwo.stdout.split("\n").filter(Boolean)).toEqual([
+      ...lines.slice(0, 2),
+      `# more: arbor events --all --from ${positions[1]}`,
+    ]);
+    const onFrom = await arbor("events", "--all", "--from", positions[1] as string, "--max", "1");
+    expect(onFrom.stdout.split("\n")[0]).toBe(lines[2]);
+    const badFrom = await arbor("events", "--all", "--from", "nowhere");
+    expect([badFrom.code, badFrom.stderr]).toEqual([
+      1,
+      expect.stringMatching(/Invalid log position "nowhere"/),
+    ]);
     const replay = await arbor("replay");
     expect(replay.stdout).toMatch(/7 task views rebuilt, 0 differ/);
   }, 60_000);
