@@ -31,12 +31,11 @@ stateStoreContract("DynamoDB (DynamoDB Local)", async () => {
   };
 });
 
-// The same contract with indexes that lag as DynamoDB's GSIs may: everything but an index read
-// right after a write must hold as it is.
-stateStoreContract("DynamoDB (DynamoDB Local, indexes lagging 3 writes)", async () => {
+/** A fresh table seen through indexes that lag `lag` writes, as DynamoDB's GSIs may. */
+async function laggingStore(lag = 3) {
   const tableName = `arbor-test-${randomBytes(6).toString("hex")}`;
   await DynamoStateStore.ensureTable(client, tableName);
-  const lagging = laggingIndex(client, { lag: 3 });
+  const lagging = laggingIndex(client, { lag });
   return {
     store: new DynamoStateStore({ client: lagging.client, tableName, logSettleMs: 0 }),
     settleIndexes: () => lagging.settle(),
@@ -44,7 +43,11 @@ stateStoreContract("DynamoDB (DynamoDB Local, indexes lagging 3 writes)", async 
       await client.send(new DeleteTableCommand({ TableName: tableName }));
     },
   };
-});
+}
+
+// The same contract with indexes that lag as DynamoDB's GSIs may: everything but an index read
+// right after a write must hold as it is.
+stateStoreContract("DynamoDB (DynamoDB Local, indexes lagging 3 writes)", () => laggingStore());
 
 describe("the lagging index (test/peers/lagging-dynamo.ts) lags as a GSI may", () => {
   const record = (key: string, status: string, data: unknown = {}) => ({
@@ -206,18 +209,7 @@ describe("DynamoDB's TTL attribute", () => {
   });
 });
 
-projectionsContract("DynamoDB (DynamoDB Local, indexes lagging 3 writes)", async () => {
-  const tableName = `arbor-test-${randomBytes(6).toString("hex")}`;
-  await DynamoStateStore.ensureTable(client, tableName);
-  const lagging = laggingIndex(client, { lag: 3 });
-  return {
-    store: new DynamoStateStore({ client: lagging.client, tableName, logSettleMs: 0 }),
-    settleIndexes: () => lagging.settle(),
-    cleanup: async () => {
-      await client.send(new DeleteTableCommand({ TableName: tableName }));
-    },
-  };
-});
+projectionsContract("DynamoDB (DynamoDB Local, indexes lagging 3 writes)", () => laggingStore());
 
 describe("the global log on DynamoDB: time-ordered, read behind a settling time", () => {
   const withTable = async (run: (tableName: string) => Promise<void>) => {

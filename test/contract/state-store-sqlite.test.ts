@@ -12,7 +12,8 @@ import { taskCreated, taskStarted, taskUrn } from "../fixtures/event-builders.ts
 import { projectionsContract } from "./projections.contract.ts";
 import { stateStoreContract } from "./state-store.contract.ts";
 
-stateStoreContract("SQLite file (libsql)", async () => {
+/** A fresh store in a file of its own. */
+async function fileStore() {
   const dir = await mkdtemp(join(tmpdir(), "arbor-state-"));
   const store = new SqliteStateStore({ path: join(dir, "state.db") });
   return {
@@ -22,24 +23,16 @@ stateStoreContract("SQLite file (libsql)", async () => {
       await rm(dir, { recursive: true, force: true });
     },
   };
-});
+}
+
+stateStoreContract("SQLite file (libsql)", fileStore);
 
 stateStoreContract("SQLite in memory (libsql)", async () => {
   const store = new SqliteStateStore({ path: ":memory:" });
   return { store, cleanup: () => store.close() };
 });
 
-projectionsContract("SQLite file (libsql)", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "arbor-state-"));
-  const store = new SqliteStateStore({ path: join(dir, "state.db") });
-  return {
-    store,
-    cleanup: async () => {
-      await store.close();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-});
+projectionsContract("SQLite file (libsql)", fileStore);
 
 describe("the global log on SQLite", () => {
   it("is the order the events were committed in, across streams", async () => {

@@ -50,6 +50,26 @@ function nested(parents: number, leaves: number, delayMs: number): ScriptFunctio
   };
 }
 
+/** The request's slots as stored (engine/leaf-slots.ts). */
+const slotsOf = (rootTaskId: string) =>
+  h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+
+/** A request of `leaves` leaves, two slots, in a process that dies at `crash`; its root task. */
+async function crashingAt(crash: CrashAt, leaves: number): Promise<string> {
+  h = await Harness.create({
+    script: fanOut(leaves, 5).script,
+    assistants: GENERALIST,
+    settings: { leavesAtOnce: 2 },
+    bus: { maxAttempts: 1 },
+  });
+  await h.restart();
+  await h.open(crash);
+  const { rootTaskId } = await h.submit(`survey ${leaves} parts`);
+  await h.idle();
+  expect(crash.fired).toBe(true);
+  return rootTaskId;
+}
+
 const leafCalls = (hh: Harness) =>
   hh.llm.calls.filter((c) => !c.tools?.some((t) => ["create_plan", "report_evaluation"].includes(t.name)));
 
@@ -70,7 +90,7 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
     expect([...tree.values()].every((v) => v.status === "done")).toBe(true);
     expect(leaves.most).toBe(3);
     expect(leafCalls(h)).toHaveLength(10);
-    const slots = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    const slots = await slotsOf(rootTaskId);
     expect(slots?.data).toEqual({ running: [], parked: [] });
     expect(slots?.status).toBeUndefined(); // nothing waits: the watchdog does not list it
     expect(slots?.expiresAt).toBeDefined();
@@ -104,20 +124,8 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
   });
 
   it("a step that dies after a leaf's end, before its slot is freed: the watchdog frees it and the rest run", async () => {
-    const { script } = fanOut(5, 5);
-    const crash = new CrashAt("after-record", "TaskCompleted");
-    h = await Harness.create({
-      script,
-      assistants: GENERALIST,
-      settings: { leavesAtOnce: 2 },
-      bus: { maxAttempts: 1 },
-    });
-    await h.restart();
-    await h.open(crash);
-    const { rootTaskId } = await h.submit("survey five parts");
-    await h.idle();
-    expect(crash.fired).toBe(true);
-    const stuck = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    const rootTaskId = await crashingAt(new CrashAt("after-record", "TaskCompleted"), 5);
+    const stuck = await slotsOf(rootTaskId);
     expect(stuck?.status).toBe(LEAVES_WAITING);
     expect(stuck?.data.parked.length).toBeGreaterThan(0);
 
@@ -126,7 +134,7 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
     const tree = await h.tree(rootTaskId);
     expect([...tree.values()].every((v) => v.status === "done")).toBe(true);
     expect(leafCalls(h).length).toBeLessThanOrEqual(5); // this process's calls: none ran twice here
-    const slots = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    const slots = await slotsOf(rootTaskId);
     expect(slots?.data).toEqual({ running: [], parked: [] });
     const waiting = await h.rt.state.byStatus(LEAF_SLOTS_KIND, LEAVES_WAITING, {});
     expect(waiting.items).toHaveLength(0);
@@ -138,7 +146,7 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
     const { rootTaskId } = await h.submit("survey eight parts");
     // Until the first two leaves are running (their model calls out) and six wait.
     for (let i = 0; i < 200 && leafCalls(h).length < 2; i++) await new Promise((r) => setTimeout(r, 10));
-    const waiting = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    const waiting = await slotsOf(rootTaskId);
     expect(waiting?.data.running).toHaveLength(2);
     expect(waiting?.data.parked).toHaveLength(6);
 
@@ -147,25 +155,13 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
     const tree = await h.tree(rootTaskId);
     expect([...tree.values()].every((v) => v.status === "canceled")).toBe(true);
     expect(leafCalls(h)).toHaveLength(2); // the waiting leaves never ran
-    const slots = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    const slots = await slotsOf(rootTaskId);
     expect(slots?.data).toEqual({ running: [], parked: [] });
   });
 
   it("a step that dies after taking slots, before sending the leaves' commands: the watchdog sends them", async () => {
-    const { script } = fanOut(4, 5);
-    const crash = new CrashAt("before-publish", "TASK_READY");
-    h = await Harness.create({
-      script,
-      assistants: GENERALIST,
-      settings: { leavesAtOnce: 2 },
-      bus: { maxAttempts: 1 },
-    });
-    await h.restart();
-    await h.open(crash);
-    const { rootTaskId } = await h.submit("survey four parts");
-    await h.idle();
-    expect(crash.fired).toBe(true);
-    const held = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    const rootTaskId = await crashingAt(new CrashAt("before-publish", "TASK_READY"), 4);
+    const held = await slotsOf(rootTaskId);
     expect(held?.data.running).toHaveLength(2);
     expect(leafCalls(h)).toHaveLength(0);
 
