@@ -49,9 +49,11 @@ describe("arbor keys, several at once and killed mid-write", () => {
         env,
         stdio: "ignore",
       });
+      // Listened for at once: on a quick machine the write may end before the kill comes.
+      const exited = new Promise((resolve) => child.once("exit", resolve));
       await sleep(delay);
       child.kill("SIGKILL");
-      await new Promise((resolve) => child.once("exit", resolve));
+      await exited;
       const listed = await arborCli(["keys", "list"], env);
       expect(listed.code, listed.stderr).toBe(0);
       expect(listed.stdout).toContain("user_first");
