@@ -8,6 +8,7 @@ export interface KeyView {
   kind: "human" | "agent";
   tenant: string;
   roles: string[];
+  name?: string;
 }
 
 /**
@@ -28,12 +29,14 @@ export class RemoteKeys {
     kind: "human" | "agent";
     tenant: string | undefined;
     roles: string[];
+    name?: string | undefined;
   }): Promise<{ key: string; view: KeyView }> {
     const body = {
       id: options.id,
       kind: options.kind,
       roles: options.roles,
       ...(options.tenant ? { tenant: options.tenant } : {}),
+      ...(options.name === undefined ? {} : { name: options.name }),
     };
     const { key, ...view } = await this.#call(() =>
       this.#remote.post<KeyView & { key: string }>("/v1/admin/keys", body, { shape: { key: "string" } }),

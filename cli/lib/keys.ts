@@ -3,6 +3,7 @@ import { DEFAULT_KEY_CACHE_TTL_MS } from "../../shared/channels/http/key-cache.t
 import { formatIssues } from "../../shared/domain/resources.ts";
 import { UnavailableError, ValidationError } from "../../shared/kernel/errors.ts";
 import {
+  type ApiKeyEntry,
   ApiKeySchema,
   fingerprintOf,
   type KeyStore,
@@ -37,6 +38,8 @@ export interface AddKeyOptions {
   /** Default: ARBOR_TENANT locally and on the table; the admin key's own tenant remotely. */
   tenant: string | undefined;
   roles: readonly string[];
+  /** How the principal is named where people read it. */
+  name?: string | undefined;
 }
 
 export const keysFileOf = (config: LocalConfig): string =>
@@ -55,6 +58,7 @@ interface Keys {
     kind: "human" | "agent";
     tenant: string | undefined;
     roles: string[];
+    name: string | undefined;
   }): Promise<{
     key: string;
     view: KeyView;
@@ -94,9 +98,10 @@ async function addKey(keys: Keys, options: AddKeyOptions, write: (line: string) 
     kind,
     tenant: options.tenant ?? keys.defaultTenant,
     roles: [...options.roles],
+    name: options.name,
   });
   write(
-    `${heading("Added")} a key for ${id} (${kind}, tenant ${view.tenant}${view.roles.length ? `, roles ${view.roles.join(", ")}` : ""}) to ${keys.where}`,
+    `${heading("Added")} a key for ${view.name ? `${view.name} (${id})` : id} (${kind}, tenant ${view.tenant}${view.roles.length ? `, roles ${view.roles.join(", ")}` : ""}) to ${keys.where}`,
   );
   write("The key (shown this once; only its sha256 is kept):\n");
   write(`  ${key}\n`);
@@ -113,7 +118,7 @@ async function listKeys(keys: Keys, tenant: string | undefined, write: (line: st
   write(`${heading("Keys")} in ${keys.where}`);
   for (const k of listed)
     write(
-      `  ${k.fingerprint}  ${k.id.padEnd(24)} ${k.kind.padEnd(6)} tenant ${k.tenant}${k.roles.length ? `, roles ${k.roles.join(", ")}` : ""}`,
+      `  ${k.fingerprint}  ${k.id.padEnd(24)} ${k.kind.padEnd(6)} tenant ${k.tenant}${k.roles.length ? `, roles ${k.roles.join(", ")}` : ""}${k.name ? `, named ${k.name}` : ""}`,
     );
 }
 
@@ -193,8 +198,14 @@ function keysAt(target: KeysTarget, env: Readonly<Record<string, string | undefi
 function fromStore(store: KeyStore, tenant: string): Pick<Keys, "add" | "list" | "revoke" | "defaultTenant"> {
   return {
     defaultTenant: tenant,
-    async add({ id, kind, tenant: t, roles }) {
-      const { key, entry } = newApiKey({ id, kind, tenant: t ?? tenant, roles });
+    async add({ id, kind, tenant: t, roles, name }) {
+      const { key, entry } = newApiKey({
+        id,
+        kind,
+        tenant: t ?? tenant,
+        roles,
+        ...(name === undefined ? {} : { name }),
+      });
       const checked = ApiKeySchema.safeParse(entry);
       if (!checked.success)
         throw new UsageError(
@@ -210,12 +221,13 @@ function fromStore(store: KeyStore, tenant: string): Pick<Keys, "add" | "list" |
   };
 }
 
-const viewOf = (k: Parameters<typeof fingerprintOf>[0] & Omit<KeyView, "fingerprint">): KeyView => ({
+const viewOf = (k: ApiKeyEntry): KeyView => ({
   fingerprint: fingerprintOf(k),
   id: k.id,
   kind: k.kind,
   tenant: k.tenant,
   roles: k.roles,
+  ...(k.name ? { name: k.name } : {}),
 });
 
 /** ARBOR_TENANT (default local), read as loadConfig reads it, without the rest of aws mode's settings. */

@@ -4,6 +4,7 @@ import { ValidationError } from "../kernel/errors.ts";
 import { TRACEPARENT } from "../kernel/trace-context.ts";
 import { deepFreeze } from "./immutable.ts";
 import {
+  DisplayNameSchema,
   formatIssues,
   InteractionDisplaySchema,
   InteractionKindSchema,
@@ -24,8 +25,14 @@ export const ActorSchema = z.object({
   /** `user_<id>`, `agent_<name>`, `system_<component>` or an Assistant URN. */
   id: z.string().min(1).max(1000),
   kind: z.enum(["human", "agent", "system"]),
+  /** How they are named where people read it (approvals, threads, the console); the id stays who they are. */
+  name: DisplayNameSchema.optional(),
 });
 export type Actor = z.infer<typeof ActorSchema>;
+
+/** The actor as a person reads it: their name with their id, or the id alone. */
+export const actorLabel = (actor: { id: string; name?: string | undefined }): string =>
+  actor.name ? `${actor.name} (${actor.id})` : actor.id;
 
 const envelope = {
   /** Unique event id (ULID). Appending the same id twice records it once. */

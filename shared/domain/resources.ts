@@ -296,6 +296,15 @@ export const InteractionDisplaySchema = z.object({
   content: z.unknown().optional(),
   contentKind: z.enum(["PlainText", "Json", "Diff", "Table"]).optional(),
 });
+/** A person's or an agent's name as shown (their key's, the chat settings', the platform's): plain text. */
+export const DisplayNameSchema = z
+  .string()
+  .trim()
+  .min(1)
+  .max(200)
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a name shown in threads and pages holds no control characters
+  .regex(/^[^\u0000-\u001f\u007f]+$/, "plain text, without control characters");
+
 export const InteractionResponseSchema = z.object({
   selectedOptionId: z.string().max(100).optional(),
   inputValue: z.string().max(100_000).optional(),
@@ -312,7 +321,11 @@ export const InteractionResourceSchema = resource("uip.Interaction", {
   /** For confirm_risky_action: the tool and a hash of its exact arguments. */
   binding: z.object({ tool: z.string(), argumentsHash: z.string() }).optional(),
   status: z.enum(["pending", "answered", "expired"]).default("pending"),
-  response: InteractionResponseSchema.extend({ actor: z.string() }).optional(),
+  /** The answer, with who gave it: their id, and their name when they have one. */
+  response: InteractionResponseSchema.extend({
+    actor: z.string(),
+    actorName: DisplayNameSchema.optional(),
+  }).optional(),
 });
 
 /**

@@ -156,7 +156,11 @@ export async function respond(
   await deps.resources.put({
     ...interaction,
     status: "answered",
-    response: { ...won.response, actor: won.actor.id },
+    response: {
+      ...won.response,
+      actor: won.actor.id,
+      ...(won.actor.name ? { actorName: won.actor.name } : {}),
+    },
   });
   try {
     await recordTask(

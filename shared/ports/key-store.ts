@@ -2,6 +2,7 @@ import { hash, randomBytes } from "node:crypto";
 import * as z from "zod";
 import type { Actor } from "../domain/events.ts";
 import type { Caller } from "../domain/principal.ts";
+import { DisplayNameSchema } from "../domain/resources.ts";
 import { ArborError, ValidationError } from "../kernel/errors.ts";
 
 /**
@@ -22,6 +23,8 @@ export const ApiKeySchema = z
     kind: z.enum(["human", "agent"]),
     tenant: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a tenant id: 1-64 of A-Z a-z 0-9 _ -"),
     roles: z.array(z.string().min(1).max(64)).max(50).default([]),
+    /** How the principal is named where people read it (approvals, threads, the console). */
+    name: DisplayNameSchema.optional(),
     /** The lowercase hex sha256 of the key. */
     sha256: z.string().regex(SHA256_HEX, "the lowercase hex sha256 of the key"),
   })
@@ -86,7 +89,7 @@ export function bearerKeyHash(authorization: string | undefined | null): string 
 
 /** Who a stored key stands for. */
 export const authenticatedAs = (k: ApiKeyEntry): Authenticated => ({
-  actor: { id: k.id, kind: k.kind },
+  actor: { id: k.id, kind: k.kind, ...(k.name ? { name: k.name } : {}) },
   caller: { tenant: k.tenant, roles: k.roles },
 });
 

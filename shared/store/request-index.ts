@@ -24,6 +24,8 @@ export interface RequestEntry {
   rootTaskId: string;
   /** Who sent it (the actor id the channel authenticated). */
   actor: string;
+  /** Their name, when they have one (their key's, the chat settings'). */
+  actorName?: string;
   /** ISO 8601, when it was accepted. */
   at: string;
   /** The request's first characters, for the list (the message keeps the whole text). */

@@ -457,7 +457,8 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
         ...base(),
       });
       expect(invoke.status).toBe(200);
-      expect(invoke.body).toContain("user_ada");
+      // Named as Teams names her; her actor id stays user_ada (the answer is hers to give).
+      expect(invoke.body).toContain("Answered by **Ada**");
       await settle();
       expect(emailsSent()).toBe(2); // Slack's, then this one
       const all = teams.activities.filter((a) => a.conversationId === "a:aws-chat-ada");
@@ -466,7 +467,9 @@ describe("Slack and Teams on AWS: the API function, the engine steps and the not
       // The progress card, replaced once the request is done; the question's, to say who answered.
       const replaced = all.filter((a) => a.method === "PUT").map((a) => JSON.stringify(a.body));
       expect(replaced.some((b) => b.includes("Invite the team: completed"))).toBe(true);
-      expect(replaced.some((b) => b.includes("Allow send_email?") && b.includes("user_ada"))).toBe(true);
+      expect(replaced.some((b) => b.includes("Allow send_email?") && b.includes("Answered by **Ada**"))).toBe(
+        true,
+      );
       expect(all.some((a) => JSON.stringify(a.body).includes(ANSWER))).toBe(true);
       expect(all.filter((a) => a.method === "POST" && JSON.stringify(a.body).includes(ANSWER))).toHaveLength(
         1,

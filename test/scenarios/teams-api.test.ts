@@ -92,7 +92,7 @@ describe("Teams and the HTTP API, one person", () => {
     await until("the question card in Teams", () => questionIn(chat) !== undefined);
     const data = cardOf(questionIn(chat)?.body ?? {}).actions?.[0]?.data ?? {};
     const click = await w.send(w.invoke(data, { from: ADA }));
-    expect(JSON.stringify(await click.json())).toContain("Answered by **user_ada**");
+    expect(JSON.stringify(await click.json())).toContain("Answered by **Ada Lovelace**");
     await until("the request completes", async () => {
       const task = await api(`/v1/tasks/${encodeURIComponent(rootTaskId)}`);
       return ((await task.json()) as { task?: { status?: string } }).task?.status === "done";

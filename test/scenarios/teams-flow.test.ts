@@ -65,14 +65,14 @@ describe("a request in Teams", () => {
     const res = await w.send(w.invoke({ interaction, option: "approve" }, { from: ADA }));
     const body = (await res.json()) as { statusCode: number; type: string; value: Card };
     expect(body).toMatchObject({ statusCode: 200, type: "application/vnd.microsoft.card.adaptive" });
-    expect(JSON.stringify(body.value)).toContain("Answered by **user_ada**: Allow");
+    expect(JSON.stringify(body.value)).toContain("Answered by **Ada Lovelace**: Allow");
     expect(body.value.actions).toBeUndefined();
     await until("the answer is posted", () =>
       inChat(chat).some((a) => a.method === "POST" && shows(a.body, '"text":"invited"')),
     );
     // The question's card was replaced to show the answer, for everyone in the chat.
     const replaced = inChat(chat).filter((a) => a.method === "PUT" && a.activityId === questionId);
-    expect(replaced.some((a) => shows(a.body, "Answered by **user_ada**"))).toBe(true);
+    expect(replaced.some((a) => shows(a.body, "Answered by **Ada Lovelace**"))).toBe(true);
     // And the progress card says the request is done.
     await until("progress shows done", () =>
       inChat(chat).some((a) => a.method === "PUT" && shows(a.body, "**Done**")),

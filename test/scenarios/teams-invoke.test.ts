@@ -66,7 +66,7 @@ describe("Teams card actions", () => {
     const body = await invoke({ interaction: question, option: "approve" }, { from: ADA });
     expect(body).toMatchObject({ statusCode: 200, type: "application/vnd.microsoft.card.adaptive" });
     expect(body.value.actions).toBeUndefined();
-    expect(JSON.stringify(body.value.body)).toContain("Answered by **user_ada**: Allow");
+    expect(JSON.stringify(body.value.body)).toContain("Answered by **Ada Lovelace**: Allow");
     expect(await status()).toBe("answered");
     // The work resumes: the email is sent and the request completes.
     await w.h.idle();
@@ -76,6 +76,6 @@ describe("Teams card actions", () => {
   it("shows a question already answered as answered, to a second click", async () => {
     const again = await invoke({ interaction: question, option: "deny" }, { from: ADA });
     expect(again).toMatchObject({ statusCode: 200, type: "application/vnd.microsoft.card.adaptive" });
-    expect(JSON.stringify(again.value.body)).toContain("Answered by **user_ada**: Allow");
+    expect(JSON.stringify(again.value.body)).toContain("Answered by **Ada Lovelace**: Allow");
   });
 });

@@ -27,6 +27,12 @@ export const ADA = "0a0a0a0a-0000-0000-0000-00000000ada0"; // mapped to user_ada
 export const BOB = "0b0b0b0b-0000-0000-0000-00000000b0b0"; // no mapping: user_teams.<id>
 export const ROOT = "0c0c0c0c-0000-0000-0000-0000000000ad"; // an admin
 export const BOT = "28:bot-id";
+/** How Teams names them (an activity's `from.name`): Arbor shows it where it names who answered. */
+export const TEAMS_NAMES: Record<string, string> = {
+  [ADA]: "Ada Lovelace",
+  [BOB]: "Bob Builder",
+  [ROOT]: "Root Admin",
+};
 
 export const guardedFetch = createGuardedFetch(outboundPolicy(LOOPBACK_ALLOWED));
 
@@ -80,7 +86,7 @@ export async function startTeamsWorld(
   const base = (from: string, conversation: string) => ({
     channelId: "msteams",
     serviceUrl: teams.serviceUrl,
-    from: { id: `29:${from}`, aadObjectId: from, name: from.slice(0, 4) },
+    from: { id: `29:${from}`, aadObjectId: from, name: TEAMS_NAMES[from] ?? "Someone" },
     recipient: { id: BOT, name: "Arbor" },
     conversation: { id: conversation, tenantId: AAD_TENANT, conversationType: "personal" },
     channelData: { tenant: { id: AAD_TENANT } },

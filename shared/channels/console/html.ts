@@ -1,6 +1,7 @@
 import { html, raw } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
 import { costText } from "../../domain/budgets.ts";
+import { actorLabel } from "../../domain/events.ts";
 import type { TaskStatus } from "../../domain/task-state.ts";
 import type { Authenticated } from "../../ports/key-store.ts";
 
@@ -71,7 +72,7 @@ export function page(frame: PageFrame): Html {
     </ul>
   </nav>
   <form class="account" method="post" action="${CONSOLE}/logout">
-    <span>${frame.who.actor.id} · ${frame.who.caller.tenant}</span>
+    <span>${actorLabel(frame.who.actor)} · ${frame.who.caller.tenant}</span>
     <input type="hidden" name="csrf" value="${frame.csrf}">
     <button type="submit" class="link">Sign out</button>
   </form>

@@ -18,7 +18,7 @@ import { type ApiEnv, asker, readJson } from "./http-kit.ts";
  * The API keys of the caller's tenant, for its admins (mounted by the HTTP API at /v1/admin/keys,
  * behind its key check, rate limit and body limit):
  *
- *   POST   /v1/admin/keys            {id, kind?, tenant?, roles?}  -> 201 {key, ...}: the key, shown this once
+ *   POST   /v1/admin/keys            {id, kind?, tenant?, roles?, name?}  -> 201 {key, ...}: the key, shown this once
  *   GET    /v1/admin/keys                                          -> 200 {keys: [...]}: fingerprints, never keys
  *   DELETE /v1/admin/keys/:which     an id (all its keys) or a fingerprint -> 200 {revoked: [...]}
  *
@@ -38,6 +38,7 @@ const CreateKeySchema = z
     kind: z.enum(["human", "agent"]).optional(),
     tenant: z.string().min(1).max(64).optional(),
     roles: z.array(z.string().min(1).max(64)).max(50).optional(),
+    name: z.string().max(200).optional(),
   })
   .strict();
 
@@ -51,6 +52,7 @@ export const keyView = (k: ApiKeyEntry) => ({
   kind: k.kind,
   tenant: k.tenant,
   roles: k.roles,
+  ...(k.name ? { name: k.name } : {}),
 });
 
 export function adminKeyRoutes({ engine, keys }: { engine: Engine; keys: KeyStore }): Hono<ApiEnv> {
@@ -61,7 +63,13 @@ export function adminKeyRoutes({ engine, keys }: { engine: Engine; keys: KeyStor
     const req = await readJson(c, CreateKeySchema);
     const tenant = req.tenant ?? tenantOf(c);
     const kind = req.kind ?? (req.id.startsWith("agent_") ? "agent" : "human");
-    const { key, entry } = newApiKey({ id: req.id, kind, tenant, roles: req.roles ?? [] });
+    const { key, entry } = newApiKey({
+      id: req.id,
+      kind,
+      tenant,
+      roles: req.roles ?? [],
+      ...(req.name === undefined ? {} : { name: req.name }),
+    });
     // Checked before the policy is asked: a bad tenant is no URN to ask about.
     const checked = checkEntry(entry);
     await engine.authorize(asker(c), "resource.write", keysUrn(tenant, fingerprintOf(checked)));

@@ -164,6 +164,7 @@ export async function submit(
     tenant: req.tenant,
     rootTaskId: rootTaskUrn(messageUrn),
     actor: req.actor.id,
+    ...(req.actor.name ? { actorName: req.actor.name } : {}),
     at: d.clock().toISOString(),
     text: req.text,
     mode: command.mode,

@@ -1,5 +1,6 @@
 import * as z from "zod";
 import { DEFAULT_BUDGETS } from "../../domain/budgets.ts";
+import { actorLabel } from "../../domain/events.ts";
 import {
   type InteractionResource,
   type TaskResource,
@@ -216,7 +217,9 @@ async function apply(
   results: () => Promise<string>,
 ): Promise<void> {
   const chosen = question.response?.selectedOptionId;
-  const who = question.response?.actor ?? "a person";
+  const who = question.response
+    ? actorLabel({ id: question.response.actor, name: question.response.actorName })
+    : "a person";
   if (chosen === ACCEPT)
     return completeTask(deps, parent.meta.id, await results(), parent.election?.assistant);
   const n = /^strategy-(\d+)$/.exec(chosen ?? "")?.[1];

@@ -133,3 +133,9 @@ export function threadDigest(s: ThreadSnapshot): string {
   ];
   return createHash("sha256").update(JSON.stringify(shown)).digest("hex").slice(0, 16);
 }
+
+/** Who answered, as a thread names them: their id, and their name when they have one. */
+export const answeredBy = (response: { actor: string; actorName?: string | undefined }) => ({
+  by: response.actor,
+  ...(response.actorName ? { byName: response.actorName } : {}),
+});

@@ -4,7 +4,7 @@ import type { EngineDeps } from "../../engine/context.ts";
 import { ConflictError } from "../../kernel/errors.ts";
 import { type DeliveryData, deliveryId, getDelivery } from "../deliveries.ts";
 import type { SubscriptionData } from "../subscriptions.ts";
-import { questionOf } from "./snapshot.ts";
+import { answeredBy, questionOf } from "./snapshot.ts";
 import { type HeldThread, type ThreadData, takeThread } from "./thread-record.ts";
 import {
   type ChatRender,
@@ -275,7 +275,7 @@ async function answeredQuestion(
   const i = await deps.resources.getAs("uip.Interaction", urn);
   if (!i) return undefined;
   if (i.status === "answered" && i.response)
-    return { ...questionOf(i), answered: { by: i.response.actor, summary: answerSummary(i) } };
+    return { ...questionOf(i), answered: { ...answeredBy(i.response), summary: answerSummary(i) } };
   if (!isFinal(s)) return undefined;
   return { ...questionOf(i), answered: { by: ENDED_BY, summary: `not answered: the request ${s.state}` } };
 }

@@ -1,5 +1,5 @@
 import * as z from "zod";
-import type { InteractionResource } from "../../domain/resources.ts";
+import { DisplayNameSchema, type InteractionResource } from "../../domain/resources.ts";
 import type { TaskStatus } from "../../domain/task-state.ts";
 import { ArborError, type ErrorCode } from "../../kernel/errors.ts";
 
@@ -34,10 +34,15 @@ const roles = z.array(z.string().min(1).max(64)).max(50);
  * Who a platform user is in Arbor: by default `user_slack.<team>.<user>` /
  * `user_teams.<aadObjectId>` with `defaultRoles`; `users` maps a platform user to the Arbor actor
  * id their API key has (so the same person answers in Slack and over the HTTP API), `admins` (Arbor
- * actor ids or platform user ids) get the admin role.
+ * actor ids or platform user ids) get the admin role, `names` names them.
  */
 const PeopleSchema = {
   users: z.record(z.string().min(1).max(200), actorId).default({}),
+  /**
+   * How people are named in Arbor (approvals, threads, the console), by platform user id or Arbor
+   * actor id; absent: Teams's own name for them, or their id (Slack).
+   */
+  names: z.record(z.string().min(1).max(200), DisplayNameSchema).optional(),
   admins: z.array(z.string().min(1).max(200)).max(1000).default([]),
   defaultRoles: roles.default([]),
 };
@@ -132,8 +137,8 @@ export interface ThreadQuestion {
   options?: InteractionResource["options"];
   validation?: InteractionResource["validation"];
   binding?: InteractionResource["binding"];
-  /** Set once answered: the answerer's actor id and what they chose or wrote (short). */
-  answered?: { by: string; summary: string };
+  /** Set once answered: the answerer's actor id (and name, when they have one) and what they chose or wrote (short). */
+  answered?: { by: string; byName?: string; summary: string };
 }
 
 /**

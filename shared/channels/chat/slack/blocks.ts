@@ -126,9 +126,10 @@ export function progressBlocks(s: ThreadSnapshot): ChatRender {
 }
 
 /** Who answered, as Slack shows a person: a mention for a Slack user, else the Arbor actor id. */
-export function answerer(by: string): string {
+export function answerer(by: string, name?: string): string {
   const slack = /^user_slack\.[A-Z0-9]+\.([A-Z0-9]+)$/.exec(by);
-  return slack ? `<@${slack[1]}>` : `\`${esc(by)}\``;
+  if (slack) return `<@${slack[1]}>`; // Slack shows the person's own name
+  return name ? `*${esc(name)}*` : `\`${esc(by)}\``;
 }
 
 function questionHead(q: ThreadQuestion): KnownBlock[] {
@@ -204,13 +205,13 @@ export function questionBlocks(q: ThreadQuestion, s: ThreadSnapshot): ChatRender
         section(
           q.answered.by.startsWith("system_")
             ? `:heavy_minus_sign: _${esc(cut(q.answered.summary, 1000))}_` // the request ended without it
-            : `:ballot_box_with_check: ${answerer(q.answered.by)} answered: *${esc(cut(q.answered.summary, 1000))}*`,
+            : `:ballot_box_with_check: ${answerer(q.answered.by, q.answered.byName)} answered: *${esc(cut(q.answered.summary, 1000))}*`,
         ),
       ]
     : [questionActions(q), context(`Only the person who asked, or an admin, may answer · ${whereToRead(s)}`)];
   const blocks = [...head.slice(0, MAX_BLOCKS - tail.length), ...tail];
   const text = q.answered
-    ? `${q.display.title}: answered by ${q.answered.by} (${q.answered.summary})`
+    ? `${q.display.title}: answered by ${q.answered.byName ?? q.answered.by} (${q.answered.summary})`
     : `Question: ${q.display.title}`;
   return { text: cut(esc(text), TEXT_CHARS), payload: { blocks } };
 }

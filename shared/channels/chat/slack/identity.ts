@@ -31,7 +31,9 @@ export function personOf(team: string, user: string, ws: SlackWorkspace): SlackP
   const id = mapped ?? `user_slack.${team}.${user}`;
   const admin = ws.admins.includes(user) || ws.admins.includes(id) || ws.admins.includes(`${team}.${user}`);
   const roles = [...new Set([...ws.defaultRoles, ...(admin ? ["admin"] : [])])];
-  return { actor: { id, kind: "human" }, caller: { tenant: ws.tenant, roles } };
+  const names = (key: string) => (ws.names && Object.hasOwn(ws.names, key) ? ws.names[key] : undefined);
+  const name = names(`${team}.${user}`) ?? names(user) ?? names(id);
+  return { actor: { id, kind: "human", ...(name ? { name } : {}) }, caller: { tenant: ws.tenant, roles } };
 }
 
 const digest = (...parts: string[]) =>

@@ -1,5 +1,5 @@
 import type { InteractionResource } from "../../../domain/resources.ts";
-import { questionOf } from "../../../notify/chat/snapshot.ts";
+import { answeredBy, questionOf } from "../../../notify/chat/snapshot.ts";
 import type { ChatRender, ThreadQuestion, ThreadSnapshot, ThreadTask } from "../../../notify/chat/types.ts";
 import { usageLine } from "../../../notify/chat/usage-line.ts";
 
@@ -123,9 +123,12 @@ export function questionCard(q: ThreadQuestion, requestTitle?: string): Card {
   if (q.answered)
     return card([
       ...head,
-      text(`✔️ Answered by **${plain(q.answered.by)}**: ${plain(cut(q.answered.summary, 500))}`, {
-        color: "Good",
-      }),
+      text(
+        `✔️ Answered by **${plain(q.answered.byName ?? q.answered.by)}**: ${plain(cut(q.answered.summary, 500))}`,
+        {
+          color: "Good",
+        },
+      ),
     ]);
   const data = { interaction: q.urn };
   const options = q.options ?? [];
@@ -233,7 +236,7 @@ export function threadQuestion(i: InteractionResource): ThreadQuestion {
   return {
     ...questionOf(i),
     ...(i.status === "answered" && i.response
-      ? { answered: { by: i.response.actor, summary: answerSummary(i, i.response) } }
+      ? { answered: { ...answeredBy(i.response), summary: answerSummary(i, i.response) } }
       : {}),
   };
 }

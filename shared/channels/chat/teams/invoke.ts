@@ -1,4 +1,5 @@
 import type { Actor } from "../../../domain/events.ts";
+import { DisplayNameSchema } from "../../../domain/resources.ts";
 import { lastElement, qualifiedType } from "../../../domain/urn.ts";
 import type { Engine } from "../../../engine/engine.ts";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../../kernel/errors.ts";
@@ -30,12 +31,21 @@ export interface Person {
 
 const AAD_ID = /^[A-Za-z0-9-]{1,64}$/;
 
-export function personOf(tenant: TeamsTenant, aadObjectId: string | undefined): Person | undefined {
+export function personOf(
+  tenant: TeamsTenant,
+  aadObjectId: string | undefined,
+  /** Teams's name for them (the activity's `from.name`), unless the settings name them. */
+  platformName?: string,
+): Person | undefined {
   if (!aadObjectId || !AAD_ID.test(aadObjectId)) return undefined;
   const id = tenant.users[aadObjectId] ?? `user_teams.${aadObjectId}`;
   const admin = tenant.admins.includes(aadObjectId) || tenant.admins.includes(id);
   const roles = [...new Set([...tenant.defaultRoles, ...(admin ? ["admin"] : [])])];
-  return { actor: { id, kind: "human" }, tenant: tenant.tenant, roles };
+  const names = (key: string) =>
+    tenant.names && Object.hasOwn(tenant.names, key) ? tenant.names[key] : undefined;
+  const given = DisplayNameSchema.safeParse(platformName);
+  const name = names(aadObjectId) ?? names(id) ?? (given.success ? given.data : undefined);
+  return { actor: { id, kind: "human", ...(name ? { name } : {}) }, tenant: tenant.tenant, roles };
 }
 
 export type InvokeBody =

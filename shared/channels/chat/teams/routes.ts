@@ -80,7 +80,7 @@ export function teamsRoutes(parts: ChatRouteParts): Hono {
     if (!activity) return c.json({ error: "the body is not a Bot Framework activity" }, 400);
     const checked = checkActivity(token, activity, settings);
     if (!checked.ok) return c.json({ error: checked.reason }, checked.status);
-    const who = personOf(checked.tenant, activity.from.aadObjectId);
+    const who = personOf(checked.tenant, activity.from.aadObjectId, activity.from.name);
     const thread = threadOf(activity, checked.tenant.tenant, checked.aadTenantId);
 
     if (activity.type === "invoke") {

@@ -1,3 +1,4 @@
+import { actorLabel } from "../../../domain/events.ts";
 import type { InteractionResource } from "../../../domain/resources.ts";
 import { parentUrn } from "../../../domain/urn.ts";
 import { apiPath, CONSOLE, type Html, html, jsonBlock, taskPagePath } from "../html.ts";
@@ -73,7 +74,7 @@ function answered(i: InteractionResource): Html {
   const option = r?.selectedOptionId ? i.options?.find((o) => o.id === r.selectedOptionId) : undefined;
   if (i.status === "expired")
     return html`<p class="answered">Nobody answered in time: the task went on without it.</p>`;
-  return html`<p class="answered">Answered by <strong>${r?.actor ?? "someone"}</strong>: ${option ? option.label : (r?.inputValue ?? "")}${r?.comment ? html` (“${r.comment}”)` : ""}</p>`;
+  return html`<p class="answered">Answered by <strong>${r ? actorLabel({ id: r.actor, name: r.actorName }) : "someone"}</strong>: ${option ? option.label : (r?.inputValue ?? "")}${r?.comment ? html` (“${r.comment}”)` : ""}</p>`;
 }
 
 /**

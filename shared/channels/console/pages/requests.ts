@@ -1,4 +1,5 @@
 import type { Usage } from "../../../domain/budgets.ts";
+import { actorLabel } from "../../../domain/events.ts";
 import type { Assistant } from "../../../domain/resources.ts";
 import { isTerminal, type TaskStatus } from "../../../domain/task-state.ts";
 import type { TaskView } from "../../../domain/task-view.ts";
@@ -175,7 +176,7 @@ export function requestsBody(options: {
       <td title="${tokensOf(r.usage.inputTokens + r.usage.outputTokens)}">${costOf(r.usage)}</td>
       <td>${ranFor(r.view, now)}</td>
       <td>${time(r.entry.at)}</td>
-      ${q.scope === "all" ? html`<td>${r.entry.actor}</td>` : ""}
+      ${q.scope === "all" ? html`<td>${actorLabel({ id: r.entry.actor, name: r.entry.actorName })}</td>` : ""}
     </tr>`,
     )}</tbody></table></div>`
   }

@@ -1,4 +1,4 @@
-import type { StoredEvent } from "../../../domain/events.ts";
+import { actorLabel, type StoredEvent } from "../../../domain/events.ts";
 import type { InteractionResource, Message } from "../../../domain/resources.ts";
 import type { TaskView } from "../../../domain/task-view.ts";
 import { lastElement, parentUrn } from "../../../domain/urn.ts";
@@ -207,7 +207,7 @@ function eventsSection(d: TaskPageData): Html {
   const last = d.events.at(-1);
   return html`<section aria-labelledby="events"><h2 id="events">Events</h2><div class="table-wrap"><table>
 <thead><tr><th scope="col">#</th><th scope="col">When</th><th scope="col">Event</th><th scope="col">By</th></tr></thead>
-<tbody>${d.events.map((e) => html`<tr><td>${e.seq}</td><td>${time(e.at)}</td><td><strong>${e.type}</strong> ${clip(eventLine(e), 400)}</td><td>${e.actor.id}</td></tr>`)}</tbody></table></div>
+<tbody>${d.events.map((e) => html`<tr><td>${e.seq}</td><td>${time(e.at)}</td><td><strong>${e.type}</strong> ${clip(eventLine(e), 400)}</td><td>${actorLabel(e.actor)}</td></tr>`)}</tbody></table></div>
 ${more && last ? html`<p><a class="button" href="${taskPagePath(d.view.taskId)}?from=${last.seq + 1}#events">Later events</a></p>` : ""}
 ${d.eventsFrom > 1 ? html`<p><a href="${taskPagePath(d.view.taskId)}#events">The first events</a></p>` : ""}
 </section>`;

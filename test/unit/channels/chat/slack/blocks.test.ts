@@ -115,6 +115,12 @@ describe("Slack blocks", () => {
     expect(sections(r).join("\n")).toContain("<@U42> answered: *Allow*");
     const byApi = questionBlocks({ ...risky, answered: { by: "user_ada", summary: "Deny" } }, snapshot());
     expect(sections(byApi).join("\n")).toContain("`user_ada` answered: *Deny*");
+    const named = questionBlocks(
+      { ...risky, answered: { by: "user_ada", byName: "Ada <Lovelace>", summary: "Deny" } },
+      snapshot(),
+    );
+    expect(sections(named).join("\n")).toContain("*Ada &lt;Lovelace&gt;* answered: *Deny*");
+    expect(named.text).toContain("answered by Ada &lt;Lovelace&gt; (Deny)");
     const ended = questionBlocks(
       { ...risky, answered: { by: "system_engine", summary: "not answered: the request canceled" } },
       snapshot(),
