@@ -34,7 +34,7 @@ export async function startTask(
   deps: EngineDeps,
   cmd: TaskCommand,
   /** Its child counts, when the caller just read them (startTasks). */
-  known?: { counts: ChildCountsRead },
+  known?: { counts: ChildCountsRead; leaves: string[] },
 ): Promise<void> {
   // The task's view, its parent's, the task itself and its child counts, read at once (a root's
   // parent is its message: no view).
@@ -68,7 +68,13 @@ export async function startTask(
   );
   if (!assistant) return askForAssistant(deps, cmd.taskId);
   // Started just now (not a repeat): a leaf has no transcript yet.
-  await proceed(deps, cmd.taskId, started.duplicate ? undefined : { view: started.view, task }, counts);
+  await proceed(
+    deps,
+    cmd.taskId,
+    started.duplicate ? undefined : { view: started.view, task },
+    counts,
+    known?.leaves,
+  );
 }
 
 type ChildCountsRead = Awaited<ReturnType<EngineDeps["tasks"]["childCounts"]>>;
@@ -83,6 +89,8 @@ async function proceed(
   taskId: string,
   fresh?: FreshLeaf,
   counts?: ChildCountsRead,
+  /** Where the leaves to start go, when a caller above starts them all at once (startTasks). */
+  leaves?: string[],
 ): Promise<void> {
   // A task just started has its children's count (each TaskCreated adds to it in its
   // transaction): none is a leaf, without listing its children (a listing of the object store).
@@ -92,6 +100,7 @@ async function proceed(
     await startTasks(
       deps,
       schedule(children.filter((c) => c.status === "open")).map((c) => c.taskId),
+      leaves,
     );
     return;
   }
@@ -100,22 +109,26 @@ async function proceed(
 
 /**
  * Starts tasks from this step: a parent here (its start recorded, its children started the same
- * way), a leaf by its ready command (it runs in a step of its own, with the tools' grants on AWS),
- * all at once. The plan step starts a request's root so.
+ * way), a leaf by its ready command (it runs in a step of its own, with the tools' grants on AWS).
+ * The leaves of the whole subtree are started together, once every parent in it is: their slots
+ * taken in one change of the request's (leaf-slots.ts), their commands in one publish. The plan
+ * step starts a request's root so. `leaves`: a caller above collects them (proceed, recursively).
  */
-export async function startTasks(deps: EngineDeps, taskIds: readonly string[]): Promise<void> {
+export async function startTasks(
+  deps: EngineDeps,
+  taskIds: readonly string[],
+  leaves?: string[],
+): Promise<void> {
+  const collected = leaves ?? [];
   const counts = await Promise.all(taskIds.map((id) => deps.tasks.childCounts(id)));
   const isParent = (i: number) => (counts[i]?.created ?? 0) > 0;
-  await Promise.all([
-    // A leaf starts as its request's slots allow (leaf-slots.ts).
-    admitLeaves(
-      deps,
-      taskIds.filter((_, i) => !isParent(i)),
-    ).then((leaves) => sendReady(deps, leaves)),
-    ...taskIds.flatMap((taskId, i) =>
-      isParent(i) ? [startTask(deps, { taskId }, { counts: counts[i] })] : [],
+  collected.push(...taskIds.filter((_, i) => !isParent(i)));
+  await Promise.all(
+    taskIds.flatMap((taskId, i) =>
+      isParent(i) ? [startTask(deps, { taskId }, { counts: counts[i], leaves: collected })] : [],
     ),
-  ]);
+  );
+  if (leaves === undefined) await sendReady(deps, await admitLeaves(deps, collected));
 }
 
 async function askForAssistant(deps: EngineDeps, taskId: string): Promise<void> {
