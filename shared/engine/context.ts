@@ -1,6 +1,7 @@
 import { type Actor, type EventOf, eventIdFor, type TaskEvent } from "../domain/events.ts";
 import type { PriceOverrides } from "../domain/model-catalogue.ts";
 import type { Budgets } from "../domain/resources.ts";
+import type { TaskView } from "../domain/task-view.ts";
 import type { TeamFile } from "../domain/team.ts";
 import { ArborError } from "../kernel/errors.ts";
 import type { ArborLogger } from "../kernel/logger.ts";
@@ -247,9 +248,11 @@ export async function recordTask<T extends Lifecycle>(
   payload: EventOf<T>["payload"],
   actor: Actor,
   key = "",
+  /** The task's view as the caller has just read it: recorded on it without reading it again. */
+  known?: TaskView,
 ): Promise<RecordResult> {
   const event = taskEvent(deps, type, payload, actor, key);
-  const result = await deps.tasks.record(event);
+  const result = await deps.tasks.record(event, { known });
   deps.faults?.hit("after-record", type);
   if (tracingOn() && !result.duplicate) await observeTaskEvent(deps, event, result.view);
   return result;

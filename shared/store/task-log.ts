@@ -89,12 +89,17 @@ export class TaskLog {
    * Records one task event. Throws InvalidTransitionError when the state machine forbids it (nothing
    * is written) and ConflictError only if the task keeps changing under us past the retry budget.
    */
-  async record(input: TaskEvent): Promise<RecordResult> {
+  async record(input: TaskEvent, options: { known?: TaskView | undefined } = {}): Promise<RecordResult> {
     const event = validateEvent(input);
     if (!isTaskEvent(event)) throw new ValidationError(`${event.type} is not a task event`);
     const taskId = event.payload.taskId;
     for (let attempt = 1; ; attempt++) {
-      const current = await this.#state.get<TaskView>(taskId);
+      // The view the caller has just read goes for the first try (its record has one version per
+      // event, as the view counts them): a write since then conflicts, and the next try reads.
+      const known = attempt === 1 && options.known?.taskId === taskId ? options.known : undefined;
+      const current = known
+        ? { data: known, version: known.version }
+        : await this.#state.get<TaskView>(taskId);
       const version = current?.data.version ?? 0;
       const stored: StoredEvent = { ...event, streamId: taskId, seq: version + 1, recordedAt: event.at };
       let view: TaskView;

@@ -65,6 +65,8 @@ export async function startTask(
     "TaskStarted",
     { taskId: cmd.taskId as Urn, ...(assistant ? { assistant: assistant as Urn } : {}) },
     agentActor(assistant),
+    "",
+    view,
   );
   if (!assistant) return askForAssistant(deps, cmd.taskId);
   // Started just now (not a repeat): a leaf has no transcript yet.

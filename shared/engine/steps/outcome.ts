@@ -1,4 +1,5 @@
 import { withMeta } from "../../domain/resources.ts";
+import type { TaskView } from "../../domain/task-view.ts";
 import { parentUrn, type Urn } from "../../domain/urn.ts";
 import type { PutResult } from "../../store/resource-store.ts";
 import { agentActor, announcePut, ENGINE, type EngineDeps, recordTask, SimulatedCrash } from "../context.ts";
@@ -19,13 +20,15 @@ export async function completeTask(
   taskId: string,
   content: string,
   assistant?: string,
+  /** The task's view as the caller has just read it (recordTask's `known`). */
+  known?: TaskView,
 ): Promise<void> {
   const written = await deps.resources.put({
     meta: outputMeta(taskId),
     role: "assistant",
     content,
   });
-  return completed(deps, taskId, written, content, assistant);
+  return completed(deps, taskId, written, content, assistant, known);
 }
 
 /** The rest of completeTask, once the output is written (a leaf writes its final answer as the output). */
@@ -35,6 +38,7 @@ export async function completed(
   { urn, contentHash }: PutResult,
   content: string,
   assistant?: string,
+  known?: TaskView,
 ): Promise<void> {
   deps.faults?.hit("after-write", "complete");
   await recordTask(
@@ -42,6 +46,8 @@ export async function completed(
     "TaskCompleted",
     { taskId: taskId as Urn, output: urn, summary: content.slice(0, 500) },
     agentActor(assistant),
+    "",
+    known,
   );
   await announcedAndJudged(deps, urn, contentHash);
 }

@@ -113,13 +113,15 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshL
     transcript.prompt = prompt;
   }
 
+  // The view as last read in this step: the task's end is recorded on it, not read again.
+  let current: TaskView = view;
   for (;;) {
     const { answer } = transcript;
     if (answer) {
       const content = answer.message.content ?? "";
       return answer.written
-        ? completed(deps, taskId, answer.written, content, assistant.meta.id)
-        : completeTask(deps, taskId, content, assistant.meta.id); // after a crash: written again, the same
+        ? completed(deps, taskId, answer.written, content, assistant.meta.id, current)
+        : completeTask(deps, taskId, content, assistant.meta.id, current); // after a crash: written again, the same
     }
     const last = transcript.turns.at(-1);
     if (last && (last.message.toolCalls?.length ?? 0) > 0) {
@@ -132,7 +134,9 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshL
 
     const next = (last?.n ?? 0) + 1;
     if (!(await takeTurn(deps, task, assistant, transcript, next))) return;
-    if ((await deps.tasks.view(taskId))?.status !== "in_progress") return; // canceled meanwhile
+    const now = await deps.tasks.view(taskId);
+    if (now?.status !== "in_progress") return; // canceled meanwhile
+    current = now;
     if (!transcript.answer && deps.clock().getTime() - began >= deps.settings.turnStepMs)
       return send(deps, COMMANDS.turn, { taskId, turn: next + 1 }, taskId, String(next + 1));
   }
