@@ -7,6 +7,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { inject } from "vitest";
 import { S3ObjectStore } from "../../shared/adapters/aws/s3-object-store.ts";
+import { artifactStoreContract } from "./artifact-store.contract.ts";
 import { objectStoreContract } from "./object-store.contract.ts";
 
 // The real S3 client against s3rver (started by test/peers/global-setup.ts).
@@ -17,7 +18,8 @@ const client = new S3Client({
   credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
 });
 
-objectStoreContract("S3 (s3rver)", async () => {
+/** A fresh bucket on s3rver, emptied after. */
+async function s3Store() {
   const bucket = `arbor-test-${randomBytes(6).toString("hex")}`;
   await client.send(new CreateBucketCommand({ Bucket: bucket }));
   const store = new S3ObjectStore({ client, bucket });
@@ -40,7 +42,10 @@ objectStoreContract("S3 (s3rver)", async () => {
       } while (token !== undefined);
     },
   };
-});
+}
+
+objectStoreContract("S3 (s3rver)", s3Store);
+artifactStoreContract("S3 (s3rver)", s3Store);
 
 objectStoreContract("S3 (s3rver) under a key prefix", async () => {
   const bucket = `arbor-test-${randomBytes(6).toString("hex")}`;

@@ -7,9 +7,11 @@ import { SqliteObjectStore, upperBound } from "../../shared/adapters/local/sqlit
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
 import { ValidationError } from "../../shared/kernel/errors.ts";
 import { listAllKeys } from "../../shared/ports/object-store.ts";
+import { artifactStoreContract } from "./artifact-store.contract.ts";
 import { objectStoreContract } from "./object-store.contract.ts";
 
-objectStoreContract("SQLite table (libsql), with its cache", async () => {
+/** A fresh store in a file of its own, with its cache. */
+async function sqliteStore() {
   const dir = await mkdtemp(join(tmpdir(), "arbor-objects-"));
   const store = new SqliteObjectStore({ path: join(dir, "arbor.db") });
   return {
@@ -19,7 +21,10 @@ objectStoreContract("SQLite table (libsql), with its cache", async () => {
       await rm(dir, { recursive: true, force: true });
     },
   };
-});
+}
+
+objectStoreContract("SQLite table (libsql), with its cache", sqliteStore);
+artifactStoreContract("the SQLite table (libsql)", sqliteStore);
 
 objectStoreContract("SQLite table (libsql), no cache", async () => {
   const store = new SqliteObjectStore({ path: ":memory:", cacheBytes: 0 });

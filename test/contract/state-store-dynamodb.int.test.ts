@@ -244,7 +244,7 @@ describe("the global log on DynamoDB: time-ordered, read behind a settling time"
       let now = Date.parse("2026-11-30T23:59:59.990Z");
       const store = new DynamoStateStore({ client, tableName, clock: () => new Date(now), logSettleMs: 0 });
       const streams = Array.from({ length: 12 }, (_, i) => taskUrn(`month-${i}`));
-      for (const [i, t] of streams.entries()) {
+      for (const t of streams) {
         await store.append(t, [taskCreated(t), taskStarted(t)], 0);
         now += 1; // the last ones in December
       }
