@@ -344,6 +344,23 @@ export function stateStoreContract(name: string, setup: () => Promise<StateStore
         expect(await store.readAll({ limit: 1 })).toMatchObject({ events: [first.events[0]] });
       });
 
+      it("takes appends racing across streams: every event once, each stream in order, however paged", async () => {
+        const streams = many(30, (i) => taskUrn(`log-race-${i}`));
+        await Promise.all(
+          streams.map(async (t) => {
+            await store.append(t, [taskCreated(t)], 0);
+            await store.append(t, [taskStarted(t), resourcePut(t)], 1);
+          }),
+        );
+        for (const limit of [1, 7, 1000]) {
+          const { events } = await readOn(undefined, limit);
+          expect(events).toHaveLength(90);
+          expect(new Set(events.map((e) => e.id)).size).toBe(90);
+          for (const t of streams)
+            expect(events.filter((e) => e.streamId === t).map((e) => e.seq)).toEqual([1, 2, 3]);
+        }
+      });
+
       it("refuses a position no page gave, as bad input", async () => {
         for (const from of ["garbage", "", "9".repeat(300)])
           await expect(store.readAll({ from })).rejects.toBeInstanceOf(ValidationError);
