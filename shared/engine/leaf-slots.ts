@@ -29,7 +29,8 @@ export const LEAF_SLOTS_KIND = "leaf-slots";
  * concurrency: infra/constructs/command-queue.ts), where each leaf is a function instance.
  */
 export const DEFAULT_LEAVES_AT_ONCE = 0;
-export const leafSlotsKey = (rootTaskId: string) => `leaves#${rootTaskId}`;
+const LEAF_SLOTS_PREFIX = "leaves#";
+export const leafSlotsKey = (rootTaskId: string) => `${LEAF_SLOTS_PREFIX}${rootTaskId}`;
 /** The record's status while some leaf waits for a slot (the watchdog lists those). */
 export const LEAVES_WAITING = "waiting";
 
@@ -56,7 +57,7 @@ export async function admitLeaves(deps: EngineDeps, leafIds: readonly string[]):
   const limit = deps.settings.leavesAtOnce;
   if (!limit || leafIds.length === 0) return [...leafIds];
   // A request that is one leaf (its root) is never held back, nor is what is no request's task.
-  const admitted = leafIds.filter((id) => !byRequest([id]).size);
+  const admitted = leafIds.filter((id) => requestOf(id) === undefined);
   for (const [root, ids] of byRequest(leafIds)) {
     let now: string[] = [];
     await change(deps, root, (slots) => {
@@ -154,7 +155,7 @@ export async function repairLeafSlots(deps: EngineDeps, before: string): Promise
   for (const listed of waiting.items) {
     const record = await deps.state.get<LeafSlots>(listed.key);
     if (record?.status !== LEAVES_WAITING || record.updatedAt >= before) continue;
-    const root = listed.key.slice("leaves#".length);
+    const root = listed.key.slice(LEAF_SLOTS_PREFIX.length);
     const views = await Promise.all(record.data.running.map((id) => deps.tasks.view(absolute(root, id))));
     const ended = record.data.running.filter((_, i) => {
       const status = views[i]?.status;
@@ -238,8 +239,8 @@ async function changeNow(
 function byRequest(taskIds: readonly string[]): Map<string, string[]> {
   const groups = new Map<string, string[]>();
   for (const id of taskIds) {
-    const root = rootTaskOf(id);
-    if (!root || root === id) continue;
+    const root = requestOf(id);
+    if (!root) continue;
     const ids = groups.get(root) ?? [];
     ids.push(id.slice(root.length));
     groups.set(root, ids);
@@ -248,3 +249,9 @@ function byRequest(taskIds: readonly string[]): Map<string, string[]> {
 }
 
 const absolute = (root: string, id: string) => `${root}${id}`;
+
+/** The root of the request a task below it belongs to; undefined for a root, or what is no task. */
+function requestOf(taskId: string): string | undefined {
+  const root = rootTaskOf(taskId);
+  return root === taskId ? undefined : root;
+}

@@ -16,7 +16,7 @@ import {
   entrySize,
   TRACE_DETAIL_KEY,
   traced,
-  wireDetail,
+  wireDetailJson,
 } from "../shared/bus-envelope.ts";
 import { type CompiledSubscription, SubscriptionRegistry } from "../shared/subscriptions.ts";
 import type { SqsCommandQueues } from "./sqs-command-queues.ts";
@@ -208,16 +208,16 @@ export class EventBridgeEventBus implements EventBus {
 
   /** `e` has passed assertPublishable: id, size and time are known good. */
   #toEntry(e: BusEventInput): PendingEntry {
-    const detail = wireDetail(e);
+    const detail = wireDetailJson(e, JSON.stringify(e.detail));
     const entry: PutEventsRequestEntry = {
       EventBusName: this.eventBusName,
       Source: e.source,
       DetailType: e.detailType,
-      Detail: JSON.stringify(detail),
+      Detail: detail,
     };
     if (e.resources !== undefined && e.resources.length > 0) entry.Resources = [...e.resources];
     if (e.time !== undefined) entry.Time = new Date(e.time);
-    const size = entrySize({ ...e, detail });
+    const size = entrySize(e, detail);
     return { id: e.id, entry, size };
   }
 

@@ -28,13 +28,21 @@ export const wireDetail = (e: BusEventInput): Record<string, unknown> => ({
   ...(e.traceparent ? { [TRACE_DETAIL_KEY]: e.traceparent } : {}),
 });
 
-/** The size EventBridge charges an entry: Time (14) + Source + DetailType + Detail + Resources. */
-export function entrySize(e: BusEventInput): number {
+/**
+ * wireDetail as JSON, made from the detail's own JSON: the reserved keys come after the detail's
+ * (as in wireDetail), so the detail is serialized once whatever is done with it.
+ */
+export function wireDetailJson(e: BusEventInput, detailJson: string): string {
+  const reserved =
+    `"${EVENT_ID_DETAIL_KEY}":${JSON.stringify(e.id)}` +
+    (e.traceparent ? `,"${TRACE_DETAIL_KEY}":${JSON.stringify(e.traceparent)}` : "");
+  return detailJson === "{}" ? `{${reserved}}` : `${detailJson.slice(0, -1)},${reserved}}`;
+}
+
+/** The size EventBridge charges an entry: Time (14) + Source + DetailType + Detail (as sent) + Resources. */
+export function entrySize(e: Omit<BusEventInput, "detail">, detailJson: string): number {
   let size =
-    14 +
-    Buffer.byteLength(e.source) +
-    Buffer.byteLength(e.detailType) +
-    Buffer.byteLength(JSON.stringify(e.detail));
+    14 + Buffer.byteLength(e.source) + Buffer.byteLength(e.detailType) + Buffer.byteLength(detailJson);
   for (const r of e.resources ?? []) size += Buffer.byteLength(r);
   return size;
 }
@@ -64,11 +72,7 @@ export function assertPublishable(e: BusEventInput): string {
   if (e.time !== undefined && Number.isNaN(Date.parse(e.time)))
     problems.push(`time ${JSON.stringify(e.time)} is not an ISO 8601 date`);
   if (problems.length) throw new ValidationError(`Invalid bus event ${e.id ?? ""}`.trim(), problems);
-  // The wire detail's JSON is the detail's with the reserved keys after its own (wireDetail).
-  let size = 14 + Buffer.byteLength(e.source) + Buffer.byteLength(e.detailType) + Buffer.byteLength(json);
-  size += Buffer.byteLength(`${json === "{}" ? "" : ","}"${EVENT_ID_DETAIL_KEY}":${JSON.stringify(e.id)}`);
-  if (e.traceparent) size += Buffer.byteLength(`,"${TRACE_DETAIL_KEY}":${JSON.stringify(e.traceparent)}`);
-  for (const r of e.resources ?? []) size += Buffer.byteLength(r);
+  const size = entrySize(e, wireDetailJson(e, json));
   if (size > MAX_EVENT_BYTES) {
     throw new TooLargeError(
       `Bus event ${e.id} is ${size} bytes, over the ${MAX_EVENT_BYTES}-byte limit: store the payload as a resource and send its URN`,
