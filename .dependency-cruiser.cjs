@@ -1,5 +1,5 @@
 // The layering of ARCHITECTURE.md, checked on every import (type-only imports included):
-//   kernel <- domain <- ports <- store <- engine, tools, graph, notify, outbound, protocols, evals
+//   kernel <- domain <- ports <- store <- engine, tools, graph, knowledge, notify, outbound, protocols, evals
 //   <- channels <- runtime/{local,aws} (the only composition roots) <- entry points (functions/, cli/)
 // and beside them adapters/, which implement ports and import only ports, domain, the kernel, each
 // other and their SDKs. `npm run lint:layers` runs it; test/unit/house/layers.test.ts runs it in the suite.
@@ -8,7 +8,7 @@
 const dir = (...names) => `^shared/(${names.join("|")})/`;
 
 /** Everything above the given layers: what they may not import. */
-const CORE = ["engine", "tools", "graph", "notify", "outbound", "protocols", "evals"];
+const CORE = ["engine", "tools", "graph", "knowledge", "notify", "outbound", "protocols", "evals"];
 
 /** SDKs of clouds, databases and policy engines: adapters, composition roots and edges only. */
 const CLOUD_SDKS =

@@ -1,6 +1,7 @@
 import type { Command } from "../command.ts";
 import { demo } from "./demo.ts";
 import { dlq } from "./dlq.ts";
+import { docs } from "./docs.ts";
 import { evalCommand } from "./eval.ts";
 import { events } from "./events.ts";
 import { get } from "./get.ts";
@@ -30,6 +31,7 @@ export const COMMANDS: readonly Command[] = [
   notify,
   team,
   tools,
+  docs,
   graph,
   demo,
   ls,

@@ -97,6 +97,11 @@ export class Remote {
    * A POST: sent once (again only after a 429, which the server refused before reading it); with
    * `idempotencyKey`, repeated like a read, the same key each time, which the API answers once.
    */
+  /** Bytes as the body (a document's), with their type; sent again on a failure, as adding them twice is once. */
+  postBytes<T>(path: string, bytes: Uint8Array, contentType: string, shape?: Shape): Promise<T> {
+    return this.#request<T>("POST", path, new RawBody(bytes, contentType), true, undefined, shape);
+  }
+
   post<T>(path: string, body: unknown, options: { idempotencyKey?: string; shape?: Shape } = {}): Promise<T> {
     const { idempotencyKey, shape } = options;
     return this.#request<T>("POST", path, body, idempotencyKey !== undefined, idempotencyKey, shape);
@@ -120,10 +125,14 @@ export class Remote {
           headers: {
             authorization: `Bearer ${this.#key}`,
             accept: "application/json",
-            ...(body === undefined ? {} : { "content-type": "application/json" }),
+            ...(body === undefined
+              ? {}
+              : { "content-type": body instanceof RawBody ? body.type : "application/json" }),
             ...(idempotencyKey === undefined ? {} : { "idempotency-key": idempotencyKey }),
           },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          ...(body === undefined
+            ? {}
+            : { body: body instanceof RawBody ? body.bytes : JSON.stringify(body) }),
           redirect: "manual",
           signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
         });
@@ -189,6 +198,16 @@ export class Remote {
         problem.code,
       );
     }
+  }
+}
+
+/** A body sent as it is (not as JSON). */
+class RawBody {
+  readonly bytes: Uint8Array;
+  readonly type: string;
+  constructor(bytes: Uint8Array, type: string) {
+    this.bytes = bytes;
+    this.type = type;
   }
 }
 

@@ -1,5 +1,5 @@
 import { copyFileSync, cpSync, existsSync, mkdirSync, rmSync } from "node:fs";
-import { dirname, isAbsolute, join } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type BuildOptions, buildSync, type Metafile } from "esbuild";
 import { ConfigError } from "../../shared/kernel/errors.ts";
@@ -24,6 +24,16 @@ const TOKENIZER_FILES = [
   "tiktoken/package.json",
   "tiktoken/lite",
 ] as const;
+
+/**
+ * A document's PDF is read on a worker thread (shared/knowledge/extract.ts): its script sits beside
+ * the bundle's modules, plain JavaScript, and imports PDF.js's serverless build (unpdf) from the
+ * bundle's node_modules. Shipped only with the entries that run the documents step (the engine's
+ * steps share one handler); the API function holds the engine too, but never reads a document.
+ */
+const PDF_WORKER = "shared/knowledge/pdf-text-worker.mjs";
+const PDF_READER_FILES = ["unpdf/package.json", "unpdf/dist"] as const;
+const DOCUMENT_READERS = ["functions/engine-step.ts"] as const;
 
 /** The Cedar policy engine reads its wasm next to the module that loads it (`__dirname`). */
 const CEDAR_WASM = "@cedar-policy/cedar-wasm/nodejs/cedar_wasm_bg.wasm";
@@ -104,6 +114,14 @@ export function buildFunctionBundle(
       recursive: true,
       filter: (from) => !from.endsWith(".map") && !from.endsWith(".d.ts"),
     });
+  if (DOCUMENT_READERS.some((reader) => resolve(PROJECT_ROOT, reader) === resolve(entry))) {
+    copyFileSync(join(PROJECT_ROOT, PDF_WORKER), join(outdir, "pdf-text-worker.mjs"));
+    for (const path of PDF_READER_FILES)
+      cpSync(join(modules, path), join(outdir, "node_modules", path), {
+        recursive: true,
+        filter: (from) => !from.endsWith(".map") && !from.endsWith(".d.ts") && !from.endsWith(".d.mts"),
+      });
+  }
   for (const [name, source] of Object.entries(files)) copyFileSync(source, join(outdir, name));
   return metafile;
 }

@@ -253,6 +253,34 @@ const ITEM_WRITES_NO_DELETE = [
 
 const REQUEST_TREE = "cld:common.Tenant.*/common.Conversation.*/common.Message.*/*";
 
+/** A tenant's documents: each one's resource, its bytes (`.source`) and its chunks below it. */
+const DOCUMENTS = "cld:common.Tenant.*/doc.Document.*";
+
+/**
+ * A document removed (shared/knowledge/documents.ts): its objects, its chunks' vectors and its
+ * record. By the API (a delete asked for) and the watchdog (a delete a crash cut short).
+ */
+const DOCUMENT_REMOVAL: readonly Grant[] = [
+  {
+    sid: "DocumentDeletes",
+    actions: ["s3:DeleteObject"],
+    on: { objects: [DOCUMENTS] },
+    why: "a document deleted: its resource, bytes and chunks",
+  },
+  {
+    sid: "DocumentRecordDeletes",
+    actions: ["dynamodb:DeleteItem"],
+    on: { items: ["R#document#*"] },
+    why: "a deleted document's state",
+  },
+  {
+    sid: "ChunkVectorDeletes",
+    actions: ["s3vectors:DeleteVectors"],
+    on: { vectorIndex: true },
+    why: "a deleted document's chunks taken out of the index",
+  },
+];
+
 /** The objects of a request's tree: its tasks, their messages, questions and state. */
 const REQUEST_TREE_WRITES: Grant = {
   sid: "RequestTreeWrites",
@@ -349,6 +377,29 @@ export const STEP_GRANTS: Readonly<Record<StepName, readonly Grant[]>> = {
       why: "an output is indexed, for later tasks to find",
     },
   ],
+  documents: [
+    ...STEP_READS,
+    EMBEDDINGS_GRANT,
+    EVENTS,
+    {
+      sid: "DocumentObjects",
+      actions: ["s3:PutObject", "s3:DeleteObject"],
+      on: { objects: [DOCUMENTS] },
+      why: "a document's chunks and its resource written; an older version's chunks removed",
+    },
+    {
+      sid: "DocumentRecords",
+      actions: ITEM_WRITES_NO_DELETE,
+      on: { items: ["R#document#*"] },
+      why: "a document's state: processing, its progress, ready or failed",
+    },
+    {
+      sid: "ChunkVectors",
+      actions: ["s3vectors:PutVectors", "s3vectors:DeleteVectors"],
+      on: { vectorIndex: true },
+      why: "a document's chunks indexed; an older version's taken out",
+    },
+  ],
   activity: [
     ...STEP_READS,
     {
@@ -360,8 +411,12 @@ export const STEP_GRANTS: Readonly<Record<StepName, readonly Grant[]>> = {
   ],
 };
 
-/** Steps that send no command (EngineCommands): indexing an output, running an activity (fire and forget). */
-export const SENDS_NO_COMMAND: ReadonlySet<string> = new Set<StepName>(["index-output", "activity"]);
+/** Steps that send no command (EngineCommands): indexing an output or a document, running an activity (fire and forget). */
+export const SENDS_NO_COMMAND: ReadonlySet<string> = new Set<StepName>([
+  "index-output",
+  "activity",
+  "documents",
+]);
 
 /**
  * The experiments' driver (functions/engine-step.ts on its own rule): it submits a case's requests to
@@ -403,7 +458,17 @@ export function stepGrants(route: string): readonly Grant[] {
  * sweeps the running experiments as the experiments' driver does (the same code: advancing runs,
  * launching the next), so it holds the driver's rights.
  */
-export const WATCHDOG_GRANTS: readonly Grant[] = EVAL_STEP_GRANTS;
+export const WATCHDOG_GRANTS: readonly Grant[] = [
+  ...EVAL_STEP_GRANTS,
+  // Documents a crash left half processed or half deleted (knowledge/documents.ts repairDocuments).
+  ...DOCUMENT_REMOVAL,
+  {
+    sid: "DocumentRecords",
+    actions: ITEM_WRITES_NO_DELETE,
+    on: { items: ["R#document#*"] },
+    why: "a document's state, while a delete a crash cut short is finished",
+  },
+];
 
 /**
  * The API function, the front door: it writes what people and admins send (the tenant and its team's
@@ -439,11 +504,12 @@ export const API_GRANTS: readonly Grant[] = [
   EVENTS,
   EMBEDDINGS_GRANT,
   VECTOR_OPEN,
+  ...DOCUMENT_REMOVAL.filter((g) => g.sid !== "ChunkVectorDeletes"),
   {
     sid: "TeamIndex",
     actions: ["s3vectors:PutVectors", "s3vectors:DeleteVectors"],
     on: { vectorIndex: true },
-    why: "a team's assistants indexed for election, and those it drops taken out",
+    why: "a team's assistants indexed for election, and those it drops taken out; a deleted document's chunks",
   },
 ];
 

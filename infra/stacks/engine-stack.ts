@@ -117,6 +117,7 @@ export const ENGINE_OUTPUT_KEYS = {
   supervise: "SuperviseFunctionName",
   "index-output": "IndexOutputFunctionName",
   activity: "ActivityFunctionName",
+  documents: "DocumentsFunctionName",
   eval: "EvalFunctionName",
   watchdog: "WatchdogFunctionName",
   notify: "NotifyFunctionName",
@@ -145,6 +146,8 @@ const MODEL_STEP = { timeout: Duration.minutes(5), memorySize: 1024 } as const;
 const PLAIN_STEP = { timeout: Duration.minutes(1), memorySize: 512 } as const;
 /** A step that runs tools and calls no model (activity): it waits on the tool function (4 minutes at most). */
 const TOOL_STEP = { timeout: Duration.minutes(5), memorySize: 512 } as const;
+/** A document's processing: a PDF read on a thread with its own heap, hundreds of chunks embedded. */
+const DOCUMENT_STEP = { timeout: Duration.minutes(5), memorySize: 1024 } as const;
 
 /** Inference profile ids start with their geography (`us.anthropic...`, `global.anthropic...`). */
 const INFERENCE_PROFILE = /^(us|us-gov|eu|apac|jp|au|ca|global)\.(.+)$/;
@@ -232,6 +235,7 @@ export class EngineStack extends Stack {
     // The commands' queues first: every function that sends a command names them all.
     const sizeOf = (name: StepName) => {
       const route = ROUTES.find((r) => r.name === name);
+      if (name === "documents") return DOCUMENT_STEP;
       return route?.callsModel ? MODEL_STEP : route?.runsTools ? TOOL_STEP : PLAIN_STEP;
     };
     this.commandQueues = Object.fromEntries(

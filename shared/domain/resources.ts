@@ -151,6 +151,11 @@ export const MessageSchema = resource("common.Message", {
    * the next turn only, then elided from the messages of later turns.
    */
   ephemeral: z.boolean().optional(),
+  /**
+   * A task's output: the resources its answer cites (document passages, earlier results given
+   * to it as context under their URNs, and named in the answer).
+   */
+  citations: z.array(UrnSchema).max(50).optional(),
 }).superRefine((m, ctx) => {
   if (m.toolCalls && m.role !== "assistant") {
     ctx.addIssue({
@@ -347,6 +352,50 @@ export const TaskStateSchema = resource("plan.State", {
   collapsedFrom: z.string().max(500).optional(),
 });
 
+/**
+ * A document of the tenant's knowledge (shared/knowledge/documents.ts): a file or page added with
+ * `arbor docs add` or `POST /v1/documents`, under the tenant, named by where it came from (adding
+ * the same name again replaces it). Its text is in its `doc.Chunk`s; its bytes beside it
+ * (`<urn>.source`). Written once its chunks are, so a Document that reads is one that is searched.
+ */
+export const DocumentSchema = resource("doc.Document", {
+  /** The file name or URL it was added from. */
+  source: z.string().min(1).max(2_000),
+  contentType: z.string().min(1).max(200),
+  /** Bytes of the source. */
+  size: z.number().int().nonnegative(),
+  /** Lowercase hex sha256 of the source. */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  /** Its title (the first heading, the HTML title, the PDF's), when it has one. */
+  title: z.string().max(500).optional(),
+  pages: z.number().int().positive().optional(),
+  chunks: z.number().int().nonnegative(),
+  /** The chunks' generation: the first 12 characters of sha256 (their ids begin with it). */
+  generation: z.string().regex(/^[0-9a-f]{12}$/),
+  /** The actor who added it. */
+  addedBy: z.string().min(1).max(1000),
+});
+
+/** Where a chunk's text is in its document: offsets into the text extracted from it. */
+export const ChunkLocationSchema = z.object({
+  /** The page (PDF), from 1. */
+  page: z.number().int().positive().optional(),
+  /** The headings it lies under, outermost first. */
+  headings: z.array(z.string().max(300)).max(6).optional(),
+  start: z.number().int().nonnegative(),
+  end: z.number().int().nonnegative(),
+});
+export type ChunkLocation = z.infer<typeof ChunkLocationSchema>;
+
+/** A piece of a document's text, embedded and searched on its own; cited by its URN. */
+export const ChunkSchema = resource("doc.Chunk", {
+  content: z.string().min(1).max(20_000),
+  /** Its place in the document, from 0. */
+  index: z.number().int().nonnegative(),
+  location: ChunkLocationSchema,
+  tokens: z.number().int().nonnegative(),
+});
+
 export const RESOURCE_SCHEMAS = {
   "common.Tenant": TenantSchema,
   "common.Conversation": ConversationSchema,
@@ -356,6 +405,8 @@ export const RESOURCE_SCHEMAS = {
   "common.Tool": ToolResourceSchema,
   "uip.Interaction": InteractionResourceSchema,
   "plan.State": TaskStateSchema,
+  "doc.Document": DocumentSchema,
+  "doc.Chunk": ChunkSchema,
 } as const;
 
 export type ResourceType = keyof typeof RESOURCE_SCHEMAS;
@@ -369,6 +420,8 @@ export type Assistant = ResourceOf<"common.Assistant">;
 export type ToolResource = ResourceOf<"common.Tool">;
 export type InteractionResource = ResourceOf<"uip.Interaction">;
 export type TaskState = ResourceOf<"plan.State">;
+export type DocumentResource = ResourceOf<"doc.Document">;
+export type Chunk = ResourceOf<"doc.Chunk">;
 export type AnyResource = { [T in ResourceType]: ResourceOf<T> }[ResourceType];
 
 export const isResourceType = (t: unknown): t is ResourceType =>

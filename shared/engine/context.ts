@@ -9,6 +9,7 @@ import { currentTraceparent, tracingOn } from "../kernel/tracing.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { BusEventInput, EventBus } from "../ports/event-bus.ts";
 import type { Llm } from "../ports/llm.ts";
+import type { ObjectStore } from "../ports/object-store.ts";
 import type { PolicyEngine } from "../ports/policy.ts";
 import type { StateStore } from "../ports/state-store.ts";
 import type { ToolPort } from "../ports/tools.ts";
@@ -78,6 +79,10 @@ export interface EngineSettings {
 
 export interface EngineDeps {
   resources: ResourceStore;
+  /** The object store under the resources: a document's bytes (knowledge/documents.ts). */
+  objects: ObjectStore;
+  /** Outbound HTTP through the outbound guard: a document added by its URL (knowledge/fetch-document.ts). */
+  outboundFetch?: typeof fetch;
   tasks: TaskLog;
   state: StateStore;
   bus: EventBus;

@@ -7,6 +7,7 @@ import { parseTeam, type TeamDiff, teamDiff } from "../domain/team.ts";
 import { conversationOf, parentUrn, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
 import { ConflictError, ForbiddenError, ValidationError } from "../kernel/errors.ts";
 import { ATTR, inSpan, withinTask, withTraceparent } from "../kernel/tracing.ts";
+import { processDocument } from "../knowledge/process-document.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import { type Caller, principalOf, ResourceAccess, type ResourceAction } from "../store/resource-access.ts";
 import type { EngineDeps, PlanCommand, ResumeCommand, TaskCommand } from "./context.ts";
@@ -102,6 +103,7 @@ export class Engine {
       supervise: (e) => onResourcePut(d, e.detail),
       "index-output": (e) => indexOutput(d, e.detail),
       activity: (e) => runActivity(d, e.detail),
+      documents: (e) => processDocument(d, String(e.detail.urn)),
     };
     const handle = async (route: Route, event: BusEnvelope): Promise<void> => {
       try {

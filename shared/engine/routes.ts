@@ -1,4 +1,5 @@
 import type { EventPattern } from "../kernel/event-pattern/index.ts";
+import { DOCUMENT_ADDED } from "../knowledge/documents.ts";
 import { COMMANDS, SOURCE } from "./context.ts";
 
 /**
@@ -6,7 +7,15 @@ import { COMMANDS, SOURCE } from "./context.ts";
  * subscriptions (`Engine.start`) and for the AWS deployment, where each route is an EventBridge
  * rule of the same name and pattern targeting the step's Lambda function.
  */
-export type StepName = "plan" | "ready" | "turn" | "resume" | "supervise" | "index-output" | "activity";
+export type StepName =
+  | "plan"
+  | "ready"
+  | "turn"
+  | "resume"
+  | "supervise"
+  | "index-output"
+  | "activity"
+  | "documents";
 
 /**
  * The steps started by a command with exactly one consumer (the step): on AWS each has its own SQS
@@ -93,5 +102,13 @@ export const ROUTES: readonly Route[] = [
     callsModel: false,
     runsTools: true,
     description: "Runs a fire-and-forget activity call once, through the tool port, after its turn went on",
+  },
+  {
+    name: "documents",
+    pattern: command(DOCUMENT_ADDED),
+    queued: false,
+    callsModel: false,
+    runsTools: false,
+    description: "Reads an added document, cuts it into chunks and embeds them for search",
   },
 ];

@@ -137,6 +137,8 @@ export function engineOn(
     : undefined;
   const engine = new Engine({
     resources: rt.resources,
+    objects: rt.objects,
+    outboundFetch: options.fetch ?? createGuardedFetch(outboundPolicy(options.outbound)),
     tasks: rt.tasks,
     state: rt.state,
     bus: rt.bus,

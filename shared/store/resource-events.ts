@@ -101,6 +101,8 @@ export function announcesPut(
   meta: WrittenMeta,
   setting: Exclude<ResourceEventsSetting, "off"> = "default",
 ): boolean {
+  // A document's chunks are its bulk (hundreds a document): the document's own put says it.
+  if (meta.type === "doc.Chunk") return setting === "all";
   if (!isTaskMessage(meta)) return true;
   return setting === "all" && meta.name !== "output";
 }

@@ -81,6 +81,13 @@ export class FakeS3Vectors {
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
   }
 
+  /** Every vector key held, in every index (what a test checks is gone). */
+  keys(): string[] {
+    return [...this.buckets.values()].flatMap((b) =>
+      [...b.indexes.values()].flatMap((i) => [...i.vectors.keys()]),
+    );
+  }
+
   /** The next `n` calls of `operation` fail with the given error (default: throttling). */
   failNext(operation: string, n: number, error = { status: 429, type: "TooManyRequestsException" }): void {
     this.failures.push({

@@ -12,6 +12,7 @@ const COMMANDS = [
   "notify",
   "team",
   "tools",
+  "docs",
   "graph",
   "demo",
   "ls",

@@ -19,6 +19,7 @@ import type { ConsoleSessions } from "../console/sessions.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
 import { a2aCallbackRoutes } from "./http-a2a-callbacks.ts";
 import { createConversationRoutes } from "./http-conversation.ts";
+import { createDocumentRoutes } from "./http-documents.ts";
 import { createEvalRoutes } from "./http-evals.ts";
 import type { EventStreamOptions } from "./http-events.ts";
 import { createGraphRoutes } from "./http-graph.ts";
@@ -190,16 +191,17 @@ export function createHttpApi({
     }
     await next();
   });
-  app.use(
-    "/v1/*",
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: (c) => {
-        // The rest of the body is not read: the connection cannot carry another request.
-        c.header("Connection", "close");
-        return c.json(errorBody("TOO_LARGE", `The request body is larger than ${MAX_BODY_BYTES} bytes`), 413);
-      },
-    }),
+  const generalLimit = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: (c) => {
+      // The rest of the body is not read: the connection cannot carry another request.
+      c.header("Connection", "close");
+      return c.json(errorBody("TOO_LARGE", `The request body is larger than ${MAX_BODY_BYTES} bytes`), 413);
+    },
+  });
+  // A document's bytes have their own, larger bound (http-documents.ts).
+  app.use("/v1/*", (c, next) =>
+    c.req.method === "POST" && c.req.path === "/v1/documents" ? next() : generalLimit(c, next),
   );
 
   app.post("/v1/messages", async (c) => {
@@ -305,6 +307,7 @@ export function createHttpApi({
   app.route("/", createTeamRoutes(engine));
   app.route("/", createToolRoutes(engine));
   app.route("/", createGraphRoutes(engine));
+  app.route("/", createDocumentRoutes(engine));
   app.route("/", createEvalRoutes(engine));
   app.route("/", resourceEventRoutes(engine, limiter ? { ...events, slots: limiter } : events));
   app.route("/", createConversationRoutes(engine));

@@ -57,6 +57,12 @@ export const ROUTE_PURPOSES: Readonly<Record<string, string>> = {
   "PUT /v1/admin/team": "a team file applied, or with `dryRun=true` only its change shown (admins)",
   "GET /v1/tools": "the tenant's tools, of one namespace or all",
   "GET /v1/graph": "the tenant's graph: the triples matching one pattern (admins)",
+  "POST /v1/documents":
+    "add a document (Markdown, text, HTML, PDF: its bytes, or {url}) to the tenant's knowledge; 202 while it is read (admins)",
+  "GET /v1/documents": "the tenant's documents and their state (admins)",
+  "GET /v1/documents/:urn":
+    "one document's state: pending, processing (chunks embedded), ready or failed (admins)",
+  "DELETE /v1/documents/:urn": "remove a document with its chunks (admins)",
   "POST /v1/evals/experiments":
     "runs a dataset (a kept one by name, or its text) on this runtime; its scores come as its runs end (admins)",
   "POST /v1/evals/experiments/:id/stop":

@@ -4,6 +4,7 @@ import { schedule } from "../../domain/scheduler.ts";
 import { isTerminal } from "../../domain/task-state.ts";
 import type { TaskView } from "../../domain/task-view.ts";
 import { parentUrn, type Urn } from "../../domain/urn.ts";
+import { repairDocuments } from "../../knowledge/documents.ts";
 import {
   agentActor,
   COMMANDS,
@@ -286,6 +287,8 @@ export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ red
   redriven += await repairLeafSlots(deps, before);
   // Fire-and-forget activities still to run (activity-step.ts): they may outlive their task.
   redriven += await redriveActivities(deps, before);
+  // Documents a crash left pending, processing or half deleted (knowledge/documents.ts).
+  redriven += await repairDocuments(deps, before);
   if (redriven > 0) deps.log.info("watchdog re-drove stalled work", { redriven });
   return { redriven };
 }

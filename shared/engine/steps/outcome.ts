@@ -22,11 +22,14 @@ export async function completeTask(
   assistant?: string,
   /** The task's view as the caller has just read it (recordTask's `known`). */
   known?: TaskView,
+  /** What the answer cites of its context (knowledge/search.ts citationsIn). */
+  citations?: readonly string[],
 ): Promise<void> {
   const written = await deps.resources.put({
     meta: outputMeta(taskId),
     role: "assistant",
     content,
+    ...(citations?.length ? { citations } : {}),
   });
   return completed(deps, taskId, written, content, assistant, known);
 }

@@ -3,10 +3,11 @@ import * as z from "zod";
 import { AskQuestionSchema } from "../../domain/ask-question.ts";
 import { formatIssues, type Message } from "../../domain/resources.ts";
 import { wholeCharacters } from "../../domain/text.ts";
-import { descendantPrefix, rootUrn, tenantOf } from "../../domain/urn.ts";
+import { rootUrn, tenantOf } from "../../domain/urn.ts";
 import type { GraphStore } from "../../graph/graph-store.ts";
 import { graphAdd, graphQuery, graphRemove } from "../../graph/graph-tools.ts";
 import { ArborError, ConfigError, ForbiddenError, ValidationError } from "../../kernel/errors.ts";
+import { contextLine, SEARCH_KINDS, searchKnowledge } from "../../knowledge/search.ts";
 import type { Embedder } from "../../ports/embeddings.ts";
 import type { PolicyEngine } from "../../ports/policy.ts";
 import type { ToolBinding, ToolContext, ToolDescriptor } from "../../ports/tools.ts";
@@ -99,9 +100,6 @@ const askPerson = define({
   },
 });
 
-/** The tenant a task belongs to: a built-in never reaches beyond it. */
-const tenantPrefix = (context: ToolContext) => descendantPrefix(rootUrn(context.taskId));
-
 /**
  * The assistant calling a tool, as the resource checks see it: of the tenant at the root of its URN
  * (an actor named otherwise acts within the task's tenant).
@@ -116,6 +114,7 @@ const SEARCH_SCHEMA = z
   .object({
     query: z.string().min(1).max(2000).optional(),
     urnPrefix: z.string().min(5).max(1000).optional(),
+    kinds: z.array(z.enum(SEARCH_KINDS)).min(1).max(SEARCH_KINDS.length).optional(),
     limit: z.number().int().min(1).max(50).default(5),
   })
   .refine((a) => (a.query === undefined) !== (a.urnPrefix === undefined), {
@@ -137,23 +136,32 @@ function searchResources(deps: BuiltinDeps) {
   const access = new ResourceAccess(deps.resources, deps.policy);
   return define({
     description:
-      "Finds resources of your tenant: by meaning (`query`: the most similar results of earlier tasks) " +
-      "or by place (`urnPrefix`: the resources stored under that URN). Returns URNs with a short excerpt.",
+      "Finds resources of your tenant: by meaning (`query`: passages of the tenant's documents and results " +
+      "of earlier tasks, nearest first; `kinds` to ask for doc.Chunk or common.Message only) or by place " +
+      "(`urnPrefix`: the resources stored under that URN). Returns URNs with a short excerpt: cite a " +
+      "passage by its URN, and read more of it with read_resource.",
     schema: SEARCH_SCHEMA,
     pure: true,
-    run: async ({ query, urnPrefix, limit }, context) => {
+    run: async ({ query, urnPrefix, kinds, limit }, context) => {
       const caller = callerOf(context);
-      let urns: string[];
       if (query !== undefined) {
-        const [vector] = await deps.embedder.embed([query]);
-        const keyPrefix = tenantPrefix(context);
-        const matches = vector
-          ? await deps.index.query({ vector, topK: limit, type: "common.Message", keyPrefix })
+        const tenant = tenantOf(rootUrn(context.taskId));
+        const found = tenant
+          ? await searchKnowledge(deps, { tenant, text: query, ...(kinds ? { kinds } : {}), limit })
           : [];
-        urns = matches.map((m) => m.key);
-      } else {
-        urns = (await access.list(caller, (urnPrefix as string).replace(/\/$/, ""))).slice(0, limit);
+        // What the search found is read again through the resource checks (the policy decides).
+        const readable = new Set(
+          (
+            await access.readMany(
+              caller,
+              found.map((f) => f.urn),
+            )
+          ).flatMap((d) => (d ? [d.meta.id] : [])),
+        );
+        const lines = found.filter((f) => readable.has(f.urn)).map((f) => contextLine(f, 300));
+        return lines.length ? lines.join("\n") : "Nothing found.";
       }
+      const urns = (await access.list(caller, (urnPrefix as string).replace(/\/$/, ""))).slice(0, limit);
       const docs = await access.readMany(caller, urns);
       const lines = docs.flatMap((d) =>
         d ? [`- ${d.meta.id} (${d.meta.type}) ${excerpt(d as Message)}`.trimEnd()] : [],

@@ -265,9 +265,10 @@ describe("functions", () => {
         Runtime: "nodejs24.x",
         Architectures: ["arm64"],
         Handler: "index.handler",
-        // A step that runs tools waits on the tool function (activity: no model, yet 5 minutes).
-        Timeout: route.callsModel || route.runsTools ? 300 : 60,
-        MemorySize: route.callsModel ? 1024 : 512,
+        // A step that runs tools waits on the tool function (activity: no model, yet 5 minutes); a
+        // document's processing reads a PDF on a thread of its own and embeds hundreds of chunks.
+        Timeout: route.callsModel || route.runsTools || route.name === "documents" ? 300 : 60,
+        MemorySize: route.callsModel || route.name === "documents" ? 1024 : 512,
       });
     }
     expect(props(prod.template, watchdogFn())).toMatchObject({ Runtime: "nodejs24.x", Timeout: 300 });
@@ -386,10 +387,10 @@ describe("permissions", () => {
         else if (r.includes("*"))
           expect([s.Sid, r]).toEqual([
             expect.stringMatching(
-              /^(Resources|NotifyAnswers|ResourceReads|ToolResults|ToolResources|RequestTreeWrites|ConversationWrites|TenantWrites)$/,
+              /^(Resources|NotifyAnswers|ResourceReads|ToolResults|ToolResources|RequestTreeWrites|ConversationWrites|TenantWrites|DocumentObjects|DocumentDeletes)$/,
             ),
             expect.stringMatching(
-              /:s3:::[^/]*\/(\*|cld:\*\/plan\.Task\.\*\/common\.Message\.\*|cld:common\.Tenant\.\*\/common\.Tool\.\*|cld:common\.Tenant\.\*(\/common\.Conversation\.\*(\/common\.Message\.\*\/\*)?)?)$/,
+              /:s3:::[^/]*\/(\*|cld:\*\/plan\.Task\.\*\/common\.Message\.\*|cld:common\.Tenant\.\*\/common\.Tool\.\*|cld:common\.Tenant\.\*\/doc\.Document\.\*|cld:common\.Tenant\.\*(\/common\.Conversation\.\*(\/common\.Message\.\*\/\*)?)?)$/,
             ),
           ]);
       }
@@ -448,8 +449,14 @@ describe("permissions", () => {
         .map((s) => s.Sid);
       expect([route.name, sids]).toEqual([route.name, STEP_GRANTS[route.name].map((g) => g.sid)]);
     }
+    // No step deletes, but the documents step a re-added document's older chunks (under it only).
     const writes = statements(prod.template).filter(
-      (s) => s.policy.includes("StepData") && list(s.Action).some((a) => a.includes("Delete")),
+      (s) =>
+        s.policy.includes("StepData") &&
+        list(s.Action).some((a) => a.includes("Delete")) &&
+        !(
+          s.policy.includes("DocumentsStepData") && ["DocumentObjects", "ChunkVectors"].includes(s.Sid ?? "")
+        ),
     );
     expect(writes).toEqual([]);
   });
@@ -494,11 +501,14 @@ describe("permissions", () => {
       const bundle = join(prod.app.outdir, `asset.${Code.S3Key.replace(/\.zip$/, "")}`);
       // The handler, the chunks it loads when a call needs them (function-bundle.ts), and nothing more.
       const files = readdirSync(bundle).sort();
+      // The steps' bundle also reads documents: the PDF reader's script (function-bundle.ts).
+      const isStep = ROUTES.some((r) => prod.engine.steps[r.name] === fn);
       expect(files.filter((f) => !/^chunk-[A-Z0-9]+\.mjs(\.map)?$/.test(f))).toEqual([
         "cedar_wasm_bg.wasm",
         "index.mjs",
         "index.mjs.map",
         "node_modules",
+        ...(isStep ? ["pdf-text-worker.mjs"] : []),
       ]);
       expect(files.filter((f) => f.endsWith(".mjs")).length).toBeGreaterThan(10);
       expect(lazyChunksWithoutNames(bundle)).toEqual([]);

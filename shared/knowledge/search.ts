@@ -1,0 +1,143 @@
+import type { Chunk, DocumentResource, Message } from "../domain/resources.ts";
+import { descendantPrefix, parentUrn, tenantUrn, type Urn } from "../domain/urn.ts";
+import type { Embedder } from "../ports/embeddings.ts";
+import type { VectorIndex, VectorMatch } from "../ports/vector-index.ts";
+import type { ResourceStore } from "../store/resource-store.ts";
+import { isCurrentChunk } from "./documents.ts";
+
+/**
+ * Search over what a tenant knows, by meaning: its documents' chunks and its earlier tasks'
+ * results, one embedding of the question and one index query per kind (at once), merged by score.
+ * Everything found lies under the tenant's URN: the index is asked for that prefix only. A chunk
+ * of a document's older version (re-added, not yet cleaned up) is never returned.
+ */
+export const SEARCH_KINDS = ["doc.Chunk", "common.Message"] as const;
+export type SearchKind = (typeof SEARCH_KINDS)[number];
+
+export interface Found {
+  urn: Urn;
+  kind: SearchKind;
+  /** Cosine similarity of the question and what was found. */
+  score: number;
+  text: string;
+  /** For a chunk: its document and where in it. */
+  document?: { urn: Urn; name: string; title?: string };
+  page?: number;
+  headings?: readonly string[];
+}
+
+export interface SearchDeps {
+  resources: ResourceStore;
+  embedder: Embedder;
+  index: VectorIndex;
+}
+
+export interface SearchQuery {
+  tenant: string;
+  /** The question, or the vector of it when the caller embedded it already. */
+  text: string | Float32Array;
+  kinds?: readonly SearchKind[];
+  limit: number;
+  /** Below this similarity nothing is returned (default 0: the nearest, however far). */
+  minScore?: number;
+}
+
+export async function searchKnowledge(deps: SearchDeps, query: SearchQuery): Promise<Found[]> {
+  const kinds = query.kinds ?? SEARCH_KINDS;
+  const vector = typeof query.text === "string" ? (await deps.embedder.embed([query.text]))[0] : query.text;
+  if (!vector || kinds.length === 0 || query.limit <= 0) return [];
+  const keyPrefix = descendantPrefix(tenantUrn(query.tenant));
+  // A few more chunks than asked: an older version's may be among them and is dropped.
+  const lists = await Promise.all(
+    kinds.map((type) =>
+      deps.index.query({
+        vector,
+        topK: type === "doc.Chunk" ? query.limit + 4 : query.limit,
+        type,
+        keyPrefix,
+      }),
+    ),
+  );
+  const matches = lists
+    .flat()
+    .filter((m) => m.score >= (query.minScore ?? Number.NEGATIVE_INFINITY))
+    .sort((a, b) => b.score - a.score);
+  const resources = await deps.resources.getMany(matches.map((m) => m.key));
+  const documentUrns = [
+    ...new Set(matches.flatMap((m) => (m.type === "doc.Chunk" ? [parentUrn(m.key) as string] : []))),
+  ];
+  const documents = new Map(
+    (await deps.resources.getMany(documentUrns)).flatMap((d) =>
+      d?.meta.type === "doc.Document" ? [[d.meta.id, d as DocumentResource] as const] : [],
+    ),
+  );
+  const found: Found[] = [];
+  matches.forEach((match, i) => {
+    const resource = resources[i];
+    if (!resource || found.length >= query.limit) return;
+    const item = foundOf(match, resource as Chunk | Message, documents);
+    if (item) found.push(item);
+  });
+  return found;
+}
+
+function foundOf(
+  match: VectorMatch,
+  resource: Chunk | Message,
+  documents: ReadonlyMap<string, DocumentResource>,
+): Found | undefined {
+  if (resource.meta.type === "doc.Chunk") {
+    const chunk = resource as Chunk;
+    const document = documents.get(chunk.meta.parent as string);
+    if (!document || !isCurrentChunk(chunk, document)) return undefined;
+    return {
+      urn: chunk.meta.id as Urn,
+      kind: "doc.Chunk",
+      score: match.score,
+      text: chunk.content,
+      document: {
+        urn: document.meta.id as Urn,
+        name: document.meta.name,
+        ...(document.title ? { title: document.title } : {}),
+      },
+      ...(chunk.location.page !== undefined ? { page: chunk.location.page } : {}),
+      ...(chunk.location.headings?.length ? { headings: chunk.location.headings } : {}),
+    };
+  }
+  const message = resource as Message;
+  if (message.meta.type !== "common.Message" || !message.content || message.isError) return undefined;
+  return { urn: message.meta.id as Urn, kind: "common.Message", score: match.score, text: message.content };
+}
+
+/** Where a found chunk is, for a person or a model: `Refunds policy § Returns, p. 3`. */
+export function placeOf(found: Found): string {
+  const name = found.document?.title ?? found.document?.name ?? "";
+  const headings = found.headings?.length ? ` § ${found.headings.join(" > ")}` : "";
+  const page = found.page !== undefined ? `, p. ${found.page}` : "";
+  return `${name}${headings}${page}`;
+}
+
+/**
+ * One line of context per thing found, its URN first, so a model can cite it: the text cut to
+ * `chars` on a whole character (what the leaf's prompt and the search built-in show).
+ */
+export function contextLine(found: Found, chars: number): string {
+  const text = found.text.replace(/\s+/g, " ").trim();
+  const cut = text.length > chars ? `${text.slice(0, chars).replace(/[\ud800-\udbff]$/, "")}…` : text;
+  return found.kind === "doc.Chunk"
+    ? `- [${found.urn}] (${placeOf(found)}) ${cut}`
+    : `- [${found.urn}] ${cut}`;
+}
+
+/** The URNs a prompt gave as context (each line's `[urn]`, as `contextLine` writes them). */
+export function givenUrns(prompt: string): string[] {
+  return [...new Set([...prompt.matchAll(/^- \[(cld:[^\]\s]+)\]/gm)].map((m) => m[1] as string))];
+}
+
+/** The URNs an answer cites: those the prompt gave that the answer names, at most 50. */
+export function citationsIn(answer: string, prompt: string): Urn[] {
+  if (!answer.includes("cld:")) return [];
+  return givenUrns(prompt)
+    .filter((urn) => answer.includes(urn))
+    .slice(0, 50) as Urn[];
+}
