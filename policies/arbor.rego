@@ -16,13 +16,15 @@ graph_actions := {"graph.read", "graph.write"}
 allow if input.principal.kind == "system"
 
 # An assistant of the tenant (its id is its URN) reads and writes the tenant's resources, except
-# the keys' callback signing secrets (with one, it could forge callbacks to a key's receivers).
+# the keys' callback signing secrets (with one, it could forge callbacks to a key's receivers) and
+# the memories (an assistant gets those through recall, the ones of its request's person only).
 allow if {
 	input.action in resource_actions
 	input.principal.kind == "agent"
 	same_tenant
 	startswith(input.principal.id, "cld:")
 	input.resource.type != "notify.CallbackSecret"
+	input.resource.type != "mem.Memory"
 }
 
 # A person with the admin role reads and writes anything of their tenant.

@@ -292,3 +292,27 @@ test_a_person_named_like_the_engine_is_no_engine if {
 		"context": {},
 	}
 }
+
+memory := {"id": "cld:common.Tenant.acme/mem.Scope.person-0123456789abcdef/mem.Memory.fedcba9876543210", "tenant": "acme", "type": "mem.Memory", "owner": "user_ada"}
+
+test_an_assistant_never_reads_a_memory if {
+	not authz.allow with input as {"principal": agent, "action": "resource.read", "resource": memory, "context": {}}
+}
+
+test_a_person_reads_a_memory_about_them if {
+	authz.allow with input as {
+		"principal": {"id": "user_ada", "kind": "human", "tenant": "acme", "roles": []},
+		"action": "resource.read",
+		"resource": memory,
+		"context": {},
+	}
+}
+
+test_a_person_never_reads_a_memory_about_another if {
+	not authz.allow with input as {
+		"principal": {"id": "user_bob", "kind": "human", "tenant": "acme", "roles": []},
+		"action": "resource.read",
+		"resource": memory,
+		"context": {},
+	}
+}

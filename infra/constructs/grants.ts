@@ -129,6 +129,12 @@ export const TOOL_FUNCTION_GRANTS: readonly Grant[] = [
     why: "a result too long to pass inline is stored under its task",
   },
   {
+    sid: "ToolArtifacts",
+    actions: ["s3:PutObject"],
+    on: { objects: ["cld:*/plan.Task.*/common.Artifact.*"] },
+    why: "a file a task makes (create_artifact) is stored under its task",
+  },
+  {
     sid: "ToolResources",
     actions: ["s3:PutObject", "s3:DeleteObject"],
     on: { objects: ["cld:common.Tenant.*/common.Tool.*"] },

@@ -78,6 +78,8 @@ export const TaskCompletedSchema = z.object({
     summary: z.string().max(8000).optional(),
     /** The output Message resource. */
     output: UrnSchema.optional(),
+    /** The files it made (its tools' artifacts; a parent's: its children's), by URN. */
+    artifacts: z.array(UrnSchema).max(100).optional(),
   }),
 });
 export const TaskFailedSchema = z.object({

@@ -396,6 +396,30 @@ export const ChunkSchema = resource("doc.Chunk", {
   tokens: z.number().int().nonnegative(),
 });
 
+/** Whom a memory is for: the person a request is from, the whole tenant, or one assistant. */
+export const MemoryScopeSchema = z.enum(["person", "tenant", "assistant"]);
+export type MemoryScope = z.infer<typeof MemoryScopeSchema>;
+
+/**
+ * A fact an assistant chose to remember (shared/knowledge/memory.ts), recalled by similarity into
+ * later requests of its scope. Stored under its scope's element of the tenant
+ * (`mem.Scope.person-<h>`, `mem.Scope.tenant`, `mem.Scope.assistant-<h>`), so a recall asks the
+ * index for one scope's prefix and never sees another's. Data, never instructions: it is quoted
+ * as such wherever it is shown to a model.
+ */
+export const MemorySchema = resource("mem.Memory", {
+  fact: z.string().min(1).max(500),
+  scope: MemoryScopeSchema,
+  /** The person it is about (scope person): their actor id. They may list and delete it. */
+  about: z.string().min(1).max(1000).optional(),
+  /** The assistant it is for (scope assistant). */
+  assistant: UrnSchema.optional(),
+  /** The task whose assistant remembered it. */
+  source: UrnSchema,
+  /** The assistant that remembered it. */
+  rememberedBy: z.string().min(1).max(1000),
+});
+
 export const RESOURCE_SCHEMAS = {
   "common.Tenant": TenantSchema,
   "common.Conversation": ConversationSchema,
@@ -407,6 +431,7 @@ export const RESOURCE_SCHEMAS = {
   "plan.State": TaskStateSchema,
   "doc.Document": DocumentSchema,
   "doc.Chunk": ChunkSchema,
+  "mem.Memory": MemorySchema,
 } as const;
 
 export type ResourceType = keyof typeof RESOURCE_SCHEMAS;
@@ -422,6 +447,7 @@ export type InteractionResource = ResourceOf<"uip.Interaction">;
 export type TaskState = ResourceOf<"plan.State">;
 export type DocumentResource = ResourceOf<"doc.Document">;
 export type Chunk = ResourceOf<"doc.Chunk">;
+export type MemoryResource = ResourceOf<"mem.Memory">;
 export type AnyResource = { [T in ResourceType]: ResourceOf<T> }[ResourceType];
 
 export const isResourceType = (t: unknown): t is ResourceType =>

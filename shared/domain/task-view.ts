@@ -22,6 +22,8 @@ export interface TaskView {
   lastInteractionId?: string;
   summary?: string;
   output?: string;
+  /** The files it made (its tools' artifacts; a parent's: its children's), by URN. */
+  artifacts?: string[];
   failureReason?: string;
   createdAt: string;
   updatedAt: string;
@@ -82,6 +84,7 @@ export function reduceTaskView(view: TaskView | undefined, event: StoredEvent): 
       const next: TaskView = { ...(view as TaskView), ...touched };
       if (event.payload.summary !== undefined) next.summary = event.payload.summary;
       if (event.payload.output !== undefined) next.output = event.payload.output;
+      if (event.payload.artifacts?.length) next.artifacts = event.payload.artifacts;
       return next;
     }
     case "TaskFailed":

@@ -6,6 +6,7 @@ import type { TeamFile } from "../domain/team.ts";
 import { ArborError } from "../kernel/errors.ts";
 import type { ArborLogger } from "../kernel/logger.ts";
 import { currentTraceparent, tracingOn } from "../kernel/tracing.ts";
+import type { ArtifactInfo, ArtifactStore } from "../ports/artifact-store.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { BusEventInput, EventBus } from "../ports/event-bus.ts";
 import type { Llm } from "../ports/llm.ts";
@@ -83,6 +84,13 @@ export interface EngineDeps {
   objects: ObjectStore;
   /** Outbound HTTP through the outbound guard: a document added by its URL (knowledge/fetch-document.ts). */
   outboundFetch?: typeof fetch;
+  /** The files tasks make (the create_artifact built-in's), read by the HTTP API and A2A answers. */
+  artifacts?: ArtifactStore;
+  /**
+   * Where a caller downloads an artifact too large to send inline: an API link locally, a
+   * short-lived signed S3 URL on AWS. Absent: large artifacts are listed, not linked.
+   */
+  artifactLink?: (info: ArtifactInfo) => Promise<string | undefined>;
   tasks: TaskLog;
   state: StateStore;
   bus: EventBus;

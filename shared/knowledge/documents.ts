@@ -7,7 +7,7 @@ import { ConflictError, NotFoundError, ValidationError } from "../kernel/errors.
 import type { ArborLogger } from "../kernel/logger.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { EventBus } from "../ports/event-bus.ts";
-import type { ObjectStore } from "../ports/object-store.ts";
+import { listAllKeys, type ObjectStore } from "../ports/object-store.ts";
 import type { StateRecord, StateStore } from "../ports/state-store.ts";
 import type { VectorIndex } from "../ports/vector-index.ts";
 import type { ResourceStore } from "../store/resource-store.ts";
@@ -18,7 +18,7 @@ import type { ResourceStore } from "../store/resource-store.ts";
  * search built-in find them and cite them by URN.
  *
  *   cld:common.Tenant.<t>/doc.Document.<id>                       what it is (once searchable)
- *   cld:common.Tenant.<t>/doc.Document.<id>.source                its bytes, as added
+ *   cld:common.Tenant.<t>/doc.Document.<id>.source.<gen>          its bytes, as added (each version's)
  *   cld:common.Tenant.<t>/doc.Document.<id>/doc.Chunk.<gen>-<n>   its chunks, <gen> = sha256[0..12)
  *   record document#<urn>  (parent: the tenant)                   its state: pending, processing,
  *                                                                 ready, failed, deleting
@@ -77,7 +77,12 @@ export const PROCESSING_STALE_MS = 5 * 60_000;
 
 const KIND = "document";
 export const documentKey = (urn: string) => `document#${urn}`;
-export const sourceKey = (urn: string) => `${urn}.source`;
+/**
+ * Where one version's bytes are: each version its own key, so two adds of one name at once never
+ * leave the record naming bytes the other wrote (the loser's are removed with the older versions').
+ */
+export const sourceKey = (urn: string, sha256: string) => `${urn}.source.${generationOf(sha256)}`;
+const sourcePrefix = (urn: string) => `${urn}.source.`;
 export const generationOf = (sha256: string) => sha256.slice(0, 12);
 export const sha256Of = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
@@ -116,7 +121,7 @@ export async function addDocument(deps: KnowledgeDeps, input: AddDocumentInput):
     throw new ConflictError(`${input.name} is being deleted: add it again in a moment`, { urn });
   if (current && current.data.sha256 === sha256 && current.status !== "failed")
     return { urn, status: current.status as DocumentStatus, unchanged: true };
-  await deps.objects.put(sourceKey(urn), input.bytes, { contentType });
+  await deps.objects.put(sourceKey(urn, sha256), input.bytes, { contentType });
   const now = deps.clock().toISOString();
   const state: DocumentState = {
     urn,
@@ -224,6 +229,9 @@ export async function dropOtherGenerations(
     deps,
     (await chunkUrns(deps, urn)).filter((c) => generationOfChunk(c) !== generation),
   );
+  const current = `${sourcePrefix(urn)}${generation}`;
+  for (const key of await listAllKeys(deps.objects, sourcePrefix(urn)))
+    if (key !== current) await deps.objects.delete(key);
 }
 
 /** One document of the tenant, as its record says; NotFoundError for none (or another tenant's). */
@@ -278,7 +286,7 @@ async function finishDelete(deps: KnowledgeDeps, record: StateRecord<DocumentSta
   const { urn } = record.data;
   await removeChunks(deps, await chunkUrns(deps, urn));
   await deps.resources.delete(urn);
-  await deps.objects.delete(sourceKey(urn));
+  for (const key of await listAllKeys(deps.objects, sourcePrefix(urn))) await deps.objects.delete(key);
   await deps.state
     .transact([{ op: "delete", key: documentKey(urn), expectedVersion: record.version }])
     .catch((e: unknown) => {

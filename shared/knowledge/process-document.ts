@@ -47,7 +47,7 @@ export async function processDocument(deps: KnowledgeDeps, urn: string): Promise
   }
   record = await advance(deps, record, "processing", { attempts: doc.attempts + 1 });
   if (!record) return; // someone else took it
-  const bytes = await deps.objects.get(sourceKey(urn));
+  const bytes = await deps.objects.get(sourceKey(urn, doc.sha256));
   if (!bytes || sha256Of(bytes) !== doc.sha256) return; // a newer add is being written: its command follows
   let drafts: ChunkDraft[];
   let extracted: Awaited<ReturnType<typeof read>>;

@@ -1,6 +1,7 @@
 import type { LambdaClient } from "@aws-sdk/client-lambda";
 import { CedarPolicyEngine } from "../adapters/policy/cedar-policy-engine.ts";
 import { DEFAULT_CEDAR_POLICY } from "../adapters/policy/default-policy.ts";
+import { ObjectArtifactStore } from "../adapters/shared/object-artifact-store.ts";
 import { DEFAULT_BUDGETS } from "../domain/budgets.ts";
 import type { PriceOverrides } from "../domain/model-catalogue.ts";
 import type { EngineSettings, FaultInjector } from "../engine/context.ts";
@@ -12,6 +13,7 @@ import { graphStoreOf } from "../graph/graph-of.ts";
 import { componentLogger } from "../kernel/logger.ts";
 import { createGuardedFetch } from "../outbound/guard.ts";
 import { type OutboundSettings, outboundPolicy } from "../outbound/policy.ts";
+import type { ArtifactInfo } from "../ports/artifact-store.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { FunctionInvoker } from "../ports/function-invoker.ts";
 import type { Llm } from "../ports/llm.ts";
@@ -87,6 +89,11 @@ export interface EngineOptions {
    * offer push answer the a2a tool there. Absent: every a2a call waits for its answer.
    */
   publicUrl?: string | (() => string | undefined);
+  /**
+   * Where a large artifact is downloaded from (EngineDeps.artifactLink); default: the HTTP API's
+   * `/v1/artifacts/<urn>` at `publicUrl`, when there is one. The AWS root gives a signed S3 URL.
+   */
+  artifactLink?: (info: ArtifactInfo) => Promise<string | undefined>;
   clock?: () => Date;
   newId?: () => string;
 }
@@ -115,6 +122,7 @@ export async function openTools(
     embedder: models.embedder,
     index: models.index,
     graph: graphStoreOf(rt.state),
+    artifacts: new ObjectArtifactStore(rt.objects, { clock: options.clock ?? (() => new Date()) }),
     fetch: options.fetch ?? createGuardedFetch(outboundPolicy(options.outbound)),
     functions: lambdaFunctions(),
     ...(options.publicUrl ? { publicUrl: options.publicUrl } : {}),
@@ -139,6 +147,8 @@ export function engineOn(
     resources: rt.resources,
     objects: rt.objects,
     outboundFetch: options.fetch ?? createGuardedFetch(outboundPolicy(options.outbound)),
+    artifacts: new ObjectArtifactStore(rt.objects, { clock }),
+    artifactLink: options.artifactLink ?? apiArtifactLink(options.publicUrl),
     tasks: rt.tasks,
     state: rt.state,
     bus: rt.bus,
@@ -159,6 +169,14 @@ export function engineOn(
   if (gap) engine.deps.log.warn(toolGapMessage(gap), { team: gap.team, missing: gap.missing });
   return engine;
 }
+
+/** An artifact's link on the HTTP API (`GET /v1/artifacts/<urn>`, with the caller's key) at the public URL. */
+const apiArtifactLink =
+  (publicUrl: EngineOptions["publicUrl"]) =>
+  async (info: ArtifactInfo): Promise<string | undefined> => {
+    const base = typeof publicUrl === "function" ? publicUrl() : publicUrl;
+    return base ? `${base.replace(/\/+$/, "")}/v1/artifacts/${encodeURIComponent(info.urn)}` : undefined;
+  };
 
 /**
  * The lambda tools' invoker: Lambda's Invoke, one client per region (`make`: a caller's clients,

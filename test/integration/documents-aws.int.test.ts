@@ -116,6 +116,6 @@ describe("documents through the API's grants and the documents step", () => {
     expect(await chunks(urn)).toEqual([]);
     expect(world.s3vectors.keys().filter((k) => ids.includes(k))).toEqual([]);
     expect(await rt.state.get(`document#${urn}`)).toBeUndefined();
-    expect(await rt.objects.get(`${urn}.source`)).toBeUndefined();
+    expect((await rt.objects.list(`${urn}.source.`)).keys).toEqual([]);
   });
 });

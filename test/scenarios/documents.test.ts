@@ -146,6 +146,11 @@ describe("a document added over HTTP", () => {
     expect(after.some((c) => c.content.includes("14 days"))).toBe(false);
   });
 
+  it("keeps only the current version's bytes once it is ready", async () => {
+    const sources = (await h.rt.objects.list(`${urn}.source.`)).keys;
+    expect(sources).toHaveLength(1);
+  });
+
   it("deleted, takes its chunks, vectors and bytes with it", async () => {
     const chunks: string[] = (await chunksOf(urn)).map((c) => c.meta.id);
     const res = await call(`/v1/documents/${encodeURIComponent(urn)}`, {
@@ -154,7 +159,7 @@ describe("a document added over HTTP", () => {
     });
     expect(res.status).toBe(204);
     expect(await chunksOf(urn)).toEqual([]);
-    expect(await h.rt.objects.get(`${urn}.source`)).toBeUndefined();
+    expect((await h.rt.objects.list(`${urn}.source.`)).keys).toEqual([]);
     const [vector] = await h.engine.deps.embedder.embed(["refunds of damaged items"]);
     const left = await h.engine.deps.index.query({
       vector: vector as Float32Array,

@@ -60,6 +60,28 @@ export class S3ObjectStore implements ObjectStore {
     );
   }
 
+  /**
+   * A URL that downloads the object without credentials for `expiresInSeconds` (at most the
+   * signing credentials' own life): a presigned GET, served as an attachment of `contentType`
+   * named `filename`. The presigner loads with the first link.
+   */
+  async signedGetUrl(
+    key: string,
+    options: { expiresInSeconds: number; filename: string; contentType: string },
+  ): Promise<string> {
+    const { getSignedUrl } = await import("@aws-sdk/s3-request-presigner");
+    return getSignedUrl(
+      this.#s3,
+      new GetObjectCommand({
+        Bucket: this.#bucket,
+        Key: this.#key(key),
+        ResponseContentType: options.contentType,
+        ResponseContentDisposition: `attachment; filename*=UTF-8''${encodeURIComponent(options.filename)}`,
+      }),
+      { expiresIn: options.expiresInSeconds },
+    );
+  }
+
   async get(key: string): Promise<Uint8Array | undefined> {
     const Key = this.#key(key);
     try {

@@ -11,7 +11,8 @@ export const DEFAULT_CEDAR_POLICY = `// Arbor's default policy, in Cedar (the lo
 permit (principal is Arbor::System, action, resource);
 
 // An assistant of the tenant (its id is its URN) reads and writes the tenant's resources, except
-// the keys' callback signing secrets (with one, it could forge callbacks to a key's receivers).
+// the keys' callback signing secrets (with one, it could forge callbacks to a key's receivers) and
+// the memories (an assistant gets those through recall, the ones of its request's person only).
 permit (
   principal is Arbor::Agent,
   action in [Arbor::Action::"resource.read", Arbor::Action::"resource.write"],
@@ -21,7 +22,8 @@ when {
   principal has tenant &&
   principal.tenant == resource.tenant &&
   principal.id like "cld:*" &&
-  resource.type != "notify.CallbackSecret"
+  resource.type != "notify.CallbackSecret" &&
+  resource.type != "mem.Memory"
 };
 
 // A person with the admin role reads and writes anything of their tenant.

@@ -117,9 +117,12 @@ class FeedState {
     return key;
   }
 
-  /** How many A2A events the key gives: the completed artifact and status are two. */
+  /**
+   * How many A2A events the key gives, at most: one, but for the end of a completed request, which
+   * gives its answer, each of its files and its status (as many as the answer has files).
+   */
   static count(key: string): number {
-    return key === "final:TaskCompleted" ? 2 : 1;
+    return key === "final:TaskCompleted" ? Number.MAX_SAFE_INTEGER : 1;
   }
 }
 

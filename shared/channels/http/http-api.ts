@@ -18,6 +18,7 @@ import { csrfRefusal, sessionToken } from "../console/session-cookie.ts";
 import type { ConsoleSessions } from "../console/sessions.ts";
 import { adminKeyRoutes } from "./admin-keys.ts";
 import { a2aCallbackRoutes } from "./http-a2a-callbacks.ts";
+import { createArtifactRoutes } from "./http-artifacts.ts";
 import { createConversationRoutes } from "./http-conversation.ts";
 import { createDocumentRoutes } from "./http-documents.ts";
 import { createEvalRoutes } from "./http-evals.ts";
@@ -34,6 +35,7 @@ import {
   readJson,
   taskPath,
 } from "./http-kit.ts";
+import { createMemoryRoutes } from "./http-memories.ts";
 import { notifyRoutes } from "./http-notify.ts";
 import { createReadRoutes } from "./http-reads.ts";
 import { resourceEventRoutes } from "./http-resource-events.ts";
@@ -308,6 +310,8 @@ export function createHttpApi({
   app.route("/", createToolRoutes(engine));
   app.route("/", createGraphRoutes(engine));
   app.route("/", createDocumentRoutes(engine));
+  app.route("/", createArtifactRoutes(engine));
+  app.route("/", createMemoryRoutes(engine));
   app.route("/", createEvalRoutes(engine));
   app.route("/", resourceEventRoutes(engine, limiter ? { ...events, slots: limiter } : events));
   app.route("/", createConversationRoutes(engine));

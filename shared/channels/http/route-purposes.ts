@@ -63,6 +63,12 @@ export const ROUTE_PURPOSES: Readonly<Record<string, string>> = {
   "GET /v1/documents/:urn":
     "one document's state: pending, processing (chunks embedded), ready or failed (admins)",
   "DELETE /v1/documents/:urn": "remove a document with its chunks (admins)",
+  "GET /v1/tasks/:urn/artifacts":
+    "the files a task made (a request's root: every file of its tree), with their links",
+  "GET /v1/artifacts/:urn": "one file a task made: its bytes, as an attachment",
+  "GET /v1/memories":
+    "what assistants remembered about the caller (admins: ?about=<person>, ?scope=tenant, ?scope=assistant&assistant=<urn>)",
+  "DELETE /v1/memories/:urn": "forget a memory: the person it is about, or an admin",
   "POST /v1/evals/experiments":
     "runs a dataset (a kept one by name, or its text) on this runtime; its scores come as its runs end (admins)",
   "POST /v1/evals/experiments/:id/stop":

@@ -22,16 +22,23 @@ export async function completeTask(
   assistant?: string,
   /** The task's view as the caller has just read it (recordTask's `known`). */
   known?: TaskView,
-  /** What the answer cites of its context (knowledge/search.ts citationsIn). */
-  citations?: readonly string[],
+  made: Made = {},
 ): Promise<void> {
   const written = await deps.resources.put({
     meta: outputMeta(taskId),
     role: "assistant",
     content,
-    ...(citations?.length ? { citations } : {}),
+    ...(made.citations?.length ? { citations: made.citations } : {}),
   });
-  return completed(deps, taskId, written, content, assistant, known);
+  return completed(deps, taskId, written, content, assistant, known, made);
+}
+
+/** What a task's end records beside its answer. */
+export interface Made {
+  /** What the answer cites of its context (knowledge/search.ts citationsIn): on the output. */
+  citations?: readonly string[];
+  /** The files it made (its tools' artifacts; a parent's, its children's): on TaskCompleted. */
+  artifacts?: readonly string[];
 }
 
 /** The rest of completeTask, once the output is written (a leaf writes its final answer as the output). */
@@ -42,12 +49,19 @@ export async function completed(
   content: string,
   assistant?: string,
   known?: TaskView,
+  made: Made = {},
 ): Promise<void> {
   deps.faults?.hit("after-write", "complete");
+  const artifacts = made.artifacts?.slice(0, 100) as Urn[] | undefined;
   await recordTask(
     deps,
     "TaskCompleted",
-    { taskId: taskId as Urn, output: urn, summary: content.slice(0, 500) },
+    {
+      taskId: taskId as Urn,
+      output: urn,
+      summary: content.slice(0, 500),
+      ...(artifacts?.length ? { artifacts } : {}),
+    },
     agentActor(assistant),
     "",
     known,

@@ -116,11 +116,15 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
   if (!evaluation.passed && personDecides(waysForward(evaluation), round, maxRounds)) {
     await askStrategy(deps, parent, round, maxRounds, evaluation);
   } else if (evaluation.passed) {
+    // The files of its children are the parent's (up to the request's root, which A2A answers with).
+    const artifacts = [...new Set(children.flatMap((c) => c.artifacts ?? []))].slice(0, 100);
     await completeTask(
       deps,
       parentId,
       evaluation.answer ?? (await combined(deps, children)),
       parent.election?.assistant,
+      undefined,
+      artifacts.length ? { artifacts } : {},
     );
   } else if (round < maxRounds && evaluation.corrective_subtasks?.length) {
     const problems = correctiveProblems(parent, evaluation.corrective_subtasks);

@@ -8,14 +8,14 @@ import {
 import { AgentEvent, type AgentExecutionEvent } from "@a2a-js/sdk/server";
 import type { InteractionResource } from "../../domain/resources.ts";
 import { isTerminal } from "../../domain/task-state.ts";
-import { isUrn, tenantOf } from "../../domain/urn.ts";
+import { isUrn, lastElement, tenantOf } from "../../domain/urn.ts";
 import type { Asker, Engine } from "../../engine/engine.ts";
 import type { InteractionResponse } from "../../engine/interactions.ts";
 import { waitingInTree } from "../../engine/interactions.ts";
 import { ERROR_EDGES, JSON_RPC } from "../../kernel/error-edges.ts";
 import { ArborError } from "../../kernel/errors.ts";
 import type { Authenticated } from "../../ports/key-store.ts";
-import { artifactParts, dataPart, type OutputMode, textPart } from "./a2a-parts.ts";
+import { artifactParts, dataPart, filePart, type OutputMode, textPart } from "./a2a-parts.ts";
 
 export {
   artifactParts,
@@ -47,9 +47,25 @@ export {
 export type Outcome =
   | { state: "submitted" }
   | { state: "working" }
-  | { state: "completed"; title: string; output: string }
+  | { state: "completed"; title: string; output: string; files?: readonly OutcomeFile[] }
   | { state: "failed" | "canceled"; reason: string }
   | { state: "input-required"; interaction: InteractionResource };
+
+/**
+ * A file of the answer (an artifact a task made): its bytes when small (INLINE_FILE_BYTES), else
+ * where to download it (an API link, a signed S3 URL); neither when it has no link here.
+ */
+export interface OutcomeFile {
+  id: string;
+  name: string;
+  mediaType: string;
+  size: number;
+  bytes?: Uint8Array;
+  url?: string;
+}
+
+/** Files up to this size travel inside the answer (base64 in JSON); larger ones by link. */
+export const INLINE_FILE_BYTES = 256 * 1024;
 
 export const A2A_STATE: Record<Outcome["state"], TaskState> = {
   submitted: TaskState.TASK_STATE_SUBMITTED,
@@ -70,11 +86,39 @@ export async function readOutcome(engine: Engine, rootTaskId: string, asker: Ask
   // Every ending writes the output before it is announced: until it is there, the ending is not over.
   if (isTerminal(view.status)) {
     if (output === undefined) return { state: "working" };
-    if (view.status === "done") return { state: "completed", title: view.title, output };
+    if (view.status === "done") {
+      const files = view.artifacts?.length ? await filesOf(engine, view.artifacts) : [];
+      return { state: "completed", title: view.title, output, ...(files.length ? { files } : {}) };
+    }
     return { state: view.status === "failed" ? "failed" : "canceled", reason: output };
   }
   const [interaction] = await waitingInteractions(engine, rootTaskId);
   return interaction ? { state: "input-required", interaction } : { state: "working" };
+}
+
+/** The answer's files: each one's bytes when small, else its link. */
+async function filesOf(engine: Engine, urns: readonly string[]): Promise<OutcomeFile[]> {
+  const { artifacts, artifactLink } = engine.deps;
+  if (!artifacts) return [];
+  const files = await Promise.all(
+    urns.map(async (urn): Promise<OutcomeFile | undefined> => {
+      const info = await artifacts.describe(urn);
+      if (!info) return undefined;
+      const file = {
+        id: lastElement(info.urn).id,
+        name: info.name,
+        mediaType: info.contentType,
+        size: info.size,
+      };
+      if (info.size <= INLINE_FILE_BYTES) {
+        const found = await artifacts.get(urn);
+        return found ? { ...file, bytes: found.body } : undefined;
+      }
+      const url = await artifactLink?.(info);
+      return url ? { ...file, url } : file;
+    }),
+  );
+  return files.filter((f): f is OutcomeFile => f !== undefined);
 }
 
 /** Interactions that tasks of the tree (the root first) wait on now; terminal subtrees are skipped. */
@@ -248,6 +292,22 @@ export function outcomeEvents(
           lastChunk: true,
           metadata: undefined,
         }),
+        ...(outcome.files ?? []).map((file) =>
+          AgentEvent.artifactUpdate({
+            ...ids,
+            artifact: {
+              artifactId: `file-${file.id}`,
+              name: file.name,
+              description: `A file of the answer (${file.mediaType}, ${file.size} bytes)`,
+              parts: [filePart(file)],
+              metadata: undefined,
+              extensions: [],
+            },
+            append: false,
+            lastChunk: true,
+            metadata: undefined,
+          }),
+        ),
         status([textPart(`Done: ${outcome.title}`)]),
       ];
     case "failed":

@@ -20,6 +20,31 @@ export const dataPart = (value: Record<string, unknown>): Part => ({
   mediaType: "application/json",
 });
 
+/** A file of an answer: its bytes (raw, base64 in JSON) or its URL; a note when it has neither here. */
+export const filePart = (file: {
+  name: string;
+  mediaType: string;
+  bytes?: Uint8Array;
+  url?: string;
+}): Part =>
+  file.bytes
+    ? {
+        content: { $case: "raw", value: Buffer.from(file.bytes) },
+        metadata: undefined,
+        filename: file.name,
+        mediaType: file.mediaType,
+      }
+    : file.url
+      ? {
+          content: { $case: "url", value: file.url },
+          metadata: undefined,
+          filename: file.name,
+          mediaType: file.mediaType,
+        }
+      : textPart(
+          `${file.name} (${file.mediaType}) is too large to send here; read it through Arbor's HTTP API`,
+        );
+
 // ---- what Arbor takes in, and gives back --------------------------------------------------------
 
 const baseType = (mediaType: string) => mediaType.split(";", 1)[0]?.trim().toLowerCase() ?? "";

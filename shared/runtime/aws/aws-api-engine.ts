@@ -37,7 +37,19 @@ export async function createAwsApiEngine(
   return engineOn(
     rt,
     { llm: options.llm ?? NO_MODEL, embedder, index, tools },
-    { ...options, ...(config.teamFile ? { teamFile: config.teamFile } : {}), policy, warnToolGaps: false },
+    {
+      ...options,
+      ...(config.teamFile ? { teamFile: config.teamFile } : {}),
+      policy,
+      warnToolGaps: false,
+      // A2A answers link a large file by a signed URL of its bytes, valid for 15 minutes.
+      artifactLink: (info) =>
+        rt.objects.signedGetUrl(`${info.urn}.bytes`, {
+          expiresInSeconds: 900,
+          filename: info.name,
+          contentType: info.contentType,
+        }),
+    },
   );
 }
 

@@ -1,4 +1,5 @@
 import type { LambdaClient } from "@aws-sdk/client-lambda";
+import { ObjectArtifactStore } from "../../adapters/shared/object-artifact-store.ts";
 import { graphStoreOf } from "../../graph/graph-of.ts";
 import { createGuardedFetch } from "../../outbound/guard.ts";
 import { outboundPolicy } from "../../outbound/policy.ts";
@@ -49,6 +50,7 @@ export async function openAwsToolService(
       embedder,
       index,
       graph: graphStoreOf(rt.state),
+      artifacts: new ObjectArtifactStore(rt.objects),
       fetch: options.fetch ?? createGuardedFetch(outboundPolicy(config.outbound)),
       functions: lambdaFunctions(clients.lambda),
     },

@@ -21,6 +21,7 @@ import type { Runtime } from "../runtime.ts";
  */
 export interface AwsRuntime extends Runtime {
   readonly bus: EventBridgeEventBus;
+  readonly objects: S3ObjectStore;
 }
 
 export interface AwsClients {

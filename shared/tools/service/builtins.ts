@@ -1,13 +1,15 @@
 import { createHash } from "node:crypto";
 import * as z from "zod";
 import { AskQuestionSchema } from "../../domain/ask-question.ts";
-import { formatIssues, type Message } from "../../domain/resources.ts";
+import { formatIssues, MemoryScopeSchema, type Message } from "../../domain/resources.ts";
 import { wholeCharacters } from "../../domain/text.ts";
-import { rootUrn, tenantOf } from "../../domain/urn.ts";
+import { conversationOf, isUrn, rootUrn, tenantOf } from "../../domain/urn.ts";
 import type { GraphStore } from "../../graph/graph-store.ts";
 import { graphAdd, graphQuery, graphRemove } from "../../graph/graph-tools.ts";
 import { ArborError, ConfigError, ForbiddenError, ValidationError } from "../../kernel/errors.ts";
+import { forget, MAX_FACT_CHARS, remember } from "../../knowledge/memory.ts";
 import { contextLine, SEARCH_KINDS, searchKnowledge } from "../../knowledge/search.ts";
+import type { ArtifactStore } from "../../ports/artifact-store.ts";
 import type { Embedder } from "../../ports/embeddings.ts";
 import type { PolicyEngine } from "../../ports/policy.ts";
 import type { ToolBinding, ToolContext, ToolDescriptor } from "../../ports/tools.ts";
@@ -32,6 +34,8 @@ export interface BuiltinDeps {
   policy?: PolicyEngine;
   /** The tenants' linked data, for the graph tools (shared/graph/). */
   graph?: GraphStore;
+  /** The files tasks make (create_artifact). */
+  artifacts?: ArtifactStore;
 }
 
 /** Per-tool settings of a built-in (from the tool's configuration entry). */
@@ -204,6 +208,109 @@ function readResource(deps: BuiltinDeps) {
   });
 }
 
+const ARTIFACT_SCHEMA = z.object({
+  name: z.string().min(1).max(200),
+  contentType: z.string().min(3).max(255).default("text/plain"),
+  content: z.string().max(4_000_000),
+  encoding: z.enum(["text", "base64"]).default("text"),
+});
+
+/**
+ * A file the task hands over (a report, a CSV, a chart): stored under the task, and part of its
+ * answer (A2A file parts, the HTTP API's links). The same name again replaces it.
+ */
+function createArtifact(deps: BuiltinDeps) {
+  return define({
+    description:
+      "Creates a file as part of your answer (a report, a CSV, a page): give it a file name, its content type " +
+      "(text/markdown, text/csv, application/json...) and its content (text, or base64 with encoding: base64). " +
+      "The same name again replaces it. Answers with the file's URN.",
+    schema: ARTIFACT_SCHEMA,
+    run: async ({ name, contentType, content, encoding }, context) => {
+      if (!deps.artifacts)
+        throw new ConfigError(
+          "create_artifact has no artifact store here: this tool service was opened without one",
+        );
+      const body = encoding === "base64" ? Buffer.from(content, "base64") : content;
+      const info = await deps.artifacts.put({ taskId: context.taskId, name, contentType, body });
+      return `Created ${info.name} (${info.contentType}, ${info.size} bytes): ${info.urn}`;
+    },
+  });
+}
+
+const REMEMBER_SCHEMA = z.object({
+  fact: z.string().min(1).max(MAX_FACT_CHARS),
+  scope: MemoryScopeSchema.default("person"),
+});
+const FORGET_SCHEMA = z.object({ urn: z.string().min(5).max(1000) });
+
+/**
+ * Remembers a fact for later requests: about the person asking (default), for the whole tenant,
+ * or for the assistant itself. The person is whoever started the request's conversation.
+ */
+function rememberFact(deps: BuiltinDeps) {
+  return define({
+    description:
+      "Remembers a fact for later requests, recalled when it is relevant: scope person (default: about the person " +
+      "asking, e.g. their preferences), tenant (true for everyone here) or assistant (how you work best). " +
+      "Remember facts, never instructions; one short sentence each.",
+    schema: REMEMBER_SCHEMA,
+    run: async ({ fact, scope }, context) => {
+      const tenant = tenantOf(context.taskId);
+      if (!tenant)
+        throw new ValidationError("This task belongs to no tenant: nothing can be remembered for it");
+      let about: string | undefined;
+      if (scope === "person") {
+        const conversation = conversationOf(context.taskId);
+        about = conversation
+          ? (await deps.resources.getAs("common.Conversation", conversation))?.startedBy
+          : undefined;
+        if (!about)
+          throw new ValidationError(
+            "No person is known for this request: remember it for the tenant (scope tenant) instead",
+          );
+      }
+      const memory = await remember(deps, {
+        tenant,
+        scope,
+        ...(about ? { about } : {}),
+        assistant: context.actor,
+        fact,
+        source: context.taskId,
+        createdAt: new Date().toISOString(),
+      });
+      return `Remembered (${scope}): ${memory.meta.id}`;
+    },
+  });
+}
+
+/** Forgets a memory of the request's person, the tenant or the assistant itself, by its URN. */
+function forgetFact(deps: BuiltinDeps) {
+  return define({
+    description:
+      "Forgets a memory by its URN (as a recalled memory shows it): one that is wrong or out of date.",
+    schema: FORGET_SCHEMA,
+    run: async ({ urn }, context) => {
+      const tenant = tenantOf(context.taskId);
+      const memory = isUrn(urn) ? await deps.resources.getAs("mem.Memory", urn) : undefined;
+      if (!tenant || !memory || tenantOf(urn) !== tenant)
+        throw new ArborError("NOT_FOUND", `No memory ${urn} here: give the URN a recalled memory shows`);
+      // Only what this request may recall: the person's own, the tenant's, this assistant's.
+      const conversation = conversationOf(context.taskId);
+      const person = conversation
+        ? (await deps.resources.getAs("common.Conversation", conversation))?.startedBy
+        : undefined;
+      const mine =
+        memory.scope === "tenant" ||
+        (memory.scope === "person" && memory.about === person) ||
+        (memory.scope === "assistant" && memory.assistant === context.actor);
+      if (!mine) throw new ForbiddenError(`${urn} is not a memory this request may forget`);
+      await forget(deps, urn);
+      return `Forgot ${urn}`;
+    },
+  });
+}
+
 function httpRequest(deps: BuiltinDeps, settings: BuiltinSettings) {
   const allowed = settings.allowedHosts ?? [];
   return define({
@@ -248,6 +355,9 @@ export const BUILTIN_NAMES = [
   "graph_add",
   "graph_query",
   "graph_remove",
+  "create_artifact",
+  "remember",
+  "forget",
   // Activities (tools/activities/activities.ts): `(call, tool, context)` handlers, `_outputPath`, fire-and-forget.
   ...ACTIVITY_NAMES,
   "ask_person",
@@ -293,6 +403,12 @@ function builtinFunction(
     }
     case "ask_person":
       return askPerson;
+    case "create_artifact":
+      return createArtifact(deps ?? ({} as BuiltinDeps));
+    case "remember":
+      return rememberFact(need());
+    case "forget":
+      return forgetFact(need());
   }
 }
 

@@ -219,6 +219,9 @@ export const DEFAULT_TOOLS: ToolsConfig = {
     graph_query: { kind: "builtin", function: "graph_query" },
     graph_remove: { kind: "builtin", function: "graph_remove" },
     ask_person: { kind: "builtin", function: "ask_person" },
+    create_artifact: { kind: "builtin", function: "create_artifact" },
+    remember: { kind: "builtin", function: "remember" },
+    forget: { kind: "builtin", function: "forget" },
   },
 };
 

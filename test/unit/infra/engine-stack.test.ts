@@ -387,10 +387,10 @@ describe("permissions", () => {
         else if (r.includes("*"))
           expect([s.Sid, r]).toEqual([
             expect.stringMatching(
-              /^(Resources|NotifyAnswers|ResourceReads|ToolResults|ToolResources|RequestTreeWrites|ConversationWrites|TenantWrites|DocumentObjects|DocumentDeletes)$/,
+              /^(Resources|NotifyAnswers|ResourceReads|ToolResults|ToolResources|RequestTreeWrites|ConversationWrites|TenantWrites|DocumentObjects|DocumentDeletes|ToolArtifacts)$/,
             ),
             expect.stringMatching(
-              /:s3:::[^/]*\/(\*|cld:\*\/plan\.Task\.\*\/common\.Message\.\*|cld:common\.Tenant\.\*\/common\.Tool\.\*|cld:common\.Tenant\.\*\/doc\.Document\.\*|cld:common\.Tenant\.\*(\/common\.Conversation\.\*(\/common\.Message\.\*\/\*)?)?)$/,
+              /:s3:::[^/]*\/(\*|cld:\*\/plan\.Task\.\*\/common\.Message\.\*|cld:common\.Tenant\.\*\/common\.Tool\.\*|cld:common\.Tenant\.\*\/doc\.Document\.\*|cld:\*\/plan\.Task\.\*\/common\.Artifact\.\*|cld:common\.Tenant\.\*(\/common\.Conversation\.\*(\/common\.Message\.\*\/\*)?)?)$/,
             ),
           ]);
       }
