@@ -1,10 +1,11 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
+import { trimOldest } from "../domain/bounded-map.ts";
 import type { MemoryResource, MemoryScope } from "../domain/resources.ts";
 import { withMeta } from "../domain/resources.ts";
-import { descendantPrefix, tenantUrn, type Urn } from "../domain/urn.ts";
+import { MAX_REMEMBERED_URNS, tenantUrn, type Urn } from "../domain/urn.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../kernel/errors.ts";
 import type { Embedder } from "../ports/embeddings.ts";
-import type { VectorIndex } from "../ports/vector-index.ts";
+import type { VectorIndex, VectorMatch } from "../ports/vector-index.ts";
 import type { ResourceStore } from "../store/resource-store.ts";
 
 /**
@@ -32,14 +33,24 @@ export interface MemoryDeps {
 export const MAX_MEMORIES_PER_SCOPE = 200;
 export const MAX_FACT_CHARS = 500;
 
-const hash16 = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 16);
+const hash16 = (text: string) => hash("sha256", text).slice(0, 16);
+
+/** Scopes' URNs already made: every leaf's recall asks for three (its tenant's, person's, assistant's). */
+const scopes = new Map<string, Urn>();
 
 /** Where a scope's memories lie: `mem.Scope.<...>` under the tenant. */
 export function scopeUrn(tenant: string, scope: MemoryScope, who?: string): Urn {
   if (scope !== "tenant" && !who)
     throw new ValidationError(`A ${scope}'s memory needs the ${scope} it is for`);
-  const id = scope === "tenant" ? "tenant" : `${scope}-${hash16(who as string)}`;
-  return withMeta({ type: "mem.Scope", name: id, parent: tenantUrn(tenant), id }).id as Urn;
+  const known = `${tenant}\u0000${scope}\u0000${who ?? ""}`;
+  let urn = scopes.get(known);
+  if (urn === undefined) {
+    const id = scope === "tenant" ? "tenant" : `${scope}-${hash16(who as string)}`;
+    urn = withMeta({ type: "mem.Scope", name: id, parent: tenantUrn(tenant), id }).id as Urn;
+    scopes.set(known, urn);
+    trimOldest(scopes, MAX_REMEMBERED_URNS);
+  }
+  return urn;
 }
 
 /** The fact as it is kept: one line, no control characters, within MAX_FACT_CHARS. */
@@ -113,14 +124,27 @@ export interface Recalled {
   score: number;
 }
 
+export interface RecallQuery {
+  tenant: string;
+  person?: string;
+  assistant?: string;
+  vector: Float32Array;
+  limit: number;
+}
+
 /**
  * The memories nearest `vector` for a request: the person's, the tenant's and the assistant's,
  * each scope asked for on its own, at most `limit` in all, nearest first.
  */
-export async function recall(
-  deps: MemoryDeps,
-  query: { tenant: string; person?: string; assistant?: string; vector: Float32Array; limit: number },
-): Promise<Recalled[]> {
+export async function recall(deps: MemoryDeps, query: RecallQuery): Promise<Recalled[]> {
+  return recalledIn(deps, await memoryMatches(deps, query), query.limit);
+}
+
+/** The index's matches of a recall: one query per scope, at once. */
+export async function memoryMatches(
+  deps: Pick<MemoryDeps, "index">,
+  query: RecallQuery,
+): Promise<VectorMatch[]> {
   if (query.limit <= 0) return [];
   const scopes: Urn[] = [scopeUrn(query.tenant, "tenant")];
   if (query.person) scopes.push(scopeUrn(query.tenant, "person", query.person));
@@ -131,16 +155,26 @@ export async function recall(
         vector: query.vector,
         topK: query.limit,
         type: "mem.Memory",
-        keyPrefix: descendantPrefix(scope),
+        keyPrefix: `${scope}/`, // a scope URN is made whole by scopeUrn
       }),
     ),
   );
-  const matches = lists.flat().sort((a, b) => b.score - a.score);
-  const memories = await deps.resources.getMany(matches.map((m) => m.key));
+  return lists.flat();
+}
+
+/** The memories of a recall's matches, nearest first, at most `limit` (only what matched is read). */
+export async function recalledIn(
+  deps: Pick<MemoryDeps, "resources">,
+  matches: readonly VectorMatch[],
+  limit: number,
+): Promise<Recalled[]> {
+  if (matches.length === 0) return [];
+  const sorted = [...matches].sort((a, b) => b.score - a.score);
+  const memories = await deps.resources.getMany(sorted.map((m) => m.key));
   const found: Recalled[] = [];
-  matches.forEach((m, i) => {
+  sorted.forEach((m, i) => {
     const memory = memories[i];
-    if (memory?.meta.type !== "mem.Memory" || found.length >= query.limit) return;
+    if (memory?.meta.type !== "mem.Memory" || found.length >= limit) return;
     const { fact, scope, source } = memory as MemoryResource;
     found.push({ urn: memory.meta.id as Urn, fact, scope, source, score: m.score });
   });

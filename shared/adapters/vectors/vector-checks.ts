@@ -37,10 +37,13 @@ export function checkVector(vector: Float32Array, dimension: number, what: strin
     ]);
   }
   let norm = 0;
-  for (const v of vector) {
-    if (!Number.isFinite(v)) throw new ValidationError(`${what} contains NaN or Infinity`);
+  for (let i = 0; i < vector.length; i++) {
+    const v = vector[i] as number;
     norm += v * v;
   }
+  // A NaN or an Infinity anywhere makes the sum one: the components are looked at only then.
+  if (!Number.isFinite(norm) && vector.some((v) => !Number.isFinite(v)))
+    throw new ValidationError(`${what} contains NaN or Infinity`);
   if (norm === 0) throw new ValidationError(`${what} is a zero vector: cosine similarity is undefined`);
   return norm;
 }

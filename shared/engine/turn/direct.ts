@@ -1,15 +1,32 @@
 import { exceeded } from "../../domain/budgets.ts";
 import {
+  type AnyResource,
   type Assistant,
+  type Conversation,
   type Message,
   type TaskResource,
   toDescription,
   withMeta,
 } from "../../domain/resources.ts";
 import type { TaskView } from "../../domain/task-view.ts";
-import { ancestors, conversationOf, lastElement, rootTaskOf, tenantOf, type Urn } from "../../domain/urn.ts";
-import { memoryLine, type Recalled, recall } from "../../knowledge/memory.ts";
-import { citationsIn, contextLine, type Found, searchKnowledge } from "../../knowledge/search.ts";
+import {
+  ancestors,
+  descendantPrefix,
+  lastElement,
+  rootTaskOf,
+  rootUrn,
+  tenantOf,
+  type Urn,
+} from "../../domain/urn.ts";
+import { memoryLine, memoryMatches, type Recalled, recalledIn } from "../../knowledge/memory.ts";
+import {
+  citationsIn,
+  contextLine,
+  type Found,
+  foundIn,
+  type SearchKind,
+  topKOf,
+} from "../../knowledge/search.ts";
 import type { LlmResponse } from "../../ports/llm.ts";
 import type { ActivityInvocation, ToolDescriptor, ToolResult } from "../../ports/tools.ts";
 import type { PutResult } from "../../store/resource-store.ts";
@@ -417,10 +434,12 @@ const EPHEMERAL_ELIDED = "[an intermediate result, shown once: elided]";
 async function promptContext(deps: EngineDeps, task: TaskResource): Promise<string> {
   const parts = [`# Task: ${task.meta.name}`, toDescription(task.meta)];
   const context: string[] = [];
-  // The ancestors and the similar results at once: each is a few reads in a row on AWS.
+  // The ancestors and the similar results at once: each is a few reads in a row on AWS. The
+  // ancestors' conversation names the person whose memories are recalled.
+  const ancestorsRead = deps.resources.ancestorsOf(task.meta.id);
   const [ancestorResources, { found, memories }] = await Promise.all([
-    deps.resources.ancestorsOf(task.meta.id),
-    similarResults(deps, task),
+    ancestorsRead,
+    similarResults(deps, task, ancestorsRead),
   ]);
   for (const a of ancestorResources) {
     if (a.meta.type === "common.Message" && "content" in a && a.content)
@@ -431,7 +450,7 @@ async function promptContext(deps: EngineDeps, task: TaskResource): Promise<stri
   if (context.length) parts.push("# Context", ...context);
   const results = found.filter((f) => f.kind === "common.Message");
   const passages = found.filter((f) => f.kind === "doc.Chunk");
-  if (results.length) parts.push("# Related results", ...results.map((f) => contextLine(f, 400)));
+  if (results.length) parts.push("# Related results", ...results.map((f) => `- ${f.text.slice(0, 400)}`));
   if (passages.length)
     parts.push(
       "# From the tenant's documents",
@@ -460,23 +479,28 @@ async function fitPrompt(deps: EngineDeps, text: string, assistant: Assistant): 
 async function similarResults(
   deps: EngineDeps,
   task: TaskResource,
+  ancestorsRead: Promise<AnyResource[]>,
 ): Promise<{ found: Found[]; memories: Recalled[] }> {
   const limit = deps.settings.contextResults;
   const tenant = tenantOf(task.meta.id);
   if (limit <= 0 || !tenant) return { found: [], memories: [] };
-  const conversation = conversationOf(task.meta.id);
-  const person = conversation
-    ? deps.resources.getAs("common.Conversation", conversation).then((c) => c?.startedBy)
-    : Promise.resolve(undefined);
-  person.catch(() => {}); // awaited below
+  const person = ancestorsRead.then(
+    (read) =>
+      (read.find((a) => a.meta.type === "common.Conversation") as Conversation | undefined)?.startedBy,
+  );
+  person.catch(() => {}); // awaited below (and its read by promptContext)
   const [vector] = await deps.embedder.embed([toDescription(task.meta) || task.meta.name]);
   if (!vector) return { found: [], memories: [] };
   const assistant = task.election?.assistant;
-  const [results, passages, memories] = await Promise.all([
-    searchKnowledge(deps, { tenant, text: vector, kinds: ["common.Message"], limit }),
-    searchKnowledge(deps, { tenant, text: vector, kinds: ["doc.Chunk"], limit: limit + 1 }),
+  // Every kind's index query at once; then only what matched is read (most tenants have no
+  // documents or memories: their queries answer at once, and nothing more is done for them).
+  const keyPrefix = descendantPrefix(rootUrn(task.meta.id));
+  const query = (type: SearchKind, topK: number) => deps.index.query({ vector, topK, type, keyPrefix });
+  const [messages, chunks, remembered] = await Promise.all([
+    query("common.Message", limit),
+    query("doc.Chunk", topKOf("doc.Chunk", limit + 1)),
     person.then((p) =>
-      recall(deps, {
+      memoryMatches(deps, {
         tenant,
         vector,
         limit,
@@ -484,6 +508,11 @@ async function similarResults(
         ...(assistant ? { assistant } : {}),
       }),
     ),
+  ]);
+  const [results, passages, memories] = await Promise.all([
+    foundIn(deps, messages, limit),
+    foundIn(deps, chunks, limit + 1),
+    recalledIn(deps, remembered, limit),
   ]);
   return { found: [...results, ...passages], memories };
 }
