@@ -145,7 +145,7 @@ export async function memoryMatches(
   deps: Pick<MemoryDeps, "index">,
   query: RecallQuery,
 ): Promise<VectorMatch[]> {
-  if (query.limit <= 0) return [];
+  if (query.limit <= 0 || deps.index.mayHold?.("mem.Memory") === false) return [];
   const scopes: Urn[] = [scopeUrn(query.tenant, "tenant")];
   if (query.person) scopes.push(scopeUrn(query.tenant, "person", query.person));
   if (query.assistant) scopes.push(scopeUrn(query.tenant, "assistant", query.assistant));

@@ -42,6 +42,12 @@ export interface VectorIndex {
   /** Insert or replace by key. */
   upsert(records: readonly VectorRecord[]): Promise<void>;
   query(query: VectorQuery): Promise<VectorMatch[]>;
+  /**
+   * False when the index knows it holds no record of `type` (a local index has its records at
+   * hand): a query of that type would find nothing, and a caller may skip it. True when it may
+   * hold some. An adapter that cannot tell without a round trip leaves it out.
+   */
+  mayHold?(type: string): boolean;
   delete(keys: readonly string[]): Promise<void>;
   /** Lets go of files or connections the adapter holds open (writing what it queued first). */
   close?(): Promise<void>;

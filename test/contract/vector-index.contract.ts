@@ -109,6 +109,23 @@ export function vectorIndexContract(
       expect(await index.query({ vector: vec(0), topK: 10, type: "uip.Interaction" })).toEqual([]);
     });
 
+    it("never says it holds no record of a type it holds (mayHold, where the adapter tells)", async () => {
+      if (!index.mayHold) return; // an adapter that cannot tell cheaply leaves it out: every query asks
+      const c = conv(A, "c1");
+      await index.upsert([
+        rec(task(c, "t1"), vec(0.05)),
+        rec(`${A}/common.Assistant.w`, vec(0.2), "common.Assistant"),
+      ]);
+      expect(index.mayHold("plan.Task")).toBe(true);
+      expect(index.mayHold("common.Assistant")).toBe(true);
+      expect(index.mayHold("mem.Memory")).toBe(false);
+      await index.delete([`${A}/common.Assistant.w`]);
+      expect(index.mayHold("common.Assistant")).toBe(false);
+      const reopened = await fx.reopen(CONTRACT_SPACE);
+      expect(reopened.mayHold?.("plan.Task")).not.toBe(false);
+      await reopened.close?.();
+    });
+
     it("isolates tenants by key prefix: tenant A's prefix never returns tenant B's keys", async () => {
       const ca = conv(A, "c1");
       const cb = conv(B, "c1");

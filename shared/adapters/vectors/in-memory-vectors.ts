@@ -62,6 +62,11 @@ export class InMemoryVectors {
     this.#typeOf.set(key, type);
   }
 
+  /** Whether any record of `type` is held. */
+  holds(type: string): boolean {
+    return (this.#byType.get(type)?.size ?? 0) > 0;
+  }
+
   delete(key: string): void {
     const type = this.#typeOf.get(key);
     if (type === undefined) return;
@@ -73,7 +78,7 @@ export class InMemoryVectors {
   query(query: VectorQuery): { matches: VectorMatch[]; scored: number } {
     const types = query.type === undefined ? [...this.#byType.keys()] : [query.type];
     // A type with no records (no memories, no documents yet) is answered before any arithmetic.
-    if (!types.some((type) => (this.#byType.get(type)?.size ?? 0) > 0)) return { matches: [], scored: 0 };
+    if (!types.some((type) => this.holds(type))) return { matches: [], scored: 0 };
     const q = unit(query.vector);
     const best = new Best(query.topK);
     let scored = 0;

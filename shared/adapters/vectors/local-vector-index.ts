@@ -180,6 +180,10 @@ export class LocalVectorIndex implements VectorIndex {
     });
   }
 
+  mayHold(type: string): boolean {
+    return (this.#byType.get(type)?.length ?? 0) > 0;
+  }
+
   async query(query: VectorQuery): Promise<VectorMatch[]> {
     const qNorm = Math.sqrt(checkQuery(query, this.space.dimension));
     const q = query.vector;

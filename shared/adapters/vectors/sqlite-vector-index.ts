@@ -261,6 +261,11 @@ export class SqliteVectorIndex implements VectorIndex {
     });
   }
 
+  /** Known only while the records are held in memory (a small index); past that, a query tells. */
+  mayHold(type: string): boolean {
+    return !this.#exactInMemory || this.#closed || this.#inMemory().holds(type);
+  }
+
   async query(query: VectorQuery): Promise<VectorMatch[]> {
     checkQuery(query, this.space.dimension);
     if (this.#closed) throw new UnavailableError(`Vector index ${this.path} is closed`);

@@ -492,27 +492,30 @@ async function similarResults(
   const [vector] = await deps.embedder.embed([toDescription(task.meta) || task.meta.name]);
   if (!vector) return { found: [], memories: [] };
   const assistant = task.election?.assistant;
-  // Every kind's index query at once; then only what matched is read (most tenants have no
-  // documents or memories: their queries answer at once, and nothing more is done for them).
+  // Every kind's index query at once, each kind's matches read as soon as they come (most
+  // tenants have no documents or memories: nothing more is done for those kinds).
   const keyPrefix = descendantPrefix(rootUrn(task.meta.id));
-  const query = (type: SearchKind, topK: number) => deps.index.query({ vector, topK, type, keyPrefix });
-  const [messages, chunks, remembered] = await Promise.all([
-    query("common.Message", limit),
-    query("doc.Chunk", topKOf("doc.Chunk", limit + 1)),
-    person.then((p) =>
-      memoryMatches(deps, {
-        tenant,
-        vector,
-        limit,
-        ...(p ? { person: p } : {}),
-        ...(assistant ? { assistant } : {}),
-      }),
-    ),
-  ]);
+  // A kind the index holds none of (a local index knows) is not asked for at all.
+  const found = async (type: SearchKind, topK: number, limitOf: number) =>
+    deps.index.mayHold?.(type) === false
+      ? []
+      : foundIn(deps, await deps.index.query({ vector, topK, type, keyPrefix }), limitOf);
   const [results, passages, memories] = await Promise.all([
-    foundIn(deps, messages, limit),
-    foundIn(deps, chunks, limit + 1),
-    recalledIn(deps, remembered, limit),
+    found("common.Message", limit, limit),
+    found("doc.Chunk", topKOf("doc.Chunk", limit + 1), limit + 1),
+    person.then(async (p) =>
+      recalledIn(
+        deps,
+        await memoryMatches(deps, {
+          tenant,
+          vector,
+          limit,
+          ...(p ? { person: p } : {}),
+          ...(assistant ? { assistant } : {}),
+        }),
+        limit,
+      ),
+    ),
   ]);
   return { found: [...results, ...passages], memories };
 }
