@@ -1,4 +1,5 @@
 import type { LambdaClient } from "@aws-sdk/client-lambda";
+import { RememberingEmbedder } from "../adapters/embeddings/remembering-embedder.ts";
 import { CedarPolicyEngine } from "../adapters/policy/cedar-policy-engine.ts";
 import { DEFAULT_CEDAR_POLICY } from "../adapters/policy/default-policy.ts";
 import { ObjectArtifactStore } from "../adapters/shared/object-artifact-store.ts";
@@ -143,6 +144,8 @@ export function engineOn(
         `ARBOR_TEAM_FILE ${options.teamFile}`,
       )
     : undefined;
+  // A task's description is embedded to elect its assistant, and again for its leaf's context.
+  const embedder = new RememberingEmbedder(models.embedder);
   const engine = new Engine({
     resources: rt.resources,
     objects: rt.objects,
@@ -153,6 +156,7 @@ export function engineOn(
     state: rt.state,
     bus: rt.bus,
     ...models,
+    embedder,
     modelHealth: new ModelHealth(models.llm),
     tools: models.tools,
     policy: options.policy ?? defaultPolicy(),

@@ -489,20 +489,22 @@ async function similarResults(
       (read.find((a) => a.meta.type === "common.Conversation") as Conversation | undefined)?.startedBy,
   );
   person.catch(() => {}); // awaited below (and its read by promptContext)
-  const [vector] = await deps.embedder.embed([toDescription(task.meta) || task.meta.name]);
+  const asked = toDescription(task.meta) || task.meta.name;
+  const [vector] = await deps.embedder.embed([asked]);
   if (!vector) return { found: [], memories: [] };
   const assistant = task.election?.assistant;
   // Every kind's index query at once, each kind's matches read as soon as they come (most
   // tenants have no documents or memories: nothing more is done for those kinds).
   const keyPrefix = descendantPrefix(rootUrn(task.meta.id));
   // A kind the index holds none of (a local index knows) is not asked for at all.
-  const found = async (type: SearchKind, topK: number, limitOf: number) =>
+  const found = async (type: SearchKind, topK: number, limitOf: number, words?: string) =>
     deps.index.mayHold?.(type) === false
       ? []
-      : foundIn(deps, await deps.index.query({ vector, topK, type, keyPrefix }), limitOf);
+      : foundIn(deps, await deps.index.query({ vector, topK, type, keyPrefix }), limitOf, words);
   const [results, passages, memories] = await Promise.all([
     found("common.Message", limit, limit),
-    found("doc.Chunk", topKOf("doc.Chunk", limit + 1), limit + 1),
+    // Passages re-ranked among the nearest by the task's words too (knowledge/search.ts).
+    found("doc.Chunk", topKOf("doc.Chunk", limit + 1, true), limit + 1, asked),
     person.then(async (p) =>
       recalledIn(
         deps,
