@@ -9,6 +9,8 @@ import { isArborError, TooLargeError, ValidationError } from "../kernel/errors.t
 export async function fetchDocument(
   fetchImpl: typeof fetch,
   url: string,
+  /** Sent with the request: a chat platform's bot token for a file shared with the bot. */
+  headers: Record<string, string> = {},
 ): Promise<{ bytes: Uint8Array; contentType?: string }> {
   let parsed: URL;
   try {
@@ -21,7 +23,7 @@ export async function fetchDocument(
   const response = await fetchImpl(parsed.href, {
     redirect: "manual",
     signal: AbortSignal.timeout(30_000),
-    headers: { accept: "text/markdown, text/html, text/plain, application/pdf;q=0.9, */*;q=0.1" },
+    headers: { accept: "text/markdown, text/html, text/plain, application/pdf;q=0.9, */*;q=0.1", ...headers },
   }).catch((e: unknown) => {
     if (isArborError(e)) throw e; // the guard's refusal says why itself
     throw new ValidationError(`${parsed.href} could not be fetched: ${(e as Error).message}`);

@@ -48,6 +48,13 @@ export interface FakeSlack {
   message(channel: string, ts: string): FakeMessage | undefined;
   /** The messages of a thread (its head first), in order posted. */
   thread(channel: string, threadTs: string): FakeMessage[];
+  /**
+   * A file as Slack holds one a person shared: served at its `url_private_download` to the
+   * workspace's bot token only (another token, or none, gets 403). Returns the event's file object.
+   */
+  addFile(name: string, body: Uint8Array | string, mimetype: string): Record<string, unknown>;
+  /** How many times a file was downloaded, with which token. */
+  downloads(): { id: string; token: string | undefined }[];
   close(): Promise<void>;
 }
 
@@ -103,7 +110,22 @@ export async function startFakeSlack(options: {
     }
   };
 
+  const files = new Map<string, { body: Buffer; mimetype: string }>();
+  const downloads: { id: string; token: string | undefined }[] = [];
   const server: Server = createServer((req, res) => {
+    const file = /^\/files-pri\/([A-Z0-9-]+)\/download\//.exec(req.url ?? "")?.[1];
+    if (file !== undefined) {
+      const auth = req.headers.authorization;
+      const token = auth?.startsWith("Bearer ") ? auth.slice(7) : undefined;
+      downloads.push({ id: file, token });
+      const held = files.get(file);
+      if (!held) return void res.writeHead(404).end("no such file");
+      if (!token || !(token in options.tokens)) return void res.writeHead(403).end("not allowed");
+      res
+        .writeHead(200, { "content-type": held.mimetype, "content-length": String(held.body.length) })
+        .end(held.body);
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
@@ -151,6 +173,19 @@ export async function startFakeSlack(options: {
     message: (channel, ts) => messages.find((m) => m.channel === channel && m.ts === ts),
     thread: (channel, threadTs) =>
       messages.filter((m) => m.channel === channel && (m.ts === threadTs || m.threadTs === threadTs)),
+    addFile(name, body, mimetype) {
+      const id = `T1-F${files.size + 1}`;
+      const bytes = Buffer.from(body);
+      files.set(id, { body: bytes, mimetype });
+      return {
+        id,
+        name,
+        mimetype,
+        size: bytes.length,
+        url_private_download: `http://127.0.0.1:${port}/files-pri/${id}/download/${encodeURIComponent(name)}`,
+      };
+    },
+    downloads: () => [...downloads],
     close: async () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

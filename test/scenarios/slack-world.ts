@@ -6,6 +6,7 @@ import type { RunningServer } from "../../shared/channels/http/http-server.ts";
 import { tenantUrn } from "../../shared/domain/urn.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import type { ChatSettings } from "../../shared/notify/chat/types.ts";
+import type { OutboundSettings } from "../../shared/outbound/policy.ts";
 import type { RateLimits } from "../../shared/runtime/config.ts";
 import type { LocalNotify } from "../../shared/runtime/local/local-notify.ts";
 import { startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
@@ -57,11 +58,14 @@ export async function startSlackWorld(options: {
   assistants: AssistantDefinition[];
   /** Requests per Slack user and per workspace (slackRoutes' default when absent). */
   limits?: RateLimits;
+  /** What the outbound guard lets through (a file shared in Slack is downloaded from the fake). */
+  outbound?: OutboundSettings;
 }): Promise<SlackWorld> {
   const h = await Harness.create({
     script: options.script,
     assistants: options.assistants,
     settings: { electionThreshold: -1 },
+    ...(options.outbound ? { outbound: options.outbound } : {}),
   });
   const fake = await startFakeSlack({ tokens: { [TOKEN]: TEAM } });
   const settings: ChatSettings = {

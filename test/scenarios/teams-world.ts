@@ -5,6 +5,7 @@ import { teamsSurface } from "../../shared/channels/chat/teams/surface.ts";
 import type { AssistantDefinition } from "../../shared/engine/engine.ts";
 import type { ChatSettings, TeamsSettings } from "../../shared/notify/chat/types.ts";
 import { createGuardedFetch } from "../../shared/outbound/guard.ts";
+import type { OutboundSettings } from "../../shared/outbound/policy.ts";
 import { outboundPolicy } from "../../shared/outbound/policy.ts";
 import { type LocalNotify, startLocalNotify } from "../../shared/runtime/local/local-notify.ts";
 import { type FakeTeams, startFakeTeams } from "../peers/fake-teams.ts";
@@ -55,12 +56,18 @@ export interface TeamsWorld {
 let activityCount = 0;
 
 export async function startTeamsWorld(
-  options: { script?: ScriptFunction; assistants?: AssistantDefinition[] } = {},
+  options: {
+    script?: ScriptFunction;
+    assistants?: AssistantDefinition[];
+    /** What the engine's outbound guard lets through (a shared file downloaded from a local server). */
+    outbound?: OutboundSettings;
+  } = {},
 ): Promise<TeamsWorld> {
   const h = await Harness.create({
     script: options.script ?? inviteByEmail,
     assistants: options.assistants ?? MAILER,
     settings: { electionThreshold: -1 },
+    ...(options.outbound ? { outbound: options.outbound } : {}),
   });
   const clock = () => new Date(h.now);
   const teams = await startFakeTeams({ clock });

@@ -1,4 +1,5 @@
 import * as z from "zod";
+import { addSharedFiles, SlackFileSchema } from "./files.ts";
 import { personOf, slackConversationName, slackSubmitKey } from "./identity.ts";
 import { FOREIGN_TEXT, HELP_TEXT, type Inbound, refusalText, startWork, tell, throttled } from "./inbound.ts";
 import { threadHead } from "./thread-heads.ts";
@@ -10,7 +11,8 @@ import { threadHead } from "./thread-heads.ts";
  *   const outcome = await onEvent(x, payload);   // "ignored" | "started" | "told" (a refusal, told ephemerally)
  *
  * Taken: `app_mention` in a channel, and `message` in a direct message (channel_type `im`, no
- * subtype: not an edit, a join, a bot's message); never a bot's message nor our own. The thread
+ * subtype: not an edit, a join, a bot's message; but `file_share`, whose files are added as the
+ * tenant's documents, files.ts); never a bot's message nor our own. The thread
  * is the event's `thread_ts` (a follow-up) or its own `ts` (a new thread); its conversation is the
  * one named after the thread, or the request's whose head Arbor posted (thread-heads.ts). The
  * event id is the submit's idempotency key: Slack's retries (X-Slack-Retry-Num) of an event whose
@@ -29,6 +31,8 @@ const EventSchema = z
     thread_ts: z.string().max(32).optional(),
     subtype: z.string().max(64).optional(),
     bot_id: z.string().max(64).optional(),
+    /** Files shared with the message (subtype `file_share`): added as documents (files.ts). */
+    files: z.array(SlackFileSchema).max(50).optional(),
   })
   .loose();
 
@@ -51,7 +55,17 @@ export type EventOutcome = "ignored" | "started" | "told";
 export async function onEvent(x: Inbound, payload: EventCallback): Promise<EventOutcome> {
   const e = payload.event;
   const botUsers = new Set((payload.authorizations ?? []).flatMap((a) => (a.user_id ? [a.user_id] : [])));
-  if (!e.user || !e.channel || !e.ts || e.bot_id || e.subtype || botUsers.has(e.user)) return "ignored";
+  // A message with files shared is taken too (its files become documents); other subtypes are not.
+  const sharing = (e.files?.length ?? 0) > 0 && (e.subtype === undefined || e.subtype === "file_share");
+  if (
+    !e.user ||
+    !e.channel ||
+    !e.ts ||
+    e.bot_id ||
+    (e.subtype && e.subtype !== "file_share") ||
+    botUsers.has(e.user)
+  )
+    return "ignored";
   const mention = e.type === "app_mention" && !e.channel.startsWith("D");
   const direct = e.type === "message" && e.channel_type === "im";
   if (!mention && !direct) return "ignored";
@@ -76,6 +90,10 @@ export async function onEvent(x: Inbound, payload: EventCallback): Promise<Event
       return botUsers.has(id) ? "" : m;
     })
     .trim();
+  if (sharing) {
+    await tell(x, where, (await addSharedFiles(x, person, e.files ?? [])).join("\n"));
+    if (text === "") return "told";
+  }
   if (text === "" || /^help$/i.test(text)) {
     await tell(x, where, HELP_TEXT);
     return "told";

@@ -42,6 +42,19 @@ export const ActivitySchema = z.object({
     .loose()
     .optional(),
   membersAdded: z.array(Account).max(1000).optional(),
+  /** A personal chat's shared files come as `file.download.info` attachments (teamsFiles). */
+  attachments: z
+    .array(
+      z
+        .object({
+          contentType: z.string().max(200),
+          name: z.string().max(500).optional(),
+          content: z.unknown(),
+        })
+        .loose(),
+    )
+    .max(20)
+    .optional(),
 });
 
 export type Activity = z.output<typeof ActivitySchema>;
@@ -49,6 +62,27 @@ export type Activity = z.output<typeof ActivitySchema>;
 export function parseActivity(raw: unknown): Activity | undefined {
   const parsed = ActivitySchema.safeParse(raw);
   return parsed.success ? parsed.data : undefined;
+}
+
+const FILE_INFO = "application/vnd.microsoft.teams.file.download.info";
+const FileInfo = z
+  .object({ downloadUrl: z.string().min(1).max(4000), fileType: z.string().max(50).optional() })
+  .loose();
+
+/**
+ * The files a person shared with the bot in a personal chat: Teams hands each as a
+ * `file.download.info` attachment with a pre-authenticated download URL (no token goes with it).
+ * Only http(s) URLs are taken, and the outbound guard checks where they lead (public addresses
+ * only, https only when the operator says so).
+ */
+export function teamsFiles(a: Activity): { name: string; url?: string }[] {
+  return (a.attachments ?? []).flatMap((attachment) => {
+    if (attachment.contentType !== FILE_INFO) return [];
+    const info = FileInfo.safeParse(attachment.content);
+    const name = attachment.name ?? "shared file";
+    const url = info.success ? info.data.downloadUrl : undefined;
+    return [{ name, ...(url && /^https?:\/\//i.test(url) ? { url } : {}) }];
+  });
 }
 
 /** The Entra tenant the activity comes from. */

@@ -4,11 +4,13 @@ import { componentLogger } from "../../../kernel/logger.ts";
 import type { TeamsThread } from "../../../notify/chat/types.ts";
 import { BodyTooLargeError, readBounded } from "../../http/http-read.ts";
 import { type ChatRouteParts, chatReply } from "../chat-parts.ts";
+import { addSharedFiles } from "../shared-files.ts";
 import {
   type Activity,
   messageText,
   parseActivity,
   teamsConversationName,
+  teamsFiles,
   teamsIdempotencyKey,
   teamsThreadId,
 } from "./activity.ts";
@@ -100,6 +102,12 @@ export function teamsRoutes(parts: ChatRouteParts): Hono {
     }
     if (activity.type !== "message" || !who || !activity.id) return c.body(null, 200);
     const text = messageText(activity);
+    // Files shared with the bot become the tenant's documents (../shared-files.ts).
+    const files = teamsFiles(activity);
+    if (files.length) {
+      const person = { actor: who.actor, caller: { tenant: who.tenant, roles: who.roles } };
+      await reply(thread, (await addSharedFiles(parts.engine, person, files)).join("\n"));
+    }
     if (!text) return c.body(null, 200);
     const watch = WATCH.exec(text);
     try {

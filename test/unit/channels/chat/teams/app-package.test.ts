@@ -12,12 +12,12 @@ const pngSize = (file: string) => {
 };
 
 describe("the Teams app package", () => {
-  it("declares a bot for chats and channels, without files, with placeholders to fill", () => {
+  it("declares a bot for chats and channels, taking files (they become documents), with placeholders to fill", () => {
     const manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8"));
     expect(Number(manifest.manifestVersion)).toBeGreaterThanOrEqual(1.17);
     expect(manifest.id).toBe("{{APP_ID}}");
     const [bot] = manifest.bots;
-    expect(bot).toMatchObject({ botId: "{{BOT_ID}}", supportsFiles: false });
+    expect(bot).toMatchObject({ botId: "{{BOT_ID}}", supportsFiles: true });
     expect([...bot.scopes].sort()).toEqual(["groupChat", "personal", "team"]);
     expect(manifest.validDomains).toEqual(["{{PUBLIC_HOSTNAME}}"]);
     expect(manifest.icons).toEqual({ color: "color.png", outline: "outline.png" });
