@@ -16,6 +16,7 @@ import { processDocument } from "../../shared/knowledge/process-document.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { createLocalEngine } from "../../shared/runtime/local/local-engine.ts";
 import { scriptedModel } from "../../shared/runtime/local/local-parts.ts";
+import { createEmbedder } from "../../shared/runtime/models.ts";
 import { loadToolsConfig } from "../../shared/tools/service/config.ts";
 import { type Command, type Options, UsageError, type Write } from "../command.ts";
 import { localConfig, withRuntime } from "./local.ts";
@@ -142,10 +143,14 @@ export async function docsLocal(
     );
   }
   try {
+    // The embedder arbor serve uses on this folder (a model server's, when one is configured): the
+    // chunks go into the index it searches.
+    const embedder = createEmbedder(config.model);
     const engine = await createLocalEngine(rt, {
       llm: scriptedModel(),
       toolsConfig: loadToolsConfig(config.toolsFile),
       warnToolGaps: false,
+      ...(embedder ? { embedder } : {}),
     });
     const deps = engine.deps;
     try {

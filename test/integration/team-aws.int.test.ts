@@ -144,7 +144,10 @@ describe("teams on the AWS adapters", () => {
   });
 
   it("fails a new tenant's request at once, saying why, when its team cannot be registered; nothing is written", async () => {
-    // One refused text fails the batch (AccessDenied is not retried).
+    // A function just started (a process of its own): it has embedded nothing yet, so the default
+    // team's descriptions go to Titan, whose answer is refused. One refused text fails the batch
+    // (AccessDenied is not retried).
+    const engine = await createAwsEngine(rt, world.config, { clients: world.engineClients });
     world.titan.failNext(1, { status: 403, type: "AccessDeniedException" });
     const refused = await engine.submit({ tenant: "unlucky", text: "Hello", actor: ALICE }).then(
       () => undefined,
