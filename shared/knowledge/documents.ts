@@ -40,6 +40,11 @@ export interface KnowledgeDeps {
   index: VectorIndex;
   clock: () => Date;
   log: ArborLogger;
+  /**
+   * This process's id when it works alone on the store (a local data folder's lock): a run another
+   * holder left processing was left by a process that is gone, and is taken over at once.
+   */
+  soleWorker?: string;
 }
 
 export type DocumentStatus = "pending" | "processing" | "ready" | "failed" | "deleting";
@@ -54,6 +59,8 @@ export interface DocumentState {
   addedAt: string;
   /** Processing runs started (a crash leaves one unfinished). */
   attempts: number;
+  /** The process running it (KnowledgeDeps.soleWorker), where one process works alone. */
+  holder?: string;
   chunks?: number;
   /** Chunks embedded and stored so far, while processing. */
   embedded?: number;
@@ -247,11 +254,11 @@ export async function getDocument(
   return summaryOf(record);
 }
 
-const summaryOf = (r: StateRecord<DocumentState>): DocumentSummary => ({
-  ...r.data,
-  status: r.status as DocumentStatus,
-  updatedAt: r.updatedAt,
-});
+/** A document's state as its readers see it (which process runs it is the engine's). */
+const summaryOf = (r: StateRecord<DocumentState>): DocumentSummary => {
+  const { holder: _, ...data } = r.data;
+  return { ...data, status: r.status as DocumentStatus, updatedAt: r.updatedAt };
+};
 
 /** The tenant's documents, a page at a time, by URN. */
 export async function listDocuments(

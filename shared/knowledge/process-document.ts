@@ -35,7 +35,9 @@ export async function processDocument(deps: KnowledgeDeps, urn: string): Promise
   let record = await deps.state.get<DocumentState>(key);
   if (!record || (record.status !== "pending" && record.status !== "processing")) return;
   const age = deps.clock().getTime() - Date.parse(record.updatedAt);
-  if (record.status === "processing" && age < PROCESSING_STALE_MS) return; // another run is at it
+  // Another run is at it, unless it was this folder's previous process (gone: its lock is ours now).
+  const leftByTheGone = deps.soleWorker !== undefined && record.data.holder !== deps.soleWorker;
+  if (record.status === "processing" && age < PROCESSING_STALE_MS && !leftByTheGone) return;
   const doc = record.data;
   if (doc.attempts >= MAX_ATTEMPTS) {
     await fail(
@@ -45,7 +47,10 @@ export async function processDocument(deps: KnowledgeDeps, urn: string): Promise
     );
     return;
   }
-  record = await advance(deps, record, "processing", { attempts: doc.attempts + 1 });
+  record = await advance(deps, record, "processing", {
+    attempts: doc.attempts + 1,
+    ...(deps.soleWorker ? { holder: deps.soleWorker } : {}),
+  });
   if (!record) return; // someone else took it
   const bytes = await deps.objects.get(sourceKey(urn, doc.sha256));
   if (!bytes || sha256Of(bytes) !== doc.sha256) return; // a newer add is being written: its command follows
