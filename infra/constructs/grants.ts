@@ -471,8 +471,14 @@ export const WATCHDOG_GRANTS: readonly Grant[] = [
   {
     sid: "DocumentRecords",
     actions: ITEM_WRITES_NO_DELETE,
-    on: { items: ["R#document#*"] },
-    why: "a document's state, while a delete a crash cut short is finished",
+    on: { items: ["R#document#*", "R#projection#*"] },
+    why: "a document's state, while a delete a crash cut short is finished; the task index's cursor",
+  },
+  {
+    sid: "TaskIndex",
+    actions: ["s3vectors:PutVectors"],
+    on: { vectorIndex: true },
+    why: "the tasks and questions recorded since the last pass, indexed for search (knowledge/resource-index.ts)",
   },
 ];
 

@@ -1,4 +1,10 @@
-import type { Chunk, DocumentResource, Message } from "../domain/resources.ts";
+import type {
+  Chunk,
+  DocumentResource,
+  InteractionResource,
+  Message,
+  TaskResource,
+} from "../domain/resources.ts";
 import { descendantPrefix, parentUrn, tenantUrn, type Urn } from "../domain/urn.ts";
 import type { Embedder } from "../ports/embeddings.ts";
 import type { VectorIndex, VectorMatch } from "../ports/vector-index.ts";
@@ -11,7 +17,7 @@ import { isCurrentChunk } from "./documents.ts";
  * Everything found lies under the tenant's URN: the index is asked for that prefix only. A chunk
  * of a document's older version (re-added, not yet cleaned up) is never returned.
  */
-export const SEARCH_KINDS = ["doc.Chunk", "common.Message"] as const;
+export const SEARCH_KINDS = ["doc.Chunk", "common.Message", "plan.Task", "uip.Interaction"] as const;
 export type SearchKind = (typeof SEARCH_KINDS)[number];
 
 export interface Found {
@@ -103,7 +109,7 @@ export async function foundIn(
   sorted.forEach((match, i) => {
     const resource = resources[i];
     if (!resource) return;
-    const item = foundOf(match, resource as Chunk | Message, documents);
+    const item = foundOf(match, resource as Chunk | Message | TaskResource | InteractionResource, documents);
     if (item) found.push(item);
   });
   return (words === undefined ? found : rerankByWords(found, words)).slice(0, limit);
@@ -151,7 +157,7 @@ export function rerankByWords(found: readonly Found[], question: string): Found[
 
 function foundOf(
   match: VectorMatch,
-  resource: Chunk | Message,
+  resource: Chunk | Message | TaskResource | InteractionResource,
   documents: ReadonlyMap<string, DocumentResource>,
 ): Found | undefined {
   if (resource.meta.type === "doc.Chunk") {
@@ -171,6 +177,14 @@ function foundOf(
       ...(chunk.location.page !== undefined ? { page: chunk.location.page } : {}),
       ...(chunk.location.headings?.length ? { headings: chunk.location.headings } : {}),
     };
+  }
+  if (resource.meta.type === "plan.Task" || resource.meta.type === "uip.Interaction") {
+    // Tasks and questions (indexed from the event log, resource-index.ts): what they are about.
+    const text =
+      resource.meta.type === "uip.Interaction"
+        ? (resource as InteractionResource).display.title
+        : `${resource.meta.name}${resource.meta.purpose ? `: ${resource.meta.purpose}` : ""}`;
+    return { urn: resource.meta.id as Urn, kind: resource.meta.type, score: match.score, text };
   }
   const message = resource as Message;
   if (message.meta.type !== "common.Message" || !message.content || message.isError) return undefined;

@@ -140,8 +140,9 @@ function searchResources(deps: BuiltinDeps) {
   const access = new ResourceAccess(deps.resources, deps.policy);
   return define({
     description:
-      "Finds resources of your tenant: by meaning (`query`: passages of the tenant's documents and results " +
-      "of earlier tasks, nearest first; `kinds` to ask for doc.Chunk or common.Message only) or by place " +
+      "Finds resources of your tenant: by meaning (`query`: passages of the tenant's documents, results " +
+      "of earlier tasks, tasks and questions, nearest first; `kinds` to ask for some of doc.Chunk, " +
+      "common.Message, plan.Task, uip.Interaction) or by place " +
       "(`urnPrefix`: the resources stored under that URN). Returns URNs with a short excerpt: cite a " +
       "passage by its URN, and read more of it with read_resource.",
     schema: SEARCH_SCHEMA,
