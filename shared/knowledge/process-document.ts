@@ -32,7 +32,7 @@ import {
  */
 export async function processDocument(deps: KnowledgeDeps, urn: string): Promise<void> {
   const key = documentKey(urn);
-  let record = await deps.state.get<DocumentState>(key);
+  const record = await deps.state.get<DocumentState>(key);
   if (!record || (record.status !== "pending" && record.status !== "processing")) return;
   const age = deps.clock().getTime() - Date.parse(record.updatedAt);
   // Another run is at it, unless it was this folder's previous process (gone: its lock is ours now).
@@ -47,11 +47,33 @@ export async function processDocument(deps: KnowledgeDeps, urn: string): Promise
     );
     return;
   }
-  record = await advance(deps, record, "processing", {
+  const taken = await advance(deps, record, "processing", {
     attempts: doc.attempts + 1,
     ...(deps.soleWorker ? { holder: deps.soleWorker } : {}),
   });
-  if (!record) return; // someone else took it
+  if (!taken) return; // someone else took it
+  const run = { record: taken };
+  try {
+    await processTaken(deps, urn, doc, run);
+  } catch (error) {
+    // A failure that is not the document's (the embedder or a store unavailable, throttled): the
+    // document is handed back as pending, so that this delivery's retry (Lambda's, the bus's)
+    // takes it at once, not once the run is stale; and the attempt is not counted (the attempts
+    // count runs that died, which is what MAX_ATTEMPTS fails a document for). An outage is
+    // retried by the deliveries, then by the watchdog, until it is over.
+    await advance(deps, run.record, "pending", { attempts: doc.attempts }).catch(() => undefined);
+    throw error;
+  }
+}
+
+/** The rest of a run that took the document (`run.record`: the record as this run last wrote it). */
+async function processTaken(
+  deps: KnowledgeDeps,
+  urn: string,
+  doc: DocumentState,
+  run: { record: StateRecord<DocumentState> },
+): Promise<void> {
+  let record: StateRecord<DocumentState> | undefined = run.record;
   const bytes = await deps.objects.get(sourceKey(urn, doc.sha256));
   if (!bytes || sha256Of(bytes) !== doc.sha256) return; // a newer add is being written: its command follows
   let drafts: ChunkDraft[];
@@ -72,6 +94,7 @@ export async function processDocument(deps: KnowledgeDeps, urn: string): Promise
     if (embedded < drafts.length) {
       record = await advance(deps, record, "processing", { chunks: drafts.length, embedded });
       if (!record) return dropGeneration(deps, urn, generation); // re-added or deleted meanwhile
+      run.record = record;
     }
   }
   const title = extracted.title ?? doc.name;

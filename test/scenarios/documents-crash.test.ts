@@ -55,6 +55,24 @@ function countingEmbedder(dieAfter = Number.POSITIVE_INFINITY): Embedder & { tex
 const later = (ms: number) => {
   h.now += ms;
 };
+/** As a run whose process died leaves a document: processing, its attempt counted. */
+async function diedWhileProcessing(urn: string): Promise<void> {
+  const record = await h.rt.state.get<DocumentState>(documentKey(urn));
+  await h.rt.state.transact([
+    {
+      op: "put",
+      record: {
+        key: documentKey(urn),
+        kind: "document",
+        parent: "cld:common.Tenant.acme",
+        status: "processing",
+        updatedAt: new Date(h.now).toISOString(),
+        data: { ...(record?.data as DocumentState), attempts: (record?.data.attempts ?? 0) + 1 },
+      },
+      expectedVersion: record?.version as number,
+    },
+  ]);
+}
 const chunks = async (urn: string) => (await h.rt.resources.children(urn, "doc.Chunk")) as Chunk[];
 
 describe("a document's processing", () => {
@@ -73,7 +91,7 @@ describe("a document's processing", () => {
     expect(await getDocument(h.engine.deps, TENANT, urn)).toMatchObject({ status: "ready", chunks: 3 });
   });
 
-  it("cut short by a crash is taken up again once stale, and writes each chunk once", async () => {
+  it("failing mid-way (the embedder down) is handed back as pending, uncounted: the retry takes it at once, each chunk once", async () => {
     const { urn } = await addDocument(depsWith({ bus: silentBus }), {
       tenant: TENANT,
       actor: "user_ada",
@@ -84,29 +102,49 @@ describe("a document's processing", () => {
       /simulated crash/,
     );
     const record = await h.rt.state.get<DocumentState>(documentKey(urn));
-    expect(record).toMatchObject({ status: "processing", data: { attempts: 1, embedded: 32 } });
-    // A delivery while it is fresh does nothing: another run may be at it.
-    await processDocument(h.engine.deps, urn);
-    expect((await getDocument(h.engine.deps, TENANT, urn)).status).toBe("processing");
-    later(PROCESSING_STALE_MS + 1);
-    await h.engine.watchdog(PROCESSING_STALE_MS);
-    await h.idle();
+    expect(record).toMatchObject({ status: "pending", data: { attempts: 0, embedded: 32 } });
+    await processDocument(h.engine.deps, urn); // the delivery's retry
     const done = await getDocument(h.engine.deps, TENANT, urn);
-    expect(done).toMatchObject({ status: "ready", chunks: 80, attempts: 2 });
+    expect(done).toMatchObject({ status: "ready", chunks: 80, attempts: 1 });
     const ids = (await chunks(urn)).map((c) => c.meta.id);
     expect(ids).toHaveLength(80);
     expect(new Set(ids).size).toBe(80);
   });
 
-  it(`cut short ${MAX_ATTEMPTS} times is failed, saying why`, async () => {
+  it("cut short by a process that died is left processing: a delivery while it is fresh waits, the watchdog takes it once stale", async () => {
+    const { urn } = await addDocument(depsWith({ bus: silentBus }), {
+      tenant: TENANT,
+      actor: "user_ada",
+      name: "died.md",
+      bytes: Buffer.from(text(4)),
+    });
+    await diedWhileProcessing(urn);
+    await processDocument(h.engine.deps, urn);
+    expect((await getDocument(h.engine.deps, TENANT, urn)).status).toBe("processing");
+    later(PROCESSING_STALE_MS + 1);
+    await h.engine.watchdog(PROCESSING_STALE_MS);
+    await h.idle();
+    expect(await getDocument(h.engine.deps, TENANT, urn)).toMatchObject({
+      status: "ready",
+      chunks: 4,
+      attempts: 2,
+    });
+  });
+
+  it(`cut short ${MAX_ATTEMPTS} times (its process dying each time) is failed, saying why; an outage never fails it`, async () => {
     const { urn } = await addDocument(depsWith({ bus: silentBus }), {
       tenant: TENANT,
       actor: "user_ada",
       name: "doomed.md",
       bytes: Buffer.from(text(2)),
     });
-    for (let i = 0; i < MAX_ATTEMPTS; i++) {
+    // An embedder down, again and again: handed back each time, never failed for it.
+    for (let i = 0; i < MAX_ATTEMPTS + 2; i++)
       await expect(processDocument(depsWith({ embedder: countingEmbedder(0) }), urn)).rejects.toThrow();
+    expect(await getDocument(h.engine.deps, TENANT, urn)).toMatchObject({ status: "pending", attempts: 0 });
+    // Runs that died: each leaves it processing, its attempt counted.
+    for (let i = 0; i < MAX_ATTEMPTS; i++) {
+      await diedWhileProcessing(urn);
       later(PROCESSING_STALE_MS + 1);
     }
     await processDocument(h.engine.deps, urn);
