@@ -44,8 +44,13 @@ interface Piece {
   block: TextBlock;
 }
 
-const sentences = new Intl.Segmenter("en", { granularity: "sentence" });
-const words = new Intl.Segmenter("en", { granularity: "word" });
+// Made at the first document read, not when the engine's modules load (every function's cold start).
+let segmenters: { sentences: Intl.Segmenter; words: Intl.Segmenter } | undefined;
+const segmenter = () =>
+  (segmenters ??= {
+    sentences: new Intl.Segmenter("en", { granularity: "sentence" }),
+    words: new Intl.Segmenter("en", { granularity: "word" }),
+  });
 
 /** The chunks of `text` made from its `blocks`, in order. */
 export function chunkText(text: string, blocks: readonly TextBlock[], options: ChunkOptions): ChunkDraft[] {
@@ -103,7 +108,7 @@ function* piecesOf(text: string, blocks: readonly TextBlock[], options: ChunkOpt
       yield { start: block.start, end: block.end, tokens, section, block };
       continue;
     }
-    for (const s of sentences.segment(whole)) {
+    for (const s of segmenter().sentences.segment(whole)) {
       const sentence = s.segment.trimEnd();
       if (!sentence.trim()) continue;
       const start = block.start + s.index;
@@ -128,7 +133,7 @@ function* wordRuns(
   let from = 0;
   let to = 0;
   let tokens = 0;
-  for (const w of words.segment(sentence)) {
+  for (const w of segmenter().words.segment(sentence)) {
     const end = w.index + w.segment.length;
     const added = options.count(w.segment);
     if (to > from && tokens + added > options.maxTokens) {

@@ -83,9 +83,14 @@ export class ResourceAccess {
 
   /** Reads several; refuses all of them if any one may not be read. */
   async readMany(principal: Principal, urns: readonly string[]): Promise<(AnyResource | undefined)[]> {
-    const owners = new Map<string, string | undefined>();
-    for (const urn of new Set(urns)) await this.authorize(principal, "resource.read", urn, owners);
+    await this.authorizeMany(principal, "resource.read", urns);
     return this.#resources.getMany(urns);
+  }
+
+  /** Throws unless `principal` may do `action` to every one of `urns` (owners read once each). */
+  async authorizeMany(principal: Principal, action: ResourceAction, urns: readonly string[]): Promise<void> {
+    const owners = new Map<string, string | undefined>();
+    for (const urn of new Set(urns)) await this.authorize(principal, action, urn, owners);
   }
 
   /** URNs anywhere below `urn`, in key order. */

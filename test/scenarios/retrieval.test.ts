@@ -48,6 +48,9 @@ function lexicalVector(text: string, dimension: number): number[] {
   return v;
 }
 
+/** A measurement, printed on the test run's output (as the AWS path's bench prints its table). */
+const report = (line: string) => process.stdout.write(`${line}\n`);
+
 /** The hybrid measurement of each embedder, printed by the last test. */
 const hybrid: string[] = [];
 /** recall@5 of Arbor's own search (re-ranked by words), per embedder. */
@@ -210,7 +213,7 @@ describe("the retrieval test set", () => {
 
   it("recall@5 with the offline embedder", async () => {
     const { recall, atOne, chunks, missed } = await recallAt5(new LocalEmbedder());
-    console.log(
+    report(
       `offline embedder: recall@5 ${recall.toFixed(3)}, recall@1 ${atOne.toFixed(3)} (${QUESTIONS.length} questions, ${chunks} chunks); missed at 5: ${JSON.stringify(missed)}`,
     );
     expect(recall).toBeGreaterThanOrEqual(0.8);
@@ -219,14 +222,14 @@ describe("the retrieval test set", () => {
   it("recall@5 with an OpenAI-compatible embedder (the lexical fake)", async () => {
     const embedder = new OpenAIEmbedder({ baseUrl, model: "lexical-fake", dimension: 256 });
     const { recall, atOne, chunks, missed } = await recallAt5(embedder);
-    console.log(
+    report(
       `OpenAI-compatible fake: recall@5 ${recall.toFixed(3)}, recall@1 ${atOne.toFixed(3)} (${QUESTIONS.length} questions, ${chunks} chunks); missed at 5: ${JSON.stringify(missed)}`,
     );
     expect(recall).toBeGreaterThanOrEqual(0.6);
   });
 
   it("hybrid (the vector ranking fused with BM25 by reciprocal rank), measured for both", () => {
-    console.log(`hybrid: offline embedder: ${hybrid[0]}\nhybrid: OpenAI-compatible fake: ${hybrid[1]}`);
+    report(`hybrid: offline embedder: ${hybrid[0]}\nhybrid: OpenAI-compatible fake: ${hybrid[1]}`);
     expect(hybrid).toHaveLength(2);
     // What Arbor searches with: held above the vector alone's floors.
     expect(searchedRecall[0]).toBeGreaterThanOrEqual(0.9);
