@@ -476,9 +476,18 @@ export const WATCHDOG_GRANTS: readonly Grant[] = [
   },
   {
     sid: "TaskIndex",
-    actions: ["s3vectors:PutVectors"],
+    actions: ["s3vectors:PutVectors", "s3vectors:DeleteVectors"],
     on: { vectorIndex: true },
-    why: "the tasks and questions recorded since the last pass, indexed for search (knowledge/resource-index.ts)",
+    why:
+      "the tasks, questions, requests and conversations recorded since the last pass, and the tools of a " +
+      "changed registration, indexed for search; a tool no longer registered taken out " +
+      "(knowledge/resource-index.ts, tools/service/tool-index.ts)",
+  },
+  {
+    sid: "ToolRegistrations",
+    actions: ITEM_WRITES_NO_DELETE,
+    on: { items: ["R#toolregistry#*"] },
+    why: "a tenant's registration of tools marked indexed, with the names the index holds",
   },
 ];
 

@@ -1,9 +1,11 @@
 import type {
   Chunk,
+  Conversation,
   DocumentResource,
   InteractionResource,
   Message,
   TaskResource,
+  ToolResource,
 } from "../domain/resources.ts";
 import { descendantPrefix, parentUrn, tenantUrn, type Urn } from "../domain/urn.ts";
 import type { Embedder } from "../ports/embeddings.ts";
@@ -12,12 +14,19 @@ import type { ResourceStore } from "../store/resource-store.ts";
 import { isCurrentChunk } from "./documents.ts";
 
 /**
- * Search over what a tenant knows, by meaning: its documents' chunks and its earlier tasks'
- * results, one embedding of the question and one index query per kind (at once), merged by score.
+ * Search over what a tenant knows, by meaning: its documents' chunks, its earlier tasks' results,
+ * its tasks, questions, requests and conversations, and its tools; one embedding of the question and one index query per kind (at once), merged by score.
  * Everything found lies under the tenant's URN: the index is asked for that prefix only. A chunk
  * of a document's older version (re-added, not yet cleaned up) is never returned.
  */
-export const SEARCH_KINDS = ["doc.Chunk", "common.Message", "plan.Task", "uip.Interaction"] as const;
+export const SEARCH_KINDS = [
+  "doc.Chunk",
+  "common.Message",
+  "plan.Task",
+  "uip.Interaction",
+  "common.Conversation",
+  "common.Tool",
+] as const;
 export type SearchKind = (typeof SEARCH_KINDS)[number];
 
 export interface Found {
@@ -51,6 +60,42 @@ export interface SearchQuery {
    * false: by meaning alone.
    */
   hybrid?: boolean;
+  /**
+   * Whose requests and conversations may be found: only those of the conversations this person
+   * started (a person's own words are theirs, as their memories are). Absent: none of them.
+   */
+  person?: string;
+}
+
+/** A request's or a conversation's match: the conversation it is about, or undefined. */
+const conversationOfMatch = (m: VectorMatch): string | undefined =>
+  m.type === "common.Conversation"
+    ? m.key
+    : m.type === "common.Message" && typeof m.metadata.conversation === "string"
+      ? m.metadata.conversation
+      : undefined;
+
+/** The matches without the requests and conversations of anyone but `person`. */
+async function ownMatches(
+  deps: Pick<SearchDeps, "resources">,
+  matches: readonly VectorMatch[],
+  person: string | undefined,
+): Promise<readonly VectorMatch[]> {
+  const conversations = [...new Set(matches.flatMap((m) => conversationOfMatch(m) ?? []))];
+  if (conversations.length === 0) return matches;
+  const theirs = new Set<string>(
+    person === undefined
+      ? []
+      : (await deps.resources.getMany(conversations)).flatMap((c) =>
+          c?.meta.type === "common.Conversation" && (c as Conversation).startedBy === person
+            ? [c.meta.id]
+            : [],
+        ),
+  );
+  return matches.filter((m) => {
+    const conversation = conversationOfMatch(m);
+    return conversation === undefined || theirs.has(conversation);
+  });
 }
 
 export async function searchKnowledge(deps: SearchDeps, query: SearchQuery): Promise<Found[]> {
@@ -65,7 +110,7 @@ export async function searchKnowledge(deps: SearchDeps, query: SearchQuery): Pro
     ),
   );
   const matches = lists.flat().filter((m) => m.score >= (query.minScore ?? Number.NEGATIVE_INFINITY));
-  return foundIn(deps, matches, query.limit, words);
+  return foundIn(deps, await ownMatches(deps, matches, query.person), query.limit, words);
 }
 
 /**
@@ -109,7 +154,7 @@ export async function foundIn(
   sorted.forEach((match, i) => {
     const resource = resources[i];
     if (!resource) return;
-    const item = foundOf(match, resource as Chunk | Message | TaskResource | InteractionResource, documents);
+    const item = foundOf(match, resource as Searched, documents);
     if (item) found.push(item);
   });
   return (words === undefined ? found : rerankByWords(found, words)).slice(0, limit);
@@ -155,9 +200,11 @@ export function rerankByWords(found: readonly Found[], question: string): Found[
   return [...found].sort((a, b) => (fused.get(b) ?? 0) - (fused.get(a) ?? 0));
 }
 
+type Searched = Chunk | Message | TaskResource | InteractionResource | Conversation | ToolResource;
+
 function foundOf(
   match: VectorMatch,
-  resource: Chunk | Message | TaskResource | InteractionResource,
+  resource: Searched,
   documents: ReadonlyMap<string, DocumentResource>,
 ): Found | undefined {
   if (resource.meta.type === "doc.Chunk") {
@@ -185,6 +232,17 @@ function foundOf(
         ? (resource as InteractionResource).display.title
         : `${resource.meta.name}${resource.meta.purpose ? `: ${resource.meta.purpose}` : ""}`;
     return { urn: resource.meta.id as Urn, kind: resource.meta.type, score: match.score, text };
+  }
+  if (resource.meta.type === "common.Conversation") {
+    // Indexed with what it is about (resource-index.ts): its title, else its latest request.
+    const about = (resource as Conversation).title ?? match.metadata.about;
+    const text = typeof about === "string" && about ? about : resource.meta.name;
+    return { urn: resource.meta.id as Urn, kind: "common.Conversation", score: match.score, text };
+  }
+  if (resource.meta.type === "common.Tool") {
+    const tool = resource as ToolResource;
+    const text = `${tool.function.name}: ${tool.function.description}`;
+    return { urn: resource.meta.id as Urn, kind: "common.Tool", score: match.score, text };
   }
   const message = resource as Message;
   if (message.meta.type !== "common.Message" || !message.content || message.isError) return undefined;

@@ -101,13 +101,16 @@ describe("each function started cold, on its own grants", () => {
     expect(fns.toolGuard.denied).toEqual([]);
     expect(fns.toolGuard.used.has("VectorIndex")).toBe(true);
 
-    // The watchdog, cold: it finds nothing to send again, and was refused nothing.
+    // The watchdog, cold: it finds nothing to send again, indexes, and was refused nothing.
     const guard = watchdogGuard(world);
     const watchdog = guarded(guard, createWatchdogHandler(fns.stepDeps));
     try {
       expect(await watchdog()).toEqual({ redriven: 0 });
       expect(guard.denied).toEqual([]);
       expect(guard.used.has("VectorIndexOpen")).toBe(true);
+      // It indexed the request's tasks and the tenant's tools (a first registration), on its own rights.
+      expect(guard.used.has("TaskIndex")).toBe(true);
+      expect(guard.used.has("ToolRegistrations")).toBe(true);
     } finally {
       await watchdog.close();
     }

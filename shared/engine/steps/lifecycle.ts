@@ -6,6 +6,7 @@ import type { TaskView } from "../../domain/task-view.ts";
 import { parentUrn, type Urn } from "../../domain/urn.ts";
 import { repairDocuments } from "../../knowledge/documents.ts";
 import { indexRecorded } from "../../knowledge/resource-index.ts";
+import { indexTools } from "../../tools/service/tool-index.ts";
 import {
   agentActor,
   COMMANDS,
@@ -237,13 +238,19 @@ export async function cancelTask(
 export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ redriven: number }> {
   const before = new Date(deps.clock().getTime() - staleMs).toISOString();
   let redriven = 0;
-  // Tasks and questions recorded since the last pass, made searchable (knowledge/resource-index.ts):
+  // Tasks, questions, requests and conversations recorded since the last pass, made searchable (knowledge/resource-index.ts):
   // first, so that its writes are done before the work it drives again starts.
   const indexed = await indexRecorded(deps).catch((error: Error) => {
     deps.log.warn("indexing the recorded tasks failed; the next pass tries again", { error });
     return 0;
   });
   if (indexed > 0) deps.log.info("watchdog indexed recorded tasks and questions", { indexed });
+  // The tools of tenants whose registered set changed (tools/service/tool-index.ts).
+  const tools = await indexTools(deps).catch((error: Error) => {
+    deps.log.warn("indexing the registered tools failed; the next pass tries again", { error });
+    return 0;
+  });
+  if (tools > 0) deps.log.info("watchdog indexed registered tools", { tools });
   // The status index only finds candidates: each is read again (it may have moved on since).
   const stillStale = (r: { status?: string; updatedAt: string } | undefined, status: string) =>
     r?.status === status && r.updatedAt < before;

@@ -29,6 +29,7 @@ import {
 } from "../../knowledge/search.ts";
 import type { LlmResponse } from "../../ports/llm.ts";
 import type { ActivityInvocation, ToolDescriptor, ToolResult } from "../../ports/tools.ts";
+import type { VectorMatch } from "../../ports/vector-index.ts";
 import type { PutResult } from "../../store/resource-store.ts";
 import { claim } from "../claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "../context.ts";
@@ -497,12 +498,25 @@ async function similarResults(
   // tenants have no documents or memories: nothing more is done for those kinds).
   const keyPrefix = descendantPrefix(rootUrn(task.meta.id));
   // A kind the index holds none of (a local index knows) is not asked for at all.
-  const found = async (type: SearchKind, topK: number, limitOf: number, words?: string) =>
+  const found = async (
+    type: SearchKind,
+    topK: number,
+    limitOf: number,
+    words?: string,
+    keep: (m: VectorMatch) => boolean = () => true,
+  ) =>
     deps.index.mayHold?.(type) === false
       ? []
-      : foundIn(deps, await deps.index.query({ vector, topK, type, keyPrefix }), limitOf, words);
+      : foundIn(
+          deps,
+          (await deps.index.query({ vector, topK, type, keyPrefix })).filter(keep),
+          limitOf,
+          words,
+        );
   const [results, passages, memories] = await Promise.all([
-    found("common.Message", limit, limit),
+    // Earlier tasks' outputs (their matches name their task), never people's requests: twice as
+    // many asked for, as requests (knowledge/resource-index.ts) are messages too.
+    found("common.Message", 2 * limit, limit, undefined, (m) => m.metadata.task !== undefined),
     // Passages re-ranked among the nearest by the task's words too (knowledge/search.ts).
     found("doc.Chunk", topKOf("doc.Chunk", limit + 1, true), limit + 1, asked),
     person.then(async (p) =>

@@ -8,13 +8,13 @@ import type { GraphStore } from "../../graph/graph-store.ts";
 import { graphAdd, graphQuery, graphRemove } from "../../graph/graph-tools.ts";
 import { ArborError, ConfigError, ForbiddenError, ValidationError } from "../../kernel/errors.ts";
 import { forget, MAX_FACT_CHARS, remember } from "../../knowledge/memory.ts";
-import { contextLine, SEARCH_KINDS, searchKnowledge } from "../../knowledge/search.ts";
+import { contextLine, SEARCH_KINDS, type SearchKind, searchKnowledge } from "../../knowledge/search.ts";
 import type { ArtifactStore } from "../../ports/artifact-store.ts";
 import type { Embedder } from "../../ports/embeddings.ts";
 import type { PolicyEngine } from "../../ports/policy.ts";
 import type { ToolBinding, ToolContext, ToolDescriptor } from "../../ports/tools.ts";
 import type { VectorIndex } from "../../ports/vector-index.ts";
-import { type Principal, ResourceAccess } from "../../store/resource-access.ts";
+import { ownerOf, type Principal, ResourceAccess } from "../../store/resource-access.ts";
 import type { ResourceStore } from "../../store/resource-store.ts";
 import { ACTIVITIES, ACTIVITY_NAMES, activityBinding, isActivityName } from "../activities/activities.ts";
 import type { BuiltinFunction } from "./builtin-function.ts";
@@ -141,8 +141,9 @@ function searchResources(deps: BuiltinDeps) {
   return define({
     description:
       "Finds resources of your tenant: by meaning (`query`: passages of the tenant's documents, results " +
-      "of earlier tasks, tasks and questions, nearest first; `kinds` to ask for some of doc.Chunk, " +
-      "common.Message, plan.Task, uip.Interaction) or by place " +
+      "of earlier tasks, tasks and questions, the tools, and the requests and conversations of the person " +
+      "you work for, nearest first; `kinds` to ask for some of doc.Chunk, common.Message, plan.Task, " +
+      "uip.Interaction, common.Conversation, common.Tool) or by place " +
       "(`urnPrefix`: the resources stored under that URN). Returns URNs with a short excerpt: cite a " +
       "passage by its URN, and read more of it with read_resource.",
     schema: SEARCH_SCHEMA,
@@ -151,8 +152,16 @@ function searchResources(deps: BuiltinDeps) {
       const caller = callerOf(context);
       if (query !== undefined) {
         const tenant = tenantOf(rootUrn(context.taskId));
+        // Requests and conversations found are only those of the person this task works for.
+        const person = tenant && wantsOwn(kinds) ? await ownerOf(deps.resources, context.taskId) : undefined;
         const found = tenant
-          ? await searchKnowledge(deps, { tenant, text: query, ...(kinds ? { kinds } : {}), limit })
+          ? await searchKnowledge(deps, {
+              tenant,
+              text: query,
+              ...(kinds ? { kinds } : {}),
+              limit,
+              ...(person ? { person } : {}),
+            })
           : [];
         // What the search read passes the resource checks too (the policy decides), not read again.
         await access.authorizeMany(
@@ -172,6 +181,10 @@ function searchResources(deps: BuiltinDeps) {
     },
   });
 }
+
+/** Whether a search of `kinds` may find requests or conversations (whose owner it then needs). */
+const wantsOwn = (kinds: readonly SearchKind[] | undefined) =>
+  kinds === undefined || kinds.includes("common.Message") || kinds.includes("common.Conversation");
 
 const excerpt = (d: Message) =>
   typeof d.content === "string" ? d.content.slice(0, 200).replace(/\s+/g, " ") : (d.meta.purpose ?? "");

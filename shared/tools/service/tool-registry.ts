@@ -22,7 +22,8 @@ import { NAMESPACE, NAMESPACE_RULE } from "./config.ts";
  *   configured binding and says "Unknown tool"), so a listing must not offer it, and its calls'
  *   history is in the audit log, not in the resource. Then the tenant's registration record (the
  *   state store, `toolregistry#<tenant>`) gets the hash of the whole set, written conditionally
- *   on the version read before: when two registrations race, the one whose record write fails
+ *   on the version read before (its status "unindexed" until the search index's pass, tool-index.ts,
+ *   has indexed the set): when two registrations race, the one whose record write fails
  *   looks again, and redoes its writes unless the winner registered the same set. So two
  *   processes with one configuration end with that set, and two with different ones (a deploy
  *   under way) with one of them whole, never a mix. A registration whose record already holds
@@ -33,11 +34,17 @@ import { NAMESPACE, NAMESPACE_RULE } from "./config.ts";
 export const TOOL_TYPE = "common.Tool";
 
 /** The state record of a tenant's registration. */
-const registryKey = (tenant: string) => `toolregistry#${tenant}`;
+export const REGISTRY_PREFIX = "toolregistry#";
+const registryKey = (tenant: string) => `${REGISTRY_PREFIX}${tenant}`;
+export const REGISTRY_KIND = "tool-registry";
+/** A registration's status until its tools are in the search index (then "indexed"). */
+export const UNINDEXED = "unindexed";
 
-interface RegistryRecord {
+export interface RegistryRecord {
   hash: string;
   tools: string[];
+  /** The tools' names the search index holds (tool-index.ts): what to take out when they go. */
+  indexed?: string[];
 }
 
 const TENANT_ID = /^[A-Za-z0-9_-]{1,128}$/;
@@ -170,7 +177,9 @@ export async function registerTools(
   });
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const record = await deps.state?.get<RegistryRecord>(registryKey(tenant));
-    if (record?.data.hash === registryHashValue) return done();
+    // The same set (recorded since the search index's pass exists: a record without a status is
+    // written once more, so that the pass indexes its tools).
+    if (record?.data.hash === registryHashValue && record.status !== undefined) return done();
     const stored = (await deps.resources.children(parent, TOOL_TYPE)) as ToolResource[];
     const byUrn = new Map(stored.map((r) => [r.meta.id as string, r]));
     for (const r of wanted) {
@@ -191,9 +200,15 @@ export async function registerTools(
           op: "put",
           record: {
             key: registryKey(tenant),
-            kind: "tool-registry",
+            kind: REGISTRY_KIND,
+            // For the search index's pass (tool-index.ts), which keeps what it indexed last.
+            status: UNINDEXED,
             updatedAt: deps.clock().toISOString(),
-            data: { hash: registryHashValue, tools: descriptors.map((d) => d.name).sort() },
+            data: {
+              hash: registryHashValue,
+              tools: descriptors.map((d) => d.name).sort(),
+              ...(record?.data.indexed ? { indexed: record.data.indexed } : {}),
+            },
           },
           expectedVersion: record?.version ?? 0,
         },
