@@ -4,12 +4,15 @@ import { ValidationError } from "../kernel/errors.ts";
 import { TRACEPARENT } from "../kernel/trace-context.ts";
 import { deepFreeze } from "./immutable.ts";
 import {
+  CapabilitiesSchema,
+  CapabilitySchema,
   DisplayNameSchema,
   formatIssues,
   InteractionDisplaySchema,
   InteractionKindSchema,
   InteractionOptionSchema,
   InteractionPurposeSchema,
+  MAX_CAPABILITIES,
   PrioritySchema,
   UrnSchema,
 } from "./resources.ts";
@@ -27,12 +30,33 @@ export const ActorSchema = z.object({
   kind: z.enum(["human", "agent", "system"]),
   /** How they are named where people read it (approvals, threads, the console); the id stays who they are. */
   name: DisplayNameSchema.optional(),
+  /**
+   * What they may do, as it was when they acted: the roles whoever vouched for them gave (their
+   * key's, the chat settings'), never what a request says. The policy decides by the caller's
+   * roles; these are the record of them, shown beside the name.
+   */
+  capabilities: CapabilitiesSchema.optional(),
 });
 export type Actor = z.infer<typeof ActorSchema>;
 
-/** The actor as a person reads it: their name with their id, or the id alone. */
-export const actorLabel = (actor: { id: string; name?: string | undefined }): string =>
-  actor.name ? `${actor.name} (${actor.id})` : actor.id;
+/** The actor with `roles` as its capabilities (none given: as it is). */
+export function withCapabilities<A extends Actor>(actor: A, roles: readonly string[] | undefined): A {
+  // A role no capability can be (a control character in it) is left out, not the actor refused.
+  const capabilities = [...new Set(roles ?? [])]
+    .filter((r) => CapabilitySchema.safeParse(r).success)
+    .slice(0, MAX_CAPABILITIES);
+  return capabilities.length ? { ...actor, capabilities } : actor;
+}
+
+/** The actor as a person reads it: their name with their id, or the id alone; then their capabilities. */
+export const actorLabel = (actor: {
+  id: string;
+  name?: string | undefined;
+  capabilities?: readonly string[] | undefined;
+}): string =>
+  `${actor.name ? `${actor.name} (${actor.id})` : actor.id}${
+    actor.capabilities?.length ? ` · ${actor.capabilities.join(", ")}` : ""
+  }`;
 
 const envelope = {
   /** Unique event id (ULID). Appending the same id twice records it once. */

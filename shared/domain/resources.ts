@@ -301,14 +301,26 @@ export const InteractionDisplaySchema = z.object({
   content: z.unknown().optional(),
   contentKind: z.enum(["PlainText", "Json", "Diff", "Table"]).optional(),
 });
+// biome-ignore lint/suspicious/noControlCharactersInRegex: text shown in threads and pages holds no control characters
+const PLAIN_TEXT = /^[^\u0000-\u001f\u007f]+$/;
+
 /** A person's or an agent's name as shown (their key's, the chat settings', the platform's): plain text. */
 export const DisplayNameSchema = z
   .string()
   .trim()
   .min(1)
   .max(200)
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: a name shown in threads and pages holds no control characters
-  .regex(/^[^\u0000-\u001f\u007f]+$/, "plain text, without control characters");
+  .regex(PLAIN_TEXT, "plain text, without control characters");
+
+/** A capability an actor holds (a role: `admin`, `approver`): plain text, as keys' roles are. */
+export const CapabilitySchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(PLAIN_TEXT, "plain text, without control characters");
+/** The most capabilities an actor carries (a key holds at most 50 roles). */
+export const MAX_CAPABILITIES = 50;
+export const CapabilitiesSchema = z.array(CapabilitySchema).max(MAX_CAPABILITIES);
 
 export const InteractionResponseSchema = z.object({
   selectedOptionId: z.string().max(100).optional(),
@@ -326,10 +338,11 @@ export const InteractionResourceSchema = resource("uip.Interaction", {
   /** For confirm_risky_action: the tool and a hash of its exact arguments. */
   binding: z.object({ tool: z.string(), argumentsHash: z.string() }).optional(),
   status: z.enum(["pending", "answered", "expired"]).default("pending"),
-  /** The answer, with who gave it: their id, and their name when they have one. */
+  /** The answer, with who gave it: their id, their name when they have one, and their capabilities then. */
   response: InteractionResponseSchema.extend({
     actor: z.string(),
     actorName: DisplayNameSchema.optional(),
+    actorCapabilities: CapabilitiesSchema.optional(),
   }).optional(),
 });
 

@@ -160,6 +160,7 @@ export async function respond(
       ...won.response,
       actor: won.actor.id,
       ...(won.actor.name ? { actorName: won.actor.name } : {}),
+      ...(won.actor.capabilities?.length ? { actorCapabilities: won.actor.capabilities } : {}),
     },
   });
   try {

@@ -1,6 +1,6 @@
 import { hash, randomBytes } from "node:crypto";
 import * as z from "zod";
-import type { Actor } from "../domain/events.ts";
+import { type Actor, withCapabilities } from "../domain/events.ts";
 import type { Caller } from "../domain/principal.ts";
 import { DisplayNameSchema } from "../domain/resources.ts";
 import { ArborError, ValidationError } from "../kernel/errors.ts";
@@ -89,7 +89,7 @@ export function bearerKeyHash(authorization: string | undefined | null): string 
 
 /** Who a stored key stands for. */
 export const authenticatedAs = (k: ApiKeyEntry): Authenticated => ({
-  actor: { id: k.id, kind: k.kind, ...(k.name ? { name: k.name } : {}) },
+  actor: withCapabilities({ id: k.id, kind: k.kind, ...(k.name ? { name: k.name } : {}) }, k.roles),
   caller: { tenant: k.tenant, roles: k.roles },
 });
 

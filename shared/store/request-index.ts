@@ -26,6 +26,8 @@ export interface RequestEntry {
   actor: string;
   /** Their name, when they have one (their key's, the chat settings'). */
   actorName?: string;
+  /** Their capabilities when they sent it (their roles, from the same). */
+  actorCapabilities?: string[];
   /** ISO 8601, when it was accepted. */
   at: string;
   /** The request's first characters, for the list (the message keeps the whole text). */

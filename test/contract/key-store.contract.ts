@@ -35,7 +35,7 @@ export function keyStoreContract(name: string, setup: () => Promise<KeyStoreFixt
       expect(await store.authenticate(bearer(ada.key))).toBeUndefined();
       await store.add(ada.entry);
       expect(await store.authenticate(bearer(ada.key))).toEqual({
-        actor: { id: "user_ada", kind: "human" },
+        actor: { id: "user_ada", kind: "human", capabilities: ["admin"] },
         caller: { tenant: "acme", roles: ["admin"] },
       });
       expect(await store.authenticate(`bearer  ${ada.key} `)).toMatchObject({ actor: { id: "user_ada" } });
@@ -55,7 +55,7 @@ export function keyStoreContract(name: string, setup: () => Promise<KeyStoreFixt
       expect(await store.lookup(ada.entry.sha256)).toBeUndefined();
       await store.add(ada.entry);
       expect(await store.lookup(ada.entry.sha256)).toEqual({
-        actor: { id: "user_ada", kind: "human" },
+        actor: { id: "user_ada", kind: "human", capabilities: ["admin"] },
         caller: { tenant: "acme", roles: ["admin"] },
       });
       for (const sha of ["", "x", ada.entry.sha256.toUpperCase(), `${ada.entry.sha256}0`, bot.entry.sha256])

@@ -121,7 +121,7 @@ describe("the console in a browser", () => {
             timeout: 30_000,
           },
         )
-        .toMatch(/Your answer was not taken[\s\S]*Answered by user_ada: Allow/);
+        .toMatch(/Your answer was not taken[\s\S]*Answered by user_ada · admin: Allow/);
       await second.context.close();
 
       // Live to done, with what it cost (the example's model costs nothing, and says so).
@@ -138,7 +138,7 @@ describe("the console in a browser", () => {
       const timeline = await page.locator("main").innerText();
       expect(timeline).toContain("The conversation with the model");
       expect(timeline).toMatch(/send_email[\s\S]*ran/);
-      expect(timeline).toContain("Answered by user_ada: Allow");
+      expect(timeline).toContain("Answered by user_ada · admin: Allow");
       expect(timeline).toMatch(/TaskCompleted/);
       await shoot(page, "console-timeline");
 

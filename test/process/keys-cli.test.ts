@@ -64,7 +64,7 @@ describe("arbor keys add / arbor serve", () => {
     const keys = ApiKeys.load(keysFile);
     expect(keys.size).toBe(2);
     expect(await keys.authenticate(`Bearer ${key}`)).toEqual({
-      actor: { id: "user_ada", kind: "human" },
+      actor: { id: "user_ada", kind: "human", capabilities: ["admin", "ops"] },
       caller: { tenant: "acme", roles: ["admin", "ops"] },
     });
     expect(await keys.authenticate(`Bearer ${agentKey}`)).toMatchObject({

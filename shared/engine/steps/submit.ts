@@ -165,6 +165,7 @@ export async function submit(
     rootTaskId: rootTaskUrn(messageUrn),
     actor: req.actor.id,
     ...(req.actor.name ? { actorName: req.actor.name } : {}),
+    ...(req.actor.capabilities?.length ? { actorCapabilities: req.actor.capabilities } : {}),
     at: d.clock().toISOString(),
     text: req.text,
     mode: command.mode,

@@ -134,8 +134,17 @@ export function threadDigest(s: ThreadSnapshot): string {
   return createHash("sha256").update(JSON.stringify(shown)).digest("hex").slice(0, 16);
 }
 
-/** Who answered, as a thread names them: their id, and their name when they have one. */
-export const answeredBy = (response: { actor: string; actorName?: string | undefined }) => ({
+/** An answerer's capabilities as a thread shows them after their name (` (admin, approver)`), or "". */
+export const capabilitiesOf = (answered: { byCapabilities?: readonly string[] | undefined }): string =>
+  answered.byCapabilities?.length ? ` (${answered.byCapabilities.slice(0, 5).join(", ")})` : "";
+
+/** Who answered, as a thread names them: their id, their name when they have one, and their capabilities. */
+export const answeredBy = (response: {
+  actor: string;
+  actorName?: string | undefined;
+  actorCapabilities?: readonly string[] | undefined;
+}) => ({
   by: response.actor,
   ...(response.actorName ? { byName: response.actorName } : {}),
+  ...(response.actorCapabilities?.length ? { byCapabilities: [...response.actorCapabilities] } : {}),
 });

@@ -138,7 +138,7 @@ export interface ThreadQuestion {
   validation?: InteractionResource["validation"];
   binding?: InteractionResource["binding"];
   /** Set once answered: the answerer's actor id (and name, when they have one) and what they chose or wrote (short). */
-  answered?: { by: string; byName?: string; summary: string };
+  answered?: { by: string; byName?: string; byCapabilities?: string[]; summary: string };
 }
 
 /**

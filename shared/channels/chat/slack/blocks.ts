@@ -1,5 +1,6 @@
 import type { KnownBlock, SectionBlock } from "@slack/types";
 import type { TaskStatus } from "../../../domain/task-state.ts";
+import { capabilitiesOf } from "../../../notify/chat/snapshot.ts";
 import type { ChatRender, ThreadQuestion, ThreadSnapshot, ThreadTask } from "../../../notify/chat/types.ts";
 import { usageLine } from "../../../notify/chat/usage-line.ts";
 
@@ -205,7 +206,7 @@ export function questionBlocks(q: ThreadQuestion, s: ThreadSnapshot): ChatRender
         section(
           q.answered.by.startsWith("system_")
             ? `:heavy_minus_sign: _${esc(cut(q.answered.summary, 1000))}_` // the request ended without it
-            : `:ballot_box_with_check: ${answerer(q.answered.by, q.answered.byName)} answered: *${esc(cut(q.answered.summary, 1000))}*`,
+            : `:ballot_box_with_check: ${answerer(q.answered.by, q.answered.byName)}${esc(capabilitiesOf(q.answered))} answered: *${esc(cut(q.answered.summary, 1000))}*`,
         ),
       ]
     : [questionActions(q), context(`Only the person who asked, or an admin, may answer · ${whereToRead(s)}`)];

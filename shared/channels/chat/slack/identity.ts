@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { Actor } from "../../../domain/events.ts";
+import { type Actor, withCapabilities } from "../../../domain/events.ts";
 import type { SlackSettings, SlackThread, SlackWorkspace } from "../../../notify/chat/types.ts";
 import type { Caller } from "../../../store/resource-access.ts";
 
@@ -33,7 +33,8 @@ export function personOf(team: string, user: string, ws: SlackWorkspace): SlackP
   const roles = [...new Set([...ws.defaultRoles, ...(admin ? ["admin"] : [])])];
   const names = (key: string) => (ws.names && Object.hasOwn(ws.names, key) ? ws.names[key] : undefined);
   const name = names(`${team}.${user}`) ?? names(user) ?? names(id);
-  return { actor: { id, kind: "human", ...(name ? { name } : {}) }, caller: { tenant: ws.tenant, roles } };
+  const actor = withCapabilities({ id, kind: "human", ...(name ? { name } : {}) }, roles);
+  return { actor, caller: { tenant: ws.tenant, roles } };
 }
 
 const digest = (...parts: string[]) =>

@@ -1,5 +1,5 @@
 import type { InteractionResource } from "../../../domain/resources.ts";
-import { answeredBy, questionOf } from "../../../notify/chat/snapshot.ts";
+import { answeredBy, capabilitiesOf, questionOf } from "../../../notify/chat/snapshot.ts";
 import type { ChatRender, ThreadQuestion, ThreadSnapshot, ThreadTask } from "../../../notify/chat/types.ts";
 import { usageLine } from "../../../notify/chat/usage-line.ts";
 
@@ -124,7 +124,7 @@ export function questionCard(q: ThreadQuestion, requestTitle?: string): Card {
     return card([
       ...head,
       text(
-        `✔️ Answered by **${plain(q.answered.byName ?? q.answered.by)}**: ${plain(cut(q.answered.summary, 500))}`,
+        `✔️ Answered by **${plain(q.answered.byName ?? q.answered.by)}**${capabilitiesOf(q.answered)}: ${plain(cut(q.answered.summary, 500))}`,
         {
           color: "Good",
         },

@@ -1,4 +1,4 @@
-import type { Actor } from "../../../domain/events.ts";
+import { type Actor, withCapabilities } from "../../../domain/events.ts";
 import { DisplayNameSchema } from "../../../domain/resources.ts";
 import { lastElement, qualifiedType } from "../../../domain/urn.ts";
 import type { Engine } from "../../../engine/engine.ts";
@@ -45,7 +45,8 @@ export function personOf(
     tenant.names && Object.hasOwn(tenant.names, key) ? tenant.names[key] : undefined;
   const given = DisplayNameSchema.safeParse(platformName);
   const name = names(aadObjectId) ?? names(id) ?? (given.success ? given.data : undefined);
-  return { actor: { id, kind: "human", ...(name ? { name } : {}) }, tenant: tenant.tenant, roles };
+  const actor = withCapabilities({ id, kind: "human", ...(name ? { name } : {}) }, roles);
+  return { actor, tenant: tenant.tenant, roles };
 }
 
 export type InvokeBody =

@@ -74,7 +74,7 @@ function answered(i: InteractionResource): Html {
   const option = r?.selectedOptionId ? i.options?.find((o) => o.id === r.selectedOptionId) : undefined;
   if (i.status === "expired")
     return html`<p class="answered">Nobody answered in time: the task went on without it.</p>`;
-  return html`<p class="answered">Answered by <strong>${r ? actorLabel({ id: r.actor, name: r.actorName }) : "someone"}</strong>: ${option ? option.label : (r?.inputValue ?? "")}${r?.comment ? html` (“${r.comment}”)` : ""}</p>`;
+  return html`<p class="answered">Answered by <strong>${r ? actorLabel({ id: r.actor, name: r.actorName, capabilities: r.actorCapabilities }) : "someone"}</strong>: ${option ? option.label : (r?.inputValue ?? "")}${r?.comment ? html` (“${r.comment}”)` : ""}</p>`;
 }
 
 /**

@@ -45,7 +45,7 @@ ${
     ? html`<p class="empty">Nothing is waiting for an answer in your ${QUESTION_SCAN} newest requests.</p>`
     : waiting.map(
         (w) => html`<section class="panel" aria-label="${clip(w.request.text, 80)}">
-  <h2><a href="${requestPath(w.request.rootTaskId)}">${clip(w.request.text, 160)}</a> <span class="muted">from ${actorLabel({ id: w.request.actor, name: w.request.actorName })}</span></h2>
+  <h2><a href="${requestPath(w.request.rootTaskId)}">${clip(w.request.text, 160)}</a> <span class="muted">from ${actorLabel({ id: w.request.actor, name: w.request.actorName, capabilities: w.request.actorCapabilities })}</span></h2>
   ${w.questions.map((q) => questionForm(q, { showTask: true }))}
 </section>`,
       )

@@ -176,7 +176,7 @@ export function requestsBody(options: {
       <td title="${tokensOf(r.usage.inputTokens + r.usage.outputTokens)}">${costOf(r.usage)}</td>
       <td>${ranFor(r.view, now)}</td>
       <td>${time(r.entry.at)}</td>
-      ${q.scope === "all" ? html`<td>${actorLabel({ id: r.entry.actor, name: r.entry.actorName })}</td>` : ""}
+      ${q.scope === "all" ? html`<td>${actorLabel({ id: r.entry.actor, name: r.entry.actorName, capabilities: r.entry.actorCapabilities })}</td>` : ""}
     </tr>`,
     )}</tbody></table></div>`
   }

@@ -11,7 +11,7 @@ describe("API keys", () => {
     const partner = newApiKey({ id: "agent_partner", kind: "agent", tenant: "beta", roles: [] });
     const keys = new ApiKeys({ keys: [ada.entry, partner.entry] });
     expect(await keys.authenticate(`Bearer ${ada.key}`)).toEqual({
-      actor: { id: "user_ada", kind: "human" },
+      actor: { id: "user_ada", kind: "human", capabilities: ["admin"] },
       caller: { tenant: "acme", roles: ["admin"] },
     });
     expect((await keys.authenticate(`bearer ${partner.key}`))?.caller.tenant).toBe("beta");

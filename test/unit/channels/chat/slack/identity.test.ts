@@ -32,7 +32,7 @@ describe("Slack identity", () => {
 
   it("maps people: `users` to their Arbor id, others to user_slack.<team>.<user>; admins get the admin role", () => {
     expect(personOf("T1", "U1", ws)).toEqual({
-      actor: { id: "user_ada", kind: "human" },
+      actor: { id: "user_ada", kind: "human", capabilities: ["member"] },
       caller: { tenant: "acme", roles: ["member"] },
     });
     expect(personOf("T1", "U5", ws).actor.id).toBe("user_slack.T1.U5");

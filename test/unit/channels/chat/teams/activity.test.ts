@@ -64,7 +64,7 @@ describe("Teams activities", () => {
       defaultRoles: ["member"],
     };
     expect(personOf(tenant, "aaa-1")).toEqual({
-      actor: { id: "user_ada", kind: "human" },
+      actor: { id: "user_ada", kind: "human", capabilities: ["member"] },
       tenant: "acme",
       roles: ["member"],
     });
