@@ -35,6 +35,8 @@ export interface ToolIndexDeps {
 
 /** Registrations taken a pass: tenants are few, and each is one listing and one embedding call. */
 const PER_PASS = 100;
+/** Tools embedded in one call. */
+const EMBED_BATCH = 64;
 
 /** Indexes the tools of every registration not yet indexed; answers how many tools it indexed. */
 export async function indexTools(deps: ToolIndexDeps): Promise<number> {
@@ -43,9 +45,14 @@ export async function indexTools(deps: ToolIndexDeps): Promise<number> {
   for (const record of pending.items) {
     const tenant = record.key.slice(REGISTRY_PREFIX.length);
     const tools = (await deps.resources.children(tenantUrn(tenant), TOOL_TYPE)) as ToolResource[];
-    const vectors = tools.length
-      ? await deps.embedder.embed(tools.map((t) => `${t.function.name}\n${t.function.description}`))
-      : [];
+    const vectors: (Float32Array | undefined)[] = [];
+    // An MCP server may bring hundreds of tools: embedded a batch at a time.
+    for (let i = 0; i < tools.length; i += EMBED_BATCH)
+      vectors.push(
+        ...(await deps.embedder.embed(
+          tools.slice(i, i + EMBED_BATCH).map((t) => `${t.function.name}\n${t.function.description}`),
+        )),
+      );
     const records: VectorRecord[] = tools.flatMap((t, i) => {
       const vector = vectors[i];
       return vector ? [{ key: t.meta.id, vector, type: TOOL_TYPE, metadata: {} }] : [];
