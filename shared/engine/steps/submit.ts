@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Actor } from "../../domain/events.ts";
 import { checkRequestText } from "../../domain/input-limits.ts";
-import { withMeta } from "../../domain/resources.ts";
+import { type Meta, withMeta } from "../../domain/resources.ts";
 import { childUrn, lastElement, qualifiedType, tenantUrn, type Urn } from "../../domain/urn.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../kernel/errors.ts";
 import { type RequestEntry, requestIndexOps } from "../../store/request-index.ts";
@@ -147,18 +147,36 @@ export async function submit(
     teams.storedNow(req.tenant);
   }
   let conversationUrn = to.urn;
+  let messageUrn: Urn;
   if (!conversationUrn) {
     const id = d.newId();
     const meta = withMeta({ type: "common.Conversation", name: id, id, parent: tenant });
-    // Whose it is comes from the authenticated caller, never from the request.
-    await d.resources.put({ meta, startedBy: req.actor.id, ...(req.title ? { title: req.title } : {}) });
     conversationUrn = meta.id;
+    // A new conversation and its first message are written at once (one object store round trip
+    // on the request's way in, not two): both are new names, and nothing refers to either until the
+    // plan marker below; a crash between leaves one unreferenced, never a request half recorded.
+    // Whose it is comes from the authenticated caller, never from the request.
+    [, messageUrn] = await Promise.all([
+      d.resources.put({ meta, startedBy: req.actor.id, ...(req.title ? { title: req.title } : {}) }),
+      putMessage(d, conversationUrn, req),
+    ]);
   } else if (to.named && !existing) {
-    const won = await createNamed(d, conversationUrn, req);
-    // Lost the race: the conversation is somebody's now; this message continues it, if it may.
-    if (!won) await access.authorize(principal, "resource.write", conversationUrn);
+    const { won, conversation } = await claimNamed(d, conversationUrn, req);
+    if (won) {
+      // Ours: the conversation and the message at once, as above (a retry finds the claim ours again).
+      [, messageUrn] = await Promise.all([
+        d.resources.put(conversation),
+        putMessage(d, conversationUrn, req),
+      ]);
+    } else {
+      // Lost the race: the conversation is somebody's now; this message continues it, if it may.
+      await d.resources.put(conversation);
+      await access.authorize(principal, "resource.write", conversationUrn);
+      messageUrn = await putMessage(d, conversationUrn, req);
+    }
+  } else {
+    messageUrn = await putMessage(d, conversationUrn, req);
   }
-  const messageUrn = await putMessage(d, conversationUrn, req);
   const command: PlanCommand = { messageUrn, mode: req.mode ?? "eager" };
   const listed: RequestEntry = {
     tenant: req.tenant,
@@ -177,11 +195,15 @@ export async function submit(
 }
 
 /**
- * Creates a named conversation for `req.actor`, unless somebody else's claim on it came first:
- * then the claimant's conversation is written (what they would have written: they may have
- * died before) and false is returned.
+ * Claims a named conversation for `req.actor`, unless somebody else's claim on it came first
+ * (`won` false). Either way answers the conversation to write: the claimant's (what they would
+ * have written: they may have died before).
  */
-async function createNamed(d: EngineDeps, urn: Urn, req: SubmitRequest): Promise<boolean> {
+async function claimNamed(
+  d: EngineDeps,
+  urn: Urn,
+  req: SubmitRequest,
+): Promise<{ won: boolean; conversation: { meta: Meta; startedBy: string; title?: string } }> {
   const claim = { startedBy: req.actor.id, ...(req.title ? { title: req.title } : {}) };
   let won = true;
   let data = claim;
@@ -212,8 +234,7 @@ async function createNamed(d: EngineDeps, urn: Urn, req: SubmitRequest): Promise
     id: element.id,
     parent: tenantUrn(req.tenant),
   });
-  await d.resources.put({ meta, ...data });
-  return won;
+  return { won, conversation: { meta, ...data } };
 }
 
 /** Writes the message (named after the key, when there is one) unless it is there; returns its URN. */

@@ -70,6 +70,11 @@ interface Transcript {
   answer?: { message: Message; written?: PutResult };
   /** The first turn the window may send (window-marks.ts), read once per step. */
   fromTurn?: number;
+  /**
+   * The prompt's write while it is under way: it goes on beside the first turn's model call, and
+   * the turn is written only once it is done (a turn is never on record without its prompt).
+   */
+  promptWritten?: Promise<unknown>;
 }
 
 async function loadTranscript(deps: EngineDeps, taskId: string): Promise<Transcript> {
@@ -129,10 +134,28 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshL
       role: "user" as const,
       content: await fitPrompt(deps, await (context ?? promptContext(deps, task)), assistant),
     };
-    await deps.resources.put(prompt);
+    transcript.promptWritten = deps.resources.put(prompt);
+    transcript.promptWritten.catch(() => {}); // awaited before the turn's write, and before the step ends
     transcript.prompt = prompt;
   }
+  try {
+    return await takeTurns(deps, cmd, task, assistant, view, transcript, began);
+  } finally {
+    // No step ends with the prompt's write still under way (a function is frozen once it returns).
+    await transcript.promptWritten;
+  }
+}
 
+/** The turns of one step (see runTurn), from the transcript as it stands. */
+async function takeTurns(
+  deps: EngineDeps,
+  { taskId }: TaskCommand,
+  task: TaskResource,
+  assistant: Assistant,
+  view: TaskView,
+  transcript: Transcript,
+  began: number,
+): Promise<void> {
   // The view as last read in this step: the task's end is recorded on it, not read again.
   let current: TaskView = view;
   for (;;) {
@@ -222,6 +245,7 @@ async function takeTurn(
       ? { toolCalls: response.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }
       : citing(response.content ?? "", transcript)),
   };
+  await transcript.promptWritten;
   const written = await deps.resources.put(message);
   deps.faults?.hit("after-write", "turn");
   await recordUsage(deps, taskId, response, true);
