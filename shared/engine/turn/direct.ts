@@ -491,6 +491,18 @@ async function promptContext(deps: EngineDeps, task: TaskResource): Promise<stri
   return parts.filter(Boolean).join("\n");
 }
 
+/**
+ * The matches `keep` takes, nearest first, at most `limit` of them (only those are read); all of
+ * them without `keep` (a kind re-ranked by words reads all its candidates).
+ */
+function kept(matches: VectorMatch[], keep: ((m: VectorMatch) => boolean) | undefined, limit: number) {
+  if (!keep) return matches;
+  return matches
+    .filter(keep)
+    .sort((a, b) => b.score - a.score)
+    .slice(0, limit);
+}
+
 /** The prompt within a quarter of the request's token budget (window-context.ts). */
 async function fitPrompt(deps: EngineDeps, text: string, assistant: Assistant): Promise<string> {
   return fitTokens(text, promptBudget(deps, assistant), await counterFor(deps, assistant));
@@ -527,13 +539,13 @@ async function similarResults(
     topK: number,
     limitOf: number,
     words?: string,
-    keep: (m: VectorMatch) => boolean = () => true,
+    keep?: (m: VectorMatch) => boolean,
   ) =>
     deps.index.mayHold?.(type) === false
       ? []
       : foundIn(
           deps,
-          (await deps.index.query({ vector, topK, type, keyPrefix })).filter(keep),
+          kept(await deps.index.query({ vector, topK, type, keyPrefix }), keep, limitOf),
           limitOf,
           words,
         );
