@@ -88,7 +88,12 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Urn | un
     // The request fails visibly, as a root task that says why (nothing of the plan is stored: sent
     // again, it is planned afresh).
     const spec: TaskSpec = { name: firstLine(request.content ?? "request") };
-    await materialise(deps, spec, cmd.messageUrn, budgets, { rootId, withChildren: false, round: 0 });
+    await materialise(deps, spec, cmd.messageUrn, budgets, {
+      rootId,
+      withChildren: false,
+      round: 0,
+      after: outcome.written,
+    });
     await failTask(
       deps,
       rootId,
@@ -102,6 +107,7 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Urn | un
       withChildren: false,
       round: 0,
       planMode: "lazy",
+      after: outcome.written,
     });
     await recordTask(deps, "TaskStarted", { taskId: rootId }, ENGINE);
     await requestInteraction(deps, rootId, "approve-plan", {
@@ -125,6 +131,7 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Urn | un
       withChildren: true,
       round: 0,
       planMode: "eager",
+      after: outcome.written,
     });
   }
   if (marker) {
@@ -148,9 +155,16 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Urn | un
   return outcome.ok && cmd.mode === "eager" ? rootId : undefined;
 }
 
-type PlanOutcome =
+type PlanOutcome = (
   | { ok: true; spec: TaskSpec }
-  | { ok: false; errors: string[]; model?: LastingModelFailure };
+  | { ok: false; errors: string[]; model?: LastingModelFailure }
+) & {
+  /**
+   * The plan turn's write (and its usage's) while under way: the tree's assistants are elected
+   * meanwhile, and no task is written before it is done (materialise's `after`).
+   */
+  written?: Promise<unknown>;
+};
 
 /** The stored plan turn, or a new one from the model (asked again once when invalid). */
 async function plannedTree(
@@ -182,15 +196,18 @@ async function plannedTree(
     }
     deps.faults?.hit("after-llm", "plan");
     // The plan's tokens are the request's: they count on its root task (before it exists: a counter).
-    await recordUsage(deps, rootTaskUrn(request.meta.id), response, false);
+    const usage = recordUsage(deps, rootTaskUrn(request.meta.id), response, false);
+    usage.catch(() => {}); // awaited below
     const call = response.toolCalls.find((c) => c.name === PLAN_TOOL.name);
     const outcome: PlanOutcome = call
       ? checkPlan(call.arguments, deps.settings.defaultBudgets)
       : { ok: false, errors: ["the model did not call create_plan"] };
     if (outcome.ok || attempt === 2) {
-      await storePlanTurn(deps, meta, response, outcome);
-      return outcome;
+      const written = Promise.all([usage, storePlanTurn(deps, meta, response, outcome)]);
+      written.catch(() => {}); // awaited by materialise, which every outcome goes on to
+      return { ...outcome, written };
     }
+    await usage;
     errors = outcome.errors;
     messages.push({
       role: "assistant",
@@ -272,6 +289,8 @@ export interface MaterialiseOptions {
   withChildren: boolean;
   round: number;
   planMode?: "eager" | "lazy";
+  /** What must be on record before any task is written (the plan turn): awaited once they are elected. */
+  after?: Promise<unknown> | undefined;
 }
 
 /**
@@ -302,10 +321,20 @@ export async function materialise(
   };
   visit(spec, parent, budgets, options.rootId, true);
 
-  const elections = await elect(
-    deps,
-    nodes.map((n) => ({ id: n.id, name: n.spec.name, ...descriptors(n.spec) })),
-  );
+  let elections: Awaited<ReturnType<typeof elect>>;
+  try {
+    elections = await elect(
+      deps,
+      nodes.map((n) => ({ id: n.id, name: n.spec.name, ...descriptors(n.spec) })),
+    );
+  } finally {
+    // Never a task before what it comes from; and no step ends with that write under way.
+    await options.after;
+  }
+  // The top task's parent is a task for subtrees and corrective rounds, a Message for a request's
+  // root: read beside the writes.
+  const parentView = deps.tasks.view(parent);
+  parentView.catch(() => {}); // awaited below
   // All at once: they join one group commit instead of waiting for one each.
   await Promise.all(
     nodes.map((n, i) => {
@@ -327,8 +356,7 @@ export async function materialise(
     }),
   );
   deps.faults?.hit("after-write", "materialise");
-  // The top task's parent is a task for subtrees and corrective rounds, a Message for a request's root.
-  const parentIsTask = (await deps.tasks.view(parent)) !== undefined;
+  const parentIsTask = (await parentView) !== undefined;
   const events = nodes.map((n, i) => {
     const parentTask = i > 0 ? n.parent : parentIsTask ? parent : undefined;
     const election = elections[i];

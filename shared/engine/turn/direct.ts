@@ -71,10 +71,11 @@ interface Transcript {
   /** The first turn the window may send (window-marks.ts), read once per step. */
   fromTurn?: number;
   /**
-   * The prompt's write while it is under way: it goes on beside the first turn's model call, and
-   * the turn is written only once it is done (a turn is never on record without its prompt).
+   * A write under way that the next turn follows (the prompt's, or the last tool result's): it goes
+   * on beside that turn's model call, and the turn is written only once it is done (a turn is never
+   * on record without what it answers).
    */
-  promptWritten?: Promise<unknown>;
+  pending?: Promise<unknown>;
 }
 
 async function loadTranscript(deps: EngineDeps, taskId: string): Promise<Transcript> {
@@ -134,15 +135,14 @@ export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshL
       role: "user" as const,
       content: await fitPrompt(deps, await (context ?? promptContext(deps, task)), assistant),
     };
-    transcript.promptWritten = deps.resources.put(prompt);
-    transcript.promptWritten.catch(() => {}); // awaited before the turn's write, and before the step ends
+    pend(transcript, deps.resources.put(prompt));
     transcript.prompt = prompt;
   }
   try {
     return await takeTurns(deps, cmd, task, assistant, view, transcript, began);
   } finally {
-    // No step ends with the prompt's write still under way (a function is frozen once it returns).
-    await transcript.promptWritten;
+    // No step ends with a write still under way (a function is frozen once it returns).
+    await transcript.pending;
   }
 }
 
@@ -170,7 +170,7 @@ async function takeTurns(
     }
     const last = transcript.turns.at(-1);
     if (last && (last.message.toolCalls?.length ?? 0) > 0) {
-      const waiting = await runTools(deps, taskId, assistant, last);
+      const waiting = await runTools(deps, taskId, assistant, last, transcript);
       if (waiting) return;
     } else if (last) {
       // A final answer stored as a turn (as earlier versions did).
@@ -245,7 +245,8 @@ async function takeTurn(
       ? { toolCalls: response.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }
       : citing(response.content ?? "", transcript)),
   };
-  await transcript.promptWritten;
+  await transcript.pending;
+  delete transcript.pending;
   const written = await deps.resources.put(message);
   deps.faults?.hit("after-write", "turn");
   await recordUsage(deps, taskId, response, true);
@@ -263,6 +264,7 @@ async function runTools(
   taskId: string,
   assistant: Assistant,
   turn: Transcript["turns"][number],
+  transcript: Transcript,
 ): Promise<boolean> {
   const calls = turn.message.toolCalls ?? [];
   // Activities and output paths (engine/turn/activities.ts): opt-in, by the assistant's tools.
@@ -335,10 +337,21 @@ async function runTools(
       ...(result.isError ? { isError: true } : {}),
       ...(ephemeral ? { ephemeral: true } : {}),
     };
-    await deps.resources.put(message);
+    const write = deps.resources.put(message);
+    // The last result's write goes on beside the next turn's model call (see Transcript.pending);
+    // each earlier one is done before the next call runs, so a crash never runs a finished call again.
+    if (k === calls.length - 1) pend(transcript, write);
+    else await write;
     turn.results[k] = message; // the caller sends the transcript on without reading it again
   }
   return false;
+}
+
+/** `write` as the transcript's pending write (after any before it); its failure is seen where it is awaited. */
+function pend(transcript: Transcript, write: Promise<unknown>): void {
+  const before = transcript.pending;
+  transcript.pending = before ? Promise.all([before, write]) : write;
+  transcript.pending.catch(() => {});
 }
 
 /** Runs one call. An effect waits until the turn that asked for it is on disk: a crash cannot hide it. */
