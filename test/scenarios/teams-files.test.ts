@@ -67,4 +67,23 @@ describe("a file shared with the bot in Teams", () => {
     await w.send(sharing(ROOT, "meta.md", "http://169.254.169.254/latest/meta-data"));
     expect(lastReply()).toMatch(/meta\.md: not added, .*169\.254\.169\.254/);
   });
+
+  it("in a channel: not read (Teams gives no link there), and the person is told where to share it", async () => {
+    const before = served.length;
+    const base = w.message("", { from: ROOT, conversation: "19:general@thread.tacv2;messageid=1700" });
+    const res = await w.send({
+      ...base,
+      text: "<at>Arbor</at>",
+      conversation: { ...(base.conversation as object), conversationType: "channel" },
+      attachments: [
+        {
+          contentType: "text/html",
+          content: '<div><at>Arbor</at> <attachment id="5e1c"></attachment></div>',
+        },
+      ],
+    });
+    expect(res.status).toBe(200);
+    expect(lastReply()).toMatch(/not added to the documents.*personal chat/);
+    expect(served.length).toBe(before);
+  });
 });

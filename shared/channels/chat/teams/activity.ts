@@ -85,6 +85,21 @@ export function teamsFiles(a: Activity): { name: string; url?: string }[] {
   });
 }
 
+/**
+ * Whether a message outside a personal chat carries files: Teams gives a bot no download link for
+ * those (they lie in the team's SharePoint or the sender's OneDrive, readable only through
+ * Microsoft Graph), only a reference to each: a `reference` attachment, or an `<attachment>` in the
+ * message's HTML.
+ */
+export function unreadableFiles(a: Activity): boolean {
+  if (a.conversation.conversationType === "personal") return false;
+  return (a.attachments ?? []).some(
+    (x) =>
+      x.contentType === "reference" ||
+      (x.contentType === "text/html" && typeof x.content === "string" && /<attachment\s/i.test(x.content)),
+  );
+}
+
 /** The Entra tenant the activity comes from. */
 export const aadTenantOf = (a: Activity): string | undefined =>
   a.conversation.tenantId || a.channelData?.tenant?.id || undefined;

@@ -13,6 +13,7 @@ import {
   teamsFiles,
   teamsIdempotencyKey,
   teamsThreadId,
+  unreadableFiles,
 } from "./activity.ts";
 import { checkActivity, TeamsKeySet, verifyToken } from "./auth.ts";
 import { BotConnector } from "./connector.ts";
@@ -45,6 +46,9 @@ import { rootOf } from "./watch.ts";
  */
 const BODY_LIMIT = 256 * 1024;
 const WATCH = /^watch\s+(cld:\S+)$/i;
+const CHANNEL_FILES =
+  "Files shared in a channel or a group chat are not added to the documents (Teams gives Arbor no way " +
+  "to read them there). Share the file with Arbor in a personal chat to add it.";
 const WELCOME =
   "Hi, I'm Arbor. Tell me what you need done (mention me in a channel): I plan it with my team of " +
   "assistants, keep one card here up to date, ask before anything risky, and post the answer. " +
@@ -107,7 +111,7 @@ export function teamsRoutes(parts: ChatRouteParts): Hono {
     if (files.length) {
       const person = { actor: who.actor, caller: { tenant: who.tenant, roles: who.roles } };
       await reply(thread, (await addSharedFiles(parts.engine, person, files)).join("\n"));
-    }
+    } else if (unreadableFiles(activity)) await reply(thread, CHANNEL_FILES);
     if (!text) return c.body(null, 200);
     const watch = WATCH.exec(text);
     try {
