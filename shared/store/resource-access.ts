@@ -93,6 +93,21 @@ export class ResourceAccess {
     for (const urn of new Set(urns)) await this.authorize(principal, action, urn, owners);
   }
 
+  /** Those of `urns` `principal` may read (the others left out, not refused; owners read once each). */
+  async readable(principal: Principal, urns: readonly string[]): Promise<Set<string>> {
+    const owners = new Map<string, string | undefined>();
+    const allowed = new Set<string>();
+    for (const urn of new Set(urns)) {
+      try {
+        await this.authorize(principal, "resource.read", urn, owners);
+        allowed.add(urn);
+      } catch (error) {
+        if (!(error instanceof ForbiddenError)) throw error;
+      }
+    }
+    return allowed;
+  }
+
   /** URNs anywhere below `urn`, in key order. */
   async list(principal: Principal, urn: string): Promise<Urn[]> {
     await this.authorize(principal, "resource.read", urn);

@@ -39,6 +39,7 @@ import { createMemoryRoutes } from "./http-memories.ts";
 import { notifyRoutes } from "./http-notify.ts";
 import { createReadRoutes } from "./http-reads.ts";
 import { resourceEventRoutes } from "./http-resource-events.ts";
+import { createSearchRoutes } from "./http-search.ts";
 import { createTeamRoutes } from "./http-team.ts";
 import { createToolRoutes } from "./http-tools.ts";
 import { type RateLimiter, throttledMessage } from "./rate-limit.ts";
@@ -312,6 +313,7 @@ export function createHttpApi({
   app.route("/", createDocumentRoutes(engine));
   app.route("/", createArtifactRoutes(engine));
   app.route("/", createMemoryRoutes(engine));
+  app.route("/", createSearchRoutes(engine));
   app.route("/", createEvalRoutes(engine));
   app.route("/", resourceEventRoutes(engine, limiter ? { ...events, slots: limiter } : events));
   app.route("/", createConversationRoutes(engine));

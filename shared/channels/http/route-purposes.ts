@@ -66,6 +66,8 @@ export const ROUTE_PURPOSES: Readonly<Record<string, string>> = {
   "GET /v1/tasks/:urn/artifacts":
     "the files a task made (a request's root: every file of its tree), with their links",
   "GET /v1/artifacts/:urn": "one file a task made: its bytes, as an attachment",
+  "GET /v1/search":
+    "search what the tenant knows by meaning (passages, results, tasks, questions, tools; the caller's own requests and conversations), each result one the caller may read",
   "GET /v1/memories":
     "what assistants remembered about the caller (admins: ?about=<person>, ?scope=tenant, ?scope=assistant&assistant=<urn>)",
   "DELETE /v1/memories/:urn": "forget a memory: the person it is about, or an admin",
