@@ -525,6 +525,7 @@ export const API_GRANTS: readonly Grant[] = [
   EVENTS,
   EMBEDDINGS_GRANT,
   VECTOR_OPEN,
+  { ...VECTOR_QUERY, why: "GET /v1/search: what the tenant knows, by meaning" },
   ...DOCUMENT_REMOVAL.filter((g) => g.sid !== "ChunkVectorDeletes"),
   {
     sid: "TeamIndex",

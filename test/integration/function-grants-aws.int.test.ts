@@ -3,6 +3,7 @@ import { createStepHandler, type StepHandler } from "../../functions/engine-step
 import { createWatchdogHandler } from "../../functions/watchdog.ts";
 import { newApiKey } from "../../shared/adapters/local/api-keys.ts";
 import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
+import { toolUrn } from "../../shared/tools/service/tool-registry.ts";
 import { planningModel } from "../peers/planning-model.ts";
 import { type AwsFunctions, startAwsFunctions } from "./aws-functions.ts";
 import { type AwsWorld, EventBridgePlayer, guarded, startAwsWorld, watchdogGuard } from "./aws-world.ts";
@@ -114,5 +115,14 @@ describe("each function started cold, on its own grants", () => {
     } finally {
       await watchdog.close();
     }
+
+    // What the watchdog indexed is found over the API, under the API's own grants: the tenant's
+    // tools (its tasks wait for the log's settling time, DynamoDB's LOG_SETTLE_MS, before a pass takes them).
+    const found = await admin.get(
+      `/v1/search?q=${encodeURIComponent("divide two numbers")}&kinds=common.Tool`,
+    );
+    expect(found.status).toBe(200);
+    const results = (found.json as { results: { urn: string; text: string }[] }).results;
+    expect(results.map((r) => r.urn)).toContain(toolUrn(TENANT, "calculator"));
   });
 });
