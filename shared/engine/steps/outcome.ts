@@ -24,13 +24,18 @@ export async function completeTask(
   known?: TaskView,
   made: Made = {},
 ): Promise<void> {
-  const written = await deps.resources.put({
-    meta: outputMeta(taskId),
-    role: "assistant",
-    content,
-    ...(made.citations?.length ? { citations: made.citations } : {}),
-  });
-  return completed(deps, taskId, written, content, assistant, known, made);
+  // The view its end is recorded on, read beside the output's write when the caller has none (a
+  // write in between makes the record conflict, and it reads again).
+  const [written, view] = await Promise.all([
+    deps.resources.put({
+      meta: outputMeta(taskId),
+      role: "assistant",
+      content,
+      ...(made.citations?.length ? { citations: made.citations } : {}),
+    }),
+    known ?? deps.tasks.view(taskId),
+  ]);
+  return completed(deps, taskId, written, content, assistant, view, made);
 }
 
 /** What a task's end records beside its answer. */

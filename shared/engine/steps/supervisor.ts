@@ -280,12 +280,15 @@ async function judge(
         passed: false,
         reason: `the evaluation was unusable: ${call ? formatIssues(parsed.error).join("; ") : "no report_evaluation call"}`,
       };
-  await deps.resources.put({
-    meta,
-    role: "assistant",
-    toolCalls: [{ id: call?.id ?? `evaluation-${round}`, name: EVALUATE_TOOL.name, arguments: evaluation }],
-  });
-  await recordUsage(deps, parent.meta.id, response, false);
+  // The verdict and what it cost, at once (a crash between: a judgment asked again is counted again).
+  await Promise.all([
+    deps.resources.put({
+      meta,
+      role: "assistant",
+      toolCalls: [{ id: call?.id ?? `evaluation-${round}`, name: EVALUATE_TOOL.name, arguments: evaluation }],
+    }),
+    recordUsage(deps, parent.meta.id, response, false),
+  ]);
   return evaluation;
 }
 
