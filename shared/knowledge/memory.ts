@@ -133,14 +133,10 @@ export interface RecallQuery {
 }
 
 /**
- * The memories nearest `vector` for a request: the person's, the tenant's and the assistant's,
- * each scope asked for on its own, at most `limit` in all, nearest first.
+ * The index's matches of a recall (the memories nearest `vector` for a request: the person's, the
+ * tenant's and the assistant's, each scope asked for on its own), one query per scope, at once.
+ * `recalledIn` reads the nearest of them.
  */
-export async function recall(deps: MemoryDeps, query: RecallQuery): Promise<Recalled[]> {
-  return recalledIn(deps, await memoryMatches(deps, query), query.limit);
-}
-
-/** The index's matches of a recall: one query per scope, at once. */
 export async function memoryMatches(
   deps: Pick<MemoryDeps, "index">,
   query: RecallQuery,
@@ -169,7 +165,8 @@ export async function recalledIn(
   limit: number,
 ): Promise<Recalled[]> {
   if (matches.length === 0) return [];
-  const sorted = [...matches].sort((a, b) => b.score - a.score);
+  // Each scope gave up to `limit`: only the nearest `limit` of them all are read.
+  const sorted = [...matches].sort((a, b) => b.score - a.score).slice(0, limit);
   const memories = await deps.resources.getMany(sorted.map((m) => m.key));
   const found: Recalled[] = [];
   sorted.forEach((m, i) => {

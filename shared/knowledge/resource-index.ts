@@ -107,9 +107,9 @@ async function entriesOf(
   const byUrn = new Map(read.flatMap((r) => (r ? [[r.meta.id as string, r] as const] : [])));
   for (const urn of requests) {
     const message = byUrn.get(urn) as Message | undefined;
-    const conversation = byUrn.get(parentUrn(urn) as string) as Conversation | undefined;
     if (message?.meta.type !== "common.Message" || message.role !== "user" || !message.content) continue;
     const conversationUrn = parentUrn(urn) as string;
+    const conversation = byUrn.get(conversationUrn) as Conversation | undefined;
     entries.set(urn, {
       key: urn,
       type: "common.Message",

@@ -75,29 +75,6 @@ const conversationOfMatch = (m: VectorMatch): string | undefined =>
       ? m.metadata.conversation
       : undefined;
 
-/** The matches without the requests and conversations of anyone but `person`. */
-async function ownMatches(
-  deps: Pick<SearchDeps, "resources">,
-  matches: readonly VectorMatch[],
-  person: string | undefined,
-): Promise<readonly VectorMatch[]> {
-  const conversations = [...new Set(matches.flatMap((m) => conversationOfMatch(m) ?? []))];
-  if (conversations.length === 0) return matches;
-  const theirs = new Set<string>(
-    person === undefined
-      ? []
-      : (await deps.resources.getMany(conversations)).flatMap((c) =>
-          c?.meta.type === "common.Conversation" && (c as Conversation).startedBy === person
-            ? [c.meta.id]
-            : [],
-        ),
-  );
-  return matches.filter((m) => {
-    const conversation = conversationOfMatch(m);
-    return conversation === undefined || theirs.has(conversation);
-  });
-}
-
 export async function searchKnowledge(deps: SearchDeps, query: SearchQuery): Promise<Found[]> {
   const kinds = query.kinds ?? SEARCH_KINDS;
   const vector = typeof query.text === "string" ? (await deps.embedder.embed([query.text]))[0] : query.text;
@@ -110,7 +87,7 @@ export async function searchKnowledge(deps: SearchDeps, query: SearchQuery): Pro
     ),
   );
   const matches = lists.flat().filter((m) => m.score >= (query.minScore ?? Number.NEGATIVE_INFINITY));
-  return foundIn(deps, await ownMatches(deps, matches, query.person), query.limit, words);
+  return foundIn(deps, matches, query.limit, words, { person: query.person });
 }
 
 /**
@@ -130,7 +107,9 @@ export const HYBRID_CANDIDATES = 16;
 /**
  * What the index's matches are, nearest first, at most `limit`: each resource read (a chunk with
  * its document, to drop an older version's), for a caller that queried the index itself (a leaf's
- * context asks for every kind at once, and reads only what matched).
+ * context asks for every kind at once, and reads only what matched). With `owner`, requests and
+ * conversations are kept only when `owner.person` started their conversation (none without one).
+ * The matches, their documents and those conversations are read at once.
  */
 export async function foundIn(
   deps: Pick<SearchDeps, "resources">,
@@ -138,22 +117,39 @@ export async function foundIn(
   limit: number,
   /** The question's words: passages are then re-ranked by them too (rerankByWords). */
   words?: string,
+  owner?: { person: string | undefined },
 ): Promise<Found[]> {
   if (matches.length === 0) return [];
   const sorted = [...matches].sort((a, b) => b.score - a.score);
-  const resources = await deps.resources.getMany(sorted.map((m) => m.key));
-  const documentUrns = [
-    ...new Set(sorted.flatMap((m) => (m.type === "doc.Chunk" ? [parentUrn(m.key) as string] : []))),
-  ];
+  const keys = sorted.map((m) => m.key);
+  const matched = new Set(keys);
+  const around = [
+    ...new Set([
+      ...sorted.flatMap((m) => (m.type === "doc.Chunk" ? [parentUrn(m.key) as string] : [])),
+      ...(owner ? sorted.flatMap((m) => conversationOfMatch(m) ?? []) : []),
+    ]),
+  ].filter((urn) => !matched.has(urn));
+  const [resources, others] = await Promise.all([
+    deps.resources.getMany(keys),
+    around.length ? deps.resources.getMany(around) : [],
+  ]);
+  const read = new Map(
+    [...resources, ...others].flatMap((r) => (r ? [[r.meta.id as string, r] as const] : [])),
+  );
   const documents = new Map(
-    (documentUrns.length ? await deps.resources.getMany(documentUrns) : []).flatMap((d) =>
+    others.flatMap((d) =>
       d?.meta.type === "doc.Document" ? [[d.meta.id, d as DocumentResource] as const] : [],
     ),
   );
+  const theirs = (conversation: string) =>
+    owner?.person !== undefined &&
+    (read.get(conversation) as Conversation | undefined)?.startedBy === owner.person;
   const found: Found[] = [];
   sorted.forEach((match, i) => {
     const resource = resources[i];
     if (!resource) return;
+    const conversation = owner ? conversationOfMatch(match) : undefined;
+    if (conversation !== undefined && !theirs(conversation)) return;
     const item = foundOf(match, resource as Searched, documents);
     if (item) found.push(item);
   });

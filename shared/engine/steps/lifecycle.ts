@@ -238,19 +238,19 @@ export async function cancelTask(
 export async function watchdog(deps: EngineDeps, staleMs: number): Promise<{ redriven: number }> {
   const before = new Date(deps.clock().getTime() - staleMs).toISOString();
   let redriven = 0;
-  // Tasks, questions, requests and conversations recorded since the last pass, made searchable (knowledge/resource-index.ts):
-  // first, so that its writes are done before the work it drives again starts.
-  const indexed = await indexRecorded(deps).catch((error: Error) => {
-    deps.log.warn("indexing the recorded tasks failed; the next pass tries again", { error });
-    return 0;
-  });
-  if (indexed > 0) deps.log.info("watchdog indexed recorded tasks and questions", { indexed });
-  // The tools of tenants whose registered set changed (tools/service/tool-index.ts).
-  const tools = await indexTools(deps).catch((error: Error) => {
-    deps.log.warn("indexing the registered tools failed; the next pass tries again", { error });
-    return 0;
-  });
-  if (tools > 0) deps.log.info("watchdog indexed registered tools", { tools });
+  // Made searchable first, so that its writes are done before the work it drives again starts: the
+  // tasks, questions, requests and conversations recorded since the last pass
+  // (knowledge/resource-index.ts), and the tools of tenants whose registered set changed
+  // (tools/service/tool-index.ts). A pass that fails is tried again by the next.
+  const indexing = async (what: string, pass: () => Promise<number>) => {
+    const indexed = await pass().catch((error: Error) => {
+      deps.log.warn(`indexing the ${what} failed; the next pass tries again`, { error });
+      return 0;
+    });
+    if (indexed > 0) deps.log.info(`watchdog indexed ${what}`, { indexed });
+  };
+  await indexing("recorded tasks, questions and requests", () => indexRecorded(deps));
+  await indexing("registered tools", () => indexTools(deps));
   // The status index only finds candidates: each is read again (it may have moved on since).
   const stillStale = (r: { status?: string; updatedAt: string } | undefined, status: string) =>
     r?.status === status && r.updatedAt < before;
