@@ -5,6 +5,7 @@ import { RESOURCE_INDEX } from "../../shared/knowledge/resource-index.ts";
 import { searchKnowledge } from "../../shared/knowledge/search.ts";
 import type { ToolContext } from "../../shared/ports/tools.ts";
 import { getProjection } from "../../shared/store/projections.ts";
+import { indexTools } from "../../shared/tools/service/tool-index.ts";
 import { registerTools, storedTools } from "../../shared/tools/service/tool-registry.ts";
 import { Harness, PERSON } from "./engine-harness.ts";
 import { GENERALIST, isEvaluation, isPlan, pass, planOf } from "./scenarios.ts";
@@ -144,6 +145,24 @@ describe("tasks indexed from the event log", () => {
     const after = await indexedTools();
     expect(after).toHaveLength(kept.length);
     expect(after.some((k) => k.endsWith("remember"))).toBe(false);
+  });
+
+  it("indexes a changed registration once when two passes race (the second's save conflicts, nothing is lost)", async () => {
+    const deps = { resources: h.engine.deps.resources, state: h.rt.state, clock: () => new Date() };
+    const all = await storedTools(h.engine.deps.resources, "acme");
+    await registerTools(deps, "acme", all.slice(1));
+    const pass = () => indexTools({ ...h.engine.deps, state: h.rt.state });
+    const [a, b] = await Promise.all([pass(), pass()]);
+    expect(a + b).toBeGreaterThanOrEqual(all.length - 1);
+    const record = await h.rt.state.get<{ indexed?: string[] }>("toolregistry#acme");
+    expect(record?.status).toBe("indexed");
+    expect(record?.data.indexed).toEqual(
+      all
+        .slice(1)
+        .map((t) => t.name)
+        .sort(),
+    );
+    expect(await pass()).toBe(0); // nothing left for the next pass
   });
 
   it("gives a leaf earlier results as context, never people's requests", async () => {
