@@ -81,6 +81,8 @@ export interface AwsCall {
   published: PublishedEvent[];
   /** A Lambda Invoke's payload, as JSON. */
   payload?: string | undefined;
+  /** What the call touched: its keys, shortened (ARBOR_BENCH_AWS_DETAIL=keys shows them). */
+  what: string;
 }
 
 /** A client of the AWS SDK v3, as far as the log needs it. */
@@ -107,6 +109,17 @@ export class AwsCallLog {
   readonly calls: AwsCall[] = [];
   readonly invocations: Invocation[] = [];
   readonly #context = new AsyncLocalStorage<number>();
+  readonly #latencyScale: number;
+
+  /**
+   * `latencyScale`: each call waits its LATENCIES entry times this before it goes to the local peer
+   * (0: none). The peers answer in a millisecond or two whatever the service, so without it a
+   * call that would overlap a slow one on AWS (a read beside an S3 write) looks like a round trip
+   * of its own; with it, which calls run at once is what it would be on AWS.
+   */
+  constructor(options: { latencyScale?: number } = {}) {
+    this.#latencyScale = options.latencyScale ?? 0;
+  }
 
   /** Counts every call of `client` from now on (once per client). */
   instrument(client: InstrumentableClient): void {
@@ -117,16 +130,21 @@ export class AwsCallLog {
       ) =>
         async (args: { input: Record<string, unknown> }) => {
           const start = performance.now();
+          const service = String(context.clientName ?? "?").replace(/Client$/, "");
+          const op = String(context.commandName ?? "?");
+          const wait = this.#latencyScale * (MODEL_OPS.has(op) ? 0 : baseLatency(service));
+          if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
           try {
             return await next(args);
           } finally {
             this.calls.push({
               invocation: this.#context.getStore() ?? -1,
-              service: String(context.clientName ?? "?").replace(/Client$/, ""),
-              op: String(context.commandName ?? "?"),
+              service,
+              op,
               start,
               end: performance.now(),
               published: publishedBy(args.input),
+              what: whatOf(args.input),
               ...(context.commandName === "InvokeCommand" ? { payload: payloadOf(args.input) } : {}),
             });
           }
@@ -200,7 +218,7 @@ export class AwsCallLog {
    * The round trips of an invocation, each as the operations in it (`Service Op xN`): where a step
    * on the path spends its time (`npm run bench:aws` with ARBOR_BENCH_AWS_DETAIL=1).
    */
-  roundTripsOf(invocation: number): string[] {
+  roundTripsOf(invocation: number, keys = false): string[] {
     const inv = this.invocations[invocation];
     if (!inv) return [];
     const calls = this.calls
@@ -211,7 +229,7 @@ export class AwsCallLog {
     for (const call of calls) {
       if (call.start >= waveEnd || out.length === 0) out.push(new Map());
       const wave = out[out.length - 1] as Map<string, number>;
-      const key = `${call.service} ${call.op.replace(/Command$/, "")}`;
+      const key = `${call.service} ${call.op.replace(/Command$/, "")}${keys ? ` [${call.what}]` : ""}`;
       wave.set(key, (wave.get(key) ?? 0) + 1);
       waveEnd = call.start >= waveEnd ? call.end : Math.max(waveEnd, call.end);
     }
@@ -244,27 +262,30 @@ export class AwsCallLog {
   }
 
   #latency(call: AwsCall): number {
-    switch (call.service) {
-      case "DynamoDB":
-        return LATENCIES.DynamoDB;
-      case "S3":
-        return LATENCIES.S3;
-      case "EventBridge":
-        return LATENCIES["EventBridge PutEvents"];
-      case "S3Vectors":
-        return LATENCIES.S3Vectors;
-      case "SQS":
-        return LATENCIES.SQS;
-      case "BedrockRuntime":
-        return LATENCIES["Bedrock InvokeModel"];
-      case "Lambda": {
-        // The tool function's own critical time, which the caller waits for.
-        const nested = this.invocations.find((i) => i.kind === "tool" && i.payload === call.payload);
-        return LATENCIES["Lambda Invoke"] + (nested ? this.#cost(nested.id).modelledMs : 0);
-      }
-      default:
-        return LATENCIES.DynamoDB;
-    }
+    if (call.service !== "Lambda") return baseLatency(call.service);
+    // The tool function's own critical time, which the caller waits for.
+    const nested = this.invocations.find((i) => i.kind === "tool" && i.payload === call.payload);
+    return LATENCIES["Lambda Invoke"] + (nested ? this.#cost(nested.id).modelledMs : 0);
+  }
+}
+
+/** A call's own latency by its service (a Lambda Invoke's without the invoked function's time). */
+function baseLatency(service: string): number {
+  switch (service) {
+    case "S3":
+      return LATENCIES.S3;
+    case "EventBridge":
+      return LATENCIES["EventBridge PutEvents"];
+    case "S3Vectors":
+      return LATENCIES.S3Vectors;
+    case "SQS":
+      return LATENCIES.SQS;
+    case "BedrockRuntime":
+      return LATENCIES["Bedrock InvokeModel"];
+    case "Lambda":
+      return LATENCIES["Lambda Invoke"];
+    default:
+      return LATENCIES.DynamoDB;
   }
 }
 
@@ -289,6 +310,42 @@ function publishedBy(input: Record<string, unknown>): PublishedEvent[] {
       return [];
     }
   });
+}
+
+/** A call's keys, shortened: a DynamoDB item's sort key (or partition key), an S3 object's key. */
+function whatOf(input: Record<string, unknown>): string {
+  const short = (k: unknown) => {
+    const text = String(k ?? "").replace(/[0-9A-Za-z]{12,}/g, (id) => `${id.slice(0, 4)}…`);
+    return text.length > 90 ? `${text.slice(0, 30)}…${text.slice(-56)}` : text;
+  };
+  const itemKey = (key: unknown) => {
+    const k = (key ?? {}) as Record<string, { S?: string }>;
+    return short([k.pk?.S, k.sk?.S].filter(Boolean).join(" ") || Object.values(k)[0]?.S);
+  };
+  if (input.Key && typeof input.Key === "string") return short(input.Key);
+  if (input.Key) return itemKey(input.Key);
+  if (Array.isArray(input.TransactItems))
+    return (input.TransactItems as Record<string, { Key?: unknown; Item?: unknown }>[])
+      .map((t) => {
+        const op = Object.values(t)[0];
+        return itemKey(op?.Key ?? op?.Item);
+      })
+      .join(", ");
+  if (Array.isArray(input.Entries))
+    return (input.Entries as { DetailType?: string; Detail?: string; MessageBody?: string }[])
+      .map((e) => {
+        const detail = (() => {
+          try {
+            return JSON.parse(e.Detail ?? e.MessageBody ?? "{}") as Record<string, unknown>;
+          } catch {
+            return {};
+          }
+        })();
+        return `${e.DetailType ?? "message"} ${short(detail.name ?? detail.taskId ?? detail.urn ?? "")}`;
+      })
+      .join(", ");
+  if (input.KeyConditionExpression) return short(JSON.stringify(input.ExpressionAttributeValues ?? {}));
+  return "";
 }
 
 function payloadOf(input: Record<string, unknown>): string | undefined {
