@@ -356,10 +356,15 @@ const LEAF_STEP: readonly Grant[] = [
  * (`S#cld:`), their guards (`I#`), views (`R#cld:`), child counts and usage; and each route its own.
  */
 export const STEP_GRANTS: Readonly<Record<StepName, readonly Grant[]>> = {
+  // The plan step runs the request's first leaf itself (engine.ts): a leaf's records too.
   plan: [
     ...STEP_READS,
     ...TASK_MAKING,
-    taskWrites("TaskRecords", ["R#plan#*"], "the plan's tasks, and the request's plan marker"),
+    taskWrites(
+      "TaskRecords",
+      ["R#plan#*", ...LEAF_RECORDS],
+      "the plan's tasks, the request's plan marker, and its first leaf's turns",
+    ),
   ],
   ready: LEAF_STEP,
   turn: LEAF_STEP,

@@ -6,7 +6,7 @@ import type { TaskView } from "../domain/task-view.ts";
 import { parseTeam, type TeamDiff, teamDiff } from "../domain/team.ts";
 import { conversationOf, parentUrn, tenantOf, tenantUrn, type Urn } from "../domain/urn.ts";
 import { ConflictError, ForbiddenError, ValidationError } from "../kernel/errors.ts";
-import { ATTR, inSpan, withinTask, withTraceparent } from "../kernel/tracing.ts";
+import { ATTR, inSpan, tracingOn, withinTask, withTraceparent } from "../kernel/tracing.ts";
 import { processDocument } from "../knowledge/process-document.ts";
 import type { BusEnvelope } from "../ports/event-bus.ts";
 import { type Caller, principalOf, ResourceAccess, type ResourceAction } from "../store/resource-access.ts";
@@ -57,6 +57,9 @@ export interface Asker {
   caller?: Caller;
 }
 
+/** The step queue's place for a step whose task's view is not read (or not there): normal, now. */
+const NO_VIEW = { priority: "normal", createdAt: "" } as const;
+
 export class Engine {
   readonly deps: EngineDeps;
   readonly #queue: StepQueue;
@@ -80,7 +83,8 @@ export class Engine {
   /** Subscribes every step (see ROUTES) to its events; returns a function that unsubscribes them all. */
   start(): () => void {
     const d = this.deps;
-    const steps: Record<StepName, (e: BusEnvelope) => Promise<void>> = {
+    // A queued step (ready, turn) is given its task's view when the queue read it just now (#queued).
+    const steps: Record<StepName, (e: BusEnvelope, view?: TaskView) => Promise<void>> = {
       plan: (e) => {
         const cmd = e.detail as unknown as PlanCommand;
         const attributes = {
@@ -91,14 +95,27 @@ export class Engine {
           "arbor.plan.mode": cmd.mode,
         };
         // The plan step starts the request's root itself, a parent here and its parents below it
-        // too, down to the first leaves, whose commands it sends (lifecycle.ts startTasks).
+        // too, down to the first leaves, whose commands it sends (lifecycle.ts startTasks); a root
+        // that is itself a leaf (a request of one task) it runs itself, as its ready step would
+        // (on AWS, one hop fewer to the answer: the plan step has a leaf's grants).
         return inSpan("invoke_agent planner", { attributes }, async () => {
-          const start = await plan(d, cmd);
-          if (start) await startTasks(d, [start]);
+          const { root, marked } = await plan(d, cmd);
+          let leaf: string | undefined;
+          try {
+            if (root) leaf = await startTasks(d, [root], undefined, true);
+          } finally {
+            await marked;
+          }
+          if (leaf) {
+            const taskId = leaf;
+            await this.#queued({ ...e, detail: { taskId } }, (view) =>
+              startTask(d, { taskId }, undefined, view),
+            );
+          }
         });
       },
-      ready: (e) => startTask(d, e.detail as unknown as TaskCommand),
-      turn: (e) => runTurn(d, e.detail as unknown as TaskCommand),
+      ready: (e, view) => startTask(d, e.detail as unknown as TaskCommand, undefined, view),
+      turn: (e, view) => runTurn(d, e.detail as unknown as TaskCommand, undefined, view),
       resume: (e) => resume(d, e.detail as unknown as ResumeCommand),
       supervise: (e) => onResourcePut(d, e.detail),
       "index-output": (e) => indexOutput(d, e.detail),
@@ -108,7 +125,7 @@ export class Engine {
     const handle = async (route: Route, event: BusEnvelope): Promise<void> => {
       try {
         const step = steps[route.name];
-        await (route.queued ? this.#queued(event, () => step(event)) : step(event));
+        await (route.queued ? this.#queued(event, (view) => step(event, view)) : step(event));
       } catch (error) {
         d.log.error(`${route.name} failed`, {
           eventId: event.id,
@@ -134,11 +151,20 @@ export class Engine {
     };
   }
 
-  /** Runs a task's step when a slot is free, foreground work first (seeds/002's scheduler policy). */
-  async #queued(event: BusEnvelope, step: () => Promise<void>): Promise<void> {
+  /**
+   * Runs a task's step when a slot is free, foreground work first (seeds/002's scheduler policy).
+   * With a slot free and no tracing, nothing needs the task's view before the step, which reads it
+   * beside its other reads (on AWS, where each step has its function instance, a round trip
+   * fewer). Else the step is given the view read for the queue when it did not wait; one that
+   * waited reads its own.
+   */
+  async #queued(event: BusEnvelope, step: (view?: TaskView) => Promise<void>): Promise<void> {
+    if (this.#queue.hasRoom && !tracingOn()) return this.#queue.run(NO_VIEW, () => step());
     const view = await this.deps.tasks.view(String(event.detail.taskId));
     // The step's spans are children of its task's span (kernel/tracing.ts).
-    await this.#queue.run(view ?? { priority: "normal", createdAt: "" }, () => withinTask(view, step));
+    await this.#queue.run(view ?? NO_VIEW, (waited) =>
+      withinTask(view, () => step(waited ? undefined : view)),
+    );
   }
 
   /** Writes assistants under their tenant and indexes them for election. Repeating it refreshes them. */

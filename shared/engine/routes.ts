@@ -51,8 +51,9 @@ export const ROUTES: readonly Route[] = [
     pattern: command(COMMANDS.plan),
     queued: false,
     callsModel: true,
-    runsTools: false,
-    description: "Plans a request: one model call returns the task tree, which is checked and stored",
+    runsTools: true,
+    description:
+      "Plans a request: one model call returns the task tree, which is checked and stored; starts it, and runs its first leaf",
   },
   {
     name: "ready",

@@ -28,8 +28,15 @@ export class StepQueue {
     return this.#waiting.length;
   }
 
-  async run<T>(item: Schedulable, step: () => Promise<T>): Promise<T> {
-    if (this.#running >= this.#concurrency) {
+  /** Whether a step given to `run` now starts at once (a slot is free). */
+  get hasRoom(): boolean {
+    return this.#running < this.#concurrency;
+  }
+
+  /** Runs `step` when a slot is free; `waited` tells it whether it had to wait for one. */
+  async run<T>(item: Schedulable, step: (waited: boolean) => Promise<T>): Promise<T> {
+    const waited = this.#running >= this.#concurrency;
+    if (waited) {
       await new Promise<void>((start) => {
         this.#waiting.push({ item, seq: this.#seq++, start });
         this.#waiting.sort((a, b) => compareSchedulable(a.item, b.item) || a.seq - b.seq);
@@ -38,7 +45,7 @@ export class StepQueue {
       this.#running++;
     }
     try {
-      return await step();
+      return await step(waited);
     } finally {
       const next = this.#waiting.shift();
       if (next) next.start();

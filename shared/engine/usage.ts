@@ -42,10 +42,18 @@ const shardOf = (id: string, shards = USAGE_SHARDS): number => {
  * read. Usage shards came after child counts, so every task with shards has a child count.
  */
 export async function usageOf(deps: { state: StateStore }, taskId: string): Promise<Usage> {
-  const counts = await deps.state.get<{ created?: number }>(childCountKey(taskId));
+  // The own counter beside the child count (each a round trip on DynamoDB): a leaf reads nothing more.
+  const [counts, own] = await Promise.all([
+    deps.state.get<{ created?: number }>(childCountKey(taskId)),
+    deps.state.get<Partial<Usage>>(usageKey(taskId)),
+  ]);
   const shards = counts?.data.created ? USAGE_SHARDS : 0;
-  const keys = [usageKey(taskId), ...Array.from({ length: shards }, (_, n) => shardKey(taskId, n))];
-  const parts = await Promise.all(keys.map((k) => deps.state.get<Partial<Usage>>(k)));
+  const parts = [
+    own,
+    ...(await Promise.all(
+      Array.from({ length: shards }, (_, n) => deps.state.get<Partial<Usage>>(shardKey(taskId, n))),
+    )),
+  ];
   const sum: Usage = { ...ZERO_USAGE };
   for (const part of parts) {
     for (const field of Object.keys(sum) as (keyof Usage)[]) sum[field] += part?.data[field] ?? 0;

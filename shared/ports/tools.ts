@@ -44,6 +44,12 @@ export interface ToolContext {
    * `(call, tool, context)` (tools/activities/activities.ts).
    */
   activity?: ActivityInvocation;
+  /**
+   * What must be on record before the call takes effect: the engine's turn that asks for it, whose
+   * write goes on beside the call's first reads (its history, its policy). Awaited before anything
+   * of the call is recorded or run; its failure is the call's (the call does not start).
+   */
+  after?: Promise<unknown>;
 }
 
 /**

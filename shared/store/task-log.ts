@@ -147,12 +147,14 @@ export class TaskLog {
         return event;
       });
       // The reads at once, not one after another: on DynamoDB each is a round trip, and a plan
-      // of 111 tasks made 222 of them in a row (bench/README.md, the AWS path).
-      const recorded = await Promise.all(valid.map((event) => this.#state.findEvent(event.id)));
+      // of 111 tasks made 222 of them in a row (bench/README.md, the AWS path). Whether an event is
+      // on record already, and its task's view, are read together too.
+      const [recorded, allRecords] = await Promise.all([
+        Promise.all(valid.map((event) => this.#state.findEvent(event.id))),
+        Promise.all(valid.map((event) => this.#state.get<TaskView>(event.payload.taskId))),
+      ]);
       const events = valid.filter((_, i) => !recorded[i]);
-      const records = await Promise.all(
-        events.map((event) => this.#state.get<TaskView>(event.payload.taskId)),
-      );
+      const records = allRecords.filter((_, i) => !recorded[i]);
       const ops: WriteOp[] = [];
       const views: TaskView[] = [];
       const pending = new Map<

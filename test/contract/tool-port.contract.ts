@@ -304,6 +304,23 @@ export function toolPortContract(
       expect(seen.runs.map((r) => r.tool)).toEqual(["echo"]);
     });
 
+    it("waits for what the caller must have on record first (after): nothing recorded or run before; a failed one starts nothing", async () => {
+      let done = () => {};
+      const c = { ...context(), after: new Promise<void>((resolve) => (done = resolve)) };
+      const call = s.port.execute("echo", { text: "hello" }, c);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(seen.runs).toEqual([]);
+      expect(await stages(c.callId)).toEqual([]);
+      done();
+      expect(await call).toEqual({ content: "echo: hello" });
+      expect(await stages(c.callId)).toEqual(["requested:1", "completed:1"]);
+
+      const failed = { ...context(), after: Promise.reject(new Error("the turn was not written")) };
+      await expect(s.port.execute("echo", { text: "again" }, failed)).rejects.toThrow(/not written/);
+      expect(await stages(failed.callId)).toEqual([]);
+      expect(seen.runs.map((r) => r.args.text)).toEqual(["hello"]);
+    });
+
     it("refuses invalid arguments, naming the field; the tool does not run", async () => {
       expect(s.port.check("echo", { text: "" })).toEqual([expect.stringMatching(/^text: /)]);
       expect(s.port.check("echo", { text: "ok" })).toEqual([]);

@@ -7,6 +7,7 @@ import { RETENTION_MS } from "../../shared/domain/retention.ts";
 import type { TaskView } from "../../shared/domain/task-view.ts";
 import { CLAIM_LEASE_MARGIN_MS } from "../../shared/engine/claims.ts";
 import type { AssistantDefinition, Engine } from "../../shared/engine/engine.ts";
+import { rootTaskUrn } from "../../shared/engine/steps/planner.ts";
 import type { BusEnvelope } from "../../shared/ports/event-bus.ts";
 import { type AwsRuntime, createAwsRuntime } from "../../shared/runtime/aws/aws.ts";
 import { createAwsEngine } from "../../shared/runtime/aws/aws-engine.ts";
@@ -206,15 +207,15 @@ describe(`the engine on DynamoDB whose indexes lag ${LAG} writes`, () => {
     expect(bedrock.calls.length).toBe(calls);
   });
 
-  for (const step of ["ready", "turn"] as const) {
+  for (const step of ["plan", "turn"] as const) {
     it(`a ${step} step killed by its timeout leaves its claim to Lambda's retry once the lease ends, not to the watchdog`, async () => {
       const { rootTaskId } = await ask(`Work out one sum (${step})`);
-      // The start runs the first turn (a calculator call); the second turn is a command of its own.
+      // The request is one task: the plan step runs its first turn (a calculator call), as a
+      // ready step would; the second turn is a command of its own.
       const killed = (e: BusEnvelope) =>
-        e.detail.taskId === rootTaskId &&
-        (step === "ready"
-          ? e["detail-type"] === "TASK_READY"
-          : e["detail-type"] === "TURN_REQUESTED" && e.detail.turn === 2);
+        step === "plan"
+          ? e["detail-type"] === "PLAN_REQUESTED" && rootTaskUrn(String(e.detail.messageUrn)) === rootTaskId
+          : e.detail.taskId === rootTaskId && e["detail-type"] === "TURN_REQUESTED" && e.detail.turn === 2;
       await drain(killed);
       const event = events().find(killed) as BusEnvelope;
       expect(event).toBeDefined();

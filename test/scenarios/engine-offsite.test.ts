@@ -70,7 +70,10 @@ describe.each(["sqlite", "files"] as const)(
             : "on disk",
         );
       const execute = deps.tools.execute.bind(deps.tools);
-      deps.tools.execute = (name, args, context) => {
+      // A call runs once its barrier is passed (ToolContext.after: the tool service awaits it
+      // before it records or runs anything; tool-service.test.ts holds it to that).
+      deps.tools.execute = async (name, args, context) => {
+        await context.after;
         order.push(`run ${name}`);
         return execute(name, args, context);
       };

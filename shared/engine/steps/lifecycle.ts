@@ -38,12 +38,14 @@ export async function startTask(
   cmd: TaskCommand,
   /** Its child counts, when the caller just read them (startTasks). */
   known?: { counts: ChildCountsRead; leaves: string[] },
+  /** Its view, when the caller just read it (the engine's step queue). */
+  given?: TaskView,
 ): Promise<void> {
   // The task's view, its parent's, the task itself and its child counts, read at once (a root's
   // parent is its message: no view).
   const parentId = parentUrn(cmd.taskId);
   const [view, parentView, task, counts] = await Promise.all([
-    deps.tasks.view(cmd.taskId),
+    given ?? deps.tasks.view(cmd.taskId),
     parentId ? deps.tasks.view(parentId) : undefined,
     deps.resources.getAs("plan.Task", cmd.taskId),
     known ? known.counts : deps.tasks.childCounts(cmd.taskId),
@@ -118,12 +120,19 @@ async function proceed(
  * The leaves of the whole subtree are started together, once every parent in it is: their slots
  * taken in one change of the request's (leaf-slots.ts), their commands in one publish. The plan
  * step starts a request's root so. `leaves`: a caller above collects them (proceed, recursively).
+ *
+ * `keepRoot`: a single task that is itself a leaf, once it has a slot, is not sent but returned,
+ * for the caller to start in its own step: the plan step does, so that a request of one task runs
+ * without a hop to another step. Should that step die, the plan command delivered again starts
+ * it again (planner.ts), as the leaf's ready command would have (its turns' claims keep a turn
+ * that may still be running from running twice).
  */
 export async function startTasks(
   deps: EngineDeps,
   taskIds: readonly string[],
   leaves?: string[],
-): Promise<void> {
+  keepRoot = false,
+): Promise<string | undefined> {
   const collected = leaves ?? [];
   const counts = await Promise.all(taskIds.map((id) => deps.tasks.childCounts(id)));
   const isParent = (i: number) => (counts[i]?.created ?? 0) > 0;
@@ -133,7 +142,11 @@ export async function startTasks(
       isParent(i) ? [startTask(deps, { taskId }, { counts: counts[i], leaves: collected })] : [],
     ),
   );
-  if (leaves === undefined) await sendReady(deps, await admitLeaves(deps, collected));
+  if (leaves !== undefined) return undefined;
+  const admitted = await admitLeaves(deps, collected);
+  const kept = keepRoot && taskIds.length === 1 && admitted[0] === taskIds[0] ? admitted.shift() : undefined;
+  await sendReady(deps, admitted);
+  return kept;
 }
 
 async function askForAssistant(deps: EngineDeps, taskId: string): Promise<void> {

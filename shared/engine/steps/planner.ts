@@ -57,12 +57,23 @@ export const rootTaskUrn = (messageUrn: string): Urn =>
 const planTurnMeta = (messageUrn: string) =>
   withMeta({ type: "common.Message", name: "plan", parent: messageUrn });
 
+/** What planning leaves to its caller (Engine's plan step). */
+export interface Planned {
+  /** The root task to start now (eager and planned, or delivered again while it has not ended). */
+  root?: Urn;
+  /**
+   * The plan's marker marked done, under way beside the root's start (a start delivered twice is
+   * harmless, and a plan delivered again before the mark starts the same root): awaited by the
+   * caller before its step ends.
+   */
+  marked?: Promise<unknown>;
+}
+
 /**
- * Plans a request: its task tree stored (or its failure, or, lazy, the approval asked for).
- * Returns the root task to start now, eager and planned (the caller starts it: Engine's plan
- * step), else undefined. A plan command delivered again returns the root while it is still open.
+ * Plans a request: its task tree stored (or its failure, or, lazy, the approval asked for). A plan
+ * command delivered again returns the root while it has not ended.
  */
-export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Urn | undefined> {
+export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Planned> {
   const rootId = rootTaskUrn(cmd.messageUrn);
   // The marker, the request and a plan turn stored by an earlier try of this step, read at once.
   const [marker, request, storedTurn] = await Promise.all([
@@ -71,8 +82,10 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Urn | un
     deps.resources.getAs("common.Message", planTurnMeta(cmd.messageUrn).id),
   ]);
   if (marker?.status === "done") {
-    if (cmd.mode === "eager" && (await deps.tasks.view(rootId))?.status === "open") return rootId;
-    return undefined;
+    // Started already, the root is started again: a root that is a leaf was run by the plan step
+    // that died (Engine's plan step), and goes on from its transcript; a parent does nothing.
+    const status = cmd.mode === "eager" ? (await deps.tasks.view(rootId))?.status : undefined;
+    return status === "open" || status === "in_progress" ? { root: rootId } : {};
   }
   if (!request)
     throw new ArborError(
@@ -134,25 +147,26 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Urn | un
       after: outcome.written,
     });
   }
-  if (marker) {
-    await deps.state
-      .transact([
-        {
-          op: "put",
-          record: {
-            ...marker,
-            status: "done",
-            updatedAt: deps.clock().toISOString(),
-            expiresAt: expiresAfter(deps.clock(), RETENTION_MS.donePlanMarker),
+  const marked = marker
+    ? deps.state
+        .transact([
+          {
+            op: "put",
+            record: {
+              ...marker,
+              status: "done",
+              updatedAt: deps.clock().toISOString(),
+              expiresAt: expiresAfter(deps.clock(), RETENTION_MS.donePlanMarker),
+            },
+            expectedVersion: marker.version,
           },
-          expectedVersion: marker.version,
-        },
-      ])
-      .catch((e: unknown) => {
-        if (!(e instanceof ConflictError)) throw e;
-      });
-  }
-  return outcome.ok && cmd.mode === "eager" ? rootId : undefined;
+        ])
+        .catch((e: unknown) => {
+          if (!(e instanceof ConflictError)) throw e;
+        })
+    : undefined;
+  marked?.catch(() => {}); // awaited by the caller
+  return { ...(outcome.ok && cmd.mode === "eager" ? { root: rootId } : {}), ...(marked ? { marked } : {}) };
 }
 
 type PlanOutcome = (

@@ -101,6 +101,8 @@ export interface CallPlace {
   turn: number;
   slot: string;
   assistant: Assistant;
+  /** What must be on record first (the turn that asks for the call: ToolContext.after). */
+  after?: Promise<unknown> | undefined;
 }
 
 /**
@@ -116,6 +118,8 @@ export async function runPrepared(
   }) => Promise<ToolResult>,
 ): Promise<{ result: ToolResult; ephemeral?: boolean }> {
   const { mode, activity } = prepared;
+  // The turn on record before anything here reads the transcript or starts an activity.
+  await place.after;
   if (mode === "activity-fire") {
     const result = await fireActivity(deps, {
       taskId: place.taskId,

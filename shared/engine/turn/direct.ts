@@ -39,7 +39,14 @@ import { recordUsage, usageOf } from "../usage.ts";
 import type { WindowTurn } from "../window/window.ts";
 import { contextWindow, counterFor, fitTokens, promptBudget } from "../window/window-context.ts";
 import { windowStart } from "../window/window-marks.ts";
-import { activityAware, advertised, prepareCall, runPrepared, stateNoteFor } from "./activities.ts";
+import {
+  activityAware,
+  advertised,
+  type CallPlace,
+  prepareCall,
+  runPrepared,
+  stateNoteFor,
+} from "./activities.ts";
 import { approval } from "./approvals.ts";
 import { askPerson, isAskPerson } from "./ask.ts";
 import { callKind } from "./call-kind.ts";
@@ -106,10 +113,16 @@ export interface FreshLeaf {
  * person must confirm a tool, or the step has run for `turnStepMs`; then it hands the next turn on
  * as a command, so no invocation runs longer than its function may.
  */
-export async function runTurn(deps: EngineDeps, cmd: TaskCommand, fresh?: FreshLeaf): Promise<void> {
+export async function runTurn(
+  deps: EngineDeps,
+  cmd: TaskCommand,
+  fresh?: FreshLeaf,
+  /** Its view, when the caller just read it (the engine's step queue). */
+  given?: TaskView,
+): Promise<void> {
   const { taskId } = cmd;
   const began = deps.clock().getTime();
-  const view = fresh?.view ?? (await deps.tasks.view(taskId));
+  const view = fresh?.view ?? given ?? (await deps.tasks.view(taskId));
   if (view?.status !== "in_progress") return; // finished, canceled, or waiting for a person
   const task = fresh?.task ?? ((await deps.resources.getAs("plan.Task", taskId)) as TaskResource);
   const assistantUrn = task.election?.assistant ?? view.assistant;
@@ -180,19 +193,20 @@ async function takeTurns(
     }
 
     const next = (last?.n ?? 0) + 1;
-    if (!(await takeTurn(deps, task, assistant, transcript, next))) return;
-    const now = await deps.tasks.view(taskId);
-    if (now?.status !== "in_progress") return; // canceled meanwhile
+    const now = await takeTurn(deps, task, assistant, transcript, next);
+    if (now?.status !== "in_progress") return; // it may not take the turn, or canceled meanwhile
     current = now;
-    if (!transcript.answer && deps.clock().getTime() - began >= deps.settings.turnStepMs)
+    if (!transcript.answer && deps.clock().getTime() - began >= deps.settings.turnStepMs) {
+      await transcript.pending; // the turn on record before the step that runs its calls is sent
       return send(deps, COMMANDS.turn, { taskId, turn: next + 1 }, taskId, String(next + 1));
+    }
   }
 }
 
 /**
  * One model call for turn `next`, persisted with its usage and added to the transcript: a turn that
- * asks for tools, or the final answer (written as the task's output). False when the task may not
- * take the turn.
+ * asks for tools, or the final answer (written as the task's output). Returns the task's view as
+ * read beside those writes; undefined when the task may not take the turn.
  */
 async function takeTurn(
   deps: EngineDeps,
@@ -200,13 +214,13 @@ async function takeTurn(
   assistant: Assistant,
   transcript: Transcript,
   next: number,
-): Promise<boolean> {
+): Promise<TaskView | undefined> {
   const taskId = task.meta.id;
-  if (!(await claim(deps, `turn#${taskId}#${next}`, TURN_CLAIM_STALE_MS))) return false;
+  if (!(await claim(deps, `turn#${taskId}#${next}`, TURN_CLAIM_STALE_MS))) return undefined;
   const over = await budgetProblem(deps, task, next);
   if (over) {
     await failTask(deps, taskId, over);
-    return false;
+    return undefined;
   }
 
   const described = deps.tools.describe(assistant.tools);
@@ -233,7 +247,7 @@ async function takeTurn(
   } catch (error) {
     if (!(error instanceof LastingModelFailure)) throw error;
     await failTask(deps, taskId, modelFailureReason(`The model could not take turn ${next}`, error));
-    return false;
+    return undefined;
   }
   deps.faults?.hit("after-llm", "turn");
   const asksForTools = response.toolCalls.length > 0;
@@ -247,12 +261,24 @@ async function takeTurn(
   };
   await transcript.pending;
   delete transcript.pending;
-  const written = await deps.resources.put(message);
-  deps.faults?.hit("after-write", "turn");
-  await recordUsage(deps, taskId, response, true);
-  if (asksForTools) transcript.turns.push({ n: next, message, results: [] });
-  else transcript.answer = { message, written };
-  return true;
+  // The turn, its usage and the view of the task at once (each a round trip on AWS). The call was
+  // made whether or not its turn reaches the disk: a turn taken again after a crash is a second
+  // call, and is counted as one.
+  const write = deps.resources.put(message).then((written) => {
+    deps.faults?.hit("after-write", "turn");
+    return written;
+  });
+  // A turn that asks for tools is left under way: the calls' first reads go on beside it, and
+  // nothing of a call is asked, confirmed, run or written before it is done (runTools).
+  if (asksForTools) pend(transcript, write);
+  const [view, , written] = await Promise.all([
+    deps.tasks.view(taskId),
+    recordUsage(deps, taskId, response, true),
+    asksForTools ? undefined : write,
+  ]);
+  if (written) transcript.answer = { message, written };
+  else transcript.turns.push({ n: next, message, results: [] });
+  return view;
 }
 
 /**
@@ -274,17 +300,19 @@ async function runTools(
     const slot = `${turnName(turn.n)}-tool-${k}`;
     const remote = await remoteOutcome(deps, taskId, slot);
     if (remote === "waiting") return true;
+    // The turn (and the results before this one) on record: awaited before anything is asked,
+    // confirmed or written; a call that runs reads its history meanwhile (ToolContext.after).
+    const onRecord = () => transcript.pending;
     let result: ToolResult;
     let ephemeral = false;
     const [descriptor] = deps.tools.describe([call.name]);
     const prepared = prepareCall(aware, descriptor, call);
     const own = prepared && "call" in prepared ? prepared.call : call; // without its meta-properties
     const run = async () => {
-      if (!prepared || "error" in prepared)
-        return execute(deps, descriptor as ToolDescriptor, own, taskId, assistant, slot);
-      const place = { taskId, turn: turn.n, slot, assistant };
-      const ran = await runPrepared(deps, prepared, place, (extra) =>
-        execute(deps, descriptor as ToolDescriptor, own, taskId, assistant, slot, extra.activity),
+      const place = { taskId, slot, assistant, after: onRecord() };
+      if (!prepared || "error" in prepared) return execute(deps, descriptor as ToolDescriptor, own, place);
+      const ran = await runPrepared(deps, prepared, { ...place, turn: turn.n }, (extra) =>
+        execute(deps, descriptor as ToolDescriptor, own, place, extra.activity),
       );
       ephemeral = ran.ephemeral ?? false;
       return ran.result;
@@ -306,6 +334,7 @@ async function runTools(
         result = decided.result;
         break;
       case "ask": {
+        await onRecord();
         // A question for a person: asked once per call, the turn waits with nothing running (ask.ts).
         const asked = await askPerson(deps, taskId, `ask-${turnName(turn.n)}-${k}`, call);
         if (asked === "waiting") return true;
@@ -313,6 +342,7 @@ async function runTools(
         break;
       }
       case "confirm": {
+        await onRecord();
         // An approval covers one execution: a call started before (a crash) needs a new one (approvals.ts).
         const approved = await approval(deps, taskId, `confirm-${turnName(turn.n)}-${k}`, call);
         if (approved === "waiting") return true;
@@ -329,6 +359,7 @@ async function runTools(
       if (!settled) return true;
       result = settled;
     }
+    await onRecord();
     const message = {
       meta: msgMeta(taskId, slot),
       role: "tool" as const,
@@ -354,20 +385,23 @@ function pend(transcript: Transcript, write: Promise<unknown>): void {
   transcript.pending.catch(() => {});
 }
 
-/** Runs one call. An effect waits until the turn that asked for it is on disk: a crash cannot hide it. */
+/**
+ * Runs one call. An effect waits until the turn that asked for it is on disk (`after`, then durable):
+ * a crash cannot hide it.
+ */
 async function execute(
   deps: EngineDeps,
   descriptor: ToolDescriptor,
   call: { id: string; name: string; arguments: Record<string, unknown> },
-  taskId: string,
-  assistant: Assistant,
-  slot: string,
+  { taskId, assistant, slot, after }: Omit<CallPlace, "turn">,
   activity?: ActivityInvocation,
 ) {
-  if (!descriptor.pure) await deps.untilDurable();
+  const onDisk = descriptor.pure ? after : Promise.resolve(after).then(() => deps.untilDurable());
+  onDisk?.catch(() => {}); // the tool awaits it (ToolContext.after)
   const context = remoteContext(call, taskId, assistant.meta.id, assistant.tools);
   return deps.tools.execute(call.name, call.arguments, {
     ...context,
+    ...(onDisk ? { after: onDisk } : {}),
     ...(activity ? { activity } : {}),
     // A remote agent may push: its callback is on record before it is given out (remote-calls.ts).
     handOff: (callback) => openRemoteCall(deps, { taskId, slot, tool: call.name, context, ...callback }),

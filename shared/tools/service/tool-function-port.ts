@@ -272,7 +272,8 @@ export class ToolFunctionPort implements ToolPort {
   }
 
   async #call(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
-    const before = await this.history(context.taskId, context.callId);
+    // The caller's turn is written meanwhile (ToolContext.after): the call goes out once it is on record.
+    const [before] = await Promise.all([this.history(context.taskId, context.callId), context.after]);
     const request: ToolFunctionRequest = {
       op: "ExecuteTool",
       tool: name,

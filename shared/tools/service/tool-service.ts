@@ -260,8 +260,12 @@ export class ToolService implements ToolPort {
     context: ToolContext,
     span: SpanHandle,
   ): Promise<ToolResult> {
-    // A new attempt, numbered after those on record (a re-driven step runs a call again).
-    const { attempts, idempotencyKey } = await this.history(context.taskId, context.callId);
+    // A new attempt, numbered after those on record (a re-driven step runs a call again); what the
+    // caller must have on record first (its turn) is written meanwhile.
+    const [{ attempts, idempotencyKey }] = await Promise.all([
+      this.history(context.taskId, context.callId),
+      context.after,
+    ]);
     const attempt = attempts + 1;
     const call = new CallRecord(name, args, context, attempt, this.#options);
     const tool = this.#tools.get(name);

@@ -172,11 +172,16 @@ describe("a deployed tool registry", () => {
     );
   });
 
-  it("gives it to the tool function only; the steps that run tools (a leaf's inner loop: ready, turn; a fire-and-forget activity) may call that function, nothing else", () => {
+  it("gives it to the tool function only; the steps that run tools (a leaf's inner loop: ready, turn, and plan, which runs a request's first leaf; a fire-and-forget activity) may call that function, nothing else", () => {
     const ref = (c: IConstruct) => ({ Ref: logicalId(c) });
     const { watchdogDataPolicy, commandsPolicy, modelPolicy, toolPolicy, tools, stepDataPolicies } =
       withTools.engine;
-    expect(ROUTES.filter((r) => r.runsTools).map((r) => r.name)).toEqual(["ready", "turn", "activity"]);
+    expect(ROUTES.filter((r) => r.runsTools).map((r) => r.name)).toEqual([
+      "plan",
+      "ready",
+      "turn",
+      "activity",
+    ]);
     for (const route of ROUTES) {
       expect(props(withTools, withTools.engine.steps[route.name].role).ManagedPolicyArns).toEqual([
         ref(stepDataPolicies[route.name]),
