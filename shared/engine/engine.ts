@@ -99,7 +99,7 @@ export class Engine {
         // that is itself a leaf (a request of one task) it runs itself, as its ready step would
         // (on AWS, one hop fewer to the answer: the plan step has a leaf's grants).
         return inSpan("invoke_agent planner", { attributes }, async () => {
-          const { root, marked } = await plan(d, cmd);
+          const { root, rootTask, marked } = await plan(d, cmd);
           let leaf: string | undefined;
           try {
             if (root) leaf = await startTasks(d, [root], undefined, true);
@@ -109,12 +109,12 @@ export class Engine {
           if (leaf) {
             const taskId = leaf;
             await this.#queued({ ...e, detail: { taskId } }, (view) =>
-              startTask(d, { taskId }, undefined, view),
+              startTask(d, { taskId }, undefined, { view, task: rootTask }),
             );
           }
         });
       },
-      ready: (e, view) => startTask(d, e.detail as unknown as TaskCommand, undefined, view),
+      ready: (e, view) => startTask(d, e.detail as unknown as TaskCommand, undefined, { view }),
       turn: (e, view) => runTurn(d, e.detail as unknown as TaskCommand, undefined, view),
       resume: (e) => resume(d, e.detail as unknown as ResumeCommand),
       supervise: (e) => onResourcePut(d, e.detail),

@@ -36,6 +36,8 @@ export interface PutResult {
   urn: Urn;
   /** sha256 of the stored document. */
   contentHash: string;
+  /** What was stored, as a read of it returns it (validated, frozen). */
+  resource: AnyResource;
 }
 
 export class ResourceStore {
@@ -50,14 +52,16 @@ export class ResourceStore {
     this.#announcer = options.announcer;
   }
 
-  async put(resource: unknown): Promise<PutResult> {
-    const parsed = parseResource(resource);
+  async put(given: unknown): Promise<PutResult> {
+    const parsed = parseResource(given);
     const body = Buffer.from(JSON.stringify(parsed));
     await this.#objects.put(objectKey(parsed.meta.id), body, { contentType: "application/json" });
-    this.#parsed.set(body, deepFreeze(parsed));
+    const resource = deepFreeze(parsed);
+    this.#parsed.set(body, resource);
     let digest: string | undefined;
     const written: PutResult = {
       urn: parsed.meta.id as Urn,
+      resource,
       // Worked out when asked for: a task's transcript is never announced.
       get contentHash() {
         digest ??= hash("sha256", body);

@@ -1,5 +1,5 @@
 import type { Actor } from "../../domain/events.ts";
-import type { Assistant, InteractionResource } from "../../domain/resources.ts";
+import type { Assistant, InteractionResource, TaskResource } from "../../domain/resources.ts";
 import { schedule } from "../../domain/scheduler.ts";
 import { isTerminal } from "../../domain/task-state.ts";
 import type { TaskView } from "../../domain/task-view.ts";
@@ -38,16 +38,16 @@ export async function startTask(
   cmd: TaskCommand,
   /** Its child counts, when the caller just read them (startTasks). */
   known?: { counts: ChildCountsRead; leaves: string[] },
-  /** Its view, when the caller just read it (the engine's step queue). */
-  given?: TaskView,
+  /** Its view, or the task itself, when the caller just read or wrote it (the step queue, the plan step). */
+  given: { view?: TaskView | undefined; task?: TaskResource | undefined } = {},
 ): Promise<void> {
   // The task's view, its parent's, the task itself and its child counts, read at once (a root's
   // parent is its message: no view).
   const parentId = parentUrn(cmd.taskId);
   const [view, parentView, task, counts] = await Promise.all([
-    given ?? deps.tasks.view(cmd.taskId),
+    given.view ?? deps.tasks.view(cmd.taskId),
     parentId ? deps.tasks.view(parentId) : undefined,
-    deps.resources.getAs("plan.Task", cmd.taskId),
+    given.task ?? deps.resources.getAs("plan.Task", cmd.taskId),
     known ? known.counts : deps.tasks.childCounts(cmd.taskId),
   ]);
   // A leaf's start delivered again (Lambda's retry of a start that timed out in its first turn, a

@@ -4,6 +4,7 @@ import {
   type Budgets,
   formatIssues,
   type Message,
+  type TaskResource,
   type TaskSpec,
   TaskSpecSchema,
   toDescription,
@@ -61,6 +62,8 @@ const planTurnMeta = (messageUrn: string) =>
 export interface Planned {
   /** The root task to start now (eager and planned, or delivered again while it has not ended). */
   root?: Urn;
+  /** The root task as just stored, when this step planned it (its start need not read it again). */
+  rootTask?: TaskResource;
   /**
    * The plan's marker marked done, under way beside the root's start (a start delivered twice is
    * harmless, and a plan delivered again before the mark starts the same root): awaited by the
@@ -96,6 +99,7 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Planned>
 
   // Everything below is idempotent: a re-driven plan reuses the stored plan turn and rewrites the same keys.
   const outcome = await plannedTree(deps, request, storedTurn);
+  let rootTask: TaskResource | undefined;
   const budgets = inheritBudgets(deps.settings.defaultBudgets, outcome.ok ? outcome.spec.budgets : undefined);
   if (!outcome.ok) {
     // The request fails visibly, as a root task that says why (nothing of the plan is stored: sent
@@ -139,13 +143,13 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Planned>
       ],
     });
   } else {
-    await materialise(deps, outcome.spec, cmd.messageUrn, budgets, {
+    ({ top: rootTask } = await materialise(deps, outcome.spec, cmd.messageUrn, budgets, {
       rootId,
       withChildren: true,
       round: 0,
       planMode: "eager",
       after: outcome.written,
-    });
+    }));
   }
   const marked = marker
     ? deps.state
@@ -166,7 +170,11 @@ export async function plan(deps: EngineDeps, cmd: PlanCommand): Promise<Planned>
         })
     : undefined;
   marked?.catch(() => {}); // awaited by the caller
-  return { ...(outcome.ok && cmd.mode === "eager" ? { root: rootId } : {}), ...(marked ? { marked } : {}) };
+  return {
+    ...(outcome.ok && cmd.mode === "eager" ? { root: rootId } : {}),
+    ...(rootTask ? { rootTask } : {}),
+    ...(marked ? { marked } : {}),
+  };
 }
 
 type PlanOutcome = (
@@ -311,13 +319,19 @@ export interface MaterialiseOptions {
  * Writes a (sub)tree of Task resources with deterministic URNs, elects an assistant for each, and
  * records TaskCreated parent first. Safe to repeat: the same plan writes the same keys and events.
  */
+/** What materialise made: the top task's URN, and the top task as stored. */
+export interface Materialised {
+  id: Urn;
+  top: TaskResource;
+}
+
 export async function materialise(
   deps: EngineDeps,
   spec: TaskSpec,
   parent: string,
   budgets: Budgets,
   options: MaterialiseOptions,
-): Promise<Urn> {
+): Promise<Materialised> {
   type Node = { id: Urn; parent: string; spec: TaskSpec; budgets: Budgets };
   const nodes: Node[] = [];
   const visit = (s: TaskSpec, p: string, b: Budgets, id: Urn | undefined, isTopTask: boolean) => {
@@ -350,7 +364,7 @@ export async function materialise(
   const parentView = deps.tasks.view(parent);
   parentView.catch(() => {}); // awaited below
   // All at once: they join one group commit instead of waiting for one each.
-  await Promise.all(
+  const written = await Promise.all(
     nodes.map((n, i) => {
       const election = elections[i];
       const top = i === 0;
@@ -392,7 +406,7 @@ export async function materialise(
   for (let i = 0; i < events.length; i += RECORD_MANY_LIMIT)
     await deps.tasks.recordMany(events.slice(i, i + RECORD_MANY_LIMIT));
   deps.faults?.hit("after-record", "TaskCreated");
-  return nodes[0]?.id as Urn;
+  return { id: nodes[0]?.id as Urn, top: written[0]?.resource as TaskResource };
 }
 
 const descriptors = (s: TaskSpec) => ({

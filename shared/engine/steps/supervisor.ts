@@ -24,6 +24,7 @@ import {
   correctiveProblems,
   personDecides,
   StrategySchema,
+  strategyQuestionOf,
   unfinished,
   waysForward,
 } from "../turn/ask-strategy.ts";
@@ -87,18 +88,27 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
   const children = await childrenOf(deps, parentId, counts);
   if (children.length === 0 || !children.every((c) => isTerminal(c.status))) return;
 
+  // What this round's judgment reads (a stored evaluation, the children's outputs, a question of
+  // how the round goes on) is read beside the parent and its children's tasks, which say which
+  // round it is: the first round's evaluation and question are read on the guess that it is the
+  // first (most are), a later one's once known.
+  const outputs = Promise.all(children.map(async (c) => [c.taskId, await outputOf(deps, c.taskId)] as const));
+  const firstStored = storedEvaluation(deps, parentId, 0);
+  const firstQuestion = strategyQuestionOf(deps, parentId, 0);
+  outputs.catch(() => {}); // awaited when judged (roundReads); a round not judged here leaves them
+  firstStored.catch(() => {});
+  firstQuestion.catch(() => {}); // awaited by chosenStrategy (a first round)
   const [parent, childTasks] = (await Promise.all([
     deps.resources.getAs("plan.Task", parentId),
     deps.resources.getMany(children.map((c) => c.taskId)),
   ])) as [TaskResource, (TaskResource | undefined)[]];
   const round = Math.max(0, ...childTasks.map((t) => t?.round ?? 0));
-  // What this round's judgment reads (a stored evaluation, the children's outputs), read now, beside
-  // the question of how the round goes on: three reads of the object store at once, not in a row.
-  const reads = roundReads(deps, parent, children, round);
+  const reads = roundReads(round === 0 ? firstStored : storedEvaluation(deps, parentId, round), outputs);
   reads.catch(() => {}); // awaited when judged; a round that is not judged here leaves it
   // A person was asked how this round goes on: their answer is applied once (ask-strategy.ts).
   const evaluationOf = (r: number) => evaluate(deps, parent, children, r, r === round ? reads : undefined); // stored for an earlier round
-  if (await chosenStrategy(deps, parent, round, evaluationOf, () => combined(deps, children))) return;
+  const asked = round === 0 ? firstQuestion : undefined;
+  if (await chosenStrategy(deps, parent, round, evaluationOf, () => combined(deps, children), asked)) return;
   if (await unfinishedCorrection(deps, parent, round, evaluationOf)) return;
   const claimKey = `eval#${parentId}#${round}`;
   if (!(await claim(deps, claimKey, EVAL_CLAIM_STALE_MS))) return;
@@ -150,7 +160,9 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
 async function correct(deps: EngineDeps, parent: TaskResource, round: number, specs: TaskSpec[]) {
   const ids: string[] = [];
   for (const spec of specs)
-    ids.push(await materialise(deps, spec, parent.meta.id, parent.budgets, { withChildren: true, round }));
+    ids.push(
+      (await materialise(deps, spec, parent.meta.id, parent.budgets, { withChildren: true, round })).id,
+    );
   await sendReadyAsAllowed(deps, ids);
 }
 
@@ -184,23 +196,18 @@ interface RoundReads {
   outputs: Map<string, string | undefined>;
 }
 
-const evaluationMeta = (parent: TaskResource, round: number) =>
-  withMeta({ type: "common.Message", name: `evaluation-${round}`, parent: parent.meta.id });
+const evaluationMeta = (parentId: string, round: number) =>
+  withMeta({ type: "common.Message", name: `evaluation-${round}`, parent: parentId });
 
-const storedEvaluation = (deps: EngineDeps, parent: TaskResource, round: number) =>
-  deps.resources.getAs("common.Message", evaluationMeta(parent, round).id);
+const storedEvaluation = (deps: EngineDeps, parentId: string, round: number) =>
+  deps.resources.getAs("common.Message", evaluationMeta(parentId, round).id);
 
 async function roundReads(
-  deps: EngineDeps,
-  parent: TaskResource,
-  children: TaskView[],
-  round: number,
+  stored: ReturnType<typeof storedEvaluation>,
+  outputs: Promise<(readonly [string, string | undefined])[]>,
 ): Promise<RoundReads> {
-  const [stored, outputs] = await Promise.all([
-    storedEvaluation(deps, parent, round),
-    Promise.all(children.map(async (c) => [c.taskId, await outputOf(deps, c.taskId)] as const)),
-  ]);
-  return { stored, outputs: new Map(outputs) };
+  const [evaluation, read] = await Promise.all([stored, outputs]);
+  return { stored: evaluation, outputs: new Map(read) };
 }
 
 /** The stored evaluation of this round, or a new one from the model (stored before it is acted on). */
@@ -211,9 +218,9 @@ async function evaluate(
   round: number,
   prefetched?: Promise<RoundReads>,
 ): Promise<Evaluation> {
-  const meta = evaluationMeta(parent, round);
+  const meta = evaluationMeta(parent.meta.id, round);
   const read = prefetched ? await prefetched : undefined;
-  const stored = read ? read.stored : await storedEvaluation(deps, parent, round);
+  const stored = read ? read.stored : await storedEvaluation(deps, parent.meta.id, round);
   const storedArgs = stored?.toolCalls?.[0]?.arguments;
   if (storedArgs) return EvaluationSchema.parse(storedArgs);
 

@@ -166,15 +166,17 @@ export async function chosenStrategy(
   round: number,
   evaluationOf: (round: number) => Promise<Evaluated>,
   results: () => Promise<string>,
+  /** The round's question, when the caller has read it already (strategyQuestionOf). */
+  asked?: Promise<InteractionResource | undefined>,
 ): Promise<boolean> {
   // The strategy that started this round, cut short by a crash (some of its subtasks never made):
   // made whole now, before the round is judged. Its claim still held by a live applier: wait for it.
   if (round > 0 && (await unfinished(deps, strategyClaim(parent.meta.id, round - 1)))) {
-    const earlier = await questionOf(deps, parent, round - 1);
+    const earlier = await strategyQuestionOf(deps, parent.meta.id, round - 1);
     if (earlier?.status === "answered") await once(deps, parent, round - 1, earlier, evaluationOf, results);
     return true;
   }
-  const question = await questionOf(deps, parent, round);
+  const question = await (asked ?? strategyQuestionOf(deps, parent.meta.id, round));
   if (!question) return false;
   if (question.status !== "answered") {
     // Asked, but a crash came before the parent moved to awaiting_user: announced now.
@@ -185,8 +187,9 @@ export async function chosenStrategy(
   return true;
 }
 
-const questionOf = (deps: EngineDeps, parent: TaskResource, round: number) =>
-  deps.resources.getAs("uip.Interaction", interactionMeta(parent.meta.id, strategyQuestion(round)).id);
+/** The question of how round `round` of a parent goes on, if one was asked. */
+export const strategyQuestionOf = (deps: EngineDeps, parentId: string, round: number) =>
+  deps.resources.getAs("uip.Interaction", interactionMeta(parentId, strategyQuestion(round)).id);
 
 /** A claim taken and not finished (its holder is at work, or crashed). */
 export async function unfinished(deps: EngineDeps, key: string): Promise<boolean> {
@@ -233,7 +236,12 @@ async function apply(
   const ids: string[] = [];
   for (const spec of way.corrective_subtasks)
     ids.push(
-      await materialise(deps, spec, parent.meta.id, parent.budgets, { withChildren: true, round: round + 1 }),
+      (
+        await materialise(deps, spec, parent.meta.id, parent.budgets, {
+          withChildren: true,
+          round: round + 1,
+        })
+      ).id,
     );
   await sendReadyAsAllowed(deps, ids);
 }
