@@ -75,3 +75,59 @@ describe("a crash after any kind of step resumes to the same result", () => {
     });
   }
 });
+
+/**
+ * A request of one task: its plan step runs the leaf itself (no ready command is sent for it), so
+ * a crash anywhere in the leaf is a crash of the plan step, and what the restart drives again
+ * (the plan delivered again, the watchdog) must run the leaf on, once.
+ */
+const ONE_TASK_REQUEST = "What is 1200 EUR split between 12 people?";
+const ONE_TASK_CRASHES: [FaultPoint, string][] = [
+  ["after-write", "materialise"],
+  ["after-record", "TaskCreated"],
+  ["after-record", "TaskStarted"],
+  ["after-llm", "turn"],
+  ["after-write", "turn"],
+  ["after-write", "complete"],
+  ["after-record", "TaskCompleted"],
+];
+
+describe("a crash in a request of one task, whose leaf runs in its plan step, resumes to the same result", () => {
+  let h: Harness;
+  afterEach(() => h?.close());
+
+  let expected: Outcome;
+  beforeAll(async () => {
+    const reference = await Harness.create({ script, assistants: ASSISTANTS });
+    const sent: string[] = [];
+    reference.rt.bus.subscribe({
+      name: "count-ready",
+      pattern: { "detail-type": ["TASK_READY"] },
+      handler: async (e) => void sent.push(String(e.detail.taskId)),
+    });
+    const { rootTaskId } = await reference.submit(ONE_TASK_REQUEST);
+    expected = await outcomeAtEnd(reference, rootTaskId);
+    expect(sent).toEqual([]); // the plan step ran it: no ready command
+    await reference.close();
+  });
+
+  it("the run without a crash is one task, done, with the figure", () => {
+    expect(expected.statuses).toHaveLength(1);
+    expect(expected.statuses[0]).toMatch(/:done$/);
+    expect(expected.output).toMatch(/100/);
+  });
+
+  for (const [point, step] of ONE_TASK_CRASHES) {
+    it(`crash ${point} ${step}`, async () => {
+      const crash = new CrashAt(point, step);
+      h = await Harness.create({ script, assistants: ASSISTANTS, bus: { maxAttempts: 1 } });
+      await h.restart();
+      await h.open(crash);
+      const { rootTaskId } = await h.submit(ONE_TASK_REQUEST);
+      await h.idle();
+      expect(crash.fired).toBe(true);
+      await h.restart();
+      expect(await outcomeAtEnd(h, rootTaskId)).toEqual(expected);
+    });
+  }
+});
