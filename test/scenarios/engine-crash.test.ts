@@ -20,6 +20,25 @@ async function outcomeAtEnd(h: Harness, rootId: string): Promise<Outcome> {
   };
 }
 
+/** Every delivery is attempted once: what a crash interrupts is lost, as in a dead process. */
+const crashSetup = (settings?: Partial<EngineSettings>) => ({
+  script,
+  assistants: ASSISTANTS,
+  bus: { maxAttempts: 1 },
+  ...(settings ? { settings } : {}),
+});
+
+/** Submits `request` on a process that dies at `crash`, then opens a new one on the same folder. */
+async function crashAndRestart(h: Harness, request: string, crash: CrashAt): Promise<string> {
+  await h.restart(); // re-open with the fault armed (assistants are registered already)
+  await h.open(crash);
+  const { rootTaskId } = await h.submit(request);
+  await h.idle();
+  expect(crash.fired).toBe(true);
+  await h.restart(); // a new process, no faults
+  return rootTaskId;
+}
+
 const CRASHES: [FaultPoint, string, Partial<EngineSettings>?][] = [
   ["after-llm", "plan"],
   ["after-write", "plan"],
@@ -55,25 +74,12 @@ describe("a crash after any kind of step resumes to the same result", () => {
     expect(expected.output).toMatch(/Logistics/);
   });
 
-  for (const [point, step, settings] of CRASHES) {
+  for (const [point, step, settings] of CRASHES)
     it(`crash ${point} ${step}`, async () => {
-      const crash = new CrashAt(point, step);
-      // Every delivery is attempted once: what a crash interrupts is lost, as in a dead process.
-      h = await Harness.create({
-        script,
-        assistants: ASSISTANTS,
-        bus: { maxAttempts: 1 },
-        ...(settings ? { settings } : {}),
-      });
-      await h.restart(); // re-open with the fault armed (assistants are registered already)
-      await h.open(crash);
-      const { rootTaskId } = await h.submit(REQUEST);
-      await h.idle();
-      expect(crash.fired).toBe(true);
-      await h.restart(); // a new process, no faults
+      h = await Harness.create(crashSetup(settings));
+      const rootTaskId = await crashAndRestart(h, REQUEST, new CrashAt(point, step));
       expect(await outcomeAtEnd(h, rootTaskId)).toEqual(expected);
     });
-  }
 });
 
 /**
@@ -117,17 +123,10 @@ describe("a crash in a request of one task, whose leaf runs in its plan step, re
     expect(expected.output).toMatch(/100/);
   });
 
-  for (const [point, step] of ONE_TASK_CRASHES) {
+  for (const [point, step] of ONE_TASK_CRASHES)
     it(`crash ${point} ${step}`, async () => {
-      const crash = new CrashAt(point, step);
-      h = await Harness.create({ script, assistants: ASSISTANTS, bus: { maxAttempts: 1 } });
-      await h.restart();
-      await h.open(crash);
-      const { rootTaskId } = await h.submit(ONE_TASK_REQUEST);
-      await h.idle();
-      expect(crash.fired).toBe(true);
-      await h.restart();
+      h = await Harness.create(crashSetup());
+      const rootTaskId = await crashAndRestart(h, ONE_TASK_REQUEST, new CrashAt(point, step));
       expect(await outcomeAtEnd(h, rootTaskId)).toEqual(expected);
     });
-  }
 });
