@@ -77,8 +77,10 @@ function elementsOf(urn: string): readonly UrnElement[] {
   return remember(urn, parseUncached(urn));
 }
 
-function remember(urn: string, elements: readonly UrnElement[]): readonly UrnElement[] {
-  const frozen = Object.freeze(elements.map((e) => (Object.isFrozen(e) ? e : Object.freeze({ ...e }))));
+/** Keeps the elements of a URN just checked: fresh ones (parseElement's) are frozen where they are. */
+function remember(urn: string, elements: UrnElement[]): readonly UrnElement[] {
+  for (const e of elements) if (!Object.isFrozen(e)) Object.freeze(e);
+  const frozen = Object.freeze(elements);
   parsed.set(urn, frozen);
   trimOldest(parsed, MAX_REMEMBERED_URNS);
   return frozen;
@@ -97,7 +99,7 @@ function parseUncached(urn: string): UrnElement[] {
 export function isUrn(value: unknown): value is Urn {
   if (typeof value !== "string") return false;
   try {
-    parseUrn(value);
+    elementsOf(value);
     return true;
   } catch {
     return false;
@@ -105,7 +107,7 @@ export function isUrn(value: unknown): value is Urn {
 }
 
 export function asUrn(value: string): Urn {
-  parseUrn(value);
+  elementsOf(value);
   return value as Urn;
 }
 
@@ -120,12 +122,13 @@ export function formatUrn(elements: readonly UrnElement[]): Urn {
 export function childUrn(parent: string | undefined, element: UrnElement): Urn {
   if (parent === undefined) return formatUrn([element]);
   const above = elementsOf(parent);
-  const urn = `${parent}/${formatElement(element)}`;
+  const text = formatElement(element);
+  const urn = `${parent}/${text}`;
   if (parsed.has(urn)) return urn as Urn;
   // The parent is valid already: only the new element and the length are left to check.
   if (urn.length > MAX_URN_LENGTH)
     throw new InvalidUrnError(urn.slice(0, 80), `longer than ${MAX_URN_LENGTH} characters`);
-  remember(urn, [...above, parseElement(urn, formatElement(element), above.length)]);
+  remember(urn, [...above, parseElement(urn, text, above.length)]);
   return urn as Urn;
 }
 
