@@ -5,7 +5,7 @@ import Database from "libsql";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteStateStore } from "../../shared/adapters/local/sqlite-state-store.ts";
 import type { Urn } from "../../shared/domain/urn.ts";
-import { ConflictError } from "../../shared/kernel/errors.ts";
+import { ConflictError, UnavailableError } from "../../shared/kernel/errors.ts";
 import type { WriteOp } from "../../shared/ports/state-store.ts";
 import { createLocalRuntime } from "../../shared/runtime/local/local.ts";
 import { taskCreated, taskStarted, taskUrn } from "../fixtures/event-builders.ts";
@@ -221,6 +221,132 @@ describe("SQLite record cache of a store that has only read so far", () => {
         mine.transact([{ op: "put", record: rec({ n: 3 }), expectedVersion: 1 }]),
       ).rejects.toBeInstanceOf(ConflictError);
       expect(await mine.get("head")).toMatchObject({ version: 2, data: { n: 2 } });
+      await theirs.close();
+      await mine.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("SQLite writes that fail half-way", () => {
+  it("a create whose row cannot be written undoes the group and refuses writes from then on", async () => {
+    const store = new SqliteStateStore({ path: ":memory:" });
+    const rec = (key: string, kind: unknown) =>
+      ({ key, kind, updatedAt: "2026-01-01T00:00:00.000Z", data: {} }) as never;
+    try {
+      const before = store.transact([{ op: "put", record: rec("before", "k"), expectedVersion: 0 }]);
+      const broken = store.transact([{ op: "put", record: rec("broken", undefined), expectedVersion: 0 }]);
+      await expect(broken).rejects.toBeInstanceOf(UnavailableError);
+      await before;
+      await expect(
+        store.transact([{ op: "put", record: rec("after", "k"), expectedVersion: 0 }]),
+      ).rejects.toBeInstanceOf(UnavailableError);
+      expect(await store.get("before")).toBeUndefined();
+    } finally {
+      await store.close().catch(() => undefined);
+    }
+  });
+});
+
+describe("SQLite transactions of a record and one event, repeated", () => {
+  it("answer with the events recorded and change nothing, whether the record's version still matches or not", async () => {
+    const store = new SqliteStateStore({ path: ":memory:" });
+    try {
+      const t = taskUrn("repeat");
+      const created = taskCreated(t);
+      const view = (n: number) => ({
+        key: t,
+        kind: "task",
+        updatedAt: "2026-01-01T00:00:00.000Z",
+        data: { n },
+      });
+      const ops = (n: number, expectedVersion: number, streamVersion: number | "any"): WriteOp[] => [
+        { op: "put", record: view(n), expectedVersion },
+        { op: "append", streamId: t, events: [created], expectedVersion: streamVersion },
+      ];
+      expect((await store.transact(ops(1, 0, 0))).duplicate).toBe(false);
+      // Stale versions (the repeat of a transaction that happened): its events, nothing written.
+      const stale = await store.transact(ops(2, 0, 0));
+      expect(stale.duplicate).toBe(true);
+      expect(stale.appended[0]?.map((e) => [e.id, e.seq])).toEqual([[created.id, 1]]);
+      // The record's version matches and the stream takes any: the event's id alone says it happened.
+      const matching = await store.transact(ops(3, 1, "any"));
+      expect(matching.duplicate).toBe(true);
+      expect(await store.get(t)).toMatchObject({ version: 1, data: { n: 1 } });
+      expect(await store.readStream(t)).toHaveLength(1);
+      // The same id in another stream is refused, and the record beside it is not written.
+      const other = taskUrn("repeat-other");
+      await expect(
+        store.transact([
+          { op: "put", record: { ...view(4), key: other }, expectedVersion: 0 },
+          {
+            op: "append",
+            streamId: other,
+            events: [{ ...created, payload: { ...created.payload, taskId: other } }],
+            expectedVersion: 0,
+          },
+        ]),
+      ).rejects.toBeInstanceOf(ConflictError);
+      expect(await store.get(other)).toBeUndefined();
+      expect(await store.readStream(other)).toHaveLength(0);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe("SQLite creates of a record the store does not hold", () => {
+  it("lose to a row another process created, changing nothing, and create what is absent at version 1", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "arbor-create-"));
+    const rec = (key: string, data: unknown) => ({
+      key,
+      kind: "claim",
+      updatedAt: "2026-01-01T00:00:00.000Z",
+      data,
+    });
+    try {
+      const path = join(dir, "state.db");
+      const theirs = new SqliteStateStore({ path });
+      const mine = new SqliteStateStore({ path });
+      await theirs.transact([{ op: "put", record: rec("taken", { by: "theirs" }), expectedVersion: 0 }]);
+      await theirs.untilDurable();
+      // Mine has never read "taken": its create (one op, version 0) must still find the row.
+      await expect(
+        mine.transact([{ op: "put", record: rec("taken", { by: "mine" }), expectedVersion: 0 }]),
+      ).rejects.toBeInstanceOf(ConflictError);
+      expect(await mine.get("taken")).toMatchObject({ version: 1, data: { by: "theirs" } });
+      await mine.transact([{ op: "put", record: rec("free", { by: "mine" }), expectedVersion: 0 }]);
+      await mine.untilDurable();
+      expect(await theirs.get("free")).toMatchObject({ version: 1, data: { by: "mine" } });
+      await expect(
+        mine.transact([{ op: "put", record: rec("free", { by: "again" }), expectedVersion: 0 }]),
+      ).rejects.toBeInstanceOf(ConflictError);
+      // Several creates: one of them taken by the other process, so none is made.
+      const err = await mine
+        .transact([
+          { op: "put", record: rec("first", { by: "mine" }), expectedVersion: 0 },
+          { op: "put", record: rec("second", { by: "mine" }), expectedVersion: 0 },
+          { op: "put", record: rec("taken", { by: "mine" }), expectedVersion: 0 },
+        ])
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ConflictError);
+      expect((err as ConflictError).details).toMatchObject({
+        id: "taken",
+        expected: 0,
+        actual: 1,
+        opIndex: 2,
+      });
+      await mine.untilDurable();
+      for (const store of [mine, theirs]) {
+        expect(await store.get("first")).toBeUndefined();
+        expect(await store.get("second")).toBeUndefined();
+      }
+      await mine.transact([
+        { op: "put", record: rec("first", { by: "mine" }), expectedVersion: 0 },
+        { op: "put", record: rec("second", { by: "mine" }), expectedVersion: 0 },
+      ]);
+      expect(await mine.get("second")).toMatchObject({ version: 1, data: { by: "mine" } });
       await theirs.close();
       await mine.close();
     } finally {

@@ -175,8 +175,12 @@ export class SqliteStateStore implements StateStore {
    * makes the changes: the database needs no savepoint for it.
    */
   #plan(validated: readonly ValidatedOp[], recordedAt: string): () => TransactResult {
-    const dup = classifyDuplicates(validated, this.#eventsById(eventIdsOf(validated)));
+    const ids = eventIdsOf(validated);
+    if (ids.length === 1) return this.#planOneEvent(validated, ids[0] as string, recordedAt);
+    const dup = classifyDuplicates(validated, this.#eventsById(ids));
     if (dup) return () => dup;
+    const created = this.#createIfAbsent(validated);
+    if (created) return created;
     const changes = validated.map((op, index) => this.#check(op, index, recordedAt));
     return () => {
       const appended: StoredEvent[][] = [];
@@ -185,6 +189,101 @@ export class SqliteStateStore implements StateStore {
         if (events) appended.push(events);
       }
       return { duplicate: false, appended };
+    };
+  }
+
+  /**
+   * A transaction that appends one event (a task's record and its event, most often) does not look
+   * its id up first: every op is checked, then the event's row is inserted, before anything else
+   * changes (a row with its id already there fails the insert alone: the id is unique). Only then,
+   * or when a check fails, is the id looked up, to answer as #plan does when it finds it: the
+   * events a repeat of the transaction recorded, or a conflict naming where else they are.
+   */
+  #planOneEvent(validated: readonly ValidatedOp[], id: string, recordedAt: string): () => TransactResult {
+    const duplicate = (cause: unknown): (() => TransactResult) => {
+      const dup = classifyDuplicates(validated, this.#eventsById([id]));
+      if (dup) return () => dup;
+      throw cause;
+    };
+    const changes: (() => StoredEvent[] | undefined)[] = [];
+    let append: { op: AppendOp; current: number } | undefined;
+    try {
+      for (const [index, op] of validated.entries()) {
+        if (op.op === "append") {
+          const current = this.#checkStream(op, index);
+          append = { op, current };
+          changes.push(() => this.#appended(op, current, recordedAt));
+        } else changes.push(this.#check(op, index, recordedAt));
+      }
+    } catch (e) {
+      return duplicate(e);
+    }
+    if (append) {
+      try {
+        this.#insertEvents(append.op, append.current, recordedAt);
+      } catch (e) {
+        // The id taken: a repeat, or a conflict. Anything else fails as a change failing half-way
+        // would (the insert used to be one): the group is undone.
+        if ((e as { code?: unknown })?.code !== "SQLITE_CONSTRAINT_UNIQUE") return undoGroup(e);
+        const dup = classifyDuplicates(validated, this.#eventsById([id]));
+        return dup ? () => dup : undoGroup(e);
+      }
+    }
+    return () => {
+      const appended: StoredEvent[][] = [];
+      for (const change of changes) {
+        const events = change();
+        if (events) appended.push(events);
+      }
+      return { duplicate: false, appended };
+    };
+  }
+
+  /**
+   * A transaction that only creates records (a claim; a request's marker and its index lines) none
+   * of which is held or pending: each row is inserted unless one is there, one statement instead of
+   * a read and a write. Undefined when some op is not such a create (checked as #plan does). A row
+   * already there is the conflict the read would have found: the rows this transaction inserted
+   * before it are deleted again (they were absent), so that it changes nothing; should that fail,
+   * the group is undone, as when a change fails half-way.
+   */
+  #createIfAbsent(validated: readonly ValidatedOp[]): (() => TransactResult) | undefined {
+    for (const op of validated)
+      if (
+        op.op !== "put" ||
+        op.expectedVersion !== 0 ||
+        this.#cache.has(op.record.key) ||
+        this.#adds.has(op.record.key)
+      )
+        return undefined;
+    const insert = this.#db.sql(
+      `INSERT INTO records (key, kind, parent, status, version, updated_at, data, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (key) DO NOTHING`,
+    );
+    const made: StateRecord[] = [];
+    for (const [index, op] of (validated as Extract<ValidatedOp, { op: "put" }>[]).entries()) {
+      const stored = storedRecord(op.record, 1, op.dataJson);
+      let inserted: boolean;
+      try {
+        inserted = Number(insert.run(...rowOf(stored, op.dataJson)).changes) === 1;
+      } catch (e) {
+        return undoGroup(e); // as when the write itself failed (it used to be a change)
+      }
+      if (inserted) {
+        made.push(stored);
+        continue;
+      }
+      const conflict = versionConflict("record", stored.key, 0, this.#storedVersion(stored.key), index);
+      try {
+        for (const r of made) this.#db.sql("DELETE FROM records WHERE key = ?").run(r.key);
+      } catch (e) {
+        return undoGroup(e);
+      }
+      throw conflict;
+    }
+    return () => {
+      for (const r of made) this.#remember(r.key, deepFreeze(r));
+      return { duplicate: false, appended: [] };
     };
   }
 
@@ -209,22 +308,27 @@ export class SqliteStateStore implements StateStore {
         return () => void this.#pendAdd(op, parent);
       }
       default: {
-        const current = this.#streams.get(op.streamId) ?? this.#streamVersion(op.streamId);
-        if (op.expectedVersion !== "any" && current !== op.expectedVersion)
-          throw versionConflict("stream", op.streamId, op.expectedVersion, current, index);
-        return () => this.#append(op, current, recordedAt);
+        const current = this.#checkStream(op, index);
+        return () => {
+          this.#insertEvents(op, current, recordedAt);
+          return this.#appended(op, current, recordedAt);
+        };
       }
     }
+  }
+
+  /** The stream's version, which must be the append's expected one. */
+  #checkStream(op: AppendOp, index: number): number {
+    const current = this.#streams.get(op.streamId) ?? this.#streamVersion(op.streamId);
+    if (op.expectedVersion !== "any" && current !== op.expectedVersion)
+      throw versionConflict("stream", op.streamId, op.expectedVersion, current, index);
+    return current;
   }
 
   /** The record's version, which must be `expected`; a conflict drops it from memory. */
   #expect(key: string, expected: number, index: number): number {
     const held = this.#cache.get(key); // current: a write runs in a group (see onExternalChange)
-    const row =
-      held === undefined
-        ? (this.#db.sql("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined)
-        : held;
-    const current = row ? Number(row.version) : 0;
+    const current = held !== undefined ? (held?.version ?? 0) : this.#storedVersion(key);
     if (current !== expected) {
       this.#cache.delete(key);
       throw versionConflict("record", key, expected, current, index);
@@ -232,18 +336,24 @@ export class SqliteStateStore implements StateStore {
     return current;
   }
 
+  #storedVersion(key: string): number {
+    const row = this.#db.sql("SELECT version FROM records WHERE key = ?").get(key) as Row | undefined;
+    return row ? Number(row.version) : 0;
+  }
+
   /** Refuses to add to a record that is not a counter record (one put whole); returns its parent. */
   #checkCounter(key: string): string | undefined {
     const pending = this.#adds.get(key);
     if (pending) return pending.parent;
-    const known = this.#cache.get(key);
-    if (known !== undefined) {
-      if (known) counters(key, known.data);
-      return known?.parent;
+    let known = this.#cache.get(key);
+    if (known === undefined) {
+      // Held from now on: the group's adds are summed into it when they are written (#counter).
+      const row = this.#db.sql("SELECT * FROM records WHERE key = ?").get(key) as Row | undefined;
+      known = row ? deepFreeze(toRecord(row)) : null;
+      this.#remember(key, known);
     }
-    const row = this.#db.sql("SELECT parent, data FROM records WHERE key = ?").get(key) as Row | undefined;
-    if (row) counters(key, JSON.parse(String(row.data)));
-    return row?.parent == null ? undefined : String(row.parent);
+    if (known) counters(key, known.data);
+    return known?.parent;
   }
 
   /** Sums an add into the record's pending one. Without a parent of its own, it keeps the record's. */
@@ -301,17 +411,7 @@ export class SqliteStateStore implements StateStore {
 
   #upsert(r: RecordInput, version: number, json?: string): void {
     const data = json ?? JSON.stringify(r.data);
-    const stored: StateRecord = {
-      key: r.key,
-      kind: r.kind,
-      version,
-      updatedAt: r.updatedAt,
-      data: JSON.parse(data),
-    };
-    if (r.parent !== undefined) stored.parent = r.parent;
-    if (r.status !== undefined) stored.status = r.status;
-    const expiresAt = r.expiresAt === undefined ? undefined : expiryToTheSecond(r.expiresAt);
-    if (expiresAt !== undefined) stored.expiresAt = expiresAt;
+    const stored = storedRecord(r, version, data);
     this.#db
       .sql(
         `INSERT INTO records (key, kind, parent, status, version, updated_at, data, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -319,19 +419,23 @@ export class SqliteStateStore implements StateStore {
            version = excluded.version, updated_at = excluded.updated_at, data = excluded.data,
            expires_at = excluded.expires_at`,
       )
-      .run(r.key, r.kind, r.parent ?? null, r.status ?? null, version, r.updatedAt, data, expiresAt ?? null);
+      .run(...rowOf(stored, data));
     this.#remember(r.key, deepFreeze(stored));
   }
 
-  #append(op: Extract<ValidatedOp, { op: "append" }>, current: number, recordedAt: string): StoredEvent[] {
+  /** The append's rows, after the stream's `current` last one. */
+  #insertEvents(op: AppendOp, current: number, recordedAt: string): void {
     const insert = this.#db.sql(
       "INSERT INTO events (stream_id, seq, event_id, body, recorded_at) VALUES (?, ?, ?, ?, ?)",
     );
-    const stored = op.events.map((event, i) => {
-      const e = storedEvent(event, op.streamId, current + 1 + i, recordedAt);
-      insert.run(op.streamId, e.seq, event.id, op.eventsJson[i] as string, recordedAt);
-      return e;
+    op.events.forEach((event, i) => {
+      insert.run(op.streamId, current + 1 + i, event.id, op.eventsJson[i] as string, recordedAt);
     });
+  }
+
+  /** The append's events as stored (their rows inserted), and the stream's version held. */
+  #appended(op: AppendOp, current: number, recordedAt: string): StoredEvent[] {
+    const stored = op.events.map((event, i) => storedEvent(event, op.streamId, current + 1 + i, recordedAt));
     this.#rememberStream(op.streamId, current + op.events.length);
     return stored;
   }
@@ -468,6 +572,17 @@ const MAX_CACHED_RECORDS = 10_000;
 
 type Counter = Pick<StateRecord, "version" | "data">;
 
+/**
+ * What a check returns when a write it made to check cannot be taken back: a change that throws,
+ * so that the database undoes the whole group and refuses writes from then on (SqliteDatabase.write).
+ */
+const undoGroup =
+  (cause: unknown): (() => never) =>
+  () => {
+    throw cause;
+  };
+type AppendOp = Extract<ValidatedOp, { op: "append" }>;
+
 interface PendingAdd {
   /** The adds of the group so far, as one. */
   op: AddOp;
@@ -487,6 +602,35 @@ function counters(key: string, data: unknown): Record<string, number> {
     throw new ValidationError(`Record ${key} is not a counter record (named numbers): it cannot be added to`);
   return data as Record<string, number>;
 }
+
+/** The record as stored at `version`: its data a copy of its own (parsed from `data`, its JSON). */
+function storedRecord(r: RecordInput, version: number, data: string): StateRecord {
+  const stored: StateRecord = {
+    key: r.key,
+    kind: r.kind,
+    version,
+    updatedAt: r.updatedAt,
+    data: JSON.parse(data),
+  };
+  if (r.parent !== undefined) stored.parent = r.parent;
+  if (r.status !== undefined) stored.status = r.status;
+  const expiresAt = r.expiresAt === undefined ? undefined : expiryToTheSecond(r.expiresAt);
+  if (expiresAt !== undefined) stored.expiresAt = expiresAt;
+  return stored;
+}
+
+/** The row's values, in the order of the records table's columns. */
+const rowOf = (r: StateRecord, data: string) =>
+  [
+    r.key,
+    r.kind,
+    r.parent ?? null,
+    r.status ?? null,
+    r.version,
+    r.updatedAt,
+    data,
+    r.expiresAt ?? null,
+  ] as const;
 
 function toRecord<T>(row: Row): StateRecord<T> {
   const rec: StateRecord<T> = {
