@@ -231,11 +231,15 @@ export class SqliteVectorIndex implements VectorIndex {
       (r) => [r.key, r.type, JSON.stringify(r.metadata ?? {}), r.vector.slice()] as const,
     );
     return this.#enqueue(rows.length, () => {
-      const put = this.#sql(UPSERT);
-      const had = this.#sql("SELECT 1 FROM vectors WHERE key = ?");
+      // A new key (most are: an output is indexed once) is one statement; a key there already, two.
+      const insert = this.#sql(INSERT_NEW);
+      const update = this.#sql(UPDATE_KEY);
       for (const [key, type, metadata, vector] of rows) {
-        if (had.get(key) === undefined) this.#count++;
-        const { id } = put.get(key, type, metadata, hex(vector)) as { id: number };
+        const encoded = hex(vector);
+        let row = insert.get(key, type, metadata, encoded) as { id: number } | undefined;
+        if (row) this.#count++;
+        else row = update.get(type, metadata, encoded, key) as { id: number };
+        const { id } = row;
         // A row the graph already holds is replaced there too (rows above #graphUpTo are added later).
         if (this.#graph === GRAPH && Number(id) <= this.#graphUpTo)
           this.#sql("INSERT OR REPLACE INTO ann (id, e) SELECT id, e FROM vectors WHERE id = ?").run(id);
@@ -338,7 +342,7 @@ export class SqliteVectorIndex implements VectorIndex {
     );
     if (seed) {
       const put = this.#db.prepare(UPSERT);
-      for (const r of seed()) put.get(r.key, r.type, JSON.stringify(r.metadata ?? {}), hex(r.vector));
+      for (const r of seed()) put.run(r.key, r.type, JSON.stringify(r.metadata ?? {}), hex(r.vector));
     }
     this.#db
       .prepare("INSERT INTO vector_space (embedder_id, dimension) VALUES (?, ?)")
@@ -563,8 +567,11 @@ export class SqliteVectorIndex implements VectorIndex {
 
 /** Inserts or replaces by key; answers the row id. */
 const UPSERT = `INSERT INTO vectors (key, type, metadata, e) VALUES (?, ?, ?, vector32(unhex(?)))
-  ON CONFLICT (key) DO UPDATE SET type = excluded.type, metadata = excluded.metadata, e = excluded.e
-  RETURNING id`;
+  ON CONFLICT (key) DO UPDATE SET type = excluded.type, metadata = excluded.metadata, e = excluded.e`;
+const INSERT_NEW = `INSERT INTO vectors (key, type, metadata, e) VALUES (?, ?, ?, vector32(unhex(?)))
+  ON CONFLICT (key) DO NOTHING RETURNING id`;
+const UPDATE_KEY =
+  "UPDATE vectors SET type = ?, metadata = ?, e = vector32(unhex(?)) WHERE key = ? RETURNING id";
 
 /** The WHERE clause (and its parameters) for a query's type and key prefix. */
 function filterSql(query: VectorQuery): { where: string; params: string[] } {

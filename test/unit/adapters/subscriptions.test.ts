@@ -41,6 +41,58 @@ describe("the subscriptions an event is matched against", () => {
     expect(names(event("OTHER"), "either")).toEqual([]);
   });
 
+  it("keeps an observer of named URNs apart: an event meets only those of its URN (or of an element of its URN array), in order with the others", () => {
+    const subs = new SubscriptionRegistry();
+    subs.add({ name: "any-put", pattern: { "detail-type": ["RESOURCE_PUT"] }, handler });
+    const offX = subs.add({
+      name: "x",
+      pattern: { "detail-type": ["RESOURCE_PUT"], detail: { urn: ["x"], name: ["output"] } },
+      handler,
+    });
+    subs.add({
+      name: "x-or-y",
+      pattern: { "detail-type": ["RESOURCE_PUT"], detail: { urn: ["x", "y"] } },
+      handler,
+    });
+    subs.add({ name: "all", pattern: { source: ["arbor"] }, handler });
+    subs.add({
+      name: "prefix-x",
+      pattern: { "detail-type": ["RESOURCE_PUT"], detail: { urn: [{ prefix: "x" }] } },
+      handler,
+    });
+    const names = (e: BusEnvelope) => subs.matching(e).map((s) => s.name);
+    expect(names(event("RESOURCE_PUT", { urn: "x", name: "output" }))).toEqual([
+      "any-put",
+      "x",
+      "x-or-y",
+      "all",
+      "prefix-x",
+    ]);
+    expect(names(event("RESOURCE_PUT", { urn: "x", name: "turn" }))).toEqual([
+      "any-put",
+      "x-or-y",
+      "all",
+      "prefix-x",
+    ]);
+    expect(names(event("RESOURCE_PUT", { urn: "y" }))).toEqual(["any-put", "x-or-y", "all"]);
+    expect(names(event("RESOURCE_PUT", { urn: ["z", "x"], name: "output" }))).toEqual([
+      "any-put",
+      "x",
+      "x-or-y",
+      "all",
+      "prefix-x",
+    ]);
+    expect(names(event("RESOURCE_PUT", {}))).toEqual(["any-put", "all"]);
+    expect(names(event("TASK_READY", { urn: "x" }))).toEqual(["all"]);
+    offX();
+    expect(names(event("RESOURCE_PUT", { urn: "x", name: "output" }))).toEqual([
+      "any-put",
+      "x-or-y",
+      "all",
+      "prefix-x",
+    ]);
+  });
+
   it("forgets one removed, and only that one (a newer one under its name stays)", () => {
     const subs = new SubscriptionRegistry();
     const off = subs.add({ name: "a", pattern: { "detail-type": ["T"] }, handler });
