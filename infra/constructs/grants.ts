@@ -326,9 +326,10 @@ const VECTOR_QUERY: Grant = {
 /** Tasks are created (a plan, corrective subtasks) and started: elected, counted, announced. */
 const TASK_MAKING: readonly Grant[] = [REQUEST_TREE_WRITES, EVENTS, EMBEDDINGS_GRANT, VECTOR_QUERY];
 
-/** What a leaf's turn writes beside a task's records: its turn claims, its activities, calls handed to remote agents, the audit of tools run in the step, and its parent's evaluation. */
+/** What a leaf's turn writes beside a task's records: its turn and call claims, its activities, calls handed to remote agents, the audit of tools run in the step, and its parent's evaluation. */
 const LEAF_RECORDS = [
   "R#turn#*",
+  "R#call#*",
   "R#eval#*",
   "R#activity#*",
   "R#remote-call#*",

@@ -107,3 +107,24 @@ export async function finishClaim(deps: EngineDeps, key: string): Promise<void> 
       if (!(e instanceof ConflictError)) throw e;
     });
 }
+
+/**
+ * Lets go of a claim still held, its work not done (it waits for a person, or failed): whoever
+ * drives the work next takes it at once, not when the lease ends. A finished claim stays finished.
+ */
+export async function releaseClaim(deps: EngineDeps, key: string): Promise<void> {
+  const current = await deps.state.get(key);
+  if (!current || stateOf(current) !== "held") return;
+  const now = deps.clock();
+  await deps.state
+    .transact([
+      {
+        op: "put",
+        record: claimRecord(key, "held", now, { leaseUntil: now.toISOString() }),
+        expectedVersion: current.version,
+      },
+    ])
+    .catch((e: unknown) => {
+      if (!(e instanceof ConflictError)) throw e;
+    });
+}

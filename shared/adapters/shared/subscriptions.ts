@@ -77,9 +77,10 @@ export class SubscriptionRegistry {
       return one?.match(event) ? [one] : [];
     }
     const type = event["detail-type"];
-    // An array value matches a pattern that names any of its elements (as EventBridge does).
+    // An array value (nested ones flattened) matches a pattern that names any of its elements, as
+    // EventBridge does and the compiled pattern does.
     const urn = (event.detail as { urn?: unknown } | undefined)?.urn;
-    const urns = typeof urn === "string" ? [urn] : Array.isArray(urn) ? urn : [];
+    const urns = Array.isArray(urn) ? urn.flat(Number.POSITIVE_INFINITY) : [urn];
     const lists = [
       this.#byType.get(type),
       ...urns.map((u) => (typeof u === "string" ? this.#byTypeUrn.get(typeUrnKey(type, u)) : undefined)),

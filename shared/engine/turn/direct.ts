@@ -31,7 +31,7 @@ import type { LlmResponse } from "../../ports/llm.ts";
 import type { ActivityInvocation, ToolDescriptor, ToolResult } from "../../ports/tools.ts";
 import type { VectorMatch } from "../../ports/vector-index.ts";
 import type { PutResult } from "../../store/resource-store.ts";
-import { claim } from "../claims.ts";
+import { claim, releaseClaim } from "../claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "../context.ts";
 import { callModel, LastingModelFailure, modelFailureReason } from "../model-calls.ts";
 import { completed, completeTask, failTask } from "../steps/outcome.ts";
@@ -298,7 +298,35 @@ async function runTools(
   for (const [k, call] of calls.entries()) {
     if (turn.results[k]) continue;
     const slot = `${turnName(turn.n)}-tool-${k}`;
-    const remote = await remoteOutcome(deps, taskId, slot);
+    // Whoever runs a call holds its claim until its result is written: a step driven twice at once
+    // (a command delivered twice, a plan delivered again while its leaf runs) neither runs it nor
+    // asks about it again, and stops. Taken beside the read of a remote agent's answer.
+    const callClaim = `call#${taskId}#${slot}`;
+    const [remote, mine] = await Promise.all([
+      remoteOutcome(deps, taskId, slot),
+      claim(deps, callClaim, TURN_CLAIM_STALE_MS),
+    ]);
+    if (!mine) return true;
+    const waits = await runCall(k, call, slot, remote, callClaim).catch(async (error: unknown) => {
+      await releaseClaim(deps, callClaim);
+      throw error;
+    });
+    if (waits) {
+      // Nothing runs now (a person or a remote agent has it): whoever drives it next takes it at once.
+      await releaseClaim(deps, callClaim);
+      return true;
+    }
+  }
+  return false;
+
+  /** One call with no result yet (its claim held): true when it waits; else its result is written. */
+  async function runCall(
+    k: number,
+    call: (typeof calls)[number],
+    slot: string,
+    remote: Awaited<ReturnType<typeof remoteOutcome>>,
+    callClaim: string,
+  ): Promise<boolean> {
     if (remote === "waiting") return true;
     // The turn (and the results before this one) on record: awaited before anything is asked,
     // confirmed or written; a call that runs reads its history meanwhile (ToolContext.after).
@@ -369,13 +397,15 @@ async function runTools(
       ...(ephemeral ? { ephemeral: true } : {}),
     };
     const write = deps.resources.put(message);
+    // A result that is not written leaves its call free for the step driven next.
+    write.catch(() => releaseClaim(deps, callClaim).catch(() => {}));
     // The last result's write goes on beside the next turn's model call (see Transcript.pending);
     // each earlier one is done before the next call runs, so a crash never runs a finished call again.
     if (k === calls.length - 1) pend(transcript, write);
     else await write;
     turn.results[k] = message; // the caller sends the transcript on without reading it again
+    return false;
   }
-  return false;
 }
 
 /** `write` as the transcript's pending write (after any before it); its failure is seen where it is awaited. */
