@@ -141,9 +141,14 @@ describe("a risky call in flight at kill -9", () => {
     // 2. Killed while the endpoint holds the request: the outcome of the email is unknown.
     await killHard(served);
 
-    // 3. A new process on the same data folder; its watchdog re-drives everything that stopped.
+    // 3. A new server on the same data folder (it takes the folder's lock, as `arbor serve` does, so
+    // the claims the killed one held are its to take over at once); its watchdog re-drives
+    // everything that stopped.
     answerNow = true;
-    rt = createLocalRuntime({ mode: "local", tenant: "acme", dataDir: join(dir, "data"), durable: true });
+    rt = createLocalRuntime(
+      { mode: "local", tenant: "acme", dataDir: join(dir, "data"), durable: true },
+      { lockAs: "arbor serve" },
+    );
     engine = await createLocalEngine(rt, {
       llm: new ScriptedLlm(script),
       toolsConfig: JSON.parse(await readFile(join(dir, "tools.json"), "utf8")),
