@@ -182,14 +182,7 @@ export class SqliteStateStore implements StateStore {
     const created = this.#createIfAbsent(validated);
     if (created) return created;
     const changes = validated.map((op, index) => this.#check(op, index, recordedAt));
-    return () => {
-      const appended: StoredEvent[][] = [];
-      for (const change of changes) {
-        const events = change();
-        if (events) appended.push(events);
-      }
-      return { duplicate: false, appended };
-    };
+    return () => applied(changes);
   }
 
   /**
@@ -229,14 +222,7 @@ export class SqliteStateStore implements StateStore {
         return dup ? () => dup : undoGroup(e);
       }
     }
-    return () => {
-      const appended: StoredEvent[][] = [];
-      for (const change of changes) {
-        const events = change();
-        if (events) appended.push(events);
-      }
-      return { duplicate: false, appended };
-    };
+    return () => applied(changes);
   }
 
   /**
@@ -571,6 +557,16 @@ export class SqliteStateStore implements StateStore {
 const MAX_CACHED_RECORDS = 10_000;
 
 type Counter = Pick<StateRecord, "version" | "data">;
+
+/** Makes a transaction's changes, checked already, in their order: what it appended. */
+function applied(changes: readonly (() => StoredEvent[] | undefined)[]): TransactResult {
+  const appended: StoredEvent[][] = [];
+  for (const change of changes) {
+    const events = change();
+    if (events) appended.push(events);
+  }
+  return { duplicate: false, appended };
+}
 
 /**
  * What a check returns when a write it made to check cannot be taken back: a change that throws,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { SubscriptionRegistry } from "../../../shared/adapters/shared/subscriptions.ts";
+import { compilePattern } from "../../../shared/kernel/event-pattern/index.ts";
 import type { BusEnvelope } from "../../../shared/ports/event-bus.ts";
 
 const event = (detailType: string, detail: Record<string, unknown> = {}): BusEnvelope => ({
@@ -91,6 +92,15 @@ describe("the subscriptions an event is matched against", () => {
       "all",
       "prefix-x",
     ]);
+  });
+
+  it("an observer of a URN gets an event whose detail.urn holds it in a nested array (the matcher flattens them)", () => {
+    const pattern = { "detail-type": ["RESOURCE_PUT"], detail: { urn: ["x"] } };
+    const e = event("RESOURCE_PUT", { urn: [["x"]] });
+    expect(compilePattern(pattern)(e)).toBe(true); // EventBridge semantics, as the matcher has them
+    const subs = new SubscriptionRegistry();
+    subs.add({ name: "x", pattern, handler });
+    expect(subs.matching(e).map((s) => s.name)).toEqual(["x"]);
   });
 
   it("forgets one removed, and only that one (a newer one under its name stays)", () => {
