@@ -21,7 +21,7 @@ import {
 import { requestInteraction } from "../interactions.ts";
 import { admitLeaves, releaseLeaves, repairLeafSlots, sendReadyAsAllowed } from "../leaf-slots.ts";
 import { redriveActivities } from "../turn/activity-step.ts";
-import { type FreshLeaf, runTurn } from "../turn/direct.ts";
+import { type FreshLeaf, leafContext, runTurn } from "../turn/direct.ts";
 import { waitsOnRemote } from "../turn/remote-calls.ts";
 import { childrenOf } from "./children.ts";
 import { ASSISTANT_TYPE } from "./election.ts";
@@ -65,6 +65,8 @@ export async function startTask(
   }
   if (!task) return;
   const assistant = task.election?.assistant;
+  // A leaf's prompt context is read while its start is recorded (the leaf goes on in this step).
+  const context = assistant && !counts?.created ? leafContext(deps, task) : undefined;
   const started = await recordTask(
     deps,
     "TaskStarted",
@@ -78,7 +80,7 @@ export async function startTask(
   await proceed(
     deps,
     cmd.taskId,
-    started.duplicate ? undefined : { view: started.view, task },
+    started.duplicate ? undefined : { view: started.view, task, context },
     counts,
     known?.leaves,
   );

@@ -105,6 +105,18 @@ async function loadTranscript(deps: EngineDeps, taskId: string): Promise<Transcr
 export interface FreshLeaf {
   view: TaskView;
   task: TaskResource;
+  /** Its prompt context, when its start began reading it (leafContext) beside recording the start. */
+  context?: Promise<string> | undefined;
+}
+
+/**
+ * A leaf's prompt context (its ancestors, similar results, passages, memories), begun by its start
+ * beside the write that records it (a round trip fewer on AWS): given to runTurn as FreshLeaf.context.
+ */
+export function leafContext(deps: EngineDeps, task: TaskResource): Promise<string> {
+  const context = promptContext(deps, task);
+  context.catch(() => {}); // awaited by runTurn; a start that goes no further leaves it
+  return context;
 }
 
 /**
@@ -127,7 +139,7 @@ export async function runTurn(
   const task = fresh?.task ?? ((await deps.resources.getAs("plan.Task", taskId)) as TaskResource);
   const assistantUrn = task.election?.assistant ?? view.assistant;
   // A fresh leaf's prompt context (its ancestors, similar results) read beside its assistant.
-  const context = fresh ? promptContext(deps, task) : undefined;
+  const context = fresh ? (fresh.context ?? promptContext(deps, task)) : undefined;
   context?.catch(() => {}); // awaited below; a step that ends first must not leave it unhandled
   const assistant = assistantUrn ? await deps.resources.getAs("common.Assistant", assistantUrn) : undefined;
   if (!assistant)
