@@ -222,15 +222,18 @@ const resourceEvents = ((v) => (v === "default" || v === "all" || v === "off" ? 
 
 async function openArbor(plan: TaskSpec, options: ArborOptions, shape?: TreeShape): Promise<Arbor> {
   const dataDir = await mkdtemp(join(options.baseDir, "arbor-bench-"));
-  const rt = createLocalRuntime({
-    mode: "local",
-    tenant: TENANT,
-    dataDir,
-    durable: options.durable,
-    syncEachWrite: options.syncEachWrite === true,
-    // Which writes go on the bus (ARBOR_RESOURCE_EVENTS=default|all|off): to compare their cost.
-    ...(resourceEvents ? { resourceEvents } : {}),
-  });
+  const rt = createLocalRuntime(
+    {
+      mode: "local",
+      tenant: TENANT,
+      dataDir,
+      durable: options.durable,
+      syncEachWrite: options.syncEachWrite === true,
+      // Which writes go on the bus (ARBOR_RESOURCE_EVENTS=default|all|off): to compare their cost.
+      ...(resourceEvents ? { resourceEvents } : {}),
+    },
+    { lockAs: "arbor bench" },
+  ); // holding the data folder's lock, as `npm start` and `arbor serve` do
   const llm = new ScriptedLlm(benchScript(plan), { latencyMs: options.latencyMs, copyRequests: false });
   const engine = await createLocalEngine(rt, {
     llm,

@@ -128,3 +128,31 @@ export async function releaseClaim(deps: EngineDeps, key: string): Promise<void>
       if (!(e instanceof ConflictError)) throw e;
     });
 }
+
+/** Calls being run in this process, by the store it is the sole worker of (claimCall). */
+const callsHere = new WeakMap<object, Set<string>>();
+
+/**
+ * Takes the claim on running one call (released by releaseCall). A process that is its store's
+ * sole worker (a local data folder's lock) holds it in memory: every step that could run the call
+ * runs in this process, and a process that took over after a crash starts with none held. Others
+ * (a Lambda function) hold a claim on record, which a crash leaves to its lease.
+ */
+export async function claimCall(deps: EngineDeps, key: string, staleMs: number): Promise<boolean> {
+  if (deps.soleWorker === undefined) return claim(deps, key, staleMs);
+  let held = callsHere.get(deps.state);
+  if (!held) callsHere.set(deps.state, (held = new Set()));
+  if (held.has(key)) return false;
+  held.add(key);
+  return true;
+}
+
+/**
+ * Lets go of a call's claim: `done` once its result is written (a claim on record then stays, as a
+ * finished call is never run again: its result is there), else (it waits, or failed) for whoever
+ * drives it next to take at once.
+ */
+export async function releaseCall(deps: EngineDeps, key: string, done: boolean): Promise<void> {
+  if (deps.soleWorker !== undefined) callsHere.get(deps.state)?.delete(key);
+  else if (!done) await releaseClaim(deps, key);
+}

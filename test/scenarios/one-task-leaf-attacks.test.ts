@@ -76,21 +76,25 @@ function replanBeforeTheResult(harness: Harness): () => boolean {
 }
 
 describe("a request of one task whose plan command comes again while its leaf runs", () => {
-  it("does not run the leaf's tool with effects a second time", async () => {
-    h = await Harness.create({
-      script,
-      assistants: WORKER,
-      toolsConfig: tools(),
-      outbound: LOOPBACK_ALLOWED,
+  // Its call's claim on record (a store others may work on, as on AWS), and in memory (the sole
+  // worker of a locked data folder, as `arbor serve`).
+  for (const lockAs of [undefined, "arbor serve"])
+    it(`does not run the leaf's tool with effects a second time (${lockAs ? "the folder's sole worker" : "a shared store"})`, async () => {
+      h = await Harness.create({
+        script,
+        assistants: WORKER,
+        toolsConfig: tools(),
+        outbound: LOOPBACK_ALLOWED,
+        ...(lockAs ? { lockAs } : {}),
+      });
+      const harness = h;
+      const redelivered = replanBeforeTheResult(harness);
+      const { rootTaskId } = await harness.submit("Notify the team");
+      await harness.runToEnd(rootTaskId);
+      expect(redelivered()).toBe(true);
+      expect((await harness.rt.tasks.view(rootTaskId))?.status).toBe("done");
+      expect(posts).toEqual(["/notify"]);
     });
-    const harness = h;
-    const redelivered = replanBeforeTheResult(harness);
-    const { rootTaskId } = await harness.submit("Notify the team");
-    await harness.runToEnd(rootTaskId);
-    expect(redelivered()).toBe(true);
-    expect((await harness.rt.tasks.view(rootTaskId))?.status).toBe("done");
-    expect(posts).toEqual(["/notify"]);
-  });
 });
 
 describe("a request of one task with a risky call, its plan command coming again after the approved call ran", () => {

@@ -31,7 +31,7 @@ import type { LlmResponse } from "../../ports/llm.ts";
 import type { ActivityInvocation, ToolDescriptor, ToolResult } from "../../ports/tools.ts";
 import type { VectorMatch } from "../../ports/vector-index.ts";
 import type { PutResult } from "../../store/resource-store.ts";
-import { claim, releaseClaim } from "../claims.ts";
+import { claim, claimCall, releaseCall } from "../claims.ts";
 import { COMMANDS, type EngineDeps, send, type TaskCommand } from "../context.ts";
 import { callModel, LastingModelFailure, modelFailureReason } from "../model-calls.ts";
 import { completed, completeTask, failTask } from "../steps/outcome.ts";
@@ -316,16 +316,16 @@ async function runTools(
     const callClaim = `call#${taskId}#${slot}`;
     const [remote, mine] = await Promise.all([
       remoteOutcome(deps, taskId, slot),
-      claim(deps, callClaim, TURN_CLAIM_STALE_MS),
+      claimCall(deps, callClaim, TURN_CLAIM_STALE_MS),
     ]);
     if (!mine) return true;
     const waits = await runCall(k, call, slot, remote, callClaim).catch(async (error: unknown) => {
-      await releaseClaim(deps, callClaim);
+      await releaseCall(deps, callClaim, false);
       throw error;
     });
     if (waits) {
       // Nothing runs now (a person or a remote agent has it): whoever drives it next takes it at once.
-      await releaseClaim(deps, callClaim);
+      await releaseCall(deps, callClaim, false);
       return true;
     }
   }
@@ -409,8 +409,13 @@ async function runTools(
       ...(ephemeral ? { ephemeral: true } : {}),
     };
     const write = deps.resources.put(message);
-    // A result that is not written leaves its call free for the step driven next.
-    write.catch(() => releaseClaim(deps, callClaim).catch(() => {}));
+    // Written, the call is done; not written, it is free for the step driven next.
+    write
+      .then(
+        () => releaseCall(deps, callClaim, true),
+        () => releaseCall(deps, callClaim, false),
+      )
+      .catch(() => {}); // a release that fails leaves the claim to its lease
     // The last result's write goes on beside the next turn's model call (see Transcript.pending);
     // each earlier one is done before the next call runs, so a crash never runs a finished call again.
     if (k === calls.length - 1) pend(transcript, write);
