@@ -141,7 +141,10 @@ const callsHere = new WeakMap<object, Set<string>>();
 export async function claimCall(deps: EngineDeps, key: string, staleMs: number): Promise<boolean> {
   if (deps.soleWorker === undefined) return claim(deps, key, staleMs);
   let held = callsHere.get(deps.state);
-  if (!held) callsHere.set(deps.state, (held = new Set()));
+  if (!held) {
+    held = new Set();
+    callsHere.set(deps.state, held);
+  }
   if (held.has(key)) return false;
   held.add(key);
   return true;

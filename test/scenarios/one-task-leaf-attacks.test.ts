@@ -112,7 +112,7 @@ describe("a request of one task with a risky call, its plan command coming again
     const asked = await harness.pending(rootTaskId);
     expect(asked).toHaveLength(1);
     await harness.engine.respond(
-      asked[0]!.meta.id,
+      asked[0]?.meta.id as string,
       { selectedOptionId: "approve" },
       { id: "user_ada", kind: "human" },
     );
