@@ -126,8 +126,8 @@ async function proceed(
  * `keepRoot`: a single task that is itself a leaf, once it has a slot, is not sent but returned,
  * for the caller to start in its own step: the plan step does, so that a request of one task runs
  * without a hop to another step. Should that step die, the plan command delivered again starts
- * it again (planner.ts), as the leaf's ready command would have (its turns' claims keep a turn
- * that may still be running from running twice).
+ * it again (planner.ts), as the leaf's ready command would have (its turns' and its calls' claims
+ * keep a turn or a call that may still be running from running twice).
  */
 export async function startTasks(
   deps: EngineDeps,

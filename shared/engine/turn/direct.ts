@@ -340,16 +340,16 @@ async function runTools(
     callClaim: string,
   ): Promise<boolean> {
     if (remote === "waiting") return true;
-    // The turn (and the results before this one) on record: awaited before anything is asked,
-    // confirmed or written; a call that runs reads its history meanwhile (ToolContext.after).
-    const onRecord = () => transcript.pending;
+    // The turn (and the results before this one) on record, `transcript.pending`: awaited before
+    // anything is asked, confirmed or written; a call that runs reads its history meanwhile
+    // (ToolContext.after).
     let result: ToolResult;
     let ephemeral = false;
     const [descriptor] = deps.tools.describe([call.name]);
     const prepared = prepareCall(aware, descriptor, call);
     const own = prepared && "call" in prepared ? prepared.call : call; // without its meta-properties
     const run = async () => {
-      const place = { taskId, slot, assistant, after: onRecord() };
+      const place = { taskId, slot, assistant, after: transcript.pending };
       if (!prepared || "error" in prepared) return execute(deps, descriptor as ToolDescriptor, own, place);
       const ran = await runPrepared(deps, prepared, { ...place, turn: turn.n }, (extra) =>
         execute(deps, descriptor as ToolDescriptor, own, place, extra.activity),
@@ -374,7 +374,7 @@ async function runTools(
         result = decided.result;
         break;
       case "ask": {
-        await onRecord();
+        await transcript.pending;
         // A question for a person: asked once per call, the turn waits with nothing running (ask.ts).
         const asked = await askPerson(deps, taskId, `ask-${turnName(turn.n)}-${k}`, call);
         if (asked === "waiting") return true;
@@ -382,7 +382,7 @@ async function runTools(
         break;
       }
       case "confirm": {
-        await onRecord();
+        await transcript.pending;
         // An approval covers one execution: a call started before (a crash) needs a new one (approvals.ts).
         const approved = await approval(deps, taskId, `confirm-${turnName(turn.n)}-${k}`, call);
         if (approved === "waiting") return true;
@@ -399,7 +399,7 @@ async function runTools(
       if (!settled) return true;
       result = settled;
     }
-    await onRecord();
+    await transcript.pending;
     const message = {
       meta: msgMeta(taskId, slot),
       role: "tool" as const,
