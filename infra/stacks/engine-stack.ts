@@ -23,7 +23,12 @@ import { QUEUED_STEPS, type QueuedStep, ROUTES, type StepName } from "../../shar
 import { EVAL_ROUTE } from "../../shared/evals/driver.ts";
 import { type ApiThrottle, ArborApi, DEFAULT_API_THROTTLE } from "../constructs/api-gateway.ts";
 import { ChatSecret, type ChatSecretRef } from "../constructs/chat-secret.ts";
-import { CommandQueue, readLeavesAtOnce, readStepConcurrency } from "../constructs/command-queue.ts";
+import {
+  CommandQueue,
+  readLeavesAtOnce,
+  readLeavesWhenIdle,
+  readStepConcurrency,
+} from "../constructs/command-queue.ts";
 import { EngineFunction } from "../constructs/engine-function.ts";
 import {
   API_GRANTS,
@@ -250,6 +255,7 @@ export class EngineStack extends Stack {
     ) as Record<QueuedStep, CommandQueue>;
     const stepConcurrency = readStepConcurrency(this);
     const leavesAtOnce = readLeavesAtOnce(this, stepConcurrency);
+    const leavesWhenIdle = readLeavesWhenIdle(this, stepConcurrency, leavesAtOnce);
     // The engine's functions may send any command (a step's work leads to any other step's); the
     // API function and the tool function get the ones they send (below).
     this.commandsPolicy = new ManagedPolicy(this, "EngineCommands", {
@@ -260,6 +266,17 @@ export class EngineStack extends Stack {
           actions: ["sqs:SendMessage"],
           resources: QUEUED_STEPS.map((step) => this.commandQueues[step].queue.queueArn),
         }),
+        // How many ready commands wait or run (shared/engine/leaf-slots.ts): while fewer than
+        // ARBOR_LEAVES_WHEN_IDLE do, a request's leaves may run up to that many at once.
+        ...(leavesWhenIdle
+          ? [
+              new PolicyStatement({
+                sid: "ReadyBacklog",
+                actions: ["sqs:GetQueueAttributes"],
+                resources: [this.commandQueues.ready.queue.queueArn],
+              }),
+            ]
+          : []),
       ],
     });
     this.modelPolicy = this.#modelPolicy(props.model);
@@ -278,6 +295,7 @@ export class EngineStack extends Stack {
       ARBOR_MODEL: props.model.id,
       ...(props.model.contextTokens ? { ARBOR_CONTEXT_TOKENS: String(props.model.contextTokens) } : {}),
       ARBOR_LEAVES_AT_ONCE: String(leavesAtOnce),
+      ARBOR_LEAVES_WHEN_IDLE: String(leavesWhenIdle),
       POWERTOOLS_LOG_LEVEL: "INFO",
       ARBOR_STAGE: props.stage,
       ARBOR_COMMAND_QUEUES: this.toJsonString(

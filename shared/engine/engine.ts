@@ -80,6 +80,11 @@ export class Engine {
     this.#teams = new Teams(deps);
   }
 
+  /** Steps of this process running or waiting for room to run (settings.maxConcurrentSteps at once). */
+  get stepsInQueue(): number {
+    return this.#queue.running + this.#queue.waiting;
+  }
+
   /** Subscribes every step (see ROUTES) to its events; returns a function that unsubscribes them all. */
   start(): () => void {
     const d = this.deps;

@@ -2,7 +2,6 @@ import { expiresAfter, RETENTION_MS } from "../domain/retention.ts";
 import { isTerminal } from "../domain/task-state.ts";
 import { rootTaskOf } from "../domain/urn.ts";
 import { ConflictError } from "../kernel/errors.ts";
-import type { StateRecord } from "../ports/state-store.ts";
 import { type EngineDeps, sendReady } from "./context.ts";
 
 /**
@@ -20,6 +19,16 @@ import { type EngineDeps, sendReady } from "./context.ts";
  * holds a slot), and a leaf that ended without freeing its slot is freed by `repairLeafSlots`
  * (the record is listed while some leaf waits). Parents hold no slot: they wait on their children.
  * A leaf that waits for a person (an approval, a question) keeps its slot: it is running.
+ *
+ * The bound gives way while the ready steps have room (`settings.leavesWhenIdle`): a request may
+ * run up to that many leaves at once while the ready steps that are not its own (waiting or
+ * running: EngineDeps.readySteps, on AWS the ready queue's count, in one process the engine's
+ * step queue's, less its leaves holding a slot) number fewer than the room above the bound
+ * (leavesWhenIdle - leavesAtOnce). So a wide request on an otherwise quiet deployment is not held
+ * to half of what could run, and once other requests' steps take the room, its freed slots are
+ * refilled only up to `leavesAtOnce` again: they wait for one of its leaves to end at most. The
+ * count is read each time slots are taken (beside the slots' record); one that cannot be read
+ * holds the bound.
  */
 export const LEAF_SLOTS_KIND = "leaf-slots";
 /**
@@ -54,15 +63,17 @@ export const MAX_PARKED = 1_000;
  * of those returned, and only those.
  */
 export async function admitLeaves(deps: EngineDeps, leafIds: readonly string[]): Promise<string[]> {
-  const limit = deps.settings.leavesAtOnce;
-  if (!limit || leafIds.length === 0) return [...leafIds];
+  if (!deps.settings.leavesAtOnce || leafIds.length === 0) return [...leafIds];
   // A request that is one leaf (its root) is never held back, nor is what is no request's task.
   const admitted = leafIds.filter((id) => requestOf(id) === undefined);
-  for (const [root, ids] of byRequest(leafIds)) {
+  const groups = byRequest(leafIds);
+  const steps = groups.size > 0 ? readyStepsNow(deps) : undefined;
+  for (const [root, ids] of groups) {
     let now: string[] = [];
-    await change(deps, root, (slots) => {
+    await change(deps, root, steps, (slots, limitFor) => {
       now = [];
       let changed = false;
+      const limit = limitFor(slots.running.length);
       const running = new Set(slots.running);
       const parked = new Set(slots.parked);
       for (const id of ids) {
@@ -106,8 +117,7 @@ export async function releaseLeaves(
   endedIds: readonly string[],
   request?: string,
 ): Promise<void> {
-  const limit = deps.settings.leavesAtOnce;
-  if (!limit) return;
+  if (!deps.settings.leavesAtOnce) return;
   const groups = byRequest(endedIds);
   if (request && !groups.has(request)) groups.set(request, []);
   for (const [root, ids] of groups) {
@@ -115,9 +125,11 @@ export async function releaseLeaves(
     // Waiting leaves that ended meanwhile (canceled) are passed over: taking a slot, they would hold it for ever.
     for (let round = 0; round < MAX_ATTEMPTS; round++) {
       let taken: string[] = [];
-      await change(deps, root, (slots) => {
+      await change(deps, root, readyStepsNow(deps), (slots, limitFor) => {
         const running = slots.running.filter((r) => !gone.has(r));
         const parked = slots.parked.filter((p) => !gone.has(p));
+        // Its own ready steps: its running leaves', and those of the leaves ending (still at work).
+        const limit = limitFor(slots.running.length);
         taken = parked.splice(0, Math.max(0, limit - running.length));
         running.push(...taken);
         const same = running.length === slots.running.length && parked.length === slots.parked.length;
@@ -172,20 +184,54 @@ export async function repairLeafSlots(deps: EngineDeps, before: string): Promise
 }
 
 /**
+ * How many ready steps are waiting or running now (all requests'), read beside the slots' record,
+ * not before it; undefined when the bound cannot give way (no count, or nothing above the bound).
+ */
+function readyStepsNow(deps: EngineDeps): Promise<number | undefined> {
+  const { leavesAtOnce, leavesWhenIdle } = deps.settings;
+  if (!deps.readySteps || leavesWhenIdle <= leavesAtOnce) return Promise.resolve(undefined);
+  return deps.readySteps().catch((error: unknown) => {
+    deps.log.warn("the ready steps could not be counted; the leaves' bound holds", {
+      error: error instanceof Error ? error : String(error),
+    });
+    return undefined;
+  });
+}
+
+/**
+ * The most leaves of one request that may run, `ours` of the ready steps counted being its own
+ * (its leaves holding a slot, whose steps are at work): `leavesWhenIdle` while the others' number
+ * fewer than the room above the bound (leavesWhenIdle - leavesAtOnce), else `leavesAtOnce`. The
+ * others' steps then wait for one of its leaves to end at most.
+ */
+function limitOf(settings: EngineDeps["settings"], steps: number | undefined, ours: number): number {
+  const { leavesAtOnce, leavesWhenIdle } = settings;
+  if (steps === undefined) return leavesAtOnce;
+  return steps - ours < leavesWhenIdle - leavesAtOnce ? leavesWhenIdle : leavesAtOnce;
+}
+
+/**
  * The changes of this process to a request's slots, one after another: the steps of one process
  * (all of them, locally) never conflict with each other; steps in other processes (other Lambda
  * instances) do, and try again.
  */
 const inProcess = new Map<string, Promise<void>>();
 
-/** Reads the request's slots, applies `next` (undefined: nothing to change), writes it on its version. */
+/** How many leaves of the request may run, given how many of the ready steps counted are its own. */
+type LimitFor = (ours: number) => number;
+
+/**
+ * Reads the request's slots (and the ready steps counted, `steps`), applies `next` (undefined:
+ * nothing to change), writes them on their version.
+ */
 function change(
   deps: EngineDeps,
   root: string,
-  next: (slots: LeafSlots) => LeafSlots | undefined,
+  steps: Promise<number | undefined> | undefined,
+  next: (slots: LeafSlots, limitFor: LimitFor) => LeafSlots | undefined,
 ): Promise<void> {
   const key = leafSlotsKey(root);
-  const done = (inProcess.get(key) ?? Promise.resolve()).then(() => changeNow(deps, key, next));
+  const done = (inProcess.get(key) ?? Promise.resolve()).then(() => changeNow(deps, key, steps, next));
   const settled = done.then(
     () => undefined,
     () => undefined,
@@ -200,11 +246,14 @@ function change(
 async function changeNow(
   deps: EngineDeps,
   key: string,
-  next: (slots: LeafSlots) => LeafSlots | undefined,
+  steps: Promise<number | undefined> | undefined,
+  next: (slots: LeafSlots, limitFor: LimitFor) => LeafSlots | undefined,
 ): Promise<void> {
   for (let attempt = 1; ; attempt++) {
-    const record: StateRecord<LeafSlots> | undefined = await deps.state.get<LeafSlots>(key);
-    const slots = next(record?.data ?? { running: [], parked: [] });
+    const [record, counted] = await Promise.all([deps.state.get<LeafSlots>(key), steps]);
+    const slots = next(record?.data ?? { running: [], parked: [] }, (ours) =>
+      limitOf(deps.settings, counted, ours),
+    );
     if (!slots) return;
     const now = deps.clock();
     const idle = slots.running.length === 0 && slots.parked.length === 0;

@@ -37,6 +37,7 @@ export const DEFAULT_SETTINGS: EngineSettings = {
   answerTokens: 4_096,
   maxConcurrentSteps: 256,
   leavesAtOnce: DEFAULT_LEAVES_AT_ONCE,
+  leavesWhenIdle: 0,
   turnStepMs: 60_000,
   modelRetryMs: 30_000,
 };
@@ -47,15 +48,20 @@ export interface ConfiguredSettings {
   modelRetryMs?: number;
   modelPrices?: PriceOverrides;
   leavesAtOnce?: number;
+  leavesWhenIdle?: number;
 }
 
-/** ARBOR_CONTEXT_TOKENS, ARBOR_MODEL_RETRY_MS, ARBOR_MODEL_PRICES and ARBOR_LEAVES_AT_ONCE as engine settings. */
+/**
+ * ARBOR_CONTEXT_TOKENS, ARBOR_MODEL_RETRY_MS, ARBOR_MODEL_PRICES, ARBOR_LEAVES_AT_ONCE and
+ * ARBOR_LEAVES_WHEN_IDLE as engine settings.
+ */
 export function configuredSettings(config: ConfiguredSettings): Partial<EngineSettings> {
   return {
     ...(config.contextTokens ? { contextTokens: config.contextTokens } : {}),
     ...(config.modelRetryMs !== undefined ? { modelRetryMs: config.modelRetryMs } : {}),
     ...(config.modelPrices ? { modelPrices: config.modelPrices } : {}),
     ...(config.leavesAtOnce !== undefined ? { leavesAtOnce: config.leavesAtOnce } : {}),
+    ...(config.leavesWhenIdle !== undefined ? { leavesWhenIdle: config.leavesWhenIdle } : {}),
   };
 }
 
@@ -146,7 +152,10 @@ export function engineOn(
     : undefined;
   // A task's description is embedded to elect its assistant, and again for its leaf's context.
   const embedder = new RememberingEmbedder(models.embedder);
-  const engine = new Engine({
+  // In one process the engine's own step queue runs every step; elsewhere the runtime says (its queues).
+  const readySteps =
+    rt.readySteps?.bind(rt) ?? (rt.mode === "local" ? () => Promise.resolve(engine.stepsInQueue) : undefined);
+  const engine: Engine = new Engine({
     resources: rt.resources,
     objects: rt.objects,
     outboundFetch: options.fetch ?? createGuardedFetch(outboundPolicy(options.outbound)),
@@ -167,6 +176,7 @@ export function engineOn(
     settings: { ...DEFAULT_SETTINGS, ...options.settings, ...(defaultTeam ? { defaultTeam } : {}) },
     ...(options.faults ? { faults: options.faults } : {}),
     ...(rt.soleWorker ? { soleWorker: rt.soleWorker } : {}),
+    ...(readySteps ? { readySteps } : {}),
   });
   // A tools file replaces the built-ins: a default team that lists tools it lacks is said at start.
   const gap = options.warnToolGaps === false ? undefined : defaultTeamToolGap(engine.deps);

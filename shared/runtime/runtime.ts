@@ -32,6 +32,12 @@ export interface Runtime {
    * several processes share the store (AWS).
    */
   readonly soleWorker?: string;
+  /**
+   * About how many ready commands (a leaf's or a parent's start) are waiting for a step or being
+   * run by one now: while fewer than EngineSettings.leavesWhenIdle are, a wide request may run that
+   * many of its leaves at once (engine/leaf-slots.ts). Absent where it cannot be known cheaply.
+   */
+  readySteps?(): Promise<number>;
   /** Waits for in-flight work (local deliveries) and releases files and connections. */
   close(): Promise<void>;
 }

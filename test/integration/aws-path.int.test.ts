@@ -40,6 +40,14 @@ const WITH_111 = process.env.ARBOR_BENCH_AWS === "1";
 const LEAVES_AT_ONCE = Number(
   process.env.ARBOR_BENCH_LEAVES_AT_ONCE ?? defaultLeavesAtOnce(DEFAULT_STEP_CONCURRENCY),
 );
+/**
+ * Leaves of one request at once while the ready steps have room (fewer commands in the ready queue,
+ * waiting or taken, than this): the engine stack's
+ * default (the steps' concurrency), or ARBOR_BENCH_LEAVES_WHEN_IDLE (0: the bound always holds).
+ */
+const LEAVES_WHEN_IDLE = Number(
+  process.env.ARBOR_BENCH_LEAVES_WHEN_IDLE ?? (LEAVES_AT_ONCE ? DEFAULT_STEP_CONCURRENCY : 0),
+);
 
 /**
  * A plan of 1 + children x (1 + leaves) tasks on three levels (one leaf when there are no
@@ -129,7 +137,11 @@ describe("the AWS path of a request, counted", () => {
         ),
       // As deployed (a leaf's turns go on in one step while it has time), but every task is
       // elected: the fake embeddings' likeness of a task's name to the purpose would ask a person.
-      engineSettings: { electionThreshold: -1, leavesAtOnce: LEAVES_AT_ONCE },
+      engineSettings: {
+        electionThreshold: -1,
+        leavesAtOnce: LEAVES_AT_ONCE,
+        leavesWhenIdle: LEAVES_WHEN_IDLE,
+      },
     });
     // Each step invocation is one invocation of the log, started by the event it was given.
     steps = fns.steps.map((handler) =>
@@ -163,7 +175,7 @@ describe("the AWS path of a request, counted", () => {
     if (rows.length === 0) return;
     const lines = [
       "",
-      `AWS path, warm, without the model, ${LEAVES_AT_ONCE ? `${LEAVES_AT_ONCE} leaves of a request at once` : "every leaf of a request at once"} (latencies: ${Object.entries(
+      `AWS path, warm, without the model, ${LEAVES_AT_ONCE ? `${LEAVES_AT_ONCE} leaves of a request at once (${LEAVES_WHEN_IDLE || LEAVES_AT_ONCE} while the ready steps have room)` : "every leaf of a request at once"} (latencies: ${Object.entries(
         LATENCIES,
       )
         .map(([k, v]) => `${k} ${v} ms`)

@@ -211,7 +211,10 @@ export class EventBridgePlayer {
     matches: compilePattern(route.pattern),
   }));
   /** The commands taken from the queues: their events' ids, to the step and message. */
-  readonly #queued = new Map<string, { subscription: string; record: SqsRecord }>();
+  readonly #queued = new Map<
+    string,
+    { subscription: string; url: string; record: SqsRecord; event: BusEnvelope }
+  >();
 
   private readonly world: () => Pick<AwsWorld, "peer" | "sqs" | "commandQueues">;
   private readonly bus: string;
@@ -244,12 +247,15 @@ export class EventBridgePlayer {
     const onBus = peer
       .eventsOn(this.bus)
       .filter((e) => !(queuedTypes.has(e["detail-type"]) && e.source === "arbor.engine"));
-    const queued = Object.values(commandQueues).flatMap((url) =>
-      sqs.messages(url).map((m) => {
+    // A command once taken stays among the events (its queue deletes it once its step is done).
+    for (const url of Object.values(commandQueues))
+      for (const m of sqs.messages(url)) {
         const { subscription, event } = JSON.parse(m.body) as { subscription: string; event: BusEnvelope };
         if (!this.#queued.has(event.id))
           this.#queued.set(event.id, {
             subscription,
+            url,
+            event,
             record: {
               messageId: m.messageId,
               receiptHandle: m.receiptHandle ?? m.messageId,
@@ -261,11 +267,16 @@ export class EventBridgePlayer {
               awsRegion: "us-east-1",
             },
           });
-        return event;
-      }),
-    );
+      }
+    const queued = [...this.#queued.values()].map((q) => q.event);
     return [...(onBus as BusEnvelope[]), ...queued];
   };
+
+  /** The queue a command's message came from. */
+  #urlOf(record: SqsRecord): string {
+    for (const { url, record: r } of this.#queued.values()) if (r.messageId === record.messageId) return url;
+    return "";
+  }
 
   /** The step function's input for one route: the rule's input template, or the queue's batch of one. */
   readonly stepInput = (subscription: string, event: BusEnvelope): unknown => {
@@ -306,6 +317,11 @@ export class EventBridgePlayer {
     const inputs = events.flatMap((event) =>
       this.routesOf(event).map((route) => ({ route, input: this.stepInput(route, event) })),
     );
+    // A queued command is taken as its event source mapping would: in flight, no longer waiting.
+    for (const event of events) {
+      const queued = this.#queued.get(event.id);
+      if (queued) this.world().sqs.take(queued.url, queued.record.messageId);
+    }
     const given = this.handlers;
     const handlers = typeof given === "function" ? given() : [];
     const invoke = async (shared: StepHandler | undefined, { route, input }: (typeof inputs)[number]) => {
@@ -321,6 +337,9 @@ export class EventBridgePlayer {
         );
       const failed = result && "batchItemFailures" in result ? result.batchItemFailures : [];
       if (failed.length > 0) throw new Error(`the step failed on message ${failed[0]?.itemIdentifier}`);
+      // Its step done, a queued command is deleted, as its event source mapping would.
+      const queued = (input as { Records?: SqsRecord[] }).Records?.[0];
+      if (queued) this.world().sqs.lose(this.#urlOf(queued), (m) => m.messageId === queued.messageId);
     };
     if (this.delivery === "one by one") for (const input of inputs) await invoke(handlers[0], input);
     else await Promise.all(inputs.map((input, i) => invoke(handlers[i % handlers.length], input)));

@@ -25,6 +25,7 @@
  * and SigV4 signatures are not verified (an `Authorization` header must be present).
  *
  * Test hooks: `start()`, `close()`, `createQueue(name)` (its URL), `arnOf(url)`, `redrive(...)`,
+ * `take(url, messageId)` (as an event source mapping takes it: in flight for good),
  * `messages(url)` (what the queue holds), `showDelayed(url)` (delayed and in-flight messages visible
  * now: what waiting would do), `lose(url, predicate)` (messages dropped), `calls` (every request's
  * operation).
@@ -115,6 +116,16 @@ export class SqsPeer {
   /** Makes every message of the queue visible now (delays and visibility timeouts over): what waiting would do. */
   showDelayed(url: string): void {
     for (const m of this.#queues.get(url) ?? []) m.invisibleUntil = 0;
+  }
+
+  /**
+   * A message taken as an event source mapping takes it (a test's player of one): in flight from
+   * now on (ApproximateNumberOfMessagesNotVisible, not ApproximateNumberOfMessages), never handed
+   * out again; `lose` it once its step is done, as the mapping deletes it.
+   */
+  take(url: string, messageId: string): void {
+    for (const m of this.#queues.get(url) ?? [])
+      if (m.messageId === messageId) m.invisibleUntil = Number.POSITIVE_INFINITY;
   }
 
   /** Drops the messages `lost` picks (a message lost in transit); returns how many. */

@@ -123,6 +123,81 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
     expect(await h.rt.state.get(leafSlotsKey(rootTaskId))).toBeUndefined();
   });
 
+  it("while the ready steps have room, the bound gives way to leavesWhenIdle: ten leaves, three slots, seven when idle", async () => {
+    const { script } = fanOut(10, 15);
+    // In one process the engine's own step queue counts the steps running and waiting.
+    h = await Harness.create({
+      script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 3, leavesWhenIdle: 7 },
+    });
+    const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+    const { rootTaskId } = await h.submit("survey ten parts");
+    await h.idle();
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+    expect(leaves.most).toBe(7);
+    expect(leafCalls(h)).toHaveLength(10);
+  });
+
+  it("while the ready steps have no room, or cannot be counted, the bound holds", async () => {
+    for (const readySteps of [
+      async () => 20,
+      async (): Promise<number> => Promise.reject(new Error("SQS is away")),
+    ]) {
+      const { script } = fanOut(10, 15);
+      h = await Harness.create({
+        script,
+        assistants: GENERALIST,
+        settings: { leavesAtOnce: 3, leavesWhenIdle: 7 },
+        readySteps,
+      });
+      const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+      const { rootTaskId } = await h.submit("survey ten parts");
+      await h.idle();
+      expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+      expect(leaves.most).toBe(3);
+      expect(leafCalls(h)).toHaveLength(10);
+      await h.close();
+    }
+  });
+
+  it("once other requests' steps take the room, freed slots are refilled only up to the bound again", async () => {
+    const { script } = fanOut(10, 15);
+    let reads = 0;
+    h = await Harness.create({
+      script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2, leavesWhenIdle: 6 },
+      // Room when the plan takes its slots; from then on, other requests' steps fill the ready step.
+      readySteps: async () => (reads++ === 0 ? 0 : 40),
+    });
+    const running = { now: 0, mostStartedAfterAnEnd: 0, ended: 0 };
+    const log = h.rt.tasks;
+    const record = log.record.bind(log);
+    log.record = async (event) => {
+      const result = await record(event);
+      if (!result.duplicate && taskDepth(event.payload.taskId) === 2) {
+        if (event.type === "TaskStarted") {
+          running.now++;
+          if (running.ended > 0)
+            running.mostStartedAfterAnEnd = Math.max(running.mostStartedAfterAnEnd, running.now);
+        } else if (event.type === "TaskCompleted") {
+          running.now--;
+          running.ended++;
+        }
+      }
+      return result;
+    };
+    const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+    const { rootTaskId } = await h.submit("survey ten parts");
+    await h.idle();
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+    expect(leaves.most).toBe(6);
+    expect(running.mostStartedAfterAnEnd).toBeLessThanOrEqual(2);
+    expect(running.ended).toBe(10);
+    expect(reads).toBeGreaterThan(1);
+  });
+
   it("a step that dies after a leaf's end, before its slot is freed: the watchdog frees it and the rest run", async () => {
     const rootTaskId = await crashingAt(new CrashAt("after-record", "TaskCompleted"), 5);
     const stuck = await slotsOf(rootTaskId);

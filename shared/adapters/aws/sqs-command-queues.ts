@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import {
   type BatchResultErrorEntry,
+  GetQueueAttributesCommand,
   SendMessageBatchCommand,
   type SendMessageBatchRequestEntry,
   type SQSClient,
@@ -53,9 +54,16 @@ export interface SqsCommandQueuesOptions {
 
 const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** How long a queue's count, once read, is answered from memory (`inQueue`). */
+export const WAITING_TTL_MS = 1_000;
+const WAITING = "ApproximateNumberOfMessages" as const;
+const IN_FLIGHT = "ApproximateNumberOfMessagesNotVisible" as const;
+
 export class SqsCommandQueues {
   readonly #o: SqsCommandQueuesOptions;
   readonly #alsoOnBus: ((event: unknown) => boolean) | undefined;
+  /** Each queue's count as last read (or being read), by detail-type: at most one read a second. */
+  readonly #backlog = new Map<string, { at: number; count: Promise<number> }>();
 
   constructor(options: SqsCommandQueuesOptions) {
     this.#o = options;
@@ -77,6 +85,47 @@ export class SqsCommandQueues {
     const where = { account: this.#o.account ?? "", region: this.#o.region, now: new Date() };
     const { traceparent: _inDetail, ...envelope } = toEnvelope({ ...e, detail: wireDetail(e) }, where);
     return envelope;
+  }
+
+  /**
+   * About how many commands of this detail-type are in their queue: waiting for a step, or taken by
+   * one that runs (SQS's ApproximateNumberOfMessages and ApproximateNumberOfMessagesNotVisible),
+   * read at most once every WAITING_TTL_MS by this process. Undefined when the detail-type has no
+   * queue; rejects with an UnavailableError when SQS does not answer (the next call reads again).
+   */
+  async inQueue(detailType: string, now = Date.now()): Promise<number | undefined> {
+    const queueUrl = this.#o.queues[detailType]?.queueUrl;
+    if (!queueUrl) return undefined;
+    const known = this.#backlog.get(detailType);
+    if (known && now - known.at < WAITING_TTL_MS) return known.count;
+    const unavailable = (why: string, cause?: unknown) =>
+      new UnavailableError(`SQS GetQueueAttributes of ${queueUrl} failed: ${why}`, {
+        ...(cause === undefined ? {} : { cause }),
+        details: { queueUrl },
+      });
+    const count = this.#o.client
+      .send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: [WAITING, IN_FLIGHT] }))
+      .then(
+        (out) => {
+          let n = 0;
+          for (const name of [WAITING, IN_FLIGHT] as const) {
+            const counted = Number(out.Attributes?.[name]);
+            if (!Number.isInteger(counted) || counted < 0)
+              throw unavailable(`${name} is ${out.Attributes?.[name]}`);
+            n += counted;
+          }
+          return n;
+        },
+        (error: unknown) => {
+          throw unavailable(error instanceof Error ? error.message : String(error), error);
+        },
+      );
+    // A failed read is not kept: the next call reads again.
+    count.catch(() => {
+      if (this.#backlog.get(detailType)?.count === count) this.#backlog.delete(detailType);
+    });
+    this.#backlog.set(detailType, { at: now, count });
+    return count;
   }
 
   /** The step input a command's message carries (what a rule's input transformer makes of it). */

@@ -7,6 +7,7 @@ import { EventBridgeEventBus } from "../../adapters/aws/eventbridge-event-bus.ts
 import { S3ObjectStore } from "../../adapters/aws/s3-object-store.ts";
 import { SqsCommandQueues } from "../../adapters/aws/sqs-command-queues.ts";
 import { EventLogAudit } from "../../adapters/shared/event-log-audit.ts";
+import { COMMANDS } from "../../engine/context.ts";
 import { QUEUED_STEPS, ROUTES } from "../../engine/routes.ts";
 import { NOTIFY_WAKE_PATTERN } from "../../notify/wakeups.ts";
 import { resourceAnnouncer } from "../../store/resource-events.ts";
@@ -47,11 +48,12 @@ export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): A
   });
   const state = new DynamoStateStore({ client: dynamodb, tableName: config.tableName });
   const sqs = config.commandQueues ? (clients.sqs ?? new SQSClient(at(config.endpoints.sqs))) : undefined;
+  const commands = sqs && config.commandQueues ? commandQueues(config, sqs) : undefined;
   const bus = new EventBridgeEventBus({
     client: eventbridge,
     eventBusName: config.eventBusName,
     region: config.region,
-    ...(sqs && config.commandQueues ? { commands: commandQueues(config, sqs) } : {}),
+    ...(commands ? { commands } : {}),
   });
   // A write does not wait for its notice; each function waits for them all before it returns.
   const resources = new ResourceStore(objects, {
@@ -67,6 +69,10 @@ export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): A
     resources,
     tasks: new TaskLog(state),
     audit: new EventLogAudit(state), // audit#<task> streams in the state table
+    // The ready step's queue: its commands waiting or being run (a leaf's bound gives way while few are).
+    ...(commands?.queues(COMMANDS.ready)
+      ? { readySteps: async () => (await commands.inQueue(COMMANDS.ready)) ?? 0 }
+      : {}),
     // S3 and DynamoDB acknowledge a write once it is stored durably: nothing to wait for.
     untilDurable: () => Promise.resolve(),
     async close() {

@@ -279,6 +279,16 @@ export const EnvSchema = z.object({
     .max(10_000, "at most 10000, e.g. 20")
     .optional(),
   /**
+   * Leaves of one request running at once while fewer ready steps than that wait or run in all (the
+   * bound above gives way to it then; shared/engine/leaf-slots.ts). 0: the bound always holds.
+   */
+  ARBOR_LEAVES_WHEN_IDLE: z.coerce
+    .number()
+    .int("a whole number of leaves")
+    .min(0, "0 (the bound always holds) or more")
+    .max(10_000, "at most 10000, e.g. 50")
+    .optional(),
+  /**
    * Prices per million tokens by model id, over the catalogue's (shared/domain/model-catalogue.ts),
    * as JSON: {"llama3.1": {"input": 0, "output": 0}}. A model in neither has an unknown cost.
    */
@@ -485,5 +495,6 @@ export function sharedSettings(e: Env, model: ModelConfig | undefined) {
     ...(e.ARBOR_MODEL_RETRY_MS !== undefined ? { modelRetryMs: e.ARBOR_MODEL_RETRY_MS } : {}),
     ...(e.ARBOR_MODEL_PRICES ? { modelPrices: e.ARBOR_MODEL_PRICES } : {}),
     ...(e.ARBOR_LEAVES_AT_ONCE !== undefined ? { leavesAtOnce: e.ARBOR_LEAVES_AT_ONCE } : {}),
+    ...(e.ARBOR_LEAVES_WHEN_IDLE !== undefined ? { leavesWhenIdle: e.ARBOR_LEAVES_WHEN_IDLE } : {}),
   };
 }

@@ -244,6 +244,38 @@ describe("routes", () => {
     expect(() => synthesized({ stage: "prod", leavesAtOnce: "many" })).toThrow(/leavesAtOnce/);
   });
 
+  it("lets the bound give way while the ready steps have room: up to the steps' concurrency, read from the ready queue alone", () => {
+    const idleOf = (s: ReturnType<typeof synthesized>) =>
+      (
+        props(s.template, logicalId(s.engine.steps.ready.function)).Environment as {
+          Variables: Record<string, unknown>;
+        }
+      ).Variables.ARBOR_LEAVES_WHEN_IDLE;
+    const backlogReads = (s: ReturnType<typeof synthesized>) =>
+      statements(s.template).filter(
+        (st) => list(st.Action).includes("sqs:GetQueueAttributes") && st.Sid === "ReadyBacklog",
+      );
+    expect(idleOf(prod)).toBe(String(DEFAULT_STEP_CONCURRENCY));
+    // Only the ready step's queue is read, by the policy every function that sends commands holds.
+    const [read, ...more] = backlogReads(prod);
+    expect(more).toEqual([]);
+    expect(list(read?.Action)).toEqual(["sqs:GetQueueAttributes"]);
+    expect(flat(read?.Resource)).toEqual(
+      flat({ "Fn::GetAtt": [logicalId(prod.engine.commandQueues.ready.queue), "Arn"] }),
+    );
+    expect(read?.policy).toBe(logicalId(prod.engine.commandsPolicy));
+    expect(idleOf(synthesized({ stage: "prod", stepConcurrency: "8" }))).toBe("8");
+    expect(idleOf(synthesized({ stage: "prod", leavesWhenIdle: "30" }))).toBe("30");
+    const never = synthesized({ stage: "prod", leavesWhenIdle: "0" });
+    expect(idleOf(never)).toBe("0");
+    expect(backlogReads(never)).toEqual([]); // nothing reads the backlog, nothing may
+    expect(idleOf(synthesized({ stage: "prod", leavesAtOnce: "0" }))).toBe("0"); // no bound to give way
+    expect(() => synthesized({ stage: "prod", leavesWhenIdle: "51" })).toThrow(
+      /leavesWhenIdle.*from leavesAtOnce \(25\) to the steps' concurrency \(50\)/,
+    );
+    expect(() => synthesized({ stage: "prod", leavesWhenIdle: "10" })).toThrow(/leavesWhenIdle/);
+  });
+
   it("keeps patterns CDK cannot express as they are, or refuses them", () => {
     const pattern = {
       source: ["arbor"],
@@ -559,6 +591,7 @@ describe("permissions", () => {
     ConverseStreamCommand: ["bedrock:InvokeModelWithResponseStream"],
     InvokeCommand: ["lambda:InvokeFunction"],
     SendMessageBatchCommand: ["sqs:SendMessage"],
+    GetQueueAttributesCommand: ["sqs:GetQueueAttributes"],
   };
   const ADAPTERS = [
     "shared/adapters/aws/dynamo-state-store.ts",
@@ -569,6 +602,7 @@ describe("permissions", () => {
     "shared/adapters/llm/bedrock-llm.ts",
     "shared/adapters/aws/tool-function-invoke.ts",
     "shared/adapters/aws/sqs-delivery-queue.ts",
+    "shared/adapters/aws/sqs-command-queues.ts",
   ];
 
   it("allow every call the AWS adapters make at run time", () => {
