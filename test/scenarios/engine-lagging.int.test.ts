@@ -9,7 +9,7 @@ import type { FaultPoint } from "../../shared/engine/context.ts";
 import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
 import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
 import { CrashAt, Harness, type HarnessOptions, PERSON } from "./engine-harness.ts";
-import { fanOut, GENERALIST, watchLeaves } from "./scenarios.ts";
+import { areas, fanOut, GENERALIST, watchLeaves } from "./scenarios.ts";
 
 /**
  * The engine's invariant and crash paths (engine-invariants.test.ts, engine-crash.test.ts) with
@@ -89,6 +89,22 @@ describe("engine invariants on DynamoDB with lagging indexes", () => {
     expect([...tree.values()].every((v) => v.status === "done")).toBe(true);
     expect(leaves.most).toBe(3);
     expect((await h.rt.state.get(leafSlotsKey(rootTaskId)))?.data).toEqual({ running: [], parked: [] });
+  });
+
+  it("three areas of twelve parts, every event delivered twice: the plan's two batches written at once, every child counted once", async () => {
+    h = await onLaggingDynamo({
+      script: areas([12, 12, 12]).script,
+      assistants: GENERALIST,
+      bus: { deliveries: 2 },
+    });
+    const { rootTaskId } = await h.submit("survey every area");
+    await h.idle();
+    const tree = await treeOf(h, rootTaskId);
+    expect(tree.size).toBe(40);
+    expect([...tree.values()].every((v) => v.status === "done")).toBe(true);
+    expect((await h.rt.tasks.childCounts(rootTaskId))?.created).toBe(3);
+    for (const area of await h.rt.tasks.children(rootTaskId))
+      expect((await h.rt.tasks.childCounts(area.taskId))?.created).toBe(12);
   });
 
   it("a lazy plan, edited and approved, runs its parts and then the root's evaluation", async () => {

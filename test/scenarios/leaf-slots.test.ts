@@ -1,6 +1,4 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { ScriptFunction } from "../../shared/adapters/llm/scripted-llm.ts";
-import type { TaskSpec } from "../../shared/domain/resources.ts";
 import { taskDepth } from "../../shared/domain/urn.ts";
 import {
   admitLeaves,
@@ -10,16 +8,7 @@ import {
   MAX_PARKED,
 } from "../../shared/engine/leaf-slots.ts";
 import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
-import {
-  fanOut,
-  GENERALIST,
-  isEvaluation,
-  isPlan,
-  pass,
-  planOf,
-  taskName,
-  watchLeaves,
-} from "./scenarios.ts";
+import { areas, fanOut, GENERALIST, watchLeaves } from "./scenarios.ts";
 
 /**
  * At most `leavesAtOnce` leaves of one request run at once (shared/engine/leaf-slots.ts): the
@@ -28,27 +17,6 @@ import {
  */
 let h: Harness;
 afterEach(() => h?.close());
-
-/** A root of `parents` parents of `leaves` leaves each; leaves answer after `delayMs`. */
-function nested(parents: number, leaves: number, delayMs: number): ScriptFunction {
-  const spec: TaskSpec = {
-    name: "Survey",
-    purpose: "Collect every part of every area",
-    subtasks: Array.from({ length: parents }, (_, p) => ({
-      name: `area ${p + 1}`,
-      purpose: `Collect the parts of area ${p + 1}`,
-      subtasks: Array.from({ length: leaves }, (_, l) => ({
-        name: `area ${p + 1} part ${l + 1}`,
-        purpose: `Report part ${l + 1} of area ${p + 1}`,
-      })),
-    })),
-  };
-  return (r) => {
-    if (isPlan(r)) return planOf(spec);
-    if (isEvaluation(r)) return pass();
-    return { content: `result of ${taskName(r)}`, delayMs };
-  };
-}
 
 /** The request's slots as stored (engine/leaf-slots.ts). */
 const slotsOf = (rootTaskId: string) =>
@@ -98,7 +66,7 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
 
   it("parents hold no slot: two areas of five leaves with two slots end without a deadlock", async () => {
     h = await Harness.create({
-      script: nested(2, 5, 10),
+      script: areas([5, 5], 10).script,
       assistants: GENERALIST,
       settings: { leavesAtOnce: 2 },
     });

@@ -32,6 +32,31 @@ export const planOf = (spec: TaskSpec): ScriptedTurn => ({
   toolCalls: [{ name: "create_plan", arguments: spec as unknown as Record<string, unknown> }],
 });
 
+/**
+ * A root of areas, area `p` with `leaves[p]` parts (leaves); every part answers at once (after
+ * `delayMs`), every evaluation passes.
+ */
+export function areas(leaves: readonly number[], delayMs = 0): { spec: TaskSpec; script: ScriptFunction } {
+  const spec: TaskSpec = {
+    name: "Survey",
+    purpose: "Collect every part of every area",
+    subtasks: leaves.map((n, p) => ({
+      name: `area ${p + 1}`,
+      purpose: `Collect the parts of area ${p + 1}`,
+      subtasks: Array.from({ length: n }, (_, l) => ({
+        name: `area ${p + 1} part ${l + 1}`,
+        purpose: `Report part ${l + 1} of area ${p + 1}`,
+      })),
+    })),
+  };
+  const script: ScriptFunction = (r) => {
+    if (isPlan(r)) return planOf(spec);
+    if (isEvaluation(r)) return pass();
+    return { content: `result of ${taskName(r)}`, delayMs };
+  };
+  return { spec, script };
+}
+
 /** A root with `n` leaves; every leaf answers at once (after `delayMs`), every evaluation passes. */
 export function fanOut(n: number, delayMs = 0): { spec: TaskSpec; script: ScriptFunction } {
   const spec: TaskSpec = {

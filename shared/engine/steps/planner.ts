@@ -385,8 +385,10 @@ export async function materialise(
   );
   deps.faults?.hit("after-write", "materialise");
   const parentIsTask = (await parentView) !== undefined;
+  // Each task's parent task: the top one's is the parent given, when that is a task.
+  const parentTasks = nodes.map((n, i) => (i > 0 ? n.parent : parentIsTask ? parent : undefined));
   const events = nodes.map((n, i) => {
-    const parentTask = i > 0 ? n.parent : parentIsTask ? parent : undefined;
+    const parentTask = parentTasks[i];
     const election = elections[i];
     return taskEvent(
       deps,
@@ -402,11 +404,41 @@ export async function materialise(
       ENGINE,
     );
   });
-  // Each batch of TaskCreated commits atomically: a crash never leaves half a batch.
-  for (let i = 0; i < events.length; i += RECORD_MANY_LIMIT)
-    await deps.tasks.recordMany(events.slice(i, i + RECORD_MANY_LIMIT));
+  // Each batch of TaskCreated commits atomically: a crash never leaves half a batch. Batches that
+  // share no parent (whose child count each would change) are written at once.
+  const batches = batchesBySiblings(events, parentTasks);
+  if (batches) await Promise.all(batches.map((batch) => deps.tasks.recordMany(batch)));
+  else
+    for (let i = 0; i < events.length; i += RECORD_MANY_LIMIT)
+      await deps.tasks.recordMany(events.slice(i, i + RECORD_MANY_LIMIT));
   deps.faults?.hit("after-record", "TaskCreated");
   return { id: nodes[0]?.id as Urn, top: written[0]?.resource as TaskResource };
+}
+
+/**
+ * The events in batches of at most RECORD_MANY_LIMIT, each sibling group (the tasks of one parent)
+ * whole in one batch, so that no two batches change the same child count; undefined when a group
+ * is larger than a batch (its batches are then written one after another).
+ */
+function batchesBySiblings<E>(
+  events: readonly E[],
+  /** Each event's task's parent (undefined: none). */
+  parents: readonly (string | undefined)[],
+): E[][] | undefined {
+  const groups = new Map<string | undefined, E[]>();
+  for (const [i, e] of events.entries()) {
+    const siblings = groups.get(parents[i]) ?? [];
+    siblings.push(e);
+    groups.set(parents[i], siblings);
+  }
+  const batches: E[][] = [];
+  for (const siblings of groups.values()) {
+    if (siblings.length > RECORD_MANY_LIMIT) return undefined;
+    const fits = batches.find((b) => b.length + siblings.length <= RECORD_MANY_LIMIT);
+    if (fits) fits.push(...siblings);
+    else batches.push([...siblings]);
+  }
+  return batches;
 }
 
 const descriptors = (s: TaskSpec) => ({
