@@ -184,18 +184,35 @@ export async function repairLeafSlots(deps: EngineDeps, before: string): Promise
 }
 
 /**
+ * How long a change of the slots waits for the ready steps' count (SQS answers in tens of
+ * milliseconds): a count that does not come by then is one that cannot be read, and the bound
+ * holds. Unbounded, a read that never answers (the SQS client has no request timeout) would hold
+ * the step, and every later change of the request's slots in this process queued behind it, for ever.
+ */
+export const READY_STEPS_WAIT_MS = 500;
+
+/**
  * How many ready steps are waiting or running now (all requests'), read beside the slots' record,
  * not before it; undefined when the bound cannot give way (no count, or nothing above the bound).
  */
 function readyStepsNow(deps: EngineDeps): Promise<number | undefined> {
   const { leavesAtOnce, leavesWhenIdle } = deps.settings;
   if (!deps.readySteps || leavesWhenIdle <= leavesAtOnce) return Promise.resolve(undefined);
-  return deps.readySteps().catch((error: unknown) => {
+  const uncounted = (error: unknown) => {
     deps.log.warn("the ready steps could not be counted; the leaves' bound holds", {
       error: error instanceof Error ? error : String(error),
     });
     return undefined;
+  };
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(
+      () => resolve(uncounted(`no count within ${READY_STEPS_WAIT_MS} ms`)),
+      READY_STEPS_WAIT_MS,
+    );
   });
+  const counted = deps.readySteps().catch(uncounted);
+  return Promise.race([counted, late]).finally(() => clearTimeout(timer));
 }
 
 /**
