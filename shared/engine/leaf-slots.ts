@@ -211,7 +211,10 @@ function readyStepsNow(deps: EngineDeps): Promise<number | undefined> {
       READY_STEPS_WAIT_MS,
     );
   });
-  const counted = deps.readySteps().catch(uncounted);
+  // A count below zero, or no number, is no count: taken for one, it would let the bound give way.
+  const counted = deps
+    .readySteps()
+    .then((n) => (Number.isFinite(n) && n >= 0 ? n : uncounted(`the count was ${n}`)), uncounted);
   return Promise.race([counted, late]).finally(() => clearTimeout(timer));
 }
 

@@ -35,3 +35,24 @@ describe("leaf slots: a count of the ready steps that never comes", () => {
     expect(slots?.data).toEqual({ running: [], parked: [] });
   }, 20_000);
 });
+
+describe("leaf slots: a count of the ready steps that is no count", () => {
+  for (const [what, count] of [
+    ["negative", -40],
+    ["not a number", Number.NaN],
+  ] as const)
+    it(`a readySteps that answers ${what} holds the bound`, async () => {
+      const { script } = fanOut(5, 5);
+      h = await Harness.create({
+        script,
+        assistants: GENERALIST,
+        settings: { leavesAtOnce: 2, leavesWhenIdle: 5 },
+        readySteps: async () => count,
+      });
+      const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+      const { rootTaskId } = await h.submit("survey five parts");
+      await h.idle();
+      expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+      expect(leaves.most).toBe(2);
+    });
+});
