@@ -1,0 +1,130 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { TaskEvent } from "../../shared/domain/events.ts";
+import { taskDepth } from "../../shared/domain/urn.ts";
+import {
+  type EngineSettings,
+  type FaultInjector,
+  type FaultPoint,
+  SimulatedCrash,
+} from "../../shared/engine/context.ts";
+import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
+import { Harness } from "./engine-harness.ts";
+import { areas, GENERALIST } from "./scenarios.ts";
+
+/**
+ * A plan's TaskCreated batches are written at once (engine/steps/planner.ts): a process that dies
+ * while they are under way leaves some committed and others not, in any order (a batch of a
+ * request's parts before the one of its root). The plan delivered again must make the rest, each
+ * task once, every parent counting its children exactly, and the request must end.
+ */
+let h: Harness;
+afterEach(() => h?.close());
+
+/** A process that dies once `dead` is set: every later fault point throws, as nothing more happens. */
+class Dies implements FaultInjector {
+  dead = false;
+  hit(point: FaultPoint, step: string): void {
+    if (this.dead) throw new SimulatedCrash(point, step);
+  }
+}
+
+/**
+ * The TaskCreated batches of this process: the one `lost` picks never commits (the process dies
+ * while it is under way), once every other batch of the plan has committed.
+ */
+function loseBatch(hh: Harness, dies: Dies, lost: (events: readonly TaskEvent[]) => boolean) {
+  const log = hh.rt.tasks;
+  const recordMany = log.recordMany.bind(log);
+  const others: Promise<unknown>[] = [];
+  const seen = { lost: 0, committed: 0 };
+  log.recordMany = async (events: readonly TaskEvent[]) => {
+    if (dies.dead) throw new SimulatedCrash("after-record", "TaskCreated");
+    if (!lost(events)) {
+      const done = recordMany(events);
+      others.push(done);
+      const views = await done;
+      seen.committed++;
+      return views;
+    }
+    await new Promise((r) => setTimeout(r, 20)); // the others are under way meanwhile
+    await Promise.allSettled(others);
+    seen.lost++;
+    dies.dead = true;
+    throw new SimulatedCrash("after-record", "TaskCreated");
+  };
+  return seen;
+}
+
+const isRootBatch = (events: readonly TaskEvent[]) =>
+  events.some((e) => e.type === "TaskCreated" && taskDepth(e.payload.taskId) === 1);
+
+async function crashedPlan(
+  lost: (events: readonly TaskEvent[]) => boolean,
+  groups: number[],
+  settings: Partial<EngineSettings> = {},
+) {
+  h = await Harness.create({
+    script: areas(groups).script,
+    assistants: GENERALIST,
+    bus: { maxAttempts: 1 },
+    settings,
+  });
+  await h.restart();
+  const dies = new Dies();
+  await h.open(dies);
+  const seen = loseBatch(h, dies, lost);
+  const { rootTaskId } = await h.submit("survey every area");
+  await h.idle();
+  expect(seen.lost).toBe(1);
+  expect(seen.committed).toBeGreaterThan(0);
+  await h.restart(); // a new process, no faults
+  return rootTaskId;
+}
+
+async function expectWhole(rootTaskId: string, groups: number[]) {
+  await h.runToEnd(rootTaskId);
+  const tree = await h.tree(rootTaskId);
+  expect(tree.size).toBe(1 + groups.length + groups.reduce((a, b) => a + b, 0));
+  expect([...tree.values()].map((v) => `${v.title}:${v.status}`).filter((s) => !s.endsWith(":done"))).toEqual(
+    [],
+  );
+  expect((await h.rt.tasks.childCounts(rootTaskId))?.created).toBe(groups.length);
+  for (const [i, area] of (await h.rt.tasks.children(rootTaskId)).entries()) {
+    const counts = await h.rt.tasks.childCounts(area.taskId);
+    expect(counts?.created).toBe(groups[i]);
+    expect(counts?.ended).toBe(groups[i]);
+  }
+  // Each task's stream holds one TaskCreated.
+  for (const view of tree.values()) expect(view.createdAt).toBeDefined();
+  const replayed = await h.rt.tasks.replay();
+  for (const view of tree.values()) expect(replayed.get(view.taskId)?.status).toBe("done");
+  // The leaves ran once each in the process that made them (none ran in the dead one).
+  const leafCalls = h.llm.calls.filter(
+    (c) => !c.tools?.some((t) => ["create_plan", "report_evaluation"].includes(t.name)),
+  );
+  expect(leafCalls).toHaveLength(groups.reduce((a, b) => a + b, 0));
+}
+
+describe("a process that dies between a plan's concurrent TaskCreated batches", () => {
+  it("the parts' batch committed, the root's not: the plan delivered again makes the rest, each once", async () => {
+    const groups = [12, 12, 12];
+    const rootTaskId = await crashedPlan(isRootBatch, groups);
+    expect(await h.rt.tasks.view(rootTaskId)).toBeUndefined();
+    await expectWhole(rootTaskId, groups);
+  });
+
+  it("the root's batch committed, the parts' not: the plan delivered again makes the rest, each once", async () => {
+    const groups = [12, 12, 12];
+    const rootTaskId = await crashedPlan((events) => !isRootBatch(events), groups);
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("open");
+    await expectWhole(rootTaskId, groups);
+  });
+
+  it("the parts' batch committed, the root's not, two leaves at once: the watchdog offers the parts before their parents exist, and every part runs once", async () => {
+    const groups = [12, 12, 12];
+    const rootTaskId = await crashedPlan(isRootBatch, groups, { leavesAtOnce: 2, leavesWhenIdle: 4 });
+    await expectWhole(rootTaskId, groups);
+    const slots = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+    expect(slots?.data).toEqual({ running: [], parked: [] });
+  });
+});
