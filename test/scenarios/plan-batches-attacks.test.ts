@@ -9,7 +9,7 @@ import {
 } from "../../shared/engine/context.ts";
 import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
 import { Harness } from "./engine-harness.ts";
-import { areas, GENERALIST } from "./scenarios.ts";
+import { areas, GENERALIST, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
 
 /**
  * A plan's TaskCreated batches are written at once (engine/steps/planner.ts): a process that dies
@@ -126,5 +126,33 @@ describe("a process that dies between a plan's concurrent TaskCreated batches", 
     await expectWhole(rootTaskId, groups);
     const slots = await h.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
     expect(slots?.data).toEqual({ running: [], parked: [] });
+  });
+});
+
+describe("siblings whose names repeat: each is a task of its own", () => {
+  /** A plan whose subtasks are named `names` (the model's, as it gave them); the request driven to its end. */
+  async function planned(names: string[], mode: "eager" | "lazy") {
+    const spec = {
+      name: "Survey",
+      purpose: "Collect every part",
+      subtasks: names.map((name, i) => ({ name, purpose: `Report part ${i + 1}` })),
+    };
+    h = await Harness.create({
+      script: (r) =>
+        isPlan(r) ? planOf(spec) : isEvaluation(r) ? pass() : { content: `result of ${taskName(r)}` },
+      assistants: GENERALIST,
+    });
+    const { rootTaskId } = await h.submit("survey every part", mode);
+    await h.runToEnd(rootTaskId);
+    return rootTaskId;
+  }
+
+  it("a renamed repeat that meets a sibling's own name (a, a, a (2)): three parts, each made and run once", async () => {
+    const rootTaskId = await planned(["a", "a", "a (2)"], "eager");
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+    const children = await h.rt.tasks.children(rootTaskId);
+    expect(children.map((c) => c.title).sort()).toEqual(["a", "a (2)", "a (3)"]);
+    expect(children.every((c) => c.status === "done")).toBe(true);
+    expect((await h.rt.tasks.childCounts(rootTaskId))?.created).toBe(3);
   });
 });

@@ -340,11 +340,11 @@ export async function materialise(
     const node: Node = { id: id ?? meta.id, parent: p, spec: s, budgets: inheritBudgets(b, s.budgets) };
     nodes.push(node);
     if (!options.withChildren) return;
-    const seen = new Map<string, number>();
-    for (const sub of s.subtasks ?? []) {
-      const n = (seen.get(sub.name) ?? 0) + 1;
-      seen.set(sub.name, n);
-      visit(n > 1 ? { ...sub, name: `${sub.name} (${n})` } : sub, node.id, node.budgets, undefined, false);
+    const subtasks = s.subtasks ?? [];
+    const names = siblingNames(subtasks.map((sub) => sub.name));
+    for (const [i, sub] of subtasks.entries()) {
+      const name = names[i] ?? sub.name;
+      visit(name === sub.name ? sub : { ...sub, name }, node.id, node.budgets, undefined, false);
     }
   };
   visit(spec, parent, budgets, options.rootId, true);
@@ -413,6 +413,26 @@ export async function materialise(
       await deps.tasks.recordMany(events.slice(i, i + RECORD_MANY_LIMIT));
   deps.faults?.hit("after-record", "TaskCreated");
   return { id: nodes[0]?.id as Urn, top: written[0]?.resource as TaskResource };
+}
+
+/**
+ * The names siblings are made under (their URNs derive from them): the nth of a repeated name is
+ * "name (n)", or, when a sibling is named that already ("a", "a", "a (2)"), the next such name
+ * nobody has. Two siblings of one URN would be one task written twice: their TaskCreated events, in
+ * one batch, are refused (the plan step failing at every delivery), or the second is taken for the first.
+ */
+export function siblingNames(names: readonly string[]): string[] {
+  const given = new Set(names);
+  const taken = new Set<string>();
+  const seen = new Map<string, number>();
+  return names.map((name) => {
+    let n = (seen.get(name) ?? 0) + 1;
+    let unique = n > 1 ? `${name} (${n})` : name;
+    while (n > 1 && (given.has(unique) || taken.has(unique))) unique = `${name} (${++n})`;
+    seen.set(name, n);
+    taken.add(unique);
+    return unique;
+  });
 }
 
 /**
