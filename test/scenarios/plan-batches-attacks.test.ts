@@ -155,4 +155,13 @@ describe("siblings whose names repeat: each is a task of its own", () => {
     expect(children.every((c) => c.status === "done")).toBe(true);
     expect((await h.rt.tasks.childCounts(rootTaskId))?.created).toBe(3);
   });
+
+  it("a plan approved with two subtasks of one name (lazy): both are made and run", async () => {
+    const rootTaskId = await planned(["a", "a"], "lazy");
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+    const children = await h.rt.tasks.children(rootTaskId);
+    expect(children.map((c) => c.title).sort()).toEqual(["a", "a (2)"]);
+    expect(children.every((c) => c.status === "done")).toBe(true);
+    expect((await h.rt.tasks.childCounts(rootTaskId))?.created).toBe(2);
+  });
 });
