@@ -109,10 +109,11 @@ export class SqsCommandQueues {
         (out) => {
           let n = 0;
           for (const name of [WAITING, IN_FLIGHT] as const) {
-            const counted = Number(out.Attributes?.[name]);
-            if (!Number.isInteger(counted) || counted < 0)
-              throw unavailable(`${name} is ${out.Attributes?.[name]}`);
-            n += counted;
+            // Digits only: Number("") and Number(" ") are 0, an idle queue read from no count.
+            const told = out.Attributes?.[name];
+            if (told === undefined || !/^\d+$/.test(told))
+              throw unavailable(`${name} is ${JSON.stringify(told)}`);
+            n += Number(told);
           }
           return n;
         },
