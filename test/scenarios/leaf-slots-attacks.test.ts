@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { taskDepth } from "../../shared/domain/urn.ts";
+import { rootTaskOf, taskDepth } from "../../shared/domain/urn.ts";
 import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
-import { Harness } from "./engine-harness.ts";
+import { Harness, PERSON } from "./engine-harness.ts";
 import { fanOut, GENERALIST, watchLeaves } from "./scenarios.ts";
 
 /**
@@ -55,4 +55,111 @@ describe("leaf slots: a count of the ready steps that is no count", () => {
       expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
       expect(leaves.most).toBe(2);
     });
+});
+
+const leafCalls = (hh: Harness) =>
+  hh.llm.calls.filter((c) => !c.tools?.some((t) => ["create_plan", "report_evaluation"].includes(t.name)));
+
+const slotsOf = (hh: Harness, rootTaskId: string) =>
+  hh.rt.state.get<{ running: string[]; parked: string[] }>(leafSlotsKey(rootTaskId));
+
+describe("leaf slots: a bound that gives way, under duplicate deliveries and a count that flickers", () => {
+  it("every command delivered twice, the count flipping between idle and busy: each leaf runs once, never more than leavesWhenIdle, all end", async () => {
+    const { script } = fanOut(12, 10);
+    let reads = 0;
+    h = await Harness.create({
+      script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2, leavesWhenIdle: 5 },
+      bus: { deliveries: 2 },
+      readySteps: async () => (reads++ % 3 === 0 ? 0 : 100),
+    });
+    const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+    const { rootTaskId } = await h.submit("survey twelve parts");
+    await h.idle();
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+    expect(leaves.most).toBeLessThanOrEqual(5);
+    expect(leaves.most).toBeGreaterThanOrEqual(2);
+    expect(leafCalls(h)).toHaveLength(12);
+    expect((await slotsOf(h, rootTaskId))?.data).toEqual({ running: [], parked: [] });
+  });
+
+  it("two wide requests at once on the engine's own count: each ends, each leaf runs once, neither past leavesWhenIdle", async () => {
+    const { script } = fanOut(8, 10);
+    h = await Harness.create({
+      script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2, leavesWhenIdle: 6 },
+    });
+    // Each request's leaves running at once, by its root.
+    const running = new Map<string, { now: number; most: number }>();
+    const log = h.rt.tasks;
+    const record = log.record.bind(log);
+    log.record = async (event) => {
+      const result = await record(event);
+      const id = event.payload.taskId;
+      if (!result.duplicate && taskDepth(id) === 2) {
+        const root = String(rootTaskOf(id));
+        const seen = running.get(root) ?? { now: 0, most: 0 };
+        if (event.type === "TaskStarted") seen.now++;
+        else if (event.type === "TaskCompleted") seen.now--;
+        seen.most = Math.max(seen.most, seen.now);
+        running.set(root, seen);
+      }
+      return result;
+    };
+    const submitted = await Promise.all([
+      h.submit("survey eight parts"),
+      h.submit("survey eight parts again"),
+    ]);
+    await h.idle();
+    for (const { rootTaskId } of submitted) {
+      expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+      expect((await slotsOf(h, rootTaskId))?.data).toEqual({ running: [], parked: [] });
+      expect(running.get(rootTaskId)?.most).toBeGreaterThanOrEqual(2);
+      expect(running.get(rootTaskId)?.most).toBeLessThanOrEqual(6);
+    }
+    expect(leafCalls(h)).toHaveLength(16);
+  });
+
+  it("leavesWhenIdle below leavesAtOnce (a misconfiguration): the bound holds, the count is never read", async () => {
+    const { script } = fanOut(6, 5);
+    let reads = 0;
+    h = await Harness.create({
+      script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 3, leavesWhenIdle: 1 },
+      readySteps: async () => {
+        reads++;
+        return 0;
+      },
+    });
+    const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+    const { rootTaskId } = await h.submit("survey six parts");
+    await h.idle();
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+    expect(leaves.most).toBe(3);
+    expect(reads).toBe(0);
+  });
+
+  it("a request canceled while its leaves wait, the bound given way: none of the waiting starts", async () => {
+    const { script } = fanOut(10, 1500);
+    h = await Harness.create({
+      script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2, leavesWhenIdle: 4 },
+      readySteps: async () => 0,
+    });
+    const { rootTaskId } = await h.submit("survey ten parts");
+    for (let i = 0; i < 200 && leafCalls(h).length < 4; i++) await new Promise((r) => setTimeout(r, 10));
+    const waiting = await slotsOf(h, rootTaskId);
+    expect(waiting?.data.running).toHaveLength(4);
+    expect(waiting?.data.parked).toHaveLength(6);
+    await h.engine.cancel(rootTaskId, PERSON, "not needed");
+    await h.idle();
+    const tree = await h.tree(rootTaskId);
+    expect([...tree.values()].every((v) => v.status === "canceled")).toBe(true);
+    expect(leafCalls(h)).toHaveLength(4);
+    expect((await slotsOf(h, rootTaskId))?.data).toEqual({ running: [], parked: [] });
+  });
 });
