@@ -1,13 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../../shared/domain/events.ts";
-import { taskDepth } from "../../shared/domain/urn.ts";
-import {
-  type EngineSettings,
-  type FaultInjector,
-  type FaultPoint,
-  SimulatedCrash,
-} from "../../shared/engine/context.ts";
+import type { EngineSettings } from "../../shared/engine/context.ts";
 import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
+import { ConflictError } from "../../shared/kernel/errors.ts";
+import { Dies, isRootBatch, loseBatch } from "./batch-crash.ts";
 import { Harness } from "./engine-harness.ts";
 import { areas, GENERALIST, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
 
@@ -19,44 +15,6 @@ import { areas, GENERALIST, isEvaluation, isPlan, pass, planOf, taskName } from 
  */
 let h: Harness;
 afterEach(() => h?.close());
-
-/** A process that dies once `dead` is set: every later fault point throws, as nothing more happens. */
-class Dies implements FaultInjector {
-  dead = false;
-  hit(point: FaultPoint, step: string): void {
-    if (this.dead) throw new SimulatedCrash(point, step);
-  }
-}
-
-/**
- * The TaskCreated batches of this process: the one `lost` picks never commits (the process dies
- * while it is under way), once every other batch of the plan has committed.
- */
-function loseBatch(hh: Harness, dies: Dies, lost: (events: readonly TaskEvent[]) => boolean) {
-  const log = hh.rt.tasks;
-  const recordMany = log.recordMany.bind(log);
-  const others: Promise<unknown>[] = [];
-  const seen = { lost: 0, committed: 0 };
-  log.recordMany = async (events: readonly TaskEvent[]) => {
-    if (dies.dead) throw new SimulatedCrash("after-record", "TaskCreated");
-    if (!lost(events)) {
-      const done = recordMany(events);
-      others.push(done);
-      const views = await done;
-      seen.committed++;
-      return views;
-    }
-    await new Promise((r) => setTimeout(r, 20)); // the others are under way meanwhile
-    await Promise.allSettled(others);
-    seen.lost++;
-    dies.dead = true;
-    throw new SimulatedCrash("after-record", "TaskCreated");
-  };
-  return seen;
-}
-
-const isRootBatch = (events: readonly TaskEvent[]) =>
-  events.some((e) => e.type === "TaskCreated" && taskDepth(e.payload.taskId) === 1);
 
 async function crashedPlan(
   lost: (events: readonly TaskEvent[]) => boolean,
@@ -163,5 +121,33 @@ describe("siblings whose names repeat: each is a task of its own", () => {
     expect(children.map((c) => c.title).sort()).toEqual(["a", "a (2)"]);
     expect(children.every((c) => c.status === "done")).toBe(true);
     expect((await h.rt.tasks.childCounts(rootTaskId))?.created).toBe(2);
+  });
+});
+
+describe("a plan's concurrent TaskCreated batches that conflict", () => {
+  it("each batch's first transaction committed but answered with a conflict (a lost answer tried again): each task once, counts exact", async () => {
+    const groups = [12, 12, 12];
+    h = await Harness.create({ script: areas(groups).script, assistants: GENERALIST });
+    const state = h.rt.state;
+    const transact = state.transact.bind(state);
+    let conflicted = 0;
+    const answered = new Set<string>();
+    state.transact = async (ops) => {
+      const result = await transact(ops);
+      // A batch of TaskCreated (it adds to child counts), told apart by its first task.
+      const first = ops.find((op) => op.op === "append");
+      const isBatch = ops.some((op) => op.op === "add") && first?.op === "append";
+      if (isBatch && ops.filter((op) => op.op === "append").length > 1 && !answered.has(first.streamId)) {
+        answered.add(first.streamId);
+        conflicted++;
+        throw new ConflictError("the transaction's answer was lost; tried again, it conflicts with itself");
+      }
+      return result;
+    };
+    const { rootTaskId } = await h.submit("survey every area");
+    await h.idle();
+    expect(conflicted).toBe(2); // both batches
+    state.transact = transact;
+    await expectWhole(rootTaskId, groups);
   });
 });
