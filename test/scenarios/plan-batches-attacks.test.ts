@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../../shared/domain/events.ts";
+import type { TaskSpec } from "../../shared/domain/resources.ts";
 import type { EngineSettings } from "../../shared/engine/context.ts";
 import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
 import { ConflictError } from "../../shared/kernel/errors.ts";
@@ -149,5 +150,70 @@ describe("a plan's concurrent TaskCreated batches that conflict", () => {
     expect(conflicted).toBe(2); // both batches
     state.transact = transact;
     await expectWhole(rootTaskId, groups);
+  });
+});
+
+describe("a corrective round's concurrent TaskCreated batches, a process dying between them", () => {
+  it("the leaves' batch of a corrective subtree on record, its top's not: the round is made whole once and the request ends", async () => {
+    // The root's first evaluation fails with one corrective subtask of three areas of ten parts:
+    // 34 tasks, in two batches (the top, its areas and twenty parts; the last area's ten parts).
+    const fix: TaskSpec = {
+      name: "fix",
+      purpose: "Collect every part of every area",
+      subtasks: [1, 2, 3].map((a) => ({
+        name: `missed ${a}`,
+        purpose: `Collect the parts of area ${a}`,
+        subtasks: Array.from({ length: 10 }, (_, p) => ({
+          name: `missed ${a} part ${p + 1}`,
+          purpose: "Report it",
+        })),
+      })),
+    };
+    let evaluated = 0;
+    h = await Harness.create({
+      script: (r) => {
+        if (isPlan(r))
+          return planOf({
+            name: "Survey",
+            purpose: "Collect every part",
+            subtasks: [{ name: "part 1", purpose: "Report part 1" }],
+          });
+        if (isEvaluation(r) && evaluated++ === 0)
+          return {
+            toolCalls: [
+              {
+                name: "report_evaluation",
+                arguments: { passed: false, reason: "areas were missed", corrective_subtasks: [fix] },
+              },
+            ],
+          };
+        if (isEvaluation(r)) return pass();
+        return { content: `result of ${taskName(r)}` };
+      },
+      assistants: GENERALIST,
+      bus: { maxAttempts: 1 },
+    });
+    await h.restart();
+    const dies = new Dies();
+    await h.open(dies);
+    const isFixBatch = (events: readonly TaskEvent[]) =>
+      events.some((e) => e.type === "TaskCreated" && e.payload.title === "fix");
+    const seen = loseBatch(h, dies, (events) => events.length > 1 && isFixBatch(events));
+    const { rootTaskId } = await h.submit("survey it");
+    await h.idle();
+    expect(seen.lost).toBe(1);
+    await h.restart();
+    await h.runToEnd(rootTaskId);
+    const tree = await h.tree(rootTaskId);
+    expect(tree.size).toBe(2 + 34);
+    expect([...tree.values()].filter((v) => v.status !== "done").map((v) => v.title)).toEqual([]);
+    for (const v of tree.values())
+      expect((await h.rt.state.readStream(v.taskId)).filter((e) => e.type === "TaskCreated")).toHaveLength(1);
+    expect(await h.rt.tasks.childCounts(rootTaskId)).toEqual({ created: 2, ended: 2 });
+    const top = [...tree.values()].find((v) => v.title === "fix");
+    expect(await h.rt.tasks.childCounts(String(top?.taskId))).toEqual({ created: 3, ended: 3 });
+    // The corrective parts ran once each, all in the new process.
+    const partCalls = h.llm.calls.filter((c) => /^missed \d+ part/.test(taskName(c)));
+    expect(partCalls).toHaveLength(30);
   });
 });
