@@ -197,7 +197,8 @@ export const READY_STEPS_WAIT_MS = 500;
  */
 function readyStepsNow(deps: EngineDeps): Promise<number | undefined> {
   const { leavesAtOnce, leavesWhenIdle } = deps.settings;
-  if (!deps.readySteps || leavesWhenIdle <= leavesAtOnce) return Promise.resolve(undefined);
+  const { readySteps } = deps;
+  if (!readySteps || leavesWhenIdle <= leavesAtOnce) return Promise.resolve(undefined);
   const uncounted = (error: unknown) => {
     deps.log.warn("the ready steps could not be counted; the leaves' bound holds", {
       error: error instanceof Error ? error : String(error),
@@ -212,9 +213,11 @@ function readyStepsNow(deps: EngineDeps): Promise<number | undefined> {
     );
   });
   // A count below zero, or no number, is no count: taken for one, it would let the bound give way.
-  const counted = deps
-    .readySteps()
-    .then((n) => (Number.isFinite(n) && n >= 0 ? n : uncounted(`the count was ${n}`)), uncounted);
+  // One that throws before it has a promise to reject fails no step: it is a count not read either.
+  const counted = new Promise<number>((resolve) => resolve(readySteps())).then(
+    (n) => (Number.isFinite(n) && n >= 0 ? n : uncounted(`the count was ${n}`)),
+    uncounted,
+  );
   return Promise.race([counted, late]).finally(() => clearTimeout(timer));
 }
 

@@ -163,3 +163,23 @@ describe("leaf slots: a bound that gives way, under duplicate deliveries and a c
     expect((await slotsOf(h, rootTaskId))?.data).toEqual({ running: [], parked: [] });
   });
 });
+
+describe("leaf slots: a count that throws before it answers", () => {
+  it("a readySteps that throws at once (no promise) holds the bound; the request still ends", async () => {
+    const { script } = fanOut(5, 5);
+    h = await Harness.create({
+      script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2, leavesWhenIdle: 5 },
+      bus: { maxAttempts: 1 },
+      readySteps: () => {
+        throw new Error("no queue client");
+      },
+    });
+    const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+    const { rootTaskId } = await h.submit("survey five parts");
+    await h.idle();
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
+    expect(leaves.most).toBe(2);
+  });
+});
