@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { rootTaskOf, taskDepth } from "../../shared/domain/urn.ts";
 import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
-import { Harness, PERSON } from "./engine-harness.ts";
+import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
 import { fanOut, GENERALIST, watchLeaves } from "./scenarios.ts";
 
 /**
@@ -181,5 +181,34 @@ describe("leaf slots: a count that throws before it answers", () => {
     await h.idle();
     expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("done");
     expect(leaves.most).toBe(2);
+  });
+});
+
+describe("leaf slots: the watchdog's repair with the bound given way", () => {
+  it("a step that dies after a leaf's end, before its slot is freed, the count idle: the watchdog frees it and the rest run once", async () => {
+    h = await Harness.create({
+      script: fanOut(8, 5).script,
+      assistants: GENERALIST,
+      settings: { leavesAtOnce: 2, leavesWhenIdle: 4 },
+      bus: { maxAttempts: 1 },
+      readySteps: async () => 0,
+    });
+    await h.restart();
+    const crash = new CrashAt("after-record", "TaskCompleted");
+    await h.open(crash);
+    const { rootTaskId } = await h.submit("survey eight parts");
+    await h.idle();
+    expect(crash.fired).toBe(true);
+    const stuck = await slotsOf(h, rootTaskId);
+    expect(stuck?.data.running).toHaveLength(4);
+    await h.restart();
+    const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
+    await h.runToEnd(rootTaskId);
+    expect([...(await h.tree(rootTaskId)).values()].every((v) => v.status === "done")).toBe(true);
+    // The four parked start once here; the four cut short go on (a turn of theirs may be asked again).
+    expect(leafCalls(h).length).toBeGreaterThanOrEqual(4);
+    expect(leafCalls(h).length).toBeLessThanOrEqual(8);
+    expect(leaves.most).toBeLessThanOrEqual(4);
+    expect((await slotsOf(h, rootTaskId))?.data).toEqual({ running: [], parked: [] });
   });
 });
