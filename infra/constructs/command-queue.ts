@@ -104,14 +104,15 @@ export function readLeavesAtOnce(scope: Construct, stepConcurrency: number): num
   return n;
 }
 
-/** The CDK context key of how many leaves of one request run at once while the ready steps have room. */
+/** The CDK context key of how many leaves of one request run at once while the leaf steps have room. */
 export const LEAVES_WHEN_IDLE_CONTEXT_KEY = "leavesWhenIdle";
 
 /**
- * `-c leavesWhenIdle=<n>`: leaves of one request running at once while fewer ready commands than
- * that are in the ready queue, waiting or taken (ARBOR_LEAVES_WHEN_IDLE, shared/engine/leaf-slots.ts),
- * from `leavesAtOnce` to the steps' concurrency, 0 for never; absent: the steps' concurrency (a
- * wide request on a quiet deployment uses every ready step no other request needs).
+ * `-c leavesWhenIdle=<n>`: leaves of one request running at once while the other requests' leaf
+ * steps (the ready and turn queues' commands, waiting or taken) number fewer than the room above
+ * `leavesAtOnce` (ARBOR_LEAVES_WHEN_IDLE, shared/engine/leaf-slots.ts), from `leavesAtOnce` to the
+ * steps' concurrency, 0 for never; absent: the steps' concurrency (a wide request on a quiet
+ * deployment uses every step no other request needs).
  */
 export function readLeavesWhenIdle(scope: Construct, stepConcurrency: number, leavesAtOnce: number): number {
   const value: unknown = scope.node.tryGetContext(LEAVES_WHEN_IDLE_CONTEXT_KEY);
@@ -120,7 +121,7 @@ export function readLeavesWhenIdle(scope: Construct, stepConcurrency: number, le
   if (!Number.isInteger(n) || (n !== 0 && (n < leavesAtOnce || n > stepConcurrency)))
     throw new ConfigError(
       `Invalid CDK context ${LEAVES_WHEN_IDLE_CONTEXT_KEY}=${JSON.stringify(value)}: give how many leaves of one request ` +
-        `may run at once while the ready steps have room, a whole number from leavesAtOnce (${leavesAtOnce}) to the steps' ` +
+        `may run at once while the leaf steps have room, a whole number from leavesAtOnce (${leavesAtOnce}) to the steps' ` +
         `concurrency (${stepConcurrency}), 0 for never (-c ${LEAVES_WHEN_IDLE_CONTEXT_KEY}=${stepConcurrency}), ` +
         "or leave the key out (the steps' concurrency)",
     );

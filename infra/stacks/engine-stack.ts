@@ -266,14 +266,14 @@ export class EngineStack extends Stack {
           actions: ["sqs:SendMessage"],
           resources: QUEUED_STEPS.map((step) => this.commandQueues[step].queue.queueArn),
         }),
-        // How many ready commands wait or run (shared/engine/leaf-slots.ts): while fewer than
-        // ARBOR_LEAVES_WHEN_IDLE do, a request's leaves may run up to that many at once.
+        // How many leaf steps wait or run (shared/engine/leaf-slots.ts): while others' are few,
+        // a request's leaves may run up to ARBOR_LEAVES_WHEN_IDLE at once.
         ...(leavesWhenIdle
           ? [
               new PolicyStatement({
-                sid: "ReadyBacklog",
+                sid: "LeafSteps",
                 actions: ["sqs:GetQueueAttributes"],
-                resources: [this.commandQueues.ready.queue.queueArn],
+                resources: [this.commandQueues.ready.queue.queueArn, this.commandQueues.turn.queue.queueArn],
               }),
             ]
           : []),
@@ -535,6 +535,10 @@ export class EngineStack extends Stack {
     // function settles a remote call whose answer came with the call's own response the same way.
     for (const step of ["plan", "resume", "turn"] as const)
       this.commandQueues[step].queue.grantSendMessages(this.api.function.role);
+    // A request canceled here frees its leaves' slots, counting the leaf steps as every step does
+    // (the turn queue's count comes with sending to it, above).
+    if (leavesWhenIdle)
+      this.commandQueues.ready.queue.grant(this.api.function.role, "sqs:GetQueueAttributes");
     this.commandQueues.turn.queue.grantSendMessages(this.tools.handler.role);
     this.api.function.function.addEnvironment("ARBOR_NOTIFY_QUEUE_URL", this.notify.deliveries.queueUrl);
     // The steps that run tools make the callback an A2A agent that pushes is given (the tool

@@ -61,10 +61,10 @@ export interface EngineSettings {
    */
   leavesAtOnce: number;
   /**
-   * Leaves of one request running at once while fewer ready commands than this are waiting or
-   * running in all (ARBOR_LEAVES_WHEN_IDLE; EngineDeps.readySteps says how many): a wide request
-   * uses the ready steps nobody else needs, and is held to `leavesAtOnce` again once they are
-   * taken. 0, or not above `leavesAtOnce`, or no readySteps: `leavesAtOnce` always.
+   * Leaves of one request running at once while the other requests' leaf steps (EngineDeps.leafSteps)
+   * number fewer than the room above `leavesAtOnce` (ARBOR_LEAVES_WHEN_IDLE): a wide request uses
+   * the steps nobody else needs, and is held to `leavesAtOnce` again once they are taken
+   * (engine/leaf-slots.ts). 0, or not above `leavesAtOnce`, or no leafSteps: `leavesAtOnce` always.
    */
   leavesWhenIdle: number;
   /**
@@ -123,8 +123,8 @@ export interface EngineDeps {
   faults?: FaultInjector;
   /** Runtime.soleWorker: claims held by anyone else were left by a process that is gone (claims.ts). */
   soleWorker?: string;
-  /** Runtime.readySteps: about how many ready commands wait for a step or run now (leaf-slots.ts). */
-  readySteps?: () => Promise<number>;
+  /** Runtime.leafSteps: about how many leaf steps (ready, turn) wait or run now (leaf-slots.ts). */
+  leafSteps?: () => Promise<number>;
   /**
    * Set while the engine runs its steps (Engine.start): a task's end, once announced, has its
    * parent counted, and judged when it was the last child, in the step that ended it

@@ -20,15 +20,15 @@ import { type EngineDeps, sendReady } from "./context.ts";
  * (the record is listed while some leaf waits). Parents hold no slot: they wait on their children.
  * A leaf that waits for a person (an approval, a question) keeps its slot: it is running.
  *
- * The bound gives way while the ready steps have room (`settings.leavesWhenIdle`): a request may
- * run up to that many leaves at once while the ready steps that are not its own (waiting or
- * running: EngineDeps.readySteps, on AWS the ready queue's count, in one process the engine's
- * step queue's, less its leaves holding a slot) number fewer than the room above the bound
- * (leavesWhenIdle - leavesAtOnce). So a wide request on an otherwise quiet deployment is not held
- * to half of what could run, and once other requests' steps take the room, its freed slots are
- * refilled only up to `leavesAtOnce` again: they wait for one of its leaves to end at most. The
- * count is read each time slots are taken (beside the slots' record); one that cannot be read
- * holds the bound.
+ * The bound gives way while the leaf steps have room (`settings.leavesWhenIdle`): a request may
+ * run up to that many leaves at once while the leaf steps (a task's start, a leaf's next turns)
+ * that are not its own, waiting or running (EngineDeps.leafSteps: on AWS the ready and turn
+ * queues' counts, in one process the engine's step queue's, less the request's leaves holding a
+ * slot), number fewer than the room above the bound (leavesWhenIdle - leavesAtOnce). So a wide
+ * request on an otherwise quiet deployment is not held to half of what could run, and once other
+ * requests' steps take the room, its freed slots are refilled only up to `leavesAtOnce` again:
+ * they wait for one of its leaves to end at most. The count is read each time slots are taken
+ * (beside the slots' record, LEAF_STEPS_WAIT_MS at most); one that cannot be read holds the bound.
  */
 export const LEAF_SLOTS_KIND = "leaf-slots";
 /**
@@ -67,7 +67,7 @@ export async function admitLeaves(deps: EngineDeps, leafIds: readonly string[]):
   // A request that is one leaf (its root) is never held back, nor is what is no request's task.
   const admitted = leafIds.filter((id) => requestOf(id) === undefined);
   const groups = byRequest(leafIds);
-  const steps = groups.size > 0 ? readyStepsNow(deps) : undefined;
+  const steps = groups.size > 0 ? leafStepsNow(deps) : undefined;
   for (const [root, ids] of groups) {
     let now: string[] = [];
     await change(deps, root, steps, (slots, limitFor) => {
@@ -125,10 +125,10 @@ export async function releaseLeaves(
     // Waiting leaves that ended meanwhile (canceled) are passed over: taking a slot, they would hold it for ever.
     for (let round = 0; round < MAX_ATTEMPTS; round++) {
       let taken: string[] = [];
-      await change(deps, root, readyStepsNow(deps), (slots, limitFor) => {
+      await change(deps, root, leafStepsNow(deps), (slots, limitFor) => {
         const running = slots.running.filter((r) => !gone.has(r));
         const parked = slots.parked.filter((p) => !gone.has(p));
-        // Its own ready steps: its running leaves', and those of the leaves ending (still at work).
+        // Its own leaf steps: its running leaves', and those of the leaves ending (still at work).
         const limit = limitFor(slots.running.length);
         taken = parked.splice(0, Math.max(0, limit - running.length));
         running.push(...taken);
@@ -184,23 +184,23 @@ export async function repairLeafSlots(deps: EngineDeps, before: string): Promise
 }
 
 /**
- * How long a change of the slots waits for the ready steps' count (SQS answers in tens of
+ * How long a change of the slots waits for the leaf steps' count (SQS answers in tens of
  * milliseconds): a count that does not come by then is one that cannot be read, and the bound
  * holds. Unbounded, a read that never answers (the SQS client has no request timeout) would hold
  * the step, and every later change of the request's slots in this process queued behind it, for ever.
  */
-export const READY_STEPS_WAIT_MS = 500;
+export const LEAF_STEPS_WAIT_MS = 500;
 
 /**
- * How many ready steps are waiting or running now (all requests'), read beside the slots' record,
+ * How many leaf steps are waiting or running now (all requests'), read beside the slots' record,
  * not before it; undefined when the bound cannot give way (no count, or nothing above the bound).
  */
-function readyStepsNow(deps: EngineDeps): Promise<number | undefined> {
+function leafStepsNow(deps: EngineDeps): Promise<number | undefined> {
   const { leavesAtOnce, leavesWhenIdle } = deps.settings;
-  const { readySteps } = deps;
-  if (!readySteps || leavesWhenIdle <= leavesAtOnce) return Promise.resolve(undefined);
+  const { leafSteps } = deps;
+  if (!leafSteps || leavesWhenIdle <= leavesAtOnce) return Promise.resolve(undefined);
   const uncounted = (error: unknown) => {
-    deps.log.warn("the ready steps could not be counted; the leaves' bound holds", {
+    deps.log.warn("the leaf steps could not be counted; the leaves' bound holds", {
       error: error instanceof Error ? error : String(error),
     });
     return undefined;
@@ -208,13 +208,13 @@ function readyStepsNow(deps: EngineDeps): Promise<number | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<undefined>((resolve) => {
     timer = setTimeout(
-      () => resolve(uncounted(`no count within ${READY_STEPS_WAIT_MS} ms`)),
-      READY_STEPS_WAIT_MS,
+      () => resolve(uncounted(`no count within ${LEAF_STEPS_WAIT_MS} ms`)),
+      LEAF_STEPS_WAIT_MS,
     );
   });
   // A count below zero, or no number, is no count: taken for one, it would let the bound give way.
   // One that throws before it has a promise to reject fails no step: it is a count not read either.
-  const counted = new Promise<number>((resolve) => resolve(readySteps())).then(
+  const counted = new Promise<number>((resolve) => resolve(leafSteps())).then(
     (n) => (Number.isFinite(n) && n >= 0 ? n : uncounted(`the count was ${n}`)),
     uncounted,
   );
@@ -222,10 +222,12 @@ function readyStepsNow(deps: EngineDeps): Promise<number | undefined> {
 }
 
 /**
- * The most leaves of one request that may run, `ours` of the ready steps counted being its own
- * (its leaves holding a slot, whose steps are at work): `leavesWhenIdle` while the others' number
- * fewer than the room above the bound (leavesWhenIdle - leavesAtOnce), else `leavesAtOnce`. The
- * others' steps then wait for one of its leaves to end at most.
+ * The most leaves of one request that may run, `ours` of the leaf steps counted being its own (its
+ * leaves holding a slot, each with its start or its next turn waiting or at work): `leavesWhenIdle`
+ * while the others' number fewer than the room above the bound (leavesWhenIdle - leavesAtOnce),
+ * else `leavesAtOnce`. The others' steps then wait for one of its leaves to end at most. A leaf
+ * that waits for a person or a remote agent holds a slot with no step: taken off the count all the
+ * same, it makes the others look fewer than they are, by as many such leaves as the request has.
  */
 function limitOf(settings: EngineDeps["settings"], steps: number | undefined, ours: number): number {
   const { leavesAtOnce, leavesWhenIdle } = settings;
@@ -240,11 +242,11 @@ function limitOf(settings: EngineDeps["settings"], steps: number | undefined, ou
  */
 const inProcess = new Map<string, Promise<void>>();
 
-/** How many leaves of the request may run, given how many of the ready steps counted are its own. */
+/** How many leaves of the request may run, given how many of the leaf steps counted are its own. */
 type LimitFor = (ours: number) => number;
 
 /**
- * Reads the request's slots (and the ready steps counted, `steps`), applies `next` (undefined:
+ * Reads the request's slots (and the leaf steps counted, `steps`), applies `next` (undefined:
  * nothing to change), writes them on their version.
  */
 function change(

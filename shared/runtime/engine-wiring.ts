@@ -153,8 +153,8 @@ export function engineOn(
   // A task's description is embedded to elect its assistant, and again for its leaf's context.
   const embedder = new RememberingEmbedder(models.embedder);
   // In one process the engine's own step queue runs every step; elsewhere the runtime says (its queues).
-  const readySteps =
-    rt.readySteps?.bind(rt) ?? (rt.mode === "local" ? () => Promise.resolve(engine.stepsInQueue) : undefined);
+  const leafSteps =
+    rt.leafSteps?.bind(rt) ?? (rt.mode === "local" ? () => Promise.resolve(engine.stepsInQueue) : undefined);
   const engine: Engine = new Engine({
     resources: rt.resources,
     objects: rt.objects,
@@ -176,7 +176,7 @@ export function engineOn(
     settings: { ...DEFAULT_SETTINGS, ...options.settings, ...(defaultTeam ? { defaultTeam } : {}) },
     ...(options.faults ? { faults: options.faults } : {}),
     ...(rt.soleWorker ? { soleWorker: rt.soleWorker } : {}),
-    ...(readySteps ? { readySteps } : {}),
+    ...(leafSteps ? { leafSteps } : {}),
   });
   // A tools file replaces the built-ins: a default team that lists tools it lacks is said at start.
   const gap = options.warnToolGaps === false ? undefined : defaultTeamToolGap(engine.deps);

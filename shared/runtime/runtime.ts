@@ -33,11 +33,12 @@ export interface Runtime {
    */
   readonly soleWorker?: string;
   /**
-   * About how many ready commands (a leaf's or a parent's start) are waiting for a step or being
-   * run by one now: while fewer than EngineSettings.leavesWhenIdle are, a wide request may run that
-   * many of its leaves at once (engine/leaf-slots.ts). Absent where it cannot be known cheaply.
+   * About how many leaf steps are waiting for a function or being run by one now, every request's:
+   * the commands that run leaves (a task's start, a leaf's next turns). While the others' number
+   * fewer than the room above the bound, a wide request may run up to EngineSettings.leavesWhenIdle
+   * of its leaves at once (engine/leaf-slots.ts). Absent where it cannot be known cheaply.
    */
-  readySteps?(): Promise<number>;
+  leafSteps?(): Promise<number>;
   /** Waits for in-flight work (local deliveries) and releases files and connections. */
   close(): Promise<void>;
 }

@@ -41,8 +41,8 @@ const LEAVES_AT_ONCE = Number(
   process.env.ARBOR_BENCH_LEAVES_AT_ONCE ?? defaultLeavesAtOnce(DEFAULT_STEP_CONCURRENCY),
 );
 /**
- * Leaves of one request at once while the ready steps have room (fewer commands in the ready queue,
- * waiting or taken, than this): the engine stack's
+ * Leaves of one request at once while the leaf steps have room (the other requests' commands in the
+ * ready and turn queues, waiting or taken, fewer than the room above the bound): the engine stack's
  * default (the steps' concurrency), or ARBOR_BENCH_LEAVES_WHEN_IDLE (0: the bound always holds).
  */
 const LEAVES_WHEN_IDLE = Number(
@@ -175,7 +175,7 @@ describe("the AWS path of a request, counted", () => {
     if (rows.length === 0) return;
     const lines = [
       "",
-      `AWS path, warm, without the model, ${LEAVES_AT_ONCE ? `${LEAVES_AT_ONCE} leaves of a request at once (${LEAVES_WHEN_IDLE || LEAVES_AT_ONCE} while the ready steps have room)` : "every leaf of a request at once"} (latencies: ${Object.entries(
+      `AWS path, warm, without the model, ${LEAVES_AT_ONCE ? `${LEAVES_AT_ONCE} leaves of a request at once (${LEAVES_WHEN_IDLE || LEAVES_AT_ONCE} while the leaf steps have room)` : "every leaf of a request at once"} (latencies: ${Object.entries(
         LATENCIES,
       )
         .map(([k, v]) => `${k} ${v} ms`)

@@ -55,8 +55,8 @@ export interface HarnessOptions {
    * (re)start, e.g. DynamoDB Local with lagging indexes (engine-lagging.int.test.ts).
    */
   state?: () => StateStore;
-  /** How many ready steps wait or run (Runtime.readySteps; default: the engine's own step queue's). */
-  readySteps?: () => Promise<number>;
+  /** How many leaf steps wait or run (Runtime.leafSteps; default: the engine's own step queue's). */
+  leafSteps?: () => Promise<number>;
 }
 
 export class Harness {
@@ -98,8 +98,8 @@ export class Harness {
     );
     const state = this.options.state?.();
     const withState = state ? { ...rt, state, tasks: new TaskLog(state) } : rt;
-    const { readySteps } = this.options;
-    this.rt = readySteps ? { ...withState, readySteps } : withState;
+    const { leafSteps } = this.options;
+    this.rt = leafSteps ? { ...withState, leafSteps } : withState;
     this.llm = new ScriptedLlm(this.options.script);
     this.engine = await createLocalEngine(this.rt, {
       llm: this.llm,

@@ -5,22 +5,22 @@ import { CrashAt, Harness, PERSON } from "./engine-harness.ts";
 import { fanOut, GENERALIST, watchLeaves } from "./scenarios.ts";
 
 /**
- * The bound of a request's leaves gives way to leavesWhenIdle only on a count of the ready steps
- * (EngineDeps.readySteps, on AWS an SQS read): a count that cannot be had, however it fails, holds
+ * The bound of a request's leaves gives way to leavesWhenIdle only on a count of the leaf steps
+ * (EngineDeps.leafSteps, on AWS an SQS read): a count that cannot be had, however it fails, holds
  * the bound, and never holds the request.
  */
 let h: Harness;
 afterEach(() => h?.close());
 
-describe("leaf slots: a count of the ready steps that never comes", () => {
-  it("a readySteps that never answers holds the bound; the request still ends", async () => {
+describe("leaf slots: a count of the leaf steps that never comes", () => {
+  it("a leafSteps that never answers holds the bound; the request still ends", async () => {
     const { script } = fanOut(6, 5);
     let reads = 0;
     h = await Harness.create({
       script,
       assistants: GENERALIST,
       settings: { leavesAtOnce: 2, leavesWhenIdle: 5 },
-      readySteps: () => {
+      leafSteps: () => {
         reads++;
         return new Promise<number>(() => {}); // a connection that never answers
       },
@@ -36,18 +36,18 @@ describe("leaf slots: a count of the ready steps that never comes", () => {
   }, 20_000);
 });
 
-describe("leaf slots: a count of the ready steps that is no count", () => {
+describe("leaf slots: a count of the leaf steps that is no count", () => {
   for (const [what, count] of [
     ["negative", -40],
     ["not a number", Number.NaN],
   ] as const)
-    it(`a readySteps that answers ${what} holds the bound`, async () => {
+    it(`a leafSteps that answers ${what} holds the bound`, async () => {
       const { script } = fanOut(5, 5);
       h = await Harness.create({
         script,
         assistants: GENERALIST,
         settings: { leavesAtOnce: 2, leavesWhenIdle: 5 },
-        readySteps: async () => count,
+        leafSteps: async () => count,
       });
       const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
       const { rootTaskId } = await h.submit("survey five parts");
@@ -72,7 +72,7 @@ describe("leaf slots: a bound that gives way, under duplicate deliveries and a c
       assistants: GENERALIST,
       settings: { leavesAtOnce: 2, leavesWhenIdle: 5 },
       bus: { deliveries: 2 },
-      readySteps: async () => (reads++ % 3 === 0 ? 0 : 100),
+      leafSteps: async () => (reads++ % 3 === 0 ? 0 : 100),
     });
     const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
     const { rootTaskId } = await h.submit("survey twelve parts");
@@ -129,7 +129,7 @@ describe("leaf slots: a bound that gives way, under duplicate deliveries and a c
       script,
       assistants: GENERALIST,
       settings: { leavesAtOnce: 3, leavesWhenIdle: 1 },
-      readySteps: async () => {
+      leafSteps: async () => {
         reads++;
         return 0;
       },
@@ -148,7 +148,7 @@ describe("leaf slots: a bound that gives way, under duplicate deliveries and a c
       script,
       assistants: GENERALIST,
       settings: { leavesAtOnce: 2, leavesWhenIdle: 4 },
-      readySteps: async () => 0,
+      leafSteps: async () => 0,
     });
     const { rootTaskId } = await h.submit("survey ten parts");
     for (let i = 0; i < 200 && leafCalls(h).length < 4; i++) await new Promise((r) => setTimeout(r, 10));
@@ -165,14 +165,14 @@ describe("leaf slots: a bound that gives way, under duplicate deliveries and a c
 });
 
 describe("leaf slots: a count that throws before it answers", () => {
-  it("a readySteps that throws at once (no promise) holds the bound; the request still ends", async () => {
+  it("a leafSteps that throws at once (no promise) holds the bound; the request still ends", async () => {
     const { script } = fanOut(5, 5);
     h = await Harness.create({
       script,
       assistants: GENERALIST,
       settings: { leavesAtOnce: 2, leavesWhenIdle: 5 },
       bus: { maxAttempts: 1 },
-      readySteps: () => {
+      leafSteps: () => {
         throw new Error("no queue client");
       },
     });
@@ -191,7 +191,7 @@ describe("leaf slots: the watchdog's repair with the bound given way", () => {
       assistants: GENERALIST,
       settings: { leavesAtOnce: 2, leavesWhenIdle: 4 },
       bus: { maxAttempts: 1 },
-      readySteps: async () => 0,
+      leafSteps: async () => 0,
     });
     await h.restart();
     const crash = new CrashAt("after-record", "TaskCompleted");

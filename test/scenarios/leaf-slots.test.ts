@@ -91,7 +91,7 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
     expect(await h.rt.state.get(leafSlotsKey(rootTaskId))).toBeUndefined();
   });
 
-  it("while the ready steps have room, the bound gives way to leavesWhenIdle: ten leaves, three slots, seven when idle", async () => {
+  it("while the leaf steps have room, the bound gives way to leavesWhenIdle: ten leaves, three slots, seven when idle", async () => {
     const { script } = fanOut(10, 15);
     // In one process the engine's own step queue counts the steps running and waiting.
     h = await Harness.create({
@@ -107,8 +107,8 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
     expect(leafCalls(h)).toHaveLength(10);
   });
 
-  it("while the ready steps have no room, or cannot be counted, the bound holds", async () => {
-    for (const readySteps of [
+  it("while the leaf steps have no room, or cannot be counted, the bound holds", async () => {
+    for (const leafSteps of [
       async () => 20,
       async (): Promise<number> => Promise.reject(new Error("SQS is away")),
     ]) {
@@ -117,7 +117,7 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
         script,
         assistants: GENERALIST,
         settings: { leavesAtOnce: 3, leavesWhenIdle: 7 },
-        readySteps,
+        leafSteps,
       });
       const leaves = watchLeaves(h, (id) => taskDepth(id) === 2);
       const { rootTaskId } = await h.submit("survey ten parts");
@@ -137,7 +137,7 @@ describe("a request's leaves run at most leavesAtOnce at once", () => {
       assistants: GENERALIST,
       settings: { leavesAtOnce: 2, leavesWhenIdle: 6 },
       // Room when the plan takes its slots; from then on, other requests' steps fill the ready step.
-      readySteps: async () => (reads++ === 0 ? 0 : 40),
+      leafSteps: async () => (reads++ === 0 ? 0 : 40),
     });
     const running = { now: 0, mostStartedAfterAnEnd: 0, ended: 0 };
     const log = h.rt.tasks;

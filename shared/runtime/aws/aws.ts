@@ -69,9 +69,15 @@ export function createAwsRuntime(config: AwsConfig, clients: AwsClients = {}): A
     resources,
     tasks: new TaskLog(state),
     audit: new EventLogAudit(state), // audit#<task> streams in the state table
-    // The ready step's queue: its commands waiting or being run (a leaf's bound gives way while few are).
+    // The queues of the steps that run leaves (their starts, their next turns): their commands
+    // waiting or being run (a request's leaves' bound gives way while others' are few).
     ...(commands?.queues(COMMANDS.ready)
-      ? { readySteps: async () => (await commands.inQueue(COMMANDS.ready)) ?? 0 }
+      ? {
+          leafSteps: async () => {
+            const counts = await Promise.all([COMMANDS.ready, COMMANDS.turn].map((c) => commands.inQueue(c)));
+            return counts.reduce((sum: number, n) => sum + (n ?? 0), 0);
+          },
+        }
       : {}),
     // S3 and DynamoDB acknowledge a write once it is stored durably: nothing to wait for.
     untilDurable: () => Promise.resolve(),

@@ -60,7 +60,7 @@ export interface AwsConfig {
   modelPrices?: PriceOverrides;
   /** Leaves of one request running at once (ARBOR_LEAVES_AT_ONCE, 0: no bound); absent: the engine's default. */
   leavesAtOnce?: number;
-  /** Leaves of one request running at once while the ready steps have room (ARBOR_LEAVES_WHEN_IDLE, 0: the bound always holds). */
+  /** Leaves of one request running at once while the leaf steps have room (ARBOR_LEAVES_WHEN_IDLE, 0: the bound always holds). */
   leavesWhenIdle?: number;
   /** Requests per key and per tenant, counted per API function instance (ARBOR_RATE_LIMIT_PER_*). */
   rateLimits?: RateLimits;

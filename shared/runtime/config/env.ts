@@ -279,8 +279,9 @@ export const EnvSchema = z.object({
     .max(10_000, "at most 10000, e.g. 20")
     .optional(),
   /**
-   * Leaves of one request running at once while fewer ready steps than that wait or run in all (the
-   * bound above gives way to it then; shared/engine/leaf-slots.ts). 0: the bound always holds.
+   * Leaves of one request running at once while the other requests' leaf steps (starts, next turns)
+   * waiting or running number fewer than the room above the bound (shared/engine/leaf-slots.ts).
+   * 0: the bound always holds.
    */
   ARBOR_LEAVES_WHEN_IDLE: z.coerce
     .number()

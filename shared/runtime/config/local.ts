@@ -46,7 +46,7 @@ export interface LocalConfig {
   modelPrices?: PriceOverrides;
   /** Leaves of one request running at once (ARBOR_LEAVES_AT_ONCE, 0: no bound); absent: the engine's default. */
   leavesAtOnce?: number;
-  /** Leaves of one request running at once while the ready steps have room (ARBOR_LEAVES_WHEN_IDLE, 0: the bound always holds). */
+  /** Leaves of one request running at once while the leaf steps have room (ARBOR_LEAVES_WHEN_IDLE, 0: the bound always holds). */
   leavesWhenIdle?: number;
   /**
    * The chat settings file (ARBOR_CHAT_SETTINGS_FILE, else <dataDir>/chat.json); `required` when it

@@ -244,31 +244,42 @@ describe("routes", () => {
     expect(() => synthesized({ stage: "prod", leavesAtOnce: "many" })).toThrow(/leavesAtOnce/);
   });
 
-  it("lets the bound give way while the ready steps have room: up to the steps' concurrency, read from the ready queue alone", () => {
+  it("lets the bound give way while the leaf steps have room: up to the steps' concurrency, read from the ready and turn queues alone", () => {
     const idleOf = (s: ReturnType<typeof synthesized>) =>
       (
         props(s.template, logicalId(s.engine.steps.ready.function)).Environment as {
           Variables: Record<string, unknown>;
         }
       ).Variables.ARBOR_LEAVES_WHEN_IDLE;
-    const backlogReads = (s: ReturnType<typeof synthesized>) =>
-      statements(s.template).filter(
-        (st) => list(st.Action).includes("sqs:GetQueueAttributes") && st.Sid === "ReadyBacklog",
-      );
+    const counts = (s: ReturnType<typeof synthesized>) =>
+      statements(s.template).filter((st) => list(st.Action).includes("sqs:GetQueueAttributes"));
+    const arnOf = (q: { node: unknown }) => flat({ "Fn::GetAtt": [logicalId(q as never), "Arn"] });
+    const { ready, turn } = prod.engine.commandQueues;
     expect(idleOf(prod)).toBe(String(DEFAULT_STEP_CONCURRENCY));
-    // Only the ready step's queue is read, by the policy every function that sends commands holds.
-    const [read, ...more] = backlogReads(prod);
+    // The ready and turn queues are read, by the policy every function that sends commands holds.
+    const [read, ...more] = counts(prod).filter((st) => st.Sid === "LeafSteps");
     expect(more).toEqual([]);
     expect(list(read?.Action)).toEqual(["sqs:GetQueueAttributes"]);
-    expect(flat(read?.Resource)).toEqual(
-      flat({ "Fn::GetAtt": [logicalId(prod.engine.commandQueues.ready.queue), "Arn"] }),
-    );
+    expect(list(read?.Resource).map(flat)).toEqual([arnOf(ready.queue), arnOf(turn.queue)]);
     expect(read?.policy).toBe(logicalId(prod.engine.commandsPolicy));
+    // The API function (a request canceled there frees its slots) may read the ready queue's too.
+    const apiReadsOf = (x: ReturnType<typeof synthesized>) => {
+      const apiRole = flat({ Ref: logicalId(x.engine.api.function.role) });
+      const apiPolicies = Object.entries(resources(x.template, "AWS::IAM::Policy"))
+        .filter(([, p]) => (p.Properties.Roles as unknown[]).some((r) => flat(r) === apiRole))
+        .map(([id]) => id);
+      return counts(x)
+        .filter((st) => apiPolicies.includes(st.policy))
+        .flatMap((st) => list(st.Resource).map(flat));
+    };
+    expect(apiReadsOf(prod)).toContainEqual(arnOf(ready.queue));
     expect(idleOf(synthesized({ stage: "prod", stepConcurrency: "8" }))).toBe("8");
     expect(idleOf(synthesized({ stage: "prod", leavesWhenIdle: "30" }))).toBe("30");
     const never = synthesized({ stage: "prod", leavesWhenIdle: "0" });
     expect(idleOf(never)).toBe("0");
-    expect(backlogReads(never)).toEqual([]); // nothing reads the backlog, nothing may
+    // Nothing counts the leaf steps, nothing may (sending to a queue grants reading its attributes).
+    expect(counts(never).filter((st) => st.Sid === "LeafSteps")).toEqual([]);
+    expect(apiReadsOf(never)).not.toContainEqual(arnOf(never.engine.commandQueues.ready.queue));
     expect(idleOf(synthesized({ stage: "prod", leavesAtOnce: "0" }))).toBe("0"); // no bound to give way
     expect(() => synthesized({ stage: "prod", leavesWhenIdle: "51" })).toThrow(
       /leavesWhenIdle.*from leavesAtOnce \(25\) to the steps' concurrency \(50\)/,

@@ -9,7 +9,7 @@ import { SqsPeer } from "../peers/sqs-peer.ts";
 
 /**
  * How many ready commands wait for the ready step or are being run by it (SqsCommandQueues.inQueue,
- * the AWS runtime's readySteps, shared/engine/leaf-slots.ts): the real SQS client against the SQS peer.
+ * the AWS runtime's leafSteps, shared/engine/leaf-slots.ts): the real SQS client against the SQS peer.
  */
 let peer: SqsPeer;
 let client: SQSClient;
@@ -92,8 +92,10 @@ describe("the ready steps on SQS", () => {
     }
   });
 
-  it("the AWS runtime's readySteps are the ready queue's; without command queues there are none", async () => {
+  it("the AWS runtime's leafSteps are the ready and turn queues'; without command queues there are none", async () => {
     const url = peer.createQueue(`ready-${++n}`);
+    const turnUrl = peer.createQueue(`turn-${n}`);
+    const plainUrl = peer.createQueue(`plan-${n}`);
     const env = {
       ARBOR_MODE: "aws",
       AWS_REGION: "us-east-1",
@@ -102,22 +104,35 @@ describe("the ready steps on SQS", () => {
       ARBOR_EVENT_BUS_NAME: "arbor-backlog",
       ARBOR_POLICY_ENGINE: "cedar",
     };
-    const queued = loadConfig({ ...env, ARBOR_COMMAND_QUEUES: JSON.stringify({ ready: url }) });
+    const queued = loadConfig({
+      ...env,
+      ARBOR_COMMAND_QUEUES: JSON.stringify({ ready: url, turn: turnUrl, plan: plainUrl }),
+    });
     const plain = loadConfig(env);
     if (queued.mode !== "aws" || plain.mode !== "aws") throw new Error("expected aws mode");
     const rt = createAwsRuntime(queued, { sqs: client });
     const without = createAwsRuntime(plain);
     try {
-      expect(await rt.readySteps?.()).toBe(0);
+      expect(await rt.leafSteps?.()).toBe(0);
       await new SqsCommandQueues({
         client,
-        queues: { [COMMANDS.ready]: { subscription: "ready", queueUrl: url } },
+        queues: {
+          [COMMANDS.ready]: { subscription: "ready", queueUrl: url },
+          [COMMANDS.turn]: { subscription: "turn", queueUrl: turnUrl },
+          [COMMANDS.plan]: { subscription: "plan", queueUrl: plainUrl },
+        },
         region: "us-east-1",
-      }).send([ready("d"), ready("e")]);
-      // The runtime's read is a second old at most: once it is, the two commands are counted.
+      }).send([
+        ready("d"),
+        ready("e"),
+        { ...ready("f"), id: "evt-turn-f", detailType: COMMANDS.turn },
+        { ...ready("g"), id: "evt-plan-g", detailType: COMMANDS.plan },
+      ]);
+      // The runtime's read is a second old at most: once it is, the leaves' commands are counted
+      // (two starts and a turn), not the plan's.
       await new Promise((r) => setTimeout(r, WAITING_TTL_MS + 50));
-      expect(await rt.readySteps?.()).toBe(2);
-      expect(without.readySteps).toBeUndefined();
+      expect(await rt.leafSteps?.()).toBe(3);
+      expect(without.leafSteps).toBeUndefined();
     } finally {
       await rt.close();
       await without.close();
