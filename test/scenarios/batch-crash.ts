@@ -5,7 +5,7 @@ import type { Harness } from "./engine-harness.ts";
 
 // A process that dies while a plan's TaskCreated batches, written at once (engine/steps/planner.ts),
 // are under way: some committed, the others not (plan-batches-attacks.test.ts, and on DynamoDB
-// plan-batches-lagging.int.test.ts).
+// engine-lagging.int.test.ts).
 
 /** A process that dies once `dead` is set: every later fault point throws, as nothing more happens. */
 export class Dies implements FaultInjector {
@@ -45,3 +45,23 @@ export function loseBatch(hh: Harness, dies: Dies, lost: (events: readonly TaskE
 /** The batch that holds the request's root task. */
 export const isRootBatch = (events: readonly TaskEvent[]) =>
   events.some((e) => e.type === "TaskCreated" && taskDepth(e.payload.taskId) === 1);
+
+/**
+ * A request submitted to a process that dies as `lost`'s batch is under way (the others of its plan
+ * committed), then a new process on the same data, with no faults: the plan's command is delivered
+ * to it again. Answers the request's root task, and what the batches did in the process that died.
+ */
+export async function crashWhilePlanning(
+  hh: Harness,
+  lost: (events: readonly TaskEvent[]) => boolean,
+  text = "survey every area",
+): Promise<{ rootTaskId: string; seen: { lost: number; committed: number } }> {
+  await hh.restart();
+  const dies = new Dies();
+  await hh.open(dies);
+  const seen = loseBatch(hh, dies, lost);
+  const { rootTaskId } = await hh.submit(text);
+  await hh.idle();
+  await hh.restart(); // a new process, no faults
+  return { rootTaskId, seen };
+}

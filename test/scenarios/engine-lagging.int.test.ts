@@ -3,11 +3,13 @@ import { DeleteTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { ASSISTANTS, script as offsite, REQUEST } from "../../examples/offsite/scenario.ts";
 import { DynamoStateStore } from "../../shared/adapters/aws/dynamo-state-store.ts";
+import type { TaskEvent } from "../../shared/domain/events.ts";
 import type { TaskSpec } from "../../shared/domain/resources.ts";
 import { taskDepth } from "../../shared/domain/urn.ts";
 import type { FaultPoint } from "../../shared/engine/context.ts";
 import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
 import { type LaggingIndex, laggingIndex } from "../peers/lagging-dynamo.ts";
+import { crashWhilePlanning, isRootBatch } from "./batch-crash.ts";
 import { CrashAt, Harness, type HarnessOptions, PERSON } from "./engine-harness.ts";
 import { areas, fanOut, GENERALIST, watchLeaves } from "./scenarios.ts";
 
@@ -152,6 +154,48 @@ const CRASHES: [FaultPoint, string][] = [
   ["before-publish", "RESOURCE_PUT"],
   ["after-llm", "evaluate"],
 ];
+
+describe("a process that dies between a plan's concurrent TaskCreated batches, on DynamoDB with lagging indexes", () => {
+  // The parts of an area may be on record before their area and the root, and the indexes show
+  // them late: the plan delivered again makes the rest, each task once, with exact counts.
+  const GROUPS = [12, 12, 12];
+  async function crashedPlan(lost: (events: readonly TaskEvent[]) => boolean): Promise<string> {
+    h = await onLaggingDynamo({
+      script: areas(GROUPS).script,
+      assistants: GENERALIST,
+      bus: { maxAttempts: 1 },
+      settings: { leavesAtOnce: 3, leavesWhenIdle: 6 },
+    });
+    const { rootTaskId, seen } = await crashWhilePlanning(h, lost);
+    expect(seen).toEqual({ lost: 1, committed: 1 });
+    return rootTaskId;
+  }
+
+  async function expectWhole(rootTaskId: string): Promise<void> {
+    await h.runToEnd(rootTaskId, { afterIdle: () => lagging.settle() });
+    const tree = await treeOf(h, rootTaskId);
+    expect(tree.size).toBe(1 + GROUPS.length + 36);
+    expect([...tree.values()].filter((v) => v.status !== "done").map((v) => v.title)).toEqual([]);
+    for (const v of tree.values())
+      expect((await h.rt.state.readStream(v.taskId)).filter((e) => e.type === "TaskCreated")).toHaveLength(1);
+    expect(await h.rt.tasks.childCounts(rootTaskId)).toEqual({ created: 3, ended: 3 });
+    for (const area of await h.rt.tasks.children(rootTaskId))
+      expect(await h.rt.tasks.childCounts(area.taskId)).toEqual({ created: 12, ended: 12 });
+    expect((await h.rt.state.get(leafSlotsKey(rootTaskId)))?.data).toEqual({ running: [], parked: [] });
+  }
+
+  it("the parts' batch on record, the root's not: the rest is made once and the request ends", async () => {
+    const rootTaskId = await crashedPlan(isRootBatch);
+    expect(await h.rt.tasks.view(rootTaskId)).toBeUndefined();
+    await expectWhole(rootTaskId);
+  });
+
+  it("the root's batch on record, the parts' not: the rest is made once and the request ends", async () => {
+    const rootTaskId = await crashedPlan((events) => !isRootBatch(events));
+    expect((await h.rt.tasks.view(rootTaskId))?.status).toBe("open");
+    await expectWhole(rootTaskId);
+  });
+});
 
 describe("a crash after a step resumes to the same result on DynamoDB with lagging indexes", () => {
   let expected: Outcome;

@@ -4,7 +4,7 @@ import type { TaskSpec } from "../../shared/domain/resources.ts";
 import type { EngineSettings } from "../../shared/engine/context.ts";
 import { leafSlotsKey } from "../../shared/engine/leaf-slots.ts";
 import { ConflictError } from "../../shared/kernel/errors.ts";
-import { Dies, isRootBatch, loseBatch } from "./batch-crash.ts";
+import { crashWhilePlanning, isRootBatch } from "./batch-crash.ts";
 import { Harness } from "./engine-harness.ts";
 import { areas, GENERALIST, isEvaluation, isPlan, pass, planOf, taskName } from "./scenarios.ts";
 
@@ -28,15 +28,9 @@ async function crashedPlan(
     bus: { maxAttempts: 1 },
     settings,
   });
-  await h.restart();
-  const dies = new Dies();
-  await h.open(dies);
-  const seen = loseBatch(h, dies, lost);
-  const { rootTaskId } = await h.submit("survey every area");
-  await h.idle();
+  const { rootTaskId, seen } = await crashWhilePlanning(h, lost);
   expect(seen.lost).toBe(1);
   expect(seen.committed).toBeGreaterThan(0);
-  await h.restart(); // a new process, no faults
   return rootTaskId;
 }
 
@@ -193,16 +187,14 @@ describe("a corrective round's concurrent TaskCreated batches, a process dying b
       assistants: GENERALIST,
       bus: { maxAttempts: 1 },
     });
-    await h.restart();
-    const dies = new Dies();
-    await h.open(dies);
     const isFixBatch = (events: readonly TaskEvent[]) =>
       events.some((e) => e.type === "TaskCreated" && e.payload.title === "fix");
-    const seen = loseBatch(h, dies, (events) => events.length > 1 && isFixBatch(events));
-    const { rootTaskId } = await h.submit("survey it");
-    await h.idle();
+    const { rootTaskId, seen } = await crashWhilePlanning(
+      h,
+      (events) => events.length > 1 && isFixBatch(events),
+      "survey it",
+    );
     expect(seen.lost).toBe(1);
-    await h.restart();
     await h.runToEnd(rootTaskId);
     const tree = await h.tree(rootTaskId);
     expect(tree.size).toBe(2 + 34);
