@@ -26,7 +26,7 @@ import { waitsOnRemote } from "../turn/remote-calls.ts";
 import { childrenOf } from "./children.ts";
 import { ASSISTANT_TYPE } from "./election.ts";
 import { announceOutput } from "./outcome.ts";
-import { checkPlan, materialise, siblingNames } from "./planner.ts";
+import { checkPlan, materialiseUnder } from "./planner.ts";
 import { supervise } from "./supervisor.ts";
 
 /**
@@ -190,15 +190,7 @@ export async function resume(deps: EngineDeps, cmd: ResumeCommand): Promise<void
         if (!task.election?.assistant) return askForAssistant(deps, taskId);
         return send(deps, COMMANDS.turn, { taskId, turn: 1 }, taskId, "1");
       }
-      // Made one by one, each the top of its own tree: named apart as the plan's tree names siblings.
-      const names = siblingNames(subtasks.map((spec) => spec.name));
-      for (const [i, spec] of subtasks.entries()) {
-        const name = names[i] ?? spec.name;
-        await materialise(deps, name === spec.name ? spec : { ...spec, name }, taskId, task.budgets, {
-          withChildren: true,
-          round: 0,
-        });
-      }
+      await materialiseUnder(deps, subtasks, task, 0);
       return proceed(deps, taskId);
     }
     case "assign_subtask": {

@@ -315,16 +315,16 @@ export interface MaterialiseOptions {
   after?: Promise<unknown> | undefined;
 }
 
-/**
- * Writes a (sub)tree of Task resources with deterministic URNs, elects an assistant for each, and
- * records TaskCreated parent first. Safe to repeat: the same plan writes the same keys and events.
- */
 /** What materialise made: the top task's URN, and the top task as stored. */
 export interface Materialised {
   id: Urn;
   top: TaskResource;
 }
 
+/**
+ * Writes a (sub)tree of Task resources with deterministic URNs, elects an assistant for each, and
+ * records TaskCreated parent first. Safe to repeat: the same plan writes the same keys and events.
+ */
 export async function materialise(
   deps: EngineDeps,
   spec: TaskSpec,
@@ -340,12 +340,7 @@ export async function materialise(
     const node: Node = { id: id ?? meta.id, parent: p, spec: s, budgets: inheritBudgets(b, s.budgets) };
     nodes.push(node);
     if (!options.withChildren) return;
-    const subtasks = s.subtasks ?? [];
-    const names = siblingNames(subtasks.map((sub) => sub.name));
-    for (const [i, sub] of subtasks.entries()) {
-      const name = names[i] ?? sub.name;
-      visit(name === sub.name ? sub : { ...sub, name }, node.id, node.budgets, undefined, false);
-    }
+    for (const sub of namedApart(s.subtasks ?? [])) visit(sub, node.id, node.budgets, undefined, false);
   };
   visit(spec, parent, budgets, options.rootId, true);
 
@@ -416,23 +411,41 @@ export async function materialise(
 }
 
 /**
- * The names siblings are made under (their URNs derive from them): the nth of a repeated name is
+ * Siblings as they are made (their URNs derive from their names): the nth of a repeated name is
  * "name (n)", or, when a sibling is named that already ("a", "a", "a (2)"), the next such name
  * nobody has. Two siblings of one URN would be one task written twice: their TaskCreated events, in
  * one batch, are refused (the plan step failing at every delivery), or the second is taken for the first.
  */
-export function siblingNames(names: readonly string[]): string[] {
-  const given = new Set(names);
+function namedApart(specs: readonly TaskSpec[]): TaskSpec[] {
+  const given = new Set(specs.map((s) => s.name));
   const taken = new Set<string>();
   const seen = new Map<string, number>();
-  return names.map((name) => {
-    let n = (seen.get(name) ?? 0) + 1;
-    let unique = n > 1 ? `${name} (${n})` : name;
-    while (n > 1 && (given.has(unique) || taken.has(unique))) unique = `${name} (${++n})`;
-    seen.set(name, n);
+  return specs.map((spec) => {
+    let n = (seen.get(spec.name) ?? 0) + 1;
+    let unique = n > 1 ? `${spec.name} (${n})` : spec.name;
+    while (n > 1 && (given.has(unique) || taken.has(unique))) unique = `${spec.name} (${++n})`;
+    seen.set(spec.name, n);
     taken.add(unique);
-    return unique;
+    return unique === spec.name ? spec : { ...spec, name: unique };
   });
+}
+
+/**
+ * Subtasks added under a task that exists (an approved plan's, a corrective round's), each the top
+ * of its tree, named apart as a plan's siblings are; one after another, in order. Their URNs.
+ */
+export async function materialiseUnder(
+  deps: EngineDeps,
+  specs: readonly TaskSpec[],
+  parent: TaskResource,
+  round: number,
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (const spec of namedApart(specs))
+    ids.push(
+      (await materialise(deps, spec, parent.meta.id, parent.budgets, { withChildren: true, round })).id,
+    );
+  return ids;
 }
 
 /**

@@ -31,7 +31,7 @@ import {
 import { recordUsage } from "../usage.ts";
 import { childrenOf } from "./children.ts";
 import { completeTask, failTask, outputOf } from "./outcome.ts";
-import { materialise } from "./planner.ts";
+import { materialiseUnder } from "./planner.ts";
 
 /**
  * Supervisory mode: a parent reacts to its children's outputs (RESOURCE_PUT of a child's `output`
@@ -158,12 +158,7 @@ export async function supervise(deps: EngineDeps, parentId: string): Promise<voi
 }
 
 async function correct(deps: EngineDeps, parent: TaskResource, round: number, specs: TaskSpec[]) {
-  const ids: string[] = [];
-  for (const spec of specs)
-    ids.push(
-      (await materialise(deps, spec, parent.meta.id, parent.budgets, { withChildren: true, round })).id,
-    );
-  await sendReadyAsAllowed(deps, ids);
+  await sendReadyAsAllowed(deps, await materialiseUnder(deps, specs, parent, round));
 }
 
 /**

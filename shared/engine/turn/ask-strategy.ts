@@ -13,7 +13,7 @@ import type { EngineDeps } from "../context.ts";
 import { announceStored, interactionMeta, requestInteraction } from "../interactions.ts";
 import { sendReadyAsAllowed } from "../leaf-slots.ts";
 import { completeTask, failTask } from "../steps/outcome.ts";
-import { checkPlan, materialise } from "../steps/planner.ts";
+import { checkPlan, materialiseUnder } from "../steps/planner.ts";
 
 /**
  * `choose_strategy`: after a failed round, a parent asks a person how to go on, instead of going on
@@ -233,15 +233,5 @@ async function apply(
       parent.meta.id,
       `${evaluation.reason} (round ${round} failed${round > 0 ? `, after ${round} corrective round(s)` : ""}; ${who} chose to stop here)`,
     );
-  const ids: string[] = [];
-  for (const spec of way.corrective_subtasks)
-    ids.push(
-      (
-        await materialise(deps, spec, parent.meta.id, parent.budgets, {
-          withChildren: true,
-          round: round + 1,
-        })
-      ).id,
-    );
-  await sendReadyAsAllowed(deps, ids);
+  await sendReadyAsAllowed(deps, await materialiseUnder(deps, way.corrective_subtasks, parent, round + 1));
 }
